@@ -1,0 +1,1 @@
+//! formatter (in progress).
