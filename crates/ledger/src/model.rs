@@ -153,6 +153,7 @@ impl FromStr for EventKey {
         s.strip_prefix("task:")
             .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|n| n.parse().ok())
+            .filter(|n| *n != u32::MAX)
             .map(EventKey::Task)
             .ok_or_else(|| IdError::EventKey(s.to_owned()))
     }

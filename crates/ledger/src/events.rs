@@ -1,0 +1,407 @@
+//! Events and claims: publish, claim (all-or-none, fenced by a fresh token), renew, ack,
+//! release, defer and drop. Every settlement checks that the token still holds every key and
+//! returns the transitions that really happened.
+
+use std::collections::BTreeSet;
+
+use crate::error::{LedgerError, Result};
+use crate::ledger::Ledger;
+use crate::model::{
+    ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload, EventRef,
+    EventState, Lease, SessionId, SessionState, Timestamp,
+};
+use crate::store::{ClaimRecord, Writer};
+
+/// An event to publish by hand (units publish through `finish_child`/`finish_unit`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    /// Its unit, which must exist.
+    pub delegation_id: DelegationId,
+    /// Which event.
+    pub key: EventKey,
+    /// Its content.
+    pub payload: EventPayload,
+}
+
+/// Whether a publish inserted anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The event is new.
+    Inserted,
+    /// An event with this key existed; nothing changed.
+    AlreadyPresent,
+}
+
+/// What to claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// Every key to claim, all or none.
+    pub keys: Vec<EventRef>,
+    /// Who claims.
+    pub consumer: String,
+    /// The claiming consumer's session: when set, events of any other session are refused.
+    pub session: Option<SessionId>,
+    /// Lease length in milliseconds.
+    pub lease_ms: u64,
+}
+
+/// Why one key could not be claimed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Delivered or dropped already.
+    Terminal(EventState),
+    /// Someone else holds a live lease until `expires_at`.
+    LiveClaim {
+        /// When that lease runs out.
+        expires_at: Timestamp,
+    },
+    /// No such event.
+    Missing,
+    /// The event belongs to another session (or to none).
+    NotOwned,
+}
+
+/// A successful claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    /// The fencing token.
+    pub token: ClaimToken,
+    /// When the lease runs out.
+    pub expires_at: Timestamp,
+    /// The claimed events, as they are now (attempts counted).
+    pub events: Vec<Event>,
+}
+
+/// What a claim attempt did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimOutcome {
+    /// Every key is now held by the new token.
+    Claimed(Claim),
+    /// Nothing was claimed; why, per refused key.
+    Refused(Vec<(EventRef, Refusal)>),
+}
+
+/// One state change an operation made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// Which event.
+    pub event: EventRef,
+    /// Its state before.
+    pub from: EventState,
+    /// Its state after.
+    pub to: EventState,
+    /// Why it was dropped, when `to` is `Dropped`.
+    pub drop_reason: Option<DropReason>,
+}
+
+impl Ledger {
+    /// Publishes an event; idempotent per key.
+    pub fn publish(&self, event: NewEvent, now: Timestamp) -> Result<Published> {
+        self.write_then(|w| {
+            let id = &event.delegation_id;
+            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let published = publish_in(w, &unit, event.key, event.payload, now)?;
+            Ok((published, published == Published::Inserted))
+        })
+    }
+
+    /// An event with its delivery state.
+    pub fn event(&self, event: &EventRef) -> Result<Option<Event>> {
+        self.read(|r| r.event(event))
+    }
+
+    /// Every event of a unit.
+    pub fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
+        self.read(|r| r.events(id))
+    }
+
+    /// Every event of `session` a consumer could claim at `now` (pending, or claimed with an
+    /// expired lease), each with its unit, grouped by unit in id order. An ended session has
+    /// none.
+    pub fn deliverable(
+        &self,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<Vec<(Delegation, Vec<Event>)>> {
+        self.read(|r| {
+            if r.session(session)?.is_some_and(|s| s.state == SessionState::Ended) {
+                return Ok(Vec::new());
+            }
+            let mut out: Vec<(Delegation, Vec<Event>)> = Vec::new();
+            for event_ref in r.open_events(Some(session))? {
+                let Some(event) = r.event(&event_ref)? else { continue };
+                if !event.is_deliverable(now) || event.session.as_ref() != Some(session) {
+                    continue;
+                }
+                match out.last_mut() {
+                    Some((unit, events)) if unit.id == event.delegation_id => events.push(event),
+                    _ => {
+                        let Some(unit) = r.delegation(event.delegation_id.as_str())? else { continue };
+                        out.push((unit, vec![event]));
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Open (pending or claimed) events of `session`, live leases included.
+    pub fn open_events(&self, session: &SessionId) -> Result<Vec<Event>> {
+        self.read(|r| {
+            let mut out = Vec::new();
+            for event_ref in r.open_events(Some(session))? {
+                out.extend(r.event(&event_ref)?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Claims every key or none. Each claimed key's attempts go up by one and a fresh token
+    /// replaces any old one, fencing its holder out. An event whose attempts are used up is
+    /// dropped (`attempts_exhausted`) instead of claimed, and refused as terminal.
+    pub fn claim(&self, request: &ClaimRequest, now: Timestamp) -> Result<ClaimOutcome> {
+        let keys: BTreeSet<EventRef> = request.keys.iter().cloned().collect();
+        if keys.is_empty() {
+            return Err(LedgerError::Invalid("a claim needs at least one key".into()));
+        }
+        self.write_then(|w| {
+            let mut refused = Vec::new();
+            let mut claimable = Vec::new();
+            let mut changed = false;
+            for key in &keys {
+                let Some(mut event) = w.event(key)? else {
+                    refused.push((key.clone(), Refusal::Missing));
+                    continue;
+                };
+                if event.state.is_terminal() {
+                    refused.push((key.clone(), Refusal::Terminal(event.state)));
+                } else if request.session.is_some() && event.session != request.session {
+                    refused.push((key.clone(), Refusal::NotOwned));
+                } else if let Some(lease) = event.lease.as_ref().filter(|l| l.expires_at > now) {
+                    refused.push((key.clone(), Refusal::LiveClaim { expires_at: lease.expires_at }));
+                } else if event.attempts >= self.config.max_attempts {
+                    if let Some(lease) = event.lease.take() {
+                        w.remove_claim(lease.token)?;
+                    }
+                    drop_event(&mut event, DropReason::AttemptsExhausted, now);
+                    w.put_event(&event)?;
+                    changed = true;
+                    refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
+                } else {
+                    claimable.push(event);
+                }
+            }
+            if !refused.is_empty() {
+                return Ok((ClaimOutcome::Refused(refused), changed));
+            }
+            let token = loop {
+                let token = self.next_token();
+                if w.claim_record(token)?.is_none() {
+                    break token;
+                }
+            };
+            let expires_at = now.plus_ms(request.lease_ms);
+            for event in &mut claimable {
+                if let Some(old) = event.lease.take() {
+                    // The old holder is fenced out: its token no longer holds every key.
+                    w.remove_claim(old.token)?;
+                }
+                event.state = EventState::Claimed;
+                event.attempts += 1;
+                event.lease = Some(Lease {
+                    token,
+                    consumer: request.consumer.clone(),
+                    claimed_at: now,
+                    expires_at,
+                });
+                w.put_event(event)?;
+            }
+            w.put_claim(&ClaimRecord {
+                token,
+                keys: keys.iter().cloned().collect(),
+                consumer: request.consumer.clone(),
+                claimed_at: now,
+                expires_at,
+            })?;
+            Ok((ClaimOutcome::Claimed(Claim { token, expires_at, events: claimable }), true))
+        })
+    }
+
+    /// The claim a token names, if it is still recorded.
+    pub fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
+        self.read(|r| r.claim_record(token))
+    }
+
+    /// Extends the lease of every key of the claim to `now + lease_ms`. Works after expiry as
+    /// long as nobody has claimed since.
+    pub fn renew(&self, token: ClaimToken, lease_ms: u64, now: Timestamp) -> Result<Timestamp> {
+        self.write(|w| {
+            let (mut record, events) = held(w, token)?;
+            record.expires_at = now.plus_ms(lease_ms);
+            for mut event in events {
+                if let Some(lease) = event.lease.as_mut() {
+                    lease.expires_at = record.expires_at;
+                }
+                w.put_event(&event)?;
+            }
+            w.put_claim(&record)?;
+            Ok(record.expires_at)
+        })
+    }
+
+    /// Marks every key of the claim delivered.
+    pub fn ack(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
+        self.settle(token, |event| {
+            event.state = EventState::Delivered;
+            event.delivered_at = Some(now);
+        })
+    }
+
+    /// Returns every key of the claim to pending, the attempt counted; a key whose attempts
+    /// reached `max_attempts` is dropped (`attempts_exhausted`) instead.
+    pub fn release(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
+        let max = self.config.max_attempts;
+        self.settle(token, |event| {
+            if event.attempts >= max {
+                drop_event(event, DropReason::AttemptsExhausted, now);
+            } else {
+                event.state = EventState::Pending;
+            }
+        })
+    }
+
+    /// Returns every key of the claim to pending and gives the attempt back (the consumer was
+    /// busy; nothing was shown).
+    pub fn defer(&self, token: ClaimToken) -> Result<Vec<Transition>> {
+        self.settle(token, |event| {
+            event.state = EventState::Pending;
+            event.attempts = event.attempts.saturating_sub(1);
+        })
+    }
+
+    /// Drops every key of the claim with `reason`.
+    pub fn drop_claim(
+        &self,
+        token: ClaimToken,
+        reason: DropReason,
+        now: Timestamp,
+    ) -> Result<Vec<Transition>> {
+        self.settle(token, |event| drop_event(event, reason.clone(), now))
+    }
+
+    /// Drops the given events, whoever holds them (an administrative drop); events already
+    /// delivered or dropped are left as they are and reported with no transition.
+    pub fn drop_events(
+        &self,
+        keys: &[EventRef],
+        reason: DropReason,
+        now: Timestamp,
+    ) -> Result<Vec<Transition>> {
+        self.write(|w| {
+            let mut transitions = Vec::new();
+            for key in keys {
+                let Some(mut event) = w.event(key)? else { continue };
+                if event.state.is_terminal() {
+                    continue;
+                }
+                let from = event.state;
+                if let Some(lease) = event.lease.take() {
+                    w.remove_claim(lease.token)?;
+                }
+                drop_event(&mut event, reason.clone(), now);
+                w.put_event(&event)?;
+                transitions.push(transition(&event, from));
+            }
+            Ok(transitions)
+        })
+    }
+
+    /// Applies `change` to every key the token still holds, or fails with `ClaimLost`.
+    fn settle(
+        &self,
+        token: ClaimToken,
+        mut change: impl FnMut(&mut Event),
+    ) -> Result<Vec<Transition>> {
+        self.write(|w| {
+            let (_, events) = held(w, token)?;
+            let mut transitions = Vec::new();
+            for mut event in events {
+                let from = event.state;
+                event.lease = None;
+                change(&mut event);
+                w.put_event(&event)?;
+                transitions.push(transition(&event, from));
+            }
+            w.remove_claim(token)?;
+            Ok(transitions)
+        })
+    }
+}
+
+fn transition(event: &Event, from: EventState) -> Transition {
+    Transition {
+        event: event.event_ref(),
+        from,
+        to: event.state,
+        drop_reason: event.drop_reason.clone().filter(|_| event.state == EventState::Dropped),
+    }
+}
+
+fn drop_event(event: &mut Event, reason: DropReason, now: Timestamp) {
+    event.state = EventState::Dropped;
+    event.lease = None;
+    event.dropped_at = Some(now);
+    event.drop_reason = Some(reason);
+}
+
+/// The claim and its events, if `token` still holds every key it claimed.
+fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> {
+    let record = w.claim_record(token)?.ok_or(LedgerError::ClaimLost(token))?;
+    let mut events = Vec::with_capacity(record.keys.len());
+    for key in &record.keys {
+        let event = w.event(key)?.ok_or(LedgerError::ClaimLost(token))?;
+        let holds = event.state == EventState::Claimed
+            && event.lease.as_ref().is_some_and(|l| l.token == token);
+        if !holds {
+            return Err(LedgerError::ClaimLost(token));
+        }
+        events.push(event);
+    }
+    Ok((record, events))
+}
+
+/// Publishes inside `w`: idempotent per key. An event of an ended session is recorded already
+/// dropped (`session_ended`), so it is readable but never offered.
+pub(crate) fn publish_in(
+    w: &Writer<'_>,
+    unit: &Delegation,
+    key: EventKey,
+    payload: EventPayload,
+    now: Timestamp,
+) -> Result<Published> {
+    let event_ref = EventRef { delegation_id: unit.id.clone(), key };
+    if w.event(&event_ref)?.is_some() {
+        return Ok(Published::AlreadyPresent);
+    }
+    let mut event = Event {
+        delegation_id: unit.id.clone(),
+        key,
+        session: unit.session.clone(),
+        delivery: unit.spec.delivery,
+        payload,
+        state: EventState::Pending,
+        attempts: 0,
+        lease: None,
+        published_at: now,
+        delivered_at: None,
+        dropped_at: None,
+        drop_reason: None,
+    };
+    if let Some(session) = &unit.session {
+        if w.session(session)?.is_some_and(|s| s.state == SessionState::Ended) {
+            drop_event(&mut event, DropReason::SessionEnded, now);
+        }
+    }
+    w.put_event(&event)?;
+    Ok(Published::Inserted)
+}

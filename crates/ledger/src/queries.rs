@@ -1,0 +1,95 @@
+//! Read-only views for `delegation list/status` and `session list`.
+
+use crate::error::Result;
+use crate::ledger::Ledger;
+use crate::model::{Child, Delegation, DelegationId, SessionId, SessionState, UnitStatus};
+
+/// Units by state, for `delegation list`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Listing {
+    /// Running units, oldest first.
+    pub running: Vec<Delegation>,
+    /// Queued units in FIFO order.
+    pub queued: Vec<Delegation>,
+    /// The most recent terminal units, newest first.
+    pub recent: Vec<Delegation>,
+}
+
+/// One session with its counts, for `session list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session.
+    pub id: SessionId,
+    /// Active or ended.
+    pub state: SessionState,
+    /// Its recorded host's pid.
+    pub host_pid: Option<u32>,
+    /// Running units.
+    pub running: usize,
+    /// Queued units.
+    pub queued: usize,
+    /// Pending or claimed events.
+    pub pending: usize,
+}
+
+impl Ledger {
+    /// A unit.
+    pub fn delegation(&self, id: &DelegationId) -> Result<Option<Delegation>> {
+        self.read(|r| r.delegation(id.as_str()))
+    }
+
+    /// A unit's children, by index.
+    pub fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
+        self.read(|r| r.children(id))
+    }
+
+    /// Running, queued and `recent_limit` recent terminal units, of one session or all.
+    pub fn list(&self, session: Option<&SessionId>, recent_limit: usize) -> Result<Listing> {
+        self.read(|r| {
+            let mine = |u: &Delegation| session.is_none_or(|s| u.session.as_ref() == Some(s));
+            let mut listing = Listing::default();
+            for unit in r.active_units()?.into_iter().filter(mine) {
+                match unit.status {
+                    UnitStatus::Queued => listing.queued.push(unit),
+                    _ => listing.running.push(unit),
+                }
+            }
+            listing.running.sort_by_key(|u| (u.started_at, u.dispatched_at));
+            listing.queued.sort_by_key(|u| u.queue_seq);
+            // Active units are few; over-fetch by that many so `recent` stays full.
+            let extra = listing.running.len() + listing.queued.len();
+            listing.recent = r
+                .recent_units(session, recent_limit + extra)?
+                .into_iter()
+                .filter(|u| u.status.is_terminal())
+                .take(recent_limit)
+                .collect();
+            Ok(listing)
+        })
+    }
+
+    /// Every session with its counts.
+    pub fn sessions(&self) -> Result<Vec<SessionSummary>> {
+        self.read(|r| {
+            let active = r.active_units()?;
+            let mut out = Vec::new();
+            for session in r.sessions()? {
+                let of = |status: UnitStatus| {
+                    active
+                        .iter()
+                        .filter(|u| u.session.as_ref() == Some(&session.id) && u.status == status)
+                        .count()
+                };
+                out.push(SessionSummary {
+                    running: of(UnitStatus::Running),
+                    queued: of(UnitStatus::Queued),
+                    pending: r.open_events(Some(&session.id))?.len(),
+                    host_pid: session.host.map(|h| h.pid),
+                    state: session.state,
+                    id: session.id,
+                });
+            }
+            Ok(out)
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! Sessions and the hosts that run their children.
+
+use crate::error::{LedgerError, Result};
+use crate::ledger::Ledger;
+use crate::model::{
+    DelegationId, DropReason, EventState, Host, ProcessId, Session, SessionId, SessionState,
+    Timestamp,
+};
+use crate::store::Writer;
+use crate::units::InterruptTarget;
+
+/// What ending a session did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionEnd {
+    /// Running units asked to stop (their host interrupts them with reason `session_end`).
+    pub interrupted: Vec<DelegationId>,
+    /// Queued units cancelled outright.
+    pub cancelled: Vec<DelegationId>,
+    /// Pending or claimed events dropped as `session_ended`.
+    pub dropped_events: usize,
+    /// Whether the session was already ended.
+    pub already_ended: bool,
+}
+
+/// The result of asking to host a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostClaim {
+    /// The caller now hosts the session.
+    Acquired,
+    /// The caller already hosted it.
+    AlreadyHeld,
+    /// Another live process hosts it.
+    HeldBy(ProcessId),
+}
+
+impl Ledger {
+    /// The session, creating it as active if the ledger has never seen it.
+    ///
+    /// Fails with `SessionEnded` if it has ended.
+    pub fn ensure_session(&self, id: &SessionId, now: Timestamp) -> Result<Session> {
+        self.write(|w| ensure_active(w, id, now))
+    }
+
+    /// The session, if the ledger knows it.
+    pub fn session(&self, id: &SessionId) -> Result<Option<Session>> {
+        self.read(|r| r.session(id))
+    }
+
+    /// Ends a session: running units are asked to stop (`session_end`), queued ones cancelled,
+    /// pending events dropped (`session_ended`), later dispatches refused.
+    pub fn end_session(&self, id: &SessionId, now: Timestamp) -> Result<SessionEnd> {
+        self.write(|w| {
+            let mut session =
+                w.session(id)?.ok_or_else(|| LedgerError::SessionNotFound(id.clone()))?;
+            let mut end = SessionEnd {
+                already_ended: session.state == SessionState::Ended,
+                ..SessionEnd::default()
+            };
+            session.state = SessionState::Ended;
+            session.ended_at.get_or_insert(now);
+            w.put_session(&session)?;
+            for event_ref in w.open_events(Some(id))? {
+                if let Some(mut event) = w.event(&event_ref)? {
+                    if let Some(lease) = event.lease.take() {
+                        w.remove_claim(lease.token)?;
+                    }
+                    event.state = EventState::Dropped;
+                    event.dropped_at = Some(now);
+                    event.drop_reason = Some(DropReason::SessionEnded);
+                    w.put_event(&event)?;
+                    end.dropped_events += 1;
+                }
+            }
+            let stopped =
+                crate::units::interrupt_in(w, &InterruptTarget::Session(id.clone()), "session_end", now)?;
+            end.interrupted = stopped.flagged;
+            end.cancelled = stopped.cancelled;
+            Ok(end)
+        })
+    }
+
+    /// Records a host process (an interactive session, a headless host or an inline run).
+    pub fn register_host(&self, host: &Host) -> Result<()> {
+        self.write(|w| w.put_host(host))
+    }
+
+    /// Records a host's heartbeat.
+    pub fn heartbeat(&self, process: ProcessId, now: Timestamp) -> Result<()> {
+        self.write(|w| {
+            if let Some(mut host) = w.host(process)? {
+                host.heartbeat_at = now;
+                w.put_host(&host)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Forgets a host that is shutting down, and lets go of the session it hosted.
+    pub fn unregister_host(&self, process: ProcessId) -> Result<()> {
+        self.write(|w| {
+            if let Some(host) = w.host(process)? {
+                if let Some(id) = &host.session {
+                    if let Some(mut session) = w.session(id)? {
+                        if session.host == Some(process) {
+                            session.host = None;
+                            w.put_session(&session)?;
+                        }
+                    }
+                }
+            }
+            w.remove_host(process)
+        })
+    }
+
+    /// A host's record.
+    pub fn host(&self, process: ProcessId) -> Result<Option<Host>> {
+        self.read(|r| r.host(process))
+    }
+
+    /// Makes `process` the host of `session` unless another live process hosts it (at most one
+    /// live host per session). `is_alive` tells whether a recorded host still runs.
+    pub fn claim_session_host(
+        &self,
+        session: &SessionId,
+        process: ProcessId,
+        is_alive: &dyn Fn(ProcessId) -> bool,
+        now: Timestamp,
+    ) -> Result<HostClaim> {
+        self.write(|w| {
+            let mut record = ensure_active(w, session, now)?;
+            match record.host {
+                Some(current) if current == process => Ok(HostClaim::AlreadyHeld),
+                Some(current) if is_alive(current) => Ok(HostClaim::HeldBy(current)),
+                _ => {
+                    record.host = Some(process);
+                    w.put_session(&record)?;
+                    Ok(HostClaim::Acquired)
+                }
+            }
+        })
+    }
+}
+
+/// The session, created active if new; `SessionEnded` if it has ended.
+pub(crate) fn ensure_active(w: &Writer<'_>, id: &SessionId, now: Timestamp) -> Result<Session> {
+    match w.session(id)? {
+        Some(session) if session.state == SessionState::Ended => {
+            Err(LedgerError::SessionEnded(id.clone()))
+        }
+        Some(session) => Ok(session),
+        None => {
+            let session = Session {
+                id: id.clone(),
+                state: SessionState::Active,
+                created_at: now,
+                ended_at: None,
+                host: None,
+            };
+            w.put_session(&session)?;
+            Ok(session)
+        }
+    }
+}

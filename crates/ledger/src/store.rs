@@ -1,0 +1,449 @@
+//! Typed access to the tables inside one transaction.
+//!
+//! `Reader` wraps a read transaction and `Writer` a write transaction; both offer the same typed
+//! getters (generated once by `getters!`), and `Writer` adds the puts that keep the index tables
+//! in step with the rows.
+
+use std::path::Path;
+
+use redb::{ReadableTable, TableDefinition};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::codec::{self, DecodeError};
+use crate::error::{LedgerError, Result};
+use crate::model::{
+    Child, ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Host, ProcessId,
+    Session, SessionId, Timestamp,
+};
+use crate::tables::*;
+
+/// A claim as stored under its token.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClaimRecord {
+    /// The token.
+    pub token: ClaimToken,
+    /// Every key the claim covers.
+    pub keys: Vec<EventRef>,
+    /// Who holds it.
+    pub consumer: String,
+    /// When it was taken.
+    pub claimed_at: Timestamp,
+    /// When its lease runs out.
+    pub expires_at: Timestamp,
+}
+
+pub(crate) fn storage<E: std::fmt::Display>(err: E) -> LedgerError {
+    LedgerError::Storage(err.to_string())
+}
+
+pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<V> {
+    codec::decode(bytes).map_err(|err| match err {
+        DecodeError::Newer(found) => LedgerError::NewerFormat {
+            path: path.to_owned(),
+            found: u32::from(found),
+            supported: u32::from(codec::FORMAT_VERSION),
+        },
+        DecodeError::Damaged(reason) => {
+            LedgerError::Damaged { path: path.to_owned(), reason: format!("{what}: {reason}") }
+        }
+    })
+}
+
+/// The key range of every row whose first key part is `prefix`, for (str, u32) keys.
+fn by_id(prefix: &str) -> std::ops::RangeInclusive<(&str, u32)> {
+    (prefix, 0)..=(prefix, u32::MAX)
+}
+
+/// The session part of an `OPEN_EVENTS` key (`""` for inline units).
+pub(crate) fn session_part(session: Option<&SessionId>) -> &str {
+    session.map_or("", SessionId::as_str)
+}
+
+/// Upper bound (exclusive) for delegation ids, which are ASCII below `~`.
+const ID_END: &str = "~";
+
+macro_rules! getters {
+    ($ty:ident) => {
+        // Each transaction kind uses its own subset of the shared getters.
+        #[allow(dead_code)]
+        impl $ty<'_> {
+            pub(crate) fn session(&self, id: &SessionId) -> Result<Option<Session>> {
+                let table = self.txn.open_table(SESSIONS).map_err(storage)?;
+                let row = table.get(id.as_str()).map_err(storage)?;
+                row.map(|v| decode(self.path, "session", v.value())).transpose()
+            }
+
+            pub(crate) fn sessions(&self) -> Result<Vec<Session>> {
+                let table = self.txn.open_table(SESSIONS).map_err(storage)?;
+                let mut out = Vec::new();
+                for row in table.iter().map_err(storage)? {
+                    let (_, v) = row.map_err(storage)?;
+                    out.push(decode(self.path, "session", v.value())?);
+                }
+                Ok(out)
+            }
+
+            pub(crate) fn host(&self, process: ProcessId) -> Result<Option<Host>> {
+                let table = self.txn.open_table(HOSTS).map_err(storage)?;
+                let row = table.get((process.pid, process.start_time)).map_err(storage)?;
+                row.map(|v| decode(self.path, "host", v.value())).transpose()
+            }
+
+            pub(crate) fn hosts(&self) -> Result<Vec<Host>> {
+                let table = self.txn.open_table(HOSTS).map_err(storage)?;
+                let mut out = Vec::new();
+                for row in table.iter().map_err(storage)? {
+                    let (_, v) = row.map_err(storage)?;
+                    out.push(decode(self.path, "host", v.value())?);
+                }
+                Ok(out)
+            }
+
+            pub(crate) fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
+                let table = self.txn.open_table(DELEGATIONS).map_err(storage)?;
+                let row = table.get(id).map_err(storage)?;
+                row.map(|v| decode(self.path, "delegation", v.value())).transpose()
+            }
+
+            pub(crate) fn delegation_exists(&self, id: &str) -> Result<bool> {
+                let table = self.txn.open_table(DELEGATIONS).map_err(storage)?;
+                Ok(table.get(id).map_err(storage)?.is_some())
+            }
+
+            pub(crate) fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
+                let table = self.txn.open_table(CHILDREN).map_err(storage)?;
+                let row = table.get((id.as_str(), index)).map_err(storage)?;
+                row.map(|v| decode(self.path, "child", v.value())).transpose()
+            }
+
+            pub(crate) fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
+                let table = self.txn.open_table(CHILDREN).map_err(storage)?;
+                let mut out = Vec::new();
+                for row in table.range(by_id(id.as_str())).map_err(storage)? {
+                    let (_, v) = row.map_err(storage)?;
+                    out.push(decode(self.path, "child", v.value())?);
+                }
+                Ok(out)
+            }
+
+            pub(crate) fn event(&self, event: &EventRef) -> Result<Option<Event>> {
+                let table = self.txn.open_table(EVENTS).map_err(storage)?;
+                let row = table
+                    .get((event.delegation_id.as_str(), key_code(event.key)))
+                    .map_err(storage)?;
+                row.map(|v| decode(self.path, "event", v.value())).transpose()
+            }
+
+            pub(crate) fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
+                let table = self.txn.open_table(EVENTS).map_err(storage)?;
+                let mut out = Vec::new();
+                for row in table.range(by_id(id.as_str())).map_err(storage)? {
+                    let (_, v) = row.map_err(storage)?;
+                    out.push(decode(self.path, "event", v.value())?);
+                }
+                Ok(out)
+            }
+
+            /// Every pending or claimed event of `session` (`None`: of inline units).
+            pub(crate) fn open_events(&self, session: Option<&SessionId>) -> Result<Vec<EventRef>> {
+                let table = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
+                let part = session_part(session);
+                let mut out = Vec::new();
+                for row in table.range((part, "", 0)..(part, ID_END, 0)).map_err(storage)? {
+                    let (k, _) = row.map_err(storage)?;
+                    let (_, id, code) = k.value();
+                    out.push(event_ref(self.path, id, code)?);
+                }
+                Ok(out)
+            }
+
+            /// Every pending or claimed event of every session.
+            pub(crate) fn all_open_events(&self) -> Result<Vec<EventRef>> {
+                let table = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
+                let mut out = Vec::new();
+                for row in table.iter().map_err(storage)? {
+                    let (k, _) = row.map_err(storage)?;
+                    let (_, id, code) = k.value();
+                    out.push(event_ref(self.path, id, code)?);
+                }
+                Ok(out)
+            }
+
+            pub(crate) fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
+                let table = self.txn.open_table(CLAIMS).map_err(storage)?;
+                let row = table.get(token.0).map_err(storage)?;
+                row.map(|v| decode(self.path, "claim", v.value())).transpose()
+            }
+
+            /// Queued or running units, in id order.
+            pub(crate) fn active_units(&self) -> Result<Vec<Delegation>> {
+                let table = self.txn.open_table(ACTIVE_UNITS).map_err(storage)?;
+                let mut ids = Vec::new();
+                for row in table.iter().map_err(storage)? {
+                    let (k, _) = row.map_err(storage)?;
+                    ids.push(k.value().to_owned());
+                }
+                self.delegations(ids.iter().map(String::as_str))
+            }
+
+            /// Queued units in FIFO order.
+            pub(crate) fn queue(&self) -> Result<Vec<(u64, String)>> {
+                let table = self.txn.open_table(QUEUE).map_err(storage)?;
+                let mut out = Vec::new();
+                for row in table.iter().map_err(storage)? {
+                    let (k, v) = row.map_err(storage)?;
+                    out.push((k.value(), v.value().to_owned()));
+                }
+                Ok(out)
+            }
+
+            /// The `limit` most recently dispatched units, newest first, optionally of one
+            /// session only.
+            pub(crate) fn recent_units(
+                &self,
+                session: Option<&SessionId>,
+                limit: usize,
+            ) -> Result<Vec<Delegation>> {
+                let mut units = match session {
+                    None => {
+                        let table = self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
+                        let mut ids = Vec::new();
+                        for row in table.iter().map_err(storage)?.rev().take(limit) {
+                            let (k, _) = row.map_err(storage)?;
+                            ids.push(k.value().1.to_owned());
+                        }
+                        self.delegations(ids.iter().map(String::as_str))?
+                    }
+                    Some(session) => {
+                        let table = self.txn.open_table(UNITS_BY_SESSION).map_err(storage)?;
+                        let s = session.as_str();
+                        let mut ids = Vec::new();
+                        for row in table.range((s, "")..(s, ID_END)).map_err(storage)? {
+                            let (k, _) = row.map_err(storage)?;
+                            ids.push(k.value().1.to_owned());
+                        }
+                        self.delegations(ids.iter().map(String::as_str))?
+                    }
+                };
+                units.sort_by(|a, b| {
+                    b.dispatched_at.cmp(&a.dispatched_at).then_with(|| b.id.cmp(&a.id))
+                });
+                units.truncate(limit);
+                Ok(units)
+            }
+
+            /// Units dispatched before `cutoff`, oldest first.
+            pub(crate) fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>> {
+                let table = self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
+                let mut out = Vec::new();
+                for row in table.range((0, "")..(cutoff.0, "")).map_err(storage)? {
+                    let (k, _) = row.map_err(storage)?;
+                    let (at, id) = k.value();
+                    out.push((at, id.to_owned()));
+                }
+                Ok(out)
+            }
+
+            fn delegations<'i>(&self, ids: impl Iterator<Item = &'i str>) -> Result<Vec<Delegation>> {
+                let table = self.txn.open_table(DELEGATIONS).map_err(storage)?;
+                let mut out = Vec::new();
+                for id in ids {
+                    if let Some(v) = table.get(id).map_err(storage)? {
+                        out.push(decode(self.path, "delegation", v.value())?);
+                    }
+                }
+                Ok(out)
+            }
+
+            pub(crate) fn meta(&self, key: &str) -> Result<Option<u64>> {
+                let table = self.txn.open_table(META).map_err(storage)?;
+                Ok(table.get(key).map_err(storage)?.map(|v| v.value()))
+            }
+        }
+    };
+}
+
+fn event_ref(path: &Path, id: &str, code: u32) -> Result<EventRef> {
+    let delegation_id = DelegationId::new(id).map_err(|err| LedgerError::Damaged {
+        path: path.to_owned(),
+        reason: format!("event index: {err}"),
+    })?;
+    Ok(EventRef { delegation_id, key: key_from_code(code) })
+}
+
+/// A read transaction.
+pub(crate) struct Reader<'p> {
+    pub(crate) txn: redb::ReadTransaction,
+    pub(crate) path: &'p Path,
+}
+
+/// A write transaction. Dropping it without `commit` aborts it.
+pub(crate) struct Writer<'p> {
+    pub(crate) txn: redb::WriteTransaction,
+    pub(crate) path: &'p Path,
+}
+
+getters!(Reader);
+getters!(Writer);
+
+fn put<K: redb::Key + 'static, T: Serialize>(
+    txn: &redb::WriteTransaction,
+    def: TableDefinition<K, &'static [u8]>,
+    key: K::SelfType<'_>,
+    value: &T,
+) -> Result<()> {
+    let mut table = txn.open_table(def).map_err(storage)?;
+    table.insert(key, codec::encode(value).as_slice()).map_err(storage)?;
+    Ok(())
+}
+
+impl Writer<'_> {
+    pub(crate) fn commit(self) -> Result<()> {
+        self.txn.commit().map_err(storage)
+    }
+
+    pub(crate) fn put_session(&self, session: &Session) -> Result<()> {
+        put(&self.txn, SESSIONS, session.id.as_str(), session)
+    }
+
+    pub(crate) fn put_host(&self, host: &Host) -> Result<()> {
+        put(&self.txn, HOSTS, (host.process.pid, host.process.start_time), host)
+    }
+
+    pub(crate) fn remove_host(&self, process: ProcessId) -> Result<()> {
+        let mut table = self.txn.open_table(HOSTS).map_err(storage)?;
+        table.remove((process.pid, process.start_time)).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Inserts or updates a unit, keeping `ACTIVE_UNITS`, `QUEUE`, `UNITS_BY_TIME` and
+    /// `UNITS_BY_SESSION` in step.
+    pub(crate) fn put_delegation(&self, unit: &Delegation) -> Result<()> {
+        let id = unit.id.as_str();
+        put(&self.txn, DELEGATIONS, id, unit)?;
+        {
+            let mut active = self.txn.open_table(ACTIVE_UNITS).map_err(storage)?;
+            if unit.status.is_terminal() {
+                active.remove(id).map_err(storage)?;
+            } else {
+                active.insert(id, ()).map_err(storage)?;
+            }
+        }
+        {
+            let mut queue = self.txn.open_table(QUEUE).map_err(storage)?;
+            if let Some(seq) = unit.queue_seq {
+                if unit.status == crate::model::UnitStatus::Queued {
+                    queue.insert(seq, id).map_err(storage)?;
+                } else {
+                    queue.remove(seq).map_err(storage)?;
+                }
+            }
+        }
+        let mut by_time = self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
+        by_time.insert((unit.dispatched_at.0, id), ()).map_err(storage)?;
+        if let Some(session) = &unit.session {
+            let mut by_session = self.txn.open_table(UNITS_BY_SESSION).map_err(storage)?;
+            by_session.insert((session.as_str(), id), ()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn put_child(&self, child: &Child) -> Result<()> {
+        put(&self.txn, CHILDREN, (child.delegation_id.as_str(), child.index), child)
+    }
+
+    /// Inserts or updates an event, keeping `OPEN_EVENTS` in step with its state.
+    pub(crate) fn put_event(&self, event: &Event) -> Result<()> {
+        let id = event.delegation_id.as_str();
+        let code = key_code(event.key);
+        put(&self.txn, EVENTS, (id, code), event)?;
+        let mut open = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
+        let index_key = (session_part(event.session.as_ref()), id, code);
+        if event.state.is_terminal() {
+            open.remove(index_key).map_err(storage)?;
+        } else {
+            open.insert(index_key, ()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
+        put(&self.txn, CLAIMS, claim.token.0, claim)
+    }
+
+    pub(crate) fn remove_claim(&self, token: ClaimToken) -> Result<()> {
+        let mut table = self.txn.open_table(CLAIMS).map_err(storage)?;
+        table.remove(token.0).map_err(storage)?;
+        Ok(())
+    }
+
+    pub(crate) fn set_meta(&self, key: &str, value: u64) -> Result<()> {
+        let mut table = self.txn.open_table(META).map_err(storage)?;
+        table.insert(key, value).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Removes a unit with its children, events and index rows (retention).
+    pub(crate) fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
+        let id = unit.id.as_str();
+        for event in self.events(&unit.id)? {
+            if let Some(lease) = &event.lease {
+                self.remove_claim(lease.token)?;
+            }
+            let mut open = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
+            open.remove((session_part(event.session.as_ref()), id, key_code(event.key)))
+                .map_err(storage)?;
+        }
+        self.txn
+            .open_table(EVENTS)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.txn
+            .open_table(CHILDREN)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.txn.open_table(DELEGATIONS).map_err(storage)?.remove(id).map_err(storage)?;
+        self.txn.open_table(ACTIVE_UNITS).map_err(storage)?.remove(id).map_err(storage)?;
+        self.txn
+            .open_table(UNITS_BY_TIME)
+            .map_err(storage)?
+            .remove((unit.dispatched_at.0, id))
+            .map_err(storage)?;
+        if let Some(seq) = unit.queue_seq {
+            self.txn.open_table(QUEUE).map_err(storage)?.remove(seq).map_err(storage)?;
+        }
+        if let Some(session) = &unit.session {
+            self.txn
+                .open_table(UNITS_BY_SESSION)
+                .map_err(storage)?
+                .remove((session.as_str(), id))
+                .map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    /// Creates every table, so read transactions never meet a missing one.
+    pub(crate) fn create_tables(&self) -> Result<()> {
+        self.txn.open_table(META).map_err(storage)?;
+        self.txn.open_table(SESSIONS).map_err(storage)?;
+        self.txn.open_table(HOSTS).map_err(storage)?;
+        self.txn.open_table(DELEGATIONS).map_err(storage)?;
+        self.txn.open_table(CHILDREN).map_err(storage)?;
+        self.txn.open_table(EVENTS).map_err(storage)?;
+        self.txn.open_table(CLAIMS).map_err(storage)?;
+        self.txn.open_table(QUEUE).map_err(storage)?;
+        self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
+        self.txn.open_table(ACTIVE_UNITS).map_err(storage)?;
+        self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
+        self.txn.open_table(UNITS_BY_SESSION).map_err(storage)?;
+        Ok(())
+    }
+}
+
+/// Whether `key` names one of the first `task_count` children.
+pub(crate) fn is_task_of(key: EventKey, task_count: u32) -> bool {
+    matches!(key, EventKey::Task(n) if n < task_count)
+}

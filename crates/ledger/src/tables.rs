@@ -1,0 +1,59 @@
+//! Every redb table of the ledger, in one place.
+//!
+//! Values are `codec`-encoded byte strings. Index tables (`OPEN_EVENTS`, `ACTIVE_UNITS`,
+//! `UNITS_BY_TIME`, `UNITS_BY_SESSION`, `QUEUE`) are maintained in the same transaction as the
+//! rows they index, so they are never out of step.
+
+use redb::TableDefinition;
+
+/// `format_version` and counters (`next_queue_seq`, `last_recovery_at`).
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// Session id → `Session`.
+pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+/// (pid, start time) → `Host`.
+pub(crate) const HOSTS: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("hosts");
+/// Delegation id → `Delegation`.
+pub(crate) const DELEGATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("delegations");
+/// (delegation id, index) → `Child`.
+pub(crate) const CHILDREN: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("children");
+/// (delegation id, event key code) → `Event`. See `key_code`.
+pub(crate) const EVENTS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("events");
+/// Claim token → `ClaimRecord`.
+pub(crate) const CLAIMS: TableDefinition<u128, &[u8]> = TableDefinition::new("claims");
+/// Queue sequence → delegation id, for queued units in FIFO order.
+pub(crate) const QUEUE: TableDefinition<u64, &str> = TableDefinition::new("queue");
+/// (session id or "", delegation id, event key code) for every pending or claimed event.
+pub(crate) const OPEN_EVENTS: TableDefinition<(&str, &str, u32), ()> =
+    TableDefinition::new("open_events");
+/// Delegation id for every queued or running unit.
+pub(crate) const ACTIVE_UNITS: TableDefinition<&str, ()> = TableDefinition::new("active_units");
+/// (dispatched at, delegation id) for every unit.
+pub(crate) const UNITS_BY_TIME: TableDefinition<(u64, &str), ()> =
+    TableDefinition::new("units_by_time");
+/// (session id, delegation id) for every background unit.
+pub(crate) const UNITS_BY_SESSION: TableDefinition<(&str, &str), ()> =
+    TableDefinition::new("units_by_session");
+
+/// The `META` key of the file's format version.
+pub(crate) const META_FORMAT_VERSION: &str = "format_version";
+/// The `META` key of the next queue sequence number.
+pub(crate) const META_NEXT_QUEUE_SEQ: &str = "next_queue_seq";
+/// The `META` key of the last recovery sweep's time.
+pub(crate) const META_LAST_RECOVERY: &str = "last_recovery_at";
+
+/// The stored form of an event key: `task:N` is `N`, `terminal` is `u32::MAX`.
+pub(crate) fn key_code(key: crate::model::EventKey) -> u32 {
+    match key {
+        crate::model::EventKey::Task(n) => n,
+        crate::model::EventKey::Terminal => u32::MAX,
+    }
+}
+
+/// The event key of a stored code.
+pub(crate) fn key_from_code(code: u32) -> crate::model::EventKey {
+    if code == u32::MAX {
+        crate::model::EventKey::Terminal
+    } else {
+        crate::model::EventKey::Task(code)
+    }
+}

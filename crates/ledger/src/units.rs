@@ -1,0 +1,486 @@
+//! Units and their children: dispatch under a capacity check, the FIFO queue, progress,
+//! finalization exactly once, and interrupts.
+
+use std::collections::BTreeSet;
+
+use crate::error::{LedgerError, Result};
+use crate::events::publish_in;
+use crate::ledger::Ledger;
+use crate::model::{
+    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, EventKey,
+    EventPayload, ExitDetail, ProcessId, Progress, SessionId, Timestamp, UnitStatus,
+};
+use crate::store::{Writer, is_task_of};
+use crate::tables::META_NEXT_QUEUE_SEQ;
+
+/// A unit to record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewDelegation {
+    /// The session it belongs to (`None` for inline units).
+    pub session: Option<SessionId>,
+    /// Background or inline.
+    pub channel: Channel,
+    /// What to run.
+    pub spec: DispatchSpec,
+    /// The process that will run it.
+    pub host: Option<ProcessId>,
+    /// Where its transcripts go; the unit's own directory is `<root>/<delegation_id>`.
+    pub transcript_root: Option<String>,
+}
+
+/// Limits on background work across every process of a home.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// Running background units at most (`max_concurrent_children`).
+    pub max_running: u32,
+    /// Queued units at most (`max_queued`).
+    pub max_queued: u32,
+}
+
+/// What dispatch decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admission {
+    /// The unit as recorded (status `running` or `queued`).
+    pub delegation: Delegation,
+    /// Its 1-based place in the queue when queued.
+    pub queue_position: Option<u32>,
+}
+
+/// A batch of progress to persist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgressUpdate {
+    /// The unit.
+    pub delegation_id: DelegationId,
+    /// The child.
+    pub index: u32,
+    /// Its token now.
+    pub progress: Progress,
+}
+
+/// What finishing a child did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FinishChild {
+    /// Whether its `task:N` event was published now (false: it was already final, nothing
+    /// happened).
+    pub published: bool,
+    /// The unit's status when this made the unit terminal.
+    pub unit_status: Option<UnitStatus>,
+}
+
+/// Which units an interrupt is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InterruptTarget {
+    /// One unit.
+    Delegation(DelegationId),
+    /// Every unit of a session.
+    Session(SessionId),
+    /// Every active unit.
+    All,
+}
+
+/// What an interrupt request did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Interrupts {
+    /// Running units flagged; their host stops them.
+    pub flagged: Vec<DelegationId>,
+    /// Queued units cancelled at once.
+    pub cancelled: Vec<DelegationId>,
+}
+
+impl Ledger {
+    /// Records a new unit. A background unit runs at once if a slot is free and nothing waits
+    /// before it, queues (FIFO) otherwise, and is refused past `max_queued`; running units are
+    /// counted across every process in this same transaction. Inline units start at once and
+    /// take no slot.
+    pub fn dispatch(
+        &self,
+        new: NewDelegation,
+        capacity: Capacity,
+        now: Timestamp,
+    ) -> Result<Admission> {
+        if new.spec.tasks.is_empty() {
+            return Err(LedgerError::Invalid("a unit needs at least one task".into()));
+        }
+        if new.spec.tasks.len() >= 1_000_000 {
+            return Err(LedgerError::Invalid("a unit may have at most 999,999 tasks".into()));
+        }
+        self.write(|w| {
+            if let Some(session) = &new.session {
+                crate::sessions::ensure_active(w, session, now)?;
+            }
+            let id = loop {
+                let id = self.next_delegation_id();
+                if !w.delegation_exists(id.as_str())? {
+                    break id;
+                }
+            };
+            let (status, queue_seq, queue_position) = match new.channel {
+                Channel::Inline => (UnitStatus::Running, None, None),
+                Channel::Background => {
+                    let queue = w.queue()?;
+                    if queue.is_empty() && running_units(w)? < capacity.max_running {
+                        (UnitStatus::Running, None, None)
+                    } else if queue.len() >= capacity.max_queued as usize {
+                        return Err(LedgerError::QueueFull { max: capacity.max_queued });
+                    } else {
+                        let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
+                        w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
+                        (UnitStatus::Queued, Some(seq), Some(queue.len() as u32 + 1))
+                    }
+                }
+            };
+            let transcript_dir =
+                new.transcript_root.as_ref().map(|root| format!("{root}/{id}"));
+            let unit = Delegation {
+                id: id.clone(),
+                session: new.session,
+                channel: new.channel,
+                status,
+                dispatched_at: now,
+                started_at: (status == UnitStatus::Running).then_some(now),
+                ended_at: None,
+                host: new.host,
+                queue_seq,
+                interrupt: None,
+                transcript_dir: transcript_dir.clone(),
+                spec: new.spec,
+            };
+            w.put_delegation(&unit)?;
+            for index in 0..unit.task_count() {
+                w.put_child(&Child {
+                    delegation_id: id.clone(),
+                    index,
+                    status: ChildStatus::Pending,
+                    process: None,
+                    started_at: None,
+                    ended_at: None,
+                    exit_code: None,
+                    signal: None,
+                    progress: Progress::default(),
+                    transcript: transcript_dir.as_ref().map(|dir| format!("{dir}/task-{index}.log")),
+                })?;
+            }
+            Ok(Admission { delegation: unit, queue_position })
+        })
+    }
+
+    /// Starts the oldest queued unit if it belongs to `host` and a slot is free.
+    pub fn start_next_queued(
+        &self,
+        host: ProcessId,
+        capacity: Capacity,
+        now: Timestamp,
+    ) -> Result<Option<Delegation>> {
+        self.write_then(|w| {
+            let Some((_, id)) = w.queue()?.into_iter().next() else { return Ok((None, false)) };
+            let Some(mut unit) = w.delegation(&id)? else { return Ok((None, false)) };
+            if unit.host != Some(host) || running_units(w)? >= capacity.max_running {
+                return Ok((None, false));
+            }
+            unit.status = UnitStatus::Running;
+            unit.started_at = Some(now);
+            w.put_delegation(&unit)?;
+            Ok((Some(unit), true))
+        })
+    }
+
+    /// Hands the unit's queued or running work to another host (used when a session's host
+    /// changes, e.g. `--resume`). Returns how many units moved.
+    pub fn adopt_units(&self, session: &SessionId, host: ProcessId) -> Result<usize> {
+        self.write(|w| {
+            let mut moved = 0;
+            for mut unit in w.active_units()? {
+                if unit.session.as_ref() == Some(session)
+                    && unit.status == UnitStatus::Queued
+                    && unit.host != Some(host)
+                {
+                    unit.host = Some(host);
+                    w.put_delegation(&unit)?;
+                    moved += 1;
+                }
+            }
+            Ok(moved)
+        })
+    }
+
+    /// Records that a child's process started.
+    pub fn child_started(
+        &self,
+        id: &DelegationId,
+        index: u32,
+        process: ProcessId,
+        now: Timestamp,
+    ) -> Result<()> {
+        self.write(|w| {
+            let mut child =
+                w.child(id, index)?.ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
+            if child.status.is_terminal() {
+                return Ok(());
+            }
+            child.status = ChildStatus::Running;
+            child.process = Some(process);
+            child.started_at = Some(now);
+            w.put_child(&child)
+        })
+    }
+
+    /// Persists progress tokens of running children, in one transaction.
+    pub fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<()> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        self.write(|w| {
+            for update in updates {
+                if let Some(mut child) = w.child(&update.delegation_id, update.index)? {
+                    if !child.status.is_terminal() {
+                        child.progress = update.progress.clone();
+                        w.put_child(&child)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Finalizes one child exactly once: marks it terminal and publishes its `task:N` event in
+    /// one transaction. A child that is already final (force-finalized, say) publishes nothing.
+    /// The unit becomes terminal when its last child does.
+    pub fn finish_child(
+        &self,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+        now: Timestamp,
+    ) -> Result<FinishChild> {
+        if !outcome.status.is_terminal() {
+            return Err(LedgerError::Invalid(format!(
+                "cannot finish task {} of {id} with status {}",
+                outcome.index, outcome.status
+            )));
+        }
+        self.write_then(|w| {
+            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let mut child = w
+                .child(id, outcome.index)?
+                .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
+            if child.status.is_terminal() {
+                return Ok((FinishChild { published: false, unit_status: None }, false));
+            }
+            apply_outcome(&mut child, &outcome);
+            w.put_child(&child)?;
+            let key = EventKey::Task(outcome.index);
+            publish_in(w, &unit, key, EventPayload::Task(outcome), now)?;
+            let unit_status = settle_unit(w, unit, now)?;
+            Ok((FinishChild { published: true, unit_status }, true))
+        })
+    }
+
+    /// Force-finalizes a unit: every child not yet final gets the outcome given for it in
+    /// `missing` (or `unknown` if none was given), all in one `terminal` event. Returns the
+    /// unit's status, or `None` if it was already terminal.
+    pub fn finish_unit(
+        &self,
+        id: &DelegationId,
+        missing: Vec<ChildOutcome>,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Option<UnitStatus>> {
+        self.write_then(|w| {
+            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            if unit.status.is_terminal() {
+                return Ok((None, false));
+            }
+            let status = force_finish(w, unit, missing, reason, now)?;
+            Ok((Some(status), true))
+        })
+    }
+
+    /// Asks for units to be interrupted. Queued units are cancelled at once; running ones are
+    /// flagged, and their host stops them (SIGTERM, then SIGKILL) and finalizes them.
+    pub fn request_interrupt(
+        &self,
+        target: &InterruptTarget,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Interrupts> {
+        self.write(|w| interrupt_in(w, target, reason, now))
+    }
+
+    /// Running units of `host` that another process asked to interrupt, with the reason.
+    pub fn interrupt_requests(&self, host: ProcessId) -> Result<Vec<(DelegationId, String)>> {
+        self.read(|r| {
+            Ok(r.active_units()?
+                .into_iter()
+                .filter(|u| u.host == Some(host) && u.status == UnitStatus::Running)
+                .filter_map(|u| u.interrupt.map(|reason| (u.id, reason)))
+                .collect())
+        })
+    }
+
+    /// Whether every child of the unit has its own `task:N` event or is covered by the
+    /// `terminal` event. Extra or out-of-range keys never make a unit look complete.
+    pub fn is_fully_recorded(&self, id: &DelegationId) -> Result<bool> {
+        self.read(|r| {
+            let unit = r.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let events = r.events(id)?;
+            Ok(recorded(&unit, &events).len() == unit.task_count() as usize)
+        })
+    }
+}
+
+/// The children of `unit` that `events` account for.
+pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTreeSet<u32> {
+    let n = unit.task_count();
+    let mut seen = BTreeSet::new();
+    for event in events {
+        match (&event.key, &event.payload) {
+            (key, EventPayload::Task(outcome)) if is_task_of(*key, n) && *key == EventKey::Task(outcome.index) => {
+                seen.insert(outcome.index);
+            }
+            (EventKey::Terminal, EventPayload::Terminal { children, .. }) => {
+                seen.extend(children.iter().map(|c| c.index).filter(|i| *i < n));
+            }
+            _ => {}
+        }
+    }
+    seen
+}
+
+fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
+    child.status = outcome.status;
+    child.ended_at = Some(outcome.ended_at);
+    child.exit_code = outcome.exit_code;
+    child.signal = outcome.signal;
+    child.started_at = child.started_at.or(outcome.started_at);
+    child.progress.api_calls = child.progress.api_calls.max(outcome.api_calls);
+    child.progress.current_tool = None;
+}
+
+/// Background units currently running, across every process.
+fn running_units(w: &Writer<'_>) -> Result<u32> {
+    Ok(w.active_units()?
+        .iter()
+        .filter(|u| u.channel == Channel::Background && u.status == UnitStatus::Running)
+        .count() as u32)
+}
+
+/// Marks the unit terminal if every child is; returns its final status if it became terminal.
+fn settle_unit(w: &Writer<'_>, mut unit: Delegation, now: Timestamp) -> Result<Option<UnitStatus>> {
+    if unit.status.is_terminal() {
+        return Ok(None);
+    }
+    let children = w.children(&unit.id)?;
+    if children.iter().any(|c| !c.status.is_terminal()) {
+        return Ok(None);
+    }
+    let statuses: Vec<ChildStatus> = children.iter().map(|c| c.status).collect();
+    unit.status = UnitStatus::from_children(&statuses);
+    unit.ended_at = Some(now);
+    w.put_delegation(&unit)?;
+    Ok(Some(unit.status))
+}
+
+/// Force-finalizes `unit` inside `w` (see `Ledger::finish_unit`).
+pub(crate) fn force_finish(
+    w: &Writer<'_>,
+    unit: Delegation,
+    missing: Vec<ChildOutcome>,
+    reason: &str,
+    now: Timestamp,
+) -> Result<UnitStatus> {
+    let mut covered = Vec::new();
+    for mut child in w.children(&unit.id)? {
+        if child.status.is_terminal() {
+            continue;
+        }
+        let outcome = missing
+            .iter()
+            .find(|o| o.index == child.index && o.status.is_terminal())
+            .cloned()
+            .unwrap_or_else(|| unknown_outcome(&unit, &child, reason, now));
+        apply_outcome(&mut child, &outcome);
+        w.put_child(&child)?;
+        covered.push(outcome);
+    }
+    let statuses: Vec<ChildStatus> = w.children(&unit.id)?.iter().map(|c| c.status).collect();
+    let status = UnitStatus::from_children(&statuses);
+    if !covered.is_empty() {
+        let payload = EventPayload::Terminal {
+            unit_status: status,
+            reason: reason.to_owned(),
+            children: covered,
+        };
+        publish_in(w, &unit, EventKey::Terminal, payload, now)?;
+    }
+    let mut unit = unit;
+    unit.status = status;
+    unit.ended_at = Some(now);
+    w.put_delegation(&unit)?;
+    Ok(status)
+}
+
+/// The outcome recorded for a child whose fate is not known.
+pub(crate) fn unknown_outcome(
+    unit: &Delegation,
+    child: &Child,
+    reason: &str,
+    now: Timestamp,
+) -> ChildOutcome {
+    let started = child.status == ChildStatus::Running;
+    ChildOutcome {
+        index: child.index,
+        goal: unit.spec.tasks.get(child.index as usize).map(|t| t.goal.clone()).unwrap_or_default(),
+        status: if started { ChildStatus::Unknown } else { ChildStatus::Cancelled },
+        exit_code: None,
+        signal: None,
+        started_at: child.started_at,
+        ended_at: now,
+        api_calls: child.progress.api_calls,
+        result: String::new(),
+        stderr_tail: None,
+        transcript_tail: None,
+        transcript: child.transcript.clone().unwrap_or_default(),
+        detail: if started {
+            ExitDetail::Unknown { reason: reason.to_owned() }
+        } else {
+            ExitDetail::Cancelled { reason: reason.to_owned() }
+        },
+    }
+}
+
+/// Interrupts units inside `w` (see `Ledger::request_interrupt`).
+pub(crate) fn interrupt_in(
+    w: &Writer<'_>,
+    target: &InterruptTarget,
+    reason: &str,
+    now: Timestamp,
+) -> Result<Interrupts> {
+    let mut done = Interrupts::default();
+    let units = match target {
+        InterruptTarget::Delegation(id) => {
+            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            vec![unit]
+        }
+        InterruptTarget::Session(session) => w
+            .active_units()?
+            .into_iter()
+            .filter(|u| u.session.as_ref() == Some(session))
+            .collect(),
+        InterruptTarget::All => w.active_units()?,
+    };
+    for mut unit in units {
+        match unit.status {
+            UnitStatus::Queued => {
+                let id = unit.id.clone();
+                force_finish(w, unit, Vec::new(), reason, now)?;
+                done.cancelled.push(id);
+            }
+            UnitStatus::Running => {
+                unit.interrupt.get_or_insert_with(|| reason.to_owned());
+                w.put_delegation(&unit)?;
+                done.flagged.push(unit.id);
+            }
+            _ => {}
+        }
+    }
+    Ok(done)
+}
