@@ -1,0 +1,113 @@
+//! Shared helpers for the ledger's tests.
+#![allow(dead_code)]
+
+use ledger::*;
+
+pub const T0: Timestamp = Timestamp(1_700_000_000_000);
+
+pub fn session() -> SessionId {
+    SessionId::new("s").expect("valid id")
+}
+
+pub fn spec(tasks: u32) -> DispatchSpec {
+    DispatchSpec {
+        goal: "goal".into(),
+        context: None,
+        toolsets: Vec::new(),
+        role: Role::Leaf,
+        model: None,
+        delivery: DeliveryMode::AfterTurn,
+        timeout_ms: None,
+        cwd: None,
+        group: None,
+        tasks: (0..tasks)
+            .map(|i| TaskSpec {
+                goal: format!("task {i}"),
+                command: vec!["true".into()],
+                context: None,
+                toolsets: Vec::new(),
+                role: Role::Leaf,
+                model: None,
+            })
+            .collect(),
+    }
+}
+
+pub fn outcome(index: u32, status: ChildStatus, at: Timestamp) -> ChildOutcome {
+    ChildOutcome {
+        index,
+        goal: format!("task {index}"),
+        status,
+        exit_code: Some(0),
+        signal: None,
+        started_at: Some(T0),
+        ended_at: at,
+        api_calls: 0,
+        result: format!("result {index}"),
+        stderr_tail: None,
+        transcript_tail: None,
+        transcript: String::new(),
+        detail: ExitDetail::None,
+    }
+}
+
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub ledger: Ledger,
+}
+
+pub fn fixture() -> Fixture {
+    fixture_with(LedgerConfig::default())
+}
+
+pub fn fixture_with(config: LedgerConfig) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ledger = Ledger::open_with(&dir.path().join("ledger.redb"), config, TokenSource::Seeded(7))
+        .expect("ledger opens");
+    Fixture { dir, ledger }
+}
+
+pub const ROOMY: Capacity = Capacity { max_running: 1_000, max_queued: 1_000 };
+
+/// Dispatches a background unit of `tasks` children into session `s`.
+pub fn unit(ledger: &Ledger, tasks: u32) -> DelegationId {
+    let new = NewDelegation {
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(tasks),
+        host: None,
+        transcript_root: None,
+    };
+    ledger.dispatch(new, ROOMY, T0).expect("dispatch").delegation.id
+}
+
+/// Finishes child `index` of `id` as completed, publishing `task:index`.
+pub fn finish(ledger: &Ledger, id: &DelegationId, index: u32, at: Timestamp) {
+    let done = ledger.finish_child(id, outcome(index, ChildStatus::Completed, at), at).expect("finish");
+    assert!(done.published);
+}
+
+pub fn key(id: &DelegationId, n: u32) -> EventRef {
+    EventRef { delegation_id: id.clone(), key: EventKey::Task(n) }
+}
+
+pub fn claim(ledger: &Ledger, keys: &[EventRef], lease_ms: u64, now: Timestamp) -> ClaimOutcome {
+    let request = ClaimRequest {
+        keys: keys.to_vec(),
+        consumer: "test".into(),
+        session: Some(session()),
+        lease_ms,
+    };
+    ledger.claim(&request, now).expect("claim runs")
+}
+
+pub fn claimed(outcome: ClaimOutcome) -> Claim {
+    match outcome {
+        ClaimOutcome::Claimed(claim) => claim,
+        ClaimOutcome::Refused(why) => panic!("claim refused: {why:?}"),
+    }
+}
+
+pub fn state(ledger: &Ledger, key: &EventRef) -> EventState {
+    ledger.event(key).expect("read").expect("event exists").state
+}
