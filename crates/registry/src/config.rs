@@ -1,0 +1,105 @@
+//! The registry's settings: plain data, defaults from SPEC §9.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How the registry runs children. Build it with [`Config::new`] and override fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Where transcripts live: `$HERMES_HOME/cache/delegation/live`.
+    pub transcript_root: PathBuf,
+    /// Running background units across every process of a home, and the parallelism inside one
+    /// batch (`delegation.max_concurrent_children`, 3).
+    pub max_concurrent_children: u32,
+    /// Queued units at most before dispatch is refused (`delegation.max_queued`, 100).
+    pub max_queued: u32,
+    /// Quiet time after which a child outside any tool is stalling
+    /// (`delegation.stall_idle_seconds`, 450 s).
+    pub stall_idle: Duration,
+    /// Quiet time after which a child inside a tool is stalling
+    /// (`delegation.stall_in_tool_seconds`, 1200 s).
+    pub stall_in_tool: Duration,
+    /// Time between SIGTERM and SIGKILL for a stalling child (`delegation.stall_grace_seconds`,
+    /// 120 s).
+    pub stall_grace: Duration,
+    /// Wall-clock limit per child when the dispatch names none (`delegation.child_timeout_seconds`,
+    /// `None` = off).
+    pub child_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL for a timeout or an interrupt
+    /// (`delegation.kill_grace_seconds`, 5 s).
+    pub kill_grace: Duration,
+    /// Bytes of result kept in an event (`delegation.result_max_bytes`, 65,536).
+    pub result_max_bytes: usize,
+    /// Transcript directories older than this are pruned at dispatch
+    /// (`delegation.transcript_retention_days`, 7 days).
+    pub transcript_retention: Duration,
+    /// How often the monitor looks at its children at the latest (`host.sweep_interval_ms`,
+    /// 1000 ms). Deadlines that fall between two sweeps are acted on when they fall.
+    pub sweep_interval: Duration,
+    /// How often a host records its heartbeat (3 s).
+    pub heartbeat_interval: Duration,
+    /// How often live progress tokens are persisted, at most (2 s).
+    pub progress_interval: Duration,
+}
+
+impl Config {
+    /// The defaults of SPEC §9 for a hermes home directory.
+    pub fn new(home: &Path) -> Config {
+        Config::with_transcript_root(home.join("cache").join("delegation").join("live"))
+    }
+
+    /// The defaults of SPEC §9 with transcripts under `transcript_root`.
+    pub fn with_transcript_root(transcript_root: PathBuf) -> Config {
+        Config {
+            transcript_root,
+            max_concurrent_children: 3,
+            max_queued: 100,
+            stall_idle: Duration::from_secs(450),
+            stall_in_tool: Duration::from_secs(1200),
+            stall_grace: Duration::from_secs(120),
+            child_timeout: None,
+            kill_grace: Duration::from_secs(5),
+            result_max_bytes: 65_536,
+            transcript_retention: Duration::from_secs(7 * 86_400),
+            sweep_interval: Duration::from_millis(1000),
+            heartbeat_interval: Duration::from_secs(3),
+            progress_interval: Duration::from_secs(2),
+        }
+    }
+
+    /// Batch parallelism: `max_concurrent_children`, at least one.
+    pub(crate) fn parallelism(&self) -> usize {
+        self.max_concurrent_children.max(1) as usize
+    }
+}
+
+/// Whole milliseconds of a duration, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A duration in seconds, as the event's detail fields carry it.
+pub(crate) fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let c = Config::new(Path::new("/h"));
+        assert_eq!(c.transcript_root, Path::new("/h/cache/delegation/live"));
+        assert_eq!(c.max_concurrent_children, 3);
+        assert_eq!(c.max_queued, 100);
+        assert_eq!(c.stall_idle, Duration::from_secs(450));
+        assert_eq!(c.stall_in_tool, Duration::from_secs(1200));
+        assert_eq!(c.stall_grace, Duration::from_secs(120));
+        assert_eq!(c.child_timeout, None);
+        assert_eq!(c.kill_grace, Duration::from_secs(5));
+        assert_eq!(c.result_max_bytes, 65_536);
+        assert_eq!(c.transcript_retention, Duration::from_secs(604_800));
+        assert_eq!(c.sweep_interval, Duration::from_millis(1000));
+    }
+}

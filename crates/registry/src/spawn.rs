@@ -1,0 +1,176 @@
+//! Starting one child: argv exactly as given, its own process group, stdin `/dev/null`, stdout
+//! and stderr piped, and the write end of a progress pipe on file descriptor 3
+//! (`HERMES_PROGRESS_FD=3`, so `echo '{…}' >&$HERMES_PROGRESS_FD` works in any shell).
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Once;
+
+use ledger::ProcessId;
+use nix::fcntl::OFlag;
+use nix::unistd::pipe2;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+
+/// The descriptor number children find their progress pipe on.
+pub const PROGRESS_FD: RawFd = 3;
+
+/// The environment variable naming the progress descriptor.
+pub const PROGRESS_FD_VAR: &str = "HERMES_PROGRESS_FD";
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct SpawnRequest {
+    /// The argv; the first element is the program, looked up in `PATH` as usual.
+    pub argv: Vec<String>,
+    /// The working directory (`None` = inherited).
+    pub cwd: Option<PathBuf>,
+    /// Variables added to the inherited environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// A started child and the read ends of its pipes.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The child (the leader of its own process group).
+    pub child: Child,
+    /// Its identity: pid and start time.
+    pub process: ProcessId,
+    /// Its stdout.
+    pub stdout: ChildStdout,
+    /// Its stderr.
+    pub stderr: ChildStderr,
+    /// The progress pipe.
+    pub progress: pipe::Receiver,
+}
+
+/// Keeps descriptor 3 of this process permanently open (on `/dev/null`, close-on-exec) so that
+/// no pipe the standard library makes while spawning can land on it: the child side's `dup2` onto
+/// 3 then never clobbers a descriptor that spawning itself needs.
+fn reserve_progress_fd() {
+    static RESERVE: Once = Once::new();
+    RESERVE.call_once(|| {
+        // SAFETY: F_GETFD on any number is harmless; it only reports whether it is open.
+        if unsafe { libc::fcntl(PROGRESS_FD, libc::F_GETFD) } != -1 {
+            return;
+        }
+        let Ok(null) = std::fs::File::open("/dev/null") else {
+            return;
+        };
+        // SAFETY: dup3 onto a descriptor we just saw closed; `null` is closed when dropped.
+        unsafe { libc::dup3(null.as_raw_fd(), PROGRESS_FD, libc::O_CLOEXEC) };
+    });
+}
+
+/// Starts a child. Fails with the operating system's reason when it cannot start.
+pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
+    let (program, args) = request
+        .argv
+        .split_first()
+        .ok_or_else(|| "empty command".to_owned())?;
+    reserve_progress_fd();
+    let (read_end, write_end): (OwnedFd, OwnedFd) =
+        pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("cannot create the progress pipe: {e}"))?;
+    let write_fd = write_end.as_raw_fd();
+
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .env(PROGRESS_FD_VAR, PROGRESS_FD.to_string());
+    if let Some(cwd) = &request.cwd {
+        command.current_dir(cwd);
+    }
+    for (key, value) in &request.env {
+        command.env(key, value);
+    }
+    // SAFETY: runs in the forked child before exec; `dup2` and `fcntl` are async-signal-safe and
+    // touch only descriptors.
+    unsafe {
+        command.pre_exec(move || {
+            if write_fd == PROGRESS_FD {
+                if libc::fcntl(write_fd, libc::F_SETFD, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(write_fd, PROGRESS_FD) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    // The parent's copy of the write end goes, so the pipe ends when the child's family ends.
+    drop(write_end);
+    let pid = child
+        .id()
+        .ok_or_else(|| format!("{program:?} exited before it could be watched"))?;
+    let start_time = ledger::procs::process_start_time(pid).unwrap_or(0);
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err("the child's output pipes were not set up".to_owned());
+    };
+    let progress = pipe::Receiver::from_owned_fd(read_end)
+        .map_err(|e| format!("cannot watch the progress pipe: {e}"))?;
+    Ok(Spawned {
+        child,
+        process: ProcessId { pid, start_time },
+        stdout,
+        stderr,
+        progress,
+    })
+}
+
+/// Sends `signal` to the process group `leader` leads (verified by start time). Returns whether
+/// anything was signalled.
+pub fn signal_group(leader: ProcessId, signal: nix::sys::signal::Signal) -> bool {
+    ledger::procs::signal_group(leader, signal) > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    fn request(argv: &[&str]) -> SpawnRequest {
+        SpawnRequest {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: None,
+            env: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn the_child_gets_its_own_group_null_stdin_and_the_progress_fd() {
+        let mut req = request(&[
+            "sh",
+            "-c",
+            r#"echo "pgid=$(cut -d' ' -f5 /proc/$$/stat) pid=$$ fd=$HERMES_PROGRESS_FD x=$X"; cat; echo '{"note":"hi"}' >&$HERMES_PROGRESS_FD"#,
+        ]);
+        req.env.push(("X".into(), "y".into()));
+        let mut s = spawn(&req).expect("spawns");
+        assert!(s.process.start_time > 0);
+        let mut out = String::new();
+        s.stdout.read_to_string(&mut out).await.expect("stdout");
+        let mut prg = String::new();
+        s.progress.read_to_string(&mut prg).await.expect("progress");
+        let status = s.child.wait().await.expect("waits");
+        assert!(status.success());
+        let pid = s.process.pid;
+        assert_eq!(out.trim(), format!("pgid={pid} pid={pid} fd=3 x=y"));
+        assert_eq!(prg, "{\"note\":\"hi\"}\n");
+    }
+
+    #[tokio::test]
+    async fn a_missing_command_gives_the_os_reason() {
+        let err = spawn(&request(&["/definitely/not/here"])).expect_err("fails");
+        assert!(err.contains("No such file or directory"), "{err}");
+        assert!(spawn(&request(&[])).is_err());
+    }
+}

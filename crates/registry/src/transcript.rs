@@ -1,0 +1,468 @@
+//! Live transcripts: `<root>/<delegation_id>/task-<n>.log` and `manifest.json` beside them.
+//!
+//! A task's log is created with a header at dispatch, so `tail -f` can attach at once. Each line
+//! the child writes becomes `HH:MM:SS out|err|prg | text` (UTC), written as soon as it has been
+//! read: the lines of one read are written with one `write`. A line longer than
+//! [`LINE_MAX`] bytes is split into several transcript lines, so every byte is kept while memory
+//! stays bounded. Files are 0600, directories 0700.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use ledger::{ChildStatus, Delegation, DelegationId, Timestamp};
+use serde::Serialize;
+
+/// Transcript lines are split at this many bytes of text.
+pub const LINE_MAX: usize = 16 * 1024;
+
+/// The directory of a unit's transcripts.
+pub fn unit_dir(root: &Path, id: &DelegationId) -> PathBuf {
+    root.join(id.as_str())
+}
+
+/// The transcript of child `index` in `dir`.
+pub fn task_log_path(dir: &Path, index: u32) -> PathBuf {
+    dir.join(format!("task-{index}.log"))
+}
+
+/// `HH:MM:SS` of a timestamp, UTC.
+pub fn hms(at: Timestamp) -> String {
+    let secs = at.0 / 1000 % 86_400;
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
+/// RFC 3339 UTC of a timestamp, to the second.
+pub fn rfc3339(at: Timestamp) -> String {
+    i64::try_from(at.0 / 1000)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| at.0.to_string())
+}
+
+fn create_dir(path: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(path)
+}
+
+fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r'], " ")
+}
+
+/// Creates a unit's transcript directory, one log per child with its header, and the manifest.
+/// Logs that already exist are left as they are. Returns the directory.
+pub fn create_unit(root: &Path, unit: &Delegation) -> io::Result<PathBuf> {
+    let dir = unit_dir(root, &unit.id);
+    create_dir(&dir)?;
+    let count = unit.task_count();
+    for (index, task) in unit.spec.tasks.iter().enumerate() {
+        let index = index as u32;
+        let path = task_log_path(&dir, index);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path);
+        let mut file = match file {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
+        let command = serde_json::to_string(&task.command).unwrap_or_default();
+        let header = format!(
+            "# hermes {} task {} of {count}\n# goal: {}\n# command: {command}\n# dispatched: {} (times below are UTC)\n",
+            unit.id,
+            index + 1,
+            one_line(&task.goal),
+            rfc3339(unit.dispatched_at),
+        );
+        file.write_all(header.as_bytes())?;
+    }
+    Manifest::for_unit(&dir, unit).write(&dir)?;
+    Ok(dir)
+}
+
+/// Removes unit directories under `root` in which nothing changed for longer than `retention`.
+/// Returns how many were removed. Errors are skipped: pruning is housekeeping.
+pub fn prune(root: &Path, retention: std::time::Duration) -> usize {
+    let Ok(entries) = fs::read_dir(root) else {
+        return 0;
+    };
+    let Some(cutoff) = SystemTime::now().checked_sub(retention) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_unit = name.to_str().is_some_and(|n| DelegationId::new(n).is_ok());
+        let path = entry.path();
+        if !is_unit || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if newest_change(&path).is_some_and(|t| t < cutoff) && fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+fn newest_change(dir: &Path) -> Option<SystemTime> {
+    let mut newest = fs::metadata(dir).ok()?.modified().ok()?;
+    for entry in fs::read_dir(dir).ok()?.flatten() {
+        if let Ok(modified) = entry.metadata().and_then(|m| m.modified()) {
+            newest = newest.max(modified);
+        }
+    }
+    Some(newest)
+}
+
+/// One task in `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ManifestTask {
+    /// Its index.
+    pub index: u32,
+    /// Its goal.
+    pub goal: String,
+    /// Its transcript.
+    pub log: String,
+    /// Its status.
+    pub status: &'static str,
+    /// How it ended, in words (`exit 0`, `stalled after 450 s quiet`, …).
+    pub exit_reason: Option<String>,
+}
+
+/// `manifest.json`: what a unit's transcript directory holds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Manifest {
+    /// The unit.
+    pub delegation_id: String,
+    /// When it was dispatched (RFC 3339).
+    pub dispatched: String,
+    /// When it started running (RFC 3339), if it did.
+    pub started: Option<String>,
+    /// How many children.
+    pub task_count: u32,
+    /// Each child.
+    pub tasks: Vec<ManifestTask>,
+    /// When the unit ended (RFC 3339), if it did.
+    pub completed: Option<String>,
+    /// The unit's final status, once it ended.
+    pub status: Option<&'static str>,
+}
+
+impl Manifest {
+    /// The manifest of a unit nothing has happened to yet.
+    pub fn for_unit(dir: &Path, unit: &Delegation) -> Manifest {
+        Manifest {
+            delegation_id: unit.id.to_string(),
+            dispatched: rfc3339(unit.dispatched_at),
+            started: unit.started_at.map(rfc3339),
+            task_count: unit.task_count(),
+            tasks: unit
+                .spec
+                .tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| ManifestTask {
+                    index: i as u32,
+                    goal: t.goal.clone(),
+                    log: task_log_path(dir, i as u32).display().to_string(),
+                    status: ChildStatus::Pending.as_str(),
+                    exit_reason: None,
+                })
+                .collect(),
+            completed: None,
+            status: None,
+        }
+    }
+
+    /// Writes `manifest.json` in `dir` atomically (a temporary file renamed over it), 0600.
+    pub fn write(&self, dir: &Path) -> io::Result<()> {
+        let tmp = dir.join(".manifest.json.tmp");
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let json = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
+        file.write_all(&json)?;
+        file.write_all(b"\n")?;
+        drop(file);
+        fs::rename(&tmp, dir.join("manifest.json"))
+    }
+}
+
+/// Which stream a transcript line came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// stdout.
+    Out,
+    /// stderr.
+    Err,
+    /// The progress pipe.
+    Progress,
+}
+
+impl Stream {
+    fn tag(self) -> &'static str {
+        match self {
+            Stream::Out => "out",
+            Stream::Err => "err",
+            Stream::Progress => "prg",
+        }
+    }
+}
+
+/// A child's transcript file, shared by its three stream readers.
+#[derive(Debug)]
+pub struct TaskLog {
+    path: PathBuf,
+    file: Mutex<Option<File>>,
+}
+
+impl TaskLog {
+    /// Opens (creating if needed) a transcript for appending.
+    pub fn open(path: PathBuf) -> io::Result<TaskLog> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)?;
+        Ok(TaskLog {
+            path,
+            file: Mutex::new(Some(file)),
+        })
+    }
+
+    /// A transcript that writes nothing (when the file could not be opened).
+    pub fn disabled(path: PathBuf) -> TaskLog {
+        TaskLog {
+            path,
+            file: Mutex::new(None),
+        }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends already formatted lines. After a write error the transcript stops (the child
+    /// goes on; its output is still captured for the result).
+    pub fn write_raw(&self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let Ok(mut guard) = self.file.lock() else {
+            return;
+        };
+        if let Some(file) = guard.as_mut() {
+            if let Err(e) = file.write_all(bytes) {
+                tracing::warn!(path = %self.path.display(), error = %e, "transcript write failed; transcript stopped");
+                *guard = None;
+            }
+        }
+    }
+
+    /// Writes a note of hermes' own (`HH:MM:SS --- | text`).
+    pub fn note(&self, at: Timestamp, text: &str) {
+        self.write_raw(format!("{} --- | {}\n", hms(at), one_line(text)).as_bytes());
+    }
+}
+
+/// Turns one stream's bytes into transcript lines, keeping the unfinished last line (at most
+/// [`LINE_MAX`] bytes) until its newline arrives.
+#[derive(Debug)]
+pub struct LineSplitter {
+    stream: Stream,
+    partial: Vec<u8>,
+    max: usize,
+}
+
+impl LineSplitter {
+    /// A splitter for `stream` with the standard line limit.
+    pub fn new(stream: Stream) -> LineSplitter {
+        LineSplitter::with_max(stream, LINE_MAX)
+    }
+
+    /// A splitter that cuts lines at `max` bytes.
+    pub fn with_max(stream: Stream, max: usize) -> LineSplitter {
+        LineSplitter {
+            stream,
+            partial: Vec::new(),
+            max: max.max(1),
+        }
+    }
+
+    fn emit(&mut self, stamp: &str, piece: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(stamp.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(self.stream.tag().as_bytes());
+        out.extend_from_slice(b" | ");
+        out.append(&mut self.partial);
+        out.extend_from_slice(piece);
+        out.push(b'\n');
+    }
+
+    /// Appends to `out` the transcript lines that `bytes` completes, stamped `stamp`.
+    pub fn feed(&mut self, bytes: &[u8], stamp: &str, out: &mut Vec<u8>) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let room = self.max - self.partial.len();
+            let window = &rest[..rest.len().min(room + 1)];
+            if let Some(i) = window.iter().position(|&b| b == b'\n') {
+                self.emit(stamp, &rest[..i], out);
+                rest = &rest[i + 1..];
+            } else if rest.len() > room {
+                self.emit(stamp, &rest[..room], out);
+                rest = &rest[room..];
+            } else {
+                self.partial.extend_from_slice(rest);
+                rest = &[];
+            }
+        }
+    }
+
+    /// Appends the unfinished last line, if any.
+    pub fn finish(&mut self, stamp: &str, out: &mut Vec<u8>) {
+        if !self.partial.is_empty() {
+            self.emit(stamp, &[], out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec, UnitStatus};
+
+    use super::*;
+
+    pub(crate) fn unit(tasks: usize) -> Delegation {
+        Delegation {
+            id: DelegationId::from_bits(0xabc),
+            session: None,
+            channel: ledger::Channel::Inline,
+            spec: DispatchSpec {
+                goal: "g".into(),
+                context: None,
+                toolsets: vec![],
+                role: Role::Leaf,
+                model: None,
+                delivery: DeliveryMode::AfterTurn,
+                timeout_ms: None,
+                cwd: None,
+                group: None,
+                tasks: (0..tasks)
+                    .map(|i| TaskSpec {
+                        goal: format!("goal {i}\nsecond line"),
+                        command: vec!["echo".into(), format!("{i}")],
+                        context: None,
+                        toolsets: vec![],
+                        role: Role::Leaf,
+                        model: None,
+                    })
+                    .collect(),
+            },
+            status: UnitStatus::Running,
+            dispatched_at: Timestamp(1_764_441_835_000),
+            started_at: None,
+            ended_at: None,
+            host: None,
+            queue_seq: None,
+            interrupt: None,
+            transcript_dir: None,
+        }
+    }
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).expect("exists").permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn formats_times_in_utc() {
+        assert_eq!(hms(Timestamp(1_764_441_835_123)), "18:43:55");
+        assert_eq!(
+            rfc3339(Timestamp(1_764_441_835_123)),
+            "2025-11-29T18:43:55Z"
+        );
+    }
+
+    #[test]
+    fn creates_logs_with_headers_and_a_manifest_privately() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("live");
+        let dir = create_unit(&root, &unit(2)).expect("created");
+        assert_eq!(mode(&dir), 0o700);
+        let log = task_log_path(&dir, 1);
+        assert_eq!(mode(&log), 0o600);
+        let text = fs::read_to_string(&log).expect("log");
+        assert!(
+            text.starts_with(
+                "# hermes deleg_000000000abc task 2 of 2\n# goal: goal 1 second line\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"# command: ["echo","1"]"#));
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("manifest.json")).expect("manifest"))
+                .expect("json");
+        assert_eq!(mode(&dir.join("manifest.json")), 0o600);
+        assert_eq!(manifest["delegation_id"], "deleg_000000000abc");
+        assert_eq!(manifest["task_count"], 2);
+        assert_eq!(manifest["tasks"][1]["status"], "pending");
+        assert_eq!(manifest["tasks"][1]["log"], log.display().to_string());
+        assert!(manifest["completed"].is_null());
+        // A second creation keeps what the logs hold.
+        fs::write(&log, "kept").expect("write");
+        create_unit(&root, &unit(2)).expect("again");
+        assert_eq!(fs::read_to_string(&log).expect("log"), "kept");
+    }
+
+    #[test]
+    fn splits_lines_per_stream_and_caps_their_length() {
+        let mut s = LineSplitter::with_max(Stream::Out, 4);
+        let mut out = Vec::new();
+        s.feed(b"ab", "00:00:01", &mut out);
+        assert!(out.is_empty());
+        s.feed(b"c\n\nabcdefghij\n1234\nxy", "00:00:02", &mut out);
+        s.finish("00:00:03", &mut out);
+        let text = String::from_utf8(out).expect("utf8");
+        assert_eq!(
+            text,
+            "00:00:02 out | abc\n00:00:02 out | \n00:00:02 out | abcd\n00:00:02 out | efgh\n\
+             00:00:02 out | ij\n00:00:02 out | 1234\n00:00:03 out | xy\n"
+        );
+    }
+
+    #[test]
+    fn task_log_appends_and_notes() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let log = TaskLog::open(tmp.path().join("t.log")).expect("open");
+        let mut out = Vec::new();
+        LineSplitter::new(Stream::Err).feed(b"oops\n", "01:02:03", &mut out);
+        log.write_raw(&out);
+        log.note(Timestamp(0), "stalled\nnow");
+        let text = fs::read_to_string(log.path()).expect("read");
+        assert_eq!(text, "01:02:03 err | oops\n00:00:00 --- | stalled now\n");
+    }
+
+    #[test]
+    fn prunes_only_old_unit_directories() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        let dir = create_unit(root, &unit(1)).expect("created");
+        fs::create_dir(root.join("not-a-unit")).expect("mkdir");
+        assert_eq!(prune(root, std::time::Duration::from_secs(3600)), 0);
+        assert!(dir.exists());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(prune(root, std::time::Duration::from_millis(1)), 1);
+        assert!(!dir.exists());
+        assert!(root.join("not-a-unit").exists());
+    }
+}
