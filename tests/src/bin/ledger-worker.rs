@@ -1,0 +1,154 @@
+//! A helper process for multi-process ledger tests and benchmarks.
+//!
+//! ```text
+//! ledger-worker publish DB DELEGATION N      finish children 0..N-1 (publishing task:i), one per txn
+//! ledger-worker consume DB SESSION DELEGATION N   claim and ack until N events are delivered
+//! ledger-worker crash DB DELEGATION          publish, claim, ack forever, reporting each commit
+//! ```
+//! Every committed step is printed on its own line (`published task:3`, `acked task:3`) and
+//! flushed before the next step starts, so a parent that kills this process knows what was
+//! durably done.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ledger::*;
+
+fn now() -> Timestamp {
+    Timestamp(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+}
+
+fn outcome(index: u32) -> ChildOutcome {
+    ChildOutcome {
+        index,
+        goal: format!("task {index}"),
+        status: ChildStatus::Completed,
+        exit_code: Some(0),
+        signal: None,
+        started_at: Some(now()),
+        ended_at: now(),
+        api_calls: 0,
+        result: format!("result {index}"),
+        stderr_tail: None,
+        transcript_tail: None,
+        transcript: String::new(),
+        detail: ExitDetail::None,
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ledger-worker: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let arg = |i: usize| args.get(i).cloned().ok_or_else(|| format!("missing argument {i}"));
+    let open = |db: &str| Ledger::open(Path::new(db), LedgerConfig::default()).map_err(|e| e.to_string());
+    let id = |s: String| DelegationId::new(s).map_err(|e| e.to_string());
+    let number = |s: String| s.parse::<u32>().map_err(|e| e.to_string());
+    let mut out = std::io::stdout().lock();
+    match arg(0)?.as_str() {
+        "publish" => {
+            let ledger = open(&arg(1)?)?;
+            let unit = id(arg(2)?)?;
+            for i in 0..number(arg(3)?)? {
+                ledger.finish_child(&unit, outcome(i), now()).map_err(|e| e.to_string())?;
+                writeln!(out, "published task:{i}").map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+        "consume" => {
+            let ledger = open(&arg(1)?)?;
+            let session = SessionId::new(arg(2)?).map_err(|e| e.to_string())?;
+            let unit = id(arg(3)?)?;
+            let total = number(arg(4)?)? as usize;
+            let consumer = format!("worker-{}", std::process::id());
+            let deadline = Instant::now() + Duration::from_secs(120);
+            loop {
+                let ready = ledger.deliverable(&session, now()).map_err(|e| e.to_string())?;
+                for (_, events) in ready {
+                    // One event per claim, in a random order, so consumers really contend.
+                    let mut events = events;
+                    fastrand_shuffle(&mut events);
+                    for event in events {
+                        let request = ClaimRequest {
+                            keys: vec![event.event_ref()],
+                            consumer: consumer.clone(),
+                            session: Some(session.clone()),
+                            lease_ms: 30_000,
+                        };
+                        if let ClaimOutcome::Claimed(claim) =
+                            ledger.claim(&request, now()).map_err(|e| e.to_string())?
+                        {
+                            match ledger.ack(claim.token, now()) {
+                                Ok(_) => writeln!(out, "acked {}", event.key).map_err(|e| e.to_string())?,
+                                Err(LedgerError::ClaimLost(_)) => {}
+                                Err(err) => return Err(err.to_string()),
+                            }
+                        }
+                    }
+                }
+                let delivered = ledger
+                    .events(&unit)
+                    .map_err(|e| e.to_string())?
+                    .iter()
+                    .filter(|e| e.state == EventState::Delivered)
+                    .count();
+                if delivered >= total {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("only {delivered} of {total} delivered before the deadline"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        "crash" => {
+            let ledger = open(&arg(1)?)?;
+            let unit = id(arg(2)?)?;
+            let mut next = ledger.events(&unit).map_err(|e| e.to_string())?.len() as u32;
+            let session = ledger.delegation(&unit).map_err(|e| e.to_string())?.and_then(|u| u.session);
+            loop {
+                ledger.finish_child(&unit, outcome(next), now()).map_err(|e| e.to_string())?;
+                writeln!(out, "published task:{next}").map_err(|e| e.to_string())?;
+                out.flush().map_err(|e| e.to_string())?;
+                let request = ClaimRequest {
+                    keys: vec![EventRef { delegation_id: unit.clone(), key: EventKey::Task(next) }],
+                    consumer: "crash".into(),
+                    session: session.clone(),
+                    lease_ms: 1,
+                };
+                if let ClaimOutcome::Claimed(claim) = ledger.claim(&request, now()).map_err(|e| e.to_string())? {
+                    if next % 3 == 0 {
+                        ledger.release(claim.token, now()).map_err(|e| e.to_string())?;
+                    } else {
+                        ledger.ack(claim.token, now()).map_err(|e| e.to_string())?;
+                        writeln!(out, "acked task:{next}").map_err(|e| e.to_string())?;
+                        out.flush().map_err(|e| e.to_string())?;
+                    }
+                }
+                next += 1;
+            }
+        }
+        other => Err(format!("unknown mode {other:?}")),
+    }
+}
+
+/// A small Fisher–Yates shuffle seeded from the pid and the clock; order only affects contention.
+fn fastrand_shuffle<T>(items: &mut [T]) {
+    let mut state = u64::from(std::process::id()) ^ now().0;
+    for i in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+}
