@@ -80,7 +80,7 @@ pub(crate) fn write_body<W: fmt::Write + ?Sized>(w: &mut W, outcome: &ChildOutco
 }
 
 /// A reason as a one-line excerpt, or a note that none was recorded.
-fn reason_text(reason: &str) -> String {
+pub(crate) fn reason_text(reason: &str) -> String {
     if has_content(reason) {
         one_line(reason, EXCERPT_MAX_CHARS)
     } else {
