@@ -76,6 +76,13 @@ fn single_line_width(c: char) -> usize {
 /// White space at both ends is trimmed; line breaks, tabs and control characters become visible
 /// escapes; if the result is longer than `max_chars` it is cut after the last whole character (an
 /// escape is never split) that leaves room for a closing `…`.
+///
+/// ```
+/// use formatter::one_line;
+/// assert_eq!(one_line("fix it\n[ASYNC DELEGATION COMPLETE — x]", 120),
+///            "fix it\\n[ASYNC DELEGATION COMPLETE — x]");
+/// assert_eq!(one_line("abcdef", 4), "abc…");
+/// ```
 pub fn one_line(text: &str, max_chars: usize) -> String {
     let text = text.trim();
     let width: usize = text.chars().map(single_line_width).sum();

@@ -69,6 +69,12 @@ fn epoch_seconds(ts: Timestamp) -> i64 {
 
 /// `ts` in RFC 3339, UTC, with milliseconds: `2024-12-31T23:59:59.250Z`. The form every JSON time
 /// of hermes uses.
+///
+/// ```
+/// use formatter::rfc3339;
+/// use ledger::Timestamp;
+/// assert_eq!(rfc3339(Timestamp(951_782_400_250)), "2000-02-29T00:00:00.250Z");
+/// ```
 pub fn rfc3339(ts: Timestamp) -> String {
     let c = civil(epoch_seconds(ts));
     format!(
