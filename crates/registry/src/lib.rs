@@ -1,9 +1,31 @@
-//! registry (in progress).
+//! The registry runs hermes' delegated children. It spawns each child exactly as asked (its own
+//! process group, stdin `/dev/null`, a progress pipe on `HERMES_PROGRESS_FD`), admits units
+//! through the ledger's capacity check and FIFO queue, watches every child's progress token,
+//! stops children that stall, time out or are interrupted (SIGTERM to the process group, SIGKILL
+//! after a grace period), keeps a bounded head-and-tail of their output for the result, writes
+//! their live transcripts, and publishes each child's outcome through the ledger the moment it
+//! ends. A [`Host`] does all this for one process, inline (`-z`, cron) or in the background.
+//!
+//! The registry must never finalize a child twice, hold a ledger transaction across an `.await`
+//! or a child wait, buffer a child's output without bound, signal a process group it cannot
+//! verify as its own, or know about terminals, clap or exit codes (that is the CLI's job). Time
+//! comes from a [`Clock`]; the ledger is the only state shared with other processes.
 
 pub mod capture;
+mod child;
 pub mod clock;
 pub mod config;
+mod error;
+mod host;
 pub mod progress;
 pub mod spawn;
 pub mod stall;
 pub mod transcript;
+mod unit;
+
+pub use child::ChildProgress;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::Config;
+pub use error::RegistryError;
+pub use host::{DispatchRequest, Dispatched, Host, HostOptions, record_dispatch};
+pub use unit::{UnitProgress, UnitReport};

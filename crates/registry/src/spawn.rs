@@ -29,6 +29,8 @@ pub struct SpawnRequest {
     pub cwd: Option<PathBuf>,
     /// Variables added to the inherited environment.
     pub env: Vec<(String, String)>,
+    /// Inherited variables the child must not see.
+    pub env_remove: Vec<String>,
 }
 
 /// A started child and the read ends of its pipes.
@@ -85,6 +87,9 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
         .env(PROGRESS_FD_VAR, PROGRESS_FD.to_string());
     if let Some(cwd) = &request.cwd {
         command.current_dir(cwd);
+    }
+    for key in &request.env_remove {
+        command.env_remove(key);
     }
     for (key, value) in &request.env {
         command.env(key, value);

@@ -1,0 +1,32 @@
+//! The registry's error type.
+
+use std::path::PathBuf;
+
+use ledger::LedgerError;
+
+/// Everything a registry operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The ledger refused or failed (a full queue, an ended session, an unusable file, …).
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// A task has nothing to run.
+    #[error("task {index} has an empty command; give the program to run after `--`")]
+    EmptyCommand {
+        /// The task's index.
+        index: usize,
+    },
+    /// The transcript directory could not be created.
+    #[error(
+        "cannot create the transcript directory {path}: {source}; check that $HERMES_HOME is writable"
+    )]
+    Transcripts {
+        /// The directory.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// A ledger call was lost because its worker thread died.
+    #[error("a ledger call did not complete: {0}")]
+    Worker(String),
+}

@@ -1,0 +1,658 @@
+//! A host: the process that runs units. It registers itself in the ledger (pid, start time,
+//! heartbeat), dispatches and launches units, persists its children's progress in batches,
+//! acts on interrupts asked for by other processes, starts its queued units when they reach
+//! the head of the FIFO queue and a slot is free, and on shutdown stops what it runs.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ledger::{
+    Admission, Capacity, Channel, ChildOutcome, ChildStatus, Delegation, DelegationId,
+    DispatchSpec, FinishChild, HostKind, InterruptTarget, Interrupts, Ledger, NewDelegation,
+    ProcessId, Progress, ProgressUpdate, SessionId, Timestamp, UnitStatus,
+};
+use tokio::sync::{Notify, watch};
+
+use crate::child::{Context, LiveChild};
+use crate::clock::Clock;
+use crate::config::{Config, millis};
+use crate::error::RegistryError;
+use crate::transcript;
+use crate::unit::{self, UnitParts, UnitProgress, UnitReport};
+
+/// Finished units whose reports a host keeps for [`Host::wait`].
+const KEPT_REPORTS: usize = 256;
+/// Attempts at publishing one child's outcome before leaving it to the unit's finalization.
+const PUBLISH_ATTEMPTS: u32 = 3;
+
+/// What kind of host to start, and for which session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostOptions {
+    /// Interactive, headless or inline.
+    pub kind: HostKind,
+    /// The session it hosts (none for inline hosts).
+    pub session: Option<SessionId>,
+}
+
+/// A unit to dispatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DispatchRequest {
+    /// Background (delivered at boundaries) or inline (run here, awaited).
+    pub channel: Channel,
+    /// The session the unit belongs to (background units only).
+    pub session: Option<SessionId>,
+    /// What to run.
+    pub spec: DispatchSpec,
+    /// The session children are told about in `HERMES_PARENT_SESSION_ID`; `None` (cron, or no
+    /// session) also keeps this process's `HERMES_SESSION_*` variables from them.
+    pub parent_session: Option<SessionId>,
+}
+
+impl DispatchRequest {
+    /// A background unit for `session`.
+    pub fn background(session: SessionId, spec: DispatchSpec) -> DispatchRequest {
+        DispatchRequest {
+            channel: Channel::Background,
+            session: Some(session.clone()),
+            spec,
+            parent_session: Some(session),
+        }
+    }
+
+    /// An inline unit (`-z`, cron); `parent_session` is `None` for cron.
+    pub fn inline(spec: DispatchSpec, parent_session: Option<SessionId>) -> DispatchRequest {
+        DispatchRequest {
+            channel: Channel::Inline,
+            session: None,
+            spec,
+            parent_session,
+        }
+    }
+}
+
+/// What dispatch did.
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The unit as recorded (`running` or `queued`).
+    pub delegation: Delegation,
+    /// Its 1-based place in the queue when queued.
+    pub queue_position: Option<u32>,
+    /// Its children's transcripts, by index.
+    pub transcripts: Vec<PathBuf>,
+    /// Its live progress, when it runs in this process.
+    pub progress: Option<watch::Receiver<UnitProgress>>,
+}
+
+/// Records a unit in the ledger and creates its transcripts (pruning old ones), without running
+/// it: for a process that dispatches into a session another process hosts. The unit's host is
+/// `host`, which starts it (at once, or when it leaves the queue).
+pub fn record_dispatch(
+    ledger: &Ledger,
+    config: &Config,
+    new: NewDelegation,
+    now: Timestamp,
+) -> Result<Admission, RegistryError> {
+    if let Some(index) = new.spec.tasks.iter().position(|t| t.command.is_empty()) {
+        return Err(RegistryError::EmptyCommand { index });
+    }
+    let root = &config.transcript_root;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(|source| RegistryError::Transcripts {
+            path: root.clone(),
+            source,
+        })?;
+    transcript::prune(root, config.transcript_retention);
+    let new = NewDelegation {
+        transcript_root: Some(root.display().to_string()),
+        ..new
+    };
+    let admission = ledger.dispatch(new, capacity(config), now)?;
+    if let Err(e) = transcript::create_unit(root, &admission.delegation) {
+        tracing::warn!(delegation = %admission.delegation.id, error = %e, "cannot create transcripts");
+    }
+    Ok(admission)
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+fn capacity(config: &Config) -> Capacity {
+    Capacity {
+        max_running: config.max_concurrent_children,
+        max_queued: config.max_queued,
+    }
+}
+
+/// A running host. Cheap to clone; every clone is the same host.
+#[derive(Clone, Debug)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct UnitEntry {
+    session: Option<SessionId>,
+    interrupt: watch::Sender<Option<String>>,
+    progress: watch::Receiver<UnitProgress>,
+    done: watch::Receiver<Option<Arc<UnitReport>>>,
+    children: Vec<Arc<LiveChild>>,
+    persisted: Vec<Option<Progress>>,
+}
+
+#[derive(Debug, Default)]
+struct Units {
+    running: HashMap<DelegationId, UnitEntry>,
+    launched: HashSet<DelegationId>,
+    reports: HashMap<DelegationId, Arc<UnitReport>>,
+    order: VecDeque<DelegationId>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) ledger: Arc<Ledger>,
+    pub(crate) ctx: Context,
+    me: ProcessId,
+    options: HostOptions,
+    units: Mutex<Units>,
+    launch_gate: tokio::sync::Mutex<()>,
+    wake: Notify,
+    stop: watch::Sender<bool>,
+}
+
+impl Host {
+    /// Registers this process as a host and starts its maintenance loop (heartbeat, progress,
+    /// interrupts, queue). Must be called inside a tokio runtime.
+    pub async fn start(
+        ledger: Arc<Ledger>,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        options: HostOptions,
+    ) -> Result<Host, RegistryError> {
+        let me = ledger::procs::current_process();
+        let now = clock.now();
+        let record = ledger::Host {
+            process: me,
+            kind: options.kind,
+            session: options.session.clone(),
+            registered_at: now,
+            heartbeat_at: now,
+        };
+        let inner = Arc::new(Inner {
+            ledger,
+            ctx: Context {
+                config: Arc::new(config),
+                clock,
+            },
+            me,
+            options,
+            units: Mutex::new(Units::default()),
+            launch_gate: tokio::sync::Mutex::new(()),
+            wake: Notify::new(),
+            stop: watch::channel(false).0,
+        });
+        inner.call(move |l| l.register_host(&record)).await?;
+        tokio::spawn(maintain(inner.clone()));
+        Ok(Host { inner })
+    }
+
+    /// This host's process identity.
+    pub fn process(&self) -> ProcessId {
+        self.inner.me
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.ctx.config
+    }
+
+    /// Dispatches a unit hosted here. A unit admitted as `running` starts at once; a queued one
+    /// starts when it is the oldest queued unit and a slot is free. Past `max_queued` the ledger
+    /// refuses it (`LedgerError::QueueFull`).
+    pub async fn dispatch(&self, request: DispatchRequest) -> Result<Dispatched, RegistryError> {
+        let inner = self.inner.clone();
+        let _gate = inner.launch_gate.lock().await;
+        let new = NewDelegation {
+            session: request.session.clone(),
+            channel: request.channel,
+            spec: request.spec,
+            host: Some(inner.me),
+            transcript_root: None,
+        };
+        let now = inner.ctx.clock.now();
+        let config = inner.ctx.config.clone();
+        let admission = inner
+            .call_raw(move |l| record_dispatch(l, &config, new, now))
+            .await?;
+        let unit = admission.delegation;
+        let dir = transcript::unit_dir(&inner.ctx.config.transcript_root, &unit.id);
+        let transcripts = (0..unit.task_count())
+            .map(|i| transcript::task_log_path(&dir, i))
+            .collect();
+        let progress = (unit.status == UnitStatus::Running)
+            .then(|| inner.launch(unit.clone(), request.parent_session));
+        Ok(Dispatched {
+            delegation: unit,
+            queue_position: admission.queue_position,
+            transcripts,
+            progress,
+        })
+    }
+
+    /// Runs an inline unit here and waits for its end.
+    pub async fn run_inline(
+        &self,
+        spec: DispatchSpec,
+        parent_session: Option<SessionId>,
+    ) -> Result<UnitReport, RegistryError> {
+        let dispatched = self
+            .dispatch(DispatchRequest::inline(spec, parent_session))
+            .await?;
+        let id = dispatched.delegation.id;
+        self.wait(&id)
+            .await
+            .ok_or_else(|| RegistryError::Worker(format!("{id} ended without a report")))
+    }
+
+    /// A unit's live progress, while it runs here.
+    pub fn progress(&self, id: &DelegationId) -> Option<watch::Receiver<UnitProgress>> {
+        self.inner
+            .lock()
+            .running
+            .get(id)
+            .map(|e| e.progress.clone())
+    }
+
+    /// Waits for a unit that runs (or ran) here to end. `None` if it is not this host's.
+    pub async fn wait(&self, id: &DelegationId) -> Option<UnitReport> {
+        let mut done = {
+            let units = self.inner.lock();
+            if let Some(report) = units.reports.get(id) {
+                return Some(UnitReport::clone(report));
+            }
+            units.running.get(id)?.done.clone()
+        };
+        let report = done.wait_for(Option::is_some).await.ok()?.clone()?;
+        Some(UnitReport::clone(&report))
+    }
+
+    /// Units running here.
+    pub fn running(&self) -> Vec<DelegationId> {
+        let mut ids: Vec<_> = self.inner.lock().running.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Interrupts units: queued ones are cancelled, running ones get SIGTERM to their process
+    /// group and SIGKILL after `kill_grace`, and end `interrupted` with `reason`. Units of other
+    /// hosts are flagged in the ledger; their hosts act on it within a sweep.
+    pub async fn interrupt(
+        &self,
+        target: InterruptTarget,
+        reason: &str,
+    ) -> Result<Interrupts, RegistryError> {
+        let inner = self.inner.clone();
+        let now = inner.ctx.clock.now();
+        let (t, r) = (target.clone(), reason.to_owned());
+        let result = inner.call(move |l| l.request_interrupt(&t, &r, now)).await;
+        // What runs here stops at once, whatever the ledger said.
+        inner.interrupt_local(
+            |id, session| match &target {
+                InterruptTarget::Delegation(d) => d == id,
+                InterruptTarget::Session(s) => session == Some(s),
+                InterruptTarget::All => true,
+            },
+            reason,
+        );
+        result
+    }
+
+    /// Stops the host: queued units of this host are cancelled, running ones interrupted with
+    /// `reason` (SIGTERM, SIGKILL after `kill_grace`) and finalized, then the host unregisters.
+    pub async fn shutdown(&self, reason: &str) {
+        let inner = self.inner.clone();
+        let me = inner.me;
+        let now = inner.ctx.clock.now();
+        let r = reason.to_owned();
+        let cancelled = inner
+            .call(move |l| {
+                let queued = l.list(None, 0)?.queued;
+                for unit in queued.into_iter().filter(|u| u.host == Some(me)) {
+                    l.request_interrupt(&InterruptTarget::Delegation(unit.id), &r, now)?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = cancelled {
+            tracing::warn!(error = %e, "cannot cancel this host's queued units");
+        }
+        let running = self.running();
+        for id in &running {
+            if let Err(e) = self
+                .interrupt(InterruptTarget::Delegation(id.clone()), reason)
+                .await
+            {
+                tracing::warn!(delegation = %id, error = %e, "cannot record the interrupt");
+            }
+        }
+        let limit = inner.ctx.config.kill_grace + Duration::from_secs(5);
+        let all = async {
+            for id in &running {
+                self.wait(id).await;
+            }
+        };
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!("some units did not finish during shutdown");
+        }
+        inner.stop.send_replace(true);
+        if let Err(e) = inner.call(move |l| l.unregister_host(me)).await {
+            tracing::warn!(error = %e, "cannot unregister the host");
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Units> {
+        self.units
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs a ledger operation on the blocking pool (each is one short transaction).
+    async fn call<T, F>(&self, f: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> ledger::Result<T> + Send + 'static,
+    {
+        self.call_raw(move |l| f(l).map_err(RegistryError::from))
+            .await
+    }
+
+    async fn call_raw<T, F>(&self, f: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> Result<T, RegistryError> + Send + 'static,
+    {
+        let ledger = self.ledger.clone();
+        tokio::task::spawn_blocking(move || f(&ledger))
+            .await
+            .map_err(|e| RegistryError::Worker(e.to_string()))?
+    }
+
+    /// Starts running a unit here (once per unit) and returns its progress channel.
+    fn launch(
+        self: &Arc<Inner>,
+        unit: Delegation,
+        parent: Option<SessionId>,
+    ) -> watch::Receiver<UnitProgress> {
+        let mut units = self.lock();
+        if let Some(entry) = units.running.get(&unit.id) {
+            return entry.progress.clone();
+        }
+        let dir = transcript::unit_dir(&self.ctx.config.transcript_root, &unit.id);
+        let children: Vec<Arc<LiveChild>> = unit
+            .spec
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let path = transcript::task_log_path(&dir, i as u32)
+                    .display()
+                    .to_string();
+                Arc::new(LiveChild::new(
+                    i as u32,
+                    t.goal.clone(),
+                    path,
+                    self.ctx.config.result_max_bytes,
+                ))
+            })
+            .collect();
+        let initial = UnitProgress {
+            delegation_id: unit.id.clone(),
+            status: UnitStatus::Running,
+            children: children.iter().map(|c| c.snapshot()).collect(),
+        };
+        let (progress_tx, progress_rx) = watch::channel(initial);
+        let (interrupt_tx, interrupt_rx) = watch::channel(unit.interrupt.clone());
+        let (done_tx, done_rx) = watch::channel(None);
+        units.launched.insert(unit.id.clone());
+        units.running.insert(
+            unit.id.clone(),
+            UnitEntry {
+                session: unit.session.clone(),
+                interrupt: interrupt_tx,
+                progress: progress_rx.clone(),
+                done: done_rx,
+                persisted: vec![None; children.len()],
+                children: children.clone(),
+            },
+        );
+        drop(units);
+        let parts = UnitParts {
+            children,
+            interrupt: interrupt_rx,
+            progress: progress_tx,
+        };
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let report = Arc::new(unit::run(inner.clone(), unit, parent, parts).await);
+            let id = report.delegation_id.clone();
+            {
+                let mut units = inner.lock();
+                units.running.remove(&id);
+                units.reports.insert(id.clone(), report.clone());
+                units.order.push_back(id);
+                while units.order.len() > KEPT_REPORTS {
+                    if let Some(old) = units.order.pop_front() {
+                        units.reports.remove(&old);
+                    }
+                }
+            }
+            done_tx.send_replace(Some(report));
+            // A slot may have freed: let the queue move now rather than at the next sweep.
+            inner.wake.notify_one();
+        });
+        progress_rx
+    }
+
+    fn interrupt_local(
+        &self,
+        matches: impl Fn(&DelegationId, Option<&SessionId>) -> bool,
+        reason: &str,
+    ) {
+        let units = self.lock();
+        for (id, entry) in &units.running {
+            if matches(id, entry.session.as_ref()) {
+                entry.interrupt.send_if_modified(|current| {
+                    if current.is_some() {
+                        return false;
+                    }
+                    *current = Some(reason.to_owned());
+                    true
+                });
+            }
+        }
+    }
+
+    pub(crate) async fn child_started(
+        &self,
+        id: &DelegationId,
+        index: u32,
+        process: ProcessId,
+        at: Timestamp,
+    ) {
+        let id = id.clone();
+        if let Err(e) = self
+            .call(move |l| l.child_started(&id, index, process, at))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot record a child's start");
+        }
+    }
+
+    /// Publishes a child's outcome; `None` if the ledger kept failing.
+    pub(crate) async fn finish_child(
+        &self,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+    ) -> Option<FinishChild> {
+        for attempt in 1..=PUBLISH_ATTEMPTS {
+            let (id2, o) = (id.clone(), outcome.clone());
+            let now = self.ctx.clock.now();
+            match self.call(move |l| l.finish_child(&id2, o, now)).await {
+                Ok(finish) => return Some(finish),
+                Err(e) => {
+                    tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot publish a child's outcome");
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                }
+            }
+        }
+        None
+    }
+
+    /// Makes sure the unit is terminal after its children ran; returns its status.
+    pub(crate) async fn settle_unit(
+        &self,
+        unit: &Delegation,
+        unpublished: Vec<ChildOutcome>,
+        outcomes: &std::collections::BTreeMap<u32, ChildOutcome>,
+    ) -> UnitStatus {
+        let id = unit.id.clone();
+        let now = self.ctx.clock.now();
+        let settled = self
+            .call(move |l| {
+                if let Some(status) = l.finish_unit(&id, unpublished, "finalized_by_host", now)? {
+                    return Ok(Some(status));
+                }
+                Ok(l.delegation(&id)?
+                    .map(|d| d.status)
+                    .filter(|s| s.is_terminal()))
+            })
+            .await;
+        match settled {
+            Ok(Some(status)) => status,
+            Ok(None) | Err(_) => {
+                let statuses: Vec<ChildStatus> = outcomes.values().map(|o| o.status).collect();
+                UnitStatus::from_children(&statuses)
+            }
+        }
+    }
+
+    async fn persist_progress(&self) {
+        let updates: Vec<ProgressUpdate> = {
+            let mut units = self.lock();
+            let mut updates = Vec::new();
+            for (id, entry) in units.running.iter_mut() {
+                for (child, persisted) in entry.children.iter().zip(entry.persisted.iter_mut()) {
+                    let snap = child.snapshot();
+                    if snap.status != ChildStatus::Running
+                        || persisted.as_ref() == Some(&snap.progress)
+                    {
+                        continue;
+                    }
+                    *persisted = Some(snap.progress.clone());
+                    updates.push(ProgressUpdate {
+                        delegation_id: id.clone(),
+                        index: child.index(),
+                        progress: snap.progress,
+                    });
+                }
+            }
+            updates
+        };
+        if updates.is_empty() {
+            return;
+        }
+        if let Err(e) = self.call(move |l| l.record_progress(&updates)).await {
+            tracing::warn!(error = %e, "cannot persist progress");
+        }
+    }
+
+    async fn poll_interrupts(&self) {
+        let me = self.me;
+        match self.call(move |l| l.interrupt_requests(me)).await {
+            Ok(requests) => {
+                for (id, reason) in requests {
+                    self.interrupt_local(|d, _| *d == id, &reason);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read interrupt requests"),
+        }
+    }
+
+    /// Starts this host's queued units that reached the head of the queue, and running units
+    /// recorded for this host by other processes.
+    async fn pick_up(self: &Arc<Inner>) {
+        let _gate = self.launch_gate.lock().await;
+        let (me, cap) = (self.me, capacity(&self.ctx.config));
+        loop {
+            let now = self.ctx.clock.now();
+            match self.call(move |l| l.start_next_queued(me, cap, now)).await {
+                Ok(Some(unit)) => {
+                    let parent = unit.session.clone();
+                    self.launch(unit, parent);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start queued units");
+                    break;
+                }
+            }
+        }
+        match self.call(|l| l.list(None, 0)).await {
+            Ok(listing) => {
+                let adopt: Vec<Delegation> = {
+                    let units = self.lock();
+                    listing
+                        .running
+                        .into_iter()
+                        .filter(|u| u.host == Some(me) && u.channel == Channel::Background)
+                        .filter(|u| !units.launched.contains(&u.id))
+                        .collect()
+                };
+                for unit in adopt {
+                    let parent = unit.session.clone();
+                    self.launch(unit, parent);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot list units"),
+        }
+    }
+}
+
+/// The host's housekeeping loop.
+async fn maintain(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    let config = inner.ctx.config.clone();
+    let mut last_heartbeat = inner.ctx.clock.now();
+    let mut last_progress = Timestamp(0);
+    loop {
+        let now = inner.ctx.clock.now();
+        if now.ms_since(last_heartbeat) >= millis(config.heartbeat_interval) {
+            last_heartbeat = now;
+            let me = inner.me;
+            if let Err(e) = inner.call(move |l| l.heartbeat(me, now)).await {
+                tracing::warn!(error = %e, "cannot record the heartbeat");
+            }
+        }
+        if now.ms_since(last_progress) >= millis(config.progress_interval) {
+            last_progress = now;
+            inner.persist_progress().await;
+        }
+        inner.poll_interrupts().await;
+        if inner.options.kind != HostKind::Inline {
+            inner.pick_up().await;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(config.sweep_interval) => {}
+            () = inner.wake.notified() => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! One unit: runs its children with batch parallelism at most `max_concurrent_children`,
+//! publishes each child's `task:N` event through the ledger the moment that child ends (siblings
+//! never wait for each other), keeps `manifest.json` and the unit's progress channel current.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ledger::{ChildOutcome, ChildStatus, Delegation, ExitDetail, SessionId, UnitStatus};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::child::{self, ChildPlan, ChildProgress, LiveChild, Started, exit_reason};
+use crate::host::Inner;
+use crate::spawn::SpawnRequest;
+use crate::transcript::{self, Manifest, TaskLog};
+
+/// A unit's live progress, for progress bars.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitProgress {
+    /// The unit.
+    pub delegation_id: ledger::DelegationId,
+    /// Its status (`running` until it ends).
+    pub status: UnitStatus,
+    /// Each child.
+    pub children: Vec<ChildProgress>,
+}
+
+/// How a unit ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitReport {
+    /// The unit.
+    pub delegation_id: ledger::DelegationId,
+    /// Its final status.
+    pub status: UnitStatus,
+    /// Each child's outcome, by index.
+    pub outcomes: Vec<ChildOutcome>,
+    /// Where its transcripts are.
+    pub transcript_dir: PathBuf,
+}
+
+/// The parts of a unit the host keeps to watch and steer it.
+#[derive(Debug)]
+pub(crate) struct UnitParts {
+    pub(crate) children: Vec<Arc<LiveChild>>,
+    pub(crate) interrupt: watch::Receiver<Option<String>>,
+    pub(crate) progress: watch::Sender<UnitProgress>,
+}
+
+/// The environment variables a unit's children get.
+pub(crate) fn child_env(
+    unit: &Delegation,
+    index: u32,
+    parent: Option<&SessionId>,
+) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("HERMES_DELEGATION_ID".to_owned(), unit.id.to_string()),
+        ("HERMES_TASK_INDEX".to_owned(), index.to_string()),
+    ];
+    if let Some(session) = parent {
+        env.push(("HERMES_PARENT_SESSION_ID".to_owned(), session.to_string()));
+    }
+    env
+}
+
+/// Variables a child never inherits from this process: they would tie it to a session it does
+/// not belong to (a cron child must never reach anyone's session).
+pub(crate) fn env_removed(parent: Option<&SessionId>) -> Vec<String> {
+    let mut removed = vec!["HERMES_PARENT_SESSION_ID".to_owned()];
+    if parent.is_none() {
+        removed.extend([
+            "HERMES_SESSION_ID".to_owned(),
+            "HERMES_SESSION_KEY".to_owned(),
+        ]);
+    }
+    removed
+}
+
+/// Runs a unit to its end and reports how it ended.
+pub(crate) async fn run(
+    host: Arc<Inner>,
+    unit: Delegation,
+    parent: Option<SessionId>,
+    mut parts: UnitParts,
+) -> UnitReport {
+    let root = host.ctx.config.transcript_root.clone();
+    let dir = match transcript::create_unit(&root, &unit) {
+        Ok(dir) => dir,
+        Err(e) => {
+            tracing::warn!(delegation = %unit.id, error = %e, "cannot create transcripts");
+            transcript::unit_dir(&root, &unit.id)
+        }
+    };
+    let mut manifest = Manifest::for_unit(&dir, &unit);
+    manifest.started = Some(transcript::rfc3339(
+        unit.started_at.unwrap_or_else(|| host.ctx.clock.now()),
+    ));
+    write_manifest(&manifest, &dir);
+
+    let count = unit.task_count();
+    let parallelism = host.ctx.config.parallelism();
+    let timeout_ms =
+        unit.spec
+            .timeout_ms
+            .or(host.ctx.config.child_timeout.map(crate::config::millis));
+    let mut outcomes: BTreeMap<u32, ChildOutcome> = BTreeMap::new();
+    let mut unit_status: Option<UnitStatus> = None;
+    let mut unpublished: Vec<ChildOutcome> = Vec::new();
+    let mut running: JoinSet<(ChildOutcome, Option<ledger::FinishChild>)> = JoinSet::new();
+    let mut next = 0u32;
+    let mut interrupt_open = true;
+    let mut tick = tokio::time::interval(host.ctx.config.sweep_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    loop {
+        let interrupted = parts.interrupt.borrow().clone();
+        // Children that have not started yet never will once the unit is interrupted.
+        if let Some(reason) = &interrupted {
+            while next < count {
+                let outcome = not_started(&host, &unit, &dir, next, reason);
+                parts.children[next as usize].set_status(ChildStatus::Interrupted);
+                let finish = host.finish_child(&unit.id, outcome.clone()).await;
+                running.spawn(async move { (outcome, finish) });
+                next += 1;
+            }
+        }
+        while next < count && running.len() < parallelism && interrupted.is_none() {
+            let index = next;
+            next += 1;
+            let live = parts.children[index as usize].clone();
+            let task = &unit.spec.tasks[index as usize];
+            let log_path = transcript::task_log_path(&dir, index);
+            let log = TaskLog::open(log_path.clone()).unwrap_or_else(|e| {
+                tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
+                TaskLog::disabled(log_path)
+            });
+            let plan = ChildPlan {
+                index,
+                goal: task.goal.clone(),
+                spawn: SpawnRequest {
+                    argv: task.command.clone(),
+                    cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
+                    env: child_env(&unit, index, parent.as_ref()),
+                    env_remove: env_removed(parent.as_ref()),
+                },
+                timeout_ms,
+                log: Arc::new(log),
+            };
+            manifest.tasks[index as usize].status = ChildStatus::Running.as_str();
+            let host = host.clone();
+            let interrupt = parts.interrupt.clone();
+            let id = unit.id.clone();
+            running.spawn(async move {
+                let outcome = match child::start(plan, live, &host.ctx) {
+                    Started::Failed(outcome) => outcome,
+                    Started::Running(child) => {
+                        host.child_started(&id, index, child.process(), child.started_at())
+                            .await;
+                        child.supervise(interrupt).await
+                    }
+                };
+                let finish = host.finish_child(&id, outcome.clone()).await;
+                (outcome, finish)
+            });
+            write_manifest(&manifest, &dir);
+        }
+        send_progress(&parts, UnitStatus::Running);
+        if running.is_empty() && next >= count {
+            break;
+        }
+        tokio::select! {
+            joined = running.join_next() => {
+                let Some(joined) = joined else { continue };
+                match joined {
+                    Ok((outcome, finish)) => {
+                        let entry = &mut manifest.tasks[outcome.index as usize];
+                        entry.status = outcome.status.as_str();
+                        entry.exit_reason = Some(exit_reason(&outcome));
+                        write_manifest(&manifest, &dir);
+                        match finish {
+                            Some(finish) => unit_status = unit_status.or(finish.unit_status),
+                            None => unpublished.push(outcome.clone()),
+                        }
+                        outcomes.insert(outcome.index, outcome);
+                    }
+                    Err(e) => tracing::error!(delegation = %unit.id, error = %e, "a child's task failed"),
+                }
+            }
+            changed = parts.interrupt.changed(), if interrupt_open => {
+                // Once nobody can interrupt any more, the unit just runs on.
+                interrupt_open = changed.is_ok();
+            }
+            _ = tick.tick() => {}
+        }
+    }
+
+    // Whatever could not be published on its own (a ledger error) is finalized with the unit.
+    let status = match unit_status {
+        Some(status) => status,
+        None => host.settle_unit(&unit, unpublished, &outcomes).await,
+    };
+    manifest.completed = Some(transcript::rfc3339(host.ctx.clock.now()));
+    manifest.status = Some(status.as_str());
+    write_manifest(&manifest, &dir);
+    send_progress(&parts, status);
+    UnitReport {
+        delegation_id: unit.id.clone(),
+        status,
+        outcomes: outcomes.into_values().collect(),
+        transcript_dir: dir,
+    }
+}
+
+/// The outcome of a child that never started because its unit was interrupted first.
+fn not_started(
+    host: &Inner,
+    unit: &Delegation,
+    dir: &std::path::Path,
+    index: u32,
+    reason: &str,
+) -> ChildOutcome {
+    ChildOutcome {
+        index,
+        goal: unit
+            .spec
+            .tasks
+            .get(index as usize)
+            .map(|t| t.goal.clone())
+            .unwrap_or_default(),
+        status: ChildStatus::Interrupted,
+        exit_code: None,
+        signal: None,
+        started_at: None,
+        ended_at: host.ctx.clock.now(),
+        api_calls: 0,
+        result: String::new(),
+        stderr_tail: None,
+        transcript_tail: None,
+        transcript: transcript::task_log_path(dir, index).display().to_string(),
+        detail: ExitDetail::Interrupted {
+            reason: reason.to_owned(),
+        },
+    }
+}
+
+fn send_progress(parts: &UnitParts, status: UnitStatus) {
+    let children = parts.children.iter().map(|c| c.snapshot()).collect();
+    parts.progress.send_modify(|p| {
+        p.status = status;
+        p.children = children;
+    });
+}
+
+fn write_manifest(manifest: &Manifest, dir: &std::path::Path) {
+    if let Err(e) = manifest.write(dir) {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot write manifest.json");
+    }
+}

@@ -1,0 +1,509 @@
+//! Children driven end to end through a real host and ledger: stalls, timeouts, interrupts,
+//! spawn errors, the progress protocol, batches and exactly-once finalization.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use ledger::{ChildStatus, EventKey, ExitDetail, StallPhase, TimeoutPhase, UnitStatus};
+
+fn stall_fields(detail: &ExitDetail) -> (f64, f64, StallPhase, f64) {
+    match detail {
+        ExitDetail::Stalled {
+            stalled_after_quiet_seconds,
+            stall_threshold_seconds,
+            stall_phase,
+            stall_grace_seconds,
+        } => (
+            *stalled_after_quiet_seconds,
+            *stall_threshold_seconds,
+            *stall_phase,
+            *stall_grace_seconds,
+        ),
+        other => panic!("expected stall fields, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_child_is_stopped_with_its_stall_fields_and_its_whole_group_dies() {
+    let f = inline_fixture(|_| {}).await;
+    let sweep = f.host.config().sweep_interval.as_secs_f64();
+    let report = f
+        .host
+        .run_inline(spec(&[&sh("sleep 1000 & sleep 1000")]), None)
+        .await
+        .expect("runs");
+    assert_eq!(report.status, UnitStatus::Stalled);
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Stalled);
+    let (quiet, threshold, phase, grace) = stall_fields(&child.detail);
+    assert_eq!((threshold, phase, grace), (1.0, StallPhase::Idle, 1.0));
+    assert!(
+        quiet >= 1.0 && quiet <= 1.0 + sweep,
+        "SIGTERM {quiet} s after the start, threshold 1 s"
+    );
+    // The shell died of our SIGTERM, within the grace period.
+    assert_eq!(child.signal, Some(15), "{child:?}");
+    assert!(child.duration_seconds() < 1.0 + sweep + 1.0);
+    let children = f.ledger.children(&report.delegation_id).expect("children");
+    let leader = children[0]
+        .process
+        .expect("the child's process was recorded");
+    assert!(
+        eventually(Duration::from_secs(5), || !group_alive(leader)).await,
+        "no process of the group is left"
+    );
+    let events = f.ledger.events(&report.delegation_id).expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].key, EventKey::Task(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_keeps_printing_is_never_stalled() {
+    let f = inline_fixture(|_| {}).await;
+    let script = "i=0; while [ $i -lt 15 ]; do i=$((i+1)); echo line $i; sleep 0.2; done";
+    let report = f
+        .host
+        .run_inline(spec(&[&sh(script)]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Completed, "{child:?}");
+    assert_eq!(child.detail, ExitDetail::None);
+    assert!(child.duration_seconds() >= 2.5);
+    assert!(
+        child.result.contains("line 1\n") && child.result.ends_with("line 15\n"),
+        "{}",
+        child.result
+    );
+    assert_eq!(report.status, UnitStatus::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_a_tool_the_in_tool_threshold_applies() {
+    let f = inline_fixture(|_| {}).await;
+    let script = r#"echo '{"tool":"x"}' >&$HERMES_PROGRESS_FD; sleep 1000"#;
+    let report = f
+        .host
+        .run_inline(spec(&[&sh(script)]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Stalled);
+    let (quiet, threshold, phase, _) = stall_fields(&child.detail);
+    assert_eq!((threshold, phase), (3.0, StallPhase::InTool));
+    assert!(
+        quiet >= 3.0,
+        "stalled after {quiet} s, before the in-tool threshold"
+    );
+    assert!(child.duration_seconds() >= 3.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let f = inline_fixture(|_| {}).await;
+    let script = "trap '' TERM; while :; do sleep 0.05; done";
+    let report = f
+        .host
+        .run_inline(spec(&[&sh(script)]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Stalled);
+    assert_eq!(child.signal, Some(9), "{child:?}");
+    let d = child.duration_seconds();
+    assert!(
+        (2.0..4.0).contains(&d),
+        "killed {d} s after the start (idle 1 s + grace 1 s)"
+    );
+    let leader = f.ledger.children(&report.delegation_id).expect("children")[0]
+        .process
+        .expect("process");
+    assert!(eventually(Duration::from_secs(5), || !group_alive(leader)).await);
+    // It exited after it was force-finalized: still exactly one event.
+    let transcript = child.transcript.clone();
+    assert!(
+        eventually(Duration::from_secs(5), || std::fs::read_to_string(
+            &transcript
+        )
+        .is_ok_and(|t| t.contains("exited after it was finalized")))
+        .await
+    );
+    assert_eq!(
+        f.ledger
+            .events(&report.delegation_id)
+            .expect("events")
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_exiting_after_the_unit_was_force_finalized_publishes_nothing() {
+    let f = inline_fixture(|_| {}).await;
+    let dispatched = f
+        .host
+        .dispatch(registry::DispatchRequest::inline(
+            spec(&[&sh("sleep 0.8; echo late")]),
+            None,
+        ))
+        .await
+        .expect("dispatches");
+    let id = dispatched.delegation.id.clone();
+    let ledger = f.ledger.clone();
+    assert!(
+        eventually(Duration::from_secs(5), || ledger
+            .children(&id)
+            .is_ok_and(|c| c[0].status == ChildStatus::Running))
+        .await
+    );
+    let now = registry::Clock::now(&registry::SystemClock);
+    let forced = f
+        .ledger
+        .finish_unit(&id, vec![], "test_forced", now)
+        .expect("forced");
+    assert_eq!(forced, Some(UnitStatus::Unknown));
+    let report = f.host.wait(&id).await.expect("report");
+    assert_eq!(
+        report.outcomes[0].status,
+        ChildStatus::Completed,
+        "the child itself still ran to its end"
+    );
+    assert_eq!(
+        report.status,
+        UnitStatus::Unknown,
+        "the unit keeps the status it was finalized with"
+    );
+    let events = f.ledger.events(&id).expect("events");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].key, EventKey::Terminal);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_children_publish_the_moment_each_ends() {
+    let f = inline_fixture(|c| c.stall_idle = Duration::from_secs(30)).await;
+    let report = f
+        .host
+        .run_inline(
+            spec(&[
+                &sh("sleep 2.4; echo c"),
+                &sh("sleep 0.2; echo a"),
+                &sh("sleep 1.2; echo b"),
+            ]),
+            None,
+        )
+        .await
+        .expect("runs");
+    assert_eq!(report.status, UnitStatus::Completed);
+    let events = f.ledger.events(&report.delegation_id).expect("events");
+    assert_eq!(events.len(), 3);
+    for event in &events {
+        let EventKey::Task(i) = event.key else {
+            panic!("unexpected {:?}", event.key)
+        };
+        let outcome = &report.outcomes[i as usize];
+        let lag = event.published_at.ms_since(outcome.ended_at);
+        assert!(lag < 500, "task {i} published {lag} ms after it ended");
+    }
+    let published = |i: u32| {
+        events
+            .iter()
+            .find(|e| e.key == EventKey::Task(i))
+            .expect("event")
+            .published_at
+    };
+    assert!(published(1) < published(2) && published(2) < published(0));
+    assert!(
+        published(0).ms_since(published(1)) >= 1500,
+        "siblings never wait for each other"
+    );
+    assert_eq!(report.outcomes[1].result, "a\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_parallelism_is_bounded_by_max_concurrent_children() {
+    let f = inline_fixture(|c| c.max_concurrent_children = 2).await;
+    let report = f
+        .host
+        .run_inline(
+            spec(&[&sh("sleep 0.6"), &sh("sleep 0.6"), &sh("sleep 0.6")]),
+            None,
+        )
+        .await
+        .expect("runs");
+    let o = &report.outcomes;
+    let third = o[2].started_at.expect("started");
+    assert!(
+        third >= o[0].ended_at.min(o[1].ended_at),
+        "the third child waited for a free slot"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_command_is_an_error_with_the_os_reason() {
+    let f = inline_fixture(|_| {}).await;
+    let report = f
+        .host
+        .run_inline(spec(&[&["/no/such/program", "x"]]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Error);
+    match &child.detail {
+        ExitDetail::SpawnError { reason } => {
+            assert!(reason.contains("No such file or directory"), "{reason}")
+        }
+        other => panic!("expected a spawn error, got {other:?}"),
+    }
+    assert_eq!(report.status, UnitStatus::Failed);
+    assert_eq!(
+        f.ledger
+            .events(&report.delegation_id)
+            .expect("events")
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_names_its_phase() {
+    let f = inline_fixture(|c| {
+        c.child_timeout = Some(Duration::from_millis(700));
+        c.stall_idle = Duration::from_secs(60);
+    })
+    .await;
+    let report = f
+        .host
+        .run_inline(
+            spec(&[&["sleep", "1000"], &sh("echo started; sleep 1000")]),
+            None,
+        )
+        .await
+        .expect("runs");
+    assert_eq!(report.status, UnitStatus::Timeout);
+    for (outcome, phase) in report.outcomes.iter().zip([
+        TimeoutPhase::BeforeFirstProgress,
+        TimeoutPhase::AfterProgress,
+    ]) {
+        assert_eq!(outcome.status, ChildStatus::Timeout);
+        match outcome.detail {
+            ExitDetail::Timeout {
+                timeout_seconds,
+                timed_out_after_seconds,
+                timeout_phase,
+            } => {
+                assert_eq!(timeout_seconds, 0.7);
+                assert!(
+                    (0.7..1.5).contains(&timed_out_after_seconds),
+                    "{timed_out_after_seconds}"
+                );
+                assert_eq!(timeout_phase, phase);
+            }
+            ref other => panic!("expected timeout fields, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupts_stop_the_whole_group_and_say_why() {
+    let f = fixture_with(ledger::HostKind::Headless, Some("s1"), |c| {
+        c.stall_idle = Duration::from_secs(60)
+    })
+    .await;
+    let session = ledger::SessionId::new("s1").expect("session");
+    let d = f
+        .host
+        .dispatch(registry::DispatchRequest::background(
+            session.clone(),
+            spec(&[&sh("sleep 1000 & sleep 1000"), &["sleep", "1000"]]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = d.delegation.id.clone();
+    let ledger = f.ledger.clone();
+    assert!(
+        eventually(Duration::from_secs(5), || ledger
+            .children(&id)
+            .is_ok_and(|c| c.iter().all(|c| c.status == ChildStatus::Running)))
+        .await
+    );
+    let leaders: Vec<_> = f
+        .ledger
+        .children(&id)
+        .expect("children")
+        .iter()
+        .filter_map(|c| c.process)
+        .collect();
+    f.host
+        .interrupt(ledger::InterruptTarget::Session(session), "user_stop")
+        .await
+        .expect("interrupts");
+    let report = f.host.wait(&id).await.expect("report");
+    assert_eq!(report.status, UnitStatus::Interrupted);
+    for outcome in &report.outcomes {
+        assert_eq!(outcome.status, ChildStatus::Interrupted);
+        assert_eq!(
+            outcome.detail,
+            ExitDetail::Interrupted {
+                reason: "user_stop".into()
+            }
+        );
+        assert!(outcome.duration_seconds() < 1.5);
+    }
+    for leader in leaders {
+        assert!(eventually(Duration::from_secs(5), || !group_alive(leader)).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_asked_for_by_another_process_is_acted_on_within_a_sweep() {
+    let f = fixture_with(ledger::HostKind::Headless, Some("s2"), |c| {
+        c.stall_idle = Duration::from_secs(60)
+    })
+    .await;
+    let session = ledger::SessionId::new("s2").expect("session");
+    let d = f
+        .host
+        .dispatch(registry::DispatchRequest::background(
+            session,
+            spec(&[&["sleep", "1000"]]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = d.delegation.id.clone();
+    let ledger = f.ledger.clone();
+    assert!(
+        eventually(Duration::from_secs(5), || ledger
+            .children(&id)
+            .is_ok_and(|c| c[0].process.is_some()))
+        .await
+    );
+    // Another process only writes the request into the ledger.
+    let now = registry::Clock::now(&registry::SystemClock);
+    f.ledger
+        .request_interrupt(
+            &ledger::InterruptTarget::Delegation(id.clone()),
+            "session_end",
+            now,
+        )
+        .expect("flagged");
+    let report = f.host.wait(&id).await.expect("report");
+    assert_eq!(
+        report.outcomes[0].detail,
+        ExitDetail::Interrupted {
+            reason: "session_end".into()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_protocol_moves_the_token_and_the_result_message_wins() {
+    let f = inline_fixture(|_| {}).await;
+    let script = r#"
+        echo '{"api_calls": 3}' >&$HERMES_PROGRESS_FD
+        echo 'not json' >&$HERMES_PROGRESS_FD
+        echo '{"note": "halfway"}' >&$HERMES_PROGRESS_FD
+        echo some stdout
+        echo some stderr >&2
+        echo '{"result": "my summary"}' >&$HERMES_PROGRESS_FD
+        echo "id=$HERMES_DELEGATION_ID index=$HERMES_TASK_INDEX parent=${HERMES_PARENT_SESSION_ID-none} session=${HERMES_SESSION_ID-none}"
+    "#;
+    let report = f
+        .host
+        .run_inline(spec(&[&sh(script)]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Completed);
+    assert_eq!(child.api_calls, 3);
+    assert_eq!(child.result, "my summary");
+    let log = std::fs::read_to_string(&child.transcript).expect("transcript");
+    for needle in [
+        " prg | not json\n",
+        " prg | {\"note\": \"halfway\"}\n",
+        " out | some stdout\n",
+        " err | some stderr\n",
+    ] {
+        assert!(log.contains(needle), "{needle:?} missing from\n{log}");
+    }
+    let env_line = format!(
+        " out | id={} index=0 parent=none session=none\n",
+        report.delegation_id
+    );
+    assert!(log.contains(&env_line), "{env_line:?} missing from\n{log}");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(report.transcript_dir.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
+    assert_eq!(manifest["tasks"][0]["status"], "completed");
+    assert_eq!(manifest["tasks"][0]["exit_reason"], "exit 0");
+    assert!(manifest["completed"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_carry_the_stderr_tail_and_the_parent_session_is_passed_on() {
+    let f = inline_fixture(|_| {}).await;
+    let script = "echo parent=$HERMES_PARENT_SESSION_ID; echo broken >&2; exit 3";
+    let parent = ledger::SessionId::new("parent-1").expect("session");
+    let report = f
+        .host
+        .run_inline(spec(&[&sh(script)]), Some(parent))
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(
+        (child.status, child.exit_code),
+        (ChildStatus::Failed, Some(3))
+    );
+    assert_eq!(child.stderr_tail.as_deref(), Some("broken\n"));
+    assert_eq!(child.result, "parent=parent-1\n");
+    assert!(
+        child
+            .transcript_tail
+            .as_deref()
+            .is_some_and(|t| t.contains("broken"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_progress_reaches_the_ledger_and_the_watch_channel() {
+    let f = inline_fixture(|_| {}).await;
+    let script = r#"echo '{"api_calls": 2}' >&$HERMES_PROGRESS_FD; echo '{"tool": "grep"}' >&$HERMES_PROGRESS_FD; echo hello; sleep 3"#;
+    let d = f
+        .host
+        .dispatch(registry::DispatchRequest::inline(
+            spec(&[&sh(script)]),
+            None,
+        ))
+        .await
+        .expect("dispatches");
+    let id = d.delegation.id.clone();
+    let mut progress = d.progress.expect("runs here");
+    let seen = tokio::time::timeout(
+        Duration::from_secs(5),
+        progress.wait_for(|p| p.children[0].progress.current_tool.as_deref() == Some("grep")),
+    )
+    .await;
+    assert!(
+        seen.is_ok_and(|r| r.is_ok()),
+        "the watch channel shows the tool"
+    );
+    let ledger = f.ledger.clone();
+    let persisted = eventually(Duration::from_secs(5), || {
+        ledger.children(&id).is_ok_and(|c| {
+            let p = &c[0].progress;
+            p.api_calls == 2 && p.current_tool.as_deref() == Some("grep") && p.output_bytes == 6
+        })
+    })
+    .await;
+    assert!(persisted, "another process can read the live progress");
+    f.host
+        .interrupt(
+            ledger::InterruptTarget::Delegation(id.clone()),
+            "done_watching",
+        )
+        .await
+        .expect("stops");
+    f.host.wait(&id).await.expect("report");
+}

@@ -1,0 +1,138 @@
+//! Shared helpers for the registry's integration tests: a temp home with its own ledger and
+//! host, dispatch specs, and waiting on conditions with deadlines.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ledger::{
+    DeliveryMode, DispatchSpec, HostKind, Ledger, LedgerConfig, ProcessId, Role, SessionId,
+    TaskSpec,
+};
+use registry::{Config, Host, HostOptions, SystemClock};
+
+pub struct Fixture {
+    pub home: tempfile::TempDir,
+    pub ledger: Arc<Ledger>,
+    pub host: Host,
+}
+
+impl Fixture {
+    pub fn home_path(&self) -> PathBuf {
+        self.home.path().to_owned()
+    }
+}
+
+/// Short thresholds so stalls happen within seconds.
+pub fn quick_config(home: &std::path::Path) -> Config {
+    let mut c = Config::new(home);
+    c.stall_idle = Duration::from_secs(1);
+    c.stall_in_tool = Duration::from_secs(3);
+    c.stall_grace = Duration::from_secs(1);
+    c.kill_grace = Duration::from_secs(1);
+    c.sweep_interval = Duration::from_millis(250);
+    c.heartbeat_interval = Duration::from_millis(500);
+    c.progress_interval = Duration::from_millis(500);
+    c
+}
+
+pub fn open_ledger(home: &std::path::Path) -> Arc<Ledger> {
+    Arc::new(
+        Ledger::open(&home.join("ledger.redb"), LedgerConfig::default()).expect("ledger opens"),
+    )
+}
+
+pub async fn fixture_with(
+    kind: HostKind,
+    session: Option<&str>,
+    tweak: impl FnOnce(&mut Config),
+) -> Fixture {
+    let home = tempfile::tempdir().expect("tempdir");
+    let ledger = open_ledger(home.path());
+    let mut config = quick_config(home.path());
+    tweak(&mut config);
+    let options = HostOptions {
+        kind,
+        session: session.map(|s| SessionId::new(s).expect("valid session")),
+    };
+    let host = Host::start(ledger.clone(), config, Arc::new(SystemClock), options)
+        .await
+        .expect("host starts");
+    Fixture { home, ledger, host }
+}
+
+pub async fn inline_fixture(tweak: impl FnOnce(&mut Config)) -> Fixture {
+    fixture_with(HostKind::Inline, None, tweak).await
+}
+
+pub fn task(command: &[&str]) -> TaskSpec {
+    TaskSpec {
+        goal: command.join(" "),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        context: None,
+        toolsets: vec![],
+        role: Role::Leaf,
+        model: None,
+    }
+}
+
+pub fn spec(commands: &[&[&str]]) -> DispatchSpec {
+    DispatchSpec {
+        goal: "test unit".into(),
+        context: None,
+        toolsets: vec![],
+        role: Role::Leaf,
+        model: None,
+        delivery: DeliveryMode::AfterTurn,
+        timeout_ms: None,
+        cwd: None,
+        group: None,
+        tasks: commands.iter().map(|c| task(c)).collect(),
+    }
+}
+
+pub fn sh(script: &str) -> Vec<&str> {
+    vec!["sh", "-c", script]
+}
+
+/// Polls `cond` until it holds or `limit` passes; returns whether it held.
+pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Whether any live process (zombies excluded) is in the group `leader` led.
+pub fn group_alive(leader: ProcessId) -> bool {
+    ledger::procs::group_alive(leader)
+}
+
+/// This process's resident set peak, in KiB.
+pub fn vm_hwm_kib() -> u64 {
+    status_field("VmHWM:")
+}
+
+pub fn vm_rss_kib() -> u64 {
+    status_field("VmRSS:")
+}
+
+fn status_field(name: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
