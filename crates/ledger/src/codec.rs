@@ -36,7 +36,9 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError
             postcard::from_bytes(rest).map_err(|err| DecodeError::Damaged(err.to_string()))
         }
         Some((&version, _)) if version > FORMAT_VERSION => Err(DecodeError::Newer(version)),
-        Some((&version, _)) => Err(DecodeError::Damaged(format!("unknown value format {version}"))),
+        Some((&version, _)) => Err(DecodeError::Damaged(format!(
+            "unknown value format {version}"
+        ))),
     }
 }
 
@@ -52,8 +54,16 @@ mod tests {
 
         let mut newer = bytes.clone();
         newer[0] = FORMAT_VERSION + 1;
-        assert!(matches!(decode::<(String, u32)>(&newer), Err(DecodeError::Newer(v)) if v == FORMAT_VERSION + 1));
-        assert!(matches!(decode::<(String, u32)>(&[]), Err(DecodeError::Damaged(_))));
-        assert!(matches!(decode::<(String, u32)>(&[FORMAT_VERSION, 0xff]), Err(DecodeError::Damaged(_))));
+        assert!(
+            matches!(decode::<(String, u32)>(&newer), Err(DecodeError::Newer(v)) if v == FORMAT_VERSION + 1)
+        );
+        assert!(matches!(
+            decode::<(String, u32)>(&[]),
+            Err(DecodeError::Damaged(_))
+        ));
+        assert!(matches!(
+            decode::<(String, u32)>(&[FORMAT_VERSION, 0xff]),
+            Err(DecodeError::Damaged(_))
+        ));
     }
 }

@@ -99,7 +99,9 @@ impl Ledger {
     pub fn publish(&self, event: NewEvent, now: Timestamp) -> Result<Published> {
         self.write_then(|w| {
             let id = &event.delegation_id;
-            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
             let published = publish_in(w, &unit, event.key, event.payload, now)?;
             Ok((published, published == Published::Inserted))
         })
@@ -124,19 +126,25 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<Vec<(Delegation, Vec<Event>)>> {
         self.read(|r| {
-            if r.session(session)?.is_some_and(|s| s.state == SessionState::Ended) {
+            if r.session(session)?
+                .is_some_and(|s| s.state == SessionState::Ended)
+            {
                 return Ok(Vec::new());
             }
             let mut out: Vec<(Delegation, Vec<Event>)> = Vec::new();
             for event_ref in r.open_events(Some(session))? {
-                let Some(event) = r.event(&event_ref)? else { continue };
+                let Some(event) = r.event(&event_ref)? else {
+                    continue;
+                };
                 if !event.is_deliverable(now) || event.session.as_ref() != Some(session) {
                     continue;
                 }
                 match out.last_mut() {
                     Some((unit, events)) if unit.id == event.delegation_id => events.push(event),
                     _ => {
-                        let Some(unit) = r.delegation(event.delegation_id.as_str())? else { continue };
+                        let Some(unit) = r.delegation(event.delegation_id.as_str())? else {
+                            continue;
+                        };
                         out.push((unit, vec![event]));
                     }
                 }
@@ -162,7 +170,9 @@ impl Ledger {
     pub fn claim(&self, request: &ClaimRequest, now: Timestamp) -> Result<ClaimOutcome> {
         let keys: BTreeSet<EventRef> = request.keys.iter().cloned().collect();
         if keys.is_empty() {
-            return Err(LedgerError::Invalid("a claim needs at least one key".into()));
+            return Err(LedgerError::Invalid(
+                "a claim needs at least one key".into(),
+            ));
         }
         self.write_then(|w| {
             let mut refused = Vec::new();
@@ -178,7 +188,12 @@ impl Ledger {
                 } else if request.session.is_some() && event.session != request.session {
                     refused.push((key.clone(), Refusal::NotOwned));
                 } else if let Some(lease) = event.lease.as_ref().filter(|l| l.expires_at > now) {
-                    refused.push((key.clone(), Refusal::LiveClaim { expires_at: lease.expires_at }));
+                    refused.push((
+                        key.clone(),
+                        Refusal::LiveClaim {
+                            expires_at: lease.expires_at,
+                        },
+                    ));
                 } else if event.attempts >= self.config.max_attempts {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
@@ -223,7 +238,14 @@ impl Ledger {
                 claimed_at: now,
                 expires_at,
             })?;
-            Ok((ClaimOutcome::Claimed(Claim { token, expires_at, events: claimable }), true))
+            Ok((
+                ClaimOutcome::Claimed(Claim {
+                    token,
+                    expires_at,
+                    events: claimable,
+                }),
+                true,
+            ))
         })
     }
 
@@ -300,7 +322,9 @@ impl Ledger {
         self.write(|w| {
             let mut transitions = Vec::new();
             for key in keys {
-                let Some(mut event) = w.event(key)? else { continue };
+                let Some(mut event) = w.event(key)? else {
+                    continue;
+                };
                 if event.state.is_terminal() {
                     continue;
                 }
@@ -343,7 +367,10 @@ fn transition(event: &Event, from: EventState) -> Transition {
         event: event.event_ref(),
         from,
         to: event.state,
-        drop_reason: event.drop_reason.clone().filter(|_| event.state == EventState::Dropped),
+        drop_reason: event
+            .drop_reason
+            .clone()
+            .filter(|_| event.state == EventState::Dropped),
     }
 }
 
@@ -356,7 +383,9 @@ fn drop_event(event: &mut Event, reason: DropReason, now: Timestamp) {
 
 /// The claim and its events, if `token` still holds every key it claimed.
 fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> {
-    let record = w.claim_record(token)?.ok_or(LedgerError::ClaimLost(token))?;
+    let record = w
+        .claim_record(token)?
+        .ok_or(LedgerError::ClaimLost(token))?;
     let mut events = Vec::with_capacity(record.keys.len());
     for key in &record.keys {
         let event = w.event(key)?.ok_or(LedgerError::ClaimLost(token))?;
@@ -379,7 +408,10 @@ pub(crate) fn publish_in(
     payload: EventPayload,
     now: Timestamp,
 ) -> Result<Published> {
-    let event_ref = EventRef { delegation_id: unit.id.clone(), key };
+    let event_ref = EventRef {
+        delegation_id: unit.id.clone(),
+        key,
+    };
     if w.event(&event_ref)?.is_some() {
         return Ok(Published::AlreadyPresent);
     }
@@ -397,10 +429,11 @@ pub(crate) fn publish_in(
         dropped_at: None,
         drop_reason: None,
     };
-    if let Some(session) = &unit.session {
-        if w.session(session)?.is_some_and(|s| s.state == SessionState::Ended) {
-            drop_event(&mut event, DropReason::SessionEnded, now);
-        }
+    if let Some(session) = &unit.session
+        && w.session(session)?
+            .is_some_and(|s| s.state == SessionState::Ended)
+    {
+        drop_event(&mut event, DropReason::SessionEnded, now);
     }
     w.put_event(&event)?;
     Ok(Published::Inserted)

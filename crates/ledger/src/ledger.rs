@@ -56,7 +56,9 @@ pub struct Ledger {
 
 impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ledger").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Ledger")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -70,8 +72,14 @@ impl Ledger {
 
     /// Opens the ledger with a given token source.
     pub fn open_with(path: &Path, config: LedgerConfig, tokens: TokenSource) -> Result<Ledger> {
-        let unavailable = |reason: String| LedgerError::Unavailable { path: path.to_owned(), reason };
-        let damaged = |reason: String| LedgerError::Damaged { path: path.to_owned(), reason };
+        let unavailable = |reason: String| LedgerError::Unavailable {
+            path: path.to_owned(),
+            reason,
+        };
+        let damaged = |reason: String| LedgerError::Damaged {
+            path: path.to_owned(),
+            reason,
+        };
         // redb may panic on some malformed files; a damaged file must be an error, never a crash.
         let opened = catch_unwind(AssertUnwindSafe(|| {
             let mut builder = Database::builder();
@@ -100,7 +108,12 @@ impl Ledger {
             TokenSource::Random => fastrand::Rng::new(),
             TokenSource::Seeded(seed) => fastrand::Rng::with_seed(seed),
         };
-        let ledger = Ledger { db, path: path.to_owned(), config, rng: Mutex::new(rng) };
+        let ledger = Ledger {
+            db,
+            path: path.to_owned(),
+            config,
+            rng: Mutex::new(rng),
+        };
         ledger.check_format()?;
         Ok(ledger)
     }
@@ -142,7 +155,10 @@ impl Ledger {
     /// Runs `f` in a read transaction.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Reader<'_>) -> Result<T>) -> Result<T> {
         let txn = self.guard(|| self.db.begin_read().map_err(storage))?;
-        let reader = Reader { txn, path: &self.path };
+        let reader = Reader {
+            txn,
+            path: &self.path,
+        };
         self.guard(|| f(&reader))
     }
 
@@ -159,7 +175,10 @@ impl Ledger {
     ) -> Result<T> {
         self.guard(|| {
             let txn = self.db.begin_write().map_err(storage)?;
-            let writer = Writer { txn, path: &self.path };
+            let writer = Writer {
+                txn,
+                path: &self.path,
+            };
             let (value, commit) = f(&writer)?;
             if commit {
                 writer.commit()?;
@@ -172,9 +191,10 @@ impl Ledger {
     fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         match catch_unwind(AssertUnwindSafe(f)) {
             Ok(result) => result.map_err(|err| match err {
-                LedgerError::Storage(reason) if reason.contains("orrupt") => {
-                    LedgerError::Damaged { path: self.path.clone(), reason }
-                }
+                LedgerError::Storage(reason) if reason.contains("orrupt") => LedgerError::Damaged {
+                    path: self.path.clone(),
+                    reason,
+                },
                 other => other,
             }),
             Err(_) => Err(LedgerError::Damaged {
@@ -185,12 +205,18 @@ impl Ledger {
     }
 
     pub(crate) fn next_token(&self) -> ClaimToken {
-        let mut rng = self.rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         ClaimToken(rng.u128(..))
     }
 
     pub(crate) fn next_delegation_id(&self) -> DelegationId {
-        let mut rng = self.rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         DelegationId::from_bits(rng.u64(..))
     }
 }

@@ -10,7 +10,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch (UTC).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {
@@ -65,7 +67,11 @@ impl SessionId {
             && id
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-        if valid { Ok(SessionId(id)) } else { Err(IdError::Session(id)) }
+        if valid {
+            Ok(SessionId(id))
+        } else {
+            Err(IdError::Session(id))
+        }
     }
 
     /// The id as a string.
@@ -102,8 +108,14 @@ impl DelegationId {
         let id = id.into();
         let valid = id.len() == 18
             && id.starts_with("deleg_")
-            && id[6..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if valid { Ok(DelegationId(id)) } else { Err(IdError::Delegation(id)) }
+            && id[6..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if valid {
+            Ok(DelegationId(id))
+        } else {
+            Err(IdError::Delegation(id))
+        }
     }
 
     /// The id as a string.
@@ -415,7 +427,10 @@ impl UnitStatus {
     /// stronger happened: a unit whose children were interrupted, stalled or timed out, or whose
     /// owner died, says so.
     pub fn from_children(children: &[ChildStatus]) -> UnitStatus {
-        let completed = children.iter().filter(|s| **s == ChildStatus::Completed).count();
+        let completed = children
+            .iter()
+            .filter(|s| **s == ChildStatus::Completed)
+            .count();
         let any = |s: ChildStatus| children.contains(&s);
         if !children.is_empty() && completed == children.len() {
             UnitStatus::Completed
@@ -784,7 +799,10 @@ pub struct Event {
 impl Event {
     /// Its address.
     pub fn event_ref(&self) -> EventRef {
-        EventRef { delegation_id: self.delegation_id.clone(), key: self.key }
+        EventRef {
+            delegation_id: self.delegation_id.clone(),
+            key: self.key,
+        }
     }
 
     /// Whether a consumer could claim it at `now`: pending, or claimed with an expired lease.

@@ -36,7 +36,10 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 /// This process's identity.
 pub fn current_process() -> ProcessId {
     let pid = std::process::id();
-    ProcessId { pid, start_time: process_start_time(pid).unwrap_or(0) }
+    ProcessId {
+        pid,
+        start_time: process_start_time(pid).unwrap_or(0),
+    }
 }
 
 /// Whether `process` is still running: same pid, same start time, not a zombie.
@@ -51,7 +54,9 @@ pub fn is_alive(process: ProcessId) -> bool {
 /// earlier than the leader is signalled on its own, so a reused group id is never hit. Returns
 /// how many targets were signalled.
 pub fn signal_group(leader: ProcessId, signal: Signal) -> usize {
-    let Ok(pid) = i32::try_from(leader.pid) else { return 0 };
+    let Ok(pid) = i32::try_from(leader.pid) else {
+        return 0;
+    };
     if pid <= 1 {
         return 0;
     }
@@ -71,8 +76,12 @@ pub fn group_alive(leader: ProcessId) -> bool {
 
 /// Live members of the group `leader` led that started no earlier than the leader.
 fn group_members(leader: ProcessId) -> Vec<i32> {
-    let Ok(pgid) = i32::try_from(leader.pid) else { return Vec::new() };
-    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(pgid) = i32::try_from(leader.pid) else {
+        return Vec::new();
+    };
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
@@ -92,8 +101,14 @@ mod tests {
         let me = current_process();
         assert!(me.start_time > 0);
         assert!(is_alive(me));
-        assert!(!is_alive(ProcessId { pid: me.pid, start_time: me.start_time + 1 }));
-        assert!(!is_alive(ProcessId { pid: u32::MAX - 1, start_time: 0 }));
+        assert!(!is_alive(ProcessId {
+            pid: me.pid,
+            start_time: me.start_time + 1
+        }));
+        assert!(!is_alive(ProcessId {
+            pid: u32::MAX - 1,
+            start_time: 0
+        }));
     }
 
     #[test]
@@ -112,7 +127,10 @@ mod tests {
         while group_members(leader).len() < 2 && std::time::Instant::now() < deadline {
             std::thread::yield_now();
         }
-        assert!(group_members(leader).len() >= 2, "the grandchild joined the group");
+        assert!(
+            group_members(leader).len() >= 2,
+            "the grandchild joined the group"
+        );
         assert_eq!(signal_group(leader, Signal::SIGKILL), 1);
         child.wait().expect("reaped");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

@@ -54,7 +54,9 @@ impl Ledger {
                     _ => listing.running.push(unit),
                 }
             }
-            listing.running.sort_by_key(|u| (u.started_at, u.dispatched_at));
+            listing
+                .running
+                .sort_by_key(|u| (u.started_at, u.dispatched_at));
             listing.queued.sort_by_key(|u| u.queue_seq);
             // Active units are few; over-fetch by that many so `recent` stays full.
             let extra = listing.running.len() + listing.queued.len();

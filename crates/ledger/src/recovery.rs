@@ -105,7 +105,10 @@ impl Ledger {
             }
             Ok((due, due))
         })?;
-        let mut report = RecoveryReport { ran: due, ..RecoveryReport::default() };
+        let mut report = RecoveryReport {
+            ran: due,
+            ..RecoveryReport::default()
+        };
         if !due {
             return Ok(report);
         }
@@ -140,10 +143,19 @@ impl Ledger {
             let tails: Vec<(u32, Option<String>)> = children
                 .iter()
                 .filter(|c| !c.status.is_terminal())
-                .map(|c| (c.index, c.transcript.as_deref().and_then(|p| reaper.transcript_tail(p))))
+                .map(|c| {
+                    (
+                        c.index,
+                        c.transcript
+                            .as_deref()
+                            .and_then(|p| reaper.transcript_tail(p)),
+                    )
+                })
                 .collect();
             let finalized = self.write_then(|w| {
-                let Some(unit) = w.delegation(id.as_str())? else { return Ok((false, false)) };
+                let Some(unit) = w.delegation(id.as_str())? else {
+                    return Ok((false, false));
+                };
                 if unit.status.is_terminal() || unit.host != Some(host) {
                     return Ok((false, false));
                 }
@@ -153,8 +165,10 @@ impl Ledger {
                         continue;
                     }
                     let mut outcome = unknown_outcome(&unit, &child, "owner_died", now);
-                    outcome.transcript_tail =
-                        tails.iter().find(|(i, _)| *i == child.index).and_then(|(_, t)| t.clone());
+                    outcome.transcript_tail = tails
+                        .iter()
+                        .find(|(i, _)| *i == child.index)
+                        .and_then(|(_, t)| t.clone());
                     missing.push(outcome);
                 }
                 force_finish(w, unit, missing, "owner_died", now)?;
@@ -168,13 +182,12 @@ impl Ledger {
             let mut removed = 0;
             for host in w.hosts()? {
                 if !reaper.is_alive(host.process) {
-                    if let Some(session) = &host.session {
-                        if let Some(mut record) = w.session(session)? {
-                            if record.host == Some(host.process) {
-                                record.host = None;
-                                w.put_session(&record)?;
-                            }
-                        }
+                    if let Some(session) = &host.session
+                        && let Some(mut record) = w.session(session)?
+                        && record.host == Some(host.process)
+                    {
+                        record.host = None;
+                        w.put_session(&record)?;
                     }
                     w.remove_host(host.process)?;
                     removed += 1;
@@ -190,7 +203,9 @@ impl Ledger {
         report.expired_events = self.write(|w| {
             let mut expired = 0;
             for event_ref in w.all_open_events()? {
-                let Some(mut event) = w.event(&event_ref)? else { continue };
+                let Some(mut event) = w.event(&event_ref)? else {
+                    continue;
+                };
                 if event.published_at < cutoff && event.is_deliverable(now) {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
@@ -212,7 +227,9 @@ impl Ledger {
         report.purged_units = self.write(|w| {
             let mut purged = 0;
             for (_, id) in w.units_before(cutoff)? {
-                let Some(unit) = w.delegation(&id)? else { continue };
+                let Some(unit) = w.delegation(&id)? else {
+                    continue;
+                };
                 if unit.status.is_terminal() && unit.ended_at.is_some_and(|t| t < cutoff) {
                     w.purge_delegation(&unit)?;
                     purged += 1;

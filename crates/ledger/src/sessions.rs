@@ -50,8 +50,9 @@ impl Ledger {
     /// pending events dropped (`session_ended`), later dispatches refused.
     pub fn end_session(&self, id: &SessionId, now: Timestamp) -> Result<SessionEnd> {
         self.write(|w| {
-            let mut session =
-                w.session(id)?.ok_or_else(|| LedgerError::SessionNotFound(id.clone()))?;
+            let mut session = w
+                .session(id)?
+                .ok_or_else(|| LedgerError::SessionNotFound(id.clone()))?;
             let mut end = SessionEnd {
                 already_ended: session.state == SessionState::Ended,
                 ..SessionEnd::default()
@@ -71,8 +72,12 @@ impl Ledger {
                     end.dropped_events += 1;
                 }
             }
-            let stopped =
-                crate::units::interrupt_in(w, &InterruptTarget::Session(id.clone()), "session_end", now)?;
+            let stopped = crate::units::interrupt_in(
+                w,
+                &InterruptTarget::Session(id.clone()),
+                "session_end",
+                now,
+            )?;
             end.interrupted = stopped.flagged;
             end.cancelled = stopped.cancelled;
             Ok(end)
@@ -98,15 +103,13 @@ impl Ledger {
     /// Forgets a host that is shutting down, and lets go of the session it hosted.
     pub fn unregister_host(&self, process: ProcessId) -> Result<()> {
         self.write(|w| {
-            if let Some(host) = w.host(process)? {
-                if let Some(id) = &host.session {
-                    if let Some(mut session) = w.session(id)? {
-                        if session.host == Some(process) {
-                            session.host = None;
-                            w.put_session(&session)?;
-                        }
-                    }
-                }
+            if let Some(host) = w.host(process)?
+                && let Some(id) = &host.session
+                && let Some(mut session) = w.session(id)?
+                && session.host == Some(process)
+            {
+                session.host = None;
+                w.put_session(&session)?;
             }
             w.remove_host(process)
         })

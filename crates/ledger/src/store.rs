@@ -44,9 +44,10 @@ pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8])
             found: u32::from(found),
             supported: u32::from(codec::FORMAT_VERSION),
         },
-        DecodeError::Damaged(reason) => {
-            LedgerError::Damaged { path: path.to_owned(), reason: format!("{what}: {reason}") }
-        }
+        DecodeError::Damaged(reason) => LedgerError::Damaged {
+            path: path.to_owned(),
+            reason: format!("{what}: {reason}"),
+        },
     })
 }
 
@@ -71,7 +72,8 @@ macro_rules! getters {
             pub(crate) fn session(&self, id: &SessionId) -> Result<Option<Session>> {
                 let table = self.txn.open_table(SESSIONS).map_err(storage)?;
                 let row = table.get(id.as_str()).map_err(storage)?;
-                row.map(|v| decode(self.path, "session", v.value())).transpose()
+                row.map(|v| decode(self.path, "session", v.value()))
+                    .transpose()
             }
 
             pub(crate) fn sessions(&self) -> Result<Vec<Session>> {
@@ -86,8 +88,11 @@ macro_rules! getters {
 
             pub(crate) fn host(&self, process: ProcessId) -> Result<Option<Host>> {
                 let table = self.txn.open_table(HOSTS).map_err(storage)?;
-                let row = table.get((process.pid, process.start_time)).map_err(storage)?;
-                row.map(|v| decode(self.path, "host", v.value())).transpose()
+                let row = table
+                    .get((process.pid, process.start_time))
+                    .map_err(storage)?;
+                row.map(|v| decode(self.path, "host", v.value()))
+                    .transpose()
             }
 
             pub(crate) fn hosts(&self) -> Result<Vec<Host>> {
@@ -103,7 +108,8 @@ macro_rules! getters {
             pub(crate) fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
                 let table = self.txn.open_table(DELEGATIONS).map_err(storage)?;
                 let row = table.get(id).map_err(storage)?;
-                row.map(|v| decode(self.path, "delegation", v.value())).transpose()
+                row.map(|v| decode(self.path, "delegation", v.value()))
+                    .transpose()
             }
 
             pub(crate) fn delegation_exists(&self, id: &str) -> Result<bool> {
@@ -114,7 +120,8 @@ macro_rules! getters {
             pub(crate) fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
                 let table = self.txn.open_table(CHILDREN).map_err(storage)?;
                 let row = table.get((id.as_str(), index)).map_err(storage)?;
-                row.map(|v| decode(self.path, "child", v.value())).transpose()
+                row.map(|v| decode(self.path, "child", v.value()))
+                    .transpose()
             }
 
             pub(crate) fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
@@ -132,7 +139,8 @@ macro_rules! getters {
                 let row = table
                     .get((event.delegation_id.as_str(), key_code(event.key)))
                     .map_err(storage)?;
-                row.map(|v| decode(self.path, "event", v.value())).transpose()
+                row.map(|v| decode(self.path, "event", v.value()))
+                    .transpose()
             }
 
             pub(crate) fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
@@ -150,7 +158,10 @@ macro_rules! getters {
                 let table = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
                 let part = session_part(session);
                 let mut out = Vec::new();
-                for row in table.range((part, "", 0)..(part, ID_END, 0)).map_err(storage)? {
+                for row in table
+                    .range((part, "", 0)..(part, ID_END, 0))
+                    .map_err(storage)?
+                {
                     let (k, _) = row.map_err(storage)?;
                     let (_, id, code) = k.value();
                     out.push(event_ref(self.path, id, code)?);
@@ -173,7 +184,8 @@ macro_rules! getters {
             pub(crate) fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
                 let table = self.txn.open_table(CLAIMS).map_err(storage)?;
                 let row = table.get(token.0).map_err(storage)?;
-                row.map(|v| decode(self.path, "claim", v.value())).transpose()
+                row.map(|v| decode(self.path, "claim", v.value()))
+                    .transpose()
             }
 
             /// Queued or running units, in id order.
@@ -227,7 +239,9 @@ macro_rules! getters {
                     }
                 };
                 units.sort_by(|a, b| {
-                    b.dispatched_at.cmp(&a.dispatched_at).then_with(|| b.id.cmp(&a.id))
+                    b.dispatched_at
+                        .cmp(&a.dispatched_at)
+                        .then_with(|| b.id.cmp(&a.id))
                 });
                 units.truncate(limit);
                 Ok(units)
@@ -245,7 +259,10 @@ macro_rules! getters {
                 Ok(out)
             }
 
-            fn delegations<'i>(&self, ids: impl Iterator<Item = &'i str>) -> Result<Vec<Delegation>> {
+            fn delegations<'i>(
+                &self,
+                ids: impl Iterator<Item = &'i str>,
+            ) -> Result<Vec<Delegation>> {
                 let table = self.txn.open_table(DELEGATIONS).map_err(storage)?;
                 let mut out = Vec::new();
                 for id in ids {
@@ -269,7 +286,10 @@ fn event_ref(path: &Path, id: &str, code: u32) -> Result<EventRef> {
         path: path.to_owned(),
         reason: format!("event index: {err}"),
     })?;
-    Ok(EventRef { delegation_id, key: key_from_code(code) })
+    Ok(EventRef {
+        delegation_id,
+        key: key_from_code(code),
+    })
 }
 
 /// A read transaction.
@@ -294,7 +314,9 @@ fn put<K: redb::Key + 'static, T: Serialize>(
     value: &T,
 ) -> Result<()> {
     let mut table = txn.open_table(def).map_err(storage)?;
-    table.insert(key, codec::encode(value).as_slice()).map_err(storage)?;
+    table
+        .insert(key, codec::encode(value).as_slice())
+        .map_err(storage)?;
     Ok(())
 }
 
@@ -308,12 +330,19 @@ impl Writer<'_> {
     }
 
     pub(crate) fn put_host(&self, host: &Host) -> Result<()> {
-        put(&self.txn, HOSTS, (host.process.pid, host.process.start_time), host)
+        put(
+            &self.txn,
+            HOSTS,
+            (host.process.pid, host.process.start_time),
+            host,
+        )
     }
 
     pub(crate) fn remove_host(&self, process: ProcessId) -> Result<()> {
         let mut table = self.txn.open_table(HOSTS).map_err(storage)?;
-        table.remove((process.pid, process.start_time)).map_err(storage)?;
+        table
+            .remove((process.pid, process.start_time))
+            .map_err(storage)?;
         Ok(())
     }
 
@@ -341,16 +370,25 @@ impl Writer<'_> {
             }
         }
         let mut by_time = self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
-        by_time.insert((unit.dispatched_at.0, id), ()).map_err(storage)?;
+        by_time
+            .insert((unit.dispatched_at.0, id), ())
+            .map_err(storage)?;
         if let Some(session) = &unit.session {
             let mut by_session = self.txn.open_table(UNITS_BY_SESSION).map_err(storage)?;
-            by_session.insert((session.as_str(), id), ()).map_err(storage)?;
+            by_session
+                .insert((session.as_str(), id), ())
+                .map_err(storage)?;
         }
         Ok(())
     }
 
     pub(crate) fn put_child(&self, child: &Child) -> Result<()> {
-        put(&self.txn, CHILDREN, (child.delegation_id.as_str(), child.index), child)
+        put(
+            &self.txn,
+            CHILDREN,
+            (child.delegation_id.as_str(), child.index),
+            child,
+        )
     }
 
     /// Inserts or updates an event, keeping `OPEN_EVENTS` in step with its state.
@@ -392,8 +430,12 @@ impl Writer<'_> {
                 self.remove_claim(lease.token)?;
             }
             let mut open = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
-            open.remove((session_part(event.session.as_ref()), id, key_code(event.key)))
-                .map_err(storage)?;
+            open.remove((
+                session_part(event.session.as_ref()),
+                id,
+                key_code(event.key),
+            ))
+            .map_err(storage)?;
         }
         self.txn
             .open_table(EVENTS)
@@ -405,15 +447,27 @@ impl Writer<'_> {
             .map_err(storage)?
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
-        self.txn.open_table(DELEGATIONS).map_err(storage)?.remove(id).map_err(storage)?;
-        self.txn.open_table(ACTIVE_UNITS).map_err(storage)?.remove(id).map_err(storage)?;
+        self.txn
+            .open_table(DELEGATIONS)
+            .map_err(storage)?
+            .remove(id)
+            .map_err(storage)?;
+        self.txn
+            .open_table(ACTIVE_UNITS)
+            .map_err(storage)?
+            .remove(id)
+            .map_err(storage)?;
         self.txn
             .open_table(UNITS_BY_TIME)
             .map_err(storage)?
             .remove((unit.dispatched_at.0, id))
             .map_err(storage)?;
         if let Some(seq) = unit.queue_seq {
-            self.txn.open_table(QUEUE).map_err(storage)?.remove(seq).map_err(storage)?;
+            self.txn
+                .open_table(QUEUE)
+                .map_err(storage)?
+                .remove(seq)
+                .map_err(storage)?;
         }
         if let Some(session) = &unit.session {
             self.txn

@@ -99,10 +99,14 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<Admission> {
         if new.spec.tasks.is_empty() {
-            return Err(LedgerError::Invalid("a unit needs at least one task".into()));
+            return Err(LedgerError::Invalid(
+                "a unit needs at least one task".into(),
+            ));
         }
         if new.spec.tasks.len() >= 1_000_000 {
-            return Err(LedgerError::Invalid("a unit may have at most 999,999 tasks".into()));
+            return Err(LedgerError::Invalid(
+                "a unit may have at most 999,999 tasks".into(),
+            ));
         }
         self.write(|w| {
             if let Some(session) = &new.session {
@@ -121,7 +125,9 @@ impl Ledger {
                     if queue.is_empty() && running_units(w)? < capacity.max_running {
                         (UnitStatus::Running, None, None)
                     } else if queue.len() >= capacity.max_queued as usize {
-                        return Err(LedgerError::QueueFull { max: capacity.max_queued });
+                        return Err(LedgerError::QueueFull {
+                            max: capacity.max_queued,
+                        });
                     } else {
                         let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
                         w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
@@ -129,8 +135,10 @@ impl Ledger {
                     }
                 }
             };
-            let transcript_dir =
-                new.transcript_root.as_ref().map(|root| format!("{root}/{id}"));
+            let transcript_dir = new
+                .transcript_root
+                .as_ref()
+                .map(|root| format!("{root}/{id}"));
             let unit = Delegation {
                 id: id.clone(),
                 session: new.session,
@@ -157,10 +165,15 @@ impl Ledger {
                     exit_code: None,
                     signal: None,
                     progress: Progress::default(),
-                    transcript: transcript_dir.as_ref().map(|dir| format!("{dir}/task-{index}.log")),
+                    transcript: transcript_dir
+                        .as_ref()
+                        .map(|dir| format!("{dir}/task-{index}.log")),
                 })?;
             }
-            Ok(Admission { delegation: unit, queue_position })
+            Ok(Admission {
+                delegation: unit,
+                queue_position,
+            })
         })
     }
 
@@ -172,8 +185,12 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<Option<Delegation>> {
         self.write_then(|w| {
-            let Some((_, id)) = w.queue()?.into_iter().next() else { return Ok((None, false)) };
-            let Some(mut unit) = w.delegation(&id)? else { return Ok((None, false)) };
+            let Some((_, id)) = w.queue()?.into_iter().next() else {
+                return Ok((None, false));
+            };
+            let Some(mut unit) = w.delegation(&id)? else {
+                return Ok((None, false));
+            };
             if unit.host != Some(host) || running_units(w)? >= capacity.max_running {
                 return Ok((None, false));
             }
@@ -212,8 +229,9 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<()> {
         self.write(|w| {
-            let mut child =
-                w.child(id, index)?.ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
+            let mut child = w
+                .child(id, index)?
+                .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
             if child.status.is_terminal() {
                 return Ok(());
             }
@@ -231,11 +249,11 @@ impl Ledger {
         }
         self.write(|w| {
             for update in updates {
-                if let Some(mut child) = w.child(&update.delegation_id, update.index)? {
-                    if !child.status.is_terminal() {
-                        child.progress = update.progress.clone();
-                        w.put_child(&child)?;
-                    }
+                if let Some(mut child) = w.child(&update.delegation_id, update.index)?
+                    && !child.status.is_terminal()
+                {
+                    child.progress = update.progress.clone();
+                    w.put_child(&child)?;
                 }
             }
             Ok(())
@@ -258,19 +276,33 @@ impl Ledger {
             )));
         }
         self.write_then(|w| {
-            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
             let mut child = w
                 .child(id, outcome.index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
             if child.status.is_terminal() {
-                return Ok((FinishChild { published: false, unit_status: None }, false));
+                return Ok((
+                    FinishChild {
+                        published: false,
+                        unit_status: None,
+                    },
+                    false,
+                ));
             }
             apply_outcome(&mut child, &outcome);
             w.put_child(&child)?;
             let key = EventKey::Task(outcome.index);
             publish_in(w, &unit, key, EventPayload::Task(outcome), now)?;
             let unit_status = settle_unit(w, unit, now)?;
-            Ok((FinishChild { published: true, unit_status }, true))
+            Ok((
+                FinishChild {
+                    published: true,
+                    unit_status,
+                },
+                true,
+            ))
         })
     }
 
@@ -285,7 +317,9 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<Option<UnitStatus>> {
         self.write_then(|w| {
-            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
             if unit.status.is_terminal() {
                 return Ok((None, false));
             }
@@ -320,7 +354,9 @@ impl Ledger {
     /// `terminal` event. Extra or out-of-range keys never make a unit look complete.
     pub fn is_fully_recorded(&self, id: &DelegationId) -> Result<bool> {
         self.read(|r| {
-            let unit = r.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let unit = r
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
             let events = r.events(id)?;
             Ok(recorded(&unit, &events).len() == unit.task_count() as usize)
         })
@@ -333,7 +369,9 @@ pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTr
     let mut seen = BTreeSet::new();
     for event in events {
         match (&event.key, &event.payload) {
-            (key, EventPayload::Task(outcome)) if is_task_of(*key, n) && *key == EventKey::Task(outcome.index) => {
+            (key, EventPayload::Task(outcome))
+                if is_task_of(*key, n) && *key == EventKey::Task(outcome.index) =>
+            {
                 seen.insert(outcome.index);
             }
             (EventKey::Terminal, EventPayload::Terminal { children, .. }) => {
@@ -428,8 +466,17 @@ pub(crate) fn unknown_outcome(
     let started = child.status == ChildStatus::Running;
     ChildOutcome {
         index: child.index,
-        goal: unit.spec.tasks.get(child.index as usize).map(|t| t.goal.clone()).unwrap_or_default(),
-        status: if started { ChildStatus::Unknown } else { ChildStatus::Cancelled },
+        goal: unit
+            .spec
+            .tasks
+            .get(child.index as usize)
+            .map(|t| t.goal.clone())
+            .unwrap_or_default(),
+        status: if started {
+            ChildStatus::Unknown
+        } else {
+            ChildStatus::Cancelled
+        },
         exit_code: None,
         signal: None,
         started_at: child.started_at,
@@ -440,9 +487,13 @@ pub(crate) fn unknown_outcome(
         transcript_tail: None,
         transcript: child.transcript.clone().unwrap_or_default(),
         detail: if started {
-            ExitDetail::Unknown { reason: reason.to_owned() }
+            ExitDetail::Unknown {
+                reason: reason.to_owned(),
+            }
         } else {
-            ExitDetail::Cancelled { reason: reason.to_owned() }
+            ExitDetail::Cancelled {
+                reason: reason.to_owned(),
+            }
         },
     }
 }
@@ -457,7 +508,9 @@ pub(crate) fn interrupt_in(
     let mut done = Interrupts::default();
     let units = match target {
         InterruptTarget::Delegation(id) => {
-            let unit = w.delegation(id.as_str())?.ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
             vec![unit]
         }
         InterruptTarget::Session(session) => w

@@ -7,7 +7,9 @@ use ledger::*;
 fn make(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("ledger.redb");
     let ledger = Ledger::open(&path, LedgerConfig::default()).expect("fresh ledger");
-    ledger.ensure_session(&SessionId::new("s").unwrap(), Timestamp(1)).unwrap();
+    ledger
+        .ensure_session(&SessionId::new("s").unwrap(), Timestamp(1))
+        .unwrap();
     drop(ledger);
     path
 }
@@ -19,7 +21,10 @@ fn set_format_version(path: &std::path::Path, version: u64) {
     builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
     let db = builder.create(path).unwrap();
     let txn = db.begin_write().unwrap();
-    txn.open_table(META).unwrap().insert("format_version", version).unwrap();
+    txn.open_table(META)
+        .unwrap()
+        .insert("format_version", version)
+        .unwrap();
     txn.commit().unwrap();
 }
 
@@ -30,7 +35,10 @@ fn a_newer_format_is_refused_clearly() {
     // Pretend a newer hermes wrote the file.
     set_format_version(&path, u64::from(FORMAT_VERSION) + 1);
     let err = Ledger::open(&path, LedgerConfig::default()).unwrap_err();
-    assert!(matches!(err, LedgerError::NewerFormat { found, .. } if found == u32::from(FORMAT_VERSION) + 1), "{err}");
+    assert!(
+        matches!(err, LedgerError::NewerFormat { found, .. } if found == u32::from(FORMAT_VERSION) + 1),
+        "{err}"
+    );
     assert!(err.to_string().contains("newer hermes"));
     assert!(err.is_unavailable());
 }
@@ -56,7 +64,11 @@ fn a_truncated_file_is_an_error() {
 fn garbage_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.redb");
-    std::fs::write(&path, b"this is not a ledger at all, just some text that someone wrote here").unwrap();
+    std::fs::write(
+        &path,
+        b"this is not a ledger at all, just some text that someone wrote here",
+    )
+    .unwrap();
     let err = Ledger::open(&path, LedgerConfig::default()).unwrap_err();
     assert!(err.is_unavailable(), "{err}");
 }
@@ -85,7 +97,10 @@ fn scribbled_pages_never_panic() {
 
 #[test]
 fn a_missing_directory_is_unavailable() {
-    let err = Ledger::open(std::path::Path::new("/nonexistent/dir/ledger.redb"), LedgerConfig::default())
-        .unwrap_err();
+    let err = Ledger::open(
+        std::path::Path::new("/nonexistent/dir/ledger.redb"),
+        LedgerConfig::default(),
+    )
+    .unwrap_err();
     assert!(matches!(err, LedgerError::Unavailable { .. }), "{err}");
 }

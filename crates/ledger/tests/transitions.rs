@@ -14,10 +14,19 @@ fn publish_is_idempotent_per_key() {
         key: EventKey::Task(0),
         payload: EventPayload::Task(outcome(0, ChildStatus::Completed, T0)),
     };
-    assert_eq!(f.ledger.publish(event.clone(), T0).unwrap(), Published::Inserted);
-    assert_eq!(f.ledger.publish(event, T0.plus_ms(5)).unwrap(), Published::AlreadyPresent);
+    assert_eq!(
+        f.ledger.publish(event.clone(), T0).unwrap(),
+        Published::Inserted
+    );
+    assert_eq!(
+        f.ledger.publish(event, T0.plus_ms(5)).unwrap(),
+        Published::AlreadyPresent
+    );
     assert_eq!(f.ledger.events(&id).unwrap().len(), 1);
-    assert_eq!(f.ledger.event(&key(&id, 0)).unwrap().unwrap().published_at, T0);
+    assert_eq!(
+        f.ledger.event(&key(&id, 0)).unwrap().unwrap().published_at,
+        T0
+    );
 }
 
 #[test]
@@ -30,15 +39,24 @@ fn claim_then_ack_delivers() {
     assert_eq!(state(&f.ledger, &key(&id, 0)), EventState::Claimed);
     let transitions = f.ledger.ack(c.token, T0.plus_ms(10)).unwrap();
     assert_eq!(transitions.len(), 1);
-    assert_eq!((transitions[0].from, transitions[0].to), (EventState::Claimed, EventState::Delivered));
+    assert_eq!(
+        (transitions[0].from, transitions[0].to),
+        (EventState::Claimed, EventState::Delivered)
+    );
     let event = f.ledger.event(&key(&id, 0)).unwrap().unwrap();
     assert_eq!(event.state, EventState::Delivered);
     assert_eq!(event.delivered_at, Some(T0.plus_ms(10)));
     // Settling twice is a lost claim, and a delivered event cannot be claimed again.
-    assert!(matches!(f.ledger.ack(c.token, T0), Err(LedgerError::ClaimLost(_))));
+    assert!(matches!(
+        f.ledger.ack(c.token, T0),
+        Err(LedgerError::ClaimLost(_))
+    ));
     assert_eq!(
         claim(&f.ledger, &[key(&id, 0)], 1_000, T0),
-        ClaimOutcome::Refused(vec![(key(&id, 0), Refusal::Terminal(EventState::Delivered))])
+        ClaimOutcome::Refused(vec![(
+            key(&id, 0),
+            Refusal::Terminal(EventState::Delivered)
+        )])
     );
 }
 
@@ -50,19 +68,36 @@ fn stale_token_ack_renew_release_are_claim_lost() {
     let old = claimed(claim(&f.ledger, &[key(&id, 0)], 1_000, T0));
     // The lease expires and someone else claims: the old token is fenced out.
     let new = claimed(claim(&f.ledger, &[key(&id, 0)], 1_000, T0.plus_ms(1_000)));
-    assert_ne!(old.token, new.token, "a reclaim after expiry rotates the token");
+    assert_ne!(
+        old.token, new.token,
+        "a reclaim after expiry rotates the token"
+    );
     assert_eq!(new.events[0].attempts, 2);
     let now = T0.plus_ms(1_100);
-    assert!(matches!(f.ledger.ack(old.token, now), Err(LedgerError::ClaimLost(t)) if t == old.token));
-    assert!(matches!(f.ledger.renew(old.token, 1_000, now), Err(LedgerError::ClaimLost(_))));
-    assert!(matches!(f.ledger.release(old.token, now), Err(LedgerError::ClaimLost(_))));
-    assert!(matches!(f.ledger.defer(old.token), Err(LedgerError::ClaimLost(_))));
+    assert!(
+        matches!(f.ledger.ack(old.token, now), Err(LedgerError::ClaimLost(t)) if t == old.token)
+    );
+    assert!(matches!(
+        f.ledger.renew(old.token, 1_000, now),
+        Err(LedgerError::ClaimLost(_))
+    ));
+    assert!(matches!(
+        f.ledger.release(old.token, now),
+        Err(LedgerError::ClaimLost(_))
+    ));
+    assert!(matches!(
+        f.ledger.defer(old.token),
+        Err(LedgerError::ClaimLost(_))
+    ));
     assert!(matches!(
         f.ledger.drop_claim(old.token, DropReason::Orphaned, now),
         Err(LedgerError::ClaimLost(_))
     ));
     // The new holder is unaffected.
-    assert_eq!(f.ledger.ack(new.token, now).unwrap()[0].to, EventState::Delivered);
+    assert_eq!(
+        f.ledger.ack(new.token, now).unwrap()[0].to,
+        EventState::Delivered
+    );
 }
 
 #[test]
@@ -72,12 +107,18 @@ fn an_expired_holder_may_still_settle_if_nobody_claimed_since() {
     finish(&f.ledger, &id, 0, T0);
     let c = claimed(claim(&f.ledger, &[key(&id, 0)], 1_000, T0));
     let late = T0.plus_ms(5_000);
-    assert_eq!(f.ledger.renew(c.token, 1_000, late).unwrap(), late.plus_ms(1_000));
+    assert_eq!(
+        f.ledger.renew(c.token, 1_000, late).unwrap(),
+        late.plus_ms(1_000)
+    );
     assert!(matches!(
         claim(&f.ledger, &[key(&id, 0)], 1_000, late.plus_ms(10)),
         ClaimOutcome::Refused(ref why) if matches!(why[0].1, Refusal::LiveClaim { expires_at } if expires_at == late.plus_ms(1_000))
     ));
-    assert_eq!(f.ledger.ack(c.token, late.plus_ms(20)).unwrap()[0].to, EventState::Delivered);
+    assert_eq!(
+        f.ledger.ack(c.token, late.plus_ms(20)).unwrap()[0].to,
+        EventState::Delivered
+    );
 }
 
 #[test]
@@ -91,7 +132,15 @@ fn group_claim_with_one_key_live_elsewhere_claims_nothing() {
     let all = [key(&id, 0), key(&id, 1), key(&id, 2)];
     match claim(&f.ledger, &all, 60_000, T0.plus_ms(1)) {
         ClaimOutcome::Refused(why) => {
-            assert_eq!(why, vec![(key(&id, 1), Refusal::LiveClaim { expires_at: T0.plus_ms(60_000) })]);
+            assert_eq!(
+                why,
+                vec![(
+                    key(&id, 1),
+                    Refusal::LiveClaim {
+                        expires_at: T0.plus_ms(60_000)
+                    }
+                )]
+            );
         }
         ClaimOutcome::Claimed(_) => panic!("a group claim must be all-or-none"),
     }
@@ -99,7 +148,10 @@ fn group_claim_with_one_key_live_elsewhere_claims_nothing() {
     assert_eq!(state(&f.ledger, &key(&id, 2)), EventState::Pending);
     assert_eq!(f.ledger.event(&key(&id, 0)).unwrap().unwrap().attempts, 0);
     // Missing keys are refused too.
-    let ghost = EventRef { delegation_id: DelegationId::from_bits(1), key: EventKey::Task(0) };
+    let ghost = EventRef {
+        delegation_id: DelegationId::from_bits(1),
+        key: EventKey::Task(0),
+    };
     assert_eq!(
         claim(&f.ledger, &[key(&id, 0), ghost.clone()], 1_000, T0),
         ClaimOutcome::Refused(vec![(ghost, Refusal::Missing)])
@@ -122,7 +174,12 @@ fn claims_fail_closed_across_sessions() {
         f.ledger.claim(&request, T0).unwrap(),
         ClaimOutcome::Refused(vec![(key(&id, 0), Refusal::NotOwned)])
     );
-    assert!(f.ledger.deliverable(&SessionId::new("b").unwrap(), T0).unwrap().is_empty());
+    assert!(
+        f.ledger
+            .deliverable(&SessionId::new("b").unwrap(), T0)
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(f.ledger.deliverable(&session(), T0).unwrap().len(), 1);
 }
 
@@ -137,7 +194,11 @@ fn the_eighth_release_drops_with_attempts_exhausted() {
         assert_eq!(c.events[0].attempts, attempt);
         let t = f.ledger.release(c.token, now).unwrap();
         if attempt < 8 {
-            assert_eq!(t[0].to, EventState::Pending, "release {attempt} returns it to pending");
+            assert_eq!(
+                t[0].to,
+                EventState::Pending,
+                "release {attempt} returns it to pending"
+            );
         } else {
             assert_eq!(t[0].to, EventState::Dropped);
             assert_eq!(t[0].drop_reason, Some(DropReason::AttemptsExhausted));
@@ -145,12 +206,18 @@ fn the_eighth_release_drops_with_attempts_exhausted() {
     }
     let event = f.ledger.event(&key(&id, 0)).unwrap().unwrap();
     assert_eq!(event.drop_reason, Some(DropReason::AttemptsExhausted));
-    assert!(matches!(event.payload, EventPayload::Task(ref o) if o.result == "result 0"), "content stays readable");
+    assert!(
+        matches!(event.payload, EventPayload::Task(ref o) if o.result == "result 0"),
+        "content stays readable"
+    );
 }
 
 #[test]
 fn expired_claims_use_up_attempts_too() {
-    let f = fixture_with(LedgerConfig { max_attempts: 2, ..LedgerConfig::default() });
+    let f = fixture_with(LedgerConfig {
+        max_attempts: 2,
+        ..LedgerConfig::default()
+    });
     let id = unit(&f.ledger, 1);
     finish(&f.ledger, &id, 0, T0);
     claimed(claim(&f.ledger, &[key(&id, 0)], 10, T0));
@@ -183,9 +250,15 @@ fn drop_by_token_and_by_key() {
     finish(&f.ledger, &id, 0, T0);
     finish(&f.ledger, &id, 1, T0);
     let c = claimed(claim(&f.ledger, &[key(&id, 0)], 1_000, T0));
-    let t = f.ledger.drop_claim(c.token, DropReason::Other("operator".into()), T0).unwrap();
+    let t = f
+        .ledger
+        .drop_claim(c.token, DropReason::Other("operator".into()), T0)
+        .unwrap();
     assert_eq!(t[0].drop_reason, Some(DropReason::Other("operator".into())));
-    let t = f.ledger.drop_events(&[key(&id, 1), key(&id, 0)], DropReason::Orphaned, T0).unwrap();
+    let t = f
+        .ledger
+        .drop_events(&[key(&id, 1), key(&id, 0)], DropReason::Orphaned, T0)
+        .unwrap();
     assert_eq!(t.len(), 1, "only the still-open event changes");
     assert_eq!(t[0].event, key(&id, 1));
     assert_eq!(t[0].from, EventState::Pending);
@@ -201,11 +274,25 @@ fn renew_extends_every_key() {
     let until = f.ledger.renew(c.token, 5_000, T0.plus_ms(900)).unwrap();
     assert_eq!(until, T0.plus_ms(5_900));
     for i in 0..2 {
-        let lease = f.ledger.event(&key(&id, i)).unwrap().unwrap().lease.unwrap();
+        let lease = f
+            .ledger
+            .event(&key(&id, i))
+            .unwrap()
+            .unwrap()
+            .lease
+            .unwrap();
         assert_eq!(lease.expires_at, until);
     }
-    assert!(f.ledger.deliverable(&session(), T0.plus_ms(5_000)).unwrap().is_empty());
-    assert_eq!(f.ledger.deliverable(&session(), until).unwrap()[0].1.len(), 2);
+    assert!(
+        f.ledger
+            .deliverable(&session(), T0.plus_ms(5_000))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        f.ledger.deliverable(&session(), until).unwrap()[0].1.len(),
+        2
+    );
 }
 
 #[test]
@@ -214,7 +301,10 @@ fn batch_completeness_needs_exactly_every_task_key() {
     let id = unit(&f.ledger, 3);
     finish(&f.ledger, &id, 0, T0);
     finish(&f.ledger, &id, 2, T0);
-    assert!(!f.ledger.is_fully_recorded(&id).unwrap(), "task:0 and task:2 of 3 is not complete");
+    assert!(
+        !f.ledger.is_fully_recorded(&id).unwrap(),
+        "task:0 and task:2 of 3 is not complete"
+    );
     // An extra key beyond N and a key whose payload names another child never count.
     let extra = NewEvent {
         delegation_id: id.clone(),
@@ -232,17 +322,32 @@ fn batch_completeness_needs_exactly_every_task_key() {
     assert!(!f.ledger.is_fully_recorded(&id).unwrap());
     finish(&f.ledger, &id, 1, T0);
     assert!(f.ledger.is_fully_recorded(&id).unwrap());
-    assert_eq!(f.ledger.delegation(&id).unwrap().unwrap().status, UnitStatus::Completed);
+    assert_eq!(
+        f.ledger.delegation(&id).unwrap().unwrap().status,
+        UnitStatus::Completed
+    );
 }
 
 #[test]
 fn malformed_keys_are_refused_at_parse_time() {
-    for bad in ["task:", "task:-1", "task:x", "Task:1", "task:4294967295", "terminal ", ""] {
+    for bad in [
+        "task:",
+        "task:-1",
+        "task:x",
+        "Task:1",
+        "task:4294967295",
+        "terminal ",
+        "",
+    ] {
         assert!(bad.parse::<EventKey>().is_err(), "{bad:?} must not parse");
     }
     assert_eq!("task:12".parse::<EventKey>().unwrap(), EventKey::Task(12));
     assert!("deleg_00000000000g".parse::<DelegationId>().is_err());
-    assert!("0123456789abcdef0123456789ABCDEF".parse::<ClaimToken>().is_ok());
+    assert!(
+        "0123456789abcdef0123456789ABCDEF"
+            .parse::<ClaimToken>()
+            .is_ok()
+    );
     assert!(SessionId::new("a b").is_err());
     assert!(SessionId::new("x".repeat(129)).is_err());
 }
@@ -262,11 +367,19 @@ fn ending_a_session_drops_its_pending_events_and_refuses_dispatch() {
         assert_eq!(event.state, EventState::Dropped);
         assert_eq!(event.drop_reason, Some(DropReason::SessionEnded));
     }
-    assert!(matches!(f.ledger.ack(held.token, T0), Err(LedgerError::ClaimLost(_))));
+    assert!(matches!(
+        f.ledger.ack(held.token, T0),
+        Err(LedgerError::ClaimLost(_))
+    ));
     // The host's late publication lands dropped; nothing is ever deliverable again.
     finish(&f.ledger, &id, 2, T0.plus_ms(2));
     assert_eq!(state(&f.ledger, &key(&id, 2)), EventState::Dropped);
-    assert!(f.ledger.deliverable(&session(), T0.plus_ms(3)).unwrap().is_empty());
+    assert!(
+        f.ledger
+            .deliverable(&session(), T0.plus_ms(3))
+            .unwrap()
+            .is_empty()
+    );
     let new = NewDelegation {
         session: Some(session()),
         channel: Channel::Background,
@@ -274,7 +387,10 @@ fn ending_a_session_drops_its_pending_events_and_refuses_dispatch() {
         host: None,
         transcript_root: None,
     };
-    assert!(matches!(f.ledger.dispatch(new, ROOMY, T0), Err(LedgerError::SessionEnded(_))));
+    assert!(matches!(
+        f.ledger.dispatch(new, ROOMY, T0),
+        Err(LedgerError::SessionEnded(_))
+    ));
     assert!(matches!(
         f.ledger.end_session(&SessionId::new("nobody").unwrap(), T0),
         Err(LedgerError::SessionNotFound(_))
@@ -296,20 +412,44 @@ fn finalization_happens_once() {
     };
     assert!(f.ledger.finish_child(&id, stalled, T0).unwrap().published);
     // The child exits after force-finalization: nothing more is published.
-    let late = f.ledger.finish_child(&id, outcome(0, ChildStatus::Completed, T0), T0).unwrap();
-    assert_eq!(late, FinishChild { published: false, unit_status: None });
-    let done = f.ledger.finish_child(&id, outcome(1, ChildStatus::Completed, T0), T0).unwrap();
+    let late = f
+        .ledger
+        .finish_child(&id, outcome(0, ChildStatus::Completed, T0), T0)
+        .unwrap();
+    assert_eq!(
+        late,
+        FinishChild {
+            published: false,
+            unit_status: None
+        }
+    );
+    let done = f
+        .ledger
+        .finish_child(&id, outcome(1, ChildStatus::Completed, T0), T0)
+        .unwrap();
     assert_eq!(done.unit_status, Some(UnitStatus::Partial));
     assert_eq!(f.ledger.events(&id).unwrap().len(), 2);
-    assert_eq!(f.ledger.finish_unit(&id, Vec::new(), "late", T0).unwrap(), None);
+    assert_eq!(
+        f.ledger.finish_unit(&id, Vec::new(), "late", T0).unwrap(),
+        None
+    );
 }
 
 #[test]
 fn capacity_queues_fifo_and_refuses_past_max_queued() {
     let f = fixture();
-    let host = ProcessId { pid: 10, start_time: 1 };
-    let other = ProcessId { pid: 11, start_time: 1 };
-    let cap = Capacity { max_running: 2, max_queued: 2 };
+    let host = ProcessId {
+        pid: 10,
+        start_time: 1,
+    };
+    let other = ProcessId {
+        pid: 11,
+        start_time: 1,
+    };
+    let cap = Capacity {
+        max_running: 2,
+        max_queued: 2,
+    };
     let dispatch = |h: ProcessId| {
         let new = NewDelegation {
             session: Some(session()),
@@ -326,9 +466,18 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
     let d = dispatch(host).unwrap();
     assert_eq!(a.delegation.status, UnitStatus::Running);
     assert_eq!(b.delegation.status, UnitStatus::Running);
-    assert_eq!((c.delegation.status, c.queue_position), (UnitStatus::Queued, Some(1)));
-    assert_eq!((d.delegation.status, d.queue_position), (UnitStatus::Queued, Some(2)));
-    assert!(matches!(dispatch(host), Err(LedgerError::QueueFull { max: 2 })));
+    assert_eq!(
+        (c.delegation.status, c.queue_position),
+        (UnitStatus::Queued, Some(1))
+    );
+    assert_eq!(
+        (d.delegation.status, d.queue_position),
+        (UnitStatus::Queued, Some(2))
+    );
+    assert!(matches!(
+        dispatch(host),
+        Err(LedgerError::QueueFull { max: 2 })
+    ));
     // Inline units take no slot.
     let inline = NewDelegation {
         session: None,
@@ -337,16 +486,31 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
         host: Some(host),
         transcript_root: None,
     };
-    assert_eq!(f.ledger.dispatch(inline, cap, T0).unwrap().delegation.status, UnitStatus::Running);
+    assert_eq!(
+        f.ledger
+            .dispatch(inline, cap, T0)
+            .unwrap()
+            .delegation
+            .status,
+        UnitStatus::Running
+    );
     // No slot yet.
     assert_eq!(f.ledger.start_next_queued(other, cap, T0).unwrap(), None);
     finish(&f.ledger, &a.delegation.id, 0, T0);
     // The oldest queued unit belongs to `other`: `host` may not jump the queue.
     assert_eq!(f.ledger.start_next_queued(host, cap, T0).unwrap(), None);
-    let started = f.ledger.start_next_queued(other, cap, T0).unwrap().expect("c starts");
+    let started = f
+        .ledger
+        .start_next_queued(other, cap, T0)
+        .unwrap()
+        .expect("c starts");
     assert_eq!(started.id, c.delegation.id);
     finish(&f.ledger, &b.delegation.id, 0, T0);
-    let started = f.ledger.start_next_queued(host, cap, T0).unwrap().expect("d starts");
+    let started = f
+        .ledger
+        .start_next_queued(host, cap, T0)
+        .unwrap()
+        .expect("d starts");
     assert_eq!(started.id, d.delegation.id);
     let listing = f.ledger.list(None, 10).unwrap();
     assert_eq!(listing.running.len(), 3);
@@ -357,19 +521,29 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
 #[test]
 fn interrupting_a_queued_unit_cancels_it_with_a_terminal_event() {
     let f = fixture();
-    let cap = Capacity { max_running: 1, max_queued: 5 };
+    let cap = Capacity {
+        max_running: 1,
+        max_queued: 5,
+    };
     let mk = || NewDelegation {
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(2),
-        host: Some(ProcessId { pid: 1, start_time: 1 }),
+        host: Some(ProcessId {
+            pid: 1,
+            start_time: 1,
+        }),
         transcript_root: Some("/tmp/t".into()),
     };
     let running = f.ledger.dispatch(mk(), cap, T0).unwrap().delegation;
     let queued = f.ledger.dispatch(mk(), cap, T0).unwrap().delegation;
     let done = f
         .ledger
-        .request_interrupt(&InterruptTarget::Delegation(queued.id.clone()), "user_stop", T0)
+        .request_interrupt(
+            &InterruptTarget::Delegation(queued.id.clone()),
+            "user_stop",
+            T0,
+        )
         .unwrap();
     assert_eq!(done.cancelled, vec![queued.id.clone()]);
     let unit = f.ledger.delegation(&queued.id).unwrap().unwrap();
@@ -378,10 +552,18 @@ fn interrupting_a_queued_unit_cancels_it_with_a_terminal_event() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].key, EventKey::Terminal);
     assert!(f.ledger.is_fully_recorded(&queued.id).unwrap());
-    let all = f.ledger.request_interrupt(&InterruptTarget::All, "host_shutdown", T0).unwrap();
+    let all = f
+        .ledger
+        .request_interrupt(&InterruptTarget::All, "host_shutdown", T0)
+        .unwrap();
     assert_eq!(all.flagged, vec![running.id.clone()]);
     assert_eq!(
-        f.ledger.interrupt_requests(ProcessId { pid: 1, start_time: 1 }).unwrap(),
+        f.ledger
+            .interrupt_requests(ProcessId {
+                pid: 1,
+                start_time: 1
+            })
+            .unwrap(),
         vec![(running.id, "host_shutdown".to_owned())]
     );
 }
@@ -389,12 +571,38 @@ fn interrupting_a_queued_unit_cancels_it_with_a_terminal_event() {
 #[test]
 fn at_most_one_live_host_per_session() {
     let f = fixture();
-    let a = ProcessId { pid: 1, start_time: 1 };
-    let b = ProcessId { pid: 2, start_time: 2 };
+    let a = ProcessId {
+        pid: 1,
+        start_time: 1,
+    };
+    let b = ProcessId {
+        pid: 2,
+        start_time: 2,
+    };
     let alive = |_: ProcessId| true;
     let dead = |_: ProcessId| false;
-    assert_eq!(f.ledger.claim_session_host(&session(), a, &alive, T0).unwrap(), HostClaim::Acquired);
-    assert_eq!(f.ledger.claim_session_host(&session(), a, &alive, T0).unwrap(), HostClaim::AlreadyHeld);
-    assert_eq!(f.ledger.claim_session_host(&session(), b, &alive, T0).unwrap(), HostClaim::HeldBy(a));
-    assert_eq!(f.ledger.claim_session_host(&session(), b, &dead, T0).unwrap(), HostClaim::Acquired);
+    assert_eq!(
+        f.ledger
+            .claim_session_host(&session(), a, &alive, T0)
+            .unwrap(),
+        HostClaim::Acquired
+    );
+    assert_eq!(
+        f.ledger
+            .claim_session_host(&session(), a, &alive, T0)
+            .unwrap(),
+        HostClaim::AlreadyHeld
+    );
+    assert_eq!(
+        f.ledger
+            .claim_session_host(&session(), b, &alive, T0)
+            .unwrap(),
+        HostClaim::HeldBy(a)
+    );
+    assert_eq!(
+        f.ledger
+            .claim_session_host(&session(), b, &dead, T0)
+            .unwrap(),
+        HostClaim::Acquired
+    );
 }

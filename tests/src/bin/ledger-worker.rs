@@ -17,7 +17,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ledger::*;
 
 fn now() -> Timestamp {
-    Timestamp(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    )
 }
 
 fn outcome(index: u32) -> ChildOutcome {
@@ -50,8 +54,13 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let arg = |i: usize| args.get(i).cloned().ok_or_else(|| format!("missing argument {i}"));
-    let open = |db: &str| Ledger::open(Path::new(db), LedgerConfig::default()).map_err(|e| e.to_string());
+    let arg = |i: usize| {
+        args.get(i)
+            .cloned()
+            .ok_or_else(|| format!("missing argument {i}"))
+    };
+    let open =
+        |db: &str| Ledger::open(Path::new(db), LedgerConfig::default()).map_err(|e| e.to_string());
     let id = |s: String| DelegationId::new(s).map_err(|e| e.to_string());
     let number = |s: String| s.parse::<u32>().map_err(|e| e.to_string());
     let mut out = std::io::stdout().lock();
@@ -60,7 +69,9 @@ fn run(args: &[String]) -> Result<(), String> {
             let ledger = open(&arg(1)?)?;
             let unit = id(arg(2)?)?;
             for i in 0..number(arg(3)?)? {
-                ledger.finish_child(&unit, outcome(i), now()).map_err(|e| e.to_string())?;
+                ledger
+                    .finish_child(&unit, outcome(i), now())
+                    .map_err(|e| e.to_string())?;
                 writeln!(out, "published task:{i}").map_err(|e| e.to_string())?;
             }
             Ok(())
@@ -73,7 +84,9 @@ fn run(args: &[String]) -> Result<(), String> {
             let consumer = format!("worker-{}", std::process::id());
             let deadline = Instant::now() + Duration::from_secs(120);
             loop {
-                let ready = ledger.deliverable(&session, now()).map_err(|e| e.to_string())?;
+                let ready = ledger
+                    .deliverable(&session, now())
+                    .map_err(|e| e.to_string())?;
                 for (_, events) in ready {
                     // One event per claim, in a random order, so consumers really contend.
                     let mut events = events;
@@ -89,7 +102,8 @@ fn run(args: &[String]) -> Result<(), String> {
                             ledger.claim(&request, now()).map_err(|e| e.to_string())?
                         {
                             match ledger.ack(claim.token, now()) {
-                                Ok(_) => writeln!(out, "acked {}", event.key).map_err(|e| e.to_string())?,
+                                Ok(_) => writeln!(out, "acked {}", event.key)
+                                    .map_err(|e| e.to_string())?,
                                 Err(LedgerError::ClaimLost(_)) => {}
                                 Err(err) => return Err(err.to_string()),
                             }
@@ -106,7 +120,9 @@ fn run(args: &[String]) -> Result<(), String> {
                     return Ok(());
                 }
                 if Instant::now() > deadline {
-                    return Err(format!("only {delivered} of {total} delivered before the deadline"));
+                    return Err(format!(
+                        "only {delivered} of {total} delivered before the deadline"
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -115,20 +131,32 @@ fn run(args: &[String]) -> Result<(), String> {
             let ledger = open(&arg(1)?)?;
             let unit = id(arg(2)?)?;
             let mut next = ledger.events(&unit).map_err(|e| e.to_string())?.len() as u32;
-            let session = ledger.delegation(&unit).map_err(|e| e.to_string())?.and_then(|u| u.session);
+            let session = ledger
+                .delegation(&unit)
+                .map_err(|e| e.to_string())?
+                .and_then(|u| u.session);
             loop {
-                ledger.finish_child(&unit, outcome(next), now()).map_err(|e| e.to_string())?;
+                ledger
+                    .finish_child(&unit, outcome(next), now())
+                    .map_err(|e| e.to_string())?;
                 writeln!(out, "published task:{next}").map_err(|e| e.to_string())?;
                 out.flush().map_err(|e| e.to_string())?;
                 let request = ClaimRequest {
-                    keys: vec![EventRef { delegation_id: unit.clone(), key: EventKey::Task(next) }],
+                    keys: vec![EventRef {
+                        delegation_id: unit.clone(),
+                        key: EventKey::Task(next),
+                    }],
                     consumer: "crash".into(),
                     session: session.clone(),
                     lease_ms: 1,
                 };
-                if let ClaimOutcome::Claimed(claim) = ledger.claim(&request, now()).map_err(|e| e.to_string())? {
-                    if next % 3 == 0 {
-                        ledger.release(claim.token, now()).map_err(|e| e.to_string())?;
+                if let ClaimOutcome::Claimed(claim) =
+                    ledger.claim(&request, now()).map_err(|e| e.to_string())?
+                {
+                    if next.is_multiple_of(3) {
+                        ledger
+                            .release(claim.token, now())
+                            .map_err(|e| e.to_string())?;
                     } else {
                         ledger.ack(claim.token, now()).map_err(|e| e.to_string())?;
                         writeln!(out, "acked task:{next}").map_err(|e| e.to_string())?;

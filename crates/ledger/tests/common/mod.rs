@@ -62,12 +62,19 @@ pub fn fixture() -> Fixture {
 
 pub fn fixture_with(config: LedgerConfig) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let ledger = Ledger::open_with(&dir.path().join("ledger.redb"), config, TokenSource::Seeded(7))
-        .expect("ledger opens");
+    let ledger = Ledger::open_with(
+        &dir.path().join("ledger.redb"),
+        config,
+        TokenSource::Seeded(7),
+    )
+    .expect("ledger opens");
     Fixture { dir, ledger }
 }
 
-pub const ROOMY: Capacity = Capacity { max_running: 1_000, max_queued: 1_000 };
+pub const ROOMY: Capacity = Capacity {
+    max_running: 1_000,
+    max_queued: 1_000,
+};
 
 /// Dispatches a background unit of `tasks` children into session `s`.
 pub fn unit(ledger: &Ledger, tasks: u32) -> DelegationId {
@@ -78,17 +85,26 @@ pub fn unit(ledger: &Ledger, tasks: u32) -> DelegationId {
         host: None,
         transcript_root: None,
     };
-    ledger.dispatch(new, ROOMY, T0).expect("dispatch").delegation.id
+    ledger
+        .dispatch(new, ROOMY, T0)
+        .expect("dispatch")
+        .delegation
+        .id
 }
 
 /// Finishes child `index` of `id` as completed, publishing `task:index`.
 pub fn finish(ledger: &Ledger, id: &DelegationId, index: u32, at: Timestamp) {
-    let done = ledger.finish_child(id, outcome(index, ChildStatus::Completed, at), at).expect("finish");
+    let done = ledger
+        .finish_child(id, outcome(index, ChildStatus::Completed, at), at)
+        .expect("finish");
     assert!(done.published);
 }
 
 pub fn key(id: &DelegationId, n: u32) -> EventRef {
-    EventRef { delegation_id: id.clone(), key: EventKey::Task(n) }
+    EventRef {
+        delegation_id: id.clone(),
+        key: EventKey::Task(n),
+    }
 }
 
 pub fn claim(ledger: &Ledger, keys: &[EventRef], lease_ms: u64, now: Timestamp) -> ClaimOutcome {
@@ -109,5 +125,9 @@ pub fn claimed(outcome: ClaimOutcome) -> Claim {
 }
 
 pub fn state(ledger: &Ledger, key: &EventRef) -> EventState {
-    ledger.event(key).expect("read").expect("event exists").state
+    ledger
+        .event(key)
+        .expect("read")
+        .expect("event exists")
+        .state
 }
