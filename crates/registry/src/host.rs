@@ -161,6 +161,7 @@ pub(crate) struct Inner {
     launch_gate: tokio::sync::Mutex<()>,
     wake: Notify,
     stop: watch::Sender<bool>,
+    launches: watch::Sender<u64>,
 }
 
 impl Host {
@@ -193,6 +194,7 @@ impl Host {
             launch_gate: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
             stop: watch::channel(false).0,
+            launches: watch::channel(0).0,
         });
         inner.call(move |l| l.register_host(&record)).await?;
         tokio::spawn(maintain(inner.clone()));
@@ -266,17 +268,53 @@ impl Host {
             .map(|e| e.progress.clone())
     }
 
-    /// Waits for a unit that runs (or ran) here to end. `None` if it is not this host's.
+    /// Waits for a unit of this host to end: one that runs or ran here, or one queued for this
+    /// host (it starts here when its turn comes). `None` if the unit is unknown or another
+    /// host's.
     pub async fn wait(&self, id: &DelegationId) -> Option<UnitReport> {
-        let mut done = {
-            let units = self.inner.lock();
-            if let Some(report) = units.reports.get(id) {
-                return Some(UnitReport::clone(report));
+        loop {
+            let mut launches = self.inner.launches.subscribe();
+            let done = {
+                let units = self.inner.lock();
+                if let Some(report) = units.reports.get(id) {
+                    return Some(UnitReport::clone(report));
+                }
+                units.running.get(id).map(|e| e.done.clone())
+            };
+            if let Some(mut done) = done {
+                let report = done.wait_for(Option::is_some).await.ok()?.clone()?;
+                return Some(UnitReport::clone(&report));
             }
-            units.running.get(id)?.done.clone()
-        };
-        let report = done.wait_for(Option::is_some).await.ok()?.clone()?;
-        Some(UnitReport::clone(&report))
+            let (id2, me) = (id.clone(), self.inner.me);
+            let unit = self.inner.call(move |l| l.delegation(&id2)).await.ok()??;
+            if unit.status.is_terminal() {
+                let id2 = id.clone();
+                let events = self
+                    .inner
+                    .call(move |l| l.events(&id2))
+                    .await
+                    .unwrap_or_default();
+                let mut outcomes: Vec<ChildOutcome> = events
+                    .iter()
+                    .flat_map(|e| e.payload.outcomes().iter().cloned())
+                    .collect();
+                outcomes.sort_by_key(|o| o.index);
+                return Some(UnitReport {
+                    transcript_dir: transcript::unit_dir(
+                        &self.inner.ctx.config.transcript_root,
+                        &unit.id,
+                    ),
+                    delegation_id: unit.id,
+                    status: unit.status,
+                    outcomes,
+                });
+            }
+            if unit.status != UnitStatus::Queued || unit.host != Some(me) {
+                return None;
+            }
+            let sweep = self.inner.ctx.config.sweep_interval;
+            let _ = tokio::time::timeout(sweep, launches.changed()).await;
+        }
     }
 
     /// Units running here.
@@ -431,6 +469,7 @@ impl Inner {
             },
         );
         drop(units);
+        self.launches.send_modify(|n| *n += 1);
         let parts = UnitParts {
             children,
             interrupt: interrupt_rx,

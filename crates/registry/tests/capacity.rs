@@ -1,0 +1,214 @@
+//! Capacity across every process of a home: units beyond `max_concurrent_children` queue and
+//! start in FIFO order, in one process and across two processes sharing one home.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use ledger::{HostKind, SessionId, UnitStatus};
+use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+
+const ROLE: &str = "REGISTRY_TEST_SECOND_PROCESS_HOME";
+
+fn config(home: &Path) -> registry::Config {
+    let mut c = quick_config(home);
+    c.max_concurrent_children = 2;
+    c.stall_idle = Duration::from_secs(60);
+    c
+}
+
+async fn host(home: &Path, session: &str) -> Host {
+    let options = HostOptions {
+        kind: HostKind::Headless,
+        session: Some(SessionId::new(session).expect("session")),
+    };
+    Host::start(
+        open_ledger(home),
+        config(home),
+        Arc::new(SystemClock),
+        options,
+    )
+    .await
+    .expect("host starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_units_with_capacity_two_run_two_and_queue_two_in_fifo_order() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let host = host(home.path(), "cap").await;
+    let session = SessionId::new("cap").expect("session");
+    let mut ids = Vec::new();
+    let mut positions = Vec::new();
+    for secs in ["0.6", "1.6", "1.0", "0.2"] {
+        let d = host
+            .dispatch(DispatchRequest::background(
+                session.clone(),
+                spec(&[&["sleep", secs]]),
+            ))
+            .await
+            .expect("dispatches");
+        positions.push((d.delegation.status, d.queue_position));
+        ids.push(d.delegation.id);
+    }
+    assert_eq!(
+        positions,
+        [
+            (UnitStatus::Running, None),
+            (UnitStatus::Running, None),
+            (UnitStatus::Queued, Some(1)),
+            (UnitStatus::Queued, Some(2)),
+        ]
+    );
+    let ledger = open_ledger(home.path());
+    let listing = ledger.list(None, 0).expect("list");
+    assert_eq!((listing.running.len(), listing.queued.len()), (2, 2));
+    let mut reports = Vec::new();
+    for id in &ids {
+        reports.push(host.wait(id).await.expect("report"));
+    }
+    let unit = |i: usize| ledger.delegation(&ids[i]).expect("read").expect("exists");
+    let (u0, u1, u2, u3) = (unit(0), unit(1), unit(2), unit(3));
+    let started = |u: &ledger::Delegation| u.started_at.expect("started");
+    let ended = |u: &ledger::Delegation| u.ended_at.expect("ended");
+    // The third unit took the first free slot; the fourth waited for the next one although it
+    // is the shortest.
+    assert!(started(&u2) >= ended(&u0));
+    assert!(started(&u3) >= started(&u2));
+    assert!(started(&u3) >= ended(&u1).min(ended(&u2)));
+    assert!(reports.iter().all(|r| r.status == UnitStatus::Completed));
+}
+
+/// The second process of the cross-process test: dispatches two units into the shared home
+/// and prints, as JSON lines, how each was admitted and when it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_process_role() {
+    let Some(home) = std::env::var_os(ROLE) else {
+        return;
+    };
+    let home = Path::new(&home);
+    let host = host(home, "second").await;
+    let session = SessionId::new("second").expect("session");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let d = host
+            .dispatch(DispatchRequest::background(
+                session.clone(),
+                spec(&[&["sleep", "0.3"]]),
+            ))
+            .await
+            .expect("dispatches");
+        println!("ADMITTED {} {:?}", d.delegation.id, d.delegation.status);
+        ids.push(d.delegation.id);
+    }
+    for id in &ids {
+        let report = host.wait(id).await.expect("report");
+        println!("ENDED {} {:?}", id, report.status);
+    }
+    host.shutdown("test_done").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_is_shared_by_two_processes_on_one_home() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let home = tempfile::tempdir().expect("tempdir");
+    let first = host(home.path(), "first").await;
+    let session = SessionId::new("first").expect("session");
+    let mut mine = Vec::new();
+    for _ in 0..2 {
+        let d = first
+            .dispatch(DispatchRequest::background(
+                session.clone(),
+                spec(&[&["sleep", "1.5"]]),
+            ))
+            .await
+            .expect("dispatches");
+        assert_eq!(d.delegation.status, UnitStatus::Running);
+        mine.push(d.delegation.id);
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(exe)
+            .args([
+                "--exact",
+                "second_process_role",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, home.path())
+            .output()
+            .map(|o| (o, home))
+    })
+    .await
+    .expect("joins")
+    .expect("second process runs");
+    let (output, home) = output;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "second process failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // libtest prints its own "test … " prefix on the first line; what follows is ours.
+    let ours = |tag: &'static str| {
+        stdout
+            .lines()
+            .filter_map(move |l| l.find(tag).map(|i| &l[i..]))
+            .collect::<Vec<&str>>()
+    };
+    let admitted = ours("ADMITTED");
+    assert_eq!(admitted.len(), 2, "{stdout}");
+    assert!(
+        admitted.iter().all(|l| l.ends_with("Queued")),
+        "the other process's units hold both slots:\n{stdout}"
+    );
+    assert_eq!(
+        ours("ENDED")
+            .iter()
+            .filter(|l| l.ends_with("Completed"))
+            .count(),
+        2,
+        "{stdout}"
+    );
+    let ledger = open_ledger(home.path());
+    let theirs: Vec<ledger::Delegation> = admitted
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|id| {
+            ledger
+                .delegation(&id.parse().expect("id"))
+                .expect("read")
+                .expect("exists")
+        })
+        .collect();
+    let first_end = mine
+        .iter()
+        .map(|id| {
+            ledger
+                .delegation(id)
+                .expect("read")
+                .expect("exists")
+                .ended_at
+                .expect("ended")
+        })
+        .min()
+        .expect("two");
+    for unit in &theirs {
+        assert!(
+            unit.started_at.expect("started") >= first_end,
+            "a queued unit started before a slot was free"
+        );
+    }
+    assert!(
+        theirs[0].started_at <= theirs[1].started_at,
+        "FIFO across processes"
+    );
+    for id in &mine {
+        first.wait(id).await.expect("report");
+    }
+}
