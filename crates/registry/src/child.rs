@@ -193,7 +193,7 @@ pub(crate) struct ChildPlan {
 #[derive(Debug)]
 pub(crate) enum Started {
     /// The child runs.
-    Running(RunningChild),
+    Running(Box<RunningChild>),
     /// It could not start; this is its outcome (status `error`).
     Failed(ChildOutcome),
 }
@@ -252,7 +252,7 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
             ctx.clock.clone(),
         )),
     ];
-    Started::Running(RunningChild {
+    Started::Running(Box::new(RunningChild {
         plan,
         live,
         ctx: ctx.clone(),
@@ -260,7 +260,7 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
         process: spawned.process,
         started_at: now,
         readers,
-    })
+    }))
 }
 
 async fn read_output<R: AsyncRead + Unpin>(
@@ -435,24 +435,24 @@ impl RunningChild {
             return (Some(ending), now);
         }
         let sample = self.live.sample();
-        if let (Some(at), Some(limit)) = (timeout_at, self.plan.timeout_ms) {
-            if now >= at {
-                let progressed = sample.as_ref().is_ok_and(|(token, _)| !token.is_initial());
-                let ending = Ending {
-                    status: ChildStatus::Timeout,
-                    detail: ExitDetail::Timeout {
-                        timeout_seconds: seconds(limit),
-                        timed_out_after_seconds: seconds(now.ms_since(self.started_at)),
-                        timeout_phase: if progressed {
-                            TimeoutPhase::AfterProgress
-                        } else {
-                            TimeoutPhase::BeforeFirstProgress
-                        },
+        if let (Some(at), Some(limit)) = (timeout_at, self.plan.timeout_ms)
+            && now >= at
+        {
+            let progressed = sample.as_ref().is_ok_and(|(token, _)| !token.is_initial());
+            let ending = Ending {
+                status: ChildStatus::Timeout,
+                detail: ExitDetail::Timeout {
+                    timeout_seconds: seconds(limit),
+                    timed_out_after_seconds: seconds(now.ms_since(self.started_at)),
+                    timeout_phase: if progressed {
+                        TimeoutPhase::AfterProgress
+                    } else {
+                        TimeoutPhase::BeforeFirstProgress
                     },
-                    kill_at: now.plus_ms(kill_grace),
-                };
-                return (Some(ending), now);
-            }
+                },
+                kill_at: now.plus_ms(kill_grace),
+            };
+            return (Some(ending), now);
         }
         tracker.observe(
             sample

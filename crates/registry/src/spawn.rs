@@ -148,6 +148,7 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             cwd: None,
             env: vec![],
+            env_remove: vec![],
         }
     }
 

@@ -260,11 +260,11 @@ impl TaskLog {
         let Ok(mut guard) = self.file.lock() else {
             return;
         };
-        if let Some(file) = guard.as_mut() {
-            if let Err(e) = file.write_all(bytes) {
-                tracing::warn!(path = %self.path.display(), error = %e, "transcript write failed; transcript stopped");
-                *guard = None;
-            }
+        if let Some(file) = guard.as_mut()
+            && let Err(e) = file.write_all(bytes)
+        {
+            tracing::warn!(path = %self.path.display(), error = %e, "transcript write failed; transcript stopped");
+            *guard = None;
         }
     }
 
