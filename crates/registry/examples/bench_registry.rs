@@ -52,11 +52,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// utime + stime of this process, in clock ticks.
 fn cpu_ticks() -> u64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0 };
-    let Some(close) = stat.rfind(')') else { return 0 };
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    let Some(close) = stat.rfind(')') else {
+        return 0;
+    };
     let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
     // Fields 14 and 15 of the file are utime and stime; `fields[0]` is field 3.
-    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     field(14) + field(15)
 }
 
@@ -73,11 +82,18 @@ fn rss_kib() -> u64 {
 }
 
 async fn host(home: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Host {
-    let ledger = Arc::new(Ledger::open(&home.join("ledger.redb"), LedgerConfig::default()).expect("ledger opens"));
+    let ledger = Arc::new(
+        Ledger::open(&home.join("ledger.redb"), LedgerConfig::default()).expect("ledger opens"),
+    );
     let mut config = Config::new(home);
     tweak(&mut config);
-    let options = HostOptions { kind: HostKind::Headless, session: Some(SessionId::new("bench").expect("session")) };
-    Host::start(ledger, config, Arc::new(SystemClock), options).await.expect("host starts")
+    let options = HostOptions {
+        kind: HostKind::Headless,
+        session: Some(SessionId::new("bench").expect("session")),
+    };
+    Host::start(ledger, config, Arc::new(SystemClock), options)
+        .await
+        .expect("host starts")
 }
 
 async fn stall_lateness(rounds: usize, per_round: usize) -> Vec<f64> {
@@ -92,9 +108,17 @@ async fn stall_lateness(rounds: usize, per_round: usize) -> Vec<f64> {
     for round in 0..rounds {
         // Children start at different moments relative to the sweep.
         tokio::time::sleep(Duration::from_millis(137 * round as u64 % 1000)).await;
-        let report = host.run_inline(spec(per_round, &["sleep", "1000"]), None).await.expect("runs");
+        let report = host
+            .run_inline(spec(per_round, &["sleep", "1000"]), None)
+            .await
+            .expect("runs");
         for outcome in report.outcomes {
-            if let ExitDetail::Stalled { stalled_after_quiet_seconds, stall_threshold_seconds, .. } = outcome.detail {
+            if let ExitDetail::Stalled {
+                stalled_after_quiet_seconds,
+                stall_threshold_seconds,
+                ..
+            } = outcome.detail
+            {
                 late.push((stalled_after_quiet_seconds - stall_threshold_seconds) * 1000.0);
             }
         }
@@ -115,7 +139,10 @@ async fn idle_children(children: usize, window: Duration) -> (f64, f64) {
     let mut ids = Vec::new();
     for _ in 0..children {
         let d = host
-            .dispatch(DispatchRequest::background(session.clone(), spec(1, &["sleep", "1000"])))
+            .dispatch(DispatchRequest::background(
+                session.clone(),
+                spec(1, &["sleep", "1000"]),
+            ))
             .await
             .expect("dispatches");
         ids.push(d.delegation.id);
@@ -128,7 +155,9 @@ async fn idle_children(children: usize, window: Duration) -> (f64, f64) {
     let (t1, c1) = (Instant::now(), cpu_ticks());
     let rss_mb = rss_kib() as f64 / 1024.0;
     let cpu_pct = (c1 - c0) as f64 / ticks_per_s / (t1 - t0).as_secs_f64() * 100.0;
-    let _ = host.interrupt(InterruptTarget::Session(session), "bench_done").await;
+    let _ = host
+        .interrupt(InterruptTarget::Session(session), "bench_done")
+        .await;
     for id in &ids {
         host.wait(id).await;
     }
@@ -139,7 +168,11 @@ async fn idle_children(children: usize, window: Duration) -> (f64, f64) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::var_os("BENCH_QUICK").is_some();
-    let (rounds, per_round, window) = if quick { (1, 10, Duration::from_secs(2)) } else { (5, 40, Duration::from_secs(10)) };
+    let (rounds, per_round, window) = if quick {
+        (1, 10, Duration::from_secs(2))
+    } else {
+        (5, 40, Duration::from_secs(10))
+    };
     let late = stall_lateness(rounds, per_round).await;
     let (cpu_pct, rss_mb) = idle_children(100, window).await;
     let round = |x: f64| (x * 10.0).round() / 10.0;

@@ -336,13 +336,12 @@ impl LineSplitter {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
+pub(crate) mod tests_support {
     use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec, UnitStatus};
 
     use super::*;
 
+    /// A unit of `tasks` echo children, for tests.
     pub(crate) fn unit(tasks: usize) -> Delegation {
         Delegation {
             id: DelegationId::from_bits(0xabc),
@@ -379,6 +378,14 @@ mod tests {
             transcript_dir: None,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::tests_support::unit;
+    use super::*;
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).expect("exists").permissions().mode() & 0o777

@@ -99,10 +99,12 @@ pub(crate) async fn run(
 
     let count = unit.task_count();
     let parallelism = host.ctx.config.parallelism();
-    let timeout_ms =
-        unit.spec
-            .timeout_ms
-            .or(host.ctx.config.child_timeout.map(crate::config::millis));
+    // A zero timeout means none, as `child_timeout_seconds = 0` does.
+    let timeout_ms = unit
+        .spec
+        .timeout_ms
+        .or(host.ctx.config.child_timeout.map(crate::config::millis))
+        .filter(|ms| *ms > 0);
     let mut outcomes: BTreeMap<u32, ChildOutcome> = BTreeMap::new();
     let mut unit_status: Option<UnitStatus> = None;
     let mut unpublished: Vec<ChildOutcome> = Vec::new();
@@ -254,5 +256,40 @@ fn send_progress(parts: &UnitParts, status: UnitStatus) {
 fn write_manifest(manifest: &Manifest, dir: &std::path::Path) {
     if let Err(e) = manifest.write(dir) {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot write manifest.json");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_learn_their_unit_and_only_a_real_parent_session() {
+        let mut unit = crate::transcript::tests_support::unit(2);
+        unit.id = ledger::DelegationId::from_bits(0x1234);
+        let parent = SessionId::new("s-1").expect("session");
+        let env = child_env(&unit, 1, Some(&parent));
+        assert_eq!(
+            env,
+            [
+                (
+                    "HERMES_DELEGATION_ID".to_owned(),
+                    "deleg_000000001234".to_owned()
+                ),
+                ("HERMES_TASK_INDEX".to_owned(), "1".to_owned()),
+                ("HERMES_PARENT_SESSION_ID".to_owned(), "s-1".to_owned()),
+            ]
+        );
+        assert_eq!(env_removed(Some(&parent)), ["HERMES_PARENT_SESSION_ID"]);
+        // Cron (no parent): nothing ties the child to a session, inherited or not.
+        assert_eq!(child_env(&unit, 0, None).len(), 2);
+        assert_eq!(
+            env_removed(None),
+            [
+                "HERMES_PARENT_SESSION_ID",
+                "HERMES_SESSION_ID",
+                "HERMES_SESSION_KEY"
+            ]
+        );
     }
 }

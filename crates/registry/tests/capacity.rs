@@ -82,6 +82,46 @@ async fn four_units_with_capacity_two_run_two_and_queue_two_in_fifo_order() {
     assert!(reports.iter().all(|r| r.status == UnitStatus::Completed));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let options = HostOptions {
+        kind: HostKind::Headless,
+        session: Some(SessionId::new("full").expect("session")),
+    };
+    let mut c = config(home.path());
+    c.max_concurrent_children = 1;
+    c.max_queued = 1;
+    let host = Host::start(open_ledger(home.path()), c, Arc::new(SystemClock), options)
+        .await
+        .expect("host starts");
+    let session = SessionId::new("full").expect("session");
+    let dispatch = |secs: &'static str| {
+        host.dispatch(DispatchRequest::background(
+            session.clone(),
+            spec(&[&["sleep", secs]]),
+        ))
+    };
+    let running = dispatch("0.5").await.expect("runs");
+    let queued = dispatch("0.1").await.expect("queues");
+    assert_eq!(queued.queue_position, Some(1));
+    let err = dispatch("0.1").await.expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            registry::RegistryError::Ledger(ledger::LedgerError::QueueFull { max: 1 })
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("queue is full"), "{err}");
+    for id in [running.delegation.id, queued.delegation.id] {
+        assert_eq!(
+            host.wait(&id).await.expect("report").status,
+            UnitStatus::Completed
+        );
+    }
+}
+
 /// The second process of the cross-process test: dispatches two units into the shared home
 /// and prints, as JSON lines, how each was admitted and when it started.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -507,3 +507,25 @@ async fn live_progress_reaches_the_ledger_and_the_watch_channel() {
         .expect("stops");
     f.host.wait(&id).await.expect("report");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_grandchild_left_behind_is_stopped_when_the_child_exits() {
+    let f = inline_fixture(|c| c.stall_idle = Duration::from_secs(60)).await;
+    let started = std::time::Instant::now();
+    let report = f
+        .host
+        .run_inline(spec(&[&sh("sleep 1000 & echo hi")]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Completed);
+    assert_eq!(child.result, "hi\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the held pipe did not hang the unit"
+    );
+    let leader = f.ledger.children(&report.delegation_id).expect("children")[0]
+        .process
+        .expect("process");
+    assert!(eventually(Duration::from_secs(5), || !group_alive(leader)).await);
+}
