@@ -6,7 +6,6 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Once;
 
 use ledger::ProcessId;
 use nix::fcntl::OFlag;
@@ -48,22 +47,26 @@ pub struct Spawned {
     pub progress: pipe::Receiver,
 }
 
-/// Keeps descriptor 3 of this process permanently open (on `/dev/null`, close-on-exec) so that
-/// no pipe the standard library makes while spawning can land on it: the child side's `dup2` onto
-/// 3 then never clobbers a descriptor that spawning itself needs.
+/// Keeps descriptor 3 of this process open (on `/dev/null`, close-on-exec) so that no pipe the
+/// standard library makes while spawning can land on it: the child side's `dup2` onto 3 then
+/// never clobbers a descriptor that spawning itself needs (such as the pipe that reports an exec
+/// failure). Checked at every spawn, since whoever held 3 may have closed it since.
 fn reserve_progress_fd() {
-    static RESERVE: Once = Once::new();
-    RESERVE.call_once(|| {
-        // SAFETY: F_GETFD on any number is harmless; it only reports whether it is open.
-        if unsafe { libc::fcntl(PROGRESS_FD, libc::F_GETFD) } != -1 {
-            return;
-        }
-        let Ok(null) = std::fs::File::open("/dev/null") else {
-            return;
-        };
-        // SAFETY: dup3 onto a descriptor we just saw closed; `null` is closed when dropped.
-        unsafe { libc::dup3(null.as_raw_fd(), PROGRESS_FD, libc::O_CLOEXEC) };
-    });
+    // SAFETY: F_GETFD on any number is harmless; it only reports whether it is open.
+    if unsafe { libc::fcntl(PROGRESS_FD, libc::F_GETFD) } != -1 {
+        return;
+    }
+    let Ok(null) = std::fs::File::open("/dev/null") else {
+        return;
+    };
+    // F_DUPFD_CLOEXEC takes the lowest free number from 3 up, so it never replaces a descriptor
+    // another thread opened meanwhile; a copy that did not land on 3 is not needed.
+    // SAFETY: duplicating a descriptor we own; the result is ours to keep or close.
+    let fd = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, PROGRESS_FD) };
+    if fd > PROGRESS_FD {
+        // SAFETY: `fd` was just created here and is not used elsewhere.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// Starts a child. Fails with the operating system's reason when it cannot start.

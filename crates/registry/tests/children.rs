@@ -27,7 +27,7 @@ fn stall_fields(detail: &ExitDetail) -> (f64, f64, StallPhase, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_child_is_stopped_with_its_stall_fields_and_its_whole_group_dies() {
-    let f = inline_fixture(|_| {}).await;
+    let f = inline_fixture(|c| c.sweep_interval = Duration::from_secs(1)).await;
     let sweep = f.host.config().sweep_interval.as_secs_f64();
     let report = f
         .host
