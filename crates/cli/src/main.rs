@@ -1,1 +1,21 @@
-fn main() {}
+//! The `hermes` binary: parses the command line, runs the command, maps errors to exit codes.
+
+mod app;
+mod args;
+mod cmd;
+mod config;
+mod deliver;
+mod dispatch_args;
+mod exit;
+mod home;
+mod output;
+mod progress_view;
+mod tasks_file;
+
+fn main() -> std::process::ExitCode {
+    exit::install_panic_hook();
+    match app::run() {
+        Ok(code) => std::process::ExitCode::from(code as u8),
+        Err(err) => exit::report(&err),
+    }
+}

@@ -1,0 +1,314 @@
+//! The command line, as clap derive types. Nothing outside `cli` sees these.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// hermes: durable background delegation for agent conversations.
+#[derive(Debug, Parser)]
+#[command(
+    name = "hermes",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// Run one unit inline (the stateless channel): children run here and the result is printed.
+    #[arg(short = 'z')]
+    pub oneshot: bool,
+    /// Re-attach to an active session (interactive mode).
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// More logging on stderr (`-v` info, `-vv` debug); `RUST_LOG` works too.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What to run: the DISPATCH options of SPEC §8.
+#[derive(Debug, Args, Clone, Default)]
+pub struct DispatchArgs {
+    /// What the child is for (default: its command line).
+    #[arg(long)]
+    pub goal: Option<String>,
+    /// Context passed along with the goal.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Toolsets, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub toolsets: Vec<String>,
+    /// The child's role.
+    #[arg(long, value_enum)]
+    pub role: Option<RoleArg>,
+    /// The model the child uses.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// When the result is delivered.
+    #[arg(long, value_enum)]
+    pub delivery: Option<DeliveryArg>,
+    /// Wall-clock limit per child, in seconds.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Working directory of the children.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// A group name for the unit.
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+    /// A JSON tasks file (`-` for stdin) describing a batch.
+    #[arg(long, value_name = "FILE|-")]
+    pub tasks: Option<String>,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Options of an inline run (`-z`, `cron run`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub dispatch: DispatchArgs,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress display on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    Leaf,
+    Orchestrator,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DeliveryArg {
+    AfterTurn,
+    Inject,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum BoundaryArg {
+    #[default]
+    Turn,
+    Tool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Scheduled runs: like `-z`, never tied to a session.
+    #[command(subcommand)]
+    Cron(CronCommand),
+    /// Dispatch into a session in the background (starts a headless host if it has none).
+    Delegate(DelegateArgs),
+    /// Deliver a session's ready results at a boundary.
+    Drain(DrainArgs),
+    /// Settle a claim taken with `drain --hold`.
+    Delivery(DeliveryCmd),
+    /// Inspect and stop delegations.
+    #[command(subcommand)]
+    Delegation(DelegationCommand),
+    /// List and end sessions.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// The headless host of a session (started for you by `delegate`).
+    Host(HostArgs),
+    /// Shell completions.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// Run a unit inline, ignoring `HERMES_SESSION_*` from the environment.
+    Run {
+        /// A name for the job, shown in logs.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DelegateArgs {
+    /// The session (default: `$HERMES_SESSION_ID`).
+    #[arg(long)]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub dispatch: DispatchArgs,
+    /// Print the handle as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DrainArgs {
+    /// The session (default: `$HERMES_SESSION_ID`).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// The boundary being crossed.
+    #[arg(long, value_enum, default_value = "turn")]
+    pub boundary: BoundaryArg,
+    /// Keep the claims: print their tokens and settle them with `hermes delivery`.
+    #[arg(long)]
+    pub hold: bool,
+    /// Lease of the claims, in seconds (default `delivery.claim_lease_seconds`).
+    #[arg(long, value_name = "SECS")]
+    pub lease: Option<f64>,
+    /// Wait up to SECS for something to become deliverable.
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<f64>,
+    /// The consumer's name, recorded with the claim.
+    #[arg(long, value_name = "NAME")]
+    pub consumer: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DeliveryCmd {
+    /// What to do with the claim.
+    #[arg(value_enum)]
+    pub action: DeliveryAction,
+    /// The claim token printed by `drain --hold`.
+    pub claim: String,
+    /// New lease for `renew`, in seconds.
+    #[arg(long, value_name = "SECS")]
+    pub lease: Option<f64>,
+    /// Why, for `drop`.
+    #[arg(long, value_name = "R")]
+    pub reason: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DeliveryAction {
+    Ack,
+    Release,
+    Defer,
+    Renew,
+    Drop,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DelegationCommand {
+    /// Running, queued and recent delegations.
+    List {
+        /// Only this session's.
+        #[arg(long)]
+        session: Option<String>,
+        /// Every recent delegation, not only the last 20.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One delegation, its children and their delivery.
+    Status {
+        /// The delegation id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a delegation, a session's delegations or all of them.
+    Stop {
+        /// The delegation id.
+        #[arg(required_unless_present_any = ["session", "all"], conflicts_with_all = ["session", "all"])]
+        id: Option<String>,
+        /// Every delegation of this session.
+        #[arg(long, conflicts_with = "all")]
+        session: Option<String>,
+        /// Every delegation.
+        #[arg(long)]
+        all: bool,
+        /// Why.
+        #[arg(long, default_value = "stopped_by_user")]
+        reason: String,
+    },
+    /// Print a child's transcript.
+    Log {
+        /// The delegation id.
+        id: String,
+        /// Which child (default: every child).
+        #[arg(long)]
+        task: Option<u32>,
+        /// Keep printing until the delegation ends.
+        #[arg(short, long)]
+        follow: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Every session with its counts.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a session: stop its work, drop what it has not received.
+    End {
+        /// The session.
+        session: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct HostArgs {
+    /// The session to host.
+    #[arg(long)]
+    pub session: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn oneshot_takes_a_command_after_dashes() {
+        let cli = Cli::try_parse_from(["hermes", "-z", "--goal", "g", "--", "echo", "hi"])
+            .expect("parses");
+        assert!(cli.oneshot);
+        assert_eq!(cli.run.dispatch.command, ["echo", "hi"]);
+    }
+
+    #[test]
+    fn delegate_takes_toolsets_and_a_command() {
+        let cli = Cli::try_parse_from([
+            "hermes",
+            "delegate",
+            "--session",
+            "s",
+            "--toolsets",
+            "a,b",
+            "--",
+            "sh",
+            "-c",
+            "x",
+        ])
+        .expect("parses");
+        let Some(Command::Delegate(d)) = cli.command else {
+            panic!("not delegate")
+        };
+        assert_eq!(d.dispatch.toolsets, ["a", "b"]);
+        assert_eq!(d.dispatch.command, ["sh", "-c", "x"]);
+    }
+}

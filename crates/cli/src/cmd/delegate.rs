@@ -1,0 +1,160 @@
+//! `hermes delegate --session S`: background dispatch into a session. The unit is recorded in
+//! the ledger for S's host, starting a headless `hermes host --session S` first when S has none.
+
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use ledger::{Channel, Ledger, NewDelegation, ProcessId, SessionId, UnitStatus};
+use serde_json::json;
+
+use crate::args::DelegateArgs;
+use crate::dispatch_args;
+use crate::exit::{Code, fail};
+use crate::home::{Home, env_var, now};
+use crate::output;
+
+/// How long `delegate` waits for a headless host it started to claim the session.
+const HOST_START_LIMIT: Duration = Duration::from_secs(10);
+
+/// The session of `delegate`/`drain`: `--session`, else `HERMES_SESSION_ID`.
+pub fn session_of(flag: Option<&str>) -> anyhow::Result<SessionId> {
+    let raw = match flag {
+        Some(s) => s.to_owned(),
+        None => env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()).ok_or_else(|| {
+            fail(
+                Code::Usage,
+                "no session: pass --session S or set HERMES_SESSION_ID (for a one-shot run without a session use hermes -z)",
+            )
+        })?,
+    };
+    SessionId::new(raw).map_err(|e| fail(Code::Usage, e.to_string()))
+}
+
+/// Runs `delegate`.
+pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
+    let session = session_of(args.session.as_deref())?;
+    let spec = dispatch_args::spec(&args.dispatch)?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    ledger.ensure_session(&session, now())?;
+    let host = match live_host(&ledger, &session)? {
+        Some(host) => host,
+        None => start_host(&home, &ledger, &session)?,
+    };
+    let config = home.registry();
+    let admission = registry::record_dispatch(
+        &ledger,
+        &config,
+        NewDelegation {
+            session: Some(session.clone()),
+            channel: Channel::Background,
+            spec,
+            host: Some(host),
+            transcript_root: None,
+        },
+        now(),
+    )?;
+    let unit = admission.delegation;
+    let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
+    let transcripts: Vec<String> = (0..unit.task_count())
+        .map(|i| {
+            registry::transcript::task_log_path(&dir, i)
+                .display()
+                .to_string()
+        })
+        .collect();
+    let status = if unit.status == UnitStatus::Queued {
+        "queued"
+    } else {
+        "dispatched"
+    };
+    if args.json {
+        output::print_json(&json!({
+            "status": status,
+            "delegation_id": unit.id.to_string(),
+            "session": session.to_string(),
+            "mode": "background",
+            "tasks": unit.task_count(),
+            "live_transcripts": transcripts,
+            "queue_position": admission.queue_position,
+            "host_pid": host.pid,
+        }))?;
+    } else {
+        let mut text = format!(
+            "{} {status} into session {session}: {} task(s)",
+            unit.id,
+            unit.task_count()
+        );
+        if let Some(pos) = admission.queue_position {
+            text.push_str(&format!(", queue position {pos}"));
+        }
+        text.push('\n');
+        for t in &transcripts {
+            text.push_str(&format!("  live transcript: {t}\n"));
+        }
+        text.push_str(&format!("  results: hermes drain --session {session}\n"));
+        output::print(&text)?;
+    }
+    Ok(Code::Ok)
+}
+
+/// S's host, if it still runs.
+fn live_host(ledger: &Ledger, session: &SessionId) -> anyhow::Result<Option<ProcessId>> {
+    Ok(ledger
+        .session(session)?
+        .and_then(|s| s.host)
+        .filter(|h| ledger::procs::is_alive(*h)))
+}
+
+/// Starts `hermes host --session S` detached, and waits until it (or another) hosts S.
+fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Result<ProcessId> {
+    let exe = std::env::current_exe().context("cannot find the hermes executable")?;
+    let log_path = home.host_log(session.as_str());
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let log2 = log.try_clone().context("cannot share the host log")?;
+    let mut child = Command::new(exe)
+        .args(["-v", "host", "--session", session.as_str()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
+        .process_group(0)
+        .spawn()
+        .context("cannot start the headless host")?;
+    let started = Instant::now();
+    loop {
+        if let Some(host) = live_host(ledger, session)? {
+            // The host outlives us; reap it if it already ended so no zombie is left meanwhile.
+            let _ = child.try_wait();
+            return Ok(host);
+        }
+        if let Ok(Some(status)) = child.try_wait()
+            && live_host(ledger, session)?.is_none()
+        {
+            return Err(fail(
+                Code::WorkFailed,
+                format!(
+                    "the headless host for session {session} exited ({status}) before taking the session; see {}",
+                    log_path.display()
+                ),
+            ));
+        }
+        if started.elapsed() > HOST_START_LIMIT {
+            return Err(fail(
+                Code::WorkFailed,
+                format!(
+                    "the headless host for session {session} did not start within {}s; see {}",
+                    HOST_START_LIMIT.as_secs(),
+                    log_path.display()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,358 @@
+//! `hermes delegation list|status|stop|log`.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ledger::{
+    Child, ChildOutcome, Delegation, DelegationId, Event, EventKey, InterruptTarget, Ledger,
+    SessionId,
+};
+use serde_json::{Value, json};
+
+use crate::args::DelegationCommand;
+use crate::exit::{Code, fail};
+use crate::home::{Home, now};
+use crate::output::{self, time};
+
+/// Recent units `list` shows without `--all`.
+const RECENT: usize = 20;
+/// Recent units `list --all` shows at most.
+const RECENT_ALL: usize = 1_000_000;
+
+/// Runs a `delegation` subcommand.
+pub fn run(command: DelegationCommand) -> anyhow::Result<Code> {
+    match command {
+        DelegationCommand::List { session, all, json } => list(session, all, json),
+        DelegationCommand::Status { id, json } => status(&id, json),
+        DelegationCommand::Stop {
+            id,
+            session,
+            all,
+            reason,
+        } => stop(id, session, all, &reason),
+        DelegationCommand::Log { id, task, follow } => log(&id, task, follow),
+    }
+}
+
+fn parse_id(id: &str) -> anyhow::Result<DelegationId> {
+    DelegationId::new(id).map_err(|e| fail(Code::Usage, e.to_string()))
+}
+
+fn parse_session(s: &str) -> anyhow::Result<SessionId> {
+    SessionId::new(s).map_err(|e| fail(Code::Usage, e.to_string()))
+}
+
+fn unit_json(u: &Delegation) -> Value {
+    json!({
+        "delegation_id": u.id.to_string(),
+        "session": u.session.as_ref().map(|s| s.to_string()),
+        "status": u.status.as_str(),
+        "channel": match u.channel { ledger::Channel::Background => "background", ledger::Channel::Inline => "inline" },
+        "goal": u.spec.goal,
+        "group": u.spec.group,
+        "delivery": u.spec.delivery.as_str(),
+        "tasks": u.task_count(),
+        "dispatched_at": time(Some(u.dispatched_at)),
+        "started_at": time(u.started_at),
+        "ended_at": time(u.ended_at),
+        "host_pid": u.host.map(|h| h.pid),
+        "interrupt": u.interrupt,
+    })
+}
+
+fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> {
+    let session = session.as_deref().map(parse_session).transpose()?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    let listing = ledger.list(session.as_ref(), if all { RECENT_ALL } else { RECENT })?;
+    if json {
+        output::print_json(&json!({
+            "running": listing.running.iter().map(unit_json).collect::<Vec<_>>(),
+            "queued": listing.queued.iter().map(unit_json).collect::<Vec<_>>(),
+            "recent": listing.recent.iter().map(unit_json).collect::<Vec<_>>(),
+            "running_count": listing.running.len(),
+            "queued_count": listing.queued.len(),
+            "max_concurrent_children": home.settings.max_concurrent_children(),
+        }))?;
+        return Ok(Code::Ok);
+    }
+    let mut text = format!(
+        "running {} (max {}) · queued {}\n",
+        listing.running.len(),
+        home.settings.max_concurrent_children(),
+        listing.queued.len()
+    );
+    for (title, units) in [
+        ("running", &listing.running),
+        ("queued", &listing.queued),
+        ("recent", &listing.recent),
+    ] {
+        if units.is_empty() {
+            continue;
+        }
+        text.push_str(&format!("{title}:\n"));
+        for u in units {
+            text.push_str(&format!(
+                "  {}  {:<11} {:>3} task(s)  {:<16} {}\n",
+                u.id,
+                u.status.as_str(),
+                u.task_count(),
+                u.session
+                    .as_ref()
+                    .map_or("-".to_owned(), |s| formatter::one_line(s.as_str(), 16)),
+                formatter::one_line(&u.spec.goal, 60)
+            ));
+        }
+    }
+    output::print(&text)?;
+    Ok(Code::Ok)
+}
+
+/// The event that carries child `index`'s outcome, and the outcome.
+fn outcome_of(events: &[Event], index: u32) -> Option<(&Event, &ChildOutcome)> {
+    events
+        .iter()
+        .filter(|e| e.key == EventKey::Task(index) || e.key == EventKey::Terminal)
+        .find_map(|e| {
+            e.payload
+                .outcomes()
+                .iter()
+                .find(|o| o.index == index)
+                .map(|o| (e, o))
+        })
+}
+
+fn child_json(unit: &Delegation, child: &Child, events: &[Event], at: ledger::Timestamp) -> Value {
+    let goal = unit
+        .spec
+        .tasks
+        .get(child.index as usize)
+        .map(|t| t.goal.clone())
+        .unwrap_or_default();
+    let found = outcome_of(events, child.index);
+    let duration = match (child.started_at, child.ended_at) {
+        (Some(s), Some(e)) => Some(e.ms_since(s) as f64 / 1000.0),
+        (Some(s), None) => Some(at.ms_since(s) as f64 / 1000.0),
+        _ => found.map(|(_, o)| o.duration_seconds()),
+    };
+    let last = child.progress.last_activity_at.or(child.started_at);
+    let quiet = (!child.status.is_terminal())
+        .then(|| last.map(|l| at.ms_since(l) as f64 / 1000.0))
+        .flatten();
+    let delivery = found.map(|(e, _)| {
+        json!({
+            "event_key": e.key.to_string(),
+            "state": e.state.as_str(),
+            "attempts": e.attempts,
+            "consumer": e.lease.as_ref().map(|l| l.consumer.clone()),
+            "lease_expires_at": time(e.lease.as_ref().map(|l| l.expires_at)),
+            "delivered_at": time(e.delivered_at),
+            "drop_reason": e.drop_reason.as_ref().map(|r| r.as_str().to_owned()),
+        })
+    });
+    json!({
+        "index": child.index,
+        "goal": goal,
+        "status": child.status.as_str(),
+        "pid": child.process.map(|p| p.pid),
+        "started_at": time(child.started_at),
+        "ended_at": time(child.ended_at),
+        "exit_code": child.exit_code,
+        "signal": child.signal,
+        "duration_seconds": duration,
+        "progress": {
+            "api_calls": child.progress.api_calls,
+            "current_tool": child.progress.current_tool,
+            "output_bytes": child.progress.output_bytes,
+            "last_activity_at": time(child.progress.last_activity_at),
+            "quiet_seconds": quiet,
+        },
+        "transcript": child.transcript,
+        "result": found.map(|(_, o)| o.result.clone()),
+        "transcript_tail": found.and_then(|(_, o)| o.transcript_tail.clone()),
+        "delivery": delivery,
+    })
+}
+
+fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
+    let id = parse_id(id)?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    let Some(unit) = ledger.delegation(&id)? else {
+        if json_out {
+            output::print_json(&json!({"error": "not found", "delegation_id": id.to_string()}))?;
+        }
+        return Err(fail(Code::NotFound, format!("delegation {id} not found")));
+    };
+    let children = ledger.children(&id)?;
+    let events = ledger.events(&id)?;
+    let at = now();
+    let tasks: Vec<Value> = children
+        .iter()
+        .map(|c| child_json(&unit, c, &events, at))
+        .collect();
+    if json_out {
+        let mut value = unit_json(&unit);
+        if let Value::Object(map) = &mut value {
+            map.insert("tasks".into(), Value::Array(tasks));
+            map.insert(
+                "events".into(),
+                Value::Array(
+                    events
+                        .iter()
+                        .map(|e| {
+                            json!({
+                                "event_key": e.key.to_string(),
+                                "state": e.state.as_str(),
+                                "attempts": e.attempts,
+                                "published_at": time(Some(e.published_at)),
+                            })
+                        })
+                        .collect(),
+                ),
+            );
+        }
+        output::print_json(&value)?;
+        return Ok(Code::Ok);
+    }
+    let mut text = format!(
+        "{}  {}  session {}\ngoal: {}\ndispatched: {}",
+        unit.id,
+        unit.status.as_str(),
+        unit.session
+            .as_ref()
+            .map_or("-".to_owned(), |s| s.to_string()),
+        formatter::one_line(&unit.spec.goal, 120),
+        formatter::rfc3339(unit.dispatched_at)
+    );
+    if let Some(end) = unit.ended_at {
+        text.push_str(&format!("   ended: {}", formatter::rfc3339(end)));
+    }
+    text.push('\n');
+    for (child, task) in children.iter().zip(&tasks) {
+        let delivery = task["delivery"]["state"].as_str().unwrap_or("-");
+        text.push_str(&format!(
+            "  task {}: {:<11} pid {:<7} exit {:<4} calls {:<4} delivery {:<9} {}\n",
+            child.index,
+            child.status.as_str(),
+            child.process.map_or("-".to_owned(), |p| p.pid.to_string()),
+            child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
+            child.progress.api_calls,
+            delivery,
+            formatter::one_line(task["goal"].as_str().unwrap_or(""), 60)
+        ));
+        if let Some(t) = &child.transcript {
+            text.push_str(&format!("          transcript: {t}\n"));
+        }
+    }
+    output::print(&text)?;
+    Ok(Code::Ok)
+}
+
+fn stop(
+    id: Option<String>,
+    session: Option<String>,
+    all: bool,
+    reason: &str,
+) -> anyhow::Result<Code> {
+    let target = match (id, session, all) {
+        (Some(id), _, _) => InterruptTarget::Delegation(parse_id(&id)?),
+        (None, Some(s), _) => InterruptTarget::Session(parse_session(&s)?),
+        (None, None, true) => InterruptTarget::All,
+        (None, None, false) => return Err(fail(Code::Usage, "give an ID, --session S or --all")),
+    };
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    if let InterruptTarget::Delegation(id) = &target
+        && ledger.delegation(id)?.is_none()
+    {
+        return Err(fail(Code::NotFound, format!("delegation {id} not found")));
+    }
+    let done = ledger.request_interrupt(&target, reason, now())?;
+    let mut text = String::new();
+    for id in &done.flagged {
+        text.push_str(&format!("{id}: stopping ({reason})\n"));
+    }
+    for id in &done.cancelled {
+        text.push_str(&format!("{id}: cancelled ({reason})\n"));
+    }
+    if text.is_empty() {
+        text.push_str("nothing to stop\n");
+    }
+    output::print(&text)?;
+    Ok(Code::Ok)
+}
+
+fn transcript_paths(
+    ledger: &Ledger,
+    id: &DelegationId,
+    task: Option<u32>,
+) -> anyhow::Result<Vec<String>> {
+    let children = ledger.children(id)?;
+    let chosen: Vec<&Child> = match task {
+        Some(n) => vec![
+            children
+                .iter()
+                .find(|c| c.index == n)
+                .ok_or_else(|| fail(Code::NotFound, format!("delegation {id} has no task {n}")))?,
+        ],
+        None => children.iter().collect(),
+    };
+    Ok(chosen.iter().filter_map(|c| c.transcript.clone()).collect())
+}
+
+fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
+    let id = parse_id(id)?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    if ledger.delegation(&id)?.is_none() {
+        return Err(fail(Code::NotFound, format!("delegation {id} not found")));
+    }
+    let paths = transcript_paths(&ledger, &id, task)?;
+    let headers = paths.len() > 1;
+    if !follow || headers {
+        for path in &paths {
+            if headers {
+                output::print(&format!("==> {path} <==\n"))?;
+            }
+            let text = std::fs::read(path).with_context(|| format!("cannot read {path}"))?;
+            output::print(&String::from_utf8_lossy(&text))?;
+        }
+        if !follow {
+            return Ok(Code::Ok);
+        }
+        // Several transcripts: follow the first unfinished one is not meaningful; follow all by
+        // waiting for the end and printing what was added.
+    }
+    let mut offsets: Vec<u64> = if headers {
+        paths
+            .iter()
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .collect()
+    } else {
+        vec![0; paths.len()]
+    };
+    loop {
+        let finished = ledger
+            .delegation(&id)?
+            .is_none_or(|u| u.status.is_terminal());
+        for (path, offset) in paths.iter().zip(offsets.iter_mut()) {
+            let Ok(mut file) = std::fs::File::open(path) else {
+                continue;
+            };
+            if file.seek(SeekFrom::Start(*offset)).is_err() {
+                continue;
+            }
+            let mut buf = Vec::new();
+            if file.read_to_end(&mut buf).is_ok() && !buf.is_empty() {
+                *offset += buf.len() as u64;
+                output::print(&String::from_utf8_lossy(&buf))?;
+            }
+        }
+        if finished {
+            return Ok(Code::Ok);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

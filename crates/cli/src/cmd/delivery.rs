@@ -1,0 +1,70 @@
+//! `hermes delivery ack|release|defer|renew|drop CLAIM`: settling a held claim.
+
+use ledger::{ClaimToken, DropReason};
+use serde_json::json;
+
+use crate::args::{DeliveryAction, DeliveryCmd};
+use crate::cmd::drain::lease_ms;
+use crate::exit::{Code, fail};
+use crate::home::{Home, now};
+use crate::output;
+
+/// Runs `delivery`.
+pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
+    let token: ClaimToken = args
+        .claim
+        .parse()
+        .map_err(|e: ledger::IdError| fail(Code::Usage, e.to_string()))?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    let at = now();
+    let (action, transitions, expires) = match args.action {
+        DeliveryAction::Ack => ("ack", ledger.ack(token, at)?, None),
+        DeliveryAction::Release => ("release", ledger.release(token, at)?, None),
+        DeliveryAction::Defer => ("defer", ledger.defer(token)?, None),
+        DeliveryAction::Drop => {
+            let reason = DropReason::parse(args.reason.as_deref().unwrap_or("dropped_by_consumer"));
+            ("drop", ledger.drop_claim(token, reason, at)?, None)
+        }
+        DeliveryAction::Renew => {
+            let lease = lease_ms(args.lease, home.settings.claim_lease())?;
+            ("renew", Vec::new(), Some(ledger.renew(token, lease, at)?))
+        }
+    };
+    if args.json {
+        output::print_json(&json!({
+            "claim": token.to_string(),
+            "action": action,
+            "lease_expires_at": output::time(expires),
+            "transitions": transitions.iter().map(|t| json!({
+                "delegation_id": t.event.delegation_id.to_string(),
+                "event_key": t.event.key.to_string(),
+                "from": t.from.as_str(),
+                "to": t.to.as_str(),
+                "drop_reason": t.drop_reason.as_ref().map(|r| r.as_str().to_owned()),
+            })).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        let mut text = String::new();
+        if let Some(at) = expires {
+            text.push_str(&format!(
+                "claim {token} renewed until {}\n",
+                formatter::rfc3339(at)
+            ));
+        }
+        for t in &transitions {
+            text.push_str(&format!(
+                "{}: {} → {}",
+                t.event,
+                t.from.as_str(),
+                t.to.as_str()
+            ));
+            if let Some(r) = &t.drop_reason {
+                text.push_str(&format!(" ({r})"));
+            }
+            text.push('\n');
+        }
+        output::print(&text)?;
+    }
+    Ok(Code::Ok)
+}

@@ -1,0 +1,138 @@
+//! `hermes drain --session S`: claims the session's ready envelopes at a boundary, prints them,
+//! and acks them once the output was written (or, with `--hold`, prints the claim tokens for
+//! `hermes delivery`).
+
+use std::time::{Duration, Instant};
+
+use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
+use ledger::Ledger;
+
+use crate::args::{BoundaryArg, DrainArgs};
+use crate::cmd::delegate::session_of;
+use crate::deliver::{self, Round};
+use crate::exit::{Code, fail};
+use crate::home::{Home, now, render_context};
+use crate::output;
+
+/// How often `--wait` looks again when nothing tells it when to.
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+/// Lease seconds from the command line, checked.
+pub fn lease_ms(flag: Option<f64>, default: Duration) -> anyhow::Result<u64> {
+    match flag {
+        Some(s) if !s.is_finite() || s <= 0.0 => Err(fail(
+            Code::Usage,
+            format!("--lease {s} must be a positive number of seconds"),
+        )),
+        Some(s) => Ok((s * 1000.0).round() as u64),
+        None => Ok(u64::try_from(default.as_millis()).unwrap_or(u64::MAX)),
+    }
+}
+
+/// Runs `drain`.
+pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
+    let session = session_of(args.session.as_deref())?;
+    let boundary = match args.boundary {
+        BoundaryArg::Turn => Boundary::Turn,
+        BoundaryArg::Tool => Boundary::Tool,
+    };
+    let wait = match args.wait {
+        Some(w) if !w.is_finite() || w < 0.0 => {
+            return Err(fail(
+                Code::Usage,
+                format!("--wait {w} must be a non-negative number of seconds"),
+            ));
+        }
+        Some(w) => Duration::from_secs_f64(w),
+        None => Duration::ZERO,
+    };
+    let home = Home::load()?;
+    let lease = lease_ms(args.lease, home.settings.claim_lease())?;
+    let consumer = args
+        .consumer
+        .clone()
+        .unwrap_or_else(|| format!("drain:{}", std::process::id()));
+    let ledger = home.ledger()?;
+    let deadline = Instant::now() + wait;
+    let round = loop {
+        let round = deliver::take_ready(&ledger, &session, boundary, &consumer, lease, now())?;
+        if !round.taken.is_empty() || Instant::now() >= deadline {
+            break round;
+        }
+        let next = round
+            .deferred
+            .iter()
+            .map(|d| d.retry_at)
+            .min()
+            .map(|at| Duration::from_millis(at.ms_since(now())))
+            .unwrap_or(WAIT_POLL)
+            .min(WAIT_POLL)
+            .min(deadline.saturating_duration_since(Instant::now()));
+        std::thread::sleep(next.max(Duration::from_millis(5)));
+    };
+    let printed = present(&round, args, &session, boundary);
+    settle(&ledger, &round, args.hold, printed.is_ok())?;
+    printed?;
+    Ok(Code::Ok)
+}
+
+fn present(
+    round: &Round,
+    args: &DrainArgs,
+    session: &ledger::SessionId,
+    boundary: Boundary,
+) -> anyhow::Result<()> {
+    let ctx = render_context();
+    let envelopes: Vec<Envelope<'_>> = round
+        .taken
+        .iter()
+        .map(|t| Envelope::new(&t.delegation, &t.events))
+        .collect();
+    if args.json {
+        let json = DrainJson {
+            session: session.to_string(),
+            boundary,
+            envelopes: round
+                .taken
+                .iter()
+                .zip(&envelopes)
+                .map(|(t, e)| {
+                    let j = formatter::envelope_json(e, &ctx);
+                    if args.hold { j.with_claim(t.token) } else { j }
+                })
+                .collect(),
+            deferred: round
+                .deferred
+                .iter()
+                .map(|d| DeferredJson::new(&d.delegation_id, &d.keys, d.retry_at))
+                .collect(),
+        };
+        return output::print_json(&json);
+    }
+    let mut text = formatter::render_boundary(&envelopes, boundary, &ctx);
+    if args.hold {
+        for t in &round.taken {
+            let keys: Vec<String> = t.events.iter().map(|e| e.key.to_string()).collect();
+            text.push_str(&format!(
+                "\n[claim {} — {} {} — settle with: hermes delivery ack {}]\n",
+                t.token,
+                t.delegation.id,
+                keys.join(","),
+                t.token
+            ));
+        }
+    }
+    output::print(&text)
+}
+
+/// Acks what was shown (unless held); gives back what could not be shown.
+fn settle(ledger: &Ledger, round: &Round, hold: bool, shown: bool) -> anyhow::Result<()> {
+    for t in &round.taken {
+        if !shown {
+            ledger.defer(t.token)?;
+        } else if !hold {
+            ledger.ack(t.token, now())?;
+        }
+    }
+    Ok(())
+}

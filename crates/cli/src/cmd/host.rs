@@ -1,0 +1,110 @@
+//! `hermes host --session S`: the headless host. Runs S's background units (those recorded for
+//! this process by `delegate`) and exits once nothing has run, queued or arrived for
+//! `host.idle_exit_seconds`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use ledger::{HostClaim, HostKind, Ledger, ProcessId, SessionId};
+use registry::{Host, HostOptions, SystemClock};
+
+use crate::args::HostArgs;
+use crate::exit::{Code, fail};
+use crate::home::{Home, now};
+
+/// How often the host looks for work and idleness.
+const POLL: Duration = Duration::from_millis(200);
+/// After giving the session up, how long the host waits for a dispatch that raced its exit.
+const LEAVE_GRACE: Duration = Duration::from_millis(400);
+
+/// Runs the headless host.
+pub fn run(args: &HostArgs) -> anyhow::Result<Code> {
+    let session =
+        SessionId::new(args.session.clone()).map_err(|e| fail(Code::Usage, e.to_string()))?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    let me = ledger::procs::current_process();
+    match ledger.claim_session_host(&session, me, &|p| ledger::procs::is_alive(p), now())? {
+        HostClaim::HeldBy(other) => {
+            tracing::info!(%session, host = %other, "session already hosted; exiting");
+            return Ok(Code::Ok);
+        }
+        HostClaim::Acquired | HostClaim::AlreadyHeld => {}
+    }
+    let adopted = ledger.adopt_units(&session, me)?;
+    tracing::info!(%session, pid = me.pid, adopted, "headless host started");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let idle_exit = home.settings.idle_exit();
+    runtime.block_on(async move {
+        let host = Host::start(
+            ledger.clone(),
+            home.registry(),
+            Arc::new(SystemClock),
+            HostOptions {
+                kind: HostKind::Headless,
+                session: Some(session.clone()),
+            },
+        )
+        .await?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("cannot watch SIGTERM")?;
+        let mut last_busy = Instant::now();
+        let reason = loop {
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = term.recv() => break "host_stopped",
+                _ = tokio::signal::ctrl_c() => break "host_stopped",
+            }
+            if !host.running().is_empty() || has_work(&ledger, me)? {
+                last_busy = Instant::now();
+                continue;
+            }
+            if last_busy.elapsed() < idle_exit {
+                continue;
+            }
+            // Give the session up, then look once more for a dispatch that raced the decision.
+            ledger.unregister_host(me)?;
+            tokio::time::sleep(LEAVE_GRACE).await;
+            if has_work(&ledger, me)? || !host.running().is_empty() {
+                tracing::info!(%session, "work arrived while leaving; staying");
+                rejoin(&ledger, &session, me)?;
+                last_busy = Instant::now();
+                continue;
+            }
+            break "idle_exit";
+        };
+        tracing::info!(%session, reason, "headless host stopping");
+        host.shutdown(reason).await;
+        anyhow::Ok(())
+    })?;
+    Ok(Code::Ok)
+}
+
+/// Whether the ledger holds unfinished units for this host.
+fn has_work(ledger: &Ledger, me: ProcessId) -> anyhow::Result<bool> {
+    let listing = ledger.list(None, 0)?;
+    Ok(listing
+        .running
+        .iter()
+        .chain(&listing.queued)
+        .any(|u| u.host == Some(me)))
+}
+
+/// Registers again after giving the session up.
+fn rejoin(ledger: &Ledger, session: &SessionId, me: ProcessId) -> anyhow::Result<()> {
+    let at = now();
+    ledger.register_host(&ledger::Host {
+        process: me,
+        kind: HostKind::Headless,
+        session: Some(session.clone()),
+        registered_at: at,
+        heartbeat_at: at,
+    })?;
+    let _ = ledger.claim_session_host(session, me, &|p| ledger::procs::is_alive(p), at)?;
+    Ok(())
+}

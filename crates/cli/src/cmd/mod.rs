@@ -1,0 +1,10 @@
+//! One module per command group.
+
+pub mod completions;
+pub mod delegate;
+pub mod delegation;
+pub mod delivery;
+pub mod drain;
+pub mod host;
+pub mod run;
+pub mod session;

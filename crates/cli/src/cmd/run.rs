@@ -1,0 +1,118 @@
+//! `hermes -z` and `hermes cron run`: one unit run inline in this process, its result printed,
+//! its events settled as delivered here so nothing is left pending.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use formatter::{Boundary, Envelope};
+use ledger::{HostKind, SessionId, UnitStatus};
+use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+
+use crate::args::RunArgs;
+use crate::deliver;
+use crate::dispatch_args;
+use crate::exit::{Code, fail};
+use crate::home::{Home, env_var, now, render_context};
+use crate::output;
+use crate::progress_view;
+
+/// `hermes -z`: children learn the caller's session (if any) from `HERMES_PARENT_SESSION_ID`.
+pub fn oneshot(args: &RunArgs) -> anyhow::Result<Code> {
+    let parent = env_var("HERMES_SESSION_ID").and_then(|s| SessionId::new(s).ok());
+    inline(args, parent, "oneshot")
+}
+
+/// `hermes cron run`: never reads `HERMES_SESSION_*`, and keeps them from its children.
+pub fn cron(name: Option<String>, args: &RunArgs) -> anyhow::Result<Code> {
+    if let Some(name) = &name {
+        tracing::info!(job = %name, "cron run");
+    }
+    inline(args, None, "cron")
+}
+
+fn inline(args: &RunArgs, parent: Option<SessionId>, kind: &str) -> anyhow::Result<Code> {
+    let spec = dispatch_args::spec(&args.dispatch)?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    let config = home.registry();
+    let lease_ms = u64::try_from(home.settings.claim_lease().as_millis()).unwrap_or(u64::MAX);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let quiet = args.quiet;
+    let report = runtime.block_on(async {
+        let host = Host::start(
+            ledger.clone(),
+            config,
+            Arc::new(SystemClock),
+            HostOptions {
+                kind: HostKind::Inline,
+                session: None,
+            },
+        )
+        .await?;
+        let dispatched = match host.dispatch(DispatchRequest::inline(spec, parent)).await {
+            Ok(d) => d,
+            Err(e) => {
+                host.shutdown("dispatch_refused").await;
+                return Err(anyhow::Error::new(e));
+            }
+        };
+        let id = dispatched.delegation.id.clone();
+        let view = dispatched
+            .progress
+            .map(|p| tokio::spawn(progress_view::show(p, quiet)));
+        let report = tokio::select! {
+            report = host.wait(&id) => report,
+            _ = tokio::signal::ctrl_c() => {
+                host.shutdown("interrupted_by_user").await;
+                host.wait(&id).await
+            }
+        };
+        if let Some(view) = view {
+            let _ = tokio::time::timeout(Duration::from_secs(1), view).await;
+        }
+        host.shutdown("done").await;
+        report.ok_or_else(|| anyhow::anyhow!("{id} ended without a report"))
+    })?;
+    let id = report.delegation_id.clone();
+    let consumer = format!("{kind}:{}", std::process::id());
+    let delegation = ledger
+        .delegation(&id)?
+        .ok_or_else(|| fail(Code::WorkFailed, format!("{id} vanished from the ledger")))?;
+    let mut events = ledger.events(&id)?;
+    events.sort_by_key(|e| e.key);
+    let envelope = Envelope::new(&delegation, &events);
+    let printed = if args.json {
+        output::print_json(&formatter::run_json(&envelope))
+    } else {
+        output::print(&formatter::render_boundary(
+            &[envelope],
+            Boundary::Turn,
+            &render_context(),
+        ))
+    };
+    // The caller has the result (or nobody is reading): either way nothing waits for delivery.
+    deliver::settle_inline(&ledger, &id, &consumer, lease_ms, now())?;
+    printed?;
+    if report.status == UnitStatus::Completed {
+        Ok(Code::Ok)
+    } else {
+        let done = report
+            .outcomes
+            .iter()
+            .filter(|o| o.status == ledger::ChildStatus::Completed)
+            .count();
+        Err(fail(
+            Code::WorkFailed,
+            format!(
+                "{id} {}: {done} of {} tasks completed",
+                report.status,
+                delegation.task_count()
+            ),
+        ))
+    }
+}

@@ -1,0 +1,192 @@
+//! DISPATCH options and tasks files turned into a `ledger::DispatchSpec`.
+
+use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
+
+use crate::args::{DeliveryArg, DispatchArgs, RoleArg};
+use crate::exit::{Code, fail};
+use crate::tasks_file;
+
+/// `leaf` / `orchestrator`.
+pub fn parse_role(text: &str) -> Option<Role> {
+    match text {
+        "leaf" => Some(Role::Leaf),
+        "orchestrator" => Some(Role::Orchestrator),
+        _ => None,
+    }
+}
+
+/// `after_turn` / `inject`.
+pub fn parse_delivery(text: &str) -> Option<DeliveryMode> {
+    match text {
+        "after_turn" => Some(DeliveryMode::AfterTurn),
+        "inject" => Some(DeliveryMode::Inject),
+        _ => None,
+    }
+}
+
+fn role(arg: Option<RoleArg>) -> Role {
+    match arg {
+        Some(RoleArg::Orchestrator) => Role::Orchestrator,
+        _ => Role::Leaf,
+    }
+}
+
+fn delivery(arg: Option<DeliveryArg>) -> Option<DeliveryMode> {
+    arg.map(|d| match d {
+        DeliveryArg::AfterTurn => DeliveryMode::AfterTurn,
+        DeliveryArg::Inject => DeliveryMode::Inject,
+    })
+}
+
+/// Reads `--tasks` (a path, or `-` for stdin).
+fn read_tasks(source: &str) -> anyhow::Result<String> {
+    if source == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| {
+            fail(
+                Code::Usage,
+                format!("cannot read the tasks file from stdin: {e}"),
+            )
+        })?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(source)
+            .map_err(|e| fail(Code::Usage, format!("cannot read tasks file {source}: {e}")))
+    }
+}
+
+/// The unit the options describe.
+pub fn spec(args: &DispatchArgs) -> anyhow::Result<DispatchSpec> {
+    let timeout_ms = match args.timeout {
+        Some(t) if !t.is_finite() || t < 0.0 => {
+            return Err(fail(
+                Code::Usage,
+                format!("--timeout {t} must be a non-negative number of seconds"),
+            ));
+        }
+        Some(t) if t == 0.0 => None,
+        Some(t) => Some((t * 1000.0).round() as u64),
+        None => None,
+    };
+    let cwd = match &args.cwd {
+        Some(dir) if !dir.is_dir() => {
+            return Err(fail(
+                Code::Usage,
+                format!("--cwd {}: not a directory", dir.display()),
+            ));
+        }
+        Some(dir) => Some(
+            std::path::absolute(dir)
+                .unwrap_or_else(|_| dir.clone())
+                .display()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let (tasks, file_delivery, file_group) = match &args.tasks {
+        Some(source) => {
+            if !args.command.is_empty() {
+                return Err(fail(
+                    Code::Usage,
+                    "give either --tasks or a command after --, not both",
+                ));
+            }
+            let file = tasks_file::parse(&read_tasks(source)?, source)?;
+            let tasks = file
+                .tasks
+                .into_iter()
+                .map(|t| TaskSpec {
+                    goal: t.goal,
+                    command: t.command,
+                    context: t.context.or_else(|| args.context.clone()),
+                    toolsets: if t.toolsets.is_empty() {
+                        args.toolsets.clone()
+                    } else {
+                        t.toolsets
+                    },
+                    role: t
+                        .role
+                        .as_deref()
+                        .and_then(parse_role)
+                        .unwrap_or(role(args.role)),
+                    model: t.model.or_else(|| args.model.clone()),
+                })
+                .collect();
+            (
+                tasks,
+                file.delivery.as_deref().and_then(parse_delivery),
+                file.group,
+            )
+        }
+        None => {
+            if args.command.is_empty() {
+                return Err(fail(
+                    Code::Usage,
+                    "nothing to run: give a command after -- or a tasks file with --tasks",
+                ));
+            }
+            if args.command[0].is_empty() {
+                return Err(fail(Code::Usage, "the command after -- is empty"));
+            }
+            let goal = match &args.goal {
+                Some(goal) if goal.trim().is_empty() => {
+                    return Err(fail(Code::Usage, "--goal is empty"));
+                }
+                Some(goal) => goal.clone(),
+                None => args.command.join(" "),
+            };
+            let task = TaskSpec {
+                goal,
+                command: args.command.clone(),
+                context: args.context.clone(),
+                toolsets: args.toolsets.clone(),
+                role: role(args.role),
+                model: args.model.clone(),
+            };
+            (vec![task], None, None)
+        }
+    };
+    let goal = match (&args.goal, tasks.as_slice()) {
+        (Some(goal), _) => goal.clone(),
+        (None, [one]) => one.goal.clone(),
+        (None, many) => format!("{} tasks", many.len()),
+    };
+    Ok(DispatchSpec {
+        goal,
+        context: args.context.clone(),
+        toolsets: args.toolsets.clone(),
+        role: role(args.role),
+        model: args.model.clone(),
+        delivery: delivery(args.delivery)
+            .or(file_delivery)
+            .unwrap_or_default(),
+        timeout_ms,
+        cwd,
+        group: args.group.clone().or(file_group),
+        tasks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_goal_defaults_to_the_command_line() {
+        let args = DispatchArgs {
+            command: vec!["echo".into(), "hi".into()],
+            timeout: Some(1.5),
+            ..DispatchArgs::default()
+        };
+        let s = spec(&args).expect("spec");
+        assert_eq!(s.goal, "echo hi");
+        assert_eq!(s.tasks[0].goal, "echo hi");
+        assert_eq!(s.timeout_ms, Some(1500));
+    }
+
+    #[test]
+    fn nothing_to_run_is_a_usage_error() {
+        let err = spec(&DispatchArgs::default()).expect_err("refused");
+        assert_eq!(crate::exit::code_of(&err), Code::Usage);
+    }
+}

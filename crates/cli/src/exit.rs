@@ -1,0 +1,161 @@
+//! Exit codes (SPEC §8) and the one-line error every non-zero exit prints.
+
+use std::fmt;
+use std::process::ExitCode;
+
+use ledger::LedgerError;
+use registry::RegistryError;
+
+/// The documented exit codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// 0: everything went as asked.
+    Ok = 0,
+    /// 1: the work failed (a `-z`/cron child did not complete, a refused dispatch).
+    WorkFailed = 1,
+    /// 2: usage or bad input.
+    Usage = 2,
+    /// 3: claim lost (a stale or fenced token).
+    ClaimLost = 3,
+    /// 4: not found.
+    NotFound = 4,
+    /// 5: the session has ended or is not owned.
+    SessionEnded = 5,
+    /// 6: the ledger is unavailable (unreadable, damaged, newer format).
+    LedgerUnavailable = 6,
+}
+
+/// An error that carries its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// The exit code.
+    pub code: Code,
+    /// What went wrong, as one sentence.
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// An error with an explicit exit code.
+pub fn fail(code: Code, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Failure {
+        code,
+        message: message.into(),
+    })
+}
+
+fn ledger_code(e: &LedgerError) -> Code {
+    match e {
+        e if e.is_unavailable() => Code::LedgerUnavailable,
+        LedgerError::DelegationNotFound(_)
+        | LedgerError::SessionNotFound(_)
+        | LedgerError::ChildNotFound(..) => Code::NotFound,
+        LedgerError::SessionEnded(_) => Code::SessionEnded,
+        LedgerError::ClaimLost(_) => Code::ClaimLost,
+        LedgerError::QueueFull { .. } => Code::WorkFailed,
+        _ => Code::Usage,
+    }
+}
+
+/// The exit code an error deserves.
+pub fn code_of(err: &anyhow::Error) -> Code {
+    for cause in err.chain() {
+        if let Some(f) = cause.downcast_ref::<Failure>() {
+            return f.code;
+        }
+        if let Some(e) = cause.downcast_ref::<LedgerError>() {
+            return ledger_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<RegistryError>() {
+            return match e {
+                RegistryError::Ledger(e) => ledger_code(e),
+                RegistryError::EmptyCommand { .. } => Code::Usage,
+                _ => Code::WorkFailed,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<ledger::IdError>() {
+            let _ = e;
+            return Code::Usage;
+        }
+        if let Some(e) = cause.downcast_ref::<std::io::Error>()
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            return Code::Ok;
+        }
+    }
+    Code::WorkFailed
+}
+
+/// Prints the error as one line on stderr and gives the exit code.
+pub fn report(err: &anyhow::Error) -> ExitCode {
+    let code = code_of(err);
+    if code != Code::Ok {
+        let text = format!("{err:#}");
+        let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        eprintln!("hermes: {line}");
+    }
+    ExitCode::from(code as u8)
+}
+
+/// Quiet panics from redb (the ledger catches them and reports the file as damaged); one line
+/// for any other panic.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        if info.location().is_some_and(|l| l.file().contains("redb")) {
+            return;
+        }
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let payload: String = payload.split_whitespace().collect::<Vec<_>>().join(" ");
+        eprintln!("hermes: internal error: {payload}{at}");
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_errors_map_to_their_codes() {
+        let id = ledger::DelegationId::from_bits(1);
+        assert_eq!(
+            code_of(&anyhow::Error::new(LedgerError::DelegationNotFound(id))),
+            Code::NotFound
+        );
+        assert_eq!(
+            code_of(&anyhow::Error::new(LedgerError::ClaimLost(
+                ledger::ClaimToken(1)
+            ))),
+            Code::ClaimLost
+        );
+        assert_eq!(
+            code_of(&anyhow::Error::new(RegistryError::Ledger(
+                LedgerError::Damaged {
+                    path: "x".into(),
+                    reason: "y".into()
+                }
+            ))),
+            Code::LedgerUnavailable
+        );
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(
+            code_of(&anyhow::Error::new(pipe).context("writing")),
+            Code::Ok
+        );
+        assert_eq!(code_of(&fail(Code::SessionEnded, "x")), Code::SessionEnded);
+    }
+}

@@ -1,0 +1,127 @@
+//! Live progress of an inline unit on stderr: an indicatif line per child on a terminal, plain
+//! lines when a child starts or ends otherwise.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ledger::{ChildStatus, Timestamp};
+use registry::{ChildProgress, UnitProgress};
+use tokio::sync::watch;
+
+use crate::home::now;
+
+/// Follows `progress` until the unit ends.
+pub async fn show(mut progress: watch::Receiver<UnitProgress>, quiet: bool) {
+    if quiet {
+        return;
+    }
+    if std::io::stderr().is_terminal() {
+        bars(&mut progress).await;
+    } else {
+        plain(&mut progress).await;
+    }
+}
+
+fn done(p: &UnitProgress) -> bool {
+    p.status.is_terminal()
+}
+
+async fn plain(progress: &mut watch::Receiver<UnitProgress>) {
+    let mut seen: Vec<ChildStatus> = Vec::new();
+    loop {
+        let snapshot = progress.borrow_and_update().clone();
+        let total = snapshot.children.len();
+        seen.resize(total, ChildStatus::Pending);
+        for child in &snapshot.children {
+            let i = child.index as usize;
+            if seen.get(i) == Some(&child.status) {
+                continue;
+            }
+            seen[i] = child.status;
+            let goal = formatter::one_line(&child.goal, 60);
+            match child.status {
+                ChildStatus::Pending => {}
+                ChildStatus::Running => {
+                    eprintln!(
+                        "[{}] task {}/{total} started: {goal}",
+                        snapshot.delegation_id,
+                        i + 1
+                    );
+                }
+                status => eprintln!(
+                    "[{}] task {}/{total} {status} after {}: {goal}",
+                    snapshot.delegation_id,
+                    i + 1,
+                    elapsed(child)
+                ),
+            }
+        }
+        if done(&snapshot) || progress.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn bars(progress: &mut watch::Receiver<UnitProgress>) {
+    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template("{spinner} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let mut bars: Vec<ProgressBar> = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        let snapshot = progress.borrow().clone();
+        let total = snapshot.children.len();
+        while bars.len() < total {
+            let bar = multi.add(ProgressBar::new_spinner());
+            bar.set_style(style.clone());
+            bars.push(bar);
+        }
+        for (child, bar) in snapshot.children.iter().zip(&bars) {
+            bar.set_message(line(child, total));
+            if child.status.is_terminal() {
+                if !bar.is_finished() {
+                    bar.finish();
+                }
+            } else {
+                bar.tick();
+            }
+        }
+        if done(&snapshot) {
+            for bar in &bars {
+                bar.finish_and_clear();
+            }
+            let _ = multi.clear();
+            return;
+        }
+        tokio::select! {
+            changed = progress.changed() => if changed.is_err() { return },
+            _ = tick.tick() => {}
+        }
+    }
+}
+
+fn secs_since(t: Option<Timestamp>) -> u64 {
+    t.map_or(0, |t| now().ms_since(t) / 1000)
+}
+
+fn elapsed(child: &ChildProgress) -> String {
+    format!("{}s", secs_since(child.started_at))
+}
+
+fn line(child: &ChildProgress, total: usize) -> String {
+    let goal = formatter::one_line(&child.goal, 50);
+    let mut text = format!("task {}/{total} {goal} · {}", child.index + 1, child.status);
+    if child.started_at.is_some() {
+        let quiet = secs_since(child.progress.last_activity_at.or(child.started_at));
+        text.push_str(&format!(
+            " · {} · quiet {quiet}s · {} calls",
+            elapsed(child),
+            child.progress.api_calls
+        ));
+        if let Some(tool) = &child.progress.current_tool {
+            text.push_str(&format!(" · tool {}", formatter::one_line(tool, 30)));
+        }
+    }
+    text
+}
