@@ -197,6 +197,10 @@ impl Host {
             launches: watch::channel(0).0,
         });
         inner.call(move |l| l.register_host(&record)).await?;
+        // Queued units of this session whose earlier host went away are this host's now.
+        if let Some(session) = inner.options.session.clone() {
+            inner.call(move |l| l.adopt_units(&session, me)).await?;
+        }
         tokio::spawn(maintain(inner.clone()));
         Ok(Host { inner })
     }
@@ -322,6 +326,18 @@ impl Host {
         let mut ids: Vec<_> = self.inner.lock().running.keys().cloned().collect();
         ids.sort();
         ids
+    }
+
+    /// Whether nothing runs here and nothing waits in the queue for this host (a headless host
+    /// may exit after being idle for `host.idle_exit_seconds`).
+    pub async fn is_idle(&self) -> Result<bool, RegistryError> {
+        if !self.inner.lock().running.is_empty() {
+            return Ok(false);
+        }
+        let me = self.inner.me;
+        let listing = self.inner.call(|l| l.list(None, 0)).await?;
+        let mine = |u: &Delegation| u.host == Some(me);
+        Ok(!listing.queued.iter().any(mine) && !listing.running.iter().any(mine))
     }
 
     /// Interrupts units: queued ones are cancelled, running ones get SIGTERM to their process

@@ -10,6 +10,27 @@
 //! or a child wait, buffer a child's output without bound, signal a process group it cannot
 //! verify as its own, or know about terminals, clap or exit codes (that is the CLI's job). Time
 //! comes from a [`Clock`]; the ledger is the only state shared with other processes.
+//!
+//! An inline run (`hermes -z`, cron) in outline:
+//!
+//! ```no_run
+//! # async fn run(ledger: std::sync::Arc<ledger::Ledger>, spec: ledger::DispatchSpec) -> Result<(), registry::RegistryError> {
+//! use registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
+//! let config = Config::new(std::path::Path::new("/home/me/.hermes"));
+//! let options = HostOptions { kind: ledger::HostKind::Inline, session: None };
+//! let host = Host::start(ledger, config, std::sync::Arc::new(SystemClock), options).await?;
+//! let dispatched = host.dispatch(DispatchRequest::inline(spec, None)).await?;
+//! if let Some(mut progress) = dispatched.progress {
+//!     // Draw progress bars from `progress.borrow()` on each `progress.changed().await`.
+//! }
+//! let report = host.wait(&dispatched.delegation.id).await;
+//! host.shutdown("done").await;
+//! # Ok(()) }
+//! ```
+//!
+//! A background host (`hermes host --session S`, an interactive session) starts the same way
+//! with its kind and session, dispatches with [`DispatchRequest::background`], and picks up the
+//! units other processes record for it with [`record_dispatch`]; [`Host::shutdown`] stops it.
 
 pub mod capture;
 mod child;

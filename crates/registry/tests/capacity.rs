@@ -252,3 +252,54 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
         first.wait(id).await.expect("report");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_interrupts_running_units_cancels_queued_ones_and_unregisters() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut c = config(home.path());
+    c.max_concurrent_children = 1;
+    let options = HostOptions {
+        kind: HostKind::Headless,
+        session: Some(SessionId::new("down").expect("session")),
+    };
+    let ledger = open_ledger(home.path());
+    let host = Host::start(ledger.clone(), c, Arc::new(SystemClock), options)
+        .await
+        .expect("host starts");
+    assert!(host.is_idle().await.expect("reads"));
+    let session = SessionId::new("down").expect("session");
+    let running = host
+        .dispatch(DispatchRequest::background(
+            session.clone(),
+            spec(&[&["sleep", "1000"]]),
+        ))
+        .await
+        .expect("runs");
+    let queued = host
+        .dispatch(DispatchRequest::background(
+            session,
+            spec(&[&["sleep", "1000"]]),
+        ))
+        .await
+        .expect("queues");
+    assert_eq!(queued.delegation.status, UnitStatus::Queued);
+    assert!(!host.is_idle().await.expect("reads"));
+    host.shutdown("host_shutdown").await;
+    let status =
+        |id: &ledger::DelegationId| ledger.delegation(id).expect("read").expect("exists").status;
+    assert_eq!(status(&running.delegation.id), UnitStatus::Interrupted);
+    assert_eq!(status(&queued.delegation.id), UnitStatus::Cancelled);
+    let events = ledger.events(&running.delegation.id).expect("events");
+    let outcome = &events[0].payload.outcomes()[0];
+    assert_eq!(
+        outcome.detail,
+        ledger::ExitDetail::Interrupted {
+            reason: "host_shutdown".into()
+        }
+    );
+    assert_eq!(
+        ledger.host(host.process()).expect("reads"),
+        None,
+        "the host unregistered"
+    );
+}
