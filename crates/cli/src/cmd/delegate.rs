@@ -120,7 +120,7 @@ fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resu
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let log2 = log.try_clone().context("cannot share the host log")?;
     let mut child = Command::new(exe)
-        .args(["-v", "host", "--session", session.as_str()])
+        .args(["host", "--session", session.as_str(), "-v"])
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2))

@@ -1,0 +1,219 @@
+//! `hermes -z` and `hermes cron run`, and the error paths every command shares.
+
+mod common;
+
+use common::Hermes;
+
+#[test]
+fn oneshot_prints_the_result_block_and_leaves_nothing_pending() {
+    let h = Hermes::new();
+    let run = h.run(&[
+        "-z",
+        "--goal",
+        "say hello",
+        "--",
+        "sh",
+        "-c",
+        "echo hello from a child",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("[ASYNC DELEGATION COMPLETE — deleg_"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("hello from a child"));
+    assert!(run.stdout.contains("Original goal: say hello"));
+
+    let json = h.run(&["-z", "--json", "--", "echo", "json please"]).json();
+    assert_eq!(json["status"], "completed");
+    assert_eq!(json["tasks"][0]["result"], "json please\n");
+    assert_eq!(json["tasks"][0]["goal"], "echo json please");
+    assert_eq!(json["tasks"][0]["exit_code"], 0);
+    let id = json["delegation_id"].as_str().expect("id").to_owned();
+
+    let status = h.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(status["status"], "completed");
+    assert_eq!(status["channel"], "inline");
+    assert_eq!(status["tasks"][0]["delivery"]["state"], "delivered");
+    let list = h.json(&["delegation", "list", "--json"]);
+    assert_eq!(list["recent"].as_array().map(Vec::len), Some(2));
+    assert_eq!(list["running_count"], 0);
+    assert_eq!(list["max_concurrent_children"], 3);
+}
+
+#[test]
+fn a_batch_where_one_child_fails_exits_1_shows_both_and_leaves_nothing_pending() {
+    let h = Hermes::new();
+    let tasks = h.write(
+        "tasks.json",
+        r#"{"tasks":[{"goal":"good","command":["sh","-c","echo fine"]},{"goal":"bad","command":["sh","-c","echo broken >&2; exit 4"]}]}"#,
+    );
+    let run = h.run(&["-z", "--tasks", tasks.to_str().expect("path")]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stdout.contains("2 of 2 tasks"), "{}", run.stdout);
+    assert!(run.stdout.contains("fine"));
+    assert!(run.stdout.contains("broken"));
+    let last = run.stderr.lines().last().expect("an error line");
+    assert!(
+        last.starts_with("hermes: deleg_") && last.contains("partial"),
+        "{last}"
+    );
+
+    let list = h.json(&["delegation", "list", "--json"]);
+    let id = list["recent"][0]["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let status = h.json(&["delegation", "status", &id, "--json"]);
+    for event in status["events"].as_array().expect("events") {
+        assert_eq!(event["state"], "delivered", "{event}");
+    }
+    let json = h.run(&["-z", "--json", "--tasks", tasks.to_str().expect("path")]);
+    assert_eq!(json.code, 1);
+    let json = json.json();
+    assert_eq!(json["status"], "partial");
+    assert_eq!(json["tasks"][1]["status"], "failed");
+    assert_eq!(json["tasks"][1]["exit_code"], 4);
+}
+
+#[test]
+fn cron_ignores_the_ambient_session_and_never_leaks_into_it() {
+    let h = Hermes::new();
+    let env = [("HERMES_SESSION_ID", "victim"), ("HERMES_SESSION_KEY", "k")];
+    let run = h.run_env(
+        &["cron", "run", "--name", "nightly", "--", "sh", "-c", "echo secret; echo \"sid=${HERMES_SESSION_ID:-none} key=${HERMES_SESSION_KEY:-none} parent=${HERMES_PARENT_SESSION_ID:-none}\""],
+        &env,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("secret"));
+    assert!(
+        run.stdout.contains("sid=none key=none parent=none"),
+        "{}",
+        run.stdout
+    );
+    let drain = h.json(&["drain", "--session", "victim", "--json"]);
+    assert_eq!(drain["envelopes"].as_array().map(Vec::len), Some(0));
+    let drain = h.run_env(&["drain"], &env);
+    assert_eq!(drain.code, 0);
+    assert_eq!(drain.stdout, "");
+    let sessions = h.json(&["session", "list", "--json"]);
+    assert_eq!(
+        sessions["sessions"].as_array().map(Vec::len),
+        Some(0),
+        "{sessions}"
+    );
+}
+
+#[test]
+fn malformed_tasks_files_exit_2_naming_the_field() {
+    let h = Hermes::new();
+    let cases = [
+        (
+            r#"{"tasks":[{"goal":"a","command":["x"]},{"goal":"b","command":[]}]}"#,
+            "tasks[1].command",
+        ),
+        (r#"{"tasks":[]}"#, "tasks is empty"),
+        (
+            r#"{"tasks":[{"goal":"","command":["x"]}]}"#,
+            "tasks[0].goal",
+        ),
+        (
+            r#"{"tasks":[{"goal":"a","command":["x"],"extra":true}]}"#,
+            "unknown field `extra`",
+        ),
+    ];
+    for (text, field) in cases {
+        let path = h.write("bad.json", text);
+        let run = h.run(&["-z", "--tasks", path.to_str().expect("path")]);
+        run.assert_one_error_line(2);
+        assert!(
+            run.stderr.contains(field),
+            "{} should name {field}",
+            run.stderr
+        );
+    }
+    let run = h.run(&["-z"]);
+    run.assert_one_error_line(2);
+    let run = h.run(&["delegation", "frobnicate"]);
+    run.assert_one_error_line(2);
+}
+
+#[test]
+fn unknown_ids_exit_4_with_the_json_error() {
+    let h = Hermes::new();
+    let run = h.run(&["delegation", "status", "deleg_000000000000", "--json"]);
+    run.assert_one_error_line(4);
+    let json = run.json();
+    assert_eq!(json["error"], "not found");
+    assert_eq!(json["delegation_id"], "deleg_000000000000");
+    h.run(&["delegation", "status", "deleg_000000000000"])
+        .assert_one_error_line(4);
+    h.run(&["delegation", "log", "deleg_000000000000"])
+        .assert_one_error_line(4);
+    h.run(&["session", "end", "nobody"])
+        .assert_one_error_line(4);
+    h.run(&["delegation", "status", "nonsense"])
+        .assert_one_error_line(2);
+}
+
+#[test]
+fn a_damaged_ledger_exits_6_with_one_line() {
+    let h = Hermes::new();
+    h.write(
+        "ledger.redb",
+        &"garbage that is not a redb file\n".repeat(400),
+    );
+    for args in [
+        &["delegation", "list"][..],
+        &["session", "list", "--json"],
+        &["-z", "--", "echo", "x"],
+        &["drain", "--session", "s"],
+    ] {
+        let run = h.run(args);
+        run.assert_one_error_line(6);
+        assert!(run.stderr.contains("ledger"), "{}", run.stderr);
+    }
+}
+
+#[test]
+fn a_malformed_config_exits_2_naming_file_and_key() {
+    let h = Hermes::new();
+    h.write("config.toml", "[delegation]\nstall_idle_secs = 3\n");
+    let run = h.run(&["delegation", "list"]);
+    run.assert_one_error_line(2);
+    assert!(
+        run.stderr.contains("config.toml") && run.stderr.contains("delegation.stall_idle_secs"),
+        "{}",
+        run.stderr
+    );
+    h.write("config.toml", "[delegation]\nmax_concurrent_children = 7\n");
+    assert_eq!(
+        h.json(&["delegation", "list", "--json"])["max_concurrent_children"],
+        7
+    );
+    let run = h.run_env(
+        &["delegation", "list", "--json"],
+        &[("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "2")],
+    );
+    assert_eq!(run.json()["max_concurrent_children"], 2);
+}
+
+#[test]
+fn completions_and_log() {
+    let h = Hermes::new();
+    let run = h.run(&["completions", "bash"]);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.contains("hermes"));
+    let json = h
+        .run(&["-z", "--json", "--", "sh", "-c", "echo logged line"])
+        .json();
+    let id = json["delegation_id"].as_str().expect("id");
+    let log = h.run(&["delegation", "log", id]);
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("out | logged line"), "{}", log.stdout);
+    let follow = h.run(&["delegation", "log", id, "--task", "0", "--follow"]);
+    assert!(follow.stdout.contains("logged line"));
+    h.run(&["delegation", "log", id, "--task", "5"])
+        .assert_one_error_line(4);
+}

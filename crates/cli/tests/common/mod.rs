@@ -1,0 +1,148 @@
+//! Helpers for driving the real `hermes` binary: a temp home per test, short timings, and
+//! waiting on conditions with deadlines.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct Hermes {
+    pub home: tempfile::TempDir,
+}
+
+impl Hermes {
+    pub fn new() -> Hermes {
+        Hermes {
+            home: tempfile::tempdir().expect("temp home"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hermes"));
+        c.args(args)
+            .env("HERMES_HOME", self.home.path())
+            .env("HERMES_HOST_IDLE_EXIT_SECONDS", "3")
+            .env("HERMES_HOST_SWEEP_INTERVAL_MS", "100")
+            .env("HERMES_DELEGATION_KILL_GRACE_SECONDS", "1")
+            .env_remove("HERMES_SESSION_ID")
+            .env_remove("HERMES_SESSION_KEY")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.command(args).output().expect("hermes runs"))
+    }
+
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Run::from(c.output().expect("hermes runs"))
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let run = self.run(args);
+        assert_eq!(run.code, 0, "{args:?} failed: {}", run.stderr);
+        run.json()
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.home.path().join(name);
+        std::fs::write(&path, text).expect("write file");
+        path
+    }
+
+    /// Host pids recorded for sessions.
+    pub fn host_pids(&self) -> Vec<u64> {
+        let run = self.run(&["session", "list", "--json"]);
+        if run.code != 0 {
+            return Vec::new();
+        }
+        run.json()["sessions"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s["host_pid"].as_u64()).collect())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Hermes {
+    fn drop(&mut self) {
+        for pid in self.host_pids() {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+    }
+
+    /// A failure prints exactly one line on stderr, `hermes: …`.
+    pub fn assert_one_error_line(&self, code: i32) {
+        assert_eq!(
+            self.code, code,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "one stderr line expected: {:?}",
+            self.stderr
+        );
+        assert!(lines[0].starts_with("hermes: "), "{:?}", lines[0]);
+    }
+}
+
+/// Polls `f` until it gives a value or `limit` passes.
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether a process runs (not a zombie).
+pub fn process_alive(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z"),
+        Err(_) => false,
+    }
+}
