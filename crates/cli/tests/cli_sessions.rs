@@ -1,0 +1,260 @@
+//! `delegate`, the headless host, `drain`, `delivery`, sessions, and crash recovery.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{Hermes, process_alive, wait_for};
+use serde_json::Value;
+
+fn delegate(h: &Hermes, session: &str, script: &str) -> String {
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        session,
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json = run.json();
+    assert_eq!(json["mode"], "background");
+    assert_eq!(json["session"], session);
+    json["delegation_id"].as_str().expect("id").to_owned()
+}
+
+fn status(h: &Hermes, id: &str) -> Value {
+    h.json(&["delegation", "status", id, "--json"])
+}
+
+#[test]
+fn three_children_are_each_drained_exactly_once() {
+    let h = Hermes::new();
+    let ids = [
+        delegate(&h, "S", "echo first"),
+        delegate(&h, "S", "sleep 0.5; echo second"),
+        delegate(&h, "S", "sleep 1; echo third"),
+    ];
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    wait_for(Duration::from_secs(30), "three results", || {
+        let drain = h.json(&["drain", "--session", "S", "--json"]);
+        for env in drain["envelopes"].as_array().expect("envelopes") {
+            let id = env["delegation_id"].as_str().expect("id").to_owned();
+            assert_eq!(env["attempts"], 1);
+            assert!(env["claim"].is_null());
+            *seen.entry(id).or_default() += 1;
+        }
+        (seen.len() == 3).then_some(())
+    });
+    for id in &ids {
+        assert_eq!(seen.get(id), Some(&1), "{id} delivered once: {seen:?}");
+        let s = status(&h, id);
+        assert_eq!(s["tasks"][0]["delivery"]["state"], "delivered");
+    }
+    // Later drains find nothing, text and JSON.
+    let again = h.run(&["drain", "--session", "S"]);
+    assert_eq!((again.code, again.stdout.as_str()), (0, ""));
+    let list = h.json(&["delegation", "list", "--session", "S", "--json"]);
+    assert_eq!(list["recent"].as_array().map(Vec::len), Some(3));
+    let text = h.run(&["delegation", "list"]);
+    assert!(text.stdout.contains(&ids[0]));
+    let sessions = h.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"][0]["id"], "S");
+    assert_eq!(sessions["sessions"][0]["state"], "active");
+    assert_eq!(sessions["sessions"][0]["pending"], 0);
+}
+
+#[test]
+fn a_held_claim_that_is_never_settled_is_offered_again_and_the_old_token_is_fenced() {
+    let h = Hermes::new();
+    let id = delegate(&h, "S", "echo held");
+    wait_for(Duration::from_secs(20), "the child to finish", || {
+        (status(&h, &id)["tasks"][0]["delivery"]["state"] == "pending").then_some(())
+    });
+    let held = h.json(&[
+        "drain",
+        "--session",
+        "S",
+        "--hold",
+        "--lease",
+        "1",
+        "--json",
+        "--consumer",
+        "hook",
+    ]);
+    let env = &held["envelopes"][0];
+    assert_eq!(env["attempts"], 1);
+    assert!(env["text"].as_str().expect("text").contains("held"));
+    let old = env["claim"].as_str().expect("a claim token").to_owned();
+    assert_eq!(status(&h, &id)["tasks"][0]["delivery"]["consumer"], "hook");
+    // While the lease lives, another drain gets nothing and is told when to look again.
+    let blocked = h.json(&["drain", "--session", "S", "--json"]);
+    assert_eq!(blocked["envelopes"].as_array().map(Vec::len), Some(0));
+    assert_eq!(blocked["deferred"][0]["delegation_id"], id.as_str());
+    // After the lease ran out, it is offered again with attempts 2.
+    let again = wait_for(Duration::from_secs(10), "the lease to expire", || {
+        let d = h.json(&["drain", "--session", "S", "--hold", "--json"]);
+        (!d["envelopes"].as_array().expect("envelopes").is_empty()).then_some(d)
+    });
+    assert_eq!(again["envelopes"][0]["attempts"], 2);
+    let new = again["envelopes"][0]["claim"]
+        .as_str()
+        .expect("claim")
+        .to_owned();
+    h.run(&["delivery", "ack", &old]).assert_one_error_line(3);
+    let renewed = h.run(&["delivery", "renew", &new, "--lease", "60"]);
+    assert_eq!(renewed.code, 0, "{}", renewed.stderr);
+    let acked = h.json(&["delivery", "ack", &new, "--json"]);
+    assert_eq!(acked["transitions"][0]["to"], "delivered");
+    h.run(&["delivery", "release", &new])
+        .assert_one_error_line(3);
+    h.run(&["delivery", "ack", "not-a-token"])
+        .assert_one_error_line(2);
+}
+
+#[test]
+fn release_defer_and_drop_settle_a_held_claim() {
+    let h = Hermes::new();
+    let id = delegate(&h, "S", "echo settle me");
+    wait_for(Duration::from_secs(20), "the child to finish", || {
+        (status(&h, &id)["tasks"][0]["delivery"]["state"] == "pending").then_some(())
+    });
+    let claim = |h: &Hermes| {
+        let d = h.json(&["drain", "--session", "S", "--hold", "--json"]);
+        d["envelopes"][0]["claim"]
+            .as_str()
+            .expect("claim")
+            .to_owned()
+    };
+    let t = claim(&h);
+    assert_eq!(
+        h.json(&["delivery", "defer", &t, "--json"])["transitions"][0]["to"],
+        "pending"
+    );
+    let t = claim(&h);
+    assert_eq!(
+        h.json(&["delivery", "release", &t, "--json"])["transitions"][0]["to"],
+        "pending"
+    );
+    let t = claim(&h);
+    let text = h.run(&["delivery", "drop", &t, "--reason", "not_needed"]);
+    assert!(
+        text.stdout.contains("dropped (not_needed)"),
+        "{}",
+        text.stdout
+    );
+    assert_eq!(
+        status(&h, &id)["tasks"][0]["delivery"]["drop_reason"],
+        "not_needed"
+    );
+    assert_eq!(status(&h, &id)["tasks"][0]["delivery"]["attempts"], 2);
+}
+
+#[test]
+fn delegate_needs_a_session_and_ended_sessions_refuse() {
+    let h = Hermes::new();
+    let run = h.run(&["delegate", "--", "echo", "x"]);
+    run.assert_one_error_line(2);
+    assert!(run.stderr.contains("-z"), "{}", run.stderr);
+    let run = h.run_env(
+        &["delegate", "--json", "--", "echo", "from env"],
+        &[("HERMES_SESSION_ID", "E")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["session"], "E");
+    let run = h.run(&["session", "end", "E"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("session E ended"));
+    h.run(&["delegate", "--session", "E", "--", "echo", "late"])
+        .assert_one_error_line(5);
+    h.run(&["drain", "--session", "E"]).assert_one_error_line(5);
+    let sessions = h.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"][0]["state"], "ended");
+    let text = h.run(&["session", "list"]);
+    assert!(text.stdout.contains("ended"));
+    // A session nobody has used is not an error to drain.
+    let empty = h.json(&["drain", "--session", "never-seen", "--json"]);
+    assert_eq!(empty["envelopes"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn stop_interrupts_a_running_delegation() {
+    let h = Hermes::new();
+    let id = delegate(&h, "S", "sleep 30");
+    wait_for(Duration::from_secs(20), "the child to run", || {
+        (status(&h, &id)["tasks"][0]["status"] == "running").then_some(())
+    });
+    let run = h.run(&["delegation", "stop", &id, "--reason", "enough"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    wait_for(Duration::from_secs(20), "the interrupt", || {
+        (status(&h, &id)["status"] == "interrupted").then_some(())
+    });
+    let drain = h.run(&["drain", "--session", "S"]);
+    assert!(drain.stdout.contains("interrupted"), "{}", drain.stdout);
+    h.run(&["delegation", "stop", "deleg_000000000000"])
+        .assert_one_error_line(4);
+}
+
+#[test]
+fn a_killed_host_leaves_unknown_results_with_tails_and_no_survivors() {
+    let h = Hermes::new();
+    let tasks = h.write(
+        "tasks.json",
+        r#"{"tasks":[{"goal":"a","command":["sh","-c","echo started a; exec sleep 60"]},{"goal":"b","command":["sh","-c","echo started b; exec sleep 60"]}]}"#,
+    );
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "K",
+        "--json",
+        "--tasks",
+        tasks.to_str().expect("path"),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let pids: Vec<u64> = wait_for(Duration::from_secs(20), "both children to run", || {
+        let s = status(&h, &id);
+        let pids: Vec<u64> = s["tasks"]
+            .as_array()?
+            .iter()
+            .filter(|t| t["status"] == "running")
+            .filter_map(|t| t["pid"].as_u64())
+            .collect();
+        (pids.len() == 2).then_some(pids)
+    });
+    // Let the transcripts get their first lines.
+    wait_for(Duration::from_secs(10), "transcripts", || {
+        let s = status(&h, &id);
+        let all = s["tasks"].as_array()?.iter().all(|t| {
+            t["transcript"]
+                .as_str()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .is_some_and(|text| text.contains("started"))
+        });
+        all.then_some(())
+    });
+    let host = h.host_pids();
+    assert_eq!(host.len(), 1);
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &host[0].to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let s = wait_for(Duration::from_secs(30), "recovery", || {
+        let s = status(&h, &id);
+        (s["status"] == "unknown").then_some(s)
+    });
+    for task in s["tasks"].as_array().expect("tasks") {
+        assert_eq!(task["status"], "unknown", "{task}");
+        let tail = task["transcript_tail"].as_str().expect("a transcript tail");
+        assert!(tail.contains("started"), "{tail}");
+    }
+    wait_for(Duration::from_secs(10), "children to die", || {
+        pids.iter().all(|p| !process_alive(*p)).then_some(())
+    });
+    let drain = h.run(&["drain", "--session", "K"]);
+    assert!(drain.stdout.contains("unknown"), "{}", drain.stdout);
+}
