@@ -1,0 +1,87 @@
+//! Builders for the unit tests' ledger values.
+
+use ledger::{
+    Channel, ChildOutcome, ChildStatus, ClaimToken, Delegation, DelegationId, DeliveryMode,
+    DispatchSpec, Event, EventKey, EventPayload, EventState, ExitDetail, Lease, Role, SessionId,
+    Timestamp, UnitStatus,
+};
+
+pub(crate) fn sid(id: &str) -> SessionId {
+    SessionId::new(id).expect("valid session id")
+}
+
+pub(crate) fn unit_id(bits: u64) -> DelegationId {
+    DelegationId::from_bits(bits)
+}
+
+pub(crate) fn delegation(bits: u64, session: &str, delivery: DeliveryMode) -> Delegation {
+    Delegation {
+        id: unit_id(bits),
+        session: Some(sid(session)),
+        channel: Channel::Background,
+        spec: DispatchSpec {
+            goal: "goal".into(),
+            context: None,
+            toolsets: Vec::new(),
+            role: Role::Leaf,
+            model: None,
+            delivery,
+            timeout_ms: None,
+            cwd: None,
+            group: None,
+            tasks: Vec::new(),
+        },
+        status: UnitStatus::Running,
+        dispatched_at: Timestamp(0),
+        started_at: None,
+        ended_at: None,
+        host: None,
+        queue_seq: None,
+        interrupt: None,
+        transcript_dir: None,
+    }
+}
+
+pub(crate) fn event(bits: u64, n: u32, session: &str, delivery: DeliveryMode) -> Event {
+    Event {
+        delegation_id: unit_id(bits),
+        key: EventKey::Task(n),
+        session: Some(sid(session)),
+        delivery,
+        payload: EventPayload::Task(ChildOutcome {
+            index: n,
+            goal: format!("task {n}"),
+            status: ChildStatus::Completed,
+            exit_code: Some(0),
+            signal: None,
+            started_at: None,
+            ended_at: Timestamp(0),
+            api_calls: 0,
+            result: String::new(),
+            stderr_tail: None,
+            transcript_tail: None,
+            transcript: String::new(),
+            detail: ExitDetail::None,
+        }),
+        state: EventState::Pending,
+        attempts: 0,
+        lease: None,
+        published_at: Timestamp(u64::from(n)),
+        delivered_at: None,
+        dropped_at: None,
+        drop_reason: None,
+    }
+}
+
+/// `event` as claimed under `token` until `expires_at`.
+pub(crate) fn leased(mut event: Event, token: u128, expires_at: u64) -> Event {
+    event.state = EventState::Claimed;
+    event.attempts = 1;
+    event.lease = Some(Lease {
+        token: ClaimToken(token),
+        consumer: "other".into(),
+        claimed_at: Timestamp(0),
+        expires_at: Timestamp(expires_at),
+    });
+    event
+}
