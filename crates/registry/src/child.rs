@@ -384,7 +384,7 @@ impl RunningChild {
         let mut interrupt_open = true;
         loop {
             let now = self.ctx.clock.now();
-            let mut wake = now.plus_ms(sweep_ms);
+            let mut wake = next_sweep(now, sweep_ms);
             if ending.is_none() {
                 let (found, next) = self.check(&mut tracker, timeout_at, &interrupt, now);
                 wake = wake.min(next);
@@ -609,6 +609,14 @@ async fn drain(readers: &mut [JoinHandle<()>], leader: ProcessId, config: &Confi
     }
 }
 
+/// The next sweep after `now`. Sweeps fall on multiples of the interval, so every child of a
+/// host wakes at the same moment and the runtime handles them in one burst; deadlines between two
+/// sweeps (a stall threshold, a timeout, the end of a grace period) are woken for on their own.
+pub(crate) fn next_sweep(now: Timestamp, sweep_ms: u64) -> Timestamp {
+    let sweep_ms = sweep_ms.max(1);
+    Timestamp((now.0 / sweep_ms + 1).saturating_mul(sweep_ms))
+}
+
 async fn join_within(readers: &mut [JoinHandle<()>], limit: Duration) -> bool {
     let all = async {
         for reader in readers.iter_mut() {
@@ -664,5 +672,62 @@ pub(crate) fn exit_reason(outcome: &ChildOutcome) -> String {
         (ExitDetail::None, Some(code), _) => format!("exit {code}"),
         (ExitDetail::None, None, Some(signal)) => format!("signal {signal}"),
         (detail, _, _) => describe(detail),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweeps_fall_on_multiples_of_the_interval() {
+        assert_eq!(next_sweep(Timestamp(10_250), 1_000), Timestamp(11_000));
+        assert_eq!(next_sweep(Timestamp(11_000), 1_000), Timestamp(12_000));
+        assert_eq!(next_sweep(Timestamp(7), 0), Timestamp(8));
+    }
+
+    #[test]
+    fn exit_reasons_read_as_words() {
+        let outcome =
+            |detail: ExitDetail, exit_code: Option<i32>, signal: Option<i32>| ChildOutcome {
+                index: 0,
+                goal: String::new(),
+                status: ChildStatus::Failed,
+                exit_code,
+                signal,
+                started_at: None,
+                ended_at: Timestamp(0),
+                api_calls: 0,
+                result: String::new(),
+                stderr_tail: None,
+                transcript_tail: None,
+                transcript: String::new(),
+                detail,
+            };
+        assert_eq!(
+            exit_reason(&outcome(ExitDetail::None, Some(2), None)),
+            "exit 2"
+        );
+        assert_eq!(
+            exit_reason(&outcome(ExitDetail::None, None, Some(9))),
+            "signal 9"
+        );
+        let stalled = ExitDetail::Stalled {
+            stalled_after_quiet_seconds: 451.0,
+            stall_threshold_seconds: 450.0,
+            stall_phase: ledger::StallPhase::Idle,
+            stall_grace_seconds: 120.0,
+        };
+        assert_eq!(
+            exit_reason(&outcome(stalled, None, Some(15))),
+            "stalled: quiet for 451.0 s (idle threshold 450 s)"
+        );
+        let spawn = ExitDetail::SpawnError {
+            reason: "nope".into(),
+        };
+        assert_eq!(
+            exit_reason(&outcome(spawn, None, None)),
+            "could not start: nope"
+        );
     }
 }

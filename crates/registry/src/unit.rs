@@ -111,7 +111,13 @@ pub(crate) async fn run(
     let mut running: JoinSet<(ChildOutcome, Option<ledger::FinishChild>)> = JoinSet::new();
     let mut next = 0u32;
     let mut interrupt_open = true;
-    let mut tick = tokio::time::interval(host.ctx.config.sweep_interval);
+    let sweep = host.ctx.config.sweep_interval;
+    let first = child::next_sweep(host.ctx.clock.now(), crate::config::millis(sweep))
+        .ms_since(host.ctx.clock.now());
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + std::time::Duration::from_millis(first),
+        sweep,
+    );
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     loop {
