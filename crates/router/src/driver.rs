@@ -734,6 +734,12 @@ impl KeepAlive {
         self.token
     }
 
+    /// Whether the heartbeat thread has ended by itself (renewing failed; [`KeepAlive::stop`]
+    /// says why).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// Stops renewing; how many renewals were made, or why renewing failed (a lost claim means
     /// another consumer took the events: do not ack).
     pub fn stop(mut self) -> Result<u32, RouterError> {
