@@ -123,13 +123,14 @@ async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
 }
 
 /// The second process of the cross-process test: dispatches two units into the shared home
-/// and prints, as JSON lines, how each was admitted and when it started.
+/// and prints, as JSON lines, how each was admitted and when it started. Run on its own (no
+/// shared home given), it checks the same two units on a fresh home, where both must start at
+/// once and complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn second_process_role() {
-    let Some(home) = std::env::var_os(ROLE) else {
-        return;
-    };
-    let home = Path::new(&home);
+    let fresh = tempfile::tempdir().expect("tempdir");
+    let shared = std::env::var_os(ROLE);
+    let home = shared.as_deref().map_or(fresh.path(), Path::new);
     let host = host(home, "second").await;
     let session = SessionId::new("second").expect("session");
     let mut ids = Vec::new();
@@ -142,11 +143,19 @@ async fn second_process_role() {
             .await
             .expect("dispatches");
         println!("ADMITTED {} {:?}", d.delegation.id, d.delegation.status);
+        if shared.is_none() {
+            assert_eq!(
+                d.delegation.status,
+                ledger::UnitStatus::Running,
+                "a fresh home has free slots"
+            );
+        }
         ids.push(d.delegation.id);
     }
     for id in &ids {
         let report = host.wait(id).await.expect("report");
         println!("ENDED {} {:?}", id, report.status);
+        assert_eq!(report.status, ledger::UnitStatus::Completed);
     }
     host.shutdown("test_done").await;
 }
