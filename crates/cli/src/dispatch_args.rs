@@ -64,7 +64,7 @@ pub fn spec(args: &DispatchArgs) -> anyhow::Result<DispatchSpec> {
                 format!("--timeout {t} must be a non-negative number of seconds"),
             ));
         }
-        Some(t) if t == 0.0 => None,
+        Some(0.0) => None,
         Some(t) => Some((t * 1000.0).round() as u64),
         None => None,
     };

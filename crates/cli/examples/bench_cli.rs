@@ -1,0 +1,255 @@
+//! Whole-process wall time of the release `hermes` binary (SPEC issue 6, "Measure"). Prints one
+//! JSON object on stdout. Run with `cargo run --release -p cli --example bench_cli` (what
+//! `cargo xtask bench` does).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use ledger::{
+    Capacity, Channel, ChildOutcome, ChildStatus, DeliveryMode, DispatchSpec, ExitDetail, Ledger,
+    LedgerConfig, NewDelegation, Role, TaskSpec, Timestamp,
+};
+use serde_json::{Value, json};
+
+fn main() -> Result<()> {
+    let exe = release_binary()?;
+    let home = tempfile::tempdir().context("temp home")?;
+    let h = Bench {
+        exe,
+        home: home.path().to_owned(),
+    };
+    let mut figures = serde_json::Map::new();
+
+    // A session with a running host.
+    h.ok(&["delegate", "--session", "B", "--", "true"])?;
+    wait(|| Ok(h.pending("B")? == 1))?;
+    h.ok(&["drain", "--session", "B"])?;
+    figures.insert(
+        "drain_empty_ms_p50".into(),
+        p50(30, || h.timed(&["drain", "--session", "B"]))?,
+    );
+    figures.insert(
+        "delegate_dispatch_ms_p50".into(),
+        p50(20, || {
+            h.timed(&["delegate", "--session", "B", "--", "true"])
+        })?,
+    );
+    wait(|| Ok(h.pending("B")? == 20))?;
+    h.ok(&["drain", "--session", "B"])?;
+    for n in [1usize, 8] {
+        let mut samples = Vec::new();
+        for _ in 0..if n == 1 { 15 } else { 8 } {
+            for _ in 0..n {
+                h.ok(&["delegate", "--session", "B", "--", "true"])?;
+            }
+            wait(|| Ok(h.pending("B")? == n))?;
+            samples.push(h.timed(&["drain", "--session", "B"])?);
+            if h.pending("B")? != 0 {
+                bail!("drain left events pending");
+            }
+        }
+        figures.insert(format!("drain_{n}_ready_ms_p50"), median(samples));
+    }
+
+    // Listing and status against 100 and then 10,000 delegations.
+    let mut last = None;
+    for total in [100usize, 10_000] {
+        last = Some(seed(&h.home.join("ledger.redb"), total)?);
+        figures.insert(
+            format!("list_json_ms_{total}"),
+            p50(10, || h.timed(&["delegation", "list", "--json"]))?,
+        );
+    }
+    let id = last.context("seeded")?;
+    figures.insert(
+        "status_ms_10000".into(),
+        p50(10, || h.timed(&["delegation", "status", &id, "--json"]))?,
+    );
+    println!("{}", Value::Object(figures));
+    Ok(())
+}
+
+struct Bench {
+    exe: PathBuf,
+    home: PathBuf,
+}
+
+impl Bench {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.args(args)
+            .env("HERMES_HOME", &self.home)
+            .env("HERMES_HOST_SWEEP_INTERVAL_MS", "50")
+            .env("HERMES_HOST_IDLE_EXIT_SECONDS", "600")
+            .env("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "16")
+            .env_remove("HERMES_SESSION_ID")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn ok(&self, args: &[&str]) -> Result<Vec<u8>> {
+        let out = self.command(args).output().context("running hermes")?;
+        if !out.status.success() {
+            bail!(
+                "hermes {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(out.stdout)
+    }
+
+    fn timed(&self, args: &[&str]) -> Result<f64> {
+        let start = Instant::now();
+        self.ok(args)?;
+        Ok(start.elapsed().as_secs_f64() * 1000.0)
+    }
+
+    fn pending(&self, session: &str) -> Result<usize> {
+        let out: Value = serde_json::from_slice(&self.ok(&["session", "list", "--json"])?)?;
+        Ok(out["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["id"] == session)
+            .filter_map(|s| s["pending"].as_u64())
+            .sum::<u64>() as usize)
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        let _ = self.ok(&["session", "end", "B"]);
+        if let Ok(out) = self.ok(&["session", "list", "--json"])
+            && let Ok(v) = serde_json::from_slice::<Value>(&out)
+        {
+            for pid in v["sessions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["host_pid"].as_u64())
+            {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
+        }
+    }
+}
+
+fn release_binary() -> Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let exe = target.join("release").join("hermes");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "cli", "--bin", "hermes"])
+        .stdout(Stdio::null())
+        .status()
+        .context("cargo build")?;
+    if !status.success() || !exe.exists() {
+        bail!("cannot build {}", exe.display());
+    }
+    Ok(exe)
+}
+
+/// Adds finished inline delegations until the ledger holds `total`; returns the last id.
+fn seed(path: &Path, total: usize) -> Result<String> {
+    let ledger = Ledger::open(path, LedgerConfig::default())?;
+    let existing = ledger.list(None, usize::MAX)?.recent.len();
+    let now = Timestamp(u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?);
+    let mut last = String::new();
+    for i in existing..total {
+        let task = TaskSpec {
+            goal: format!("seeded {i}"),
+            command: vec!["true".into()],
+            context: None,
+            toolsets: Vec::new(),
+            role: Role::Leaf,
+            model: None,
+        };
+        let spec = DispatchSpec {
+            goal: task.goal.clone(),
+            context: None,
+            toolsets: Vec::new(),
+            role: Role::Leaf,
+            model: None,
+            delivery: DeliveryMode::AfterTurn,
+            timeout_ms: None,
+            cwd: None,
+            group: None,
+            tasks: vec![task],
+        };
+        let admitted = ledger.dispatch(
+            NewDelegation {
+                session: None,
+                channel: Channel::Inline,
+                spec,
+                host: None,
+                transcript_root: None,
+            },
+            Capacity {
+                max_running: 3,
+                max_queued: 100,
+            },
+            now,
+        )?;
+        let id = admitted.delegation.id;
+        ledger.finish_child(
+            &id,
+            ChildOutcome {
+                index: 0,
+                goal: format!("seeded {i}"),
+                status: ChildStatus::Completed,
+                exit_code: Some(0),
+                signal: None,
+                started_at: Some(now),
+                ended_at: now,
+                api_calls: 0,
+                result: "ok\n".into(),
+                stderr_tail: None,
+                transcript_tail: None,
+                transcript: String::new(),
+                detail: ExitDetail::None,
+            },
+            now,
+        )?;
+        last = id.to_string();
+    }
+    if last.is_empty() {
+        last = ledger
+            .list(None, 1)?
+            .recent
+            .first()
+            .map(|u| u.id.to_string())
+            .context("no delegation")?;
+    }
+    Ok(last)
+}
+
+fn wait(mut done: impl FnMut() -> Result<bool>) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done()? {
+        if Instant::now() > deadline {
+            bail!("timed out");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn p50(n: usize, mut f: impl FnMut() -> Result<f64>) -> Result<Value> {
+    let samples = (0..n).map(|_| f()).collect::<Result<Vec<_>>>()?;
+    Ok(median(samples))
+}
+
+fn median(mut samples: Vec<f64>) -> Value {
+    samples.sort_by(f64::total_cmp);
+    let m = samples.get(samples.len() / 2).copied().unwrap_or(0.0);
+    json!((m * 100.0).round() / 100.0)
+}
