@@ -168,85 +168,115 @@ impl Ledger {
     /// replaces any old one, fencing its holder out. An event whose attempts are used up is
     /// dropped (`attempts_exhausted`) instead of claimed, and refused as terminal.
     pub fn claim(&self, request: &ClaimRequest, now: Timestamp) -> Result<ClaimOutcome> {
-        let keys: BTreeSet<EventRef> = request.keys.iter().cloned().collect();
-        if keys.is_empty() {
+        let mut outcomes = self.claim_many(std::slice::from_ref(request), now)?;
+        outcomes
+            .pop()
+            .ok_or_else(|| LedgerError::Invalid("no claim outcome".into()))
+    }
+
+    /// Several independent claims (each all-or-none on its own keys) in one transaction: one
+    /// durable commit for a whole boundary's envelopes.
+    pub fn claim_many(
+        &self,
+        requests: &[ClaimRequest],
+        now: Timestamp,
+    ) -> Result<Vec<ClaimOutcome>> {
+        if requests.iter().any(|r| r.keys.is_empty()) {
             return Err(LedgerError::Invalid(
                 "a claim needs at least one key".into(),
             ));
         }
         self.write_then(|w| {
-            let mut refused = Vec::new();
-            let mut claimable = Vec::new();
+            let mut outcomes = Vec::with_capacity(requests.len());
             let mut changed = false;
-            for key in &keys {
-                let Some(mut event) = w.event(key)? else {
-                    refused.push((key.clone(), Refusal::Missing));
-                    continue;
-                };
-                if event.state.is_terminal() {
-                    refused.push((key.clone(), Refusal::Terminal(event.state)));
-                } else if request.session.is_some() && event.session != request.session {
-                    refused.push((key.clone(), Refusal::NotOwned));
-                } else if let Some(lease) = event.lease.as_ref().filter(|l| l.expires_at > now) {
-                    refused.push((
-                        key.clone(),
-                        Refusal::LiveClaim {
-                            expires_at: lease.expires_at,
-                        },
-                    ));
-                } else if event.attempts >= self.config.max_attempts {
-                    if let Some(lease) = event.lease.take() {
-                        w.remove_claim(lease.token)?;
-                    }
-                    drop_event(&mut event, DropReason::AttemptsExhausted, now);
-                    w.put_event(&event)?;
-                    changed = true;
-                    refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
-                } else {
-                    claimable.push(event);
-                }
+            for request in requests {
+                let (outcome, wrote) = self.claim_in(w, request, now)?;
+                changed |= wrote;
+                outcomes.push(outcome);
             }
-            if !refused.is_empty() {
-                return Ok((ClaimOutcome::Refused(refused), changed));
-            }
-            let token = loop {
-                let token = self.next_token();
-                if w.claim_record(token)?.is_none() {
-                    break token;
-                }
+            Ok((outcomes, changed))
+        })
+    }
+
+    /// One claim inside `w`; also says whether it wrote anything.
+    fn claim_in(
+        &self,
+        w: &Writer<'_>,
+        request: &ClaimRequest,
+        now: Timestamp,
+    ) -> Result<(ClaimOutcome, bool)> {
+        let keys: BTreeSet<EventRef> = request.keys.iter().cloned().collect();
+        let mut refused = Vec::new();
+        let mut claimable = Vec::new();
+        let mut changed = false;
+        for key in &keys {
+            let Some(mut event) = w.event(key)? else {
+                refused.push((key.clone(), Refusal::Missing));
+                continue;
             };
-            let expires_at = now.plus_ms(request.lease_ms);
-            for event in &mut claimable {
-                if let Some(old) = event.lease.take() {
-                    // The old holder is fenced out: its token no longer holds every key.
-                    w.remove_claim(old.token)?;
+            if event.state.is_terminal() {
+                refused.push((key.clone(), Refusal::Terminal(event.state)));
+            } else if request.session.is_some() && event.session != request.session {
+                refused.push((key.clone(), Refusal::NotOwned));
+            } else if let Some(lease) = event.lease.as_ref().filter(|l| l.expires_at > now) {
+                refused.push((
+                    key.clone(),
+                    Refusal::LiveClaim {
+                        expires_at: lease.expires_at,
+                    },
+                ));
+            } else if event.attempts >= self.config.max_attempts {
+                if let Some(lease) = event.lease.take() {
+                    w.remove_claim(lease.token)?;
                 }
-                event.state = EventState::Claimed;
-                event.attempts += 1;
-                event.lease = Some(Lease {
-                    token,
-                    consumer: request.consumer.clone(),
-                    claimed_at: now,
-                    expires_at,
-                });
-                w.put_event(event)?;
+                drop_event(&mut event, DropReason::AttemptsExhausted, now);
+                w.put_event(&event)?;
+                changed = true;
+                refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
+            } else {
+                claimable.push(event);
             }
-            w.put_claim(&ClaimRecord {
+        }
+        if !refused.is_empty() {
+            return Ok((ClaimOutcome::Refused(refused), changed));
+        }
+        let token = loop {
+            let token = self.next_token();
+            if w.claim_record(token)?.is_none() {
+                break token;
+            }
+        };
+        let expires_at = now.plus_ms(request.lease_ms);
+        for event in &mut claimable {
+            if let Some(old) = event.lease.take() {
+                // The old holder is fenced out: its token no longer holds every key.
+                w.remove_claim(old.token)?;
+            }
+            event.state = EventState::Claimed;
+            event.attempts += 1;
+            event.lease = Some(Lease {
                 token,
-                keys: keys.iter().cloned().collect(),
                 consumer: request.consumer.clone(),
                 claimed_at: now,
                 expires_at,
-            })?;
-            Ok((
-                ClaimOutcome::Claimed(Claim {
-                    token,
-                    expires_at,
-                    events: claimable,
-                }),
-                true,
-            ))
-        })
+            });
+            w.put_event(event)?;
+        }
+        w.put_claim(&ClaimRecord {
+            token,
+            keys: keys.iter().cloned().collect(),
+            consumer: request.consumer.clone(),
+            claimed_at: now,
+            expires_at,
+        })?;
+        Ok((
+            ClaimOutcome::Claimed(Claim {
+                token,
+                expires_at,
+                events: claimable,
+            }),
+            true,
+        ))
     }
 
     /// The claim a token names, if it is still recorded.
@@ -346,20 +376,54 @@ impl Ledger {
         token: ClaimToken,
         mut change: impl FnMut(&mut Event),
     ) -> Result<Vec<Transition>> {
+        self.write(|w| settle_in(w, token, &mut change))
+    }
+
+    /// Acks several claims in one transaction (one durable commit for a whole boundary). Each
+    /// token is settled on its own: a lost one gives `Err(ClaimLost)` in its slot and the others
+    /// are still acked.
+    pub fn ack_many(
+        &self,
+        tokens: &[ClaimToken],
+        now: Timestamp,
+    ) -> Result<Vec<Result<Vec<Transition>>>> {
         self.write(|w| {
-            let (_, events) = held(w, token)?;
-            let mut transitions = Vec::new();
-            for mut event in events {
-                let from = event.state;
-                event.lease = None;
-                change(&mut event);
-                w.put_event(&event)?;
-                transitions.push(transition(&event, from));
+            let mut results = Vec::with_capacity(tokens.len());
+            for token in tokens {
+                let result = settle_in(w, *token, &mut |event: &mut Event| {
+                    event.state = EventState::Delivered;
+                    event.delivered_at = Some(now);
+                });
+                match result {
+                    Err(LedgerError::ClaimLost(lost)) => {
+                        results.push(Err(LedgerError::ClaimLost(lost)))
+                    }
+                    other => results.push(Ok(other?)),
+                }
             }
-            w.remove_claim(token)?;
-            Ok(transitions)
+            Ok(results)
         })
     }
+}
+
+/// Applies `change` to every key `token` still holds inside `w`, or fails with `ClaimLost`
+/// before writing anything.
+fn settle_in(
+    w: &Writer<'_>,
+    token: ClaimToken,
+    change: &mut dyn FnMut(&mut Event),
+) -> Result<Vec<Transition>> {
+    let (_, events) = held(w, token)?;
+    let mut transitions = Vec::new();
+    for mut event in events {
+        let from = event.state;
+        event.lease = None;
+        change(&mut event);
+        w.put_event(&event)?;
+        transitions.push(transition(&event, from));
+    }
+    w.remove_claim(token)?;
+    Ok(transitions)
 }
 
 fn transition(event: &Event, from: EventState) -> Transition {

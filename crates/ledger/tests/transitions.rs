@@ -606,3 +606,48 @@ fn at_most_one_live_host_per_session() {
         HostClaim::Acquired
     );
 }
+
+#[test]
+fn many_claims_and_acks_share_one_transaction_but_stay_independent() {
+    let f = fixture();
+    let a = unit(&f.ledger, 2);
+    let b = unit(&f.ledger, 1);
+    for i in 0..2 {
+        finish(&f.ledger, &a, i, T0);
+    }
+    finish(&f.ledger, &b, 0, T0);
+    let held = claimed(claim(&f.ledger, &[key(&b, 0)], 60_000, T0));
+    let request = |keys: Vec<EventRef>| ClaimRequest {
+        keys,
+        consumer: "many".into(),
+        session: Some(session()),
+        lease_ms: 1_000,
+    };
+    let outcomes = f
+        .ledger
+        .claim_many(
+            &[
+                request(vec![key(&a, 0), key(&a, 1)]),
+                request(vec![key(&b, 0)]),
+            ],
+            T0,
+        )
+        .unwrap();
+    let first = match &outcomes[0] {
+        ClaimOutcome::Claimed(c) => c.token,
+        other => panic!("the free envelope is claimed: {other:?}"),
+    };
+    assert!(
+        matches!(&outcomes[1], ClaimOutcome::Refused(why) if matches!(why[0].1, Refusal::LiveClaim { .. }))
+    );
+    let results = f.ledger.ack_many(&[first, held.token, first], T0).unwrap();
+    assert_eq!(results[0].as_ref().unwrap().len(), 2);
+    assert_eq!(results[1].as_ref().unwrap()[0].to, EventState::Delivered);
+    assert!(
+        matches!(results[2], Err(LedgerError::ClaimLost(_))),
+        "a token settles once"
+    );
+    for k in [key(&a, 0), key(&a, 1), key(&b, 0)] {
+        assert_eq!(state(&f.ledger, &k), EventState::Delivered);
+    }
+}
