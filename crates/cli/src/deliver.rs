@@ -70,6 +70,9 @@ pub fn take_ready(
         }
         Some(_) => {}
     }
+    // Render before claiming, so a formatting problem never burns an attempt; then claim every
+    // envelope in one transaction (each all-or-none on its own keys).
+    let mut offers = Vec::new();
     for (delegation, events) in ledger.deliverable(session, now)? {
         let events: Vec<Event> = events
             .into_iter()
@@ -78,18 +81,28 @@ pub fn take_ready(
         if events.is_empty() {
             continue;
         }
-        // Render before claiming, so a formatting problem never burns an attempt.
         let _ = formatter::render_envelope(
             &formatter::Envelope::new(&delegation, &events),
             &formatter::RenderContext::utc(now),
         );
-        let request = ClaimRequest {
+        offers.push((delegation, events));
+    }
+    let requests: Vec<ClaimRequest> = offers
+        .iter()
+        .map(|(_, events)| ClaimRequest {
             keys: events.iter().map(Event::event_ref).collect(),
             consumer: consumer.to_owned(),
             session: Some(session.clone()),
             lease_ms,
-        };
-        match ledger.claim(&request, now)? {
+        })
+        .collect();
+    let outcomes = if requests.is_empty() {
+        Vec::new()
+    } else {
+        ledger.claim_many(&requests, now)?
+    };
+    for ((delegation, events), outcome) in offers.into_iter().zip(outcomes) {
+        match outcome {
             ClaimOutcome::Claimed(claim) => round.taken.push(Taken {
                 delegation,
                 events: claim.events,

@@ -125,13 +125,17 @@ fn present(
     output::print(&text)
 }
 
-/// Acks what was shown (unless held); gives back what could not be shown.
+/// Acks what was shown (unless held), all in one durable commit; gives back what could not be
+/// shown.
 fn settle(ledger: &Ledger, round: &Round, hold: bool, shown: bool) -> anyhow::Result<()> {
-    for t in &round.taken {
-        if !shown {
+    if !shown {
+        for t in &round.taken {
             ledger.defer(t.token)?;
-        } else if !hold {
-            ledger.ack(t.token, now())?;
+        }
+    } else if !hold && !round.taken.is_empty() {
+        let tokens: Vec<_> = round.taken.iter().map(|t| t.token).collect();
+        for result in ledger.ack_many(&tokens, now())? {
+            result?;
         }
     }
     Ok(())
