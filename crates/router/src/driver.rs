@@ -318,7 +318,7 @@ impl Router {
         let state = lock(&self.state);
         let snapshot = self.snapshot(now)?;
         Ok(ready::plan(
-            &snapshot,
+            snapshot,
             &self.config.session,
             boundary,
             now,
@@ -532,8 +532,15 @@ impl Router {
         render: &mut Render<'_, T, E>,
     ) -> Result<BoundaryOutcome<T, E>, RouterError> {
         let snapshot = self.snapshot(now)?;
+        // Our own claims that no open event carries any more were settled (or fenced).
+        let leased: HashSet<ClaimToken> = snapshot
+            .events
+            .iter()
+            .filter_map(|e| e.lease.as_ref().map(|l| l.token))
+            .collect();
+        state.outstanding.retain(|token| leased.contains(token));
         let plan = ready::plan(
-            &snapshot,
+            snapshot,
             &self.config.session,
             boundary,
             now,
@@ -548,17 +555,13 @@ impl Router {
             Access::Ended => {
                 state.scheduler.clear();
                 state.outstanding.clear();
-                self.drop_leftovers(&snapshot, now)?;
+                if !plan.leftovers.is_empty() {
+                    self.ledger
+                        .drop_events(&plan.leftovers, DropReason::SessionEnded, now)?;
+                }
                 return Err(RouterError::SessionEnded(self.config.session.clone()));
             }
         }
-        // Our own claims that no open event carries any more were settled (or fenced).
-        let leased: HashSet<ClaimToken> = snapshot
-            .events
-            .iter()
-            .filter_map(|e| e.lease.as_ref().map(|l| l.token))
-            .collect();
-        state.outstanding.retain(|token| leased.contains(token));
 
         // Re-classify: what is due comes out; whatever the snapshot still shows held by someone
         // else goes (back) in at its holder's current expiry, so a renewed lease is deferred
@@ -692,17 +695,6 @@ impl Router {
             events,
             units,
         })
-    }
-
-    /// An ended session's events are dropped, never offered anywhere (the ledger drops them
-    /// when the session ends; this catches anything still open).
-    fn drop_leftovers(&self, snapshot: &Snapshot, now: Timestamp) -> Result<(), RouterError> {
-        let keys: Vec<EventRef> = snapshot.events.iter().map(Event::event_ref).collect();
-        if !keys.is_empty() {
-            self.ledger
-                .drop_events(&keys, DropReason::SessionEnded, now)?;
-        }
-        Ok(())
     }
 }
 

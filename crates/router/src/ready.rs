@@ -131,12 +131,15 @@ pub struct Plan {
     pub held: Vec<Deferral>,
     /// Open events in the snapshot that this session does not own (never offered).
     pub foreign: usize,
+    /// Open events to drop as `session_ended`: every open event of an ended session (the ledger
+    /// drops them when the session ends, so normally none).
+    pub leftovers: Vec<EventRef>,
 }
 
 /// Decides what `consumer`'s session is offered at `boundary` at `now`, given a snapshot and the
 /// claim tokens this consumer holds itself (`own`, never offered again nor deferred).
 pub fn plan(
-    snapshot: &Snapshot,
+    snapshot: Snapshot,
     consumer: &SessionId,
     boundary: Boundary,
     now: Timestamp,
@@ -148,28 +151,42 @@ pub fn plan(
         offers: Vec::new(),
         held: Vec::new(),
         foreign: 0,
+        leftovers: Vec::new(),
     };
-    if access != Access::Open {
-        return plan;
+    match access {
+        Access::Open => {}
+        Access::Ended => {
+            plan.leftovers = snapshot
+                .events
+                .iter()
+                .filter(|e| e.session.as_ref() == Some(consumer) && !e.state.is_terminal())
+                .map(Event::event_ref)
+                .collect();
+            return plan;
+        }
+        Access::Unknown => return plan,
     }
-    let units: HashMap<&DelegationId, &Delegation> =
-        snapshot.units.iter().map(|u| (&u.id, u)).collect();
-    let mut ready: BTreeMap<&DelegationId, Vec<Event>> = BTreeMap::new();
+    let mut units: HashMap<DelegationId, Delegation> = snapshot
+        .units
+        .into_iter()
+        .map(|u| (u.id.clone(), u))
+        .collect();
+    let mut ready: BTreeMap<DelegationId, Vec<Event>> = BTreeMap::new();
     let mut held: BTreeMap<(DelegationId, Timestamp), (DeliveryMode, Vec<EventKey>)> =
         BTreeMap::new();
-    for event in &snapshot.events {
-        let unit = units.get(&event.delegation_id).copied();
-        if !ownership::owns(consumer, unit, event) {
+    for event in snapshot.events {
+        let unit = units.get(&event.delegation_id);
+        if !ownership::owns(consumer, unit, &event) {
             plan.foreign += 1;
             continue;
         }
-        match classify::standing(event, now, own) {
+        match classify::standing(&event, now, own) {
             Standing::Ready => {
                 if unit.is_some() {
                     ready
-                        .entry(&event.delegation_id)
+                        .entry(event.delegation_id.clone())
                         .or_default()
-                        .push(event.clone());
+                        .push(event);
                 }
             }
             Standing::Held { expires_at } => held
@@ -183,7 +200,7 @@ pub fn plan(
     plan.offers = ready_set(
         ready
             .into_iter()
-            .filter_map(|(id, events)| units.get(id).map(|unit| (Delegation::clone(unit), events))),
+            .filter_map(|(id, events)| units.remove(&id).map(|unit| (unit, events))),
         boundary,
         now,
     );
@@ -303,7 +320,13 @@ mod tests {
             ],
         };
         let own: HashSet<ClaimToken> = [ClaimToken(7)].into();
-        let plan = plan(&snapshot, &sid("s"), Boundary::Turn, Timestamp(500), &own);
+        let plan = plan(
+            snapshot.clone(),
+            &sid("s"),
+            Boundary::Turn,
+            Timestamp(500),
+            &own,
+        );
         assert_eq!(plan.access, Access::Open);
         assert_eq!(keys(&plan.offers), vec![(1, vec![0])]);
         let held: Vec<_> = plan
@@ -349,7 +372,7 @@ mod tests {
         };
         let own = HashSet::new();
         let now = Timestamp(0);
-        let open = plan(&snapshot, &sid("s"), Boundary::Turn, now, &own);
+        let open = plan(snapshot.clone(), &sid("s"), Boundary::Turn, now, &own);
         assert_eq!(keys(&open.offers), vec![(1, vec![0])]);
         assert_eq!(open.foreign, 2);
 
@@ -357,7 +380,7 @@ mod tests {
         units.remove(0);
         snapshot.units = units;
         assert!(
-            plan(&snapshot, &sid("s"), Boundary::Turn, now, &own)
+            plan(snapshot.clone(), &sid("s"), Boundary::Turn, now, &own)
                 .offers
                 .is_empty()
         );
@@ -367,14 +390,14 @@ mod tests {
         if let Some(session) = ended.session.as_mut() {
             session.state = SessionState::Ended;
         }
-        let closed = plan(&ended, &sid("s"), Boundary::Turn, now, &own);
+        let closed = plan(ended.clone(), &sid("s"), Boundary::Turn, now, &own);
         assert_eq!(closed.access, Access::Ended);
         assert!(closed.offers.is_empty() && closed.held.is_empty());
 
         let mut unknown = ended.clone();
         unknown.session = None;
         assert_eq!(
-            plan(&unknown, &sid("s"), Boundary::Turn, now, &own).access,
+            plan(unknown.clone(), &sid("s"), Boundary::Turn, now, &own).access,
             Access::Unknown
         );
         // Another consumer's session never sees these events.
@@ -382,7 +405,7 @@ mod tests {
         b.session = Some(active("b"));
         b.units = vec![delegation(1, "s", AFTER)];
         assert!(
-            plan(&b, &sid("b"), Boundary::Turn, now, &own)
+            plan(b.clone(), &sid("b"), Boundary::Turn, now, &own)
                 .offers
                 .is_empty()
         );

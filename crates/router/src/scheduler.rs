@@ -77,7 +77,8 @@ struct Node {
     deadline: Timestamp,
     /// Insertion order, so entries with one deadline come out first-deferred first.
     seq: u64,
-    key: Arc<DeferKey>,
+    /// The entry's slot in `Scheduler::position`.
+    slot: usize,
 }
 
 impl Node {
@@ -87,10 +88,16 @@ impl Node {
 }
 
 /// Deferred entries ordered by deadline, at most one per [`DeferKey`].
+///
+/// `slots` maps a key to a slot number once, on insert; the heap's nodes carry their slot and
+/// `position[slot]` is the node's index in `heap`, so sifting never hashes a key.
 #[derive(Clone, Debug, Default)]
 pub struct Scheduler {
     heap: Vec<Node>,
-    position: HashMap<Arc<DeferKey>, usize>,
+    slots: HashMap<Arc<DeferKey>, usize>,
+    /// Per slot: its node's index in `heap`, and its key (`None` while the slot is free).
+    position: Vec<(usize, Option<Arc<DeferKey>>)>,
+    free: Vec<usize>,
     next_seq: u64,
 }
 
@@ -102,7 +109,8 @@ impl Scheduler {
 
     /// Parks `key` until `deadline`; an entry already parked under `key` moves to `deadline`.
     pub fn defer(&mut self, key: DeferKey, deadline: Timestamp) -> Scheduled {
-        if let Some(&at) = self.position.get(&key) {
+        if let Some(&slot) = self.slots.get(&key) {
+            let at = self.position[slot].0;
             let from = self.heap[at].deadline;
             if from == deadline {
                 return Scheduled::Unchanged;
@@ -117,27 +125,40 @@ impl Scheduler {
         }
         let key = Arc::new(key);
         let at = self.heap.len();
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.position[slot] = (at, Some(Arc::clone(&key)));
+                slot
+            }
+            None => {
+                self.position.push((at, Some(Arc::clone(&key))));
+                self.position.len() - 1
+            }
+        };
         self.heap.push(Node {
             deadline,
             seq: self.next_seq,
-            key: Arc::clone(&key),
+            slot,
         });
         self.next_seq += 1;
-        self.position.insert(key, at);
+        self.slots.insert(key, slot);
         self.sift_up(at);
         Scheduled::Added
     }
 
     /// Removes the entry for `key`, returning its deadline.
     pub fn remove(&mut self, key: &DeferKey) -> Option<Timestamp> {
-        let at = self.position.remove(key)?;
-        let node = self.take(at);
+        let slot = self.slots.remove(key)?;
+        let at = self.position[slot].0;
+        let (node, _) = self.take(at);
         Some(node.deadline)
     }
 
     /// The deadline parked under `key`.
     pub fn deadline_of(&self, key: &DeferKey) -> Option<Timestamp> {
-        self.position.get(key).map(|&at| self.heap[at].deadline)
+        self.slots
+            .get(key)
+            .map(|&slot| self.heap[self.position[slot].0].deadline)
     }
 
     /// The earliest deadline: the driver may sleep until then.
@@ -149,24 +170,37 @@ impl Scheduler {
     pub fn pop_due(&mut self, now: Timestamp) -> Vec<(DeferKey, Timestamp)> {
         let mut due = Vec::new();
         while self.heap.first().is_some_and(|node| node.deadline <= now) {
-            let node = self.take(0);
-            self.position.remove(&*node.key);
-            let deadline = node.deadline;
-            due.push((Arc::unwrap_or_clone(node.key), deadline));
+            let (node, key) = self.take(0);
+            if let Some(key) = key {
+                self.slots.remove(&*key);
+                due.push((Arc::unwrap_or_clone(key), node.deadline));
+            }
         }
         due
     }
 
-    /// Keeps only the entries for which `keep` is true.
+    /// Keeps only the entries for which `keep` is true (`O(n)`: one pass, then a heapify if
+    /// anything went).
     pub fn retain(&mut self, mut keep: impl FnMut(&DeferKey, Timestamp) -> bool) {
         let before = self.heap.len();
-        self.heap.retain(|node| keep(&node.key, node.deadline));
+        let mut kept = Vec::with_capacity(before);
+        for node in std::mem::take(&mut self.heap) {
+            let entry = &mut self.position[node.slot].1;
+            if entry.as_deref().is_some_and(|key| keep(key, node.deadline)) {
+                kept.push(node);
+            } else {
+                if let Some(key) = entry.take() {
+                    self.slots.remove(&*key);
+                }
+                self.free.push(node.slot);
+            }
+        }
+        self.heap = kept;
         if self.heap.len() == before {
             return;
         }
-        self.position.clear();
-        for (at, node) in self.heap.iter().enumerate() {
-            self.position.insert(Arc::clone(&node.key), at);
+        for at in 0..self.heap.len() {
+            self.position[self.heap[at].slot].0 = at;
         }
         for at in (0..self.heap.len() / 2).rev() {
             self.sift_down(at);
@@ -176,7 +210,9 @@ impl Scheduler {
     /// Removes every entry.
     pub fn clear(&mut self) {
         self.heap.clear();
+        self.slots.clear();
         self.position.clear();
+        self.free.clear();
     }
 
     /// How many entries are parked (one per distinct key).
@@ -195,33 +231,32 @@ impl Scheduler {
         nodes.sort_by_key(|node| (node.deadline, node.seq));
         nodes
             .into_iter()
-            .map(|node| (DeferKey::clone(&node.key), node.deadline))
+            .filter_map(|node| {
+                let key = self.position[node.slot].1.as_deref()?;
+                Some((key.clone(), node.deadline))
+            })
             .collect()
     }
 
-    /// Removes the node at `at` from the heap (not from `position`) and restores the heap order.
-    fn take(&mut self, at: usize) -> Node {
+    /// Removes the node at `at` from the heap, frees its slot (the caller removes it from
+    /// `slots`) and restores the heap order. Returns the node and its key.
+    fn take(&mut self, at: usize) -> (Node, Option<Arc<DeferKey>>) {
         let node = self.heap.swap_remove(at);
         if at < self.heap.len() {
-            if let Some(slot) = self.position.get_mut(&*self.heap[at].key) {
-                *slot = at;
-            }
+            let moved = self.heap[at].slot;
+            self.position[moved].0 = at;
             self.sift_down(at);
             self.sift_up(at);
         }
-        node
+        let key = self.position[node.slot].1.take();
+        self.free.push(node.slot);
+        (node, key)
     }
 
     fn swap(&mut self, a: usize, b: usize) {
-        if a == b {
-            return;
-        }
         self.heap.swap(a, b);
-        for at in [a, b] {
-            if let Some(slot) = self.position.get_mut(&*self.heap[at].key) {
-                *slot = at;
-            }
-        }
+        self.position[self.heap[a].slot].0 = a;
+        self.position[self.heap[b].slot].0 = b;
     }
 
     fn sift_up(&mut self, mut at: usize) {
@@ -254,21 +289,20 @@ impl Scheduler {
         }
     }
 
-    /// Checks the heap order and the position index (tests only).
+    /// Checks the heap order and the slot index (tests only).
     #[cfg(test)]
     fn check(&self) {
-        assert_eq!(self.heap.len(), self.position.len());
+        assert_eq!(self.heap.len(), self.slots.len());
         for (at, node) in self.heap.iter().enumerate() {
-            assert_eq!(
-                self.position.get(&*node.key),
-                Some(&at),
-                "index of {}",
-                node.key
-            );
+            let (position, key) = &self.position[node.slot];
+            assert_eq!(*position, at, "position of slot {}", node.slot);
+            let key = key.as_ref().expect("a live slot has its key");
+            assert_eq!(self.slots.get(&**key), Some(&node.slot), "slot of {key}");
             if at > 0 {
                 assert!(!node.before(&self.heap[(at - 1) / 2]), "heap order at {at}");
             }
         }
+        assert_eq!(self.position.len(), self.heap.len() + self.free.len());
     }
 }
 
