@@ -6,12 +6,13 @@
 //!   `pop_due` at the next entry's deadline, as the driver does on waking.
 //! - `scheduler_wake_late_ms_p99` / `_max`: with the real clock, how late `Router::wait_ready`
 //!   wakes after a deferral deadline (100 envelopes held by another consumer whose leases run out
-//!   20 ms apart; polling off, so every wake-up is a deferral deadline).
+//!   60 ms apart; polling off, so every wake-up is a deferral deadline).
 //!   `scheduler_deliver_late_ms_p99`: from the deadline to holding the claim (a snapshot and one
 //!   durable claim commit later). `scheduler_idle_wakeups`: wake-ups while nothing was due.
 //! - `ready_set_boundary_us`: one boundary's snapshot + ownership + coalescing + classification
-//!   (`Router::preview`: three ledger read transactions and the pure plan, no claims) for a
-//!   session with 1,000 pending events across 100 delegations; median of 21.
+//!   (`Router::preview`: one read of the session's open events, one read per unit with ready
+//!   events, and the pure plan; no claims) for a session with 1,000 pending events across 100
+//!   delegations; median of 21.
 //!   `ready_set_plan_us`: the pure plan alone on that snapshot. `ready_set_boundary_claim_us`:
 //!   the whole `take_ready` boundary including its 100 durable claims; median of 3.
 
@@ -229,13 +230,14 @@ fn render(unit: &Delegation, events: &[Event]) -> Result<String, std::fmt::Error
 
 fn wake_figures(figures: &mut Vec<(&'static str, f64)>) -> Result<(), Box<dyn std::error::Error>> {
     const HELD: u32 = 100;
+    const SPACING_MS: u64 = 60;
     let dir = tempfile::tempdir()?;
     let (ledger, ids) = ledger_with(dir.path(), HELD, 1)?;
-    // Another consumer holds every envelope; its leases run out 20 ms apart, from 200 ms on.
+    // Another consumer holds every envelope; its leases run out 60 ms apart (more than the 50 ms retry margin, so each wake-up serves one), from 200 ms on.
     let base = SystemClock.now().plus_ms(200);
     for (i, id) in ids.iter().enumerate() {
         let now = SystemClock.now();
-        let expires_at = base.plus_ms(20 * i as u64);
+        let expires_at = base.plus_ms(SPACING_MS * i as u64);
         let request = ClaimRequest {
             keys: vec![EventRef {
                 delegation_id: id.clone(),
@@ -271,7 +273,7 @@ fn wake_figures(figures: &mut Vec<(&'static str, f64)>) -> Result<(), Box<dyn st
                 .iter()
                 .position(|id| *id == first.delegation.id)
                 .unwrap_or(0);
-            let retry_at = base.plus_ms(20 * index as u64 + router::RETRY_SKEW_MS);
+            let retry_at = base.plus_ms(SPACING_MS * index as u64 + router::RETRY_SKEW_MS);
             deliver_late.push(got_at - retry_at.as_millis() as f64);
         }
     }

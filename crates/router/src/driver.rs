@@ -133,8 +133,11 @@ impl Clock for ManualClock {
             let mut now = lock(&self.now);
             *now = (*now).max(until);
         }
-        if let Some(hook) = lock(&self.hook).as_mut() {
+        // The hook runs outside the lock, so it may use this clock itself.
+        let hook = lock(&self.hook).take();
+        if let Some(mut hook) = hook {
             hook(until);
+            lock(&self.hook).get_or_insert(hook);
         }
     }
 }
@@ -220,9 +223,9 @@ pub struct RouterConfig {
 }
 
 impl RouterConfig {
-    /// Default lease (300 s), heartbeat (60 s) and poll interval.
+    /// Default lease: 300 s (`delivery.claim_lease_seconds`).
     pub const DEFAULT_LEASE_MS: u64 = 300_000;
-    /// Default heartbeat.
+    /// Default heartbeat: 60 s (`delivery.heartbeat_seconds`).
     pub const DEFAULT_HEARTBEAT_MS: u64 = 60_000;
     /// Default poll interval: idle results appear well within a second.
     pub const DEFAULT_POLL_MS: u64 = 200;
@@ -673,15 +676,11 @@ impl Router {
                 units: Vec::new(),
             });
         }
-        let mut units: Vec<Delegation> = self
-            .ledger
-            .deliverable(session, now)?
-            .into_iter()
-            .map(|(unit, _)| unit)
-            .collect();
+        // One read of every open event, then the record of each unit with something ready (the
+        // render function needs it); held units need none.
         let events = self.ledger.open_events(session)?;
-        // Events published between the two reads: fetch their units too, so nothing waits.
-        let mut known: HashSet<DelegationId> = units.iter().map(|u| u.id.clone()).collect();
+        let mut units: Vec<Delegation> = Vec::new();
+        let mut known: HashSet<DelegationId> = HashSet::new();
         for event in &events {
             if !event.is_deliverable(now) || !known.insert(event.delegation_id.clone()) {
                 continue;
