@@ -761,3 +761,73 @@ impl Drop for KeepAlive {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_router_is_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Router>();
+        shareable::<ManualClock>();
+        shareable::<KeepAlive>();
+    }
+
+    #[test]
+    fn a_manual_clock_jumps_to_each_wake_up_and_records_it() {
+        let clock = ManualClock::new(Timestamp(10));
+        let signal = Signal::default();
+        let watch = Watch {
+            signal: &signal,
+            seen: signal.current(),
+        };
+        clock.sleep_until(Timestamp(50), &watch);
+        clock.sleep_until(Timestamp(40), &watch);
+        assert_eq!(clock.now(), Timestamp(50), "time never goes back");
+        assert_eq!(clock.sleeps(), vec![Timestamp(50), Timestamp(40)]);
+        signal.nudge();
+        clock.sleep_until(Timestamp(90), &watch);
+        assert_eq!(
+            clock.now(),
+            Timestamp(50),
+            "a signalled sleeper does not sleep"
+        );
+    }
+
+    #[test]
+    fn a_signal_cuts_a_real_sleep_short() {
+        let signal = Arc::new(Signal::default());
+        let seen = signal.current();
+        let sleeper = {
+            let signal = Arc::clone(&signal);
+            thread::spawn(move || {
+                let watch = Watch {
+                    signal: &signal,
+                    seen,
+                };
+                SystemClock.sleep_until(SystemClock.now().plus_ms(60_000), &watch);
+                watch.interrupted()
+            })
+        };
+        while !sleeper.is_finished() {
+            signal.interrupt();
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(sleeper.join().expect("sleeper"));
+    }
+
+    #[test]
+    fn dedup_keeps_the_newest_deferral_per_key() {
+        let unit = DelegationId::from_bits(1);
+        let deferral = |n: u32, at: u64| Deferral {
+            delegation_id: unit.clone(),
+            keys: vec![ledger::EventKey::Task(n)],
+            retry_at: Timestamp(at),
+            delivery: ledger::DeliveryMode::AfterTurn,
+        };
+        let mut list = vec![deferral(0, 1), deferral(1, 2), deferral(0, 3)];
+        dedup_deferred(&mut list);
+        assert_eq!(list, vec![deferral(1, 2), deferral(0, 3)]);
+    }
+}

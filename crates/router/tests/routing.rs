@@ -792,3 +792,62 @@ fn render_sees_the_events_before_the_claim() {
             .all(|e| e.state == EventState::Claimed)
     );
 }
+
+#[test]
+fn a_claim_given_back_by_one_path_is_taken_by_the_other_at_once() {
+    let f = fixture();
+    let id = unit(&f.ledger, "s", 1, AFTER);
+    finish(&f.ledger, &id, 0, T0);
+    // Polling is off: only a nudge (or the 60 s deadline) can wake the idle path.
+    let consumer = Arc::new(router(&f.ledger, "s", "interactive"));
+    let clock = SystemClock;
+    let drain = consumer
+        .take_ready(Boundary::Turn, clock.now(), render)
+        .unwrap();
+    let token = drain.delivered[0].token;
+
+    let asleep = Arc::new(AtomicBool::new(false));
+    let idle = {
+        let consumer = Arc::clone(&consumer);
+        let clock = Noting(Arc::clone(&asleep));
+        thread::spawn(move || {
+            let deadline = clock.now().plus_ms(60 * SEC);
+            consumer.wait_ready(Boundary::Turn, deadline, &clock, render)
+        })
+    };
+    // The idle path sees the event as this process's own claim: not offered, not deferred, so
+    // it goes to sleep until its deadline.
+    let start = Instant::now();
+    while !asleep.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(30) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(asleep.load(Ordering::SeqCst));
+    assert!(consumer.deferred().is_empty());
+    // The post-turn path is interrupted before showing anything and gives the claim back.
+    consumer.defer(token).unwrap();
+    let out = idle.join().unwrap().unwrap();
+    assert_eq!(delivered_keys(&out), keys(&[&["task:0"]]));
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "woken by the nudge, not the deadline"
+    );
+    assert_eq!(
+        out.delivered[0].attempts(),
+        1,
+        "the deferred attempt was given back"
+    );
+}
+
+/// The system clock, noting when a sleeper goes to sleep.
+struct Noting(Arc<AtomicBool>);
+
+impl Clock for Noting {
+    fn now(&self) -> Timestamp {
+        SystemClock.now()
+    }
+
+    fn sleep_until(&self, until: Timestamp, watch: &router::Watch<'_>) {
+        self.0.store(true, Ordering::SeqCst);
+        SystemClock.sleep_until(until, watch);
+    }
+}
