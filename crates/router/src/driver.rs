@@ -583,18 +583,88 @@ impl Router {
                 .into_iter()
                 .filter(|d| boundary.offers(d.delivery)),
         );
-        for offer in plan.offers {
-            if let Err(err) = self.claim_offer(state, offer, now, render, &mut outcome) {
-                // Nothing of this boundary was shown yet: give every claim of it back.
-                for envelope in &outcome.delivered {
-                    state.outstanding.remove(&envelope.token);
-                    let _ = self.ledger.defer(envelope.token);
-                }
-                return Err(err);
+        if let Err(err) = self.claim_offers(state, plan.offers, now, render, &mut outcome) {
+            // Nothing of this boundary was shown yet: give every claim of it back.
+            for envelope in &outcome.delivered {
+                state.outstanding.remove(&envelope.token);
+                let _ = self.ledger.defer(envelope.token);
             }
+            return Err(err);
         }
         dedup_deferred(&mut outcome.deferred);
         Ok(outcome)
+    }
+
+    /// Renders every offer, then claims all that rendered in one transaction (one durable commit
+    /// for the whole boundary). An offer refused for some keys is classified key by key and its
+    /// remaining keys are tried again at once, on their own.
+    fn claim_offers<T, E>(
+        &self,
+        state: &mut State,
+        offers: Vec<Offer>,
+        now: Timestamp,
+        render: &mut Render<'_, T, E>,
+        outcome: &mut BoundaryOutcome<T, E>,
+    ) -> Result<(), RouterError> {
+        let mut rendered_offers = Vec::with_capacity(offers.len());
+        for offer in offers {
+            match render(&offer.delegation, &offer.events) {
+                Ok(rendered) => rendered_offers.push((offer, rendered)),
+                Err(error) => outcome.failed.push(RenderFailure {
+                    delegation_id: offer.delegation.id.clone(),
+                    keys: offer.events.iter().map(|e| e.key).collect(),
+                    error,
+                }),
+            }
+        }
+        if rendered_offers.is_empty() {
+            return Ok(());
+        }
+        let requests: Vec<ClaimRequest> = rendered_offers
+            .iter()
+            .map(|(offer, _)| self.request(&offer.events))
+            .collect();
+        let results = self.ledger.claim_many(&requests, now)?;
+        for ((offer, rendered), result) in rendered_offers.into_iter().zip(results) {
+            let Offer {
+                delegation,
+                mut events,
+            } = offer;
+            match result {
+                ClaimOutcome::Claimed(claim) => {
+                    state.outstanding.insert(claim.token);
+                    outcome.delivered.push(ClaimedEnvelope {
+                        token: claim.token,
+                        expires_at: claim.expires_at,
+                        delegation,
+                        events: claim.events,
+                        rendered,
+                    });
+                }
+                ClaimOutcome::Refused(refused) => {
+                    absorb_refusal(state, &delegation, &refused, &mut events, outcome);
+                    if !events.is_empty() {
+                        self.claim_offer(
+                            state,
+                            Offer { delegation, events },
+                            now,
+                            render,
+                            outcome,
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn request(&self, events: &[Event]) -> ClaimRequest {
+        ClaimRequest {
+            keys: events.iter().map(Event::event_ref).collect(),
+            consumer: self.config.consumer.clone(),
+            session: Some(self.config.session.clone()),
+            lease_ms: self.config.lease_ms,
+        }
     }
 
     /// Renders and claims one offer. A claim refused for some keys is classified key by key and
@@ -623,13 +693,7 @@ impl Router {
                     return Ok(());
                 }
             };
-            let request = ClaimRequest {
-                keys: events.iter().map(Event::event_ref).collect(),
-                consumer: self.config.consumer.clone(),
-                session: Some(self.config.session.clone()),
-                lease_ms: self.config.lease_ms,
-            };
-            match self.ledger.claim(&request, now)? {
+            match self.ledger.claim(&self.request(&events), now)? {
                 ClaimOutcome::Claimed(claim) => {
                     state.outstanding.insert(claim.token);
                     outcome.delivered.push(ClaimedEnvelope {
@@ -645,17 +709,7 @@ impl Router {
                     if refused.is_empty() {
                         return Ok(());
                     }
-                    let classified =
-                        classify::classify_refusals(&refused, delegation.spec.delivery);
-                    for deferral in classified.deferred {
-                        state.scheduler.defer(deferral.key(), deferral.retry_at);
-                        if outcome.boundary.offers(deferral.delivery) {
-                            outcome.deferred.push(deferral);
-                        }
-                    }
-                    outcome.discarded.extend(classified.discarded);
-                    let gone: HashSet<&EventRef> = refused.iter().map(|(key, _)| key).collect();
-                    events.retain(|e| !gone.contains(&e.event_ref()));
+                    absorb_refusal(state, &delegation, &refused, &mut events, outcome);
                 }
             }
         }
@@ -695,6 +749,27 @@ impl Router {
             units,
         })
     }
+}
+
+/// Classifies a refused claim key by key (deferring what someone else holds, discarding what
+/// is gone) and removes the refused keys from `events`.
+fn absorb_refusal<T, E>(
+    state: &mut State,
+    delegation: &Delegation,
+    refused: &[(EventRef, ledger::Refusal)],
+    events: &mut Vec<Event>,
+    outcome: &mut BoundaryOutcome<T, E>,
+) {
+    let classified = classify::classify_refusals(refused, delegation.spec.delivery);
+    for deferral in classified.deferred {
+        state.scheduler.defer(deferral.key(), deferral.retry_at);
+        if outcome.boundary.offers(deferral.delivery) {
+            outcome.deferred.push(deferral);
+        }
+    }
+    outcome.discarded.extend(classified.discarded);
+    let gone: HashSet<&EventRef> = refused.iter().map(|(key, _)| key).collect();
+    events.retain(|e| !gone.contains(&e.event_ref()));
 }
 
 /// Keeps the last deferral per key (a claim refusal is newer than the snapshot).
