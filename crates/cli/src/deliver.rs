@@ -1,20 +1,17 @@
-//! Taking a session's ready results at a boundary and settling them, on the ledger directly.
+//! Taking a session's ready results at a boundary, and settling inline units.
 //!
-//! This is the consumer path of `drain` and of inline (`-z`, cron) units. It follows the
-//! router's rules (one envelope per delegation claimed with one claim, fail-closed ownership,
-//! `inject`-only at a tool boundary, live claims of others deferred until their lease ends) and
-//! is kept in this one module so it can be switched to the router's driver when that lands.
+//! `drain` consumes through the router's driver; inline (`-z`, cron) units, which belong to no
+//! session, are settled here directly by the process that printed them.
 
-use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
 
 use formatter::Boundary;
 use ledger::{
-    ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DelegationId, DeliveryMode, Event,
-    EventKey, EventState, Ledger, LedgerError, Refusal, SessionId, SessionState, Timestamp,
+    ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DelegationId, Event, EventKey, Ledger,
+    SessionId, Timestamp,
 };
-
-/// Deferred retries wake this long after the blocking lease ends.
-const DEFER_SLACK_MS: u64 = 50;
+use router::{Router, RouterConfig, RouterError, SystemClock};
 
 /// One claimed envelope.
 #[derive(Debug)]
@@ -47,119 +44,60 @@ pub struct Round {
     pub deferred: Vec<Deferred>,
 }
 
-/// What a consumer is allowed at this boundary.
-fn offered(event: &Event, boundary: Boundary) -> bool {
-    boundary == Boundary::Turn || event.delivery == DeliveryMode::Inject
-}
-
-/// Claims every ready envelope of `session` at `boundary`. A session the ledger has never seen
-/// has nothing; an ended one is `SessionEnded`.
+/// Claims every ready envelope of `session` at `boundary` through the router (render before
+/// claim, one claim per delegation, all claims in one commit, fail-closed ownership, live claims
+/// of others classified and deferred). With a `deadline`, waits on the router's deferral
+/// scheduler until something is ready or the deadline passes. A session the ledger has never
+/// seen has nothing; an ended one is `RouterError::SessionEnded`.
 pub fn take_ready(
-    ledger: &Ledger,
+    ledger: Arc<Ledger>,
     session: &SessionId,
     boundary: Boundary,
     consumer: &str,
     lease_ms: u64,
-    now: Timestamp,
-) -> ledger::Result<Round> {
-    let mut round = Round::default();
-    match ledger.session(session)? {
-        None => return Ok(round),
-        Some(s) if s.state == SessionState::Ended => {
-            return Err(LedgerError::SessionEnded(session.clone()));
-        }
-        Some(_) => {}
-    }
-    // Render before claiming, so a formatting problem never burns an attempt; then claim every
-    // envelope in one transaction (each all-or-none on its own keys).
-    let mut offers = Vec::new();
-    for (delegation, events) in ledger.deliverable(session, now)? {
-        let events: Vec<Event> = events
-            .into_iter()
-            .filter(|e| offered(e, boundary))
-            .collect();
-        if events.is_empty() {
-            continue;
-        }
-        let _ = formatter::render_envelope(
-            &formatter::Envelope::new(&delegation, &events),
-            &formatter::RenderContext::utc(now),
-        );
-        offers.push((delegation, events));
-    }
-    let requests: Vec<ClaimRequest> = offers
-        .iter()
-        .map(|(_, events)| ClaimRequest {
-            keys: events.iter().map(Event::event_ref).collect(),
-            consumer: consumer.to_owned(),
-            session: Some(session.clone()),
-            lease_ms,
-        })
-        .collect();
-    let outcomes = if requests.is_empty() {
-        Vec::new()
-    } else {
-        ledger.claim_many(&requests, now)?
+    deadline: Option<Timestamp>,
+) -> Result<Round, RouterError> {
+    let config = RouterConfig {
+        lease_ms,
+        ..RouterConfig::new(session.clone(), consumer)
     };
-    for ((delegation, events), outcome) in offers.into_iter().zip(outcomes) {
-        match outcome {
-            ClaimOutcome::Claimed(claim) => round.taken.push(Taken {
-                delegation,
-                events: claim.events,
-                token: claim.token,
-            }),
-            ClaimOutcome::Refused(refusals) => {
-                let retry_at = refusals
-                    .iter()
-                    .filter_map(|(_, r)| match r {
-                        Refusal::LiveClaim { expires_at } => Some(*expires_at),
-                        _ => None,
-                    })
-                    .max();
-                if let Some(at) = retry_at {
-                    round.deferred.push(Deferred {
-                        delegation_id: delegation.id.clone(),
-                        keys: events.iter().map(|e| e.key).collect(),
-                        retry_at: at.plus_ms(DEFER_SLACK_MS),
-                    });
-                }
-            }
-        }
-    }
-    // Envelopes another consumer holds under a live lease.
-    let mut held: BTreeMap<DelegationId, (Vec<EventKey>, Timestamp)> = BTreeMap::new();
-    for event in ledger.open_events(session)? {
-        if event.state != EventState::Claimed
-            || event.is_deliverable(now)
-            || !offered(&event, boundary)
-        {
-            continue;
-        }
-        if round
-            .taken
-            .iter()
-            .any(|t| t.delegation.id == event.delegation_id)
-        {
-            continue;
-        }
-        let expires = event.lease.as_ref().map_or(now, |l| l.expires_at);
-        let entry = held
-            .entry(event.delegation_id.clone())
-            .or_insert((Vec::new(), expires));
-        entry.0.push(event.key);
-        entry.1 = entry.1.max(expires);
-    }
-    for (id, (keys, expires)) in held {
-        if round.deferred.iter().any(|d| d.delegation_id == id) {
-            continue;
-        }
-        round.deferred.push(Deferred {
-            delegation_id: id,
-            keys,
-            retry_at: expires.plus_ms(DEFER_SLACK_MS),
-        });
-    }
-    Ok(round)
+    let router = Router::new(ledger, config);
+    let boundary = match boundary {
+        Boundary::Turn => router::Boundary::Turn,
+        Boundary::Tool => router::Boundary::Tool,
+    };
+    // Rendering cannot fail today; doing it before the claim keeps it that way by construction.
+    let render = |delegation: &Delegation, events: &[Event]| -> Result<(), Infallible> {
+        let _ = formatter::render_envelope(
+            &formatter::Envelope::new(delegation, events),
+            &formatter::RenderContext::utc(crate::home::now()),
+        );
+        Ok(())
+    };
+    let outcome = match deadline {
+        None => router.take_ready(boundary, crate::home::now(), render)?,
+        Some(deadline) => router.wait_ready(boundary, deadline, &SystemClock, render)?,
+    };
+    Ok(Round {
+        taken: outcome
+            .delivered
+            .into_iter()
+            .map(|e| Taken {
+                delegation: e.delegation,
+                events: e.events,
+                token: e.token,
+            })
+            .collect(),
+        deferred: outcome
+            .deferred
+            .into_iter()
+            .map(|d| Deferred {
+                delegation_id: d.delegation_id,
+                keys: d.keys,
+                retry_at: d.retry_at,
+            })
+            .collect(),
+    })
 }
 
 /// Settles an inline unit's events as delivered by this process (it printed them).

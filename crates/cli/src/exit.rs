@@ -72,6 +72,14 @@ pub fn code_of(err: &anyhow::Error) -> Code {
         if let Some(e) = cause.downcast_ref::<LedgerError>() {
             return ledger_code(e);
         }
+        if let Some(e) = cause.downcast_ref::<router::RouterError>() {
+            return match e {
+                router::RouterError::SessionEnded(_) => Code::SessionEnded,
+                router::RouterError::ClaimLost(_) => Code::ClaimLost,
+                router::RouterError::Ledger(e) => ledger_code(e),
+                router::RouterError::Heartbeat { .. } => Code::WorkFailed,
+            };
+        }
         if let Some(e) = cause.downcast_ref::<RegistryError>() {
             return match e {
                 RegistryError::Ledger(e) => ledger_code(e),

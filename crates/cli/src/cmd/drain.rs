@@ -2,7 +2,8 @@
 //! and acks them once the output was written (or, with `--hold`, prints the claim tokens for
 //! `hermes delivery`).
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
 use ledger::Ledger;
@@ -13,9 +14,6 @@ use crate::deliver::{self, Round};
 use crate::exit::{Code, fail};
 use crate::home::{Home, now, render_context};
 use crate::output;
-
-/// How often `--wait` looks again when nothing tells it when to.
-const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// Lease seconds from the command line, checked.
 pub fn lease_ms(flag: Option<f64>, default: Duration) -> anyhow::Result<u64> {
@@ -53,23 +51,16 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         .clone()
         .unwrap_or_else(|| format!("drain:{}", std::process::id()));
     let ledger = home.ledger()?;
-    let deadline = Instant::now() + wait;
-    let round = loop {
-        let round = deliver::take_ready(&ledger, &session, boundary, &consumer, lease, now())?;
-        if !round.taken.is_empty() || Instant::now() >= deadline {
-            break round;
-        }
-        let next = round
-            .deferred
-            .iter()
-            .map(|d| d.retry_at)
-            .min()
-            .map(|at| Duration::from_millis(at.ms_since(now())))
-            .unwrap_or(WAIT_POLL)
-            .min(WAIT_POLL)
-            .min(deadline.saturating_duration_since(Instant::now()));
-        std::thread::sleep(next.max(Duration::from_millis(5)));
-    };
+    let deadline = (!wait.is_zero())
+        .then(|| now().plus_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)));
+    let round = deliver::take_ready(
+        Arc::clone(&ledger),
+        &session,
+        boundary,
+        &consumer,
+        lease,
+        deadline,
+    )?;
     let printed = present(&round, args, &session, boundary);
     settle(&ledger, &round, args.hold, printed.is_ok())?;
     printed?;
