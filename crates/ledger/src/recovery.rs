@@ -97,14 +97,22 @@ impl Ledger {
         force: bool,
     ) -> Result<RecoveryReport> {
         let interval = self.config.recovery_interval_ms;
-        let due = self.write_then(|w| {
-            let last = w.meta(META_LAST_RECOVERY)?.map(Timestamp);
-            let due = force || last.is_none_or(|last| now.ms_since(last) >= interval || last > now);
-            if due {
-                w.set_meta(META_LAST_RECOVERY, now.0)?;
-            }
-            Ok((due, due))
-        })?;
+        let is_due = |last: Option<u64>| {
+            force
+                || last
+                    .map(Timestamp)
+                    .is_none_or(|last| now.ms_since(last) >= interval || last > now)
+        };
+        // A cheap read first, so the common case (a sweep ran moments ago) takes no write lock;
+        // then claim the sweep in a write, re-checked, so concurrent processes don't all run it.
+        let due = is_due(self.read(|r| r.meta(META_LAST_RECOVERY))?)
+            && self.write_then(|w| {
+                let due = is_due(w.meta(META_LAST_RECOVERY)?);
+                if due {
+                    w.set_meta(META_LAST_RECOVERY, now.0)?;
+                }
+                Ok((due, due))
+            })?;
         let mut report = RecoveryReport {
             ran: due,
             ..RecoveryReport::default()
@@ -178,7 +186,9 @@ impl Ledger {
                 report.finalized.push(id);
             }
         }
-        report.dead_hosts = self.write(|w| {
+        // Each step commits only if it changed something: a sweep with nothing to do costs no
+        // durable commit beyond its timestamp.
+        report.dead_hosts = self.write_then(|w| {
             let mut removed = 0;
             for host in w.hosts()? {
                 if !reaper.is_alive(host.process) {
@@ -193,14 +203,14 @@ impl Ledger {
                     removed += 1;
                 }
             }
-            Ok(removed)
+            Ok((removed, removed > 0))
         })?;
         Ok(())
     }
 
     fn expire_events(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
         let cutoff = now.minus_ms(self.config.replay_max_age_ms);
-        report.expired_events = self.write(|w| {
+        report.expired_events = self.write_then(|w| {
             let mut expired = 0;
             for event_ref in w.all_open_events()? {
                 let Some(mut event) = w.event(&event_ref)? else {
@@ -217,14 +227,14 @@ impl Ledger {
                     expired += 1;
                 }
             }
-            Ok(expired)
+            Ok((expired, expired > 0))
         })?;
         Ok(())
     }
 
     fn purge_old_units(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
         let cutoff = now.minus_ms(self.config.retention_ms);
-        report.purged_units = self.write(|w| {
+        report.purged_units = self.write_then(|w| {
             let mut purged = 0;
             for (_, id) in w.units_before(cutoff)? {
                 let Some(unit) = w.delegation(&id)? else {
@@ -235,7 +245,7 @@ impl Ledger {
                     purged += 1;
                 }
             }
-            Ok(purged)
+            Ok((purged, purged > 0))
         })?;
         Ok(())
     }
