@@ -40,10 +40,7 @@ pub fn run() -> anyhow::Result<Code> {
             Ok(Code::Ok)
         }
         None if cli.oneshot => cmd::run::oneshot(&cli.run),
-        None => Err(fail(
-            Code::Usage,
-            "the interactive session is not part of this build; run one unit with `hermes -z -- CMD` or see hermes --help",
-        )),
+        None => crate::interactive::run(cli.resume.as_deref()),
     }
 }
 

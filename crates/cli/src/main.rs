@@ -8,6 +8,7 @@ mod deliver;
 mod dispatch_args;
 mod exit;
 mod home;
+mod interactive;
 mod output;
 mod progress_view;
 mod tasks_file;

@@ -1,0 +1,113 @@
+//! Taking the session's ready results at a boundary through the router, presenting them and
+//! settling them two-phase: each claim is renewed by a heartbeat while it is presented, acked
+//! once the text was written, and given back (deferred) if it could not be shown.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use formatter::Envelope;
+use ledger::{Delegation, Event};
+use router::{Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
+
+use crate::home::{now, render_context};
+
+/// A claimed envelope, rendered before it was claimed.
+pub type Claimed = ClaimedEnvelope<String>;
+
+/// Renders one envelope (before the router claims it, so rendering never burns an attempt).
+fn render(delegation: &Delegation, events: &[Event]) -> Result<String, Infallible> {
+    Ok(formatter::render_envelope(
+        &Envelope::new(delegation, events),
+        &render_context(),
+    ))
+}
+
+/// Claims what is ready at `boundary` now.
+pub fn take(router: &Router, boundary: Boundary) -> Result<Vec<Claimed>, RouterError> {
+    Ok(router.take_ready(boundary, now(), render)?.delivered)
+}
+
+/// Waits until `deadline_ms` from now for something ready at a turn boundary (or until the
+/// router's waits are interrupted) and claims it.
+pub fn wait(router: &Router, deadline_ms: u64) -> Result<Vec<Claimed>, RouterError> {
+    let deadline = now().plus_ms(deadline_ms);
+    Ok(router
+        .wait_ready(Boundary::Turn, deadline, &SystemClock, render)?
+        .delivered)
+}
+
+/// The text of the envelopes claimed at one boundary (the tool carrier at a tool boundary,
+/// one leading line when several arrive together).
+pub fn text(claimed: &[Claimed], boundary: Boundary) -> String {
+    if claimed.is_empty() {
+        return String::new();
+    }
+    let envelopes: Vec<Envelope<'_>> = claimed
+        .iter()
+        .map(|c| Envelope::new(&c.delegation, &c.events))
+        .collect();
+    let boundary = match boundary {
+        Boundary::Turn => formatter::Boundary::Turn,
+        Boundary::Tool => formatter::Boundary::Tool,
+    };
+    let mut text = formatter::render_boundary(&envelopes, boundary, &render_context());
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// Presents `claimed` with `show` (true if the text was written) and settles every claim:
+/// renewed while `show` runs, acked if shown, deferred if not.
+pub fn present(
+    router: &Router,
+    claimed: Vec<Claimed>,
+    boundary: Boundary,
+    show: impl FnOnce(&str) -> bool,
+) {
+    if claimed.is_empty() {
+        return;
+    }
+    let clock: Arc<dyn router::Clock> = Arc::new(SystemClock);
+    let keep: Vec<_> = claimed
+        .iter()
+        .filter_map(|c| match router.keep_alive(c.token, clock.clone()) {
+            Ok(keep) => Some(keep),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew a claim while presenting it");
+                None
+            }
+        })
+        .collect();
+    let shown = show(&text(&claimed, boundary));
+    let mut lost = Vec::new();
+    for keep in keep {
+        let token = keep.token();
+        if let Err(e) = keep.stop() {
+            tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
+            lost.push(token);
+        }
+    }
+    for c in &claimed {
+        if lost.contains(&c.token) {
+            continue;
+        }
+        let settled = if shown {
+            router.ack(c.token, now()).map(drop)
+        } else {
+            router.defer(c.token).map(drop)
+        };
+        if let Err(e) = settled {
+            tracing::warn!(delegation = %c.delegation.id, error = %e, "cannot settle a delivery");
+        }
+    }
+}
+
+/// Gives claims back unshown (the attempt is not counted).
+pub fn give_back(router: &Router, claimed: Vec<Claimed>) {
+    for c in claimed {
+        if let Err(e) = router.defer(c.token) {
+            tracing::warn!(delegation = %c.delegation.id, error = %e, "cannot give a claim back");
+        }
+    }
+}

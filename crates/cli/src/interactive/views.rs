@@ -1,0 +1,223 @@
+//! The session's read-only views: `agents`, `status ID`, `log ID [N]`.
+
+use std::fmt::Write as _;
+
+use ledger::{Child, Delegation, DelegationId, EventKey, Ledger, Progress, SessionId, Timestamp};
+use registry::{Host, UnitProgress};
+
+use crate::home::now;
+
+/// Recent units `agents` shows.
+const RECENT: usize = 10;
+/// Transcript lines `log` shows per child.
+const LOG_LINES: usize = 40;
+
+/// `agents`: running, queued and recent units of the session, with live progress.
+pub fn agents(
+    ledger: &Ledger,
+    host: &Host,
+    session: &SessionId,
+    max_running: u32,
+) -> anyhow::Result<String> {
+    let listing = ledger.list(Some(session), RECENT)?;
+    let at = now();
+    let mut text = format!(
+        "running {} · queued {} · at most {max_running} at once in this home\n",
+        listing.running.len(),
+        listing.queued.len()
+    );
+    for unit in &listing.running {
+        let _ = writeln!(
+            text,
+            "  {}  running   {}",
+            unit.id,
+            formatter::one_line(&unit.spec.goal, 70)
+        );
+        let live = host.progress(&unit.id).map(|p| p.borrow().clone());
+        match live {
+            Some(live) => child_lines(&mut text, &live, at),
+            None => {
+                for child in ledger.children(&unit.id)? {
+                    stored_child_line(&mut text, unit, &child, at);
+                }
+            }
+        }
+    }
+    for (position, unit) in listing.queued.iter().enumerate() {
+        let _ = writeln!(
+            text,
+            "  {}  queued    #{} · {}",
+            unit.id,
+            position + 1,
+            formatter::one_line(&unit.spec.goal, 60)
+        );
+    }
+    if !listing.recent.is_empty() {
+        text.push_str("recent:\n");
+        for unit in &listing.recent {
+            let age = unit
+                .ended_at
+                .map(|e| formatter::human_age(at.ms_since(e)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "  {}  {:<9} {:>8} ago · {}",
+                unit.id,
+                unit.status.as_str(),
+                age,
+                formatter::one_line(&unit.spec.goal, 60)
+            );
+        }
+    }
+    Ok(text)
+}
+
+fn secs(ms: u64) -> String {
+    format!("{}s", ms / 1000)
+}
+
+fn describe(
+    status: &str,
+    started: Option<Timestamp>,
+    progress: &Progress,
+    at: Timestamp,
+) -> String {
+    let mut line = status.to_owned();
+    if let Some(started) = started {
+        let quiet = progress.last_activity_at.unwrap_or(started);
+        let _ = write!(
+            line,
+            " · {} · quiet {} · {} calls",
+            secs(at.ms_since(started)),
+            secs(at.ms_since(quiet)),
+            progress.api_calls
+        );
+        if let Some(tool) = &progress.current_tool {
+            let _ = write!(line, " · tool {}", formatter::one_line(tool, 30));
+        }
+    }
+    line
+}
+
+fn child_lines(text: &mut String, live: &UnitProgress, at: Timestamp) {
+    let total = live.children.len();
+    for child in &live.children {
+        let _ = writeln!(
+            text,
+            "      task {}/{total} {} · {}",
+            child.index + 1,
+            describe(child.status.as_str(), child.started_at, &child.progress, at),
+            formatter::one_line(&child.goal, 50)
+        );
+    }
+}
+
+fn stored_child_line(text: &mut String, unit: &Delegation, child: &Child, at: Timestamp) {
+    let goal = unit
+        .spec
+        .tasks
+        .get(child.index as usize)
+        .map(|t| formatter::one_line(&t.goal, 50))
+        .unwrap_or_default();
+    let _ = writeln!(
+        text,
+        "      task {}/{} {} · {goal}",
+        child.index + 1,
+        unit.task_count(),
+        describe(child.status.as_str(), child.started_at, &child.progress, at),
+    );
+}
+
+/// `status ID`.
+pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result<String> {
+    let Some(unit) = ledger.delegation(id)? else {
+        return Ok(format!("no delegation {id}\n"));
+    };
+    let at = now();
+    let mut text = format!(
+        "{}  {}  session {}\ngoal: {}\ndispatched {} ago",
+        unit.id,
+        unit.status.as_str(),
+        unit.session.as_ref().map_or("-", |s| s.as_str()),
+        formatter::one_line(&unit.spec.goal, 120),
+        formatter::human_age(at.ms_since(unit.dispatched_at)),
+    );
+    if let Some(reason) = &unit.interrupt {
+        let _ = write!(text, " · interrupt: {}", formatter::one_line(reason, 60));
+    }
+    text.push('\n');
+    let live = host.progress(id).map(|p| p.borrow().clone());
+    let events = ledger.events(id)?;
+    for child in ledger.children(id)? {
+        let (status, started, progress) = match live
+            .as_ref()
+            .and_then(|l| l.children.iter().find(|c| c.index == child.index))
+        {
+            Some(c) => (c.status, c.started_at, c.progress.clone()),
+            None => (child.status, child.started_at, child.progress.clone()),
+        };
+        let delivery = events
+            .iter()
+            .find(|e| {
+                e.key == EventKey::Task(child.index)
+                    || (e.key == EventKey::Terminal
+                        && e.payload.outcomes().iter().any(|o| o.index == child.index))
+            })
+            .map_or("-", |e| e.state.as_str());
+        let _ = writeln!(
+            text,
+            "  task {} {} · exit {} · delivery {}",
+            child.index,
+            describe(status.as_str(), started, &progress, at),
+            child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
+            delivery
+        );
+        if let Some(t) = &child.transcript {
+            let _ = writeln!(text, "    transcript: {t}");
+        }
+    }
+    Ok(text)
+}
+
+/// `log ID [N]`: the last lines of child N's transcript, or of every child's.
+pub fn log(ledger: &Ledger, id: &DelegationId, task: Option<u32>) -> anyhow::Result<String> {
+    if ledger.delegation(id)?.is_none() {
+        return Ok(format!("no delegation {id}\n"));
+    }
+    let children = ledger.children(id)?;
+    let chosen: Vec<&Child> = children
+        .iter()
+        .filter(|c| task.is_none_or(|n| c.index == n))
+        .collect();
+    if chosen.is_empty() {
+        return Ok(format!(
+            "{id} has no task {} (tasks are numbered from 0)\n",
+            task.unwrap_or(0)
+        ));
+    }
+    let mut text = String::new();
+    for child in chosen {
+        let Some(path) = &child.transcript else {
+            let _ = writeln!(text, "==> task {}: no transcript <==", child.index);
+            continue;
+        };
+        let body = match std::fs::read(path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => {
+                let _ = writeln!(text, "==> {path}: cannot read it: {e} <==");
+                continue;
+            }
+        };
+        let lines: Vec<&str> = body.lines().collect();
+        let skip = lines.len().saturating_sub(LOG_LINES);
+        let _ = writeln!(text, "==> task {}: {path} <==", child.index);
+        if skip > 0 {
+            let _ = writeln!(text, "… {skip} earlier line(s) omitted");
+        }
+        for line in &lines[skip..] {
+            text.push_str(&formatter::one_line(line, 400));
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}

@@ -1,0 +1,499 @@
+//! End-to-end tests of the interactive session, driving the real binary through a
+//! pseudo-terminal and reading the screen through a terminal emulator.
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Hermes, process_alive, wait_for};
+use expectrl::Session;
+use serde_json::Value;
+
+/// The columns of the pseudo-terminal (ptyprocess's default size, 80x24, as vt100's).
+const COLS: u16 = 80;
+
+/// `hermes` on a pseudo-terminal, with everything it wrote.
+struct Term {
+    session: expectrl::session::OsSession,
+    screen: vt100::Parser,
+    raw: Vec<u8>,
+}
+
+impl Term {
+    fn spawn(h: &Hermes, args: &[&str]) -> Term {
+        // Not `Hermes::command`: its null stdin would replace the terminal.
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hermes"));
+        c.args(args)
+            .env("HERMES_HOME", h.path())
+            .env("HERMES_HOST_SWEEP_INTERVAL_MS", "100")
+            .env("HERMES_DELEGATION_KILL_GRACE_SECONDS", "1")
+            .env("TERM", "xterm")
+            .env_remove("HERMES_SESSION_ID")
+            .env_remove("HERMES_SESSION_KEY")
+            .env_remove("RUST_LOG");
+        let session = Session::spawn(c).expect("hermes starts on a pseudo-terminal");
+        Term {
+            session,
+            screen: vt100::Parser::default(),
+            raw: Vec::new(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        u32::try_from(self.session.get_process().pid().as_raw()).expect("pid")
+    }
+
+    /// Reads what is there to read.
+    fn pump(&mut self) {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.session.try_read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    self.screen.process(&buf[..n]);
+                    self.raw.extend_from_slice(&buf[..n]);
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Everything written so far, without escape sequences or carriage returns.
+    fn text(&self) -> String {
+        plain(&String::from_utf8_lossy(&self.raw))
+    }
+
+    /// Waits until the text written so far satisfies `ok`.
+    fn wait(&mut self, limit: Duration, what: &str, ok: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + limit;
+        loop {
+            self.pump();
+            if ok(&self.text()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the session wrote:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait_text(&mut self, limit: Duration, needle: &str) {
+        self.wait(limit, needle, |t| t.contains(needle));
+    }
+
+    /// Waits until `needle` occurs `n` times.
+    fn wait_count(&mut self, limit: Duration, needle: &str, n: usize) {
+        self.wait(limit, &format!("{n} × {needle}"), |t| {
+            t.matches(needle).count() >= n
+        });
+    }
+
+    fn send(&mut self, text: &str) {
+        self.session
+            .write_all(text.as_bytes())
+            .and_then(|()| self.session.flush())
+            .expect("write to the terminal");
+    }
+
+    /// Types a line and presses Enter.
+    fn line(&mut self, text: &str) {
+        self.send(text);
+        self.send("\r");
+    }
+
+    /// The screen row the cursor is on.
+    fn cursor_row(&self) -> String {
+        let screen = self.screen.screen();
+        let (row, _) = screen.cursor_position();
+        screen
+            .rows(0, COLS)
+            .nth(usize::from(row))
+            .unwrap_or_default()
+    }
+
+    /// The session id from the greeting.
+    fn session_id(&mut self) -> String {
+        self.wait_text(Duration::from_secs(10), "hermes> ");
+        let text = self.text();
+        let start = text
+            .find("session sess_")
+            .map(|i| i + "session ".len())
+            .expect("greeting names the session");
+        text[start..]
+            .split_whitespace()
+            .next()
+            .expect("session id")
+            .to_owned()
+    }
+
+    /// Waits for the process to end; its exit code (minus the signal that killed it).
+    fn wait_exit(&mut self, limit: Duration) -> i32 {
+        let deadline = Instant::now() + limit;
+        loop {
+            self.pump();
+            match self.session.get_process().status() {
+                Ok(expectrl::process::unix::WaitStatus::Exited(_, code)) => {
+                    self.pump();
+                    return code;
+                }
+                Ok(expectrl::process::unix::WaitStatus::Signaled(_, signal, _)) => {
+                    self.pump();
+                    return -(signal as i32);
+                }
+                Ok(expectrl::process::unix::WaitStatus::StillAlive) => {}
+                other => panic!("hermes ended oddly: {other:?}\n{}", self.text()),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hermes did not exit; it wrote:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `text` without ANSI escape sequences and carriage returns.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.next() {
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    for c in chars.by_ref() {
+                        if c == '\x07' {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const BLOCK: &str = "[ASYNC DELEGATION COMPLETE — ";
+
+fn status(h: &Hermes, id: &str) -> Value {
+    h.json(&["delegation", "status", id, "--json"])
+}
+
+/// The delegation id in the line that confirmed a dispatch.
+fn dispatched_id(text: &str) -> String {
+    text.lines()
+        .rev()
+        .find_map(|l| {
+            l.split_whitespace().find(|w| {
+                w.starts_with("deleg_") && (l.contains(" running:") || l.contains(" queued"))
+            })
+        })
+        .expect("a dispatch line")
+        .to_owned()
+}
+
+/// Whether any process is in process group `group`.
+fn group_alive(group: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.filter_map(Result::ok).any(|entry| {
+        std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let (_, rest) = stat.rsplit_once(')')?;
+                let mut fields = rest.split_whitespace();
+                let state = fields.next()?;
+                let pgrp: u32 = fields.nth(1)?.parse().ok()?;
+                Some(pgrp == group && state != "Z")
+            })
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn an_idle_result_prints_above_the_prompt_and_the_typed_line_stays() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    t.session_id();
+    t.line("delegate -- sh -c 'sleep 1; echo done'");
+    t.wait_text(Duration::from_secs(10), " running: ");
+    let dispatched = Instant::now();
+    t.send("abc");
+    t.wait(Duration::from_secs(10), "the completion block", |text| {
+        text.contains(BLOCK) && text.contains("│ done")
+    });
+    let took = dispatched.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the block took {took:?} after a one-second child"
+    );
+    // The prompt is back below the block with the partly typed line intact.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.cursor_row().trim_end() != "hermes> abc" {
+        assert!(
+            Instant::now() < deadline,
+            "cursor row is {:?}; screen:\n{}",
+            t.cursor_row(),
+            t.screen.screen().contents()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        t.pump();
+    }
+    // Enter submits exactly what was typed.
+    t.send("\r");
+    t.wait_text(Duration::from_secs(5), "'abc'");
+    assert_eq!(t.text().matches(BLOCK).count(), 1, "{}", t.text());
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}
+
+#[test]
+fn a_result_ready_during_a_foreground_run_follows_the_runs_output() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    t.session_id();
+    t.line("delegate --goal quick -- sh -c 'sleep 0.5; echo quick-$((1+1))'");
+    t.wait_text(Duration::from_secs(10), " running: ");
+    let id = dispatched_id(&t.text());
+    t.line("run -- sh -c 'echo begin-$((1+1)); sleep 2; echo end-$((2+2))'");
+    t.wait_text(Duration::from_secs(10), "begin-2");
+    // The child finishes while the run is in the foreground.
+    wait_for(Duration::from_secs(10), "the child to finish", || {
+        (status(&h, &id)["status"] == "completed").then_some(())
+    });
+    t.wait_text(Duration::from_secs(10), "quick-2");
+    let text = t.text();
+    let run_ends = text.find("end-4").expect("the run's output");
+    let summary = text.find("[run] exit 0").expect("the run's summary");
+    let block = text.find(BLOCK).expect("the block");
+    assert!(
+        text.find("begin-2").expect("begin") < run_ends && run_ends < summary && summary < block,
+        "the block must follow the run's output:\n{text}"
+    );
+    assert_eq!(text.matches(BLOCK).count(), 1, "{text}");
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}
+
+#[test]
+fn a_killed_session_delivers_what_waited_exactly_once_on_resume() {
+    let h = Hermes::new();
+    let go = h.path().join("go");
+    let stop = h.path().join("stop");
+    let mut a = Term::spawn(&h, &[]);
+    let session = a.session_id();
+    a.line(&format!(
+        "delegate --goal waiter -- sh -c 'while [ ! -e {} ]; do sleep 0.05; done; echo waited-$((40+2))'",
+        go.display()
+    ));
+    a.wait_text(Duration::from_secs(10), " running: ");
+    let id = dispatched_id(&a.text());
+    // A foreground run lets the child finish while nothing is delivered, then the process dies.
+    a.line(&format!(
+        "run -- sh -c 'touch {}; while [ ! -e {} ]; do sleep 0.05; done'",
+        go.display(),
+        stop.display()
+    ));
+    wait_for(Duration::from_secs(10), "the child to finish", || {
+        let s = status(&h, &id);
+        (s["status"] == "completed" && s["tasks"][0]["delivery"]["state"] == "pending")
+            .then_some(())
+    });
+    let killed = Command::new("kill")
+        .args(["-9", &a.pid().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    a.wait_exit(Duration::from_secs(10));
+    std::fs::write(&stop, "").expect("stop the orphaned run");
+    assert_eq!(status(&h, &id)["tasks"][0]["delivery"]["state"], "pending");
+
+    // The first resume shows it once and acks it.
+    let mut b = Term::spawn(&h, &["--resume", &session]);
+    b.wait_text(Duration::from_secs(10), "waited-42");
+    b.wait_text(Duration::from_secs(5), "hermes> ");
+    wait_for(Duration::from_secs(10), "the delivery to be acked", || {
+        (status(&h, &id)["tasks"][0]["delivery"]["state"] == "delivered").then_some(())
+    });
+    assert_eq!(b.text().matches(BLOCK).count(), 1, "{}", b.text());
+    Command::new("kill")
+        .args(["-9", &b.pid().to_string()])
+        .status()
+        .expect("kill runs");
+    b.wait_exit(Duration::from_secs(10));
+
+    // The second resume has nothing new: a turn and an idle second later, still no block.
+    let mut c = Term::spawn(&h, &["--resume", &session]);
+    c.wait_text(Duration::from_secs(10), "resumed");
+    c.line("agents");
+    c.wait_text(Duration::from_secs(10), "recent:");
+    let quiet_until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < quiet_until {
+        c.pump();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!c.text().contains(BLOCK), "{}", c.text());
+    c.line("exit");
+    assert_eq!(c.wait_exit(Duration::from_secs(20)), 0);
+}
+
+#[test]
+fn exit_with_a_running_child_asks_then_interrupts_it_for_session_end() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    let session = t.session_id();
+    t.line("delegate -- sh -c 'sleep 60; echo never'");
+    t.wait_text(Duration::from_secs(10), " running: ");
+    let id = dispatched_id(&t.text());
+    let pid = wait_for(Duration::from_secs(10), "the child's pid", || {
+        status(&h, &id)["tasks"][0]["pid"].as_u64()
+    });
+    let pid = u32::try_from(pid).expect("pid");
+    assert!(group_alive(pid));
+    // Declining keeps the session and the child.
+    t.line("exit");
+    t.wait_text(Duration::from_secs(10), "[y/N]");
+    t.line("n");
+    t.wait_text(Duration::from_secs(10), "the session goes on");
+    assert!(group_alive(pid));
+    t.line("exit");
+    t.wait_count(Duration::from_secs(10), "[y/N]", 2);
+    t.line("y");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+    assert!(
+        t.text().contains(&format!("session {session} ended")),
+        "{}",
+        t.text()
+    );
+    assert!(!group_alive(pid), "the child's process group survived");
+
+    let s = status(&h, &id);
+    assert_eq!(s["status"], "interrupted");
+    assert_eq!(s["interrupt"], "session_end");
+    assert_eq!(s["tasks"][0]["status"], "interrupted");
+    let sessions = h.json(&["session", "list", "--json"]);
+    let me = sessions["sessions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["id"] == session.as_str()))
+        .expect("the session is listed");
+    assert_eq!(me["state"], "ended");
+    // The event itself says why.
+    let ledger = ledger::Ledger::open(
+        &h.path().join("ledger.redb"),
+        ledger::LedgerConfig::default(),
+    )
+    .expect("ledger opens");
+    let events = ledger
+        .events(&ledger::DelegationId::new(&id).expect("id"))
+        .expect("events");
+    let outcome = events
+        .iter()
+        .flat_map(|e| e.payload.outcomes())
+        .find(|o| o.index == 0)
+        .expect("the child's outcome");
+    assert_eq!(outcome.status, ledger::ChildStatus::Interrupted);
+    assert_eq!(
+        outcome.detail,
+        ledger::ExitDetail::Interrupted {
+            reason: "session_end".into()
+        }
+    );
+}
+
+#[test]
+fn ctrl_c_stops_a_foreground_run_and_not_the_session() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    t.session_id();
+    t.line("run -- sh -c 'echo sleep-$((1+1)); sleep 60'");
+    t.wait_text(Duration::from_secs(10), "sleep-2");
+    t.send("\x03");
+    t.wait_text(Duration::from_secs(10), "[run] interrupted");
+    t.line("help");
+    t.wait_text(Duration::from_secs(10), "stop ID|all");
+    // Ctrl-D at the prompt ends the session like exit.
+    t.send("\x04");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+    assert!(t.text().contains("ended"), "{}", t.text());
+}
+
+#[test]
+fn delegate_from_another_terminal_runs_in_the_interactive_process() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    let session = t.session_id();
+    let out = h.json(&[
+        "delegate",
+        "--session",
+        &session,
+        "--json",
+        "--goal",
+        "from afar",
+        "--",
+        "sh",
+        "-c",
+        "echo from-another-terminal",
+    ]);
+    assert_eq!(out["host_pid"].as_u64(), Some(u64::from(t.pid())));
+    t.wait_text(Duration::from_secs(10), "from-another-terminal");
+    let id = out["delegation_id"].as_str().expect("id");
+    assert_eq!(
+        status(&h, id)["host_pid"].as_u64(),
+        Some(u64::from(t.pid()))
+    );
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}
+
+#[test]
+fn resuming_a_hosted_an_ended_or_an_unknown_session_is_refused() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    let session = t.session_id();
+    let live = h.run(&["--resume", &session]);
+    live.assert_one_error_line(5);
+    assert!(
+        live.stderr.contains("another live process"),
+        "{}",
+        live.stderr
+    );
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+    let ended = h.run(&["--resume", &session]);
+    ended.assert_one_error_line(5);
+    assert!(ended.stderr.contains("has ended"), "{}", ended.stderr);
+    h.run(&["--resume", "nobody"]).assert_one_error_line(4);
+    assert!(!process_alive(u64::from(t.pid())));
+}
+
+#[test]
+fn history_is_kept_in_the_home() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    t.session_id();
+    t.line("agents");
+    t.wait_text(Duration::from_secs(10), "running 0");
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+    let mut history = String::new();
+    std::fs::File::open(h.path().join("history"))
+        .and_then(|mut f| f.read_to_string(&mut history))
+        .expect("history file");
+    assert!(history.contains("agents"), "{history}");
+}
