@@ -497,3 +497,77 @@ fn history_is_kept_in_the_home() {
         .expect("history file");
     assert!(history.contains("agents"), "{history}");
 }
+
+#[test]
+fn inject_results_follow_a_run_with_the_tool_carrier() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    t.session_id();
+    t.line("delegate --delivery inject -- sh -c 'sleep 0.3; echo injected-$((1+1))'");
+    t.wait_text(Duration::from_secs(10), " running: ");
+    t.line("run -- sleep 1");
+    t.wait_text(Duration::from_secs(10), "injected-2");
+    let text = t.text();
+    let summary = text.find("[run] exit 0").expect("the run's summary");
+    let carrier = text
+        .find("[DELEGATION RESULT READY — background evidence for the current task")
+        .expect("the tool carrier");
+    assert!(
+        summary < carrier && carrier < text.find(BLOCK).expect("block"),
+        "{text}"
+    );
+    // The goal keeps the quoting it was typed with.
+    assert!(
+        text.contains("Original goal: sh -c 'sleep 0.3; echo injected-$((1+1))'"),
+        "{text}"
+    );
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}
+
+#[test]
+fn resume_takes_back_a_claim_its_dead_predecessor_held() {
+    let h = Hermes::new();
+    // A result claimed by an interactive consumer whose process is gone (pid 4194304 is above
+    // the kernel's pid limit), under a lease that would hold it for five minutes.
+    let out = h.json(&[
+        "delegate",
+        "--session",
+        "held",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo held-$((1+1))",
+    ]);
+    let id = out["delegation_id"].as_str().expect("id").to_owned();
+    wait_for(Duration::from_secs(10), "the child to finish", || {
+        (status(&h, &id)["status"] == "completed").then_some(())
+    });
+    let drained = h.run(&[
+        "drain",
+        "--session",
+        "held",
+        "--hold",
+        "--lease",
+        "300",
+        "--consumer",
+        "interactive:4194304:1",
+    ]);
+    assert_eq!(drained.code, 0, "{drained:?}");
+    assert_eq!(status(&h, &id)["tasks"][0]["delivery"]["state"], "claimed");
+    // The headless host gives the session up once idle.
+    wait_for(
+        Duration::from_secs(20),
+        "the headless host to leave",
+        || h.host_pids().is_empty().then_some(()),
+    );
+    let mut t = Term::spawn(&h, &["--resume", "held"]);
+    t.wait_text(Duration::from_secs(10), "held-2");
+    wait_for(Duration::from_secs(10), "the delivery to be acked", || {
+        (status(&h, &id)["tasks"][0]["delivery"]["state"] == "delivered").then_some(())
+    });
+    assert_eq!(t.text().matches(BLOCK).count(), 1, "{}", t.text());
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}

@@ -408,6 +408,18 @@ impl Turns {
                 "--tasks - reads standard input, which is this prompt; give the tasks file's path"
             ));
         }
+        // Without --goal the goal is the command line, quoted the way it was typed.
+        let quoted;
+        let dispatch = match (&dispatch.goal, &dispatch.tasks) {
+            (None, None) if !dispatch.command.is_empty() => {
+                quoted = DispatchArgs {
+                    goal: shlex::try_join(dispatch.command.iter().map(String::as_str)).ok(),
+                    ..dispatch.clone()
+                };
+                &quoted
+            }
+            _ => dispatch,
+        };
         let spec = dispatch_args::spec(dispatch)?;
         let goal = formatter::one_line(&spec.goal, 80);
         let dispatched = self.runtime.block_on(
