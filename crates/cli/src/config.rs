@@ -105,6 +105,11 @@ impl Settings {
         self.duration("delivery", "claim_lease_seconds", 1.0)
     }
 
+    /// `delivery.heartbeat_seconds`.
+    pub fn heartbeat(&self) -> Duration {
+        self.duration("delivery", "heartbeat_seconds", 1.0)
+    }
+
     /// `host.idle_exit_seconds`.
     pub fn idle_exit(&self) -> Duration {
         self.duration("host", "idle_exit_seconds", 1.0)

@@ -70,9 +70,10 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         ledger.clone(),
         RouterConfig {
             lease_ms,
-            // The heartbeat setting is not exposed by the CLI's settings; a third of the lease
-            // (at most the default minute) keeps a presented claim alive either way.
-            heartbeat_ms: (lease_ms / 3).clamp(1, RouterConfig::DEFAULT_HEARTBEAT_MS),
+            // `delivery.heartbeat_seconds`, but never so rare that a presented claim could lapse.
+            heartbeat_ms: u64::try_from(home.settings.heartbeat().as_millis())
+                .unwrap_or(u64::MAX)
+                .clamp(1, (lease_ms / 2).max(1)),
             ..RouterConfig::new(
                 session.clone(),
                 format!("{CONSUMER_PREFIX}{}:{}", me.pid, me.start_time),
