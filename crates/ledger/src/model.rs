@@ -350,6 +350,37 @@ pub struct TaskSpec {
     pub model: Option<String>,
 }
 
+impl TaskSpec {
+    /// A leaf child running `command` for `goal`, with no context, toolsets or model.
+    ///
+    /// Set anything else with struct-update syntax:
+    ///
+    /// ```
+    /// use ledger::{Role, TaskSpec};
+    ///
+    /// let task = TaskSpec::new("count lines", vec!["wc".into(), "-l".into()]);
+    /// assert_eq!(task.goal, "count lines");
+    /// assert_eq!(task.role, Role::Leaf);
+    /// assert!(task.context.is_none() && task.toolsets.is_empty() && task.model.is_none());
+    ///
+    /// let orchestrator = TaskSpec {
+    ///     role: Role::Orchestrator,
+    ///     ..TaskSpec::new("plan", vec!["planner".into()])
+    /// };
+    /// assert_eq!(orchestrator.role, Role::Orchestrator);
+    /// ```
+    pub fn new(goal: impl Into<String>, command: Vec<String>) -> TaskSpec {
+        TaskSpec {
+            goal: goal.into(),
+            command,
+            context: None,
+            toolsets: Vec::new(),
+            role: Role::Leaf,
+            model: None,
+        }
+    }
+}
+
 /// Everything known about a unit at dispatch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DispatchSpec {
@@ -373,6 +404,46 @@ pub struct DispatchSpec {
     pub group: Option<String>,
     /// The children.
     pub tasks: Vec<TaskSpec>,
+}
+
+impl DispatchSpec {
+    /// A leaf unit of `tasks` for `goal`, delivered after the turn, with no context, toolsets,
+    /// model, timeout, working directory or group.
+    ///
+    /// Set anything else with struct-update syntax:
+    ///
+    /// ```
+    /// use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
+    ///
+    /// let spec = DispatchSpec::new("tidy up", vec![TaskSpec::new("lint", vec!["true".into()])]);
+    /// assert_eq!(spec.goal, "tidy up");
+    /// assert_eq!(spec.tasks.len(), 1);
+    /// assert_eq!(spec.role, Role::Leaf);
+    /// assert_eq!(spec.delivery, DeliveryMode::AfterTurn);
+    /// assert!(spec.context.is_none() && spec.toolsets.is_empty() && spec.model.is_none());
+    /// assert!(spec.timeout_ms.is_none() && spec.cwd.is_none() && spec.group.is_none());
+    ///
+    /// let inject = DispatchSpec {
+    ///     delivery: DeliveryMode::Inject,
+    ///     timeout_ms: Some(30_000),
+    ///     ..DispatchSpec::new("watch", Vec::new())
+    /// };
+    /// assert_eq!(inject.delivery, DeliveryMode::Inject);
+    /// ```
+    pub fn new(goal: impl Into<String>, tasks: Vec<TaskSpec>) -> DispatchSpec {
+        DispatchSpec {
+            goal: goal.into(),
+            context: None,
+            toolsets: Vec::new(),
+            role: Role::Leaf,
+            model: None,
+            delivery: DeliveryMode::AfterTurn,
+            timeout_ms: None,
+            cwd: None,
+            group: None,
+            tasks,
+        }
+    }
 }
 
 /// A unit's status.
@@ -645,6 +716,56 @@ pub struct ChildOutcome {
 }
 
 impl ChildOutcome {
+    /// Child `index` with `goal` that ended with `status` at `ended_at`, and nothing else known:
+    /// no exit code, signal or start time, no API calls, an empty result and transcript path, no
+    /// stderr or transcript tail, and [`ExitDetail::None`].
+    ///
+    /// Set anything else with struct-update syntax:
+    ///
+    /// ```
+    /// use ledger::{ChildOutcome, ChildStatus, ExitDetail, Timestamp};
+    ///
+    /// let bare = ChildOutcome::new(2, "build", ChildStatus::Cancelled, Timestamp(5_000));
+    /// assert_eq!((bare.index, bare.goal.as_str()), (2, "build"));
+    /// assert_eq!(bare.status, ChildStatus::Cancelled);
+    /// assert_eq!(bare.ended_at, Timestamp(5_000));
+    /// assert!(bare.exit_code.is_none() && bare.signal.is_none() && bare.started_at.is_none());
+    /// assert_eq!(bare.api_calls, 0);
+    /// assert!(bare.result.is_empty() && bare.transcript.is_empty());
+    /// assert!(bare.stderr_tail.is_none() && bare.transcript_tail.is_none());
+    /// assert_eq!(bare.detail, ExitDetail::None);
+    ///
+    /// let done = ChildOutcome {
+    ///     exit_code: Some(0),
+    ///     started_at: Some(Timestamp(1_000)),
+    ///     result: "ok".into(),
+    ///     ..ChildOutcome::new(0, "build", ChildStatus::Completed, Timestamp(5_000))
+    /// };
+    /// assert_eq!(done.duration_seconds(), 4.0);
+    /// ```
+    pub fn new(
+        index: u32,
+        goal: impl Into<String>,
+        status: ChildStatus,
+        ended_at: Timestamp,
+    ) -> ChildOutcome {
+        ChildOutcome {
+            index,
+            goal: goal.into(),
+            status,
+            exit_code: None,
+            signal: None,
+            started_at: None,
+            ended_at,
+            api_calls: 0,
+            result: String::new(),
+            stderr_tail: None,
+            transcript_tail: None,
+            transcript: String::new(),
+            detail: ExitDetail::None,
+        }
+    }
+
     /// Seconds from start to end (zero if it never started).
     pub fn duration_seconds(&self) -> f64 {
         self.started_at
