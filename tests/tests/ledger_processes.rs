@@ -21,26 +21,8 @@ fn now() -> Timestamp {
 
 fn batch(path: &Path, tasks: u32) -> DelegationId {
     let ledger = Ledger::open(path, LedgerConfig::default()).expect("ledger opens");
-    let task = TaskSpec {
-        goal: "t".into(),
-        command: vec!["true".into()],
-        context: None,
-        toolsets: Vec::new(),
-        role: Role::Leaf,
-        model: None,
-    };
-    let spec = DispatchSpec {
-        goal: "stress".into(),
-        context: None,
-        toolsets: Vec::new(),
-        role: Role::Leaf,
-        model: None,
-        delivery: DeliveryMode::AfterTurn,
-        timeout_ms: None,
-        cwd: None,
-        group: None,
-        tasks: vec![task; tasks as usize],
-    };
+    let task = TaskSpec::new("t", vec!["true".into()]);
+    let spec = DispatchSpec::new("stress", vec![task; tasks as usize]);
     let new = NewDelegation {
         session: Some(SessionId::new("s").unwrap()),
         channel: Channel::Background,

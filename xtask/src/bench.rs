@@ -86,43 +86,17 @@ fn run_example(package: &str, example: &str) -> Result<Value> {
 }
 
 fn spec(tasks: u32) -> DispatchSpec {
-    let task = TaskSpec {
-        goal: "bench".into(),
-        command: vec!["true".into()],
-        context: None,
-        toolsets: Vec::new(),
-        role: Role::Leaf,
-        model: None,
-    };
-    DispatchSpec {
-        goal: "bench".into(),
-        context: None,
-        toolsets: Vec::new(),
-        role: Role::Leaf,
-        model: None,
-        delivery: DeliveryMode::AfterTurn,
-        timeout_ms: None,
-        cwd: None,
-        group: None,
-        tasks: vec![task; tasks as usize],
-    }
+    let task = TaskSpec::new("bench", vec!["true".into()]);
+    DispatchSpec::new("bench", vec![task; tasks as usize])
 }
 
 fn outcome(index: u32) -> ChildOutcome {
+    // The fields are evaluated before the base, so `started_at` is read no later than `ended_at`.
     ChildOutcome {
-        index,
-        goal: "bench".into(),
-        status: ChildStatus::Completed,
         exit_code: Some(0),
-        signal: None,
         started_at: Some(now()),
-        ended_at: now(),
-        api_calls: 0,
         result: "ok".into(),
-        stderr_tail: None,
-        transcript_tail: None,
-        transcript: String::new(),
-        detail: ExitDetail::None,
+        ..ChildOutcome::new(index, "bench", ChildStatus::Completed, now())
     }
 }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use ledger::{
-    Capacity, Channel, ChildOutcome, ChildStatus, DeliveryMode, DispatchSpec, ExitDetail, Ledger,
-    LedgerConfig, NewDelegation, Role, TaskSpec, Timestamp,
+    Capacity, Channel, ChildOutcome, ChildStatus, DispatchSpec, Ledger, LedgerConfig,
+    NewDelegation, TaskSpec, Timestamp,
 };
 use serde_json::{Value, json};
 
@@ -165,26 +165,8 @@ fn seed(path: &Path, total: usize) -> Result<String> {
     )?);
     let mut last = String::new();
     for i in existing..total {
-        let task = TaskSpec {
-            goal: format!("seeded {i}"),
-            command: vec!["true".into()],
-            context: None,
-            toolsets: Vec::new(),
-            role: Role::Leaf,
-            model: None,
-        };
-        let spec = DispatchSpec {
-            goal: task.goal.clone(),
-            context: None,
-            toolsets: Vec::new(),
-            role: Role::Leaf,
-            model: None,
-            delivery: DeliveryMode::AfterTurn,
-            timeout_ms: None,
-            cwd: None,
-            group: None,
-            tasks: vec![task],
-        };
+        let task = TaskSpec::new(format!("seeded {i}"), vec!["true".into()]);
+        let spec = DispatchSpec::new(task.goal.clone(), vec![task]);
         let admitted = ledger.dispatch(
             NewDelegation {
                 session: None,
@@ -203,19 +185,10 @@ fn seed(path: &Path, total: usize) -> Result<String> {
         ledger.finish_child(
             &id,
             ChildOutcome {
-                index: 0,
-                goal: format!("seeded {i}"),
-                status: ChildStatus::Completed,
                 exit_code: Some(0),
-                signal: None,
                 started_at: Some(now),
-                ended_at: now,
-                api_calls: 0,
                 result: "ok\n".into(),
-                stderr_tail: None,
-                transcript_tail: None,
-                transcript: String::new(),
-                detail: ExitDetail::None,
+                ..ChildOutcome::new(0, format!("seeded {i}"), ChildStatus::Completed, now)
             },
             now,
         )?;

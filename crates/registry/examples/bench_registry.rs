@@ -13,33 +13,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ledger::{
-    DeliveryMode, DispatchSpec, ExitDetail, HostKind, InterruptTarget, Ledger, LedgerConfig, Role,
-    SessionId, TaskSpec,
+    DispatchSpec, ExitDetail, HostKind, InterruptTarget, Ledger, LedgerConfig, SessionId, TaskSpec,
 };
 use registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
 
 fn spec(tasks: usize, command: &[&str]) -> DispatchSpec {
-    DispatchSpec {
-        goal: "bench".into(),
-        context: None,
-        toolsets: vec![],
-        role: Role::Leaf,
-        model: None,
-        delivery: DeliveryMode::AfterTurn,
-        timeout_ms: None,
-        cwd: None,
-        group: None,
-        tasks: (0..tasks)
-            .map(|i| TaskSpec {
-                goal: format!("bench child {i}"),
-                command: command.iter().map(|s| s.to_string()).collect(),
-                context: None,
-                toolsets: vec![],
-                role: Role::Leaf,
-                model: None,
-            })
-            .collect(),
-    }
+    let tasks = (0..tasks)
+        .map(|i| {
+            let argv = command.iter().map(|s| s.to_string()).collect();
+            TaskSpec::new(format!("bench child {i}"), argv)
+        })
+        .collect();
+    DispatchSpec::new("bench", tasks)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

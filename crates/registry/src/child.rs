@@ -208,19 +208,9 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
             plan.log.note(now, &format!("hermes: {reason}"));
             live.set_status(ChildStatus::Error);
             let outcome = ChildOutcome {
-                index: plan.index,
-                goal: plan.goal.clone(),
-                status: ChildStatus::Error,
-                exit_code: None,
-                signal: None,
-                started_at: None,
-                ended_at: now,
-                api_calls: 0,
-                result: String::new(),
-                stderr_tail: None,
-                transcript_tail: None,
                 transcript: plan.log.path().display().to_string(),
                 detail: ExitDetail::SpawnError { reason },
+                ..ChildOutcome::new(plan.index, plan.goal.clone(), ChildStatus::Error, now)
             };
             return Started::Failed(outcome);
         }
@@ -690,19 +680,10 @@ mod tests {
     fn exit_reasons_read_as_words() {
         let outcome =
             |detail: ExitDetail, exit_code: Option<i32>, signal: Option<i32>| ChildOutcome {
-                index: 0,
-                goal: String::new(),
-                status: ChildStatus::Failed,
                 exit_code,
                 signal,
-                started_at: None,
-                ended_at: Timestamp(0),
-                api_calls: 0,
-                result: String::new(),
-                stderr_tail: None,
-                transcript_tail: None,
-                transcript: String::new(),
                 detail,
+                ..ChildOutcome::new(0, "", ChildStatus::Failed, Timestamp(0))
             };
         assert_eq!(
             exit_reason(&outcome(ExitDetail::None, Some(2), None)),

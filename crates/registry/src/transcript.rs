@@ -337,7 +337,7 @@ impl LineSplitter {
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec, UnitStatus};
+    use ledger::{DispatchSpec, TaskSpec, UnitStatus};
 
     use super::*;
 
@@ -347,27 +347,15 @@ pub(crate) mod tests_support {
             id: DelegationId::from_bits(0xabc),
             session: None,
             channel: ledger::Channel::Inline,
-            spec: DispatchSpec {
-                goal: "g".into(),
-                context: None,
-                toolsets: vec![],
-                role: Role::Leaf,
-                model: None,
-                delivery: DeliveryMode::AfterTurn,
-                timeout_ms: None,
-                cwd: None,
-                group: None,
-                tasks: (0..tasks)
-                    .map(|i| TaskSpec {
-                        goal: format!("goal {i}\nsecond line"),
-                        command: vec!["echo".into(), format!("{i}")],
-                        context: None,
-                        toolsets: vec![],
-                        role: Role::Leaf,
-                        model: None,
+            spec: DispatchSpec::new(
+                "g",
+                (0..tasks)
+                    .map(|i| {
+                        let argv = vec!["echo".into(), format!("{i}")];
+                        TaskSpec::new(format!("goal {i}\nsecond line"), argv)
                     })
                     .collect(),
-            },
+            ),
             status: UnitStatus::Running,
             dispatched_at: Timestamp(1_764_441_835_000),
             started_at: None,

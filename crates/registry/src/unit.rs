@@ -227,27 +227,18 @@ fn not_started(
     index: u32,
     reason: &str,
 ) -> ChildOutcome {
+    let goal = unit
+        .spec
+        .tasks
+        .get(index as usize)
+        .map(|t| t.goal.clone())
+        .unwrap_or_default();
     ChildOutcome {
-        index,
-        goal: unit
-            .spec
-            .tasks
-            .get(index as usize)
-            .map(|t| t.goal.clone())
-            .unwrap_or_default(),
-        status: ChildStatus::Interrupted,
-        exit_code: None,
-        signal: None,
-        started_at: None,
-        ended_at: host.ctx.clock.now(),
-        api_calls: 0,
-        result: String::new(),
-        stderr_tail: None,
-        transcript_tail: None,
         transcript: transcript::task_log_path(dir, index).display().to_string(),
         detail: ExitDetail::Interrupted {
             reason: reason.to_owned(),
         },
+        ..ChildOutcome::new(index, goal, ChildStatus::Interrupted, host.ctx.clock.now())
     }
 }
 

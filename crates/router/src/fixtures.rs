@@ -2,8 +2,8 @@
 
 use ledger::{
     Channel, ChildOutcome, ChildStatus, ClaimToken, Delegation, DelegationId, DeliveryMode,
-    DispatchSpec, Event, EventKey, EventPayload, EventState, ExitDetail, Lease, Role, SessionId,
-    Timestamp, UnitStatus,
+    DispatchSpec, Event, EventKey, EventPayload, EventState, Lease, SessionId, Timestamp,
+    UnitStatus,
 };
 
 pub(crate) fn sid(id: &str) -> SessionId {
@@ -20,16 +20,8 @@ pub(crate) fn delegation(bits: u64, session: &str, delivery: DeliveryMode) -> De
         session: Some(sid(session)),
         channel: Channel::Background,
         spec: DispatchSpec {
-            goal: "goal".into(),
-            context: None,
-            toolsets: Vec::new(),
-            role: Role::Leaf,
-            model: None,
             delivery,
-            timeout_ms: None,
-            cwd: None,
-            group: None,
-            tasks: Vec::new(),
+            ..DispatchSpec::new("goal", Vec::new())
         },
         status: UnitStatus::Running,
         dispatched_at: Timestamp(0),
@@ -49,19 +41,8 @@ pub(crate) fn event(bits: u64, n: u32, session: &str, delivery: DeliveryMode) ->
         session: Some(sid(session)),
         delivery,
         payload: EventPayload::Task(ChildOutcome {
-            index: n,
-            goal: format!("task {n}"),
-            status: ChildStatus::Completed,
             exit_code: Some(0),
-            signal: None,
-            started_at: None,
-            ended_at: Timestamp(0),
-            api_calls: 0,
-            result: String::new(),
-            stderr_tail: None,
-            transcript_tail: None,
-            transcript: String::new(),
-            detail: ExitDetail::None,
+            ..ChildOutcome::new(n, format!("task {n}"), ChildStatus::Completed, Timestamp(0))
         }),
         state: EventState::Pending,
         attempts: 0,

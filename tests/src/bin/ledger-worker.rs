@@ -25,20 +25,17 @@ fn now() -> Timestamp {
 }
 
 fn outcome(index: u32) -> ChildOutcome {
+    // The fields are evaluated before the base, so `started_at` is read no later than `ended_at`.
     ChildOutcome {
-        index,
-        goal: format!("task {index}"),
-        status: ChildStatus::Completed,
         exit_code: Some(0),
-        signal: None,
         started_at: Some(now()),
-        ended_at: now(),
-        api_calls: 0,
         result: format!("result {index}"),
-        stderr_tail: None,
-        transcript_tail: None,
-        transcript: String::new(),
-        detail: ExitDetail::None,
+        ..ChildOutcome::new(
+            index,
+            format!("task {index}"),
+            ChildStatus::Completed,
+            now(),
+        )
     }
 }
 

@@ -2,8 +2,8 @@
 
 use formatter::RenderContext;
 use ledger::{
-    Channel, ChildOutcome, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec,
-    Event, EventKey, EventPayload, EventState, ExitDetail, Role, TaskSpec, Timestamp, UnitStatus,
+    Channel, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event, EventKey,
+    EventPayload, EventState, TaskSpec, Timestamp, UnitStatus,
 };
 
 /// 2025-01-01T00:00:00Z, "now" in every test.
@@ -19,14 +19,10 @@ pub fn ctx() -> RenderContext {
 
 /// A task as dispatched, with only a goal.
 pub fn task(goal: &str) -> TaskSpec {
-    TaskSpec {
-        goal: goal.to_owned(),
-        command: vec!["sh".to_owned(), "-c".to_owned(), "true".to_owned()],
-        context: None,
-        toolsets: Vec::new(),
-        role: Role::Leaf,
-        model: None,
-    }
+    TaskSpec::new(
+        goal,
+        vec!["sh".to_owned(), "-c".to_owned(), "true".to_owned()],
+    )
 }
 
 /// A running background unit with one task per goal, dispatched 42 seconds before [`NOW`].
@@ -40,18 +36,7 @@ pub fn delegation(goals: &[&str]) -> Delegation {
         id: DelegationId::from_bits(0x0123_4567_89ab),
         session: None,
         channel: Channel::Background,
-        spec: DispatchSpec {
-            goal: unit_goal,
-            context: None,
-            toolsets: Vec::new(),
-            role: Role::Leaf,
-            model: None,
-            delivery: DeliveryMode::AfterTurn,
-            timeout_ms: None,
-            cwd: None,
-            group: None,
-            tasks: goals.iter().map(|g| task(g)).collect(),
-        },
+        spec: DispatchSpec::new(unit_goal, goals.iter().map(|g| task(g)).collect()),
         status: UnitStatus::Running,
         dispatched_at: NOW.minus_ms(42_000),
         started_at: Some(NOW.minus_ms(41_000)),
@@ -67,25 +52,17 @@ pub fn delegation(goals: &[&str]) -> Delegation {
 pub fn outcome(index: u32, goal: &str, status: ChildStatus) -> ChildOutcome {
     let started = NOW.minus_ms(41_000);
     ChildOutcome {
-        index,
-        goal: goal.to_owned(),
-        status,
         exit_code: match status {
             ChildStatus::Completed => Some(0),
             ChildStatus::Failed => Some(1),
             _ => None,
         },
-        signal: None,
         started_at: Some(started),
-        ended_at: started.plus_ms(3_400),
         api_calls: 7,
-        result: String::new(),
-        stderr_tail: None,
-        transcript_tail: None,
         transcript: format!(
             "/home/u/.hermes/cache/delegation/live/deleg_0123456789ab/task-{index}.log"
         ),
-        detail: ExitDetail::None,
+        ..ChildOutcome::new(index, goal, status, started.plus_ms(3_400))
     }
 }
 

@@ -10,44 +10,18 @@ pub fn session() -> SessionId {
 }
 
 pub fn spec(tasks: u32) -> DispatchSpec {
-    DispatchSpec {
-        goal: "goal".into(),
-        context: None,
-        toolsets: Vec::new(),
-        role: Role::Leaf,
-        model: None,
-        delivery: DeliveryMode::AfterTurn,
-        timeout_ms: None,
-        cwd: None,
-        group: None,
-        tasks: (0..tasks)
-            .map(|i| TaskSpec {
-                goal: format!("task {i}"),
-                command: vec!["true".into()],
-                context: None,
-                toolsets: Vec::new(),
-                role: Role::Leaf,
-                model: None,
-            })
-            .collect(),
-    }
+    let tasks = (0..tasks)
+        .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
+        .collect();
+    DispatchSpec::new("goal", tasks)
 }
 
 pub fn outcome(index: u32, status: ChildStatus, at: Timestamp) -> ChildOutcome {
     ChildOutcome {
-        index,
-        goal: format!("task {index}"),
-        status,
         exit_code: Some(0),
-        signal: None,
         started_at: Some(T0),
-        ended_at: at,
-        api_calls: 0,
         result: format!("result {index}"),
-        stderr_tail: None,
-        transcript_tail: None,
-        transcript: String::new(),
-        detail: ExitDetail::None,
+        ..ChildOutcome::new(index, format!("task {index}"), status, at)
     }
 }
 

@@ -7,10 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ledger::{
-    DeliveryMode, DispatchSpec, HostKind, Ledger, LedgerConfig, ProcessId, Role, SessionId,
-    TaskSpec,
-};
+use ledger::{DispatchSpec, HostKind, Ledger, LedgerConfig, ProcessId, SessionId, TaskSpec};
 use registry::{Config, Host, HostOptions, SystemClock};
 
 pub struct Fixture {
@@ -68,29 +65,14 @@ pub async fn inline_fixture(tweak: impl FnOnce(&mut Config)) -> Fixture {
 }
 
 pub fn task(command: &[&str]) -> TaskSpec {
-    TaskSpec {
-        goal: command.join(" "),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        context: None,
-        toolsets: vec![],
-        role: Role::Leaf,
-        model: None,
-    }
+    TaskSpec::new(
+        command.join(" "),
+        command.iter().map(|s| s.to_string()).collect(),
+    )
 }
 
 pub fn spec(commands: &[&[&str]]) -> DispatchSpec {
-    DispatchSpec {
-        goal: "test unit".into(),
-        context: None,
-        toolsets: vec![],
-        role: Role::Leaf,
-        model: None,
-        delivery: DeliveryMode::AfterTurn,
-        timeout_ms: None,
-        cwd: None,
-        group: None,
-        tasks: commands.iter().map(|c| task(c)).collect(),
-    }
+    DispatchSpec::new("test unit", commands.iter().map(|c| task(c)).collect())
 }
 
 pub fn sh(script: &str) -> Vec<&str> {

@@ -19,44 +19,21 @@ pub fn sid(id: &str) -> SessionId {
 }
 
 pub fn spec(tasks: u32, delivery: DeliveryMode) -> DispatchSpec {
+    let tasks = (0..tasks)
+        .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
+        .collect();
     DispatchSpec {
-        goal: "goal".into(),
-        context: None,
-        toolsets: Vec::new(),
-        role: Role::Leaf,
-        model: None,
         delivery,
-        timeout_ms: None,
-        cwd: None,
-        group: None,
-        tasks: (0..tasks)
-            .map(|i| TaskSpec {
-                goal: format!("task {i}"),
-                command: vec!["true".into()],
-                context: None,
-                toolsets: Vec::new(),
-                role: Role::Leaf,
-                model: None,
-            })
-            .collect(),
+        ..DispatchSpec::new("goal", tasks)
     }
 }
 
 pub fn outcome(index: u32, at: Timestamp) -> ChildOutcome {
     ChildOutcome {
-        index,
-        goal: format!("task {index}"),
-        status: ChildStatus::Completed,
         exit_code: Some(0),
-        signal: None,
         started_at: Some(T0),
-        ended_at: at,
-        api_calls: 0,
         result: format!("result {index}"),
-        stderr_tail: None,
-        transcript_tail: None,
-        transcript: String::new(),
-        detail: ExitDetail::None,
+        ..ChildOutcome::new(index, format!("task {index}"), ChildStatus::Completed, at)
     }
 }
 
