@@ -258,3 +258,39 @@ fn a_killed_host_leaves_unknown_results_with_tails_and_no_survivors() {
     let drain = h.run(&["drain", "--session", "K"]);
     assert!(drain.stdout.contains("unknown"), "{}", drain.stdout);
 }
+
+#[test]
+fn a_running_host_starts_new_work_without_waiting_for_its_sweep() {
+    let h = Hermes::new();
+    // A long sweep: only the host's watch on the ledger's activity can start work promptly.
+    let slow_sweep = [("HERMES_HOST_SWEEP_INTERVAL_MS", "10000")];
+    let first = h.run_env(
+        &["delegate", "--session", "S", "--json", "--", "sleep", "5"],
+        &slow_sweep,
+    );
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let second = h.run_env(
+        &["delegate", "--session", "S", "--json", "--", "sleep", "5"],
+        &slow_sweep,
+    );
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(
+        first.json()["host_pid"],
+        second.json()["host_pid"],
+        "one host for the session"
+    );
+    let id = second.json()["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let dispatched = std::time::Instant::now();
+    wait_for(Duration::from_secs(5), "the second unit to start", || {
+        (!status(&h, &id)["tasks"][0]["started_at"].is_null()).then_some(())
+    });
+    assert!(
+        dispatched.elapsed() < Duration::from_secs(3),
+        "started {:?} after dispatch; the sweep alone would take 10 s",
+        dispatched.elapsed()
+    );
+    h.run(&["session", "end", "S"]);
+}

@@ -53,6 +53,10 @@ pub enum LedgerError {
     /// The claim token no longer holds every key it claimed (settled, or fenced by a newer claim).
     #[error("claim {0} was lost: it was settled already or another consumer claimed its events")]
     ClaimLost(ClaimToken),
+    /// The host a unit was dispatched to has retired (or was never registered); dispatch again
+    /// to a live host.
+    #[error("host {0} no longer hosts this session; start a new host and dispatch again")]
+    HostGone(crate::model::ProcessId),
     /// The queue is full.
     #[error("the dispatch queue is full ({max} units waiting); wait for running work to finish")]
     QueueFull {

@@ -102,16 +102,20 @@ impl Ledger {
 
     /// Forgets a host that is shutting down, and lets go of the session it hosted.
     pub fn unregister_host(&self, process: ProcessId) -> Result<()> {
-        self.write(|w| {
-            if let Some(host) = w.host(process)?
-                && let Some(id) = &host.session
-                && let Some(mut session) = w.session(id)?
-                && session.host == Some(process)
-            {
-                session.host = None;
-                w.put_session(&session)?;
+        self.write(|w| release_host(w, process))
+    }
+
+    /// Retires a host that wants to exit: in one transaction, if no queued or running unit is
+    /// assigned to it, it is unregistered and lets go of its session, and from then on nothing
+    /// can be dispatched to it (`LedgerError::HostGone`). Returns `false`, changing nothing, if
+    /// work is assigned to it: the host must stay and run it.
+    pub fn retire_host(&self, process: ProcessId) -> Result<bool> {
+        self.write_then(|w| {
+            if w.active_units()?.iter().any(|u| u.host == Some(process)) {
+                return Ok((false, false));
             }
-            w.remove_host(process)
+            release_host(w, process)?;
+            Ok((true, true))
         })
     }
 
@@ -142,6 +146,19 @@ impl Ledger {
             }
         })
     }
+}
+
+/// Removes a host's record and clears its session's host if it is this one.
+fn release_host(w: &Writer<'_>, process: ProcessId) -> Result<()> {
+    if let Some(host) = w.host(process)?
+        && let Some(id) = &host.session
+        && let Some(mut session) = w.session(id)?
+        && session.host == Some(process)
+    {
+        session.host = None;
+        w.put_session(&session)?;
+    }
+    w.remove_host(process)
 }
 
 /// The session, created active if new; `SessionEnded` if it has ended.

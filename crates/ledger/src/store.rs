@@ -416,6 +416,12 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Bumps the activity counter (see `META_ACTIVITY`).
+    pub(crate) fn bump_activity(&self) -> Result<()> {
+        let next = self.meta(META_ACTIVITY)?.unwrap_or(0).wrapping_add(1);
+        self.set_meta(META_ACTIVITY, next)
+    }
+
     pub(crate) fn set_meta(&self, key: &str, value: u64) -> Result<()> {
         let mut table = self.txn.open_table(META).map_err(storage)?;
         table.insert(key, value).map_err(storage)?;

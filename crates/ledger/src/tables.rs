@@ -38,6 +38,9 @@ pub(crate) const UNITS_BY_SESSION: TableDefinition<(&str, &str), ()> =
 pub(crate) const META_FORMAT_VERSION: &str = "format_version";
 /// The `META` key of the next queue sequence number.
 pub(crate) const META_NEXT_QUEUE_SEQ: &str = "next_queue_seq";
+/// The `META` key of the activity counter: bumped by every change a host must act on (a
+/// background dispatch, an interrupt, a session end), so hosts can poll one value cheaply.
+pub(crate) const META_ACTIVITY: &str = "activity";
 /// The `META` key of the last recovery sweep's time.
 pub(crate) const META_LAST_RECOVERY: &str = "last_recovery_at";
 

@@ -11,7 +11,7 @@ use crate::model::{
     EventPayload, ExitDetail, ProcessId, Progress, SessionId, Timestamp, UnitStatus,
 };
 use crate::store::{Writer, is_task_of};
-use crate::tables::META_NEXT_QUEUE_SEQ;
+use crate::tables::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
 
 /// A unit to record.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,8 +109,18 @@ impl Ledger {
             ));
         }
         self.write(|w| {
-            if let Some(session) = &new.session {
-                crate::sessions::ensure_active(w, session, now)?;
+            let session = match &new.session {
+                Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
+                None => None,
+            };
+            // A background unit goes to a host that is live for the ledger: registered, or the
+            // session's recorded host. A host that retired (`retire_host`) gets nothing more, so
+            // no unit is ever left with a host that has decided to exit.
+            if let (Channel::Background, Some(host)) = (new.channel, new.host) {
+                let hosts_session = session.as_ref().is_some_and(|s| s.host == Some(host));
+                if !hosts_session && w.host(host)?.is_none() {
+                    return Err(LedgerError::HostGone(host));
+                }
             }
             let id = loop {
                 let id = self.next_delegation_id();
@@ -154,6 +164,9 @@ impl Ledger {
                 spec: new.spec,
             };
             w.put_delegation(&unit)?;
+            if unit.channel == Channel::Background {
+                w.bump_activity()?;
+            }
             for index in 0..unit.task_count() {
                 w.put_child(&Child {
                     delegation_id: id.clone(),
@@ -339,6 +352,12 @@ impl Ledger {
         self.write(|w| interrupt_in(w, target, reason, now))
     }
 
+    /// The activity counter: it changes whenever a host may have something new to do (a
+    /// background dispatch, an interrupt, a session end). One cheap read to poll.
+    pub fn activity(&self) -> Result<u64> {
+        Ok(self.read(|r| r.meta(META_ACTIVITY))?.unwrap_or(0))
+    }
+
     /// Running units of `host` that another process asked to interrupt, with the reason.
     pub fn interrupt_requests(&self, host: ProcessId) -> Result<Vec<(DelegationId, String)>> {
         self.read(|r| {
@@ -520,6 +539,9 @@ pub(crate) fn interrupt_in(
             .collect(),
         InterruptTarget::All => w.active_units()?,
     };
+    if !units.is_empty() {
+        w.bump_activity()?;
+    }
     for mut unit in units {
         match unit.status {
             UnitStatus::Queued => {

@@ -438,14 +438,8 @@ fn finalization_happens_once() {
 #[test]
 fn capacity_queues_fifo_and_refuses_past_max_queued() {
     let f = fixture();
-    let host = ProcessId {
-        pid: 10,
-        start_time: 1,
-    };
-    let other = ProcessId {
-        pid: 11,
-        start_time: 1,
-    };
+    let host = registered_host(&f.ledger, 10);
+    let other = registered_host(&f.ledger, 11);
     let cap = Capacity {
         max_running: 2,
         max_queued: 2,
@@ -525,14 +519,12 @@ fn interrupting_a_queued_unit_cancels_it_with_a_terminal_event() {
         max_running: 1,
         max_queued: 5,
     };
+    let host = registered_host(&f.ledger, 1);
     let mk = || NewDelegation {
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(2),
-        host: Some(ProcessId {
-            pid: 1,
-            start_time: 1,
-        }),
+        host: Some(host),
         transcript_root: Some("/tmp/t".into()),
     };
     let running = f.ledger.dispatch(mk(), cap, T0).unwrap().delegation;
@@ -650,4 +642,62 @@ fn many_claims_and_acks_share_one_transaction_but_stay_independent() {
     for k in [key(&a, 0), key(&a, 1), key(&b, 0)] {
         assert_eq!(state(&f.ledger, &k), EventState::Delivered);
     }
+}
+
+#[test]
+fn a_retired_host_gets_no_more_work_and_a_busy_one_cannot_retire() {
+    let f = fixture();
+    let host = registered_host(&f.ledger, 20);
+    let alive = |_: ProcessId| true;
+    f.ledger
+        .claim_session_host(&session(), host, &alive, T0)
+        .unwrap();
+    let to = |h: ProcessId| NewDelegation {
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(1),
+        host: Some(h),
+        transcript_root: None,
+    };
+    let before = f.ledger.activity().unwrap();
+    let unit = f
+        .ledger
+        .dispatch(to(host), ROOMY, T0)
+        .unwrap()
+        .delegation
+        .id;
+    assert_ne!(
+        f.ledger.activity().unwrap(),
+        before,
+        "a dispatch is activity hosts can see"
+    );
+    assert!(
+        !f.ledger.retire_host(host).unwrap(),
+        "a host with work stays"
+    );
+    assert_eq!(
+        f.ledger.session(&session()).unwrap().unwrap().host,
+        Some(host)
+    );
+    finish(&f.ledger, &unit, 0, T0);
+    assert!(f.ledger.retire_host(host).unwrap());
+    assert_eq!(f.ledger.session(&session()).unwrap().unwrap().host, None);
+    assert!(f.ledger.host(host).unwrap().is_none());
+    assert!(matches!(
+        f.ledger.dispatch(to(host), ROOMY, T0),
+        Err(LedgerError::HostGone(h)) if h == host
+    ));
+    let stranger = ProcessId {
+        pid: 99,
+        start_time: 9,
+    };
+    assert!(matches!(
+        f.ledger.dispatch(to(stranger), ROOMY, T0),
+        Err(LedgerError::HostGone(_))
+    ));
+    let before = f.ledger.activity().unwrap();
+    f.ledger
+        .request_interrupt(&InterruptTarget::All, "host_shutdown", T0)
+        .unwrap();
+    assert_eq!(f.ledger.activity().unwrap(), before, "no unit, no activity");
 }

@@ -202,6 +202,9 @@ impl Host {
             inner.call(move |l| l.adopt_units(&session, me)).await?;
         }
         tokio::spawn(maintain(inner.clone()));
+        if inner.options.kind != HostKind::Inline {
+            tokio::spawn(watch_activity(inner.clone()));
+        }
         Ok(Host { inner })
     }
 
@@ -674,6 +677,34 @@ impl Inner {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot list units"),
+        }
+    }
+}
+
+/// How often a host polls the ledger's activity counter for work recorded by other processes.
+const ACTIVITY_POLL: Duration = Duration::from_millis(100);
+
+/// Wakes the housekeeping loop as soon as another process records something for a host to act
+/// on (a dispatch, an interrupt, a session end), instead of at the next sweep. One cheap read
+/// per poll.
+async fn watch_activity(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    let mut seen = None;
+    loop {
+        match inner.call(|l| l.activity()).await {
+            Ok(now) if seen.is_some_and(|seen| seen != now) => {
+                seen = Some(now);
+                inner.wake.notify_one();
+            }
+            Ok(now) => seen = Some(now),
+            Err(e) => tracing::debug!(error = %e, "cannot read the ledger's activity"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(ACTIVITY_POLL) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
         }
     }
 }

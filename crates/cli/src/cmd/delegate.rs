@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use ledger::{Channel, Ledger, NewDelegation, ProcessId, SessionId, UnitStatus};
+use ledger::{Channel, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, UnitStatus};
+use registry::RegistryError;
 use serde_json::json;
 
 use crate::args::DelegateArgs;
@@ -40,23 +41,31 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     let home = Home::load()?;
     let ledger = home.ledger()?;
     ledger.ensure_session(&session, now())?;
-    let host = match live_host(&ledger, &session)? {
-        Some(host) => host,
-        None => start_host(&home, &ledger, &session)?,
-    };
     let config = home.registry();
-    let admission = registry::record_dispatch(
-        &ledger,
-        &config,
-        NewDelegation {
+    // A host may retire between our look and our dispatch; the ledger then refuses the unit
+    // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
+    // `idle_exit_seconds` before it may retire.
+    let mut attempts = 0;
+    let (host, admission) = loop {
+        let host = match live_host(&ledger, &session)? {
+            Some(host) => host,
+            None => start_host(&home, &ledger, &session)?,
+        };
+        let new = NewDelegation {
             session: Some(session.clone()),
             channel: Channel::Background,
-            spec,
+            spec: spec.clone(),
             host: Some(host),
             transcript_root: None,
-        },
-        now(),
-    )?;
+        };
+        match registry::record_dispatch(&ledger, &config, new, now()) {
+            Err(RegistryError::Ledger(LedgerError::HostGone(gone))) if attempts < 2 => {
+                tracing::info!(%session, host = %gone, "the session's host retired; starting another");
+                attempts += 1;
+            }
+            result => break (host, result?),
+        }
+    };
     let unit = admission.delegation;
     let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
     let transcripts: Vec<String> = (0..unit.task_count())

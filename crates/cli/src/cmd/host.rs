@@ -15,8 +15,6 @@ use crate::home::{Home, now};
 
 /// How often the host looks for work and idleness.
 const POLL: Duration = Duration::from_millis(200);
-/// After giving the session up, how long the host waits for a dispatch that raced its exit.
-const LEAVE_GRACE: Duration = Duration::from_millis(400);
 
 /// Runs the headless host.
 pub fn run(args: &HostArgs) -> anyhow::Result<Code> {
@@ -67,12 +65,10 @@ pub fn run(args: &HostArgs) -> anyhow::Result<Code> {
             if last_busy.elapsed() < idle_exit {
                 continue;
             }
-            // Give the session up, then look once more for a dispatch that raced the decision.
-            ledger.unregister_host(me)?;
-            tokio::time::sleep(LEAVE_GRACE).await;
-            if has_work(&ledger, me)? || !host.running().is_empty() {
+            // Retire atomically: only if nothing is assigned to this host, and from then on
+            // nothing can be (a racing `delegate` gets `HostGone` and starts a new host).
+            if !ledger.retire_host(me)? {
                 tracing::info!(%session, "work arrived while leaving; staying");
-                rejoin(&ledger, &session, me)?;
                 last_busy = Instant::now();
                 continue;
             }
@@ -93,18 +89,4 @@ fn has_work(ledger: &Ledger, me: ProcessId) -> anyhow::Result<bool> {
         .iter()
         .chain(&listing.queued)
         .any(|u| u.host == Some(me)))
-}
-
-/// Registers again after giving the session up.
-fn rejoin(ledger: &Ledger, session: &SessionId, me: ProcessId) -> anyhow::Result<()> {
-    let at = now();
-    ledger.register_host(&ledger::Host {
-        process: me,
-        kind: HostKind::Headless,
-        session: Some(session.clone()),
-        registered_at: at,
-        heartbeat_at: at,
-    })?;
-    let _ = ledger.claim_session_host(session, me, &|p| ledger::procs::is_alive(p), at)?;
-    Ok(())
 }

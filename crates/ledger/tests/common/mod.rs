@@ -9,6 +9,21 @@ pub fn session() -> SessionId {
     SessionId::new("s").expect("valid id")
 }
 
+/// Registers a (pretend) headless host of session `s` and returns its identity.
+pub fn registered_host(ledger: &Ledger, pid: u32) -> ProcessId {
+    let process = ProcessId { pid, start_time: 1 };
+    ledger
+        .register_host(&Host {
+            process,
+            kind: HostKind::Headless,
+            session: Some(session()),
+            registered_at: T0,
+            heartbeat_at: T0,
+        })
+        .expect("host registers");
+    process
+}
+
 pub fn spec(tasks: u32) -> DispatchSpec {
     let tasks = (0..tasks)
         .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
