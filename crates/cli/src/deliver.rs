@@ -8,41 +8,12 @@ use std::sync::Arc;
 
 use formatter::Boundary;
 use ledger::{
-    ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DelegationId, Event, EventKey, Ledger,
-    SessionId, Timestamp,
+    ClaimOutcome, ClaimRequest, Delegation, DelegationId, Event, Ledger, SessionId, Timestamp,
 };
 use router::{Router, RouterConfig, RouterError, SystemClock};
 
-/// One claimed envelope.
-#[derive(Debug)]
-pub struct Taken {
-    /// Its unit.
-    pub delegation: Delegation,
-    /// Its events, as claimed (attempts counted).
-    pub events: Vec<Event>,
-    /// The claim.
-    pub token: ClaimToken,
-}
-
-/// Events held by another consumer's live lease.
-#[derive(Debug)]
-pub struct Deferred {
-    /// Their unit.
-    pub delegation_id: DelegationId,
-    /// Their keys.
-    pub keys: Vec<EventKey>,
-    /// When to look again.
-    pub retry_at: Timestamp,
-}
-
-/// What one boundary gave.
-#[derive(Debug, Default)]
-pub struct Round {
-    /// Envelopes now held by this consumer.
-    pub taken: Vec<Taken>,
-    /// Envelopes someone else holds.
-    pub deferred: Vec<Deferred>,
-}
+/// What one boundary gave `drain`: the envelopes now held, and those someone else holds.
+pub type Round = router::BoundaryOutcome<(), Infallible>;
 
 /// Claims every ready envelope of `session` at `boundary` through the router (render before
 /// claim, one claim per delegation, all claims in one commit, fail-closed ownership, live claims
@@ -62,10 +33,6 @@ pub fn take_ready(
         ..RouterConfig::new(session.clone(), consumer)
     };
     let router = Router::new(ledger, config);
-    let boundary = match boundary {
-        Boundary::Turn => router::Boundary::Turn,
-        Boundary::Tool => router::Boundary::Tool,
-    };
     // Rendering cannot fail today; doing it before the claim keeps it that way by construction.
     let render = |delegation: &Delegation, events: &[Event]| -> Result<(), Infallible> {
         let _ = formatter::render_envelope(
@@ -74,30 +41,10 @@ pub fn take_ready(
         );
         Ok(())
     };
-    let outcome = match deadline {
-        None => router.take_ready(boundary, crate::home::now(), render)?,
-        Some(deadline) => router.wait_ready(boundary, deadline, &SystemClock, render)?,
-    };
-    Ok(Round {
-        taken: outcome
-            .delivered
-            .into_iter()
-            .map(|e| Taken {
-                delegation: e.delegation,
-                events: e.events,
-                token: e.token,
-            })
-            .collect(),
-        deferred: outcome
-            .deferred
-            .into_iter()
-            .map(|d| Deferred {
-                delegation_id: d.delegation_id,
-                keys: d.keys,
-                retry_at: d.retry_at,
-            })
-            .collect(),
-    })
+    match deadline {
+        None => router.take_ready(boundary, crate::home::now(), render),
+        Some(deadline) => router.wait_ready(boundary, deadline, &SystemClock, render),
+    }
 }
 
 /// Settles an inline unit's events as delivered by this process (it printed them).

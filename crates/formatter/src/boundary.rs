@@ -3,36 +3,10 @@
 
 use std::{fmt, io};
 
-use serde::{Deserialize, Serialize};
-
 use crate::envelope::{Envelope, write_envelope};
 use crate::time::RenderContext;
 
-/// Where in the parent's conversation results are delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Boundary {
-    /// Between two turns of the parent.
-    Turn,
-    /// After a complete tool call, inside a turn.
-    Tool,
-}
-
-impl Boundary {
-    /// `turn` or `tool`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Boundary::Turn => "turn",
-            Boundary::Tool => "tool",
-        }
-    }
-}
-
-impl fmt::Display for Boundary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use ledger::Boundary;
 
 /// The line that opens what is delivered at a tool boundary, so the parent does not take a result
 /// arriving in the middle of its turn for a new request.

@@ -304,6 +304,40 @@ impl DeliveryMode {
     }
 }
 
+/// Where in the parent's conversation results are offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Boundary {
+    /// Between two turns of the parent: every unit may be offered.
+    Turn,
+    /// After a complete tool call, inside a turn: only `inject` units.
+    Tool,
+}
+
+impl Boundary {
+    /// `turn` or `tool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Boundary::Turn => "turn",
+            Boundary::Tool => "tool",
+        }
+    }
+
+    /// Whether events of a unit delivered in `mode` may be offered at this boundary.
+    pub fn offers(self, mode: DeliveryMode) -> bool {
+        match self {
+            Boundary::Turn => true,
+            Boundary::Tool => mode == DeliveryMode::Inject,
+        }
+    }
+}
+
+impl fmt::Display for Boundary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which channel a unit was dispatched on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Channel {

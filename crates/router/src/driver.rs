@@ -28,8 +28,9 @@ use crate::error::RouterError;
 use crate::heartbeat::Heartbeat;
 use crate::outcome::{BoundaryOutcome, ClaimedEnvelope, RenderFailure};
 use crate::ownership::Access;
-use crate::ready::{self, Boundary, Offer, Plan, Snapshot};
+use crate::ready::{self, Offer, Plan, Snapshot};
 use crate::scheduler::{DeferKey, Scheduler};
+use ledger::Boundary;
 
 /// Where a consumer's time comes from, and how it sleeps.
 pub trait Clock: Send + Sync {
@@ -632,14 +633,7 @@ impl Router {
             } = offer;
             match result {
                 ClaimOutcome::Claimed(claim) => {
-                    state.outstanding.insert(claim.token);
-                    outcome.delivered.push(ClaimedEnvelope {
-                        token: claim.token,
-                        expires_at: claim.expires_at,
-                        delegation,
-                        events: claim.events,
-                        rendered,
-                    });
+                    accept(state, outcome, delegation, claim, rendered);
                 }
                 ClaimOutcome::Refused(refused) => {
                     absorb_refusal(state, &delegation, &refused, &mut events, outcome);
@@ -695,14 +689,7 @@ impl Router {
             };
             match self.ledger.claim(&self.request(&events), now)? {
                 ClaimOutcome::Claimed(claim) => {
-                    state.outstanding.insert(claim.token);
-                    outcome.delivered.push(ClaimedEnvelope {
-                        token: claim.token,
-                        expires_at: claim.expires_at,
-                        delegation,
-                        events: claim.events,
-                        rendered,
-                    });
+                    accept(state, outcome, delegation, claim, rendered);
                     return Ok(());
                 }
                 ClaimOutcome::Refused(refused) => {
@@ -749,6 +736,24 @@ impl Router {
             units,
         })
     }
+}
+
+/// Records a successful claim as one of this boundary's delivered envelopes.
+fn accept<T, E>(
+    state: &mut State,
+    outcome: &mut BoundaryOutcome<T, E>,
+    delegation: Delegation,
+    claim: ledger::Claim,
+    rendered: T,
+) {
+    state.outstanding.insert(claim.token);
+    outcome.delivered.push(ClaimedEnvelope {
+        token: claim.token,
+        expires_at: claim.expires_at,
+        delegation,
+        events: claim.events,
+        rendered,
+    });
 }
 
 /// Classifies a refused claim key by key (deferring what someone else holds, discarding what

@@ -31,7 +31,8 @@ pub use driver::{
 };
 pub use error::RouterError;
 pub use heartbeat::Heartbeat;
+pub use ledger::Boundary;
 pub use outcome::{BoundaryOutcome, ClaimedEnvelope, RenderFailure};
 pub use ownership::Access;
-pub use ready::{Boundary, Offer, Plan, Snapshot, plan, ready_set};
+pub use ready::{Offer, Plan, Snapshot, plan, ready_set};
 pub use scheduler::{DeferKey, Scheduled, Scheduler};

@@ -4,7 +4,7 @@
 use ledger::{ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Timestamp};
 
 use crate::classify::{Deferral, Discard};
-use crate::ready::Boundary;
+use ledger::Boundary;
 
 /// An envelope claimed for this consumer: present `rendered`, then settle `token` (ack once the
 /// consumer has it; release if interrupted after showing it; defer if nothing was shown).

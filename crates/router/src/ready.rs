@@ -12,39 +12,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ledger::{
-    ClaimToken, Delegation, DelegationId, DeliveryMode, Event, EventKey, EventRef, Session,
-    SessionId, Timestamp,
+    Boundary, ClaimToken, Delegation, DelegationId, DeliveryMode, Event, EventKey, EventRef,
+    Session, SessionId, Timestamp,
 };
 
 use crate::classify::{self, Deferral, Standing};
 use crate::ownership::{self, Access};
-
-/// Where in the parent's conversation results are being offered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Boundary {
-    /// Between two turns of the parent: every unit may be offered.
-    Turn,
-    /// After a complete tool call, inside a turn: only `inject` units.
-    Tool,
-}
-
-impl Boundary {
-    /// `turn` or `tool`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Boundary::Turn => "turn",
-            Boundary::Tool => "tool",
-        }
-    }
-
-    /// Whether events of a unit delivered in `mode` may be offered at this boundary.
-    pub fn offers(self, mode: DeliveryMode) -> bool {
-        match self {
-            Boundary::Turn => true,
-            Boundary::Tool => mode == DeliveryMode::Inject,
-        }
-    }
-}
 
 /// One envelope to claim: a delegation and every one of its events ready at this boundary,
 /// sorted by key.

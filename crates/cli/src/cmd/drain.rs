@@ -75,7 +75,7 @@ fn present(
 ) -> anyhow::Result<()> {
     let ctx = render_context();
     let envelopes: Vec<Envelope<'_>> = round
-        .taken
+        .delivered
         .iter()
         .map(|t| Envelope::new(&t.delegation, &t.events))
         .collect();
@@ -84,7 +84,7 @@ fn present(
             session: session.to_string(),
             boundary,
             envelopes: round
-                .taken
+                .delivered
                 .iter()
                 .zip(&envelopes)
                 .map(|(t, e)| {
@@ -102,7 +102,7 @@ fn present(
     }
     let mut text = formatter::render_boundary(&envelopes, boundary, &ctx);
     if args.hold {
-        for t in &round.taken {
+        for t in &round.delivered {
             let keys: Vec<String> = t.events.iter().map(|e| e.key.to_string()).collect();
             text.push_str(&format!(
                 "\n[claim {} — {} {} — settle with: hermes delivery ack {}]\n",
@@ -120,11 +120,11 @@ fn present(
 /// shown.
 fn settle(ledger: &Ledger, round: &Round, hold: bool, shown: bool) -> anyhow::Result<()> {
     if !shown {
-        for t in &round.taken {
+        for t in &round.delivered {
             ledger.defer(t.token)?;
         }
-    } else if !hold && !round.taken.is_empty() {
-        let tokens: Vec<_> = round.taken.iter().map(|t| t.token).collect();
+    } else if !hold && !round.delivered.is_empty() {
+        let tokens: Vec<_> = round.delivered.iter().map(|t| t.token).collect();
         for result in ledger.ack_many(&tokens, now())? {
             result?;
         }

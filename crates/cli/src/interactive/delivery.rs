@@ -46,10 +46,6 @@ pub fn text(claimed: &[Claimed], boundary: Boundary) -> String {
         .iter()
         .map(|c| Envelope::new(&c.delegation, &c.events))
         .collect();
-    let boundary = match boundary {
-        Boundary::Turn => formatter::Boundary::Turn,
-        Boundary::Tool => formatter::Boundary::Tool,
-    };
     let mut text = formatter::render_boundary(&envelopes, boundary, &render_context());
     if !text.ends_with('\n') {
         text.push('\n');
