@@ -97,12 +97,12 @@ pub struct Transition {
 impl Ledger {
     /// Publishes an event; idempotent per key.
     pub fn publish(&self, event: NewEvent, now: Timestamp) -> Result<Published> {
-        self.write_then(|w| {
+        self.write_grouped(move |_, w| {
             let id = &event.delegation_id;
             let unit = w
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
-            let published = publish_in(w, &unit, event.key, event.payload, now)?;
+            let published = publish_in(w, &unit, event.key, event.payload.clone(), now)?;
             Ok((published, published == Published::Inserted))
         })
     }
@@ -186,11 +186,12 @@ impl Ledger {
                 "a claim needs at least one key".into(),
             ));
         }
-        self.write_then(|w| {
+        let requests = requests.to_vec();
+        self.write_grouped(move |ledger, w| {
             let mut outcomes = Vec::with_capacity(requests.len());
             let mut changed = false;
-            for request in requests {
-                let (outcome, wrote) = self.claim_in(w, request, now)?;
+            for request in &requests {
+                let (outcome, wrote) = ledger.claim_in(w, request, now)?;
                 changed |= wrote;
                 outcomes.push(outcome);
             }
@@ -287,7 +288,7 @@ impl Ledger {
     /// Extends the lease of every key of the claim to `now + lease_ms`. Works after expiry as
     /// long as nobody has claimed since.
     pub fn renew(&self, token: ClaimToken, lease_ms: u64, now: Timestamp) -> Result<Timestamp> {
-        self.write(|w| {
+        self.write_grouped(move |_, w| {
             let (mut record, events) = held(w, token)?;
             record.expires_at = now.plus_ms(lease_ms);
             for mut event in events {
@@ -297,13 +298,13 @@ impl Ledger {
                 w.put_event(&event)?;
             }
             w.put_claim(&record)?;
-            Ok(record.expires_at)
+            Ok((record.expires_at, true))
         })
     }
 
     /// Marks every key of the claim delivered.
     pub fn ack(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
-        self.settle(token, |event| {
+        self.settle(token, move |event| {
             event.state = EventState::Delivered;
             event.delivered_at = Some(now);
         })
@@ -313,7 +314,7 @@ impl Ledger {
     /// reached `max_attempts` is dropped (`attempts_exhausted`) instead.
     pub fn release(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
         let max = self.config.max_attempts;
-        self.settle(token, |event| {
+        self.settle(token, move |event| {
             if event.attempts >= max {
                 drop_event(event, DropReason::AttemptsExhausted, now);
             } else {
@@ -338,7 +339,7 @@ impl Ledger {
         reason: DropReason,
         now: Timestamp,
     ) -> Result<Vec<Transition>> {
-        self.settle(token, |event| drop_event(event, reason.clone(), now))
+        self.settle(token, move |event| drop_event(event, reason.clone(), now))
     }
 
     /// Drops the given events, whoever holds them (an administrative drop); events already
@@ -349,9 +350,10 @@ impl Ledger {
         reason: DropReason,
         now: Timestamp,
     ) -> Result<Vec<Transition>> {
-        self.write(|w| {
+        let keys = keys.to_vec();
+        self.write_grouped(move |_, w| {
             let mut transitions = Vec::new();
-            for key in keys {
+            for key in &keys {
                 let Some(mut event) = w.event(key)? else {
                     continue;
                 };
@@ -366,7 +368,8 @@ impl Ledger {
                 w.put_event(&event)?;
                 transitions.push(transition(&event, from));
             }
-            Ok(transitions)
+            let wrote = !transitions.is_empty();
+            Ok((transitions, wrote))
         })
     }
 
@@ -374,9 +377,9 @@ impl Ledger {
     fn settle(
         &self,
         token: ClaimToken,
-        mut change: impl FnMut(&mut Event),
+        mut change: impl FnMut(&mut Event) + Send + 'static,
     ) -> Result<Vec<Transition>> {
-        self.write(|w| settle_in(w, token, &mut change))
+        self.write_grouped(move |_, w| Ok((settle_in(w, token, &mut change)?, true)))
     }
 
     /// Acks several claims in one transaction (one durable commit for a whole boundary). Each
@@ -387,9 +390,10 @@ impl Ledger {
         tokens: &[ClaimToken],
         now: Timestamp,
     ) -> Result<Vec<Result<Vec<Transition>>>> {
-        self.write(|w| {
+        let tokens = tokens.to_vec();
+        self.write_grouped(move |_, w| {
             let mut results = Vec::with_capacity(tokens.len());
-            for token in tokens {
+            for token in &tokens {
                 let result = settle_in(w, *token, &mut |event: &mut Event| {
                     event.state = EventState::Delivered;
                     event.delivered_at = Some(now);
@@ -401,7 +405,8 @@ impl Ledger {
                     other => results.push(Ok(other?)),
                 }
             }
-            Ok(results)
+            let wrote = results.iter().any(Result::is_ok);
+            Ok((results, wrote))
         })
     }
 }

@@ -2,9 +2,16 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, OnceLock};
 
-use redb::{ConcurrencyMode, Database, DatabaseError, ReadableDatabase, StorageError};
+use redb::{
+    Builder, ConcurrencyMode, Database, DatabaseError, ReadOnlyDatabase, ReadableDatabase,
+    StorageError,
+};
+
+use crate::backend::CountingBackend;
+use crate::group::GroupCommit;
 
 use crate::codec::FORMAT_VERSION;
 use crate::error::{LedgerError, Result};
@@ -47,10 +54,24 @@ pub enum TokenSource {
 }
 
 /// An open ledger file. `Send + Sync`; every method is one short transaction.
+///
+/// The file is first opened read-only: a process that only reads (`delegation list`, a `drain`
+/// with nothing ready) never opens it for writing, which costs redb two to three `fdatasync`s
+/// to open and close even when nothing is written. The writable handle is opened on the first
+/// write and kept. Writes issued concurrently by several threads share one durable commit
+/// (`write_grouped`, see `group.rs`).
 pub struct Ledger {
-    pub(crate) db: Database,
+    /// The writable handle, once something was written.
+    writer: OnceLock<Database>,
+    /// The read-only handle the ledger was opened with, if the file existed and was readable.
+    reader: Option<ReadOnlyDatabase>,
+    /// Serializes opening the writable handle.
+    opening: Mutex<()>,
     pub(crate) path: PathBuf,
     pub(crate) config: LedgerConfig,
+    pub(crate) group: GroupCommit,
+    /// When this handle last ran (or found nothing for) a recovery sweep, in ms.
+    pub(crate) last_sweep: AtomicU64,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -58,6 +79,7 @@ impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ledger")
             .field("path", &self.path)
+            .field("writable", &self.writer.get().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -72,50 +94,66 @@ impl Ledger {
 
     /// Opens the ledger with a given token source.
     pub fn open_with(path: &Path, config: LedgerConfig, tokens: TokenSource) -> Result<Ledger> {
-        let unavailable = |reason: String| LedgerError::Unavailable {
-            path: path.to_owned(),
-            reason,
-        };
-        let damaged = |reason: String| LedgerError::Damaged {
-            path: path.to_owned(),
-            reason,
-        };
-        // redb may panic on some malformed files; a damaged file must be an error, never a crash.
-        let opened = catch_unwind(AssertUnwindSafe(|| {
-            let mut builder = Database::builder();
-            builder.set_concurrency_mode(ConcurrencyMode::MultiWriter);
-            builder.create(path)
-        }));
-        let db = match opened {
-            Err(_) => return Err(damaged("the file could not be parsed".into())),
-            Ok(Err(DatabaseError::Storage(StorageError::Corrupted(reason)))) => {
-                return Err(damaged(reason));
+        let mut ledger = Ledger::unopened(path, config, tokens);
+        // Look first through a read-only handle: it costs no sync. Anything it cannot settle (a
+        // missing or empty file, one that needs a repair after a crash, one without tables yet)
+        // is left to the writable open below, which reports errors as it always has.
+        let existing = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+        if existing && let Ok(reader) = open_read_only(path) {
+            ledger.reader = Some(reader);
+            match ledger.stored_format() {
+                Ok(Some(found)) => {
+                    ledger.check_version(found)?;
+                    return Ok(ledger);
+                }
+                Err(err @ (LedgerError::NewerFormat { .. } | LedgerError::Damaged { .. })) => {
+                    return Err(err);
+                }
+                Ok(None) | Err(_) => ledger.reader = None,
             }
-            Ok(Err(DatabaseError::UpgradeRequired(version))) => {
-                return Err(LedgerError::NewerFormat {
-                    path: path.to_owned(),
-                    found: u32::from(version),
-                    supported: u32::from(FORMAT_VERSION),
-                });
-            }
-            Ok(Err(DatabaseError::Storage(StorageError::Io(err)))) => {
-                return Err(unavailable(err.to_string()));
-            }
-            Ok(Err(err)) => return Err(damaged(err.to_string())),
-            Ok(Ok(db)) => db,
-        };
+        }
+        let db = open_writable(path)?;
+        ledger.install_writer(db);
+        ledger.check_format()?;
+        Ok(ledger)
+    }
+
+    /// A ledger over any redb storage backend, opened writable at once (the power-loss test's
+    /// fault-injecting storage). `path` only names it in errors.
+    #[cfg(test)]
+    pub(crate) fn open_backend(
+        backend: impl redb::StorageBackend,
+        path: &Path,
+        config: LedgerConfig,
+        tokens: TokenSource,
+    ) -> Result<Ledger> {
+        let ledger = Ledger::unopened(path, config, tokens);
+        let db = map_open(path, || builder().create_with_backend(backend))?;
+        ledger.install_writer(db);
+        ledger.check_format()?;
+        Ok(ledger)
+    }
+
+    fn unopened(path: &Path, config: LedgerConfig, tokens: TokenSource) -> Ledger {
         let rng = match tokens {
             TokenSource::Random => fastrand::Rng::new(),
             TokenSource::Seeded(seed) => fastrand::Rng::with_seed(seed),
         };
-        let ledger = Ledger {
-            db,
+        Ledger {
+            writer: OnceLock::new(),
+            reader: None,
+            opening: Mutex::new(()),
             path: path.to_owned(),
             config,
+            group: GroupCommit::default(),
+            last_sweep: AtomicU64::new(0),
             rng: Mutex::new(rng),
-        };
-        ledger.check_format()?;
-        Ok(ledger)
+        }
+    }
+
+    fn install_writer(&self, db: Database) {
+        // Only `open_with`, `open_backend` and `writable` (under `opening`) install it.
+        let _ = self.writer.set(db);
     }
 
     /// The file's path.
@@ -128,20 +166,56 @@ impl Ledger {
         &self.config
     }
 
-    fn check_format(&self) -> Result<()> {
-        let stored = match self.read(|r| r.meta(META_FORMAT_VERSION)) {
-            Ok(stored) => stored,
+    /// Whether this handle has opened the file for writing (it does so on its first write).
+    pub fn is_writable(&self) -> bool {
+        self.writer.get().is_some()
+    }
+
+    /// The writable handle, opened on first use.
+    pub(crate) fn writable(&self) -> Result<&Database> {
+        if let Some(db) = self.writer.get() {
+            return Ok(db);
+        }
+        let _opening = self
+            .opening
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(db) = self.writer.get() {
+            return Ok(db);
+        }
+        let db = open_writable(&self.path)?;
+        self.install_writer(db);
+        self.writer
+            .get()
+            .ok_or_else(|| LedgerError::Invalid("the writable ledger handle was lost".into()))
+    }
+
+    /// The format version the file records; `None` if it has no tables yet.
+    fn stored_format(&self) -> Result<Option<u64>> {
+        match self.read(|r| r.meta(META_FORMAT_VERSION)) {
+            Ok(stored) => Ok(stored),
             // A fresh file has no tables yet.
-            Err(LedgerError::Storage(_)) => None,
-            Err(err) => return Err(err),
-        };
-        match stored {
-            Some(found) if found > u64::from(FORMAT_VERSION) => Err(LedgerError::NewerFormat {
+            Err(LedgerError::Storage(_)) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn check_version(&self, found: u64) -> Result<()> {
+        if found > u64::from(FORMAT_VERSION) {
+            return Err(LedgerError::NewerFormat {
                 path: self.path.clone(),
                 found: u32::try_from(found).unwrap_or(u32::MAX),
                 supported: u32::from(FORMAT_VERSION),
-            }),
-            Some(_) => Ok(()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the format, creating the tables of a fresh file (the only write: a file that has
+    /// them commits nothing here).
+    fn check_format(&self) -> Result<()> {
+        match self.stored_format()? {
+            Some(found) => self.check_version(found),
             None => self.write(|w| {
                 w.create_tables()?;
                 if w.meta(META_FORMAT_VERSION)?.is_none() {
@@ -152,9 +226,13 @@ impl Ledger {
         }
     }
 
-    /// Runs `f` in a read transaction.
+    /// Runs `f` in a read transaction, on the writable handle if there is one.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Reader<'_>) -> Result<T>) -> Result<T> {
-        let txn = self.guard(|| self.db.begin_read().map_err(storage))?;
+        let txn = self.guard(|| match (self.writer.get(), &self.reader) {
+            (Some(db), _) => db.begin_read().map_err(storage),
+            (None, Some(db)) => db.begin_read().map_err(storage),
+            (None, None) => Err(LedgerError::Invalid("the ledger has no open handle".into())),
+        })?;
         let reader = Reader {
             txn,
             path: &self.path,
@@ -162,23 +240,20 @@ impl Ledger {
         self.guard(|| f(&reader))
     }
 
-    /// Runs `f` in a write transaction and commits it if `f` succeeds.
+    /// Runs `f` in a write transaction of its own and commits it if `f` succeeds.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Writer<'_>) -> Result<T>) -> Result<T> {
         self.write_then(|w| f(w).map(|value| (value, true)))
     }
 
-    /// Runs `f` in a write transaction; commits when `f` returns `(value, true)`, aborts when it
-    /// returns `(value, false)`.
+    /// Runs `f` in a write transaction of its own; commits when `f` returns `(value, true)`,
+    /// aborts when it returns `(value, false)`.
     pub(crate) fn write_then<T>(
         &self,
         f: impl FnOnce(&Writer<'_>) -> Result<(T, bool)>,
     ) -> Result<T> {
+        let db = self.writable()?;
         self.guard(|| {
-            let txn = self.db.begin_write().map_err(storage)?;
-            let writer = Writer {
-                txn,
-                path: &self.path,
-            };
+            let writer = Writer::new(db.begin_write().map_err(storage)?, &self.path);
             let (value, commit) = f(&writer)?;
             if commit {
                 writer.commit()?;
@@ -188,7 +263,7 @@ impl Ledger {
     }
 
     /// Turns a panic inside redb (a damaged page) into an error.
-    fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub(crate) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         match catch_unwind(AssertUnwindSafe(f)) {
             Ok(result) => result.map_err(|err| match err {
                 LedgerError::Storage(reason) if reason.contains("orrupt") => LedgerError::Damaged {
@@ -218,5 +293,57 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         DelegationId::from_bits(rng.u64(..))
+    }
+}
+
+fn builder() -> Builder {
+    let mut builder = Database::builder();
+    builder.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+    builder
+}
+
+/// Opens `path` writable (creating it), mapping redb's failures to the ledger's errors.
+fn open_writable(path: &Path) -> Result<Database> {
+    let backend = CountingBackend::file(path, true).map_err(|err| LedgerError::Unavailable {
+        path: path.to_owned(),
+        reason: err.to_string(),
+    })?;
+    map_open(path, || builder().create_with_backend(backend))
+}
+
+/// Opens an existing `path` read-only: no byte of the file is written, no sync issued.
+fn open_read_only(path: &Path) -> Result<ReadOnlyDatabase> {
+    let backend = CountingBackend::file(path, false).map_err(|err| LedgerError::Unavailable {
+        path: path.to_owned(),
+        reason: err.to_string(),
+    })?;
+    map_open(path, || builder().open_read_only_with_backend(backend))
+}
+
+/// Runs a redb open, turning its failures (and its panics on some malformed files) into errors.
+fn map_open<D>(
+    path: &Path,
+    open: impl FnOnce() -> std::result::Result<D, DatabaseError>,
+) -> Result<D> {
+    let unavailable = |reason: String| LedgerError::Unavailable {
+        path: path.to_owned(),
+        reason,
+    };
+    let damaged = |reason: String| LedgerError::Damaged {
+        path: path.to_owned(),
+        reason,
+    };
+    // redb may panic on some malformed files; a damaged file must be an error, never a crash.
+    match catch_unwind(AssertUnwindSafe(open)) {
+        Err(_) => Err(damaged("the file could not be parsed".into())),
+        Ok(Err(DatabaseError::Storage(StorageError::Corrupted(reason)))) => Err(damaged(reason)),
+        Ok(Err(DatabaseError::UpgradeRequired(version))) => Err(LedgerError::NewerFormat {
+            path: path.to_owned(),
+            found: u32::from(version),
+            supported: u32::from(FORMAT_VERSION),
+        }),
+        Ok(Err(DatabaseError::Storage(StorageError::Io(err)))) => Err(unavailable(err.to_string())),
+        Ok(Err(err)) => Err(damaged(err.to_string())),
+        Ok(Ok(db)) => Ok(db),
     }
 }

@@ -8,9 +8,11 @@
 //! This crate must never hold a transaction across an `.await`, a child wait or terminal I/O,
 //! never read a clock (callers pass `now`), and is the only crate that names redb.
 
+mod backend;
 mod codec;
 mod error;
 mod events;
+mod group;
 mod ledger;
 pub mod model;
 pub mod procs;
@@ -21,6 +23,7 @@ mod store;
 mod tables;
 mod units;
 
+pub use backend::{IoCounts, io_counts};
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result};
 pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published, Refusal, Transition};

@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::sync::atomic::Ordering;
 
 use nix::sys::signal::Signal;
 
@@ -103,16 +104,32 @@ impl Ledger {
                     .map(Timestamp)
                     .is_none_or(|last| now.ms_since(last) >= interval || last > now)
         };
-        // A cheap read first, so the common case (a sweep ran moments ago) takes no write lock;
-        // then claim the sweep in a write, re-checked, so concurrent processes don't all run it.
-        let due = is_due(self.read(|r| r.meta(META_LAST_RECOVERY))?)
-            && self.write_then(|w| {
-                let due = is_due(w.meta(META_LAST_RECOVERY)?);
-                if due {
-                    w.set_meta(META_LAST_RECOVERY, now.0)?;
-                }
-                Ok((due, due))
-            })?;
+        // Cheap reads first: the common cases (a sweep ran moments ago, or there is nothing to
+        // do) take no write lock and commit nothing. Only a sweep with work claims the sweep in
+        // a write, re-checked, so concurrent processes don't all run it.
+        let swept_here = self.last_sweep.load(Ordering::Relaxed);
+        let last = self
+            .read(|r| r.meta(META_LAST_RECOVERY))?
+            .into_iter()
+            .chain((swept_here > 0).then_some(swept_here))
+            .max();
+        if !is_due(last) {
+            return Ok(RecoveryReport::default());
+        }
+        self.last_sweep.store(now.0.max(1), Ordering::Relaxed);
+        if !self.has_recovery_work(reaper, now)? {
+            return Ok(RecoveryReport {
+                ran: true,
+                ..RecoveryReport::default()
+            });
+        }
+        let due = self.write_then(|w| {
+            let due = is_due(w.meta(META_LAST_RECOVERY)?);
+            if due {
+                w.set_meta(META_LAST_RECOVERY, now.0)?;
+            }
+            Ok((due, due))
+        })?;
         let mut report = RecoveryReport {
             ran: due,
             ..RecoveryReport::default()
@@ -124,6 +141,37 @@ impl Ledger {
         self.expire_events(now, &mut report)?;
         self.purge_old_units(now, &mut report)?;
         Ok(report)
+    }
+
+    /// Whether a sweep at `now` would change anything: a unit or host record of a dead
+    /// process, an expired pending event, a unit past retention. Read-only.
+    fn has_recovery_work(&self, reaper: &dyn Reaper, now: Timestamp) -> Result<bool> {
+        let replay_cutoff = now.minus_ms(self.config.replay_max_age_ms);
+        let retention_cutoff = now.minus_ms(self.config.retention_ms);
+        self.read(|r| {
+            if r.active_units()?
+                .iter()
+                .any(|u| u.host.is_some_and(|h| !reaper.is_alive(h)))
+                || r.hosts()?.iter().any(|h| !reaper.is_alive(h.process))
+            {
+                return Ok(true);
+            }
+            for event_ref in r.all_open_events()? {
+                if r.event(&event_ref)?
+                    .is_some_and(|e| e.published_at < replay_cutoff && e.is_deliverable(now))
+                {
+                    return Ok(true);
+                }
+            }
+            for (_, id) in r.units_before(retention_cutoff)? {
+                if r.delegation(&id)?.is_some_and(|u| {
+                    u.status.is_terminal() && u.ended_at.is_some_and(|t| t < retention_cutoff)
+                }) {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })
     }
 
     fn finalize_dead_hosts(

@@ -91,12 +91,13 @@ impl Ledger {
 
     /// Records a host's heartbeat.
     pub fn heartbeat(&self, process: ProcessId, now: Timestamp) -> Result<()> {
-        self.write(|w| {
-            if let Some(mut host) = w.host(process)? {
-                host.heartbeat_at = now;
-                w.put_host(&host)?;
-            }
-            Ok(())
+        self.write_grouped(move |_, w| {
+            let Some(mut host) = w.host(process)? else {
+                return Ok(((), false));
+            };
+            host.heartbeat_at = now;
+            w.put_host(&host)?;
+            Ok(((), true))
         })
     }
 

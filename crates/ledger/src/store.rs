@@ -4,6 +4,7 @@
 //! getters (generated once by `getters!`), and `Writer` adds the puts that keep the index tables
 //! in step with the rows.
 
+use std::cell::Cell;
 use std::path::Path;
 
 use redb::{ReadableTable, TableDefinition};
@@ -302,6 +303,9 @@ pub(crate) struct Reader<'p> {
 pub(crate) struct Writer<'p> {
     pub(crate) txn: redb::WriteTransaction,
     pub(crate) path: &'p Path,
+    /// Set by every write through this `Writer`, so group commit can tell an operation that
+    /// failed before writing from one that left partial writes behind.
+    pub(crate) dirty: Cell<bool>,
 }
 
 getters!(Reader);
@@ -320,18 +324,35 @@ fn put<K: redb::Key + 'static, T: Serialize>(
     Ok(())
 }
 
-impl Writer<'_> {
+impl<'p> Writer<'p> {
+    pub(crate) fn new(txn: redb::WriteTransaction, path: &'p Path) -> Writer<'p> {
+        Writer {
+            txn,
+            path,
+            dirty: Cell::new(false),
+        }
+    }
+
+    /// Commits durably (counted in `io_counts`).
     pub(crate) fn commit(self) -> Result<()> {
-        self.txn.commit().map_err(storage)
+        self.txn.commit().map_err(storage)?;
+        crate::backend::count_commit();
+        Ok(())
+    }
+
+    /// The transaction, for a write: marks this `Writer` dirty.
+    fn txn_mut(&self) -> &redb::WriteTransaction {
+        self.dirty.set(true);
+        &self.txn
     }
 
     pub(crate) fn put_session(&self, session: &Session) -> Result<()> {
-        put(&self.txn, SESSIONS, session.id.as_str(), session)
+        put(self.txn_mut(), SESSIONS, session.id.as_str(), session)
     }
 
     pub(crate) fn put_host(&self, host: &Host) -> Result<()> {
         put(
-            &self.txn,
+            self.txn_mut(),
             HOSTS,
             (host.process.pid, host.process.start_time),
             host,
@@ -339,7 +360,7 @@ impl Writer<'_> {
     }
 
     pub(crate) fn remove_host(&self, process: ProcessId) -> Result<()> {
-        let mut table = self.txn.open_table(HOSTS).map_err(storage)?;
+        let mut table = self.txn_mut().open_table(HOSTS).map_err(storage)?;
         table
             .remove((process.pid, process.start_time))
             .map_err(storage)?;
@@ -350,9 +371,9 @@ impl Writer<'_> {
     /// `UNITS_BY_SESSION` in step.
     pub(crate) fn put_delegation(&self, unit: &Delegation) -> Result<()> {
         let id = unit.id.as_str();
-        put(&self.txn, DELEGATIONS, id, unit)?;
+        put(self.txn_mut(), DELEGATIONS, id, unit)?;
         {
-            let mut active = self.txn.open_table(ACTIVE_UNITS).map_err(storage)?;
+            let mut active = self.txn_mut().open_table(ACTIVE_UNITS).map_err(storage)?;
             if unit.status.is_terminal() {
                 active.remove(id).map_err(storage)?;
             } else {
@@ -360,7 +381,7 @@ impl Writer<'_> {
             }
         }
         {
-            let mut queue = self.txn.open_table(QUEUE).map_err(storage)?;
+            let mut queue = self.txn_mut().open_table(QUEUE).map_err(storage)?;
             if let Some(seq) = unit.queue_seq {
                 if unit.status == crate::model::UnitStatus::Queued {
                     queue.insert(seq, id).map_err(storage)?;
@@ -369,12 +390,15 @@ impl Writer<'_> {
                 }
             }
         }
-        let mut by_time = self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
+        let mut by_time = self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
         by_time
             .insert((unit.dispatched_at.0, id), ())
             .map_err(storage)?;
         if let Some(session) = &unit.session {
-            let mut by_session = self.txn.open_table(UNITS_BY_SESSION).map_err(storage)?;
+            let mut by_session = self
+                .txn_mut()
+                .open_table(UNITS_BY_SESSION)
+                .map_err(storage)?;
             by_session
                 .insert((session.as_str(), id), ())
                 .map_err(storage)?;
@@ -384,7 +408,7 @@ impl Writer<'_> {
 
     pub(crate) fn put_child(&self, child: &Child) -> Result<()> {
         put(
-            &self.txn,
+            self.txn_mut(),
             CHILDREN,
             (child.delegation_id.as_str(), child.index),
             child,
@@ -395,8 +419,8 @@ impl Writer<'_> {
     pub(crate) fn put_event(&self, event: &Event) -> Result<()> {
         let id = event.delegation_id.as_str();
         let code = key_code(event.key);
-        put(&self.txn, EVENTS, (id, code), event)?;
-        let mut open = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
+        put(self.txn_mut(), EVENTS, (id, code), event)?;
+        let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
         let index_key = (session_part(event.session.as_ref()), id, code);
         if event.state.is_terminal() {
             open.remove(index_key).map_err(storage)?;
@@ -407,11 +431,11 @@ impl Writer<'_> {
     }
 
     pub(crate) fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
-        put(&self.txn, CLAIMS, claim.token.0, claim)
+        put(self.txn_mut(), CLAIMS, claim.token.0, claim)
     }
 
     pub(crate) fn remove_claim(&self, token: ClaimToken) -> Result<()> {
-        let mut table = self.txn.open_table(CLAIMS).map_err(storage)?;
+        let mut table = self.txn_mut().open_table(CLAIMS).map_err(storage)?;
         table.remove(token.0).map_err(storage)?;
         Ok(())
     }
@@ -423,7 +447,7 @@ impl Writer<'_> {
     }
 
     pub(crate) fn set_meta(&self, key: &str, value: u64) -> Result<()> {
-        let mut table = self.txn.open_table(META).map_err(storage)?;
+        let mut table = self.txn_mut().open_table(META).map_err(storage)?;
         table.insert(key, value).map_err(storage)?;
         Ok(())
     }
@@ -435,7 +459,7 @@ impl Writer<'_> {
             if let Some(lease) = &event.lease {
                 self.remove_claim(lease.token)?;
             }
-            let mut open = self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
+            let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
             open.remove((
                 session_part(event.session.as_ref()),
                 id,
@@ -443,40 +467,40 @@ impl Writer<'_> {
             ))
             .map_err(storage)?;
         }
-        self.txn
+        self.txn_mut()
             .open_table(EVENTS)
             .map_err(storage)?
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
-        self.txn
+        self.txn_mut()
             .open_table(CHILDREN)
             .map_err(storage)?
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
-        self.txn
+        self.txn_mut()
             .open_table(DELEGATIONS)
             .map_err(storage)?
             .remove(id)
             .map_err(storage)?;
-        self.txn
+        self.txn_mut()
             .open_table(ACTIVE_UNITS)
             .map_err(storage)?
             .remove(id)
             .map_err(storage)?;
-        self.txn
+        self.txn_mut()
             .open_table(UNITS_BY_TIME)
             .map_err(storage)?
             .remove((unit.dispatched_at.0, id))
             .map_err(storage)?;
         if let Some(seq) = unit.queue_seq {
-            self.txn
+            self.txn_mut()
                 .open_table(QUEUE)
                 .map_err(storage)?
                 .remove(seq)
                 .map_err(storage)?;
         }
         if let Some(session) = &unit.session {
-            self.txn
+            self.txn_mut()
                 .open_table(UNITS_BY_SESSION)
                 .map_err(storage)?
                 .remove((session.as_str(), id))
@@ -487,18 +511,20 @@ impl Writer<'_> {
 
     /// Creates every table, so read transactions never meet a missing one.
     pub(crate) fn create_tables(&self) -> Result<()> {
-        self.txn.open_table(META).map_err(storage)?;
-        self.txn.open_table(SESSIONS).map_err(storage)?;
-        self.txn.open_table(HOSTS).map_err(storage)?;
-        self.txn.open_table(DELEGATIONS).map_err(storage)?;
-        self.txn.open_table(CHILDREN).map_err(storage)?;
-        self.txn.open_table(EVENTS).map_err(storage)?;
-        self.txn.open_table(CLAIMS).map_err(storage)?;
-        self.txn.open_table(QUEUE).map_err(storage)?;
-        self.txn.open_table(OPEN_EVENTS).map_err(storage)?;
-        self.txn.open_table(ACTIVE_UNITS).map_err(storage)?;
-        self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
-        self.txn.open_table(UNITS_BY_SESSION).map_err(storage)?;
+        self.txn_mut().open_table(META).map_err(storage)?;
+        self.txn_mut().open_table(SESSIONS).map_err(storage)?;
+        self.txn_mut().open_table(HOSTS).map_err(storage)?;
+        self.txn_mut().open_table(DELEGATIONS).map_err(storage)?;
+        self.txn_mut().open_table(CHILDREN).map_err(storage)?;
+        self.txn_mut().open_table(EVENTS).map_err(storage)?;
+        self.txn_mut().open_table(CLAIMS).map_err(storage)?;
+        self.txn_mut().open_table(QUEUE).map_err(storage)?;
+        self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
+        self.txn_mut().open_table(ACTIVE_UNITS).map_err(storage)?;
+        self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
+        self.txn_mut()
+            .open_table(UNITS_BY_SESSION)
+            .map_err(storage)?;
         Ok(())
     }
 }

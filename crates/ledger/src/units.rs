@@ -241,17 +241,19 @@ impl Ledger {
         process: ProcessId,
         now: Timestamp,
     ) -> Result<()> {
-        self.write(|w| {
+        let id = id.clone();
+        self.write_grouped(move |_, w| {
             let mut child = w
-                .child(id, index)?
+                .child(&id, index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
             if child.status.is_terminal() {
-                return Ok(());
+                return Ok(((), false));
             }
             child.status = ChildStatus::Running;
             child.process = Some(process);
             child.started_at = Some(now);
-            w.put_child(&child)
+            w.put_child(&child)?;
+            Ok(((), true))
         })
     }
 
@@ -260,16 +262,19 @@ impl Ledger {
         if updates.is_empty() {
             return Ok(());
         }
-        self.write(|w| {
-            for update in updates {
+        let updates = updates.to_vec();
+        self.write_grouped(move |_, w| {
+            let mut wrote = false;
+            for update in &updates {
                 if let Some(mut child) = w.child(&update.delegation_id, update.index)?
                     && !child.status.is_terminal()
                 {
                     child.progress = update.progress.clone();
                     w.put_child(&child)?;
+                    wrote = true;
                 }
             }
-            Ok(())
+            Ok(((), wrote))
         })
     }
 
@@ -288,7 +293,9 @@ impl Ledger {
                 outcome.index, outcome.status
             )));
         }
-        self.write_then(|w| {
+        let id = id.clone();
+        self.write_grouped(move |_, w| {
+            let id = &id;
             let unit = w
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
@@ -307,7 +314,7 @@ impl Ledger {
             apply_outcome(&mut child, &outcome);
             w.put_child(&child)?;
             let key = EventKey::Task(outcome.index);
-            publish_in(w, &unit, key, EventPayload::Task(outcome), now)?;
+            publish_in(w, &unit, key, EventPayload::Task(outcome.clone()), now)?;
             let unit_status = settle_unit(w, unit, now)?;
             Ok((
                 FinishChild {
