@@ -14,6 +14,7 @@
 //! values, and nothing of the aborted run survives).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::{LedgerError, Result};
@@ -151,7 +152,15 @@ impl Ledger {
                 }
             }
         }
-        let committed = if commit { writer.commit() } else { Ok(()) };
+        let committed = if commit {
+            let committed = writer.commit();
+            if committed.is_ok() {
+                self.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            committed
+        } else {
+            Ok(())
+        };
         batch
             .drain(..)
             .zip(failed)
@@ -185,5 +194,234 @@ fn copy_error(err: &LedgerError) -> LedgerError {
             supported: *supported,
         },
         other => LedgerError::Storage(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::events::{ClaimOutcome, ClaimRequest};
+    use crate::ledger::{LedgerConfig, TokenSource};
+    use crate::model::*;
+    use crate::units::{Capacity, NewDelegation};
+
+    const T0: Timestamp = Timestamp(1_700_000_000_000);
+    const ROOMY: Capacity = Capacity {
+        max_running: 100,
+        max_queued: 100,
+    };
+
+    fn session() -> SessionId {
+        SessionId::new("s").expect("valid id")
+    }
+
+    fn open(path: &std::path::Path) -> Ledger {
+        Ledger::open_with(path, LedgerConfig::default(), TokenSource::Seeded(3))
+            .expect("ledger opens")
+    }
+
+    fn dispatch(ledger: &Ledger, tasks: u32) -> DelegationId {
+        let tasks = (0..tasks)
+            .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
+            .collect();
+        let new = NewDelegation {
+            session: Some(session()),
+            channel: Channel::Background,
+            spec: DispatchSpec::new("goal", tasks),
+            host: None,
+            transcript_root: None,
+        };
+        ledger
+            .dispatch(new, ROOMY, T0)
+            .expect("dispatch")
+            .delegation
+            .id
+    }
+
+    fn outcome(index: u32) -> ChildOutcome {
+        ChildOutcome {
+            exit_code: Some(0),
+            started_at: Some(T0),
+            result: format!("result {index}"),
+            ..ChildOutcome::new(index, format!("task {index}"), ChildStatus::Completed, T0)
+        }
+    }
+
+    fn claim(ledger: &Ledger, id: &DelegationId, index: u32) -> ClaimToken {
+        let request = ClaimRequest {
+            keys: vec![EventRef {
+                delegation_id: id.clone(),
+                key: EventKey::Task(index),
+            }],
+            consumer: "test".into(),
+            session: Some(session()),
+            lease_ms: 60_000,
+        };
+        match ledger.claim(&request, T0).expect("claim") {
+            ClaimOutcome::Claimed(claim) => claim.token,
+            ClaimOutcome::Refused(why) => panic!("refused: {why:?}"),
+        }
+    }
+
+    /// Holds the group as if a leader were committing, until `count` operations are queued;
+    /// then lets them go, so they all run in the next transaction.
+    fn gather<R: Send>(
+        ledger: &Ledger,
+        count: usize,
+        ops: Vec<Box<dyn FnOnce() -> R + Send + '_>>,
+    ) -> Vec<R> {
+        lock(&ledger.group.state).leading = true;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = ops.into_iter().map(|op| scope.spawn(op)).collect();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while lock(&ledger.group.state).queue.len() < count {
+                assert!(Instant::now() < deadline, "the operations never queued");
+                std::thread::yield_now();
+            }
+            let mut state = lock(&ledger.group.state);
+            state.leading = false;
+            ledger.group.turn.notify_all();
+            drop(state);
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("no panic"))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn concurrent_finishes_and_acks_share_one_commit_and_each_gets_its_own_result() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.redb");
+        let ledger = open(&path);
+        let unit = dispatch(&ledger, 6);
+        ledger
+            .finish_child(&unit, outcome(0), T0)
+            .expect("finish 0");
+        ledger
+            .finish_child(&unit, outcome(1), T0)
+            .expect("finish 1");
+        let good = claim(&ledger, &unit, 0);
+        let stale = claim(&ledger, &unit, 1);
+        ledger.ack(stale, T0).expect("first ack");
+        let missing = DelegationId::new("deleg_000000000000").expect("valid id");
+
+        let before = ledger.commits.load(Ordering::Relaxed);
+        let l = &ledger;
+        let (u2, u3, u4) = (unit.clone(), unit.clone(), unit.clone());
+        let ops: Vec<Box<dyn FnOnce() -> String + Send + '_>> = vec![
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(&u2, outcome(2), T0).map(|f| f.published)
+                )
+            }),
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(&u3, outcome(3), T0).map(|f| f.published)
+                )
+            }),
+            Box::new(move || format!("{:?}", l.ack(good, T0).map(|t| t.len()))),
+            // Fails: the token was settled already.
+            Box::new(move || format!("{:?}", l.ack(stale, T0).map(|t| t.len()))),
+            // Fails: no such unit.
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(&missing, outcome(0), T0)
+                        .map(|f| f.published)
+                )
+            }),
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(&u4, outcome(4), T0).map(|f| f.published)
+                )
+            }),
+        ];
+        let results = gather(&ledger, 6, ops);
+        assert_eq!(results[0], "Ok(true)");
+        assert_eq!(results[1], "Ok(true)");
+        assert_eq!(results[2], "Ok(1)");
+        assert!(results[3].contains("ClaimLost"), "{}", results[3]);
+        assert!(results[4].contains("DelegationNotFound"), "{}", results[4]);
+        assert_eq!(results[5], "Ok(true)");
+        assert_eq!(
+            ledger.commits.load(Ordering::Relaxed) - before,
+            1,
+            "six operations, one durable commit"
+        );
+        drop(ledger);
+
+        // What the callers were told succeeded is in the file.
+        let reopened = open(&path);
+        let events = reopened.events(&unit).expect("events");
+        let state = |i: u32| {
+            events
+                .iter()
+                .find(|e| e.key == EventKey::Task(i))
+                .map(|e| e.state)
+        };
+        assert_eq!(state(0), Some(EventState::Delivered));
+        assert_eq!(state(2), Some(EventState::Pending));
+        assert_eq!(state(3), Some(EventState::Pending));
+        assert_eq!(state(4), Some(EventState::Pending));
+        assert_eq!(state(5), None);
+    }
+
+    #[test]
+    fn an_operation_that_fails_after_writing_undoes_nobody_elses() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.redb");
+        let ledger = open(&path);
+        let unit = dispatch(&ledger, 3);
+        let before = ledger.commits.load(Ordering::Relaxed);
+        let l = &ledger;
+        let (u0, u1) = (unit.clone(), unit.clone());
+        let ops: Vec<Box<dyn FnOnce() -> String + Send + '_>> = vec![
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(&u0, outcome(0), T0).map(|f| f.published)
+                )
+            }),
+            // Writes, then fails: the transaction is tainted and must not commit this write.
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.write_grouped(|_, w| {
+                        w.set_meta("poison", 1)?;
+                        Err::<((), bool), _>(LedgerError::Invalid("fails after writing".into()))
+                    })
+                )
+            }),
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(&u1, outcome(1), T0).map(|f| f.published)
+                )
+            }),
+        ];
+        let results = gather(&ledger, 3, ops);
+        assert_eq!(results[0], "Ok(true)");
+        assert!(results[1].contains("fails after writing"), "{}", results[1]);
+        assert_eq!(results[2], "Ok(true)");
+        let commits = ledger.commits.load(Ordering::Relaxed) - before;
+        assert_eq!(commits, 1, "the others ran again and committed once");
+        drop(ledger);
+
+        let reopened = open(&path);
+        assert_eq!(reopened.read(|r| r.meta("poison")).expect("meta"), None);
+        let published: Vec<EventKey> = reopened
+            .events(&unit)
+            .expect("events")
+            .iter()
+            .map(|e| e.key)
+            .collect();
+        assert_eq!(published, vec![EventKey::Task(0), EventKey::Task(1)]);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use redb::{
@@ -72,6 +72,8 @@ pub struct Ledger {
     pub(crate) group: GroupCommit,
     /// When this handle last ran (or found nothing for) a recovery sweep, in ms.
     pub(crate) last_sweep: AtomicU64,
+    /// Durable commits made through this handle.
+    pub(crate) commits: AtomicU64,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -147,6 +149,7 @@ impl Ledger {
             config,
             group: GroupCommit::default(),
             last_sweep: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
             rng: Mutex::new(rng),
         }
     }
@@ -164,6 +167,11 @@ impl Ledger {
     /// The configuration in force.
     pub fn config(&self) -> &LedgerConfig {
         &self.config
+    }
+
+    /// Durable commits this handle has made (a group commit counts once).
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Whether this handle has opened the file for writing (it does so on its first write).
@@ -257,6 +265,7 @@ impl Ledger {
             let (value, commit) = f(&writer)?;
             if commit {
                 writer.commit()?;
+                self.commits.fetch_add(1, Ordering::Relaxed);
             }
             Ok(value)
         })
