@@ -100,6 +100,9 @@ impl Ledger {
         // Look first through a read-only handle: it costs no sync. Anything it cannot settle (a
         // missing or empty file, one that needs a repair after a crash, one without tables yet)
         // is left to the writable open below, which reports errors as it always has.
+        if !path.exists() {
+            create_file(path, &ledger.config)?;
+        }
         let existing = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
         if existing && let Ok(reader) = open_read_only(path) {
             ledger.reader = Some(reader);
@@ -303,6 +306,47 @@ impl Ledger {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         DelegationId::from_bits(rng.u64(..))
     }
+}
+
+/// Creates a fresh ledger at `path` so that a power cut never leaves a half-made file there: it
+/// is built under a temporary name beside it, made durable, then linked into place, never
+/// replacing a file another process linked first. (A file system without hard links gets the
+/// file created in place, as redb does.)
+fn create_file(path: &Path, config: &LedgerConfig) -> Result<()> {
+    let unavailable = |err: std::io::Error| LedgerError::Unavailable {
+        path: path.to_owned(),
+        reason: err.to_string(),
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| "ledger".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".{name}.{}.{:016x}.new",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let built = (|| {
+        let fresh = Ledger::unopened(&tmp, config.clone(), TokenSource::Seeded(0));
+        fresh.install_writer(open_writable(&tmp)?);
+        fresh.check_format()
+    })();
+    let linked = built.and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(_) => Ok(false),
+    });
+    let _ = std::fs::remove_file(&tmp);
+    if linked? {
+        // The new name must survive a power cut too.
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(unavailable)?;
+    }
+    Ok(())
 }
 
 fn builder() -> Builder {

@@ -15,6 +15,8 @@ mod events;
 mod group;
 mod ledger;
 pub mod model;
+#[cfg(test)]
+mod power_loss;
 pub mod procs;
 mod queries;
 mod recovery;
