@@ -14,6 +14,7 @@
 //! values, and nothing of the aborted run survives).
 
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -88,7 +89,20 @@ impl Ledger {
             state.leading = true;
             let batch = std::mem::take(&mut state.queue);
             drop(state);
-            let results = self.run_batch(batch);
+            // redb may panic on a damaged page, even aborting: never leave the group leaderless.
+            let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
+            let results =
+                catch_unwind(AssertUnwindSafe(|| self.run_batch(batch))).unwrap_or_else(|_| {
+                    ids.into_iter()
+                        .map(|id| {
+                            let err = LedgerError::Damaged {
+                                path: self.path.clone(),
+                                reason: "a page could not be read".into(),
+                            };
+                            (id, Err(err))
+                        })
+                        .collect()
+                });
             state = lock(&group.state);
             state.leading = false;
             state.done.extend(results);

@@ -86,6 +86,15 @@ impl std::fmt::Debug for Ledger {
     }
 }
 
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        // redb may panic closing a damaged file; dropping a ledger must never crash.
+        let writer = self.writer.take();
+        let reader = self.reader.take();
+        let _ = catch_unwind(AssertUnwindSafe(move || drop((writer, reader))));
+    }
+}
+
 impl Ledger {
     /// Opens (creating if needed) the ledger at `path` for shared use by many processes.
     ///
