@@ -61,3 +61,29 @@ fn init_tracing(verbose: u8) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
+
+/// With `HERMES_DEBUG_SYNC_COUNT=FILE`, appends one JSON line to FILE when the process ends:
+/// its pid, its command line, and the `fdatasync`s, writes and durable commits it made on the
+/// ledger (counted by the ledger's storage layer, open and close included). The benchmarks read
+/// it; nothing else does.
+pub fn record_io_counts() {
+    let Some(path) = std::env::var_os("HERMES_DEBUG_SYNC_COUNT") else {
+        return;
+    };
+    let counts = ledger::io_counts();
+    let line = serde_json::json!({
+        "pid": std::process::id(),
+        "args": std::env::args().skip(1).collect::<Vec<_>>(),
+        "syncs": counts.syncs,
+        "writes": counts.writes,
+        "commits": counts.commits,
+    });
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
+    if let Err(err) = appended {
+        tracing::warn!(error = %err, "cannot record the I/O counts");
+    }
+}

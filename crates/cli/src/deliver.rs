@@ -7,9 +7,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use formatter::Boundary;
-use ledger::{
-    ClaimOutcome, ClaimRequest, Delegation, DelegationId, Event, Ledger, SessionId, Timestamp,
-};
+use ledger::{Delegation, Event, Ledger, SessionId, Timestamp};
 use router::{Router, RouterConfig, RouterError, SystemClock};
 
 /// What one boundary gave `drain`: the envelopes now held, and those someone else holds.
@@ -45,33 +43,4 @@ pub fn take_ready(
         None => router.take_ready(boundary, crate::home::now(), render),
         Some(deadline) => router.wait_ready(boundary, deadline, &SystemClock, render),
     }
-}
-
-/// Settles an inline unit's events as delivered by this process (it printed them).
-pub fn settle_inline(
-    ledger: &Ledger,
-    id: &DelegationId,
-    consumer: &str,
-    lease_ms: u64,
-    now: Timestamp,
-) -> ledger::Result<()> {
-    let open: Vec<_> = ledger
-        .events(id)?
-        .into_iter()
-        .filter(|e| e.is_deliverable(now))
-        .map(|e| e.event_ref())
-        .collect();
-    if open.is_empty() {
-        return Ok(());
-    }
-    let request = ClaimRequest {
-        keys: open,
-        consumer: consumer.to_owned(),
-        session: None,
-        lease_ms,
-    };
-    if let ClaimOutcome::Claimed(claim) = ledger.claim(&request, now)? {
-        ledger.ack(claim.token, now)?;
-    }
-    Ok(())
 }

@@ -15,8 +15,10 @@ mod tasks_file;
 
 fn main() -> std::process::ExitCode {
     exit::install_panic_hook();
-    match app::run() {
+    let code = match app::run() {
         Ok(code) => std::process::ExitCode::from(code as u8),
         Err(err) => exit::report(&err),
-    }
+    };
+    app::record_io_counts();
+    code
 }

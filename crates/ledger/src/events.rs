@@ -382,6 +382,40 @@ impl Ledger {
         self.write_grouped(move |_, w| Ok((settle_in(w, token, &mut change)?, true)))
     }
 
+    /// Settles an inline unit's events as delivered in one commit (claim and ack at once): the
+    /// process that ran it has shown its result, and no consumer will ever claim it. Events of
+    /// other consumers' live claims are left alone. Refused for a unit with a session.
+    pub fn settle_inline(&self, id: &DelegationId, now: Timestamp) -> Result<Vec<Transition>> {
+        let id = id.clone();
+        self.write_grouped(move |_, w| {
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            if unit.session.is_some() {
+                return Err(LedgerError::Invalid(format!(
+                    "{id} belongs to a session; deliver it through a claim"
+                )));
+            }
+            let mut transitions = Vec::new();
+            for mut event in w.events(&id)? {
+                if !event.is_deliverable(now) {
+                    continue;
+                }
+                let from = event.state;
+                if let Some(lease) = event.lease.take() {
+                    w.remove_claim(lease.token)?;
+                }
+                event.attempts += 1;
+                event.state = EventState::Delivered;
+                event.delivered_at = Some(now);
+                w.put_event(&event)?;
+                transitions.push(transition(&event, from));
+            }
+            let wrote = !transitions.is_empty();
+            Ok((transitions, wrote))
+        })
+    }
+
     /// Acks several claims in one transaction (one durable commit for a whole boundary). Each
     /// token is settled on its own: a lost one gives `Err(ClaimLost)` in its slot and the others
     /// are still acked.

@@ -38,7 +38,14 @@ impl Ledger {
     ///
     /// Fails with `SessionEnded` if it has ended.
     pub fn ensure_session(&self, id: &SessionId, now: Timestamp) -> Result<Session> {
-        self.write(|w| ensure_active(w, id, now))
+        // A session the ledger knows commits nothing (and needs no writable open).
+        match self.session(id)? {
+            Some(session) if session.state == SessionState::Ended => {
+                Err(LedgerError::SessionEnded(id.clone()))
+            }
+            Some(session) => Ok(session),
+            None => self.write(|w| ensure_active(w, id, now)),
+        }
     }
 
     /// The session, if the ledger knows it.

@@ -196,7 +196,11 @@ impl Host {
             stop: watch::channel(false).0,
             launches: watch::channel(0).0,
         });
-        inner.call(move |l| l.register_host(&record)).await?;
+        // An inline host (one `-z`/cron run) records no host row: its unit carries its pid and
+        // start time, which is all recovery reads for it, and a `-z` saves two commits.
+        if inner.options.kind != HostKind::Inline {
+            inner.call(move |l| l.register_host(&record)).await?;
+        }
         // Queued units of this session whose earlier host went away are this host's now.
         if let Some(session) = inner.options.session.clone() {
             inner.call(move |l| l.adopt_units(&session, me)).await?;
@@ -405,6 +409,9 @@ impl Host {
             tracing::warn!("some units did not finish during shutdown");
         }
         inner.stop.send_replace(true);
+        if inner.options.kind == HostKind::Inline {
+            return;
+        }
         if let Err(e) = inner.call(move |l| l.unregister_host(me)).await {
             tracing::warn!(error = %e, "cannot unregister the host");
         }

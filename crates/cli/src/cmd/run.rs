@@ -10,7 +10,6 @@ use ledger::{HostKind, SessionId, UnitStatus};
 use registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
 use crate::args::RunArgs;
-use crate::deliver;
 use crate::dispatch_args;
 use crate::exit::{Code, fail};
 use crate::home::{Home, env_var, now, render_context};
@@ -33,10 +32,10 @@ pub fn cron(name: Option<String>, args: &RunArgs) -> anyhow::Result<Code> {
 
 fn inline(args: &RunArgs, parent: Option<SessionId>, kind: &str) -> anyhow::Result<Code> {
     let spec = dispatch_args::spec(&args.dispatch)?;
+    tracing::debug!(kind, "inline run");
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let config = home.registry();
-    let lease_ms = u64::try_from(home.settings.claim_lease().as_millis()).unwrap_or(u64::MAX);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -79,7 +78,6 @@ fn inline(args: &RunArgs, parent: Option<SessionId>, kind: &str) -> anyhow::Resu
         report.ok_or_else(|| anyhow::anyhow!("{id} ended without a report"))
     })?;
     let id = report.delegation_id.clone();
-    let consumer = format!("{kind}:{}", std::process::id());
     let delegation = ledger
         .delegation(&id)?
         .ok_or_else(|| fail(Code::WorkFailed, format!("{id} vanished from the ledger")))?;
@@ -96,7 +94,7 @@ fn inline(args: &RunArgs, parent: Option<SessionId>, kind: &str) -> anyhow::Resu
         ))
     };
     // The caller has the result (or nobody is reading): either way nothing waits for delivery.
-    deliver::settle_inline(&ledger, &id, &consumer, lease_ms, now())?;
+    ledger.settle_inline(&id, now())?;
     printed?;
     if report.status == UnitStatus::Completed {
         Ok(Code::Ok)
