@@ -4,6 +4,13 @@
 //! ledger-worker publish DB DELEGATION N      finish children 0..N-1 (publishing task:i), one per txn
 //! ledger-worker consume DB SESSION DELEGATION N   claim and ack until N events are delivered
 //! ledger-worker crash DB DELEGATION          publish, claim, ack forever, reporting each commit
+//! ledger-worker host DB SESSION UNITS TASKS INFLIGHT DONE
+//!     the registry's ledger path: dispatch UNITS units of TASKS children, INFLIGHT units at a
+//!     time; each child on its own thread (as the registry's blocking calls are) records its
+//!     start, one progress flush and its finish; creates the file DONE at the end
+//! ledger-worker drain DB SESSION DONE
+//!     a turn-boundary consumer through the router (`take_ready`, then `ack_many` of every
+//!     envelope), until DONE exists and the session has nothing open
 //! ```
 //! Every committed step is printed on its own line (`published task:3`, `acked task:3`) and
 //! flushed before the next step starts, so a parent that kills this process knows what was
@@ -163,8 +170,133 @@ fn run(args: &[String]) -> Result<(), String> {
                 next += 1;
             }
         }
+        "host" => {
+            let ledger = open(&arg(1)?)?;
+            let session = SessionId::new(arg(2)?).map_err(|e| e.to_string())?;
+            let units = number(arg(3)?)?;
+            let tasks = number(arg(4)?)?;
+            let inflight = number(arg(5)?)?.max(1);
+            let done = arg(6)?;
+            let next = std::sync::atomic::AtomicU32::new(0);
+            std::thread::scope(|scope| {
+                let runners: Vec<_> = (0..inflight)
+                    .map(|_| {
+                        scope.spawn(|| -> Result<(), String> {
+                            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < units {
+                                run_unit(&ledger, &session, tasks)?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                runners
+                    .into_iter()
+                    .try_for_each(|r| r.join().map_err(|_| "a unit runner panicked".to_string())?)
+            })?;
+            std::fs::write(&done, b"done").map_err(|e| e.to_string())?;
+            let io = ledger::io_counts();
+            eprintln!("commits {} syncs {}", io.commits, io.syncs);
+            Ok(())
+        }
+        "drain" => {
+            let ledger = std::sync::Arc::new(open(&arg(1)?)?);
+            let session = SessionId::new(arg(2)?).map_err(|e| e.to_string())?;
+            let done = arg(3)?;
+            let consumer = format!("drain-{}", std::process::id());
+            let router = router::Router::new(
+                ledger.clone(),
+                router::RouterConfig::new(session.clone(), consumer),
+            );
+            let deadline = Instant::now() + Duration::from_secs(300);
+            loop {
+                let round = router
+                    .take_ready(Boundary::Turn, now(), |_, _| Ok::<(), ()>(()))
+                    .map_err(|e| e.to_string())?;
+                let tokens: Vec<ClaimToken> = round.delivered.iter().map(|t| t.token).collect();
+                if !tokens.is_empty() {
+                    for acked in ledger.ack_many(&tokens, now()).map_err(|e| e.to_string())? {
+                        acked.map_err(|e| e.to_string())?;
+                    }
+                    writeln!(out, "acked {}", tokens.len()).map_err(|e| e.to_string())?;
+                    continue;
+                }
+                let finished = Path::new(&done).exists();
+                if finished
+                    && ledger
+                        .open_events(&session)
+                        .map_err(|e| e.to_string())?
+                        .is_empty()
+                {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    return Err("the session did not drain before the deadline".into());
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
         other => Err(format!("unknown mode {other:?}")),
     }
+}
+
+/// One unit through the registry's ledger calls: dispatch, then every child on its own thread
+/// (the registry runs each ledger call on tokio's blocking pool, so children of one host write
+/// concurrently and share group commits): start, one progress flush, finish.
+fn run_unit(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<(), String> {
+    let spec = DispatchSpec::new(
+        "bench",
+        (0..tasks)
+            .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
+            .collect(),
+    );
+    let new = NewDelegation {
+        session: Some(session.clone()),
+        channel: Channel::Background,
+        spec,
+        host: None,
+        transcript_root: None,
+    };
+    let roomy = Capacity {
+        max_running: u32::MAX,
+        max_queued: u32::MAX,
+    };
+    let unit = ledger
+        .dispatch(new, roomy, now())
+        .map_err(|e| e.to_string())?
+        .delegation
+        .id;
+    let me = ledger::procs::current_process();
+    std::thread::scope(|scope| {
+        let children: Vec<_> = (0..tasks)
+            .map(|index| {
+                let unit = &unit;
+                scope.spawn(move || -> Result<(), String> {
+                    ledger
+                        .child_started(unit, index, me, now())
+                        .map_err(|e| e.to_string())?;
+                    let progress = ProgressUpdate {
+                        delegation_id: unit.clone(),
+                        index,
+                        progress: Progress {
+                            output_bytes: 100,
+                            ..Progress::default()
+                        },
+                    };
+                    ledger
+                        .record_progress(&[progress])
+                        .map_err(|e| e.to_string())?;
+                    ledger
+                        .finish_child(unit, outcome(index), now())
+                        .map_err(|e| e.to_string())?;
+                    Ok(())
+                })
+            })
+            .collect();
+        children.into_iter().try_for_each(|c| {
+            c.join()
+                .map_err(|_| "a child thread panicked".to_string())?
+        })
+    })
 }
 
 /// A small Fisher–Yates shuffle seeded from the pid and the clock; order only affects contention.

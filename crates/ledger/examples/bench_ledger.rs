@@ -1,0 +1,245 @@
+//! Measures the ledger in one process, on a fresh file in a temp dir (real `fdatasync`s), and
+//! prints one JSON object. Run with `cargo run --release -p ledger --example bench_ledger` (what
+//! `cargo xtask bench` does). Commits are counted by the ledger itself (`Ledger::commits`).
+//!
+//! - `ledger_cycle_per_s`: publish → claim → ack of one event, one caller, 3 commits per cycle
+//!   (the shape of the SQLite reference).
+//! - `ledger_batch8_events_per_s`, `commits_per_delivered_event`: the batch path of a busy
+//!   host. Units of 8 children go through the calls the registry and the router make —
+//!   dispatch; per child, on its own thread as the registry's blocking calls are: start and
+//!   finish, with one progress flush for the unit in between; and a consumer thread that every
+//!   200 ms (the router's default poll) takes every ready envelope in one claim commit and acks
+//!   them in one more — with `INFLIGHT` (4) units running at once. Every commit of all of it is
+//!   counted, dispatch included.
+//! - `ledger_batch8_isolated_events_per_s`, `commits_per_delivered_event_isolated`: the same
+//!   calls for one unit at a time, consumed when its last child finished (no overlap between
+//!   units: the least group commit can do).
+//!
+//! `BENCH_QUICK=1` shortens the runs (for smoke tests).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ledger::*;
+
+const INFLIGHT: u32 = 4;
+const TASKS: u32 = 8;
+/// The router's default poll interval (`RouterConfig::DEFAULT_POLL_MS`): how often an idle
+/// interactive session or `drain --wait` looks for newly ready results.
+const POLL: Duration = Duration::from_millis(200);
+
+fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    )
+}
+
+fn session() -> SessionId {
+    SessionId::new("bench").expect("valid session id")
+}
+
+fn outcome(index: u32) -> ChildOutcome {
+    // The fields are evaluated before the base, so `started_at` is read no later than `ended_at`.
+    ChildOutcome {
+        exit_code: Some(0),
+        started_at: Some(now()),
+        result: "ok".into(),
+        ..ChildOutcome::new(index, "bench", ChildStatus::Completed, now())
+    }
+}
+
+fn dispatch(ledger: &Ledger, tasks: u32) -> Result<DelegationId> {
+    let task = TaskSpec::new("bench", vec!["true".into()]);
+    let new = NewDelegation {
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: DispatchSpec::new("bench", vec![task; tasks as usize]),
+        host: None,
+        transcript_root: None,
+    };
+    let roomy = Capacity {
+        max_running: u32::MAX,
+        max_queued: u32::MAX,
+    };
+    Ok(ledger.dispatch(new, roomy, now())?.delegation.id)
+}
+
+/// The registry's calls for one unit: every child on its own thread records its start and its
+/// finish; the host flushes the unit's progress once in between (it batches a unit's progress
+/// at most every 2 s: a child that runs less than that may get no flush at all).
+fn run_unit(ledger: &Ledger) -> Result<()> {
+    let unit = dispatch(ledger, TASKS)?;
+    let me = procs::current_process();
+    let started = std::sync::Barrier::new(TASKS as usize + 1);
+    std::thread::scope(|scope| {
+        let children: Vec<_> = (0..TASKS)
+            .map(|index| {
+                let (unit, started) = (&unit, &started);
+                scope.spawn(move || -> Result<()> {
+                    let result = ledger.child_started(unit, index, me, now());
+                    started.wait();
+                    result?;
+                    ledger.finish_child(unit, outcome(index), now())?;
+                    Ok(())
+                })
+            })
+            .collect();
+        started.wait();
+        let progress: Vec<ProgressUpdate> = (0..TASKS)
+            .map(|index| ProgressUpdate {
+                delegation_id: unit.clone(),
+                index,
+                progress: Progress {
+                    output_bytes: 100,
+                    ..Progress::default()
+                },
+            })
+            .collect();
+        ledger.record_progress(&progress)?;
+        children
+            .into_iter()
+            .try_for_each(|c| c.join().expect("child thread"))
+    })
+}
+
+/// The router's calls at one boundary: every ready envelope claimed in one commit, acked in one
+/// more. Returns how many events were delivered.
+fn consume(ledger: &Ledger) -> Result<usize> {
+    let requests: Vec<ClaimRequest> = ledger
+        .deliverable(&session(), now())?
+        .into_iter()
+        .map(|(_, events)| ClaimRequest {
+            keys: events.iter().map(Event::event_ref).collect(),
+            consumer: "bench".into(),
+            session: Some(session()),
+            lease_ms: 60_000,
+        })
+        .collect();
+    if requests.is_empty() {
+        return Ok(0);
+    }
+    let mut tokens = Vec::new();
+    let mut events = 0;
+    for outcome in ledger.claim_many(&requests, now())? {
+        if let ClaimOutcome::Claimed(claim) = outcome {
+            events += claim.events.len();
+            tokens.push(claim.token);
+        }
+    }
+    for acked in ledger.ack_many(&tokens, now())? {
+        acked?;
+    }
+    Ok(events)
+}
+
+fn cycle(ledger: &Ledger, window: Duration) -> Result<f64> {
+    let unit = dispatch(ledger, 1)?;
+    let start = Instant::now();
+    let mut cycles = 0u32;
+    while start.elapsed() < window {
+        let key = EventRef {
+            delegation_id: unit.clone(),
+            key: EventKey::Task(cycles),
+        };
+        ledger.publish(
+            NewEvent {
+                delegation_id: unit.clone(),
+                key: key.key,
+                payload: EventPayload::Task(outcome(cycles)),
+            },
+            now(),
+        )?;
+        let request = ClaimRequest {
+            keys: vec![key],
+            consumer: "bench".into(),
+            session: Some(session()),
+            lease_ms: 60_000,
+        };
+        let ClaimOutcome::Claimed(claim) = ledger.claim(&request, now())? else {
+            return Err(LedgerError::Invalid("bench claim refused".into()));
+        };
+        ledger.ack(claim.token, now())?;
+        cycles += 1;
+    }
+    Ok(f64::from(cycles) / start.elapsed().as_secs_f64())
+}
+
+/// Units one at a time: (events/s, commits per event).
+fn isolated(ledger: &Ledger, window: Duration) -> Result<(f64, f64)> {
+    let commits = ledger.commits();
+    let start = Instant::now();
+    let mut events = 0usize;
+    while start.elapsed() < window {
+        run_unit(ledger)?;
+        events += consume(ledger)?;
+    }
+    let per_s = events as f64 / start.elapsed().as_secs_f64();
+    Ok((per_s, (ledger.commits() - commits) as f64 / events as f64))
+}
+
+/// `INFLIGHT` units at a time and a concurrent consumer: (events/s, commits per event).
+fn busy_host(ledger: &Ledger, units: u32) -> Result<(f64, f64)> {
+    let commits = ledger.commits();
+    let total = (units * TASKS) as usize;
+    let next = AtomicU32::new(0);
+    let failed = AtomicBool::new(false);
+    let start = Instant::now();
+    let delivered = std::thread::scope(|scope| -> Result<usize> {
+        for _ in 0..INFLIGHT {
+            scope.spawn(|| {
+                while next.fetch_add(1, Ordering::Relaxed) < units {
+                    if run_unit(ledger).is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let mut delivered = 0;
+        while delivered < total {
+            if failed.load(Ordering::Relaxed) || Instant::now() > deadline {
+                return Err(LedgerError::Invalid("the busy-host run failed".into()));
+            }
+            delivered += consume(ledger)?;
+            // A waiting consumer looks again after the router's default poll interval.
+            std::thread::sleep(POLL);
+        }
+        Ok(delivered)
+    })?;
+    let per_s = delivered as f64 / start.elapsed().as_secs_f64();
+    Ok((
+        per_s,
+        (ledger.commits() - commits) as f64 / delivered as f64,
+    ))
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn main() -> Result<()> {
+    let quick = std::env::var_os("BENCH_QUICK").is_some();
+    let (window, units) = if quick {
+        (Duration::from_millis(500), 20)
+    } else {
+        (Duration::from_secs(3), 500)
+    };
+    let dir = tempfile::tempdir().map_err(|e| LedgerError::Invalid(e.to_string()))?;
+    let fresh = |name: &str| Ledger::open(&dir.path().join(name), LedgerConfig::default());
+    let cycle_per_s = cycle(&fresh("cycle.redb")?, window)?;
+    let (isolated_per_s, isolated_commits) = isolated(&fresh("isolated.redb")?, window)?;
+    let (busy_per_s, busy_commits) = busy_host(&fresh("busy.redb")?, units)?;
+    let out = format!(
+        "{{\"ledger_cycle_per_s\":{},\"ledger_batch8_events_per_s\":{},\"commits_per_delivered_event\":{},\"ledger_batch8_isolated_events_per_s\":{},\"commits_per_delivered_event_isolated\":{}}}",
+        round(cycle_per_s),
+        round(busy_per_s),
+        round(busy_commits),
+        round(isolated_per_s),
+        round(isolated_commits),
+    );
+    println!("{out}");
+    Ok(())
+}
