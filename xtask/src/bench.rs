@@ -1,50 +1,63 @@
-//! `cargo xtask bench`: the figures in `docs/benchmarks.md`.
+//! `cargo xtask bench`: the figures in `docs/benchmarks.md`, every one from an optimized build.
 //!
-//! Ledger figures are measured here, in process, on a fresh file in a temp dir (real fsyncs);
-//! the contended figure starts `ledger-worker` processes; crates with their own harness
-//! (`examples/bench_*.rs`) are run in release mode and their JSON objects merged in.
+//! xtask only orchestrates (it is itself built without optimization): it runs the SQLite
+//! reference (`../shared/bench/sqlite_ledger_ref.py`, beside the workspace) before and after the
+//! ledger's figures, each crate's `examples/bench_*.rs` harness in release mode, and the
+//! contended figures as release `ledger-worker` processes on one file; then it merges their JSON
+//! objects into one, with the ratios to the reference.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use ledger::*;
 use serde_json::{Map, Value, json};
 
 use crate::boundaries::workspace_root;
 
-fn now() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-    )
-}
+/// The reference, relative to the workspace root.
+const REFERENCE: &str = "../shared/bench/sqlite_ledger_ref.py";
+/// Publish → claim → ack cycles the reference runs.
+const REFERENCE_CYCLES: &str = "2000";
 
 pub(crate) fn run(as_json: bool) -> Result<()> {
     let mut figures = Map::new();
-    ledger_benches(&mut figures)?;
+    let before = reference()?;
+    merge(&mut figures, run_example("ledger", "bench_ledger")?);
+    contended(&mut figures)?;
+    let after = reference()?;
+    let reference = (before + after) / 2.0;
+    figures.insert("sqlite_ref_cycle_per_s".into(), json!(round(reference)));
+    figures.insert(
+        "sqlite_ref_cycle_per_s_runs".into(),
+        json!([round(before), round(after)]),
+    );
+    for (key, figure) in [
+        ("ratio_cycle_vs_ref", "ledger_cycle_per_s"),
+        ("ratio_batch8_vs_ref", "ledger_batch8_events_per_s"),
+        ("ratio_contended_vs_ref", "ledger_contended_events_per_s"),
+        (
+            "ratio_contended_single_key_vs_ref",
+            "ledger_contended_single_key_events_per_s",
+        ),
+    ] {
+        if let Some(value) = figures.get(figure).and_then(Value::as_f64) {
+            figures.insert(key.into(), json!(round(value / reference)));
+        }
+    }
     for (package, example) in [
         ("registry", "bench_registry"),
         ("router", "bench_router"),
         ("cli", "bench_cli"),
     ] {
-        let manifest = workspace_root()
-            .join("crates")
-            .join(package)
-            .join("examples")
-            .join(format!("{example}.rs"));
-        if manifest.exists() {
-            merge(&mut figures, run_example(package, example)?);
-        }
+        merge(&mut figures, run_example(package, example)?);
     }
     let value = Value::Object(figures);
     if as_json {
         println!("{value}");
     } else if let Value::Object(map) = &value {
         for (key, figure) in map {
-            println!("{key:40} {figure}");
+            println!("{key:44} {figure}");
         }
     }
     Ok(())
@@ -56,197 +69,138 @@ fn merge(into: &mut Map<String, Value>, value: Value) {
     }
 }
 
+fn cargo() -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(workspace_root());
+    command
+}
+
+/// The last JSON object a command printed on stdout.
+fn json_of(what: &str, stdout: &[u8]) -> Result<Value> {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("{what} printed no JSON object"))?;
+    serde_json::from_str(line).with_context(|| format!("{what} printed malformed JSON"))
+}
+
 fn run_example(package: &str, example: &str) -> Result<Value> {
     eprintln!("xtask: bench {package}/{example}");
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            package,
-            "--example",
-            example,
-        ])
-        .current_dir(workspace_root())
+    let out = cargo()
+        .args(["run", "--quiet", "--release", "-p", package])
+        .args(["--example", example])
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("running {package}/{example}"))?;
     if !out.status.success() {
         bail!("{package}/{example} failed ({})", out.status);
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or("{}");
-    serde_json::from_str(line)
-        .with_context(|| format!("{package}/{example} printed no JSON object"))
+    json_of(&format!("{package}/{example}"), &out.stdout)
 }
 
-fn spec(tasks: u32) -> DispatchSpec {
-    let task = TaskSpec::new("bench", vec!["true".into()]);
-    DispatchSpec::new("bench", vec![task; tasks as usize])
-}
-
-fn outcome(index: u32) -> ChildOutcome {
-    // The fields are evaluated before the base, so `started_at` is read no later than `ended_at`.
-    ChildOutcome {
-        exit_code: Some(0),
-        started_at: Some(now()),
-        result: "ok".into(),
-        ..ChildOutcome::new(index, "bench", ChildStatus::Completed, now())
+/// The SQLite reference's cycles per second.
+fn reference() -> Result<f64> {
+    let script = workspace_root().join(REFERENCE);
+    if !script.exists() {
+        bail!(
+            "the SQLite reference {} is missing: the ledger figures are compared with it (it \
+             lives in the shared folder beside the workspace, as {REFERENCE})",
+            script.display()
+        );
     }
-}
-
-const ROOMY: Capacity = Capacity {
-    max_running: 1_000_000,
-    max_queued: 1_000_000,
-};
-
-fn dispatch(ledger: &Ledger, tasks: u32) -> Result<DelegationId> {
-    let new = NewDelegation {
-        session: Some(SessionId::new("bench").expect("valid")),
-        channel: Channel::Background,
-        spec: spec(tasks),
-        host: None,
-        transcript_root: None,
-    };
-    Ok(ledger.dispatch(new, ROOMY, now())?.delegation.id)
-}
-
-fn claim_all(ledger: &Ledger, keys: Vec<EventRef>) -> Result<ClaimToken> {
-    let request = ClaimRequest {
-        keys,
-        consumer: "bench".into(),
-        session: Some(SessionId::new("bench").expect("valid")),
-        lease_ms: 60_000,
-    };
-    match ledger.claim(&request, now())? {
-        ClaimOutcome::Claimed(claim) => Ok(claim.token),
-        ClaimOutcome::Refused(why) => bail!("bench claim refused: {why:?}"),
+    eprintln!("xtask: bench the SQLite reference ({REFERENCE} {REFERENCE_CYCLES})");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(REFERENCE_CYCLES)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running python3 (the SQLite reference needs it)")?;
+    if !out.status.success() {
+        bail!("the SQLite reference failed ({})", out.status);
     }
+    json_of("the SQLite reference", &out.stdout)?["sqlite_ref_cycle_per_s"]
+        .as_f64()
+        .context("the SQLite reference printed no sqlite_ref_cycle_per_s")
 }
 
-fn ledger_benches(figures: &mut Map<String, Value>) -> Result<()> {
-    eprintln!("xtask: bench ledger");
-    let dir = tempfile::tempdir()?;
-    let ledger = Ledger::open(&dir.path().join("ledger.redb"), LedgerConfig::default())?;
-    let window = Duration::from_secs(3);
-
-    // publish → claim → ack of one event, each its own durable transaction.
-    let unit = dispatch(&ledger, 1)?;
-    let start = Instant::now();
-    let mut cycles = 0u32;
-    while start.elapsed() < window {
-        let key = EventRef {
-            delegation_id: unit.clone(),
-            key: EventKey::Task(cycles),
-        };
-        let payload = EventPayload::Task(outcome(cycles));
-        ledger.publish(
-            NewEvent {
-                delegation_id: unit.clone(),
-                key: key.key,
-                payload,
-            },
-            now(),
-        )?;
-        let token = claim_all(&ledger, vec![key])?;
-        ledger.ack(token, now())?;
-        cycles += 1;
-    }
-    figures.insert(
-        "ledger_cycle_per_s".into(),
-        json!(round(f64::from(cycles) / start.elapsed().as_secs_f64())),
-    );
-
-    // 8 children published (one transaction each), one group claim, one ack.
-    let mut events = 0u32;
-    let mut commits = 0u32;
-    let mut elapsed = Duration::ZERO;
-    while elapsed < window {
-        let unit = dispatch(&ledger, 8)?;
-        let start = Instant::now();
-        for i in 0..8 {
-            ledger.finish_child(&unit, outcome(i), now())?;
-        }
-        let keys = (0..8)
-            .map(|i| EventRef {
-                delegation_id: unit.clone(),
-                key: EventKey::Task(i),
-            })
-            .collect();
-        let token = claim_all(&ledger, keys)?;
-        ledger.ack(token, now())?;
-        elapsed += start.elapsed();
-        events += 8;
-        commits += 8 + 1 + 1;
-    }
-    figures.insert(
-        "ledger_batch8_events_per_s".into(),
-        json!(round(f64::from(events) / elapsed.as_secs_f64())),
-    );
-    figures.insert(
-        "commits_per_delivered_event".into(),
-        json!(round(f64::from(commits) / f64::from(events))),
-    );
-    drop(ledger);
-    figures.insert(
-        "ledger_contended_events_per_s".into(),
-        json!(contended(dir.path())?),
-    );
-    Ok(())
-}
-
-/// One publishing process and four consuming processes on one file.
-fn contended(dir: &Path) -> Result<f64> {
-    const N: u32 = 1_000;
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "tests",
-            "--bin",
-            "ledger-worker",
-        ])
-        .current_dir(workspace_root())
+/// The contended figures: processes sharing one file.
+fn contended(figures: &mut Map<String, Value>) -> Result<()> {
+    eprintln!("xtask: bench contended ledger-worker processes");
+    let status = cargo()
+        .args(["build", "--quiet", "--release", "-p", "tests"])
+        .args(["--bin", "ledger-worker"])
         .status()?;
     if !status.success() {
         bail!("building ledger-worker failed");
     }
     let worker = workspace_root().join("target/release/ledger-worker");
-    let db = dir.join("contended.redb");
-    let unit = {
-        let ledger = Ledger::open(&db, LedgerConfig::default())?;
-        dispatch(&ledger, N)?
-    };
-    let db = db.to_str().context("temp path is not UTF-8")?;
+    let dir = tempfile::tempdir()?;
+
+    // The product path: a host process finishing 8-child units through the registry's calls
+    // (4 units at once), four `drain --wait` consumers of the same session through the router.
+    let units = 250u32;
+    let db = path_arg(&dir.path().join("product.redb"))?;
+    let done = path_arg(&dir.path().join("product.done"))?;
+    let start = Instant::now();
+    let drains = (0..4)
+        .map(|_| spawn(&worker, &["drain", &db, "bench", &done]))
+        .collect::<Result<Vec<_>>>()?;
+    let host = spawn(
+        &worker,
+        &["host", &db, "bench", &units.to_string(), "8", "4", &done],
+    )?;
+    wait_all(std::iter::once(host).chain(drains))?;
+    figures.insert(
+        "ledger_contended_events_per_s".into(),
+        json!(round(f64::from(units * 8) / start.elapsed().as_secs_f64())),
+    );
+
+    // The adversarial shape: one event per claim, consumers racing for the same keys.
+    const N: u32 = 1_000;
+    let db = path_arg(&dir.path().join("single.redb"))?;
+    let out = Command::new(&worker)
+        .args(["dispatch", &db, "bench", &N.to_string()])
+        .output()?;
+    if !out.status.success() {
+        bail!("ledger-worker dispatch failed");
+    }
+    let unit = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let start = Instant::now();
     let consumers = (0..4)
-        .map(|_| {
-            Command::new(&worker)
-                .args(["consume", db, "bench", unit.as_str(), &N.to_string()])
-                .stdout(Stdio::null())
-                .spawn()
-        })
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let publisher = Command::new(&worker)
-        .args(["publish", db, unit.as_str(), &N.to_string()])
+        .map(|_| spawn(&worker, &["consume", &db, "bench", &unit, &N.to_string()]))
+        .collect::<Result<Vec<_>>>()?;
+    let publisher = spawn(&worker, &["publish", &db, &unit, &N.to_string()])?;
+    wait_all(std::iter::once(publisher).chain(consumers))?;
+    figures.insert(
+        "ledger_contended_single_key_events_per_s".into(),
+        json!(round(f64::from(N) / start.elapsed().as_secs_f64())),
+    );
+    Ok(())
+}
+
+fn path_arg(path: &Path) -> Result<String> {
+    path.to_str()
+        .map(str::to_owned)
+        .context("temp path is not UTF-8")
+}
+
+fn spawn(worker: &PathBuf, args: &[&str]) -> Result<Child> {
+    Command::new(worker)
+        .args(args)
         .stdout(Stdio::null())
-        .status()?;
-    if !publisher.success() {
-        bail!("the publishing worker failed");
-    }
-    for mut consumer in consumers {
-        if !consumer.wait()?.success() {
-            bail!("a consuming worker failed");
+        .spawn()
+        .with_context(|| format!("starting ledger-worker {}", args[0]))
+}
+
+fn wait_all(children: impl Iterator<Item = Child>) -> Result<()> {
+    for mut child in children {
+        if !child.wait()?.success() {
+            bail!("a ledger-worker process failed");
         }
     }
-    Ok(round(f64::from(N) / start.elapsed().as_secs_f64()))
+    Ok(())
 }
 
 fn round(x: f64) -> f64 {

@@ -1,6 +1,10 @@
-//! Whole-process wall time of the release `hermes` binary (SPEC issue 6, "Measure"). Prints one
-//! JSON object on stdout. Run with `cargo run --release -p cli --example bench_cli` (what
-//! `cargo xtask bench` does).
+//! Whole-process wall time of the release `hermes` binary (SPEC issue 6, "Measure"), and the
+//! `fdatasync`s each command makes. Prints one JSON object on stdout. Run with
+//! `cargo run --release -p cli --example bench_cli` (what `cargo xtask bench` does).
+//!
+//! Syncs are counted by the `hermes` process itself: with `HERMES_DEBUG_SYNC_COUNT=FILE` it
+//! appends its pid and the ledger storage layer's counts (every `sync_data` redb issued, the
+//! file's open and close included) to FILE when it exits.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -53,6 +57,36 @@ fn main() -> Result<()> {
         figures.insert(format!("drain_{n}_ready_ms_p50"), median(samples));
     }
 
+    // Syncs per command, in this warm home with a running host.
+    h.ok(&["drain", "--session", "B"])?;
+    figures.insert(
+        "syncs_per_drain_empty".into(),
+        json!(h.syncs(&["drain", "--session", "B"])?),
+    );
+    figures.insert(
+        "syncs_per_list".into(),
+        json!(h.syncs(&["delegation", "list", "--json"])?),
+    );
+    figures.insert(
+        "syncs_per_session_list".into(),
+        json!(h.syncs(&["session", "list", "--json"])?),
+    );
+    figures.insert(
+        "syncs_per_delegate".into(),
+        json!(h.syncs(&["delegate", "--session", "B", "--", "true"])?),
+    );
+    wait(|| Ok(h.pending("B")? == 1))?;
+    h.ok(&["delegate", "--session", "B", "--", "true"])?;
+    wait(|| Ok(h.pending("B")? == 2))?;
+    figures.insert(
+        "syncs_per_drain_2_ready".into(),
+        json!(h.syncs(&["drain", "--session", "B"])?),
+    );
+    figures.insert(
+        "syncs_per_oneshot".into(),
+        json!(h.syncs(&["-z", "--", "true"])?),
+    );
+
     // Listing and status against 100 and then 10,000 delegations.
     let mut last = None;
     for total in [100usize, 10_000] {
@@ -60,6 +94,10 @@ fn main() -> Result<()> {
         figures.insert(
             format!("list_json_ms_{total}"),
             p50(10, || h.timed(&["delegation", "list", "--json"]))?,
+        );
+        figures.insert(
+            format!("list_all_json_ms_{total}"),
+            p50(10, || h.timed(&["delegation", "list", "--all", "--json"]))?,
         );
     }
     let id = last.context("seeded")?;
@@ -106,6 +144,28 @@ impl Bench {
         let start = Instant::now();
         self.ok(args)?;
         Ok(start.elapsed().as_secs_f64() * 1000.0)
+    }
+
+    /// Runs `hermes args` and returns the `fdatasync`s it counted itself.
+    fn syncs(&self, args: &[&str]) -> Result<u64> {
+        let log = self.home.join("sync-counts.jsonl");
+        let mut command = self.command(args);
+        command.env("HERMES_DEBUG_SYNC_COUNT", &log);
+        let child = command.spawn().context("running hermes")?;
+        let pid = u64::from(child.id());
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "hermes {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let text = std::fs::read_to_string(&log).context("reading the sync counts")?;
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["pid"].as_u64() == Some(pid))
+            .and_then(|v| v["syncs"].as_u64())
+            .with_context(|| format!("hermes {args:?} recorded no sync count"))
     }
 
     fn pending(&self, session: &str) -> Result<usize> {

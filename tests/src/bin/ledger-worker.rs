@@ -4,13 +4,15 @@
 //! ledger-worker publish DB DELEGATION N      finish children 0..N-1 (publishing task:i), one per txn
 //! ledger-worker consume DB SESSION DELEGATION N   claim and ack until N events are delivered
 //! ledger-worker crash DB DELEGATION          publish, claim, ack forever, reporting each commit
+//! ledger-worker dispatch DB SESSION N         record a unit of N children; print its id
 //! ledger-worker host DB SESSION UNITS TASKS INFLIGHT DONE
 //!     the registry's ledger path: dispatch UNITS units of TASKS children, INFLIGHT units at a
 //!     time; each child on its own thread (as the registry's blocking calls are) records its
 //!     start, one progress flush and its finish; creates the file DONE at the end
 //! ledger-worker drain DB SESSION DONE
-//!     a turn-boundary consumer through the router (`take_ready`, then `ack_many` of every
-//!     envelope), until DONE exists and the session has nothing open
+//!     a waiting turn-boundary consumer through the router, as `hermes drain --wait` is
+//!     (`wait_ready`, then `ack_many` of every envelope), until DONE exists and the session has
+//!     nothing open
 //! ```
 //! Every committed step is printed on its own line (`published task:3`, `acked task:3`) and
 //! flushed before the next step starts, so a parent that kills this process knows what was
@@ -170,6 +172,13 @@ fn run(args: &[String]) -> Result<(), String> {
                 next += 1;
             }
         }
+        "dispatch" => {
+            let ledger = open(&arg(1)?)?;
+            let session = SessionId::new(arg(2)?).map_err(|e| e.to_string())?;
+            let tasks = number(arg(3)?)?;
+            let unit = dispatch(&ledger, &session, tasks)?;
+            writeln!(out, "{unit}").map_err(|e| e.to_string())
+        }
         "host" => {
             let ledger = open(&arg(1)?)?;
             let session = SessionId::new(arg(2)?).map_err(|e| e.to_string())?;
@@ -209,8 +218,14 @@ fn run(args: &[String]) -> Result<(), String> {
             );
             let deadline = Instant::now() + Duration::from_secs(300);
             loop {
+                // `drain --wait`: wake when the router's poll (200 ms) finds something ready.
                 let round = router
-                    .take_ready(Boundary::Turn, now(), |_, _| Ok::<(), ()>(()))
+                    .wait_ready(
+                        Boundary::Turn,
+                        now().plus_ms(250),
+                        &router::SystemClock,
+                        |_, _| Ok::<(), ()>(()),
+                    )
                     .map_err(|e| e.to_string())?;
                 let tokens: Vec<ClaimToken> = round.delivered.iter().map(|t| t.token).collect();
                 if !tokens.is_empty() {
@@ -232,7 +247,6 @@ fn run(args: &[String]) -> Result<(), String> {
                 if Instant::now() > deadline {
                     return Err("the session did not drain before the deadline".into());
                 }
-                std::thread::sleep(Duration::from_micros(200));
             }
         }
         other => Err(format!("unknown mode {other:?}")),
@@ -243,6 +257,46 @@ fn run(args: &[String]) -> Result<(), String> {
 /// (the registry runs each ledger call on tokio's blocking pool, so children of one host write
 /// concurrently and share group commits): start, one progress flush, finish.
 fn run_unit(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<(), String> {
+    let unit = dispatch(ledger, session, tasks)?;
+    let me = ledger::procs::current_process();
+    std::thread::scope(|scope| {
+        let children: Vec<_> = (0..tasks)
+            .map(|index| {
+                let unit = &unit;
+                scope.spawn(move || -> Result<(), String> {
+                    ledger
+                        .child_started(unit, index, me, now())
+                        .map_err(|e| e.to_string())?;
+                    ledger
+                        .finish_child(unit, outcome(index), now())
+                        .map_err(|e| e.to_string())?;
+                    Ok(())
+                })
+            })
+            .collect();
+        // The host flushes the unit's progress once while its children run.
+        let progress: Vec<ProgressUpdate> = (0..tasks)
+            .map(|index| ProgressUpdate {
+                delegation_id: unit.clone(),
+                index,
+                progress: Progress {
+                    output_bytes: 100,
+                    ..Progress::default()
+                },
+            })
+            .collect();
+        ledger
+            .record_progress(&progress)
+            .map_err(|e| e.to_string())?;
+        children.into_iter().try_for_each(|c| {
+            c.join()
+                .map_err(|_| "a child thread panicked".to_string())?
+        })
+    })
+}
+
+/// Records a background unit of `tasks` children in `session`.
+fn dispatch(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<DelegationId, String> {
     let spec = DispatchSpec::new(
         "bench",
         (0..tasks)
@@ -260,43 +314,11 @@ fn run_unit(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<(), Stri
         max_running: u32::MAX,
         max_queued: u32::MAX,
     };
-    let unit = ledger
+    Ok(ledger
         .dispatch(new, roomy, now())
         .map_err(|e| e.to_string())?
         .delegation
-        .id;
-    let me = ledger::procs::current_process();
-    std::thread::scope(|scope| {
-        let children: Vec<_> = (0..tasks)
-            .map(|index| {
-                let unit = &unit;
-                scope.spawn(move || -> Result<(), String> {
-                    ledger
-                        .child_started(unit, index, me, now())
-                        .map_err(|e| e.to_string())?;
-                    let progress = ProgressUpdate {
-                        delegation_id: unit.clone(),
-                        index,
-                        progress: Progress {
-                            output_bytes: 100,
-                            ..Progress::default()
-                        },
-                    };
-                    ledger
-                        .record_progress(&[progress])
-                        .map_err(|e| e.to_string())?;
-                    ledger
-                        .finish_child(unit, outcome(index), now())
-                        .map_err(|e| e.to_string())?;
-                    Ok(())
-                })
-            })
-            .collect();
-        children.into_iter().try_for_each(|c| {
-            c.join()
-                .map_err(|_| "a child thread panicked".to_string())?
-        })
-    })
+        .id)
 }
 
 /// A small Fisher–Yates shuffle seeded from the pid and the clock; order only affects contention.
