@@ -1,7 +1,9 @@
 //! Measures the registry and prints one JSON object:
 //!
 //! - `stall_detect_late_ms_p50` / `_p99`: from the moment a quiet child crosses its stall
-//!   threshold to the SIGTERM, over many children (default sweep interval, 1 s).
+//!   threshold (its start, as the registry stamped it, plus the threshold) to the moment the
+//!   child received SIGTERM (it traps the signal and writes the time), over many children
+//!   (default sweep interval, 1 s). Both are wall-clock readings of the same machine.
 //! - `host_cpu_pct_100_idle_children` / `host_rss_mb_100_idle_children`: this process's own CPU
 //!   (utime + stime from `/proc/self/stat`, in % of one core) and resident set over 10 s with
 //!   100 background units each running `sleep`.
@@ -83,6 +85,7 @@ async fn host(home: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Host {
 
 async fn stall_lateness(rounds: usize, per_round: usize) -> Vec<f64> {
     let home = tempfile::tempdir().expect("tempdir");
+    let stamps = tempfile::tempdir().expect("tempdir");
     let host = host(home.path(), |c| {
         c.stall_idle = Duration::from_secs(1);
         c.stall_grace = Duration::from_secs(1);
@@ -93,19 +96,39 @@ async fn stall_lateness(rounds: usize, per_round: usize) -> Vec<f64> {
     for round in 0..rounds {
         // Children start at different moments relative to the sweep.
         tokio::time::sleep(Duration::from_millis(137 * round as u64 % 1000)).await;
+        // Each child traps SIGTERM and writes the moment it got it (ns since the epoch).
+        let script = format!(
+            "trap 'date +%s%N > \"{}/$HERMES_DELEGATION_ID-$HERMES_TASK_INDEX\"; exit 0' TERM; \
+             sleep 1000 & wait",
+            stamps.path().display()
+        );
         let report = host
-            .run_inline(spec(per_round, &["sleep", "1000"]), None)
+            .run_inline(spec(per_round, &["sh", "-c", &script]), None)
             .await
             .expect("runs");
         for outcome in report.outcomes {
-            if let ExitDetail::Stalled {
-                stalled_after_quiet_seconds,
+            let ExitDetail::Stalled {
                 stall_threshold_seconds,
                 ..
             } = outcome.detail
-            {
-                late.push((stalled_after_quiet_seconds - stall_threshold_seconds) * 1000.0);
-            }
+            else {
+                continue;
+            };
+            let stamp = stamps
+                .path()
+                .join(format!("{}-{}", report.delegation_id, outcome.index));
+            let (Some(started), Some(termed_ns)) = (
+                outcome.started_at,
+                std::fs::read_to_string(&stamp)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok()),
+            ) else {
+                continue;
+            };
+            // The threshold crossing: the child's start (the registry's own stamp, in ms)
+            // plus the threshold, since a quiet child has no later activity.
+            let crossing_ms = started.0 as f64 + stall_threshold_seconds * 1000.0;
+            late.push(termed_ns as f64 / 1e6 - crossing_ms);
         }
     }
     host.shutdown("bench_done").await;
