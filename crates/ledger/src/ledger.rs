@@ -12,7 +12,8 @@ use crate::model::{ClaimToken, DelegationId};
 use crate::store::{Reader, Writer, storage};
 use crate::tables::META_FORMAT_VERSION;
 
-/// Tunables of the delivery state machine and of recovery (SPEC §9).
+/// Tunables of the delivery state machine and of recovery, built from [`settings::Settings`]
+/// (which holds every default and bound).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerConfig {
     /// Claims after which a released event is dropped (`delivery.max_attempts`).
@@ -21,18 +22,27 @@ pub struct LedgerConfig {
     pub replay_max_age_ms: u64,
     /// Terminal units older than this are purged, in milliseconds.
     pub retention_ms: u64,
-    /// Recovery runs at most this often, in milliseconds.
+    /// Recovery runs at most this often, in milliseconds (`host.recovery_interval_seconds`).
     pub recovery_interval_ms: u64,
 }
 
-impl Default for LedgerConfig {
-    fn default() -> Self {
+impl LedgerConfig {
+    /// The ledger's part of `settings`.
+    pub fn from_settings(settings: &settings::Settings) -> LedgerConfig {
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         LedgerConfig {
-            max_attempts: 8,
-            replay_max_age_ms: 48 * 3_600_000,
-            retention_ms: 7 * 86_400_000,
-            recovery_interval_ms: 3_000,
+            max_attempts: settings.delivery.max_attempts,
+            replay_max_age_ms: ms(settings.delivery.replay_max_age),
+            retention_ms: ms(settings.delivery.retention),
+            recovery_interval_ms: ms(settings.host.recovery_interval),
         }
+    }
+}
+
+impl Default for LedgerConfig {
+    /// The defaults of SPEC §9.
+    fn default() -> Self {
+        LedgerConfig::from_settings(&settings::Settings::default())
     }
 }
 
