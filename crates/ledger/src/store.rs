@@ -33,8 +33,8 @@ pub struct ClaimRecord {
     pub expires_at: Timestamp,
 }
 
-pub(crate) fn storage<E: std::fmt::Display>(err: E) -> LedgerError {
-    LedgerError::Storage(err.to_string())
+pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
+    LedgerError::Storage(err.into().into())
 }
 
 pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<V> {
