@@ -23,13 +23,10 @@ pub fn take_ready(
     session: &SessionId,
     boundary: Boundary,
     consumer: &str,
-    lease_ms: u64,
+    settings: &settings::Settings,
     deadline: Option<Timestamp>,
 ) -> Result<Round, RouterError> {
-    let config = RouterConfig {
-        lease_ms,
-        ..RouterConfig::new(session.clone(), consumer)
-    };
+    let config = RouterConfig::from_settings(session.clone(), consumer, settings);
     let router = Router::new(ledger, config);
     // Rendering cannot fail today; doing it before the claim keeps it that way by construction.
     let render = |delegation: &Delegation, events: &[Event]| -> Result<(), Infallible> {

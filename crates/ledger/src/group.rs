@@ -18,7 +18,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::error::{LedgerError, Result};
+use crate::error::{LedgerError, Result, StorageFault};
 use crate::ledger::Ledger;
 use crate::store::{Writer, storage};
 
@@ -95,9 +95,9 @@ impl Ledger {
                 catch_unwind(AssertUnwindSafe(|| self.run_batch(batch))).unwrap_or_else(|_| {
                     ids.into_iter()
                         .map(|id| {
-                            let err = LedgerError::Damaged {
+                            let err = LedgerError::EnginePanic {
                                 path: self.path.clone(),
-                                reason: "a page could not be read".into(),
+                                what: "while committing a group of writes".into(),
                             };
                             (id, Err(err))
                         })
@@ -207,7 +207,11 @@ fn copy_error(err: &LedgerError) -> LedgerError {
             found: *found,
             supported: *supported,
         },
-        other => LedgerError::Storage(other.to_string()),
+        LedgerError::EnginePanic { path, what } => LedgerError::EnginePanic {
+            path: path.clone(),
+            what: what.clone(),
+        },
+        other => LedgerError::Storage(StorageFault::Engine(other.to_string())),
     }
 }
 
