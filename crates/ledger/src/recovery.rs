@@ -112,11 +112,15 @@ impl Ledger {
             .read(|r| r.meta(META_LAST_RECOVERY))?
             .into_iter()
             .chain((swept_here > 0).then_some(swept_here))
+            .chain(self.swept_hint())
             .max();
         if !is_due(last) {
             return Ok(RecoveryReport::default());
         }
         self.last_sweep.store(now.0.max(1), Ordering::Relaxed);
+        // Whatever the sweep finds, the next ones within the interval are skipped: in this
+        // process by `last_sweep`, in others by the hint file.
+        self.set_swept_hint(now);
         if !self.has_recovery_work(reaper, now)? {
             return Ok(RecoveryReport {
                 ran: true,
@@ -141,6 +145,34 @@ impl Ledger {
         self.expire_events(now, &mut report)?;
         self.purge_old_units(now, &mut report)?;
         Ok(report)
+    }
+
+    /// The hint file beside the ledger that rate-limits sweeps across processes without a
+    /// commit: it holds the time of the last sweep, in ms. Losing it (no fsync) only costs an
+    /// extra read-only sweep; the ledger's own `last_recovery_at` still guards sweeps that write.
+    fn swept_hint_path(&self) -> std::path::PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(".swept");
+        self.path.with_file_name(name)
+    }
+
+    fn swept_hint(&self) -> Option<u64> {
+        std::fs::read_to_string(self.swept_hint_path())
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    }
+
+    fn set_swept_hint(&self, now: Timestamp) {
+        // Best effort: a hint that cannot be written only means more read-only sweeps.
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(self.swept_hint_path())
+            .and_then(|mut f| f.write_all(now.0.to_string().as_bytes()));
     }
 
     /// Whether a sweep at `now` would change anything: a unit or host record of a dead
