@@ -400,11 +400,9 @@ fn create_file(path: &Path, config: &LedgerConfig) -> Result<()> {
         fresh.install_writer(open_writable(&tmp)?);
         fresh.check_format()
     })();
-    let linked = built.and_then(|()| match std::fs::hard_link(&tmp, path) {
-        Ok(()) => Ok(true),
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(_) => Ok(false),
-    });
+    // Linked now, or not at all: another process linked its file first (`AlreadyExists`), or
+    // the file system has no hard links, and the plain open below creates the file in place.
+    let linked = built.map(|()| std::fs::hard_link(&tmp, path).is_ok());
     let _ = std::fs::remove_file(&tmp);
     if linked? {
         // The new name must survive a power cut too.
