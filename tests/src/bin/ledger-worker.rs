@@ -232,7 +232,9 @@ fn run(args: &[String]) -> Result<(), String> {
                     for acked in ledger.ack_many(&tokens, now()).map_err(|e| e.to_string())? {
                         acked.map_err(|e| e.to_string())?;
                     }
-                    writeln!(out, "acked {}", tokens.len()).map_err(|e| e.to_string())?;
+                    // The moment the acks were durable, for the benchmark's clock.
+                    writeln!(out, "acked {} at_ms {}", tokens.len(), now().0)
+                        .map_err(|e| e.to_string())?;
                     continue;
                 }
                 let finished = Path::new(&done).exists();
