@@ -170,7 +170,7 @@ fn ledger_benches(figures: &mut Map<String, Value>) -> Result<()> {
         let unit = dispatch(&ledger, 8)?;
         let start = Instant::now();
         for i in 0..8 {
-            ledger.finish_child(&unit, outcome(i), now())?;
+            ledger.finish_child(HostId(0), &unit, outcome(i), now())?;
         }
         let keys = (0..8)
             .map(|i| EventRef {

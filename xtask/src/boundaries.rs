@@ -50,7 +50,14 @@ fn sources(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
 /// Checks every boundary; the error lists every violation.
 pub(crate) fn check(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
-    let crates = ["ledger", "registry", "router", "formatter", "settings", "cli"];
+    let crates = [
+        "ledger",
+        "registry",
+        "router",
+        "formatter",
+        "settings",
+        "cli",
+    ];
     for krate in crates {
         let deps = dependencies(root, krate)?;
         let has = |name: &str| deps.iter().any(|d| d == name);
@@ -124,7 +131,14 @@ mod tests {
     #[test]
     fn a_violation_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        for krate in ["ledger", "registry", "router", "formatter", "settings", "cli"] {
+        for krate in [
+            "ledger",
+            "registry",
+            "router",
+            "formatter",
+            "settings",
+            "cli",
+        ] {
             let src = dir.path().join("crates").join(krate).join("src");
             fs::create_dir_all(&src).unwrap();
             let deps = if krate == "router" {

@@ -100,6 +100,8 @@ pub struct Ledger {
     pub(crate) path: PathBuf,
     pub(crate) config: LedgerConfig,
     rng: Mutex<fastrand::Rng>,
+    /// When this process last ran the recovery sweep.
+    pub(crate) last_sweep: Mutex<Option<crate::model::Timestamp>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -169,6 +171,7 @@ impl Ledger {
             path: path.to_owned(),
             config,
             rng: Mutex::new(rng),
+            last_sweep: Mutex::new(None),
         };
         ledger.check_format()?;
         Ok(ledger)
@@ -274,6 +277,15 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         ClaimToken(rng.u128(..))
+    }
+
+    /// A fresh host fencing epoch.
+    pub fn next_host_id(&self) -> crate::model::HostId {
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        crate::model::HostId(rng.u128(1..))
     }
 
     pub(crate) fn next_delegation_id(&self) -> DelegationId {

@@ -67,7 +67,7 @@ fn run(args: &[String]) -> Result<(), String> {
             let unit = id(arg(2)?)?;
             for i in 0..number(arg(3)?)? {
                 ledger
-                    .finish_child(&unit, outcome(i), now())
+                    .finish_child(HostId(0), &unit, outcome(i), now())
                     .map_err(|e| e.to_string())?;
                 writeln!(out, "published task:{i}").map_err(|e| e.to_string())?;
             }
@@ -134,7 +134,7 @@ fn run(args: &[String]) -> Result<(), String> {
                 .and_then(|u| u.session);
             loop {
                 ledger
-                    .finish_child(&unit, outcome(next), now())
+                    .finish_child(HostId(0), &unit, outcome(next), now())
                     .map_err(|e| e.to_string())?;
                 writeln!(out, "published task:{next}").map_err(|e| e.to_string())?;
                 out.flush().map_err(|e| e.to_string())?;
