@@ -243,6 +243,7 @@ fn seed(path: &Path, total: usize) -> Result<String> {
         )?;
         let id = admitted.delegation.id;
         ledger.finish_child(
+            ledger::HostId(0),
             &id,
             ChildOutcome {
                 exit_code: Some(0),

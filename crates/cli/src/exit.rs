@@ -63,7 +63,8 @@ fn ledger_code(e: &LedgerError) -> Code {
         | LedgerError::SessionNotFound(_)
         | LedgerError::ChildNotFound(..) => Code::NotFound,
         LedgerError::SessionEnded(_) => Code::SessionEnded,
-        LedgerError::ClaimLost(_) => Code::ClaimLost,
+        LedgerError::ClaimLost(_) | LedgerError::Fenced { .. } => Code::ClaimLost,
+        LedgerError::LeaseLost(_) => Code::WorkFailed,
         LedgerError::QueueFull { .. } | LedgerError::HostGone(_) => Code::WorkFailed,
         LedgerError::Invalid(_) => Code::Usage,
     }
@@ -82,7 +83,9 @@ fn registry_code(e: &RegistryError) -> Code {
     match e {
         RegistryError::Ledger(e) => ledger_code(e),
         RegistryError::EmptyCommand { .. } => Code::Usage,
-        RegistryError::Transcripts { .. } | RegistryError::Worker(_) => Code::WorkFailed,
+        RegistryError::Transcripts { .. } | RegistryError::Worker(_) | RegistryError::Fenced(_) => {
+            Code::WorkFailed
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
-use ledger::{Ledger, OsReaper, Timestamp};
+use ledger::{Ledger, Timestamp};
 use registry::{Clock, SystemClock};
 
 use settings::Settings;
@@ -87,7 +87,7 @@ impl Home {
         let path = self.dir.join("ledger.redb");
         make_private(&path);
         let ledger = Ledger::open(&path, ledger::LedgerConfig::from_settings(&self.settings))?;
-        let report = ledger.recover(&OsReaper, now(), false)?;
+        let report = ledger.recover(&registry::OsReaper::new(), now(), false)?;
         if !report.finalized.is_empty() {
             tracing::info!(finalized = ?report.finalized, "recovered units of dead hosts");
         }

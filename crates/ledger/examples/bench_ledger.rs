@@ -71,17 +71,20 @@ fn dispatch(ledger: &Ledger, tasks: u32) -> Result<DelegationId> {
 /// at most every 2 s: a child that runs less than that may get no flush at all).
 fn run_unit(ledger: &Ledger) -> Result<()> {
     let unit = dispatch(ledger, TASKS)?;
-    let me = procs::current_process();
+    let me = ProcessId {
+        pid: std::process::id(),
+        start_time: 0,
+    };
     let started = std::sync::Barrier::new(TASKS as usize + 1);
     std::thread::scope(|scope| {
         let children: Vec<_> = (0..TASKS)
             .map(|index| {
                 let (unit, started) = (&unit, &started);
                 scope.spawn(move || -> Result<()> {
-                    let result = ledger.child_started(unit, index, me, now());
+                    let result = ledger.child_started(HostId(0), unit, index, me, now());
                     started.wait();
                     result?;
-                    ledger.finish_child(unit, outcome(index), now())?;
+                    ledger.finish_child(HostId(0), unit, outcome(index), now())?;
                     Ok(())
                 })
             })
@@ -95,9 +98,10 @@ fn run_unit(ledger: &Ledger) -> Result<()> {
                     output_bytes: 100,
                     ..Progress::default()
                 },
+                tail: None,
             })
             .collect();
-        ledger.record_progress(&progress)?;
+        ledger.record_progress(HostId(0), &progress)?;
         children
             .into_iter()
             .try_for_each(|c| c.join().expect("child thread"))

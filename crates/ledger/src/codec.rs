@@ -6,8 +6,12 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// The format this build writes and the newest it reads.
-pub const FORMAT_VERSION: u8 = 1;
+/// The format this build writes and the newest it reads. Format 2 added hosts' fencing epoch,
+/// locality and lease; every other value is laid out as in format 1 and read from either.
+pub const FORMAT_VERSION: u8 = 2;
+
+/// The oldest format this build reads.
+pub const OLDEST_FORMAT: u8 = 1;
 
 /// Why a stored value could not be decoded.
 #[derive(Debug)]
@@ -28,12 +32,23 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     }
 }
 
-/// Decodes a value written by `encode`.
+/// Decodes a value written by `encode`, of a type laid out the same in every format.
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    decode_versioned(bytes, |_, rest| {
+        postcard::from_bytes(rest).map_err(|err| DecodeError::Damaged(err.to_string()))
+    })
+}
+
+/// Decodes a value whose layout depends on the format it was written in: `read` gets the
+/// format and the postcard bytes.
+pub(crate) fn decode_versioned<T>(
+    bytes: &[u8],
+    read: impl FnOnce(u8, &[u8]) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
     match bytes.split_first() {
         None => Err(DecodeError::Damaged("empty value".into())),
-        Some((&version, rest)) if version == FORMAT_VERSION => {
-            postcard::from_bytes(rest).map_err(|err| DecodeError::Damaged(err.to_string()))
+        Some((&version, rest)) if (OLDEST_FORMAT..=FORMAT_VERSION).contains(&version) => {
+            read(version, rest)
         }
         Some((&version, _)) if version > FORMAT_VERSION => Err(DecodeError::Newer(version)),
         Some((&version, _)) => Err(DecodeError::Damaged(format!(

@@ -70,6 +70,21 @@ pub enum LedgerError {
     /// to a live host.
     #[error("host {0} no longer hosts this session; start a new host and dispatch again")]
     HostGone(crate::model::ProcessId),
+    /// A host wrote about a unit it no longer owns: the unit was recovered (its host judged
+    /// dead) or handed to another host. The write was not applied.
+    #[error(
+        "{host} no longer owns delegation {delegation} (it was recovered or handed to another host); the write was refused"
+    )]
+    Fenced {
+        /// The unit.
+        delegation: DelegationId,
+        /// The writing host's fencing epoch.
+        host: crate::model::HostId,
+    },
+    /// A host's lease could not be renewed because its record is gone: another process judged
+    /// it dead. The host must stop its children and stop writing.
+    #[error("{0} lost its lease: another process judged it dead and recovered its units")]
+    LeaseLost(crate::model::HostId),
     /// The queue is full.
     #[error("the dispatch queue is full ({max} units waiting); wait for running work to finish")]
     QueueFull {
@@ -125,6 +140,8 @@ impl LedgerError {
             | LedgerError::SessionEnded(_)
             | LedgerError::ClaimLost(_)
             | LedgerError::HostGone(_)
+            | LedgerError::Fenced { .. }
+            | LedgerError::LeaseLost(_)
             | LedgerError::QueueFull { .. }
             | LedgerError::Invalid(_) => false,
         }

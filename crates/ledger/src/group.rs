@@ -317,10 +317,10 @@ mod tests {
         let ledger = open(&path);
         let unit = dispatch(&ledger, 6);
         ledger
-            .finish_child(&unit, outcome(0), T0)
+            .finish_child(HostId(0), &unit, outcome(0), T0)
             .expect("finish 0");
         ledger
-            .finish_child(&unit, outcome(1), T0)
+            .finish_child(HostId(0), &unit, outcome(1), T0)
             .expect("finish 1");
         let good = claim(&ledger, &unit, 0);
         let stale = claim(&ledger, &unit, 1);
@@ -334,13 +334,15 @@ mod tests {
             Box::new(move || {
                 format!(
                     "{:?}",
-                    l.finish_child(&u2, outcome(2), T0).map(|f| f.published)
+                    l.finish_child(HostId(0), &u2, outcome(2), T0)
+                        .map(|f| f.published)
                 )
             }),
             Box::new(move || {
                 format!(
                     "{:?}",
-                    l.finish_child(&u3, outcome(3), T0).map(|f| f.published)
+                    l.finish_child(HostId(0), &u3, outcome(3), T0)
+                        .map(|f| f.published)
                 )
             }),
             Box::new(move || format!("{:?}", l.ack(good, T0).map(|t| t.len()))),
@@ -350,14 +352,15 @@ mod tests {
             Box::new(move || {
                 format!(
                     "{:?}",
-                    l.finish_child(&missing, outcome(0), T0)
+                    l.finish_child(HostId(0), &missing, outcome(0), T0)
                         .map(|f| f.published)
                 )
             }),
             Box::new(move || {
                 format!(
                     "{:?}",
-                    l.finish_child(&u4, outcome(4), T0).map(|f| f.published)
+                    l.finish_child(HostId(0), &u4, outcome(4), T0)
+                        .map(|f| f.published)
                 )
             }),
         ];
@@ -404,7 +407,8 @@ mod tests {
             Box::new(move || {
                 format!(
                     "{:?}",
-                    l.finish_child(&u0, outcome(0), T0).map(|f| f.published)
+                    l.finish_child(HostId(0), &u0, outcome(0), T0)
+                        .map(|f| f.published)
                 )
             }),
             // Writes, then fails: the transaction is tainted and must not commit this write.
@@ -420,7 +424,8 @@ mod tests {
             Box::new(move || {
                 format!(
                     "{:?}",
-                    l.finish_child(&u1, outcome(1), T0).map(|f| f.published)
+                    l.finish_child(HostId(0), &u1, outcome(1), T0)
+                        .map(|f| f.published)
                 )
             }),
         ];

@@ -118,11 +118,11 @@ pub struct Ledger {
     pub(crate) path: PathBuf,
     pub(crate) config: LedgerConfig,
     pub(crate) group: GroupCommit,
-    /// When this handle last ran (or found nothing for) a recovery sweep, in ms.
-    pub(crate) last_sweep: AtomicU64,
     /// Durable commits made through this handle.
     pub(crate) commits: AtomicU64,
     rng: Mutex<fastrand::Rng>,
+    /// When this process last ran the recovery sweep.
+    pub(crate) last_sweep: Mutex<Option<crate::model::Timestamp>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -209,7 +209,7 @@ impl Ledger {
             path: path.to_owned(),
             config,
             group: GroupCommit::default(),
-            last_sweep: AtomicU64::new(0),
+            last_sweep: Mutex::new(None),
             commits: AtomicU64::new(0),
             rng: Mutex::new(rng),
         }
@@ -363,6 +363,15 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         ClaimToken(rng.u128(..))
+    }
+
+    /// A fresh host fencing epoch.
+    pub fn next_host_id(&self) -> crate::model::HostId {
+        let mut rng = self
+            .rng
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        crate::model::HostId(rng.u128(1..))
     }
 
     pub(crate) fn next_delegation_id(&self) -> DelegationId {

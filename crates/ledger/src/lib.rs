@@ -6,7 +6,9 @@
 //! claim's fencing token and returns the transition that really happened.
 //!
 //! This crate must never hold a transaction across an `.await`, a child wait or terminal I/O,
-//! never read a clock (callers pass `now`), and is the only crate that names redb.
+//! never read a clock (callers pass `now`), never touch a process (`/proc`, signals: the
+//! registry answers the [`Liveness`] and [`Reaper`] questions), and is the only crate that
+//! names redb.
 
 mod backend;
 mod codec;
@@ -17,7 +19,6 @@ mod ledger;
 pub mod model;
 #[cfg(test)]
 mod power_loss;
-pub mod procs;
 mod queries;
 mod recovery;
 mod sessions;
@@ -33,8 +34,8 @@ pub use ledger::panic_is_caught;
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use queries::{Listing, SessionSummary};
-pub use recovery::{OsReaper, Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, read_tail, tail_of};
-pub use sessions::{HostClaim, SessionEnd};
+pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
+pub use sessions::{HostClaim, Liveness, SessionEnd};
 pub use store::ClaimRecord;
 pub use units::{
     Admission, Capacity, FinishChild, InterruptTarget, Interrupts, NewDelegation, ProgressUpdate,

@@ -224,6 +224,19 @@ impl fmt::Display for ProcessId {
     }
 }
 
+/// Where a process lives. Two processes of the same locality see the same process table, so
+/// one may judge the other by pid and start time; across localities (another pid namespace,
+/// another boot, another machine) only a lease says whether a host is alive.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Locality {
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// The pid namespace (`pid:[4026531836]`).
+    pub pid_namespace: String,
+    /// The host name.
+    pub hostname: String,
+}
+
 /// What kind of process hosts units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HostKind {
@@ -235,7 +248,19 @@ pub enum HostKind {
     Inline,
 }
 
-/// A live (or once-live) host process.
+/// A host's fencing epoch: random and fresh every time a process registers as a host. Every
+/// write a host makes about a unit carries it; once the host was judged dead (its record gone)
+/// or its units adopted, the writes of that epoch are refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct HostId(pub u128);
+
+impl fmt::Display for HostId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "host_{:032x}", self.0)
+    }
+}
+
+/// A live (or once-live) host process and its lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Host {
     /// Who the host is.
@@ -246,8 +271,58 @@ pub struct Host {
     pub session: Option<SessionId>,
     /// When it registered.
     pub registered_at: Timestamp,
-    /// Its last heartbeat.
+    /// Its last lease renewal.
     pub heartbeat_at: Timestamp,
+    /// Its fencing epoch.
+    pub host_id: HostId,
+    /// Where it runs; only a process of the same locality judges it by pid.
+    pub locality: Locality,
+    /// When its lease runs out unless renewed: past it the host is dead wherever it runs.
+    pub lease_expires_at: Timestamp,
+}
+
+/// A host record as format 1 stored it (no fencing epoch, no locality, no lease): read from
+/// older files and judged by pid alone, as format 1 did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HostV1 {
+    pub process: ProcessId,
+    pub kind: HostKind,
+    pub session: Option<SessionId>,
+    pub registered_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+}
+
+impl From<HostV1> for Host {
+    fn from(old: HostV1) -> Host {
+        Host {
+            process: old.process,
+            kind: old.kind,
+            session: old.session,
+            registered_at: old.registered_at,
+            heartbeat_at: old.heartbeat_at,
+            host_id: HostId(0),
+            locality: Locality::default(),
+            lease_expires_at: Timestamp(u64::MAX),
+        }
+    }
+}
+
+impl Host {
+    /// Whether this host is dead, judged from `here` at `now`: its lease ran out, or — only if
+    /// it runs in the same locality, where pids mean the same thing — its process (pid and start
+    /// time) is gone. A record with no locality (format 1) is judged by pid alone.
+    pub fn is_dead(
+        &self,
+        here: &Locality,
+        now: Timestamp,
+        alive: &dyn Fn(ProcessId) -> bool,
+    ) -> bool {
+        if now >= self.lease_expires_at {
+            return true;
+        }
+        let judged_by_pid = self.locality == Locality::default() || self.locality == *here;
+        judged_by_pid && !alive(self.process)
+    }
 }
 
 /// A session's lifecycle state.

@@ -306,7 +306,7 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
                     ..ChildOutcome::new(index, "task", ChildStatus::Completed, now)
                 };
                 ledger
-                    .finish_child(&key.delegation_id, outcome, now)
+                    .finish_child(HostId(0), &key.delegation_id, outcome, now)
                     .map(|finish| {
                         assert!(finish.published, "a first finish publishes");
                         p.published.insert(key.clone());

@@ -1,18 +1,22 @@
-//! The recovery sweep any process runs cheaply when it opens the ledger: units of dead hosts
-//! are finalized (their surviving children killed first), stale pending events are dropped, old
-//! terminal units are purged.
+//! The recovery sweep every long-lived hermes process runs every `host.recovery_interval_seconds`
+//! and every short-lived one at start: units of dead hosts are settled, stale pending events
+//! dropped, old terminal units purged. A sweep that finds nothing to do writes nothing.
+//!
+//! A host is dead when its lease ran out, or — judged only from its own locality — when its
+//! process is gone (SPEC §10). A dead host's running units end `unknown` (children that never
+//! started: `cancelled`), after its surviving children are killed where that is provably safe
+//! (the [`Reaper`] decides, from the same locality only); its queued units are never cancelled
+//! for its death: they go to the session's live host, or wait for the next one.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::sync::atomic::Ordering;
-
-use nix::sys::signal::Signal;
+use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::ledger::Ledger;
-use crate::model::{ChildStatus, DelegationId, DropReason, EventState, ProcessId, Timestamp};
-use crate::procs;
-use crate::tables::META_LAST_RECOVERY;
+use crate::model::{
+    Child, ChildStatus, DelegationId, DropReason, EventState, Host, Locality, ProcessId, Timestamp,
+    UnitStatus,
+};
+use crate::sessions::{Liveness, is_live};
 use crate::units::{force_finish, unknown_outcome};
 
 /// Lines of transcript kept for a child whose outcome is unknown.
@@ -20,43 +24,14 @@ pub const TAIL_LINES: usize = 20;
 /// Characters of transcript kept for a child whose outcome is unknown.
 pub const TAIL_CHARS: usize = 2_000;
 
-/// What recovery needs from the operating system; `OsReaper` in production, fakes in tests.
-pub trait Reaper {
-    /// Whether the process still runs (same pid and start time).
-    fn is_alive(&self, process: ProcessId) -> bool;
-    /// Kills the process group `leader` led, verified by start time.
-    fn kill_group(&self, leader: ProcessId);
-    /// The last lines of a transcript.
+/// What recovery needs from the operating system of the caller's locality: the registry's
+/// `OsReaper` in production, fakes in tests. The ledger itself never touches a process.
+pub trait Reaper: Liveness {
+    /// Kills what is provably child `child` of dead host's unit `unit`: called only for children
+    /// of hosts in the caller's own locality.
+    fn kill_child(&self, unit: &DelegationId, child: &Child);
+    /// The last lines of a transcript of this machine, if it can be read here.
     fn transcript_tail(&self, path: &str) -> Option<String>;
-}
-
-/// The real operating system.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct OsReaper;
-
-impl Reaper for OsReaper {
-    fn is_alive(&self, process: ProcessId) -> bool {
-        procs::is_alive(process)
-    }
-
-    fn kill_group(&self, leader: ProcessId) {
-        procs::signal_group(leader, Signal::SIGKILL);
-    }
-
-    fn transcript_tail(&self, path: &str) -> Option<String> {
-        read_tail(path)
-    }
-}
-
-/// The last `TAIL_LINES` lines of a file, at most `TAIL_CHARS` characters.
-pub fn read_tail(path: &str) -> Option<String> {
-    let mut file = File::open(path).ok()?;
-    let len = file.metadata().ok()?.len();
-    let start = len.saturating_sub(16 * 1024);
-    file.seek(SeekFrom::Start(start)).ok()?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
-    Some(tail_of(&String::from_utf8_lossy(&bytes)))
 }
 
 /// The last `TAIL_LINES` lines of `text`, at most `TAIL_CHARS` characters, cut on a character
@@ -75,203 +50,114 @@ pub fn tail_of(text: &str) -> String {
 /// What a sweep did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// Whether the sweep ran (it is skipped if another ran within `recovery_interval_ms`).
+    /// Whether the sweep ran (a process sweeps at most once per `recovery_interval_ms`).
     pub ran: bool,
-    /// Units of dead hosts finalized.
+    /// Running units of dead hosts finalized.
     pub finalized: Vec<DelegationId>,
-    /// Process groups killed.
-    pub killed_groups: usize,
+    /// Queued units of dead hosts handed to their session's live host (or left for the next).
+    pub adopted: Vec<DelegationId>,
+    /// Children of dead hosts killed.
+    pub killed_children: usize,
     /// Pending events dropped as `replay_expired`.
     pub expired_events: usize,
     /// Terminal units purged.
     pub purged_units: usize,
-    /// Host records of dead processes removed.
+    /// Host records of dead hosts removed.
     pub dead_hosts: usize,
 }
 
 impl Ledger {
-    /// Runs the recovery sweep unless one ran within `recovery_interval_ms` (or `force`).
+    /// Runs the recovery sweep unless this process ran one within `recovery_interval_ms` (or
+    /// `force`). It reads first and writes only what it changes.
     pub fn recover(
         &self,
         reaper: &dyn Reaper,
         now: Timestamp,
         force: bool,
     ) -> Result<RecoveryReport> {
-        let interval = self.config.recovery_interval_ms;
-        let is_due = |last: Option<u64>| {
-            force
-                || last
-                    .map(Timestamp)
-                    .is_none_or(|last| now.ms_since(last) >= interval || last > now)
-        };
-        // Cheap reads first: the common cases (a sweep ran moments ago, or there is nothing to
-        // do) take no write lock and commit nothing. Only a sweep with work claims the sweep in
-        // a write, re-checked, so concurrent processes don't all run it.
-        let swept_here = self.last_sweep.load(Ordering::Relaxed);
-        let last = self
-            .read(|r| r.meta(META_LAST_RECOVERY))?
-            .into_iter()
-            .chain((swept_here > 0).then_some(swept_here))
-            .chain(self.swept_hint())
-            .max();
-        if !is_due(last) {
-            return Ok(RecoveryReport::default());
-        }
-        self.last_sweep.store(now.0.max(1), Ordering::Relaxed);
-        // Whatever the sweep finds, the next ones within the interval are skipped: in this
-        // process by `last_sweep`, in others by the hint file.
-        self.set_swept_hint(now);
-        if !self.has_recovery_work(reaper, now)? {
-            return Ok(RecoveryReport {
-                ran: true,
-                ..RecoveryReport::default()
-            });
-        }
-        let due = self.write_then(|w| {
-            let due = is_due(w.meta(META_LAST_RECOVERY)?);
-            if due {
-                w.set_meta(META_LAST_RECOVERY, now.0)?;
+        {
+            let mut last = self
+                .last_sweep
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let due = force
+                || last.is_none_or(|last: Timestamp| {
+                    now.ms_since(last) >= self.config.recovery_interval_ms || last > now
+                });
+            if !due {
+                return Ok(RecoveryReport::default());
             }
-            Ok((due, due))
-        })?;
+            *last = Some(now);
+        }
         let mut report = RecoveryReport {
-            ran: due,
+            ran: true,
             ..RecoveryReport::default()
         };
-        if !due {
-            return Ok(report);
-        }
-        self.finalize_dead_hosts(reaper, now, &mut report)?;
+        self.settle_dead_hosts(reaper, now, &mut report)?;
         self.expire_events(now, &mut report)?;
         self.purge_old_units(now, &mut report)?;
         Ok(report)
     }
 
-    /// The hint file beside the ledger that rate-limits sweeps across processes without a
-    /// commit: it holds the time of the last sweep, in ms. Losing it (no fsync) only costs an
-    /// extra read-only sweep; the ledger's own `last_recovery_at` still guards sweeps that write.
-    fn swept_hint_path(&self) -> std::path::PathBuf {
-        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
-        name.push(".swept");
-        self.path.with_file_name(name)
-    }
-
-    fn swept_hint(&self) -> Option<u64> {
-        std::fs::read_to_string(self.swept_hint_path())
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-    }
-
-    fn set_swept_hint(&self, now: Timestamp) {
-        // Best effort: a hint that cannot be written only means more read-only sweeps.
-        use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let _ = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(self.swept_hint_path())
-            .and_then(|mut f| f.write_all(now.0.to_string().as_bytes()));
-    }
-
-    /// Whether a sweep at `now` would change anything: a unit or host record of a dead
-    /// process, an expired pending event, a unit past retention. Read-only.
-    fn has_recovery_work(&self, reaper: &dyn Reaper, now: Timestamp) -> Result<bool> {
-        let replay_cutoff = now.minus_ms(self.config.replay_max_age_ms);
-        let retention_cutoff = now.minus_ms(self.config.retention_ms);
-        self.read(|r| {
-            if r.active_units()?
-                .iter()
-                .any(|u| u.host.is_some_and(|h| !reaper.is_alive(h)))
-                || r.hosts()?.iter().any(|h| !reaper.is_alive(h.process))
-            {
-                return Ok(true);
-            }
-            for event_ref in r.all_open_events()? {
-                if r.event(&event_ref)?
-                    .is_some_and(|e| e.published_at < replay_cutoff && e.is_deliverable(now))
-                {
-                    return Ok(true);
-                }
-            }
-            for (_, id) in r.units_before(retention_cutoff)? {
-                if r.delegation(&id)?.is_some_and(|u| {
-                    u.status.is_terminal() && u.ended_at.is_some_and(|t| t < retention_cutoff)
-                }) {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
-        })
-    }
-
-    fn finalize_dead_hosts(
+    fn settle_dead_hosts(
         &self,
         reaper: &dyn Reaper,
         now: Timestamp,
         report: &mut RecoveryReport,
     ) -> Result<()> {
-        let orphans: Vec<(DelegationId, ProcessId)> = self.read(|r| {
-            Ok(r.active_units()?
-                .into_iter()
-                .filter_map(|u| u.host.map(|h| (u.id, h)))
-                .filter(|(_, host)| !reaper.is_alive(*host))
-                .collect())
-        })?;
-        for (id, host) in orphans {
-            // Kill first, outside any transaction; the write below re-checks everything.
-            let children = self.children(&id)?;
-            for child in &children {
-                if let (ChildStatus::Running, Some(process)) = (child.status, child.process) {
-                    reaper.kill_group(process);
-                    report.killed_groups += 1;
+        let here = reaper.locality();
+        let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
+        let records: HashMap<ProcessId, Host> = hosts.into_iter().map(|h| (h.process, h)).collect();
+        let dead =
+            |process: ProcessId| !is_live(records.get(&process).cloned(), process, reaper, now);
+        let dead_hosts: Vec<&Host> = records.values().filter(|h| dead(h.process)).collect();
+        for unit in units {
+            let Some(host) = unit.host.filter(|h| dead(*h)) else {
+                continue;
+            };
+            if unit.status == UnitStatus::Queued {
+                if self.hand_over(&unit.id, host, reaper, now)? {
+                    report.adopted.push(unit.id);
+                }
+                continue;
+            }
+            // Kill first, outside any transaction, and only what is provably the dead host's
+            // (same locality; the reaper checks pid + start time or the child's marker); the
+            // write below re-checks everything.
+            let local = records
+                .get(&host)
+                .is_none_or(|h| h.locality == here || h.locality == Locality::default());
+            let children = self.children(&unit.id)?;
+            let mut tails = Vec::new();
+            for child in children.iter().filter(|c| !c.status.is_terminal()) {
+                if local {
+                    if child.status == ChildStatus::Running && child.process.is_some() {
+                        reaper.kill_child(&unit.id, child);
+                        report.killed_children += 1;
+                    }
+                    let tail = child
+                        .transcript
+                        .as_deref()
+                        .and_then(|p| reaper.transcript_tail(p));
+                    tails.push((child.index, tail));
                 }
             }
-            let tails: Vec<(u32, Option<String>)> = children
-                .iter()
-                .filter(|c| !c.status.is_terminal())
-                .map(|c| {
-                    (
-                        c.index,
-                        c.transcript
-                            .as_deref()
-                            .and_then(|p| reaper.transcript_tail(p)),
-                    )
-                })
-                .collect();
-            let finalized = self.write_then(|w| {
-                let Some(unit) = w.delegation(id.as_str())? else {
-                    return Ok((false, false));
-                };
-                if unit.status.is_terminal() || unit.host != Some(host) {
-                    return Ok((false, false));
-                }
-                let mut missing = Vec::new();
-                for child in w.children(&id)? {
-                    if child.status.is_terminal() {
-                        continue;
-                    }
-                    let mut outcome = unknown_outcome(&unit, &child, "owner_died", now);
-                    outcome.transcript_tail = tails
-                        .iter()
-                        .find(|(i, _)| *i == child.index)
-                        .and_then(|(_, t)| t.clone());
-                    missing.push(outcome);
-                }
-                force_finish(w, unit, missing, "owner_died", now)?;
-                Ok((true, true))
-            })?;
-            if finalized {
-                report.finalized.push(id);
+            if self.finalize_orphan(&unit.id, host, tails, now)? {
+                report.finalized.push(unit.id);
             }
         }
-        // Each step commits only if it changed something: a sweep with nothing to do costs no
-        // durable commit beyond its timestamp.
-        report.dead_hosts = self.write_then(|w| {
-            let mut removed = 0;
-            for host in w.hosts()? {
-                if !reaper.is_alive(host.process) {
+        // Forget the dead hosts (re-judged inside the write: a host that renewed meanwhile is
+        // alive after all).
+        if !dead_hosts.is_empty() {
+            report.dead_hosts = self.write_then(|w| {
+                let mut removed = 0;
+                for host in &dead_hosts {
+                    let current = w.host(host.process)?;
+                    if current.as_ref().map(|h| h.host_id) != Some(host.host_id)
+                        || is_live(current, host.process, reaper, now)
+                    {
+                        continue;
+                    }
                     if let Some(session) = &host.session
                         && let Some(mut record) = w.session(session)?
                         && record.host == Some(host.process)
@@ -282,21 +168,105 @@ impl Ledger {
                     w.remove_host(host.process)?;
                     removed += 1;
                 }
-            }
-            Ok((removed, removed > 0))
-        })?;
+                Ok((removed, removed > 0))
+            })?;
+        }
         Ok(())
+    }
+
+    /// Gives a dead host's queued unit to its session's live host (or to none, for the next
+    /// host of the session to adopt), and wakes the hosts. Never cancels it.
+    fn hand_over(
+        &self,
+        id: &DelegationId,
+        dead: ProcessId,
+        liveness: &dyn Liveness,
+        now: Timestamp,
+    ) -> Result<bool> {
+        self.write_then(|w| {
+            let Some(mut unit) = w.delegation(id.as_str())? else {
+                return Ok((false, false));
+            };
+            if unit.status != UnitStatus::Queued || unit.host != Some(dead) {
+                return Ok((false, false));
+            }
+            let heir = match &unit.session {
+                Some(session) => w
+                    .session(session)?
+                    .and_then(|s| s.host)
+                    .filter(|h| *h != dead)
+                    .filter(|h| is_live(w.host(*h).ok().flatten(), *h, liveness, now)),
+                None => None,
+            };
+            unit.host = heir;
+            w.put_delegation(&unit)?;
+            w.bump_activity()?;
+            Ok((true, true))
+        })
+    }
+
+    /// Finalizes a dead host's running unit: every child with no event ends `unknown` (never
+    /// started: `cancelled`) in one `terminal` event, with the tail read here or, failing that,
+    /// the one its host stored. Wakes the hosts, since a slot came free.
+    fn finalize_orphan(
+        &self,
+        id: &DelegationId,
+        dead: ProcessId,
+        tails: Vec<(u32, Option<String>)>,
+        now: Timestamp,
+    ) -> Result<bool> {
+        self.write_then(|w| {
+            let Some(unit) = w.delegation(id.as_str())? else {
+                return Ok((false, false));
+            };
+            if unit.status.is_terminal() || unit.host != Some(dead) {
+                return Ok((false, false));
+            }
+            let mut missing = Vec::new();
+            for child in w.children(id)? {
+                if child.status.is_terminal() {
+                    continue;
+                }
+                let mut outcome = unknown_outcome(&unit, &child, "owner_died", now);
+                let read_here = tails
+                    .iter()
+                    .find(|(i, _)| *i == child.index)
+                    .and_then(|(_, t)| t.clone());
+                outcome.transcript_tail = match read_here {
+                    Some(tail) => Some(tail),
+                    None => w.child_tail(id, child.index)?.map(|t| tail_of(&t)),
+                };
+                missing.push(outcome);
+            }
+            force_finish(w, unit, missing, "owner_died", now)?;
+            w.bump_activity()?;
+            Ok((true, true))
+        })
     }
 
     fn expire_events(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
         let cutoff = now.minus_ms(self.config.replay_max_age_ms);
+        let expired =
+            |event: &crate::model::Event| event.published_at < cutoff && event.is_deliverable(now);
+        // Look first; write only if something is due.
+        let due = self.read(|r| {
+            for event_ref in r.all_open_events()? {
+                if r.event(&event_ref)?.is_some_and(|e| expired(&e)) {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })?;
+        if !due {
+            return Ok(());
+        }
         report.expired_events = self.write_then(|w| {
-            let mut expired = 0;
+            let mut count = 0;
             for event_ref in w.all_open_events()? {
                 let Some(mut event) = w.event(&event_ref)? else {
                     continue;
                 };
-                if event.published_at < cutoff && event.is_deliverable(now) {
+                if expired(&event) {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
@@ -304,16 +274,19 @@ impl Ledger {
                     event.dropped_at = Some(now);
                     event.drop_reason = Some(DropReason::ReplayExpired);
                     w.put_event(&event)?;
-                    expired += 1;
+                    count += 1;
                 }
             }
-            Ok((expired, expired > 0))
+            Ok((count, count > 0))
         })?;
         Ok(())
     }
 
     fn purge_old_units(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
         let cutoff = now.minus_ms(self.config.retention_ms);
+        if self.read(|r| r.units_before(cutoff))?.is_empty() {
+            return Ok(());
+        }
         report.purged_units = self.write_then(|w| {
             let mut purged = 0;
             for (_, id) in w.units_before(cutoff)? {

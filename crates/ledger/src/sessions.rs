@@ -3,8 +3,8 @@
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    DelegationId, DropReason, EventState, Host, ProcessId, Session, SessionId, SessionState,
-    Timestamp,
+    DelegationId, DropReason, EventState, Host, HostId, Locality, ProcessId, Session, SessionId,
+    SessionState, Timestamp,
 };
 use crate::store::Writer;
 use crate::units::InterruptTarget;
@@ -96,15 +96,25 @@ impl Ledger {
         self.write(|w| w.put_host(host))
     }
 
-    /// Records a host's heartbeat.
-    pub fn heartbeat(&self, process: ProcessId, now: Timestamp) -> Result<()> {
-        self.write_grouped(move |_, w| {
-            let Some(mut host) = w.host(process)? else {
-                return Ok(((), false));
-            };
+    /// Renews a host's lease until `now + lease_ms`: one small write. Fails with
+    /// `LeaseLost` if the host's record is gone or carries another epoch (someone judged it dead
+    /// and recovered its units): the host must then stop its children and stop writing.
+    pub fn renew_host(
+        &self,
+        process: ProcessId,
+        host_id: HostId,
+        lease_ms: u64,
+        now: Timestamp,
+    ) -> Result<Timestamp> {
+        self.write(|w| {
+            let mut host = w
+                .host(process)?
+                .filter(|h| h.host_id == host_id)
+                .ok_or(LedgerError::LeaseLost(host_id))?;
             host.heartbeat_at = now;
+            host.lease_expires_at = now.plus_ms(lease_ms);
             w.put_host(&host)?;
-            Ok(((), true))
+            Ok(host.lease_expires_at)
         })
     }
 
@@ -132,20 +142,38 @@ impl Ledger {
         self.read(|r| r.host(process))
     }
 
+    /// Whether the host `process` is alive, judged by its lease and, from its own locality, its
+    /// pid (see [`Host::is_dead`]).
+    pub fn host_is_live(
+        &self,
+        process: ProcessId,
+        liveness: &dyn Liveness,
+        now: Timestamp,
+    ) -> Result<bool> {
+        Ok(is_live(self.host(process)?, process, liveness, now))
+    }
+
+    /// Every registered host.
+    pub fn hosts(&self) -> Result<Vec<Host>> {
+        self.read(|r| r.hosts())
+    }
+
     /// Makes `process` the host of `session` unless another live process hosts it (at most one
-    /// live host per session). `is_alive` tells whether a recorded host still runs.
+    /// live host per session). `liveness` judges the recorded host (see [`Host::is_dead`]).
     pub fn claim_session_host(
         &self,
         session: &SessionId,
         process: ProcessId,
-        is_alive: &dyn Fn(ProcessId) -> bool,
+        liveness: &dyn Liveness,
         now: Timestamp,
     ) -> Result<HostClaim> {
         self.write(|w| {
             let mut record = ensure_active(w, session, now)?;
             match record.host {
                 Some(current) if current == process => Ok(HostClaim::AlreadyHeld),
-                Some(current) if is_alive(current) => Ok(HostClaim::HeldBy(current)),
+                Some(current) if is_live(w.host(current)?, current, liveness, now) => {
+                    Ok(HostClaim::HeldBy(current))
+                }
                 _ => {
                     record.host = Some(process);
                     w.put_session(&record)?;
@@ -153,6 +181,30 @@ impl Ledger {
                 }
             }
         })
+    }
+}
+
+/// What the ledger asks about processes: where the caller runs, and whether a process of the
+/// caller's own locality still runs. The ledger itself knows nothing of `/proc` or signals;
+/// the registry answers for the real operating system, tests with fakes.
+pub trait Liveness {
+    /// Where the caller runs.
+    fn locality(&self) -> Locality;
+    /// Whether `process` (pid and start time) runs in the caller's locality.
+    fn is_alive(&self, process: ProcessId) -> bool;
+}
+
+/// Whether the host `process` (whose record is `record`) is alive. A process with no record
+/// (one that claimed a session and is still registering) is judged by pid.
+pub(crate) fn is_live(
+    record: Option<Host>,
+    process: ProcessId,
+    liveness: &dyn Liveness,
+    now: Timestamp,
+) -> bool {
+    match record {
+        Some(host) => !host.is_dead(&liveness.locality(), now, &|p| liveness.is_alive(p)),
+        None => liveness.is_alive(process),
     }
 }
 

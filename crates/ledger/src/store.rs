@@ -39,7 +39,26 @@ pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
 }
 
 pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<V> {
-    codec::decode(bytes).map_err(|err| match err {
+    codec::decode(bytes).map_err(|err| decode_error(path, what, err))
+}
+
+/// A host record of either format (format 1 had no fencing epoch, locality or lease).
+pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version == 1 {
+            postcard::from_bytes::<crate::model::HostV1>(rest)
+                .map(Host::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Host>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| decode_error(path, "host", err))
+}
+
+fn decode_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
+    match err {
         DecodeError::Newer(found) => LedgerError::NewerFormat {
             path: path.to_owned(),
             found: u32::from(found),
@@ -49,7 +68,7 @@ pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8])
             path: path.to_owned(),
             reason: format!("{what}: {reason}"),
         },
-    })
+    }
 }
 
 /// The key range of every row whose first key part is `prefix`, for (str, u32) keys.
@@ -92,8 +111,7 @@ macro_rules! getters {
                 let row = table
                     .get((process.pid, process.start_time))
                     .map_err(storage)?;
-                row.map(|v| decode(self.path, "host", v.value()))
-                    .transpose()
+                row.map(|v| decode_host(self.path, v.value())).transpose()
             }
 
             pub(crate) fn hosts(&self) -> Result<Vec<Host>> {
@@ -101,9 +119,25 @@ macro_rules! getters {
                 let mut out = Vec::new();
                 for row in table.iter().map_err(storage)? {
                     let (_, v) = row.map_err(storage)?;
-                    out.push(decode(self.path, "host", v.value())?);
+                    out.push(decode_host(self.path, v.value())?);
                 }
                 Ok(out)
+            }
+
+            /// The last output a host stored for a running child, if any.
+            pub(crate) fn child_tail(
+                &self,
+                id: &DelegationId,
+                index: u32,
+            ) -> Result<Option<String>> {
+                let table = match self.txn.open_table(CHILD_TAILS) {
+                    Ok(table) => table,
+                    // A file written before format 2 has no tails.
+                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                    Err(err) => return Err(storage(err)),
+                };
+                let row = table.get((id.as_str(), index)).map_err(storage)?;
+                Ok(row.map(|v| v.value().to_owned()))
             }
 
             pub(crate) fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
@@ -362,6 +396,13 @@ impl<'p> Writer<'p> {
         &self.txn
     }
 
+    /// Stores the last output of a running child.
+    pub(crate) fn put_child_tail(&self, id: &DelegationId, index: u32, tail: &str) -> Result<()> {
+        let mut table = self.txn.open_table(CHILD_TAILS).map_err(storage)?;
+        table.insert((id.as_str(), index), tail).map_err(storage)?;
+        Ok(())
+    }
+
     pub(crate) fn put_session(&self, session: &Session) -> Result<()> {
         put(self.txn_mut(), SESSIONS, session.id.as_str(), session)
     }
@@ -494,6 +535,11 @@ impl<'p> Writer<'p> {
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
         self.txn_mut()
+            .open_table(CHILD_TAILS)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.txn_mut()
             .open_table(DELEGATIONS)
             .map_err(storage)?
             .remove(id)
@@ -541,6 +587,7 @@ impl<'p> Writer<'p> {
         self.txn_mut()
             .open_table(UNITS_BY_SESSION)
             .map_err(storage)?;
+        self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
         Ok(())
     }
 }
@@ -548,4 +595,37 @@ impl<'p> Writer<'p> {
 /// Whether `key` names one of the first `task_count` children.
 pub(crate) fn is_task_of(key: EventKey, task_count: u32) -> bool {
     matches!(key, EventKey::Task(n) if n < task_count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{HostId, HostKind, HostV1, Locality};
+
+    #[test]
+    fn a_format_1_host_record_reads_as_judged_by_pid_with_no_lease() {
+        let old = HostV1 {
+            process: ProcessId {
+                pid: 7,
+                start_time: 9,
+            },
+            kind: HostKind::Headless,
+            session: None,
+            registered_at: Timestamp(1),
+            heartbeat_at: Timestamp(2),
+        };
+        let mut bytes = vec![1u8];
+        bytes.extend(postcard::to_allocvec(&old).expect("encodes"));
+        let host = decode_host(Path::new("l.redb"), &bytes).expect("decodes");
+        assert_eq!(host.process, old.process);
+        assert_eq!(host.host_id, HostId(0));
+        assert_eq!(host.locality, Locality::default());
+        assert_eq!(host.lease_expires_at, Timestamp(u64::MAX));
+        let now = codec::encode(&host);
+        assert_eq!(now[0], codec::FORMAT_VERSION);
+        assert_eq!(
+            decode_host(Path::new("l.redb"), &now).expect("decodes"),
+            host
+        );
+    }
 }

@@ -34,6 +34,11 @@ pub(crate) const UNITS_BY_TIME: TableDefinition<(u64, &str), ()> =
 pub(crate) const UNITS_BY_SESSION: TableDefinition<(&str, &str), ()> =
     TableDefinition::new("units_by_session");
 
+/// (delegation id, index) → the last output of a running child (at most `TAIL_CHARS`), stored
+/// with its progress so that recovery on any machine has a tail. Added in format 2.
+pub(crate) const CHILD_TAILS: TableDefinition<(&str, u32), &str> =
+    TableDefinition::new("child_tails");
+
 /// The `META` key of the file's format version.
 pub(crate) const META_FORMAT_VERSION: &str = "format_version";
 /// The `META` key of the next queue sequence number.
@@ -41,8 +46,6 @@ pub(crate) const META_NEXT_QUEUE_SEQ: &str = "next_queue_seq";
 /// The `META` key of the activity counter: bumped by every change a host must act on (a
 /// background dispatch, an interrupt, a session end), so hosts can poll one value cheaply.
 pub(crate) const META_ACTIVITY: &str = "activity";
-/// The `META` key of the last recovery sweep's time.
-pub(crate) const META_LAST_RECOVERY: &str = "last_recovery_at";
 
 /// The stored form of an event key: `task:N` is `N`, `terminal` is `u32::MAX`.
 pub(crate) fn key_code(key: crate::model::EventKey) -> u32 {

@@ -8,7 +8,7 @@ use crate::events::publish_in;
 use crate::ledger::Ledger;
 use crate::model::{
     Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, EventKey,
-    EventPayload, ExitDetail, ProcessId, Progress, SessionId, Timestamp, UnitStatus,
+    EventPayload, ExitDetail, HostId, ProcessId, Progress, SessionId, Timestamp, UnitStatus,
 };
 use crate::store::{Writer, is_task_of};
 use crate::tables::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
@@ -55,6 +55,9 @@ pub struct ProgressUpdate {
     pub index: u32,
     /// Its token now.
     pub progress: Progress,
+    /// Its last output (at most `TAIL_CHARS`), if it changed: stored so that recovery on any
+    /// machine has a tail even where the transcript is out of reach.
+    pub tail: Option<String>,
 }
 
 /// What finishing a child did.
@@ -190,13 +193,24 @@ impl Ledger {
         })
     }
 
-    /// Starts the oldest queued unit if it belongs to `host` and a slot is free.
+    /// Starts the oldest queued unit if it belongs to `host` and a slot is free. Looks first
+    /// through a read, so a host polling an idle queue takes no write lock.
     pub fn start_next_queued(
         &self,
         host: ProcessId,
         capacity: Capacity,
         now: Timestamp,
     ) -> Result<Option<Delegation>> {
+        let startable = self.read(|r| {
+            let Some((_, id)) = r.queue()?.into_iter().next() else {
+                return Ok(false);
+            };
+            Ok(r.delegation(&id)?.is_some_and(|u| u.host == Some(host))
+                && running_units_in(r.active_units()?) < capacity.max_running)
+        })?;
+        if !startable {
+            return Ok(None);
+        }
         self.write_then(|w| {
             let Some((_, id)) = w.queue()?.into_iter().next() else {
                 return Ok((None, false));
@@ -233,9 +247,10 @@ impl Ledger {
         })
     }
 
-    /// Records that a child's process started.
+    /// Records that a child's process started; `writer` is the host's fencing epoch.
     pub fn child_started(
         &self,
+        writer: HostId,
         id: &DelegationId,
         index: u32,
         process: ProcessId,
@@ -243,6 +258,10 @@ impl Ledger {
     ) -> Result<()> {
         let id = id.clone();
         self.write_grouped(move |_, w| {
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
             let mut child = w
                 .child(&id, index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
@@ -257,32 +276,56 @@ impl Ledger {
         })
     }
 
-    /// Persists progress tokens of running children, in one transaction.
-    pub fn record_progress(&self, updates: &[ProgressUpdate]) -> Result<()> {
+    /// Persists progress tokens (and tails) of running children, in one transaction. Updates
+    /// about units `writer` no longer owns are not applied; their units are returned.
+    pub fn record_progress(
+        &self,
+        writer: HostId,
+        updates: &[ProgressUpdate],
+    ) -> Result<Vec<DelegationId>> {
         if updates.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let updates = updates.to_vec();
         self.write_grouped(move |_, w| {
+            let mut fenced: Vec<DelegationId> = Vec::new();
             let mut wrote = false;
             for update in &updates {
-                if let Some(mut child) = w.child(&update.delegation_id, update.index)?
+                let id = &update.delegation_id;
+                if fenced.contains(id) {
+                    continue;
+                }
+                let Some(unit) = w.delegation(id.as_str())? else {
+                    continue;
+                };
+                if check_owner(w, &unit, writer).is_err() {
+                    fenced.push(id.clone());
+                    continue;
+                }
+                if let Some(mut child) = w.child(id, update.index)?
                     && !child.status.is_terminal()
                 {
                     child.progress = update.progress.clone();
                     w.put_child(&child)?;
                     wrote = true;
+                    if let Some(tail) = &update.tail {
+                        w.put_child_tail(id, update.index, tail)?;
+                    }
                 }
             }
-            Ok(((), wrote))
+            Ok((fenced, wrote))
         })
     }
 
     /// Finalizes one child exactly once: marks it terminal and publishes its `task:N` event in
     /// one transaction. A child that is already final (force-finalized, say) publishes nothing.
     /// The unit becomes terminal when its last child does.
+    ///
+    /// `writer` is the finishing host's fencing epoch: a host that no longer owns the unit (it
+    /// was recovered, or handed over) gets `LedgerError::Fenced` and nothing is written.
     pub fn finish_child(
         &self,
+        writer: HostId,
         id: &DelegationId,
         outcome: ChildOutcome,
         now: Timestamp,
@@ -299,6 +342,7 @@ impl Ledger {
             let unit = w
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
             let mut child = w
                 .child(id, outcome.index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
@@ -329,8 +373,10 @@ impl Ledger {
     /// Force-finalizes a unit: every child not yet final gets the outcome given for it in
     /// `missing` (or `unknown` if none was given), all in one `terminal` event. Returns the
     /// unit's status, or `None` if it was already terminal.
+    /// `writer` is the host's fencing epoch, checked as for [`Ledger::finish_child`].
     pub fn finish_unit(
         &self,
+        writer: HostId,
         id: &DelegationId,
         missing: Vec<ChildOutcome>,
         reason: &str,
@@ -340,6 +386,7 @@ impl Ledger {
             let unit = w
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
             if unit.status.is_terminal() {
                 return Ok((None, false));
             }
@@ -420,11 +467,35 @@ fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
 }
 
 /// Background units currently running, across every process.
+/// Refuses a host's write about `unit` unless the host (`writer`, its fencing epoch) still owns
+/// it: the unit names the host's process and that process's record carries the same epoch. A
+/// unit no host owns (recorded by hand, as tools and tests do) takes any writer: a host's units
+/// always name it, and a dead host's units keep naming it after its record is gone.
+fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> {
+    let owns = match unit.host {
+        Some(process) => w.host(process)?.is_some_and(|h| h.host_id == writer),
+        None => true,
+    };
+    if owns {
+        Ok(())
+    } else {
+        Err(LedgerError::Fenced {
+            delegation: unit.id.clone(),
+            host: writer,
+        })
+    }
+}
+
 fn running_units(w: &Writer<'_>) -> Result<u32> {
-    Ok(w.active_units()?
+    Ok(running_units_in(w.active_units()?))
+}
+
+/// How many of `active` are running background units (the ones capacity counts).
+fn running_units_in(active: Vec<Delegation>) -> u32 {
+    active
         .iter()
         .filter(|u| u.channel == Channel::Background && u.status == UnitStatus::Running)
-        .count() as u32)
+        .count() as u32
 }
 
 /// Marks the unit terminal if every child is; returns its final status if it became terminal.

@@ -13,17 +13,79 @@ struct FakeReaper {
     killed: RefCell<Vec<ProcessId>>,
 }
 
-impl Reaper for FakeReaper {
+fn here() -> Locality {
+    Locality {
+        boot_id: "boot-a".into(),
+        pid_namespace: "pid:[1]".into(),
+        hostname: "a".into(),
+    }
+}
+
+fn elsewhere() -> Locality {
+    Locality {
+        pid_namespace: "pid:[2]".into(),
+        ..here()
+    }
+}
+
+impl Liveness for FakeReaper {
+    fn locality(&self) -> Locality {
+        here()
+    }
     fn is_alive(&self, process: ProcessId) -> bool {
         self.alive.contains(&process)
     }
-    fn kill_group(&self, leader: ProcessId) {
-        self.killed.borrow_mut().push(leader);
+}
+
+impl Reaper for FakeReaper {
+    fn kill_child(&self, _: &DelegationId, child: &Child) {
+        self.killed.borrow_mut().extend(child.process);
     }
     fn transcript_tail(&self, path: &str) -> Option<String> {
         Some(format!("tail of {path}"))
     }
 }
+
+fn reaper(alive: &[ProcessId]) -> FakeReaper {
+    FakeReaper {
+        alive: alive.iter().copied().collect(),
+        killed: RefCell::default(),
+    }
+}
+
+/// Registers a host of session `s` at `locality` whose lease runs until `lease_until`.
+fn host_at(ledger: &Ledger, pid: u32, locality: Locality, lease_until: Timestamp) -> Host {
+    let host = Host {
+        process: ProcessId { pid, start_time: 5 },
+        kind: HostKind::Headless,
+        session: Some(session()),
+        registered_at: T0,
+        heartbeat_at: T0,
+        host_id: HostId(u128::from(pid) << 64),
+        locality,
+        lease_expires_at: lease_until,
+    };
+    ledger.register_host(&host).unwrap();
+    host
+}
+
+/// A unit of `tasks` children hosted by `host`, its first child started as `child`.
+fn hosted_unit(ledger: &Ledger, host: &Host, tasks: u32, child: ProcessId) -> DelegationId {
+    let new = NewDelegation {
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(tasks),
+        host: Some(host.process),
+        transcript_root: Some("/t".into()),
+    };
+    let id = ledger.dispatch(new, ROOMY, T0).unwrap().delegation.id;
+    ledger
+        .child_started(host.host_id, &id, 0, child, T0)
+        .unwrap();
+    id
+}
+
+const LONG: Timestamp = Timestamp(u64::MAX);
 
 #[test]
 fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
@@ -36,15 +98,17 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
         pid: 101,
         start_time: 6,
     };
-    f.ledger
-        .register_host(&Host {
-            process: host,
-            kind: HostKind::Headless,
-            session: Some(session()),
-            registered_at: T0,
-            heartbeat_at: T0,
-        })
-        .unwrap();
+    let record = Host {
+        process: host,
+        kind: HostKind::Headless,
+        session: Some(session()),
+        registered_at: T0,
+        heartbeat_at: T0,
+        host_id: HostId(9),
+        locality: here(),
+        lease_expires_at: LONG,
+    };
+    f.ledger.register_host(&record).unwrap();
     let new = NewDelegation {
         session: Some(session()),
         channel: Channel::Background,
@@ -53,9 +117,12 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
         transcript_root: Some("/t".into()),
     };
     let id = f.ledger.dispatch(new, ROOMY, T0).unwrap().delegation.id;
-    f.ledger.child_started(&id, 0, child, T0).unwrap();
+    f.ledger
+        .child_started(HostId(9), &id, 0, child, T0)
+        .unwrap();
     f.ledger
         .child_started(
+            HostId(9),
             &id,
             1,
             ProcessId {
@@ -65,7 +132,14 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
             T0,
         )
         .unwrap();
-    finish(&f.ledger, &id, 1, T0.plus_ms(5));
+    f.ledger
+        .finish_child(
+            HostId(9),
+            &id,
+            outcome(1, ChildStatus::Completed, T0.plus_ms(5)),
+            T0.plus_ms(5),
+        )
+        .unwrap();
 
     let alive = FakeReaper {
         alive: HashSet::from([host]),
@@ -88,7 +162,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
     assert_eq!(
         *dead.killed.borrow(),
         vec![child],
-        "only the running child's group is killed"
+        "only the running child is killed"
     );
     assert_eq!(report.dead_hosts, 1);
 
@@ -163,4 +237,152 @@ fn old_pending_events_expire_and_old_units_are_purged() {
     assert!(f.ledger.events(&id).unwrap().is_empty());
     assert!(f.ledger.children(&id).unwrap().is_empty());
     assert!(f.ledger.list(None, 10).unwrap().recent.is_empty());
+}
+
+#[test]
+fn a_host_in_another_locality_is_never_judged_by_pid_while_its_lease_is_fresh() {
+    let f = fixture();
+    let child = ProcessId {
+        pid: 201,
+        start_time: 7,
+    };
+    let host = host_at(&f.ledger, 200, elsewhere(), T0.plus_ms(30_000));
+    let id = hosted_unit(&f.ledger, &host, 1, child);
+    // Neither pid exists here: that proves nothing about another pid namespace.
+    let nobody = reaper(&[]);
+    let report = f.ledger.recover(&nobody, T0.plus_ms(10_000), true).unwrap();
+    assert!(report.finalized.is_empty(), "{report:?}");
+    assert_eq!(report.dead_hosts, 0);
+    assert_eq!(
+        f.ledger.delegation(&id).unwrap().unwrap().status,
+        UnitStatus::Running
+    );
+    assert!(
+        f.ledger
+            .host_is_live(host.process, &nobody, T0.plus_ms(10_000))
+            .unwrap()
+    );
+}
+
+#[test]
+fn an_expired_lease_elsewhere_ends_the_unit_unknown_with_the_stored_tail_and_kills_nothing_here() {
+    let f = fixture();
+    let child = ProcessId {
+        pid: 301,
+        start_time: 7,
+    };
+    let host = host_at(&f.ledger, 300, elsewhere(), T0.plus_ms(30_000));
+    let id = hosted_unit(&f.ledger, &host, 1, child);
+    let update = ProgressUpdate {
+        delegation_id: id.clone(),
+        index: 0,
+        progress: Progress::default(),
+        tail: Some("last words\n".into()),
+    };
+    assert!(
+        f.ledger
+            .record_progress(host.host_id, &[update])
+            .unwrap()
+            .is_empty()
+    );
+    // Even a process here with the same pid and start time is not the host's child.
+    let confusable = reaper(&[child, host.process]);
+    let report = f
+        .ledger
+        .recover(&confusable, T0.plus_ms(30_001), true)
+        .unwrap();
+    assert_eq!(report.finalized, vec![id.clone()]);
+    assert!(confusable.killed.borrow().is_empty(), "nothing killed here");
+    assert_eq!(report.dead_hosts, 1);
+    let terminal = f
+        .ledger
+        .events(&id)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.key == EventKey::Terminal)
+        .unwrap();
+    let outcome = &terminal.payload.outcomes()[0];
+    assert_eq!(outcome.status, ChildStatus::Unknown);
+    assert_eq!(outcome.transcript_tail.as_deref(), Some("last words"));
+}
+
+#[test]
+fn a_dead_hosts_late_writes_are_refused_and_its_lease_cannot_be_renewed() {
+    let f = fixture();
+    let child = ProcessId {
+        pid: 401,
+        start_time: 7,
+    };
+    let host = host_at(&f.ledger, 400, here(), LONG);
+    let id = hosted_unit(&f.ledger, &host, 2, child);
+    // kill -9 of a host here is noticed by pid, long before any lease.
+    let report = f.ledger.recover(&reaper(&[]), T0.plus_ms(1), true).unwrap();
+    assert_eq!(report.finalized, vec![id.clone()]);
+    let late = f.ledger.finish_child(
+        host.host_id,
+        &id,
+        outcome(0, ChildStatus::Completed, T0.plus_ms(2)),
+        T0.plus_ms(2),
+    );
+    assert!(
+        matches!(&late, Err(LedgerError::Fenced { delegation, host: h }) if *delegation == id && *h == host.host_id),
+        "{late:?}"
+    );
+    let update = ProgressUpdate {
+        delegation_id: id.clone(),
+        index: 1,
+        progress: Progress::default(),
+        tail: None,
+    };
+    assert_eq!(
+        f.ledger.record_progress(host.host_id, &[update]).unwrap(),
+        vec![id.clone()]
+    );
+    assert!(matches!(
+        f.ledger
+            .renew_host(host.process, host.host_id, 30_000, T0.plus_ms(3)),
+        Err(LedgerError::LeaseLost(h)) if h == host.host_id
+    ));
+    assert_eq!(
+        f.ledger.events(&id).unwrap().len(),
+        1,
+        "only the terminal event"
+    );
+}
+
+#[test]
+fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
+    let f = fixture();
+    let dead = host_at(&f.ledger, 500, here(), LONG);
+    let live = host_at(&f.ledger, 600, here(), LONG);
+    let new = NewDelegation {
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(1),
+        host: Some(dead.process),
+        transcript_root: None,
+    };
+    let full = Capacity {
+        max_running: 0,
+        max_queued: 10,
+    };
+    let id = f.ledger.dispatch(new, full, T0).unwrap().delegation.id;
+    assert_eq!(
+        f.ledger.delegation(&id).unwrap().unwrap().status,
+        UnitStatus::Queued
+    );
+    f.ledger
+        .claim_session_host(&session(), live.process, &reaper(&[live.process]), T0)
+        .unwrap();
+    let before = f.ledger.activity().unwrap();
+    let report = f
+        .ledger
+        .recover(&reaper(&[live.process]), T0.plus_ms(1), true)
+        .unwrap();
+    assert_eq!(report.adopted, vec![id.clone()]);
+    assert!(report.finalized.is_empty());
+    let unit = f.ledger.delegation(&id).unwrap().unwrap();
+    assert_eq!(unit.status, UnitStatus::Queued, "never cancelled");
+    assert_eq!(unit.host, Some(live.process));
+    assert_ne!(f.ledger.activity().unwrap(), before, "hosts are woken");
 }

@@ -410,11 +410,16 @@ fn finalization_happens_once() {
         },
         ..outcome(0, ChildStatus::Stalled, T0)
     };
-    assert!(f.ledger.finish_child(&id, stalled, T0).unwrap().published);
+    assert!(
+        f.ledger
+            .finish_child(BY_HAND, &id, stalled, T0)
+            .unwrap()
+            .published
+    );
     // The child exits after force-finalization: nothing more is published.
     let late = f
         .ledger
-        .finish_child(&id, outcome(0, ChildStatus::Completed, T0), T0)
+        .finish_child(BY_HAND, &id, outcome(0, ChildStatus::Completed, T0), T0)
         .unwrap();
     assert_eq!(
         late,
@@ -425,12 +430,14 @@ fn finalization_happens_once() {
     );
     let done = f
         .ledger
-        .finish_child(&id, outcome(1, ChildStatus::Completed, T0), T0)
+        .finish_child(BY_HAND, &id, outcome(1, ChildStatus::Completed, T0), T0)
         .unwrap();
     assert_eq!(done.unit_status, Some(UnitStatus::Partial));
     assert_eq!(f.ledger.events(&id).unwrap().len(), 2);
     assert_eq!(
-        f.ledger.finish_unit(&id, Vec::new(), "late", T0).unwrap(),
+        f.ledger
+            .finish_unit(BY_HAND, &id, Vec::new(), "late", T0)
+            .unwrap(),
         None
     );
 }
@@ -571,8 +578,8 @@ fn at_most_one_live_host_per_session() {
         pid: 2,
         start_time: 2,
     };
-    let alive = |_: ProcessId| true;
-    let dead = |_: ProcessId| false;
+    let alive = Pids(true);
+    let dead = Pids(false);
     assert_eq!(
         f.ledger
             .claim_session_host(&session(), a, &alive, T0)
@@ -648,7 +655,7 @@ fn many_claims_and_acks_share_one_transaction_but_stay_independent() {
 fn a_retired_host_gets_no_more_work_and_a_busy_one_cannot_retire() {
     let f = fixture();
     let host = registered_host(&f.ledger, 20);
-    let alive = |_: ProcessId| true;
+    let alive = Pids(true);
     f.ledger
         .claim_session_host(&session(), host, &alive, T0)
         .unwrap();

@@ -99,6 +99,16 @@ impl LiveChild {
         }
     }
 
+    /// Its process, once started.
+    pub(crate) fn process(&self) -> Option<ProcessId> {
+        self.lock().process
+    }
+
+    /// Where its transcript is.
+    pub(crate) fn transcript_path(&self) -> &str {
+        &self.transcript
+    }
+
     fn lock(&self) -> MutexGuard<'_, LiveState> {
         // A panic while holding the lock leaves plain data behind; keep going with it.
         self.state
@@ -572,7 +582,7 @@ impl RunningChild {
             result,
             stderr_tail: (failed && !s.stderr.is_empty()).then(|| s.stderr.text()),
             transcript_tail: if failed {
-                ledger::read_tail(&transcript)
+                crate::reaper::read_tail(&transcript)
             } else {
                 None
             },

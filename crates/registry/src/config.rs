@@ -37,8 +37,15 @@ pub struct Config {
     /// How often the monitor looks at its children at the latest (`host.sweep_interval_ms`,
     /// 1000 ms). Deadlines that fall between two sweeps are acted on when they fall.
     pub sweep_interval: Duration,
-    /// How often a host records its heartbeat (`host.heartbeat_seconds`, 5 s).
+    /// How often a host renews its lease (`host.heartbeat_seconds`, 5 s).
     pub heartbeat_interval: Duration,
+    /// How long a host's lease lasts (`host.lease_seconds`, 30 s).
+    pub lease: Duration,
+    /// A host that could not renew for this long stops its children and stops writing
+    /// (`lease − heartbeat`).
+    pub self_fence_after: Duration,
+    /// How often a host runs the recovery sweep (`host.recovery_interval_seconds`, 3 s).
+    pub recovery_interval: Duration,
     /// How often live progress tokens are persisted, at most (2 s).
     pub progress_interval: Duration,
     /// The file-mode creation mask children start with (`None`: this process's own). hermes
@@ -73,6 +80,9 @@ impl Config {
             transcript_retention: d.transcript_retention,
             sweep_interval: settings.host.sweep_interval,
             heartbeat_interval: settings.host.heartbeat,
+            lease: settings.host.lease,
+            self_fence_after: settings.host.self_fence_after(),
+            recovery_interval: settings.host.recovery_interval,
             progress_interval: PROGRESS_INTERVAL,
             child_umask: None,
         }

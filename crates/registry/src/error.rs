@@ -26,6 +26,10 @@ pub enum RegistryError {
         /// What the operating system said.
         source: std::io::Error,
     },
+    /// The host fenced itself (its lease was lost or could not be renewed in time): it writes
+    /// nothing more to the ledger.
+    #[error("{0} fenced itself after losing its lease; it no longer writes to the ledger")]
+    Fenced(ledger::HostId),
     /// A ledger call was lost because its worker thread died.
     #[error("a ledger call did not complete: {0}")]
     Worker(String),

@@ -1,17 +1,25 @@
-//! A host: the process that runs units. It registers itself in the ledger (pid, start time,
-//! heartbeat), dispatches and launches units, persists its children's progress in batches,
-//! acts on interrupts asked for by other processes, starts its queued units when they reach
-//! the head of the FIFO queue and a slot is free, and on shutdown stops what it runs.
+//! A host: the process that runs units. It registers itself in the ledger with a fresh fencing
+//! epoch, its locality and a lease it renews every `heartbeat_interval`; dispatches and launches
+//! units, persists its children's progress (and output tails) in batches, acts on interrupts
+//! asked for by other processes, starts its queued units when they reach the head of the FIFO
+//! queue and a slot is free, runs the recovery sweep every `recovery_interval`, and on shutdown
+//! stops what it runs.
+//!
+//! A host that cannot renew its lease for `self_fence_after` (lease − heartbeat), or learns that
+//! it lost it, fences itself: it kills its children and never writes to the ledger again, so
+//! nothing it does can contradict the recovery another process is entitled to run.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use ledger::{
     Admission, Capacity, Channel, ChildOutcome, ChildStatus, Delegation, DelegationId,
-    DispatchSpec, FinishChild, HostKind, InterruptTarget, Interrupts, Ledger, NewDelegation,
-    ProcessId, Progress, ProgressUpdate, SessionId, Timestamp, UnitStatus,
+    DispatchSpec, FinishChild, HostId, HostKind, InterruptTarget, Interrupts, Ledger, LedgerError,
+    NewDelegation, ProcessId, Progress, ProgressUpdate, SessionId, Timestamp, UnitStatus,
 };
 use tokio::sync::{Notify, watch};
 
@@ -156,6 +164,9 @@ pub(crate) struct Inner {
     pub(crate) ledger: Arc<Ledger>,
     pub(crate) ctx: Context,
     me: ProcessId,
+    host_id: HostId,
+    /// Set once the host fenced itself: it writes nothing more.
+    fenced: AtomicBool,
     options: HostOptions,
     units: Mutex<Units>,
     launch_gate: tokio::sync::Mutex<()>,
@@ -173,14 +184,18 @@ impl Host {
         clock: Arc<dyn Clock>,
         options: HostOptions,
     ) -> Result<Host, RegistryError> {
-        let me = ledger::procs::current_process();
+        let me = crate::procs::current_process();
         let now = clock.now();
+        let host_id = ledger.next_host_id();
         let record = ledger::Host {
             process: me,
             kind: options.kind,
             session: options.session.clone(),
             registered_at: now,
             heartbeat_at: now,
+            host_id,
+            locality: crate::procs::current_locality(),
+            lease_expires_at: now.plus_ms(millis(config.lease)),
         };
         let inner = Arc::new(Inner {
             ledger,
@@ -189,6 +204,8 @@ impl Host {
                 clock,
             },
             me,
+            host_id,
+            fenced: AtomicBool::new(false),
             options,
             units: Mutex::new(Units::default()),
             launch_gate: tokio::sync::Mutex::new(()),
@@ -196,11 +213,7 @@ impl Host {
             stop: watch::channel(false).0,
             launches: watch::channel(0).0,
         });
-        // An inline host (one `-z`/cron run) records no host row: its unit carries its pid and
-        // start time, which is all recovery reads for it, and a `-z` saves two commits.
-        if inner.options.kind != HostKind::Inline {
-            inner.call(move |l| l.register_host(&record)).await?;
-        }
+        inner.call(move |l| l.register_host(&record)).await?;
         // Queued units of this session whose earlier host went away are this host's now.
         if let Some(session) = inner.options.session.clone() {
             inner.call(move |l| l.adopt_units(&session, me)).await?;
@@ -215,6 +228,17 @@ impl Host {
     /// This host's process identity.
     pub fn process(&self) -> ProcessId {
         self.inner.me
+    }
+
+    /// This host's fencing epoch.
+    pub fn host_id(&self) -> HostId {
+        self.inner.host_id
+    }
+
+    /// Whether the host fenced itself (its lease lost or unrenewable): its children were
+    /// stopped and it writes nothing more. A long-lived process should exit.
+    pub fn is_fenced(&self) -> bool {
+        self.inner.fenced.load(Ordering::SeqCst)
     }
 
     /// The configuration in force.
@@ -409,9 +433,6 @@ impl Host {
             tracing::warn!("some units did not finish during shutdown");
         }
         inner.stop.send_replace(true);
-        if inner.options.kind == HostKind::Inline {
-            return;
-        }
         if let Err(e) = inner.call(move |l| l.unregister_host(me)).await {
             tracing::warn!(error = %e, "cannot unregister the host");
         }
@@ -440,6 +461,9 @@ impl Inner {
         T: Send + 'static,
         F: FnOnce(&Ledger) -> Result<T, RegistryError> + Send + 'static,
     {
+        if self.fenced.load(Ordering::SeqCst) {
+            return Err(RegistryError::Fenced(self.host_id));
+        }
         let ledger = self.ledger.clone();
         tokio::task::spawn_blocking(move || f(&ledger))
             .await
@@ -523,6 +547,25 @@ impl Inner {
         progress_rx
     }
 
+    /// Fences the host: kills every child it runs (their whole process groups, at once) and
+    /// stops all ledger access, because another process may now recover its units.
+    fn fence(&self, why: &str) {
+        if self.fenced.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::error!(host = %self.host_id, why, "host fenced: stopping its children and writing nothing more");
+        let units = self.lock();
+        for entry in units.running.values() {
+            for child in &entry.children {
+                if let Some(process) = child.process() {
+                    crate::procs::signal_group(process, nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+        }
+        drop(units);
+        self.stop.send_replace(true);
+    }
+
     fn interrupt_local(
         &self,
         matches: impl Fn(&DelegationId, Option<&SessionId>) -> bool,
@@ -549,9 +592,9 @@ impl Inner {
         process: ProcessId,
         at: Timestamp,
     ) {
-        let id = id.clone();
+        let (id, writer) = (id.clone(), self.host_id);
         if let Err(e) = self
-            .call(move |l| l.child_started(&id, index, process, at))
+            .call(move |l| l.child_started(writer, &id, index, process, at))
             .await
         {
             tracing::warn!(error = %e, "cannot record a child's start");
@@ -565,10 +608,22 @@ impl Inner {
         outcome: ChildOutcome,
     ) -> Option<FinishChild> {
         for attempt in 1..=PUBLISH_ATTEMPTS {
-            let (id2, o) = (id.clone(), outcome.clone());
+            let (id2, o, writer) = (id.clone(), outcome.clone(), self.host_id);
             let now = self.ctx.clock.now();
-            match self.call(move |l| l.finish_child(&id2, o, now)).await {
+            match self
+                .call(move |l| l.finish_child(writer, &id2, o, now))
+                .await
+            {
                 Ok(finish) => return Some(finish),
+                Err(
+                    e @ (RegistryError::Fenced(_)
+                    | RegistryError::Ledger(LedgerError::Fenced { .. })),
+                ) => {
+                    // Recovered elsewhere, or this host fenced itself: the outcome is not ours to
+                    // record any more.
+                    tracing::warn!(delegation = %id, index = outcome.index, error = %e, "outcome refused: this host no longer owns the unit");
+                    return None;
+                }
                 Err(e) => {
                     tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot publish a child's outcome");
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
@@ -585,11 +640,13 @@ impl Inner {
         unpublished: Vec<ChildOutcome>,
         outcomes: &std::collections::BTreeMap<u32, ChildOutcome>,
     ) -> UnitStatus {
-        let id = unit.id.clone();
+        let (id, writer) = (unit.id.clone(), self.host_id);
         let now = self.ctx.clock.now();
         let settled = self
             .call(move |l| {
-                if let Some(status) = l.finish_unit(&id, unpublished, "finalized_by_host", now)? {
+                if let Some(status) =
+                    l.finish_unit(writer, &id, unpublished, "finalized_by_host", now)?
+                {
                     return Ok(Some(status));
                 }
                 Ok(l.delegation(&id)?
@@ -618,11 +675,16 @@ impl Inner {
                     {
                         continue;
                     }
+                    let tail_changed = persisted
+                        .as_ref()
+                        .is_none_or(|p| p.output_bytes != snap.progress.output_bytes);
                     *persisted = Some(snap.progress.clone());
                     updates.push(ProgressUpdate {
                         delegation_id: id.clone(),
                         index: child.index(),
                         progress: snap.progress,
+                        // Filled in below, off the async threads, from the transcript.
+                        tail: tail_changed.then(|| child.transcript_path().to_owned()),
                     });
                 }
             }
@@ -631,8 +693,26 @@ impl Inner {
         if updates.is_empty() {
             return;
         }
-        if let Err(e) = self.call(move |l| l.record_progress(&updates)).await {
-            tracing::warn!(error = %e, "cannot persist progress");
+        let writer = self.host_id;
+        let recorded = self
+            .call(move |l| {
+                let updates: Vec<ProgressUpdate> = updates
+                    .into_iter()
+                    .map(|mut u| {
+                        u.tail = u.tail.and_then(|path| crate::reaper::read_tail(&path));
+                        u
+                    })
+                    .collect();
+                l.record_progress(writer, &updates)
+            })
+            .await;
+        match recorded {
+            Ok(fenced) => {
+                for id in fenced {
+                    tracing::warn!(delegation = %id, "progress refused: this host no longer owns the unit");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot persist progress"),
         }
     }
 
@@ -720,15 +800,41 @@ async fn watch_activity(inner: Arc<Inner>) {
 async fn maintain(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
     let config = inner.ctx.config.clone();
-    let mut last_heartbeat = inner.ctx.clock.now();
+    let registered = inner.ctx.clock.now();
+    let (mut last_renewal, mut renewed) = (registered, registered);
     let mut last_progress = Timestamp(0);
+    let mut last_sweep = Timestamp(0);
+    let reaper = crate::reaper::OsReaper::new();
     loop {
         let now = inner.ctx.clock.now();
-        if now.ms_since(last_heartbeat) >= millis(config.heartbeat_interval) {
-            last_heartbeat = now;
-            let me = inner.me;
-            if let Err(e) = inner.call(move |l| l.heartbeat(me, now)).await {
-                tracing::warn!(error = %e, "cannot record the heartbeat");
+        if now.ms_since(last_renewal) >= millis(config.heartbeat_interval) {
+            last_renewal = now;
+            let (me, host_id, lease) = (inner.me, inner.host_id, millis(config.lease));
+            match inner
+                .call(move |l| l.renew_host(me, host_id, lease, now))
+                .await
+            {
+                Ok(_) => renewed = now,
+                Err(RegistryError::Ledger(LedgerError::LeaseLost(_))) => {
+                    inner.fence("another process judged this host dead and recovered its units");
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot renew the host's lease"),
+            }
+        }
+        if now.ms_since(renewed) >= millis(config.self_fence_after) {
+            inner.fence("the lease could not be renewed in time");
+            return;
+        }
+        if now.ms_since(last_sweep) >= millis(config.recovery_interval) {
+            last_sweep = now;
+            let reaper = reaper.clone();
+            match inner.call(move |l| l.recover(&reaper, now, false)).await {
+                Ok(report) if !report.finalized.is_empty() || !report.adopted.is_empty() => {
+                    tracing::info!(finalized = ?report.finalized, adopted = ?report.adopted, "recovered units of dead hosts");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "recovery sweep failed"),
             }
         }
         if now.ms_since(last_progress) >= millis(config.progress_interval) {

@@ -7,8 +7,10 @@
 //! ends. A [`Host`] does all this for one process, inline (`-z`, cron) or in the background.
 //!
 //! The registry must never finalize a child twice, hold a ledger transaction across an `.await`
-//! or a child wait, buffer a child's output without bound, signal a process group it cannot
-//! verify as its own, or know about terminals, clap or exit codes (that is the CLI's job). Time
+//! or a child wait, buffer a child's output without bound, signal a process it cannot prove its
+//! own ([`procs`]: the recorded pid + start time or the child's marker, same locality only), or
+//! know about terminals, clap or exit codes (that is the CLI's job). It is the one crate that
+//! knows `/proc` and signals, and answers the ledger's [`ledger::Liveness`] questions. Time
 //! comes from a [`Clock`]; the ledger is the only state shared with other processes.
 //!
 //! An inline run (`hermes -z`, cron) in outline:
@@ -38,7 +40,9 @@ pub mod clock;
 pub mod config;
 mod error;
 mod host;
+pub mod procs;
 pub mod progress;
+mod reaper;
 pub mod spawn;
 pub mod stall;
 pub mod transcript;
@@ -49,4 +53,5 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::Config;
 pub use error::RegistryError;
 pub use host::{DispatchRequest, Dispatched, Host, HostOptions, record_dispatch};
+pub use reaper::{OsReaper, read_tail};
 pub use unit::{UnitProgress, UnitReport};

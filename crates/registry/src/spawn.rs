@@ -125,7 +125,7 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
     let pid = child
         .id()
         .ok_or_else(|| format!("{program:?} exited before it could be watched"))?;
-    let start_time = ledger::procs::process_start_time(pid).unwrap_or(0);
+    let start_time = crate::procs::process_start_time(pid).unwrap_or(0);
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err("the child's output pipes were not set up".to_owned());
     };
@@ -143,7 +143,7 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
 /// Sends `signal` to the process group `leader` leads (verified by start time). Returns whether
 /// anything was signalled.
 pub fn signal_group(leader: ProcessId, signal: nix::sys::signal::Signal) -> bool {
-    ledger::procs::signal_group(leader, signal) > 0
+    crate::procs::signal_group(leader, signal) > 0
 }
 
 #[cfg(test)]

@@ -56,6 +56,10 @@ pub(crate) fn child_env(
     let mut env = vec![
         ("HERMES_DELEGATION_ID".to_owned(), unit.id.to_string()),
         ("HERMES_TASK_INDEX".to_owned(), index.to_string()),
+        (
+            crate::procs::CHILD_MARKER_VAR.to_owned(),
+            crate::procs::child_marker(&unit.id, index),
+        ),
     ];
     if let Some(session) = parent {
         env.push(("HERMES_PARENT_SESSION_ID".to_owned(), session.to_string()));
@@ -285,6 +289,10 @@ mod tests {
                     "deleg_000000001234".to_owned()
                 ),
                 ("HERMES_TASK_INDEX".to_owned(), "1".to_owned()),
+                (
+                    "HERMES_CHILD_MARKER".to_owned(),
+                    "deleg_000000001234/1".to_owned()
+                ),
                 ("HERMES_PARENT_SESSION_ID".to_owned(), "s-1".to_owned()),
             ]
         );
@@ -302,7 +310,7 @@ mod tests {
             ["HERMES_PARENT_SESSION_ID"]
         );
         // Cron (no parent): nothing ties the child to a session, inherited or not.
-        assert_eq!(child_env(&unit, 0, None).len(), 2);
+        assert_eq!(child_env(&unit, 0, None).len(), 3);
         assert_eq!(
             env_removed(None, inherited()),
             [

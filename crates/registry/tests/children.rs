@@ -161,7 +161,7 @@ async fn a_child_exiting_after_the_unit_was_force_finalized_publishes_nothing() 
     let now = registry::Clock::now(&registry::SystemClock);
     let forced = f
         .ledger
-        .finish_unit(&id, vec![], "test_forced", now)
+        .finish_unit(f.host.host_id(), &id, vec![], "test_forced", now)
         .expect("forced");
     assert_eq!(forced, Some(UnitStatus::Unknown));
     let report = f.host.wait(&id).await.expect("report");

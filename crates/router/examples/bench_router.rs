@@ -192,7 +192,7 @@ fn ledger_with(
             .id;
         for t in 0..tasks {
             let now = SystemClock.now();
-            ledger.finish_child(&id, outcome(t, now), now)?;
+            ledger.finish_child(HostId(0), &id, outcome(t, now), now)?;
         }
         ids.push(id);
     }

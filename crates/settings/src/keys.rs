@@ -216,6 +216,13 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "host",
+        "lease_seconds",
+        30.0,
+        seconds(0.1, 86_400.0),
+        |s, q| s.host.lease = q.duration(),
+    ),
+    key(
+        "host",
         "recovery_interval_seconds",
         3.0,
         seconds(0.05, 3_600.0),

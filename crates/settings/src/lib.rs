@@ -122,8 +122,10 @@ pub struct Host {
     pub sweep_interval: Duration,
     /// A headless host with nothing to do exits after this long.
     pub idle_exit: Duration,
-    /// How often a host records that it is alive.
+    /// How often a host renews its lease.
     pub heartbeat: Duration,
+    /// How long a host's lease lasts: unrenewed past it, the host is dead wherever it runs.
+    pub lease: Duration,
     /// The recovery sweep runs at most this often.
     pub recovery_interval: Duration,
 }
@@ -166,6 +168,7 @@ impl Settings {
                 sweep_interval: Duration::ZERO,
                 idle_exit: Duration::ZERO,
                 heartbeat: Duration::ZERO,
+                lease: Duration::ZERO,
                 recovery_interval: Duration::ZERO,
             },
         }
@@ -194,7 +197,33 @@ impl Settings {
         for (name, value) in &env {
             keys::apply_variable(&mut settings, name.as_ref(), value.as_ref())?;
         }
+        settings.host.check()?;
         Ok(settings)
+    }
+}
+
+impl Host {
+    /// The lease rule: a host renews at least twice per lease, so one slow renewal never costs
+    /// it its lease.
+    fn check(&self) -> Result<(), SettingsError> {
+        if self.heartbeat.saturating_mul(2) > self.lease {
+            return Err(SettingsError::BadValue {
+                what: format!(
+                    "host.heartbeat_seconds ({}) with host.lease_seconds ({})",
+                    self.heartbeat.as_secs_f64(),
+                    self.lease.as_secs_f64()
+                ),
+                expected: "at most half the lease".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// How long a host may go without renewing before it fences itself (stops its children
+    /// and stops writing): `lease − heartbeat`, so it has stopped before anyone may judge its
+    /// lease expired.
+    pub fn self_fence_after(&self) -> Duration {
+        self.lease.saturating_sub(self.heartbeat)
     }
 }
 

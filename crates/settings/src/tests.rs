@@ -30,6 +30,8 @@ fn defaults_follow_the_spec() {
     assert_eq!(s.host.sweep_interval, Duration::from_millis(1000));
     assert_eq!(s.host.idle_exit, Duration::from_secs(60));
     assert_eq!(s.host.heartbeat, Duration::from_secs(5));
+    assert_eq!(s.host.lease, Duration::from_secs(30));
+    assert_eq!(s.host.self_fence_after(), Duration::from_secs(25));
     assert_eq!(s.host.recovery_interval, Duration::from_secs(3));
     assert_eq!(load("", &[]).expect("loads"), s);
 }
@@ -196,4 +198,26 @@ fn presented_claims_are_renewed_at_least_twice_per_lease() {
     assert_eq!(s.delivery.renew_every(), Duration::from_secs(5));
     s.delivery.heartbeat = Duration::from_secs(1);
     assert_eq!(s.delivery.renew_every(), Duration::from_secs(1));
+}
+
+#[test]
+fn a_heartbeat_longer_than_half_the_lease_is_refused() {
+    let err = load(
+        "",
+        &[
+            ("HERMES_HOST_HEARTBEAT_SECONDS", "20"),
+            ("HERMES_HOST_LEASE_SECONDS", "30"),
+        ],
+    )
+    .expect_err("refused");
+    assert!(err.to_string().contains("host.heartbeat_seconds"), "{err}");
+    let ok = load(
+        "",
+        &[
+            ("HERMES_HOST_HEARTBEAT_SECONDS", "0.2"),
+            ("HERMES_HOST_LEASE_SECONDS", "1"),
+        ],
+    )
+    .expect("loads");
+    assert_eq!(ok.host.self_fence_after(), Duration::from_millis(800));
 }

@@ -76,7 +76,7 @@ fn run(args: &[String]) -> Result<(), String> {
             let unit = id(arg(2)?)?;
             for i in 0..number(arg(3)?)? {
                 ledger
-                    .finish_child(&unit, outcome(i), now())
+                    .finish_child(HostId(0), &unit, outcome(i), now())
                     .map_err(|e| e.to_string())?;
                 writeln!(out, "published task:{i}").map_err(|e| e.to_string())?;
             }
@@ -143,7 +143,7 @@ fn run(args: &[String]) -> Result<(), String> {
                 .and_then(|u| u.session);
             loop {
                 ledger
-                    .finish_child(&unit, outcome(next), now())
+                    .finish_child(HostId(0), &unit, outcome(next), now())
                     .map_err(|e| e.to_string())?;
                 writeln!(out, "published task:{next}").map_err(|e| e.to_string())?;
                 out.flush().map_err(|e| e.to_string())?;
@@ -260,17 +260,20 @@ fn run(args: &[String]) -> Result<(), String> {
 /// concurrently and share group commits): start, one progress flush, finish.
 fn run_unit(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<(), String> {
     let unit = dispatch(ledger, session, tasks)?;
-    let me = ledger::procs::current_process();
+    let me = ProcessId {
+        pid: std::process::id(),
+        start_time: 0,
+    };
     std::thread::scope(|scope| {
         let children: Vec<_> = (0..tasks)
             .map(|index| {
                 let unit = &unit;
                 scope.spawn(move || -> Result<(), String> {
                     ledger
-                        .child_started(unit, index, me, now())
+                        .child_started(HostId(0), unit, index, me, now())
                         .map_err(|e| e.to_string())?;
                     ledger
-                        .finish_child(unit, outcome(index), now())
+                        .finish_child(HostId(0), unit, outcome(index), now())
                         .map_err(|e| e.to_string())?;
                     Ok(())
                 })
@@ -285,10 +288,11 @@ fn run_unit(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<(), Stri
                     output_bytes: 100,
                     ..Progress::default()
                 },
+                tail: None,
             })
             .collect();
         ledger
-            .record_progress(&progress)
+            .record_progress(HostId(0), &progress)
             .map_err(|e| e.to_string())?;
         children.into_iter().try_for_each(|c| {
             c.join()

@@ -110,12 +110,14 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     Ok(Code::Ok)
 }
 
-/// S's host, if it still runs.
+/// S's host, if it is alive (its lease and, from this locality, its process).
 fn live_host(ledger: &Ledger, session: &SessionId) -> anyhow::Result<Option<ProcessId>> {
+    let Some(host) = ledger.session(session)?.and_then(|s| s.host) else {
+        return Ok(None);
+    };
     Ok(ledger
-        .session(session)?
-        .and_then(|s| s.host)
-        .filter(|h| ledger::procs::is_alive(*h)))
+        .host_is_live(host, &registry::OsReaper::new(), now())?
+        .then_some(host))
 }
 
 /// Starts `hermes host --session S` detached, and waits until it (or another) hosts S.

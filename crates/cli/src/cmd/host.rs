@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use ledger::{HostClaim, HostKind, Ledger, ProcessId, SessionId};
-use registry::{Host, HostOptions, SystemClock};
+use registry::{Host, HostOptions, OsReaper, SystemClock};
 
 use crate::args::HostArgs;
 use crate::exit::{Code, fail};
@@ -22,8 +22,8 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         SessionId::new(args.session.clone()).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
-    let me = ledger::procs::current_process();
-    match ledger.claim_session_host(&session, me, &|p| ledger::procs::is_alive(p), now())? {
+    let me = registry::procs::current_process();
+    match ledger.claim_session_host(&session, me, &OsReaper::new(), now())? {
         HostClaim::HeldBy(other) => {
             tracing::info!(%session, host = %other, "session already hosted; exiting");
             if !quiet {
@@ -63,6 +63,14 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
                 _ = tokio::time::sleep(POLL) => {}
                 _ = term.recv() => break "host_stopped",
                 _ = tokio::signal::ctrl_c() => break "host_stopped",
+            }
+            if host.is_fenced() {
+                return Err(fail(
+                    Code::WorkFailed,
+                    format!(
+                        "the host of session {session} lost its lease and stopped its children; their units are recovered by other hermes processes"
+                    ),
+                ));
             }
             if !host.running().is_empty() || has_work(&ledger, me)? {
                 last_busy = Instant::now();

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ledger::{
-    DelegationId, EventState, HostClaim, HostKind, InterruptTarget, Ledger, OsReaper, ProcessId,
-    SessionId, SessionState, UnitStatus,
+    DelegationId, EventState, HostClaim, HostKind, InterruptTarget, Ledger, ProcessId, SessionId,
+    SessionState, UnitStatus,
 };
-use registry::{DispatchRequest, Host, HostOptions};
+use registry::{DispatchRequest, Host, HostOptions, OsReaper};
 use router::{Boundary, Router, RouterConfig, RouterError};
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
@@ -40,7 +40,7 @@ const HISTORY_LINES: usize = 1000;
 pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
     let home = Home::load()?;
     let ledger = home.ledger()?;
-    let me = ledger::procs::current_process();
+    let me = registry::procs::current_process();
     let (session, greeting) = match resume {
         Some(raw) => resume_session(&ledger, raw, me)?,
         None => {
@@ -154,7 +154,7 @@ fn new_session(ledger: &Ledger, me: ProcessId) -> anyhow::Result<SessionId> {
         if ledger.session(&id)?.is_some() {
             continue;
         }
-        match ledger.claim_session_host(&id, me, &|p| ledger::procs::is_alive(p), now())? {
+        match ledger.claim_session_host(&id, me, &OsReaper::new(), now())? {
             HostClaim::Acquired | HostClaim::AlreadyHeld => return Ok(id),
             HostClaim::HeldBy(_) => continue,
         }
@@ -185,7 +185,7 @@ fn resume_session(
         }
         Some(_) => {}
     }
-    match ledger.claim_session_host(&id, me, &|p| ledger::procs::is_alive(p), now())? {
+    match ledger.claim_session_host(&id, me, &OsReaper::new(), now())? {
         HostClaim::Acquired | HostClaim::AlreadyHeld => {}
         HostClaim::HeldBy(other) => {
             return Err(fail(
@@ -197,7 +197,7 @@ fn resume_session(
             ));
         }
     }
-    let report = ledger.recover(&OsReaper, now(), true)?;
+    let report = ledger.recover(&OsReaper::new(), now(), true)?;
     let mut finalized = 0;
     for unit in &report.finalized {
         if ledger
@@ -239,7 +239,7 @@ fn release_dead_claims(
         let Some(process) = consumer_process(&lease.consumer) else {
             continue;
         };
-        if process != me && !ledger::procs::is_alive(process) && !tokens.contains(&lease.token) {
+        if process != me && !registry::procs::is_alive(process) && !tokens.contains(&lease.token) {
             tokens.push(lease.token);
         }
     }

@@ -5,6 +5,9 @@ use ledger::*;
 
 pub const T0: Timestamp = Timestamp(1_700_000_000_000);
 
+/// The writer of units no host owns (dispatched with `host: None`).
+pub const BY_HAND: HostId = HostId(0);
+
 pub fn session() -> SessionId {
     SessionId::new("s").expect("valid id")
 }
@@ -19,6 +22,9 @@ pub fn registered_host(ledger: &Ledger, pid: u32) -> ProcessId {
             session: Some(session()),
             registered_at: T0,
             heartbeat_at: T0,
+            host_id: HostId(u128::from(pid)),
+            locality: Locality::default(),
+            lease_expires_at: Timestamp(u64::MAX),
         })
         .expect("host registers");
     process
@@ -81,10 +87,23 @@ pub fn unit(ledger: &Ledger, tasks: u32) -> DelegationId {
         .id
 }
 
-/// Finishes child `index` of `id` as completed, publishing `task:index`.
+/// The fencing epoch of the host that owns `id` ([`BY_HAND`] if none does).
+pub fn owner(ledger: &Ledger, id: &DelegationId) -> HostId {
+    let unit = ledger.delegation(id).expect("read").expect("unit exists");
+    unit.host
+        .and_then(|p| ledger.host(p).expect("read"))
+        .map_or(BY_HAND, |h| h.host_id)
+}
+
+/// Finishes child `index` of `id` as completed (as its host), publishing `task:index`.
 pub fn finish(ledger: &Ledger, id: &DelegationId, index: u32, at: Timestamp) {
     let done = ledger
-        .finish_child(id, outcome(index, ChildStatus::Completed, at), at)
+        .finish_child(
+            owner(ledger, id),
+            id,
+            outcome(index, ChildStatus::Completed, at),
+            at,
+        )
         .expect("finish");
     assert!(done.published);
 }
@@ -119,4 +138,17 @@ pub fn state(ledger: &Ledger, key: &EventRef) -> EventState {
         .expect("read")
         .expect("event exists")
         .state
+}
+
+/// A process table where every process is alive (`Pids(true)`) or none is, seen from one
+/// locality (the default one, that format-1 records also carry).
+pub struct Pids(pub bool);
+
+impl Liveness for Pids {
+    fn locality(&self) -> Locality {
+        Locality::default()
+    }
+    fn is_alive(&self, _: ProcessId) -> bool {
+        self.0
+    }
 }

@@ -95,7 +95,7 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
 
 /// Whether any live process (zombies excluded) is in the group `leader` led.
 pub fn group_alive(leader: ProcessId) -> bool {
-    ledger::procs::group_alive(leader)
+    registry::procs::group_alive(leader)
 }
 
 /// This process's resident set peak, in KiB.

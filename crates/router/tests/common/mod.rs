@@ -80,7 +80,7 @@ pub fn unit(ledger: &Ledger, session: &str, tasks: u32, delivery: DeliveryMode) 
 /// Finishes child `index` of `id` at `at`, publishing `task:index`.
 pub fn finish(ledger: &Ledger, id: &DelegationId, index: u32, at: Timestamp) {
     let done = ledger
-        .finish_child(id, outcome(index, at), at)
+        .finish_child(ledger::HostId(0), id, outcome(index, at), at)
         .expect("finish");
     assert!(done.published, "task {index} of {id} was already final");
 }

@@ -1,0 +1,67 @@
+//! The operating system's answers to the ledger's recovery questions: where this process runs,
+//! whether a process of this locality still runs, what may be killed of a dead host's child,
+//! and the tail of a transcript on this machine.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+
+use ledger::{Child, DelegationId, Liveness, Locality, ProcessId, Reaper};
+use nix::sys::signal::Signal;
+
+use crate::procs::{self, OsProcesses};
+
+/// The real operating system, for [`ledger::Ledger::recover`] and for judging hosts.
+#[derive(Clone, Debug)]
+pub struct OsReaper {
+    locality: Locality,
+}
+
+impl OsReaper {
+    /// The reaper of this process's locality.
+    pub fn new() -> OsReaper {
+        OsReaper {
+            locality: procs::current_locality(),
+        }
+    }
+}
+
+impl Default for OsReaper {
+    fn default() -> OsReaper {
+        OsReaper::new()
+    }
+}
+
+impl Liveness for OsReaper {
+    fn locality(&self) -> Locality {
+        self.locality.clone()
+    }
+
+    fn is_alive(&self, process: ProcessId) -> bool {
+        procs::is_alive(process)
+    }
+}
+
+impl Reaper for OsReaper {
+    fn kill_child(&self, unit: &DelegationId, child: &Child) {
+        if let Some(process) = child.process {
+            let marker = procs::child_marker(unit, child.index);
+            let killed = procs::signal_orphan(&OsProcesses, process, &marker, Signal::SIGKILL);
+            tracing::info!(delegation = %unit, index = child.index, killed, "killed a dead host's child");
+        }
+    }
+
+    fn transcript_tail(&self, path: &str) -> Option<String> {
+        read_tail(path)
+    }
+}
+
+/// The last `TAIL_LINES` lines of a file, at most `TAIL_CHARS` characters.
+pub fn read_tail(path: &str) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let start = len.saturating_sub(16 * 1024);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(ledger::tail_of(&String::from_utf8_lossy(&bytes)))
+}
