@@ -1,10 +1,11 @@
 //! `cargo xtask bench`: the figures in `docs/benchmarks.md`, every one from an optimized build.
 //!
 //! xtask only orchestrates (it is itself built without optimization): it runs the SQLite
-//! reference (`../shared/bench/sqlite_ledger_ref.py`, beside the workspace) before and after the
-//! ledger's figures, each crate's `examples/bench_*.rs` harness in release mode, and the
-//! contended figures as release `ledger-worker` processes on one file; then it merges their JSON
-//! objects into one, with the ratios to the reference.
+//! reference (`../shared/bench/sqlite_ledger_ref.py`, beside the workspace) interleaved with
+//! the ledger's figures (`crates/ledger/examples/bench_ledger.rs` and the contended figures as
+//! release `ledger-worker` processes on one file), three rounds, medians reported with their
+//! runs; then each crate's `examples/bench_*.rs` harness in release mode; and merges their JSON
+//! objects into one, with the ratios of the medians to the reference's.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,18 +20,40 @@ use crate::boundaries::workspace_root;
 const REFERENCE: &str = "../shared/bench/sqlite_ledger_ref.py";
 /// Publish → claim → ack cycles the reference runs.
 const REFERENCE_CYCLES: &str = "2000";
+/// Interleaved rounds of the reference and the ledger's figures.
+const ROUNDS: usize = 3;
 
 pub(crate) fn run(as_json: bool) -> Result<()> {
     let mut figures = Map::new();
-    let before = reference()?;
-    merge(&mut figures, run_example("ledger", "bench_ledger")?);
-    contended(&mut figures)?;
-    let after = reference()?;
-    let reference = (before + after) / 2.0;
+    // The disk is shared and its fsync cost drifts from minute to minute: the reference and the
+    // ledger's figures run interleaved, ROUNDS times, and each figure is the median of its runs.
+    let mut references = Vec::new();
+    let mut rounds: Vec<Map<String, Value>> = Vec::new();
+    for _ in 0..ROUNDS {
+        references.push(reference()?);
+        let mut round = Map::new();
+        merge(&mut round, run_example("ledger", "bench_ledger")?);
+        contended(&mut round)?;
+        rounds.push(round);
+    }
+    references.push(reference()?);
+    for key in rounds
+        .first()
+        .map(|r| r.keys().cloned().collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
+        let runs: Vec<f64> = rounds
+            .iter()
+            .filter_map(|r| r.get(&key).and_then(Value::as_f64))
+            .collect();
+        figures.insert(key.clone(), json!(round(median(&runs))));
+        figures.insert(format!("{key}_runs"), json!(runs));
+    }
+    let reference = median(&references);
     figures.insert("sqlite_ref_cycle_per_s".into(), json!(round(reference)));
     figures.insert(
         "sqlite_ref_cycle_per_s_runs".into(),
-        json!([round(before), round(after)]),
+        json!(references.iter().map(|r| round(*r)).collect::<Vec<_>>()),
     );
     for (key, figure) in [
         ("ratio_cycle_vs_ref", "ledger_cycle_per_s"),
@@ -228,6 +251,12 @@ fn epoch_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn round(x: f64) -> f64 {
