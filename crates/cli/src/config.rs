@@ -32,6 +32,12 @@ const KEYS: &[(&str, &str, Kind, f64)] = &[
         Kind::Decimal,
         7.0,
     ),
+    (
+        "delegation",
+        "transcript_max_bytes",
+        Kind::Count,
+        67_108_864.0,
+    ),
     ("delivery", "claim_lease_seconds", Kind::Decimal, 300.0),
     ("delivery", "heartbeat_seconds", Kind::Decimal, 60.0),
     ("delivery", "max_attempts", Kind::Count, 8.0),
@@ -151,6 +157,7 @@ impl Settings {
         c.result_max_bytes =
             usize::try_from(self.count("delegation", "result_max_bytes")).unwrap_or(usize::MAX);
         c.transcript_retention = self.duration("delegation", "transcript_retention_days", 86_400.0);
+        c.transcript_max_bytes = self.count("delegation", "transcript_max_bytes");
         c.sweep_interval = self.sweep_interval();
         c
     }

@@ -20,16 +20,22 @@ pub type Round = router::BoundaryOutcome<(), Infallible>;
 /// of others classified and deferred). With a `deadline`, waits on the router's deferral
 /// scheduler until something is ready or the deadline passes. A session the ledger has never
 /// seen has nothing; an ended one is `RouterError::SessionEnded`.
+///
+/// Returns the router too: whoever presents the round renews its claims through it
+/// ([`Router::keep_alive`]) every `heartbeat_ms` (clamped to half the lease) until it settles.
 pub fn take_ready(
     ledger: Arc<Ledger>,
     session: &SessionId,
     boundary: Boundary,
     consumer: &str,
     lease_ms: u64,
+    heartbeat_ms: u64,
     deadline: Option<Timestamp>,
-) -> Result<Round, RouterError> {
+) -> Result<(Router, Round), RouterError> {
     let config = RouterConfig {
         lease_ms,
+        // Never so rare that a presented claim could lapse.
+        heartbeat_ms: heartbeat_ms.clamp(1, (lease_ms / 2).max(1)),
         ..RouterConfig::new(session.clone(), consumer)
     };
     let router = Router::new(ledger, config);
@@ -41,10 +47,11 @@ pub fn take_ready(
         );
         Ok(())
     };
-    match deadline {
+    let round = match deadline {
         None => router.take_ready(boundary, crate::home::now(), render),
         Some(deadline) => router.wait_ready(boundary, deadline, &SystemClock, render),
-    }
+    }?;
+    Ok((router, round))
 }
 
 /// Settles an inline unit's events as delivered by this process (it printed them).

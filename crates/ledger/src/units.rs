@@ -282,6 +282,19 @@ impl Ledger {
         outcome: ChildOutcome,
         now: Timestamp,
     ) -> Result<FinishChild> {
+        self.finish_child_with_progress(id, outcome, None, now)
+    }
+
+    /// [`Ledger::finish_child`], persisting the child's final progress token in the same
+    /// transaction, so `delegation status` shows what the child really did last rather than
+    /// the last periodic snapshot.
+    pub fn finish_child_with_progress(
+        &self,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+        progress: Option<Progress>,
+        now: Timestamp,
+    ) -> Result<FinishChild> {
         if !outcome.status.is_terminal() {
             return Err(LedgerError::Invalid(format!(
                 "cannot finish task {} of {id} with status {}",
@@ -303,6 +316,9 @@ impl Ledger {
                     },
                     false,
                 ));
+            }
+            if let Some(progress) = progress {
+                child.progress = progress;
             }
             apply_outcome(&mut child, &outcome);
             w.put_child(&child)?;

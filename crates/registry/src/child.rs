@@ -207,8 +207,11 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
         Err(reason) => {
             plan.log.note(now, &format!("hermes: {reason}"));
             live.set_status(ChildStatus::Error);
+            let transcript = plan.log.path().display().to_string();
             let outcome = ChildOutcome {
-                transcript: plan.log.path().display().to_string(),
+                // The transcript holds the reason now: the reader of the result sees it too.
+                transcript_tail: ledger::read_tail(&transcript),
+                transcript,
                 detail: ExitDetail::SpawnError { reason },
                 ..ChildOutcome::new(plan.index, plan.goal.clone(), ChildStatus::Error, now)
             };
@@ -272,7 +275,7 @@ async fn read_output<R: AsyncRead + Unpin>(
                 live.record_output(stream, &buf, now);
                 out.clear();
                 lines.feed(&buf, &hms(now), &mut out);
-                log.write_raw(&out);
+                log.write_raw(&out, now);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
@@ -281,9 +284,10 @@ async fn read_output<R: AsyncRead + Unpin>(
             }
         }
     }
+    let now = clock.now();
     out.clear();
-    lines.finish(&hms(clock.now()), &mut out);
-    log.write_raw(&out);
+    lines.finish(&hms(now), &mut out);
+    log.write_raw(&out, now);
 }
 
 async fn read_progress<R: AsyncRead + Unpin>(
@@ -309,7 +313,7 @@ async fn read_progress<R: AsyncRead + Unpin>(
                 let now = clock.now();
                 out.clear();
                 lines.feed(&buf, &hms(now), &mut out);
-                log.write_raw(&out);
+                log.write_raw(&out, now);
                 assembler.feed(&buf, |line| live.record_progress(parse(line), now));
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -322,7 +326,7 @@ async fn read_progress<R: AsyncRead + Unpin>(
     let now = clock.now();
     out.clear();
     lines.finish(&hms(now), &mut out);
-    log.write_raw(&out);
+    log.write_raw(&out, now);
     assembler.finish(|line| live.record_progress(parse(line), now));
 }
 

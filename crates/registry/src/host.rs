@@ -85,9 +85,10 @@ pub struct Dispatched {
     pub progress: Option<watch::Receiver<UnitProgress>>,
 }
 
-/// Records a unit in the ledger and creates its transcripts (pruning old ones), without running
-/// it: for a process that dispatches into a session another process hosts. The unit's host is
-/// `host`, which starts it (at once, or when it leaves the queue).
+/// Records a unit in the ledger and creates its transcripts, without running it: for a process
+/// that dispatches into a session another process hosts. The unit's host is `host`, which
+/// starts it (at once, or when it leaves the queue). Old transcripts are pruned on a schedule
+/// ([`crate::housekeeping`]), never here: dispatch costs the same whatever the history holds.
 pub fn record_dispatch(
     ledger: &Ledger,
     config: &Config,
@@ -106,7 +107,6 @@ pub fn record_dispatch(
             path: root.clone(),
             source,
         })?;
-    transcript::prune(root, config.transcript_retention);
     let new = NewDelegation {
         transcript_root: Some(root.display().to_string()),
         ..new
@@ -552,15 +552,20 @@ impl Inner {
     }
 
     /// Publishes a child's outcome; `None` if the ledger kept failing.
+    /// `progress` is the child's final token, persisted with the outcome.
     pub(crate) async fn finish_child(
         &self,
         id: &DelegationId,
         outcome: ChildOutcome,
+        progress: Option<Progress>,
     ) -> Option<FinishChild> {
         for attempt in 1..=PUBLISH_ATTEMPTS {
-            let (id2, o) = (id.clone(), outcome.clone());
+            let (id2, o, p) = (id.clone(), outcome.clone(), progress.clone());
             let now = self.ctx.clock.now();
-            match self.call(move |l| l.finish_child(&id2, o, now)).await {
+            match self
+                .call(move |l| l.finish_child_with_progress(&id2, o, p, now))
+                .await
+            {
                 Ok(finish) => return Some(finish),
                 Err(e) => {
                     tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot publish a child's outcome");

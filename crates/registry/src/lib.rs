@@ -38,6 +38,7 @@ pub mod clock;
 pub mod config;
 mod error;
 mod host;
+pub mod housekeeping;
 pub mod progress;
 pub mod spawn;
 pub mod stall;
