@@ -9,7 +9,7 @@ use redb::{ConcurrencyMode, Database, DatabaseError, ReadableDatabase, StorageEr
 use crate::codec::FORMAT_VERSION;
 use crate::error::{LedgerError, Result};
 use crate::model::{ClaimToken, DelegationId};
-use crate::store::{Reader, Writer, storage};
+use crate::store::{Counters, Reader, Writer, storage};
 use crate::tables::META_FORMAT_VERSION;
 
 /// Tunables of the delivery state machine and of recovery (SPEC §9).
@@ -52,6 +52,7 @@ pub struct Ledger {
     pub(crate) path: PathBuf,
     pub(crate) config: LedgerConfig,
     rng: Mutex<fastrand::Rng>,
+    counters: Counters,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -113,6 +114,7 @@ impl Ledger {
             path: path.to_owned(),
             config,
             rng: Mutex::new(rng),
+            counters: Counters::default(),
         };
         ledger.check_format()?;
         Ok(ledger)
@@ -126,6 +128,14 @@ impl Ledger {
     /// The configuration in force.
     pub fn config(&self) -> &LedgerConfig {
         &self.config
+    }
+
+    /// How many child and unit rows this handle has decoded so far: the rows whose number can
+    /// grow with a batch's size. For tests and benchmarks that check what an operation reads.
+    pub fn rows_read(&self) -> u64 {
+        self.counters
+            .rows
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn check_format(&self) -> Result<()> {
@@ -158,6 +168,7 @@ impl Ledger {
         let reader = Reader {
             txn,
             path: &self.path,
+            counters: &self.counters,
         };
         self.guard(|| f(&reader))
     }
@@ -178,6 +189,7 @@ impl Ledger {
             let writer = Writer {
                 txn,
                 path: &self.path,
+                counters: &self.counters,
             };
             let (value, commit) = f(&writer)?;
             if commit {

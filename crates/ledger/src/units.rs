@@ -6,9 +6,12 @@ use std::collections::BTreeSet;
 use crate::error::{LedgerError, Result};
 use crate::events::publish_in;
 use crate::ledger::Ledger;
+use serde::{Deserialize, Serialize};
+
 use crate::model::{
-    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, EventKey,
-    EventPayload, ExitDetail, ProcessId, Progress, SessionId, Timestamp, UnitStatus,
+    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DeliveryMode,
+    DispatchSpec, EventKey, EventPayload, ExitDetail, ProcessId, Progress, SessionId, Stalling,
+    Timestamp, UnitStatus,
 };
 use crate::store::{Writer, is_task_of};
 use crate::tables::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
@@ -65,6 +68,61 @@ pub struct FinishChild {
     pub published: bool,
     /// The unit's status when this made the unit terminal.
     pub unit_status: Option<UnitStatus>,
+}
+
+/// What finishing a child needs to know about its unit, kept beside it while it is not
+/// terminal: its children's statuses so far as counts, and what publishing an event needs.
+/// Finishing a child reads this row and that child only, never the whole batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct UnitTally {
+    /// How many children the unit has.
+    pub(crate) task_count: u32,
+    /// The unit's session.
+    pub(crate) session: Option<SessionId>,
+    /// The unit's delivery mode.
+    pub(crate) delivery: DeliveryMode,
+    /// How many children finished with each status.
+    pub(crate) finished: Vec<(ChildStatus, u32)>,
+}
+
+impl UnitTally {
+    fn for_unit(unit: &Delegation) -> UnitTally {
+        UnitTally {
+            task_count: unit.task_count(),
+            session: unit.session.clone(),
+            delivery: unit.spec.delivery,
+            finished: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, status: ChildStatus) {
+        match self.finished.iter_mut().find(|(s, _)| *s == status) {
+            Some((_, n)) => *n += 1,
+            None => self.finished.push((status, 1)),
+        }
+    }
+
+    fn finished_count(&self) -> u64 {
+        self.finished.iter().map(|(_, n)| u64::from(*n)).sum()
+    }
+}
+
+/// Who an event belongs to: what publishing it needs to know about its unit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Owner<'a> {
+    pub(crate) id: &'a DelegationId,
+    pub(crate) session: Option<&'a SessionId>,
+    pub(crate) delivery: DeliveryMode,
+}
+
+impl<'a> Owner<'a> {
+    pub(crate) fn of(unit: &'a Delegation) -> Owner<'a> {
+        Owner {
+            id: &unit.id,
+            session: unit.session.as_ref(),
+            delivery: unit.spec.delivery,
+        }
+    }
 }
 
 /// Which units an interrupt is for.
@@ -164,6 +222,7 @@ impl Ledger {
                 spec: new.spec,
             };
             w.put_delegation(&unit)?;
+            w.put_tally(&id, &UnitTally::for_unit(&unit))?;
             if unit.channel == Channel::Background {
                 w.bump_activity()?;
             }
@@ -302,9 +361,16 @@ impl Ledger {
             )));
         }
         self.write_then(|w| {
-            let unit = w
-                .delegation(id.as_str())?
-                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            // A unit that is not terminal has a tally: this child and the tally are all that
+            // is read. Units recorded by an older build have none and are read whole.
+            let tally = w.tally(id)?;
+            let unit = match tally {
+                Some(_) => None,
+                None => Some(
+                    w.delegation(id.as_str())?
+                        .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?,
+                ),
+            };
             let mut child = w
                 .child(id, outcome.index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
@@ -323,8 +389,24 @@ impl Ledger {
             apply_outcome(&mut child, &outcome);
             w.put_child(&child)?;
             let key = EventKey::Task(outcome.index);
-            publish_in(w, &unit, key, EventPayload::Task(outcome), now)?;
-            let unit_status = settle_unit(w, unit, now)?;
+            let status = outcome.status;
+            let unit_status = match (tally, unit) {
+                (Some(mut tally), _) => {
+                    let owner = Owner {
+                        id,
+                        session: tally.session.as_ref(),
+                        delivery: tally.delivery,
+                    };
+                    publish_in(w, owner, key, EventPayload::Task(outcome), now)?;
+                    tally.add(status);
+                    settle_tallied(w, id, tally, now)?
+                }
+                (None, Some(unit)) => {
+                    publish_in(w, Owner::of(&unit), key, EventPayload::Task(outcome), now)?;
+                    settle_unit(w, unit, now)?
+                }
+                (None, None) => None,
+            };
             Ok((
                 FinishChild {
                     published: true,
@@ -333,6 +415,27 @@ impl Ledger {
                 true,
             ))
         })
+    }
+
+    /// Records that child `stalling.index` of `id` is stalling (SIGTERM sent), so status views
+    /// show its stall fields during the grace period. Returns whether it was recorded (not if
+    /// the child is already final).
+    pub fn child_stalling(&self, id: &DelegationId, stalling: &Stalling) -> Result<bool> {
+        self.write_then(|w| {
+            let recorded = w
+                .child(id, stalling.index)?
+                .is_some_and(|c| !c.status.is_terminal());
+            if recorded {
+                w.put_stall(id, stalling)?;
+            }
+            Ok((recorded, recorded))
+        })
+    }
+
+    /// The children of a unit that were found stalling, by index (a child that ended since
+    /// keeps its record; its outcome says how it ended).
+    pub fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
+        self.read(|r| r.stalls(id))
     }
 
     /// Force-finalizes a unit: every child not yet final gets the outcome given for it in
@@ -436,6 +539,31 @@ fn running_units(w: &Writer<'_>) -> Result<u32> {
         .count() as u32)
 }
 
+/// Records the tally; once every child finished, marks the unit terminal (reading it once)
+/// and returns its final status.
+fn settle_tallied(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    tally: UnitTally,
+    now: Timestamp,
+) -> Result<Option<UnitStatus>> {
+    if tally.finished_count() < u64::from(tally.task_count) {
+        w.put_tally(id, &tally)?;
+        return Ok(None);
+    }
+    w.remove_tally(id)?;
+    let Some(mut unit) = w.delegation(id.as_str())? else {
+        return Ok(None);
+    };
+    if unit.status.is_terminal() {
+        return Ok(None);
+    }
+    unit.status = UnitStatus::from_counts(&tally.finished);
+    unit.ended_at = Some(now);
+    w.put_delegation(&unit)?;
+    Ok(Some(unit.status))
+}
+
 /// Marks the unit terminal if every child is; returns its final status if it became terminal.
 fn settle_unit(w: &Writer<'_>, mut unit: Delegation, now: Timestamp) -> Result<Option<UnitStatus>> {
     if unit.status.is_terminal() {
@@ -482,8 +610,9 @@ pub(crate) fn force_finish(
             reason: reason.to_owned(),
             children: covered,
         };
-        publish_in(w, &unit, EventKey::Terminal, payload, now)?;
+        publish_in(w, Owner::of(&unit), EventKey::Terminal, payload, now)?;
     }
+    w.remove_tally(&unit.id)?;
     let mut unit = unit;
     unit.status = status;
     unit.ended_at = Some(now);
