@@ -394,3 +394,51 @@ fn a_drain_blocked_on_its_output_keeps_its_claim_and_nobody_delivers_twice() {
         assert_eq!(task["delivery"]["attempts"], 1, "{task}");
     }
 }
+
+#[test]
+fn status_shows_a_stalling_child_and_its_stall_fields_during_the_grace_period() {
+    let h = Hermes::new();
+    let stall = [
+        ("HERMES_DELEGATION_STALL_IDLE_SECONDS", "1"),
+        ("HERMES_DELEGATION_STALL_GRACE_SECONDS", "8"),
+    ];
+    // The group ignores SIGTERM, so it lives through the grace period.
+    let run = h.run_env(
+        &[
+            "delegate",
+            "--session",
+            "G",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 1000",
+        ],
+        &stall,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let task = wait_for(Duration::from_secs(30), "the child to be stalling", || {
+        let s = status(&h, &id);
+        (s["tasks"][0]["status"] == "stalling").then(|| s["tasks"][0].clone())
+    });
+    // The names `-z --json` uses, under `detail`.
+    let detail = &task["detail"];
+    assert_eq!(detail["kind"], "stalled", "{task}");
+    assert_eq!(detail["stall_threshold_seconds"], 1.0, "{task}");
+    assert_eq!(detail["stall_phase"], "idle", "{task}");
+    assert_eq!(detail["stall_grace_seconds"], 8.0, "{task}");
+    assert!(detail["stalled_after_quiet_seconds"].as_f64() >= Some(1.0), "{task}");
+    assert!(task["stalling_since"].is_string(), "{task}");
+    assert!(task["pid"].is_u64(), "it still runs: {task}");
+    let text = h.run(&["delegation", "status", &id]);
+    assert!(text.stdout.contains("stalling"), "{}", text.stdout);
+    assert!(text.stdout.contains("idle threshold 1 s"), "{}", text.stdout);
+    // After SIGKILL the fields stay, from the outcome.
+    let task = wait_for(Duration::from_secs(30), "the child to be stalled", || {
+        let s = status(&h, &id);
+        (s["tasks"][0]["status"] == "stalled").then(|| s["tasks"][0].clone())
+    });
+    assert_eq!(task["detail"]["kind"], "stalled", "{task}");
+    assert_eq!(task["detail"]["stall_grace_seconds"], 8.0, "{task}");
+}

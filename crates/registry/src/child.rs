@@ -360,11 +360,14 @@ impl RunningChild {
     }
 
     /// Watches the child until it is final and returns its outcome. `interrupt` carries the
-    /// reason once someone wants the child stopped.
+    /// reason once someone wants the child stopped. `on_stalling` is told the stall fields the
+    /// moment the child is found stalling and gets SIGTERM (before its grace period).
     pub(crate) async fn supervise(
         mut self,
         mut interrupt: watch::Receiver<Option<String>>,
+        on_stalling: impl FnOnce(ExitDetail, Timestamp),
     ) -> ChildOutcome {
+        let mut on_stalling = Some(on_stalling);
         let config = self.ctx.config.clone();
         let thresholds = Thresholds {
             idle_ms: millis(config.stall_idle),
@@ -391,6 +394,11 @@ impl RunningChild {
                             describe(&found.detail)
                         ),
                     );
+                    if found.status == ChildStatus::Stalled
+                        && let Some(tell) = on_stalling.take()
+                    {
+                        tell(found.detail.clone(), now);
+                    }
                     ending = Some(found);
                 }
             }

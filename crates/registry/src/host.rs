@@ -552,6 +552,13 @@ impl Inner {
     }
 
     /// Publishes a child's outcome; `None` if the ledger kept failing.
+    pub(crate) async fn child_stalling(&self, id: &DelegationId, stalling: ledger::Stalling) {
+        let id = id.clone();
+        if let Err(e) = self.call(move |l| l.child_stalling(&id, &stalling)).await {
+            tracing::warn!(error = %e, "cannot record that a child is stalling");
+        }
+    }
+
     /// `progress` is the child's final token, persisted with the outcome.
     pub(crate) async fn finish_child(
         &self,

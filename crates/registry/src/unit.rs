@@ -165,7 +165,20 @@ pub(crate) async fn run(
                     Started::Running(child) => {
                         host.child_started(&id, index, child.process(), child.started_at())
                             .await;
-                        child.supervise(interrupt).await
+                        // Recorded at once (one short write), so status views show the stall
+                        // fields during the grace period, not only after SIGKILL.
+                        let (stall_host, stall_id) = (host.clone(), id.clone());
+                        let on_stalling = move |detail, since| {
+                            let stalling = ledger::Stalling {
+                                index,
+                                detail,
+                                since,
+                            };
+                            tokio::spawn(async move {
+                                stall_host.child_stalling(&stall_id, stalling).await;
+                            });
+                        };
+                        child.supervise(interrupt, on_stalling).await
                     }
                 };
                 // The final token goes with the outcome: the periodic snapshot may be older.

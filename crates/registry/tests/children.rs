@@ -593,3 +593,30 @@ async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
         "and does not run again within the hour"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalling_child_is_recorded_in_the_ledger_when_it_gets_sigterm() {
+    let f = inline_fixture(|c| c.stall_grace = Duration::from_secs(5)).await;
+    // The whole group ignores SIGTERM: it lives through the grace period.
+    let request = registry::DispatchRequest::inline(spec(&[&sh("trap '' TERM; sleep 1000")]), None);
+    let dispatched = f.host.dispatch(request).await.expect("dispatched");
+    let id = dispatched.delegation.id;
+    let ledger = f.ledger.clone();
+    let seen = eventually(Duration::from_secs(20), || {
+        let stalls = ledger.stalls(&id).expect("stalls");
+        let children = ledger.children(&id).expect("children");
+        stalls.len() == 1 && children[0].status == ChildStatus::Running
+    })
+    .await;
+    assert!(
+        seen,
+        "the stall is in the ledger while the child still runs"
+    );
+    let stalling = &ledger.stalls(&id).expect("stalls")[0];
+    let (quiet, threshold, phase, grace) = stall_fields(&stalling.detail);
+    assert_eq!((threshold, phase, grace), (1.0, StallPhase::Idle, 5.0));
+    assert!(quiet >= 1.0, "{quiet}");
+    let report = f.host.wait(&id).await.expect("report");
+    assert_eq!(report.status, UnitStatus::Stalled);
+    assert_eq!(report.outcomes[0].signal, Some(9));
+}
