@@ -22,22 +22,16 @@ pub type Round = router::BoundaryOutcome<(), Infallible>;
 /// seen has nothing; an ended one is `RouterError::SessionEnded`.
 ///
 /// Returns the router too: whoever presents the round renews its claims through it
-/// ([`Router::keep_alive`]) every `heartbeat_ms` (clamped to half the lease) until it settles.
+/// ([`Router::keep_alive`]) every `delivery.heartbeat_seconds` until it settles them.
 pub fn take_ready(
     ledger: Arc<Ledger>,
     session: &SessionId,
     boundary: Boundary,
     consumer: &str,
-    lease_ms: u64,
-    heartbeat_ms: u64,
+    settings: &settings::Settings,
     deadline: Option<Timestamp>,
 ) -> Result<(Router, Round), RouterError> {
-    let config = RouterConfig {
-        lease_ms,
-        // Never so rare that a presented claim could lapse.
-        heartbeat_ms: heartbeat_ms.clamp(1, (lease_ms / 2).max(1)),
-        ..RouterConfig::new(session.clone(), consumer)
-    };
+    let config = RouterConfig::from_settings(session.clone(), consumer, settings);
     let router = Router::new(ledger, config);
     // Rendering cannot fail today; doing it before the claim keeps it that way by construction.
     let render = |delegation: &Delegation, events: &[Event]| -> Result<(), Infallible> {

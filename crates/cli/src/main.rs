@@ -14,6 +14,7 @@ mod progress_view;
 mod tasks_file;
 
 fn main() -> std::process::ExitCode {
+    home::make_files_private();
     exit::install_panic_hook();
     match app::run() {
         Ok(code) => std::process::ExitCode::from(code as u8),

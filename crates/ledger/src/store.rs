@@ -59,8 +59,8 @@ macro_rules! open_added {
     };
 }
 
-pub(crate) fn storage<E: std::fmt::Display>(err: E) -> LedgerError {
-    LedgerError::Storage(err.to_string())
+pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
+    LedgerError::Storage(err.into().into())
 }
 
 pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<V> {

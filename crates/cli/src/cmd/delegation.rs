@@ -73,14 +73,14 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
             "recent": listing.recent.iter().map(unit_json).collect::<Vec<_>>(),
             "running_count": listing.running.len(),
             "queued_count": listing.queued.len(),
-            "max_concurrent_children": home.settings.max_concurrent_children(),
+            "max_concurrent_children": home.settings.delegation.max_concurrent_children,
         }))?;
         return Ok(Code::Ok);
     }
     let mut text = format!(
         "running {} (max {}) · queued {}\n",
         listing.running.len(),
-        home.settings.max_concurrent_children(),
+        home.settings.delegation.max_concurrent_children,
         listing.queued.len()
     );
     for (title, units) in [

@@ -37,7 +37,7 @@ pub fn run(args: &HostArgs) -> anyhow::Result<Code> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let idle_exit = home.settings.idle_exit();
+    let idle_exit = home.settings.host.idle_exit;
     runtime.block_on(async move {
         let host = Host::start(
             ledger.clone(),
