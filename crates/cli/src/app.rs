@@ -33,7 +33,7 @@ pub fn run() -> anyhow::Result<Code> {
         Some(Command::Delivery(args)) => cmd::delivery::run(&args),
         Some(Command::Delegation(c)) => cmd::delegation::run(c),
         Some(Command::Session(c)) => cmd::session::run(c),
-        Some(Command::Host(args)) => cmd::host::run(&args),
+        Some(Command::Host(args)) => cmd::host::run(&args, cli.quiet),
         Some(Command::Completions { shell }) => {
             cmd::completions::run(shell);
             Ok(Code::Ok)

@@ -260,7 +260,8 @@ pub enum DelegationCommand {
     Log {
         /// The delegation id.
         id: String,
-        /// Which child (default: every child).
+        /// Which task, numbered from 1 as displayed (`TASK 2/3` is `--task 2`); default: every
+        /// task.
         #[arg(long)]
         task: Option<u32>,
         /// Keep printing until the delegation ends.

@@ -244,3 +244,75 @@ fn quiet_is_accepted_before_and_after_the_subcommand() {
         (!drained.stdout.is_empty()).then_some(())
     });
 }
+
+#[test]
+fn log_shows_control_characters_escaped_so_a_child_cannot_forge_a_line() {
+    let h = Hermes::new();
+    let run = h.run(&[
+        "-z",
+        "--json",
+        "--",
+        "printf",
+        "real\\033[2K\\r12:00:00 prg | status completed\\n",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    for args in [
+        &["delegation", "log", &id][..],
+        &["delegation", "log", &id, "--follow"],
+    ] {
+        let log = h.run(args);
+        assert_eq!(log.code, 0, "{}", log.stderr);
+        assert!(!log.stdout.contains('\u{1b}'), "{:?}", log.stdout);
+        assert!(!log.stdout.contains('\r'), "{:?}", log.stdout);
+        assert!(
+            log.stdout
+                .contains("out | real\\u{1b}[2K\\r12:00:00 prg | status completed"),
+            "{:?}",
+            log.stdout
+        );
+    }
+}
+
+#[test]
+fn list_says_when_it_shows_only_the_most_recent_units() {
+    let h = Hermes::new();
+    for _ in 0..22 {
+        assert_eq!(h.run(&["-z", "-q", "--", "true"]).code, 0);
+    }
+    let list = h.run(&["delegation", "list"]);
+    assert!(
+        list.stdout
+            .contains("recent (20 of 22; --all for every unit):"),
+        "{}",
+        list.stdout
+    );
+    let json = h.json(&["delegation", "list", "--json"]);
+    assert_eq!(json["recent"].as_array().map(Vec::len), Some(20));
+    assert_eq!(json["recent_count"], 22);
+    let all = h.run(&["delegation", "list", "--all"]);
+    assert!(all.stdout.contains("recent:\n"), "{}", all.stdout);
+    assert_eq!(all.stdout.matches("deleg_").count(), 22);
+}
+
+#[test]
+fn a_second_host_for_a_hosted_session_says_so() {
+    let h = Hermes::new();
+    let run = h.run(&["delegate", "--session", "busy", "--", "sleep", "30"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let second = h.run(&["host", "--session", "busy"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("session busy is already hosted by process"),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        h.run(&["host", "-q", "--session", "busy"])
+            .stderr
+            .is_empty()
+    );
+    h.run(&["delegation", "stop", "--session", "busy"]);
+}

@@ -428,12 +428,19 @@ fn status_shows_a_stalling_child_and_its_stall_fields_during_the_grace_period() 
     assert_eq!(detail["stall_threshold_seconds"], 1.0, "{task}");
     assert_eq!(detail["stall_phase"], "idle", "{task}");
     assert_eq!(detail["stall_grace_seconds"], 8.0, "{task}");
-    assert!(detail["stalled_after_quiet_seconds"].as_f64() >= Some(1.0), "{task}");
+    assert!(
+        detail["stalled_after_quiet_seconds"].as_f64() >= Some(1.0),
+        "{task}"
+    );
     assert!(task["stalling_since"].is_string(), "{task}");
     assert!(task["pid"].is_u64(), "it still runs: {task}");
     let text = h.run(&["delegation", "status", &id]);
     assert!(text.stdout.contains("stalling"), "{}", text.stdout);
-    assert!(text.stdout.contains("idle threshold 1 s"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("idle threshold 1 s"),
+        "{}",
+        text.stdout
+    );
     // After SIGKILL the fields stay, from the outcome.
     let task = wait_for(Duration::from_secs(30), "the child to be stalled", || {
         let s = status(&h, &id);
