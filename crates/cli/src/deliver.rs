@@ -20,6 +20,9 @@ pub type Round = router::BoundaryOutcome<(), Infallible>;
 /// of others classified and deferred). With a `deadline`, waits on the router's deferral
 /// scheduler until something is ready or the deadline passes. A session the ledger has never
 /// seen has nothing; an ended one is `RouterError::SessionEnded`.
+///
+/// Returns the router too: whoever presents the round renews its claims through it
+/// ([`Router::keep_alive`]) every `delivery.heartbeat_seconds` until it settles them.
 pub fn take_ready(
     ledger: Arc<Ledger>,
     session: &SessionId,
@@ -27,7 +30,7 @@ pub fn take_ready(
     consumer: &str,
     settings: &settings::Settings,
     deadline: Option<Timestamp>,
-) -> Result<Round, RouterError> {
+) -> Result<(Router, Round), RouterError> {
     let config = RouterConfig::from_settings(session.clone(), consumer, settings);
     let router = Router::new(ledger, config);
     // Rendering cannot fail today; doing it before the claim keeps it that way by construction.
@@ -38,10 +41,11 @@ pub fn take_ready(
         );
         Ok(())
     };
-    match deadline {
+    let round = match deadline {
         None => router.take_ready(boundary, crate::home::now(), render),
         Some(deadline) => router.wait_ready(boundary, deadline, &SystemClock, render),
-    }
+    }?;
+    Ok((router, round))
 }
 
 /// Settles an inline unit's events as delivered by this process (it printed them).

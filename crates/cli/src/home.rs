@@ -91,6 +91,7 @@ impl Home {
         if !report.finalized.is_empty() {
             tracing::info!(finalized = ?report.finalized, "recovered units of dead hosts");
         }
+        registry::housekeeping::after_recovery(&ledger, &self.registry(), &report);
         Ok(Arc::new(ledger))
     }
 

@@ -9,7 +9,7 @@ use redb::{ConcurrencyMode, Database, DatabaseError, ReadableDatabase, StorageEr
 use crate::codec::FORMAT_VERSION;
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::model::{ClaimToken, DelegationId};
-use crate::store::{Reader, Writer, storage};
+use crate::store::{Counters, Reader, Writer, storage};
 use crate::tables::META_FORMAT_VERSION;
 
 /// Tunables of the delivery state machine and of recovery, built from [`settings::Settings`]
@@ -102,6 +102,7 @@ pub struct Ledger {
     rng: Mutex<fastrand::Rng>,
     /// When this process last ran the recovery sweep.
     pub(crate) last_sweep: Mutex<Option<crate::model::Timestamp>>,
+    counters: Counters,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -172,6 +173,7 @@ impl Ledger {
             config,
             rng: Mutex::new(rng),
             last_sweep: Mutex::new(None),
+            counters: Counters::default(),
         };
         ledger.check_format()?;
         Ok(ledger)
@@ -185,6 +187,14 @@ impl Ledger {
     /// The configuration in force.
     pub fn config(&self) -> &LedgerConfig {
         &self.config
+    }
+
+    /// How many child and unit rows this handle has decoded so far: the rows whose number can
+    /// grow with a batch's size. For tests and benchmarks that check what an operation reads.
+    pub fn rows_read(&self) -> u64 {
+        self.counters
+            .rows
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn check_format(&self) -> Result<()> {
@@ -217,6 +227,7 @@ impl Ledger {
         let reader = Reader {
             txn,
             path: &self.path,
+            counters: &self.counters,
         };
         self.guard(|| f(&reader))
     }
@@ -237,6 +248,7 @@ impl Ledger {
             let writer = Writer {
                 txn,
                 path: &self.path,
+                counters: &self.counters,
             };
             let (value, commit) = f(&writer)?;
             if commit {

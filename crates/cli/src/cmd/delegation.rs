@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ledger::{
-    Child, ChildOutcome, Delegation, DelegationId, Event, EventKey, InterruptTarget, Ledger,
-    SessionId,
+    Child, ChildOutcome, Delegation, DelegationId, Event, EventKey, ExitDetail, InterruptTarget,
+    Ledger, SessionId, Stalling,
 };
 use serde_json::{Value, json};
 
@@ -133,7 +133,56 @@ fn outcome_of(events: &[Event], index: u32) -> Option<(&Event, &ChildOutcome)> {
         })
 }
 
-fn child_json(unit: &Delegation, child: &Child, events: &[Event], at: ledger::Timestamp) -> Value {
+/// What a status view shows for a child: `stalling` while a child found stalling waits out its
+/// grace period (its row still says running), else its recorded status.
+pub(crate) fn shown_status(child: &Child, stalls: &[Stalling]) -> &'static str {
+    if !child.status.is_terminal() && stalling_of(stalls, child.index).is_some() {
+        "stalling"
+    } else {
+        child.status.as_str()
+    }
+}
+
+fn stalling_of(stalls: &[Stalling], index: u32) -> Option<&Stalling> {
+    stalls.iter().find(|s| s.index == index)
+}
+
+/// The stall fields of a stalling or stalled child in words, for text views.
+pub(crate) fn stall_words(detail: &ExitDetail) -> Option<String> {
+    match detail {
+        ExitDetail::Stalled {
+            stalled_after_quiet_seconds,
+            stall_threshold_seconds,
+            stall_phase,
+            stall_grace_seconds,
+        } => Some(format!(
+            "stalled after {stalled_after_quiet_seconds:.1} s quiet ({} threshold {stall_threshold_seconds} s); SIGTERM sent, SIGKILL after {stall_grace_seconds} s grace",
+            stall_phase.as_str()
+        )),
+        _ => None,
+    }
+}
+
+/// How the child ended beyond its status, or its stall fields while it is stalling.
+fn detail_of<'a>(
+    child: &Child,
+    found: Option<&'a ChildOutcome>,
+    stalls: &'a [Stalling],
+) -> Option<&'a ExitDetail> {
+    match found {
+        Some(outcome) => Some(&outcome.detail),
+        None if !child.status.is_terminal() => stalling_of(stalls, child.index).map(|s| &s.detail),
+        None => None,
+    }
+}
+
+fn child_json(
+    unit: &Delegation,
+    child: &Child,
+    events: &[Event],
+    stalls: &[Stalling],
+    at: ledger::Timestamp,
+) -> Value {
     let goal = unit
         .spec
         .tasks
@@ -161,10 +210,18 @@ fn child_json(unit: &Delegation, child: &Child, events: &[Event], at: ledger::Ti
             "drop_reason": e.drop_reason.as_ref().map(|r| r.as_str().to_owned()),
         })
     });
+    let detail =
+        detail_of(child, found.map(|(_, o)| o), stalls).and_then(formatter::DetailJson::new);
     json!({
         "index": child.index,
         "goal": goal,
-        "status": child.status.as_str(),
+        "status": shown_status(child, stalls),
+        "detail": detail,
+        "stalling_since": time(
+            (!child.status.is_terminal())
+                .then(|| stalling_of(stalls, child.index).map(|s| s.since))
+                .flatten()
+        ),
         "pid": child.process.map(|p| p.pid),
         "started_at": time(child.started_at),
         "ended_at": time(child.ended_at),
@@ -197,10 +254,11 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     };
     let children = ledger.children(&id)?;
     let events = ledger.events(&id)?;
+    let stalls = ledger.stalls(&id)?;
     let at = now();
     let tasks: Vec<Value> = children
         .iter()
-        .map(|c| child_json(&unit, c, &events, at))
+        .map(|c| child_json(&unit, c, &events, &stalls, at))
         .collect();
     if json_out {
         let mut value = unit_json(&unit);
@@ -246,13 +304,17 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
             "  task {}/{}: {:<11} pid {:<7} exit {:<4} calls {:<4} delivery {:<9} {}\n",
             child.index + 1,
             children.len(),
-            child.status.as_str(),
+            shown_status(child, &stalls),
             child.process.map_or("-".to_owned(), |p| p.pid.to_string()),
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             child.progress.api_calls,
             delivery,
             formatter::one_line(task["goal"].as_str().unwrap_or(""), 60)
         ));
+        let found = outcome_of(&events, child.index).map(|(_, o)| o);
+        if let Some(words) = detail_of(child, found, &stalls).and_then(stall_words) {
+            text.push_str(&format!("          {words}\n"));
+        }
         if let Some(t) = &child.transcript {
             text.push_str(&format!("          transcript: {t}\n"));
         }
@@ -361,6 +423,12 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
             let Ok(mut file) = std::fs::File::open(path) else {
                 continue;
             };
+            // A capped transcript whose tail rolled got shorter: what it kept was read already.
+            if let Ok(meta) = file.metadata()
+                && meta.len() < *offset
+            {
+                *offset = meta.len();
+            }
             if file.seek(SeekFrom::Start(*offset)).is_err() {
                 continue;
             }

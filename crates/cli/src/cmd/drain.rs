@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
 use ledger::Ledger;
+use router::KeepAlive;
 
 use crate::args::{BoundaryArg, DrainArgs};
 use crate::cmd::delegate::session_of;
@@ -34,7 +35,7 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     let deadline = (!wait.is_zero())
         .then(|| now().plus_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)));
-    let round = deliver::take_ready(
+    let (router, round) = deliver::take_ready(
         Arc::clone(&ledger),
         &session,
         boundary,
@@ -42,7 +43,28 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         &home.settings,
         deadline,
     )?;
+    // SPEC §6: the claims are renewed every heartbeat while they are presented, so a stdout
+    // that blocks longer than the lease cannot let another consumer deliver them too.
+    let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
+    let beats: Vec<KeepAlive> = round
+        .delivered
+        .iter()
+        .filter_map(|t| match router.keep_alive(t.token, Arc::clone(&clock)) {
+            Ok(beat) => Some(beat),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew a claim while presenting it");
+                None
+            }
+        })
+        .collect();
     let printed = present(&round, args, &session, boundary);
+    for beat in beats {
+        let token = beat.token();
+        if let Err(e) = beat.stop() {
+            // Settling below reports the lost claim (exit 3).
+            tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
+        }
+    }
     settle(&ledger, &round, args.hold, printed.is_ok())?;
     printed?;
     Ok(Code::Ok)

@@ -98,7 +98,12 @@ pub fn owner(ledger: &Ledger, id: &DelegationId) -> HostId {
 /// Finishes child `index` of `id` as completed (as its host), publishing `task:index`.
 pub fn finish(ledger: &Ledger, id: &DelegationId, index: u32, at: Timestamp) {
     let done = ledger
-        .finish_child(owner(ledger, id), id, outcome(index, ChildStatus::Completed, at), at)
+        .finish_child(
+            owner(ledger, id),
+            id,
+            outcome(index, ChildStatus::Completed, at),
+            at,
+        )
         .expect("finish");
     assert!(done.published);
 }
