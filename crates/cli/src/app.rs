@@ -35,6 +35,8 @@ pub fn run() -> anyhow::Result<Code> {
         Some(Command::Delegation(c)) => cmd::delegation::run(c),
         Some(Command::Session(c)) => cmd::session::run(c),
         Some(Command::Host(args)) => cmd::host::run(&args),
+        Some(Command::Mcp) => crate::mcp::run(),
+        Some(Command::Hook(c)) => crate::hook::run(c),
         Some(Command::Completions { shell }) => {
             cmd::completions::run(shell);
             Ok(Code::Ok)

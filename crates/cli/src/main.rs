@@ -8,8 +8,12 @@ mod deliver;
 mod dispatch_args;
 mod exit;
 mod home;
+mod hook;
 mod interactive;
+mod mcp;
 mod output;
+mod reports;
+mod binding;
 mod progress_view;
 mod tasks_file;
 

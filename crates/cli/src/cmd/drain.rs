@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
-use ledger::Ledger;
 
 use crate::args::{BoundaryArg, DrainArgs};
 use crate::cmd::delegate::session_of;
@@ -62,7 +61,7 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         deadline,
     )?;
     let printed = present(&round, args, &session, boundary);
-    settle(&ledger, &round, args.hold, printed.is_ok())?;
+    deliver::settle(&ledger, &round.delivered, args.hold, printed.is_ok())?;
     printed?;
     Ok(Code::Ok)
 }
@@ -114,20 +113,4 @@ fn present(
         }
     }
     output::print(&text)
-}
-
-/// Acks what was shown (unless held), all in one durable commit; gives back what could not be
-/// shown.
-fn settle(ledger: &Ledger, round: &Round, hold: bool, shown: bool) -> anyhow::Result<()> {
-    if !shown {
-        for t in &round.delivered {
-            ledger.defer(t.token)?;
-        }
-    } else if !hold && !round.delivered.is_empty() {
-        let tokens: Vec<_> = round.delivered.iter().map(|t| t.token).collect();
-        for result in ledger.ack_many(&tokens, now())? {
-            result?;
-        }
-    }
-    Ok(())
 }
