@@ -87,6 +87,8 @@ pub enum RoleArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum DeliveryArg {
+    /// SPEC §8 spells it `after_turn`; `after-turn` is accepted too.
+    #[value(name = "after_turn", alias = "after-turn")]
     AfterTurn,
     Inject,
 }

@@ -261,10 +261,7 @@ mod tests {
     use super::*;
 
     fn agent(pid: u32) -> ProcessId {
-        ProcessId {
-            pid,
-            start_time: 7,
-        }
+        ProcessId { pid, start_time: 7 }
     }
 
     #[test]

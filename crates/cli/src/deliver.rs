@@ -64,7 +64,14 @@ pub fn take_conversation(
 ) -> Result<Vec<Claimed>, RouterError> {
     let mut taken = Vec::new();
     for (i, session) in sessions.iter().enumerate() {
-        match take_ready(Arc::clone(ledger), session, boundary, consumer, lease_ms, None) {
+        match take_ready(
+            Arc::clone(ledger),
+            session,
+            boundary,
+            consumer,
+            lease_ms,
+            None,
+        ) {
             Ok(round) => taken.extend(round.delivered),
             Err(RouterError::SessionEnded(_)) if i > 0 => {}
             Err(e) => {

@@ -18,7 +18,7 @@ pub fn parse_role(text: &str) -> Option<Role> {
 /// `after_turn` / `inject`.
 pub fn parse_delivery(text: &str) -> Option<DeliveryMode> {
     match text {
-        "after_turn" => Some(DeliveryMode::AfterTurn),
+        "after_turn" | "after-turn" => Some(DeliveryMode::AfterTurn),
         "inject" => Some(DeliveryMode::Inject),
         _ => None,
     }

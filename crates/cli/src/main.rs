@@ -2,6 +2,7 @@
 
 mod app;
 mod args;
+mod binding;
 mod cmd;
 mod config;
 mod deliver;
@@ -12,9 +13,8 @@ mod hook;
 mod interactive;
 mod mcp;
 mod output;
-mod reports;
-mod binding;
 mod progress_view;
+mod reports;
 mod tasks_file;
 
 fn main() -> std::process::ExitCode {

@@ -39,7 +39,12 @@ fn outcome_of(events: &[Event], index: u32) -> Option<(&Event, &ChildOutcome)> {
         })
 }
 
-pub fn child_json(unit: &Delegation, child: &Child, events: &[Event], at: ledger::Timestamp) -> Value {
+pub fn child_json(
+    unit: &Delegation,
+    child: &Child,
+    events: &[Event],
+    at: ledger::Timestamp,
+) -> Value {
     let goal = unit
         .spec
         .tasks
@@ -90,7 +95,6 @@ pub fn child_json(unit: &Delegation, child: &Child, events: &[Event], at: ledger
         "delivery": delivery,
     })
 }
-
 
 /// `delegation list --json`: running, queued and recent units with their counts.
 pub fn list_json(listing: &Listing, max_concurrent_children: u32) -> Value {

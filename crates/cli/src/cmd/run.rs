@@ -114,8 +114,8 @@ pub fn finish(
     events.sort_by_key(|e| e.key);
     let envelope = Envelope::new(&delegation, &events);
     let text = if json {
-        let mut line = serde_json::to_string(&formatter::run_json(&envelope))
-            .context("cannot encode JSON")?;
+        let mut line =
+            serde_json::to_string(&formatter::run_json(&envelope)).context("cannot encode JSON")?;
         line.push('\n');
         line
     } else {

@@ -51,9 +51,12 @@ pub fn run(command: HookCommand) -> anyhow::Result<Code> {
         }),
         // What is ready is acknowledged as it is handed over, so a second stop (with
         // `stop_hook_active`) finds only what arrived since and never blocks twice on the same.
-        Event::Stop => deliver(&home, &sessions, Boundary::Turn, |text| {
-            json!({"decision": "block", "reason": text})
-        }),
+        Event::Stop => deliver(
+            &home,
+            &sessions,
+            Boundary::Turn,
+            |text| json!({"decision": "block", "reason": text}),
+        ),
     }
 }
 
@@ -71,8 +74,8 @@ enum Event {
 /// before the first hook).
 fn conversation(home: &Home, input: &HookInput, event: Event) -> anyhow::Result<Vec<SessionId>> {
     if let Some(id) = env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()) {
-        let id = SessionId::new(id)
-            .map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}")))?;
+        let id =
+            SessionId::new(id).map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}")))?;
         return Ok(vec![id]);
     }
     let Some(raw) = input.session_id.as_deref() else {

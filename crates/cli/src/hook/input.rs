@@ -31,9 +31,12 @@ pub struct HookInput {
 /// consumed yet when this fails.
 pub fn read_stdin() -> anyhow::Result<HookInput> {
     let mut text = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut text)
-        .map_err(|e| fail(Code::Usage, format!("cannot read the hook's JSON on stdin: {e}")))?;
+    std::io::stdin().read_to_end(&mut text).map_err(|e| {
+        fail(
+            Code::Usage,
+            format!("cannot read the hook's JSON on stdin: {e}"),
+        )
+    })?;
     parse(&text)
 }
 

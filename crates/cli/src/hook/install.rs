@@ -103,8 +103,11 @@ fn settings_json(mut root: Value, exe: &str) -> Value {
         };
         let present = groups.iter().any(|g| {
             g["hooks"].as_array().is_some_and(|hs| {
-                hs.iter()
-                    .any(|h| h["command"].as_str().is_some_and(|c| c.ends_with(&format!(" hook {sub}"))))
+                hs.iter().any(|h| {
+                    h["command"]
+                        .as_str()
+                        .is_some_and(|c| c.ends_with(&format!(" hook {sub}")))
+                })
             })
         });
         if present {

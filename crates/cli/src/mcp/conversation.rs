@@ -112,7 +112,10 @@ impl Conversation {
                 sessions_of(&binding).ok_or_else(|| {
                     fail(
                         Code::Usage,
-                        format!("the binding of this agent names an invalid session {:?}", binding.session),
+                        format!(
+                            "the binding of this agent names an invalid session {:?}",
+                            binding.session
+                        ),
                     )
                 })?
             }
@@ -120,7 +123,10 @@ impl Conversation {
         let session = sessions.current;
         if !lock(&self.hosted).contains(&session) {
             let is_alive = |p: ProcessId| ledger::procs::is_alive(p);
-            match self.ledger.claim_session_host(&session, self.me, &is_alive, now())? {
+            match self
+                .ledger
+                .claim_session_host(&session, self.me, &is_alive, now())?
+            {
                 HostClaim::Acquired | HostClaim::AlreadyHeld => {}
                 // Another live process hosts it (e.g. a headless host started by `hermes
                 // delegate`); this server still runs what it dispatches itself.

@@ -42,12 +42,15 @@ pub fn run() -> anyhow::Result<Code> {
     let home = Home::load()?;
     let fixed = env_var("HERMES_SESSION_ID")
         .filter(|s| !s.is_empty())
-        .map(|s| SessionId::new(s).map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}"))))
+        .map(|s| {
+            SessionId::new(s).map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}")))
+        })
         .transpose()?;
     let ledger = home.ledger()?;
     let lease_ms = u64::try_from(home.settings.claim_lease().as_millis()).unwrap_or(u64::MAX);
     let heartbeat_ms = u64::try_from(home.settings.heartbeat().as_millis()).unwrap_or(u64::MAX);
-    let recovery_every = Duration::from_millis(home.settings.ledger().recovery_interval_ms.max(100));
+    let recovery_every =
+        Duration::from_millis(home.settings.ledger().recovery_interval_ms.max(100));
     let agent = binding::agent_process();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -111,24 +114,16 @@ pub fn run() -> anyhow::Result<Code> {
 }
 
 /// The client went away: see the module's documentation.
-async fn leave(
-    conversation: &Conversation,
-    host: &Host,
-    ledger: &Ledger,
-) -> anyhow::Result<()> {
+async fn leave(conversation: &Conversation, host: &Host, ledger: &Ledger) -> anyhow::Result<()> {
     let Some(sessions) = conversation.current() else {
         host.shutdown("client_gone").await;
         return Ok(());
     };
     if sessions.named {
         tracing::info!(session = %sessions.current, "client gone; hosting the running children until they end");
-        let reason = crate::cmd::host::serve_until_idle(
-            host,
-            ledger,
-            &sessions.current,
-            Duration::ZERO,
-        )
-        .await?;
+        let reason =
+            crate::cmd::host::serve_until_idle(host, ledger, &sessions.current, Duration::ZERO)
+                .await?;
         host.shutdown(reason).await;
         return Ok(());
     }
@@ -148,7 +143,8 @@ async fn recover_every(ledger: Arc<Ledger>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
         let ledger = ledger.clone();
-        let swept = tokio::task::spawn_blocking(move || ledger.recover(&OsReaper, now(), false)).await;
+        let swept =
+            tokio::task::spawn_blocking(move || ledger.recover(&OsReaper, now(), false)).await;
         if let Ok(Err(e)) = swept {
             tracing::warn!(error = %e, "recovery sweep failed");
         }

@@ -133,7 +133,11 @@ impl Tools {
     async fn delegation_list(&self, Parameters(p): Parameters<DelegationList>) -> ToolResult {
         let conversation = self.conversation.clone();
         let max = self.max_running;
-        let limit = if p.all.unwrap_or(false) { RECENT_ALL } else { RECENT };
+        let limit = if p.all.unwrap_or(false) {
+            RECENT_ALL
+        } else {
+            RECENT
+        };
         let listed = blocking(move || {
             let mut listing = ledger::Listing::default();
             for session in conversation.current().map(|s| s.all).unwrap_or_default() {
@@ -142,7 +146,9 @@ impl Tools {
                 listing.queued.extend(part.queued);
                 listing.recent.extend(part.recent);
             }
-            listing.recent.sort_by(|a, b| b.dispatched_at.cmp(&a.dispatched_at));
+            listing
+                .recent
+                .sort_by(|a, b| b.dispatched_at.cmp(&a.dispatched_at));
             listing.recent.truncate(limit);
             Ok(reports::list_json(&listing, max))
         })
@@ -165,7 +171,10 @@ impl Tools {
         };
         let done = self
             .host
-            .interrupt(InterruptTarget::Delegation(unit.id.clone()), "stopped_by_agent")
+            .interrupt(
+                InterruptTarget::Delegation(unit.id.clone()),
+                "stopped_by_agent",
+            )
             .await;
         match done {
             Ok(done) => {
@@ -208,7 +217,11 @@ impl Tools {
 impl ServerHandler for Tools {}
 
 impl Tools {
-    async fn dispatch_background(&self, session: SessionId, spec: ledger::DispatchSpec) -> ToolResult {
+    async fn dispatch_background(
+        &self,
+        session: SessionId,
+        spec: ledger::DispatchSpec,
+    ) -> ToolResult {
         let dispatched = self
             .host
             .dispatch(DispatchRequest::background(session.clone(), spec))
@@ -261,7 +274,10 @@ impl Tools {
             }
         };
         let Some(report) = report else {
-            return tool_error(&fail(Code::WorkFailed, format!("{id} ended without a report")));
+            return tool_error(&fail(
+                Code::WorkFailed,
+                format!("{id} ended without a report"),
+            ));
         };
         let conversation = self.conversation.clone();
         let lease_ms = 60_000;
@@ -368,8 +384,7 @@ fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
         }
         None => None,
     };
-    crate::dispatch_args::build(&args, file)
-        .map_err(|e| e.context("delegate_task"))
+    crate::dispatch_args::build(&args, file).map_err(|e| e.context("delegate_task"))
 }
 
 fn entry(t: BatchTask, role: &dyn Fn(Option<Role>) -> Option<RoleArg>) -> TaskEntry {
