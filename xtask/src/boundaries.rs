@@ -50,7 +50,14 @@ fn sources(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
 /// Checks every boundary; the error lists every violation.
 pub(crate) fn check(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
-    let crates = ["ledger", "registry", "router", "formatter", "cli"];
+    let crates = [
+        "ledger",
+        "registry",
+        "router",
+        "formatter",
+        "settings",
+        "cli",
+    ];
     for krate in crates {
         let deps = dependencies(root, krate)?;
         let has = |name: &str| deps.iter().any(|d| d == name);
@@ -64,13 +71,14 @@ pub(crate) fn check(root: &Path) -> Result<()> {
                 }
             }
         }
-        if matches!(krate, "router" | "formatter") && has("tokio") {
+        if matches!(krate, "router" | "formatter" | "settings") && has("tokio") {
             problems.push(format!("{krate} depends on tokio; it must do no I/O"));
         }
     }
-    // `router` and `formatter` read no clock and do no I/O; the router's thin driver
-    // (`driver.rs`) is the one place allowed to call the ledger and sleep.
+    // `router`, `formatter` and `settings` read no clock, no environment and do no I/O; the
+    // router's thin driver (`driver.rs`) is the one place allowed to call the ledger and sleep.
     let forbidden = [
+        "std::env",
         "std::fs",
         "std::net",
         "std::process",
@@ -82,7 +90,7 @@ pub(crate) fn check(root: &Path) -> Result<()> {
         "println!",
         "eprintln!",
     ];
-    for krate in ["router", "formatter"] {
+    for krate in ["router", "formatter", "settings"] {
         for (path, text) in sources(&root.join("crates").join(krate).join("src"))? {
             if path.file_name().is_some_and(|n| n == "driver.rs") {
                 continue;
@@ -98,7 +106,7 @@ pub(crate) fn check(root: &Path) -> Result<()> {
         }
     }
     // Only the ledger names redb in code.
-    for krate in ["registry", "router", "formatter", "cli"] {
+    for krate in ["registry", "router", "formatter", "settings", "cli"] {
         for (path, text) in sources(&root.join("crates").join(krate).join("src"))? {
             if text.contains("redb::") {
                 problems.push(format!("{} names redb; only ledger may", path.display()));
@@ -123,7 +131,14 @@ mod tests {
     #[test]
     fn a_violation_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        for krate in ["ledger", "registry", "router", "formatter", "cli"] {
+        for krate in [
+            "ledger",
+            "registry",
+            "router",
+            "formatter",
+            "settings",
+            "cli",
+        ] {
             let src = dir.path().join("crates").join(krate).join("src");
             fs::create_dir_all(&src).unwrap();
             let deps = if krate == "router" {

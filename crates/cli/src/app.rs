@@ -15,35 +15,56 @@ pub fn run() -> anyhow::Result<Code> {
             let _ = e.print();
             return Ok(Code::Ok);
         }
-        Err(e) => {
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid command line")
-                .trim_start_matches("error: ")
-                .to_owned();
-            return Err(fail(Code::Usage, format!("{first} (see hermes --help)")));
-        }
+        Err(e) => return Err(fail(Code::Usage, usage_line(&e.to_string()))),
     };
+    if cli.command.is_some() && (cli.oneshot || cli.resume.is_some() || cli.run.is_set()) {
+        return Err(fail(
+            Code::Usage,
+            "-z, --resume and the dispatch options go without a subcommand (see hermes --help)",
+        ));
+    }
     init_tracing(cli.verbose);
     match cli.command {
-        Some(Command::Cron(CronCommand::Run { name, run })) => cmd::run::cron(name, &run),
+        Some(Command::Cron(CronCommand::Run { name, run })) => {
+            cmd::run::cron(name, &run, cli.quiet)
+        }
         Some(Command::Delegate(args)) => cmd::delegate::run(&args),
         Some(Command::Drain(args)) => cmd::drain::run(&args),
         Some(Command::Delivery(args)) => cmd::delivery::run(&args),
         Some(Command::Delegation(c)) => cmd::delegation::run(c),
         Some(Command::Session(c)) => cmd::session::run(c),
-        Some(Command::Host(args)) => cmd::host::run(&args),
+        Some(Command::Host(args)) => cmd::host::run(&args, cli.quiet),
         Some(Command::Mcp) => crate::mcp::run(),
         Some(Command::Hook(c)) => crate::hook::run(c),
         Some(Command::Completions { shell }) => {
             cmd::completions::run(shell);
             Ok(Code::Ok)
         }
-        None if cli.oneshot => cmd::run::oneshot(&cli.run),
+        None if cli.oneshot => cmd::run::oneshot(&cli.run, cli.quiet),
         None => crate::interactive::run(cli.resume.as_deref()),
     }
+}
+
+/// clap's error as one line: the message and what it names (a missing `<ID>`, a tip), up to the
+/// usage block.
+fn usage_line(text: &str) -> String {
+    let mut line = String::new();
+    for part in text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+    {
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(part.trim_start_matches("error: "));
+    }
+    if line.is_empty() {
+        line.push_str("invalid command line");
+    }
+    line.push_str(" (see hermes --help)");
+    line
 }
 
 fn init_tracing(verbose: u8) {

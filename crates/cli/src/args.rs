@@ -1,17 +1,14 @@
 //! The command line, as clap derive types. Nothing outside `cli` sees these.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use settings::Bounds;
 
 /// hermes: durable background delegation for agent conversations.
 #[derive(Debug, Parser)]
-#[command(
-    name = "hermes",
-    version,
-    about,
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "hermes", version, about)]
 pub struct Cli {
     /// Run one unit inline (the stateless channel): children run here and the result is printed.
     #[arg(short = 'z')]
@@ -24,8 +21,30 @@ pub struct Cli {
     /// More logging on stderr (`-v` info, `-vv` debug); `RUST_LOG` works too.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// No progress display and no notes on stderr (errors are still printed).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+impl RunArgs {
+    /// Whether any option of an inline run was given.
+    pub fn is_set(&self) -> bool {
+        let d = &self.dispatch;
+        self.json
+            || d.goal.is_some()
+            || d.context.is_some()
+            || !d.toolsets.is_empty()
+            || d.role.is_some()
+            || d.model.is_some()
+            || d.delivery.is_some()
+            || d.timeout.is_some()
+            || d.cwd.is_some()
+            || d.group.is_some()
+            || d.tasks.is_some()
+            || !d.command.is_empty()
+    }
 }
 
 /// What to run: the DISPATCH options of SPEC §8.
@@ -49,9 +68,9 @@ pub struct DispatchArgs {
     /// When the result is delivered.
     #[arg(long, value_enum)]
     pub delivery: Option<DeliveryArg>,
-    /// Wall-clock limit per child, in seconds.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
+    /// Wall-clock limit per child, in seconds (0: the configured default).
+    #[arg(long, value_name = "SECS", value_parser = timeout)]
+    pub timeout: Option<Duration>,
     /// Working directory of the children.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -74,9 +93,6 @@ pub struct RunArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// No progress display on stderr.
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -87,9 +103,10 @@ pub enum RoleArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum DeliveryArg {
-    /// SPEC §8 spells it `after_turn`; `after-turn` is accepted too.
+    /// At the next turn boundary.
     #[value(name = "after_turn", alias = "after-turn")]
     AfterTurn,
+    /// At the next tool boundary too, behind the tool-boundary carrier.
     Inject,
 }
 
@@ -167,11 +184,11 @@ pub struct DrainArgs {
     #[arg(long)]
     pub hold: bool,
     /// Lease of the claims, in seconds (default `delivery.claim_lease_seconds`).
-    #[arg(long, value_name = "SECS")]
-    pub lease: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = lease)]
+    pub lease: Option<Duration>,
     /// Wait up to SECS for something to become deliverable.
-    #[arg(long, value_name = "SECS")]
-    pub wait: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = wait)]
+    pub wait: Option<Duration>,
     /// The consumer's name, recorded with the claim.
     #[arg(long, value_name = "NAME")]
     pub consumer: Option<String>,
@@ -187,9 +204,9 @@ pub struct DeliveryCmd {
     pub action: DeliveryAction,
     /// The claim token printed by `drain --hold`.
     pub claim: String,
-    /// New lease for `renew`, in seconds.
-    #[arg(long, value_name = "SECS")]
-    pub lease: Option<f64>,
+    /// New lease for `renew`, in seconds (default `delivery.claim_lease_seconds`).
+    #[arg(long, value_name = "SECS", value_parser = lease)]
+    pub lease: Option<Duration>,
     /// Why, for `drop`.
     #[arg(long, value_name = "R")]
     pub reason: Option<String>,
@@ -248,7 +265,8 @@ pub enum DelegationCommand {
     Log {
         /// The delegation id.
         id: String,
-        /// Which child (default: every child).
+        /// Which task, numbered from 1 as displayed (`TASK 2/3` is `--task 2`); default: every
+        /// task.
         #[arg(long)]
         task: Option<u32>,
         /// Keep printing until the delegation ends.
@@ -313,6 +331,26 @@ pub struct HostArgs {
     /// The session to host.
     #[arg(long)]
     pub session: String,
+}
+
+/// A number of seconds within `bounds`, as clap's value parser: the error names the flag.
+fn seconds(bounds: Bounds, raw: &str) -> Result<Duration, String> {
+    bounds
+        .parse_duration("", raw)
+        .map(Option::unwrap_or_default)
+        .map_err(|_| format!("must be {}", bounds.expected()))
+}
+
+fn lease(raw: &str) -> Result<Duration, String> {
+    seconds(Bounds::LEASE, raw)
+}
+
+fn wait(raw: &str) -> Result<Duration, String> {
+    seconds(Bounds::WAIT, raw)
+}
+
+pub fn timeout(raw: &str) -> Result<Duration, String> {
+    seconds(Bounds::TIMEOUT, raw)
 }
 
 #[cfg(test)]

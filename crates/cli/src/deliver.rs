@@ -25,13 +25,10 @@ pub fn take_ready(
     session: &SessionId,
     boundary: Boundary,
     consumer: &str,
-    lease_ms: u64,
+    settings: &settings::Settings,
     deadline: Option<Timestamp>,
 ) -> Result<Round, RouterError> {
-    let config = RouterConfig {
-        lease_ms,
-        ..RouterConfig::new(session.clone(), consumer)
-    };
+    let config = RouterConfig::from_settings(session.clone(), consumer, settings);
     let router = Router::new(ledger, config);
     match deadline {
         None => router.take_ready(boundary, crate::home::now(), render_check),
@@ -60,7 +57,7 @@ pub fn take_conversation(
     sessions: &[SessionId],
     boundary: Boundary,
     consumer: &str,
-    lease_ms: u64,
+    settings: &settings::Settings,
 ) -> Result<Vec<Claimed>, RouterError> {
     let mut taken = Vec::new();
     for (i, session) in sessions.iter().enumerate() {
@@ -69,7 +66,7 @@ pub fn take_conversation(
             session,
             boundary,
             consumer,
-            lease_ms,
+            settings,
             None,
         ) {
             Ok(round) => taken.extend(round.delivered),

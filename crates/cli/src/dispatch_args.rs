@@ -15,7 +15,7 @@ pub fn parse_role(text: &str) -> Option<Role> {
     }
 }
 
-/// `after_turn` / `inject`.
+/// `after_turn` (or `after-turn`, as the flag is often typed) / `inject`.
 pub fn parse_delivery(text: &str) -> Option<DeliveryMode> {
     match text {
         "after_turn" | "after-turn" => Some(DeliveryMode::AfterTurn),
@@ -75,17 +75,11 @@ pub fn spec(args: &DispatchArgs) -> anyhow::Result<DispatchSpec> {
 /// The unit the options describe, with the batch `file` (already checked) instead of
 /// `args.command` when given.
 pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<DispatchSpec> {
-    let timeout_ms = match args.timeout {
-        Some(t) if !t.is_finite() || t < 0.0 => {
-            return Err(fail(
-                Code::Usage,
-                format!("--timeout {t} must be a non-negative number of seconds"),
-            ));
-        }
-        Some(0.0) => None,
-        Some(t) => Some((t * 1000.0).round() as u64),
-        None => None,
-    };
+    // clap checked the bounds; 0 means "the configured default".
+    let timeout_ms = args
+        .timeout
+        .filter(|t| !t.is_zero())
+        .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
     let cwd = match &args.cwd {
         Some(dir) if !dir.is_dir() => {
             return Err(fail(
@@ -186,7 +180,7 @@ mod tests {
     fn the_goal_defaults_to_the_command_line() {
         let args = DispatchArgs {
             command: vec!["echo".into(), "hi".into()],
-            timeout: Some(1.5),
+            timeout: Some(std::time::Duration::from_millis(1500)),
             ..DispatchArgs::default()
         };
         let s = spec(&args).expect("spec");

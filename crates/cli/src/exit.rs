@@ -3,8 +3,9 @@
 use std::fmt;
 use std::process::ExitCode;
 
-use ledger::LedgerError;
+use ledger::{IdError, LedgerError};
 use registry::RegistryError;
+use router::RouterError;
 
 /// The documented exit codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,20 +51,52 @@ pub fn fail(code: Code, message: impl Into<String>) -> anyhow::Error {
     })
 }
 
+/// Every ledger error's code, spelled out: a new variant does not compile until it has one.
 fn ledger_code(e: &LedgerError) -> Code {
     match e {
-        e if e.is_unavailable() => Code::LedgerUnavailable,
+        LedgerError::Unavailable { .. }
+        | LedgerError::NewerFormat { .. }
+        | LedgerError::Damaged { .. }
+        | LedgerError::Storage(_)
+        | LedgerError::EnginePanic { .. } => Code::LedgerUnavailable,
         LedgerError::DelegationNotFound(_)
         | LedgerError::SessionNotFound(_)
         | LedgerError::ChildNotFound(..) => Code::NotFound,
         LedgerError::SessionEnded(_) => Code::SessionEnded,
         LedgerError::ClaimLost(_) => Code::ClaimLost,
-        LedgerError::QueueFull { .. } => Code::WorkFailed,
-        _ => Code::Usage,
+        LedgerError::QueueFull { .. } | LedgerError::HostGone(_) => Code::WorkFailed,
+        LedgerError::Invalid(_) => Code::Usage,
     }
 }
 
-/// The exit code an error deserves.
+fn router_code(e: &RouterError) -> Code {
+    match e {
+        RouterError::SessionEnded(_) => Code::SessionEnded,
+        RouterError::ClaimLost(_) => Code::ClaimLost,
+        RouterError::Ledger(e) => ledger_code(e),
+        RouterError::Heartbeat { .. } => Code::WorkFailed,
+    }
+}
+
+fn registry_code(e: &RegistryError) -> Code {
+    match e {
+        RegistryError::Ledger(e) => ledger_code(e),
+        RegistryError::EmptyCommand { .. } => Code::Usage,
+        RegistryError::Transcripts { .. } | RegistryError::Worker(_) => Code::WorkFailed,
+    }
+}
+
+fn id_code(e: &IdError) -> Code {
+    match e {
+        IdError::Session(_)
+        | IdError::Delegation(_)
+        | IdError::EventKey(_)
+        | IdError::ClaimToken(_) => Code::Usage,
+    }
+}
+
+/// The exit code an error deserves: the first typed error in its chain decides; an error of no
+/// known type (a failed write, a context message) means the work failed.
 pub fn code_of(err: &anyhow::Error) -> Code {
     for cause in err.chain() {
         if let Some(f) = cause.downcast_ref::<Failure>() {
@@ -72,28 +105,19 @@ pub fn code_of(err: &anyhow::Error) -> Code {
         if let Some(e) = cause.downcast_ref::<LedgerError>() {
             return ledger_code(e);
         }
-        if let Some(e) = cause.downcast_ref::<router::RouterError>() {
-            return match e {
-                router::RouterError::SessionEnded(_) => Code::SessionEnded,
-                router::RouterError::ClaimLost(_) => Code::ClaimLost,
-                router::RouterError::Ledger(e) => ledger_code(e),
-                router::RouterError::Heartbeat { .. } => Code::WorkFailed,
-            };
+        if let Some(e) = cause.downcast_ref::<RouterError>() {
+            return router_code(e);
         }
         if let Some(e) = cause.downcast_ref::<RegistryError>() {
-            return match e {
-                RegistryError::Ledger(e) => ledger_code(e),
-                RegistryError::EmptyCommand { .. } => Code::Usage,
-                _ => Code::WorkFailed,
-            };
+            return registry_code(e);
         }
-        if let Some(e) = cause.downcast_ref::<ledger::IdError>() {
-            let _ = e;
-            return Code::Usage;
+        if let Some(e) = cause.downcast_ref::<IdError>() {
+            return id_code(e);
         }
         if let Some(e) = cause.downcast_ref::<std::io::Error>()
             && e.kind() == std::io::ErrorKind::BrokenPipe
         {
+            // Nobody reads our output any more (`hermes … | head`): not a failure.
             return Code::Ok;
         }
     }
@@ -116,11 +140,11 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-/// Quiet panics from redb (the ledger catches them and reports the file as damaged); one line
-/// for any other panic.
+/// One line for a panic, and none for a panic the ledger catches (it returns it as an error,
+/// which is reported as usual).
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        if info.location().is_some_and(|l| l.file().contains("redb")) {
+        if ledger::panic_is_caught() {
             return;
         }
         let payload = info
@@ -170,5 +194,27 @@ mod tests {
             Code::Ok
         );
         assert_eq!(code_of(&fail(Code::SessionEnded, "x")), Code::SessionEnded);
+        for storage in [
+            LedgerError::EnginePanic {
+                path: "x".into(),
+                what: "boom".into(),
+            },
+            LedgerError::Storage(ledger::StorageFault::Engine("refused".into())),
+        ] {
+            assert_eq!(
+                code_of(&anyhow::Error::new(storage)),
+                Code::LedgerUnavailable
+            );
+        }
+        assert_eq!(
+            code_of(&anyhow::Error::new(LedgerError::Invalid("x".into()))),
+            Code::Usage
+        );
+        assert_eq!(
+            code_of(&anyhow::Error::new(RouterError::SessionEnded(
+                ledger::SessionId::new("s").expect("id")
+            ))),
+            Code::SessionEnded
+        );
     }
 }

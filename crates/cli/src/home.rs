@@ -1,15 +1,17 @@
 //! The hermes home: `$HERMES_HOME` (created 0700) with `ledger.redb`, `config.toml` and
 //! `cache/`, the settings in force, and the ledger opened and swept.
 
-use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use ledger::{Ledger, OsReaper, Timestamp};
 use registry::{Clock, SystemClock};
 
-use crate::config::{Settings, home_dir};
+use settings::Settings;
+
+use crate::config::{self, home_dir};
 
 /// Everything a command needs from its surroundings.
 #[derive(Debug)]
@@ -25,6 +27,40 @@ pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// The file-mode creation mask hermes was started with. hermes itself runs with `077`, so every
+/// file it creates is 0600 and every directory 0700 whatever the user's mask (the ledger holds
+/// result text in plain); the processes it starts get the user's mask back.
+static USER_UMASK: OnceLock<libc::mode_t> = OnceLock::new();
+
+// The registry carries the mask as a `u32`, which `mode_t` is on Linux.
+const _: () = assert!(size_of::<libc::mode_t>() == size_of::<u32>());
+
+/// Makes every file and directory this process creates private; call once, first thing.
+pub fn make_files_private() {
+    // SAFETY: `umask` only swaps the process's mask; it cannot fail.
+    let user = unsafe { libc::umask(0o077) };
+    let _ = USER_UMASK.set(user);
+}
+
+/// The mask to give the processes hermes starts (`None` if [`make_files_private`] never ran).
+pub fn user_umask() -> Option<u32> {
+    USER_UMASK.get().copied()
+}
+
+/// Gives a command the user's file-mode mask back (hermes' own is private).
+pub fn with_user_umask(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    if let Some(&mask) = USER_UMASK.get() {
+        // SAFETY: runs in the forked child before exec; `umask` is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                libc::umask(mask);
+                Ok(())
+            });
+        }
+    }
+}
+
 impl Home {
     /// Finds the home, creates it if needed and reads its settings.
     pub fn load() -> anyhow::Result<Home> {
@@ -36,7 +72,8 @@ impl Home {
                 .create(&d)
                 .with_context(|| format!("cannot create {}", d.display()))?;
         }
-        let settings = Settings::load(&dir.join("config.toml"), &env_var)?;
+        warn_if_shared(&dir);
+        let settings = config::load(&dir.join("config.toml"), config::environment())?;
         Ok(Home { dir, settings })
     }
 
@@ -48,7 +85,8 @@ impl Home {
     /// Opens the ledger and runs the (rate-limited) recovery sweep.
     pub fn ledger(&self) -> anyhow::Result<Arc<Ledger>> {
         let path = self.dir.join("ledger.redb");
-        let ledger = Ledger::open(&path, self.settings.ledger())?;
+        make_private(&path);
+        let ledger = Ledger::open(&path, ledger::LedgerConfig::from_settings(&self.settings))?;
         let report = ledger.recover(&OsReaper, now(), false)?;
         if !report.finalized.is_empty() {
             tracing::info!(finalized = ?report.finalized, "recovered units of dead hosts");
@@ -58,12 +96,39 @@ impl Home {
 
     /// The registry's settings.
     pub fn registry(&self) -> registry::Config {
-        self.settings.registry(&self.dir)
+        registry::Config {
+            child_umask: user_umask(),
+            ..registry::Config::from_settings(&self.dir, &self.settings)
+        }
     }
 
     /// Where the headless host of `session` logs.
     pub fn host_log(&self, session: &str) -> PathBuf {
         self.cache().join(format!("host-{session}.log"))
+    }
+}
+
+/// One line on stderr when others may read the home (a directory hermes did not create: it is
+/// left as it is).
+fn warn_if_shared(dir: &Path) {
+    if let Ok(meta) = std::fs::metadata(dir)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        eprintln!(
+            "hermes: warning: {} is readable by other users (mode {:o}); results are stored there in plain text: chmod 700 it",
+            dir.display(),
+            meta.permissions().mode() & 0o777
+        );
+    }
+}
+
+/// Tightens a file of hermes' own that an older hermes (or a looser mask) left readable by
+/// others.
+fn make_private(file: &Path) {
+    if let Ok(meta) = std::fs::metadata(file)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        let _ = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600));
     }
 }
 

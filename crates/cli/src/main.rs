@@ -18,6 +18,7 @@ mod reports;
 mod tasks_file;
 
 fn main() -> std::process::ExitCode {
+    home::make_files_private();
     exit::install_panic_hook();
     match app::run() {
         Ok(code) => std::process::ExitCode::from(code as u8),

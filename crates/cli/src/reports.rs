@@ -104,6 +104,7 @@ pub fn list_json(listing: &Listing, max_concurrent_children: u32) -> Value {
         "recent": listing.recent.iter().map(unit_json).collect::<Vec<_>>(),
         "running_count": listing.running.len(),
         "queued_count": listing.queued.len(),
+        "recent_count": listing.recent_total,
         "max_concurrent_children": max_concurrent_children,
     })
 }

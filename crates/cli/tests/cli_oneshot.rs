@@ -212,8 +212,10 @@ fn completions_and_log() {
     let log = h.run(&["delegation", "log", id]);
     assert_eq!(log.code, 0, "{}", log.stderr);
     assert!(log.stdout.contains("out | logged line"), "{}", log.stdout);
-    let follow = h.run(&["delegation", "log", id, "--task", "0", "--follow"]);
+    let follow = h.run(&["delegation", "log", id, "--task", "1", "--follow"]);
     assert!(follow.stdout.contains("logged line"));
+    h.run(&["delegation", "log", id, "--task", "0"])
+        .assert_one_error_line(2);
     h.run(&["delegation", "log", id, "--task", "5"])
         .assert_one_error_line(4);
 }

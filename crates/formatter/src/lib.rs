@@ -48,7 +48,7 @@ pub use json::{
     task_json,
 };
 pub use text::{
-    CONTEXT_MAX_CHARS, EXCERPT_MAX_CHARS, GOAL_MAX_CHARS, QUOTE_PREFIX, one_line, truncate,
-    write_quoted,
+    CONTEXT_MAX_CHARS, EXCERPT_MAX_CHARS, GOAL_MAX_CHARS, QUOTE_PREFIX, one_line, terminal_safe,
+    truncate, write_quoted,
 };
 pub use time::{RenderContext, human_age, human_duration, local_time, rfc3339, seconds};

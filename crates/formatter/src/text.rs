@@ -172,6 +172,33 @@ pub fn write_quoted<W: fmt::Write + ?Sized>(w: &mut W, text: &str) -> fmt::Resul
     Ok(())
 }
 
+/// Untrusted text for a terminal, line structure kept: `\n` and tabs stay, every other line break
+/// (`\r` above all, which returns the cursor to column 0) and every control character or
+/// bidirectional override becomes a visible escape, so a line hermes did not write can neither
+/// overwrite nor imitate one it did (for transcripts shown by `delegation log`).
+///
+/// ```
+/// use formatter::terminal_safe;
+/// assert_eq!(terminal_safe("12:00:00 out | a\x1b[2K\rforged\n"),
+///            "12:00:00 out | a\\u{1b}[2K\\rforged\n");
+/// ```
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c != '\n' && (is_line_break(c) || is_escaped(c)))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c => push_single_line(&mut out, c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Whether `text` has anything but white space in it.
 pub(crate) fn has_content(text: &str) -> bool {
     !text.trim().is_empty()

@@ -35,9 +35,22 @@ pub enum LedgerError {
         /// What could not be read.
         reason: String,
     },
-    /// A storage failure during an operation.
+    /// The storage engine refused or failed an operation (typed: see [`StorageFault`]). A
+    /// damaged page is [`LedgerError::Damaged`] and an I/O failure
+    /// [`LedgerError::Unavailable`] instead, once the file is known.
     #[error("ledger storage error: {0}")]
-    Storage(String),
+    Storage(StorageFault),
+    /// The storage engine panicked during an operation. That is a bug or a damaged page; which
+    /// one is not known, so the file is not called damaged.
+    #[error(
+        "the ledger's storage engine failed unexpectedly on {path} ({what}); the file may well be intact: retry, and report it if it repeats"
+    )]
+    EnginePanic {
+        /// The ledger file.
+        path: PathBuf,
+        /// The panic's message.
+        what: String,
+    },
     /// No such delegation.
     #[error("delegation {0} not found")]
     DelegationNotFound(DelegationId),
@@ -68,16 +81,53 @@ pub enum LedgerError {
     Invalid(String),
 }
 
+/// What the storage engine reported, kept typed so that no caller classifies an error by its
+/// text.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageFault {
+    /// The operating system failed a read, write or sync.
+    #[error("i/o error: {0}")]
+    Io(#[source] std::io::Error),
+    /// A page or structure of the file is damaged.
+    #[error("damaged: {0}")]
+    Corrupted(String),
+    /// A table the operation needs does not exist (a file no hermes has initialized).
+    #[error("table {0} does not exist")]
+    MissingTable(String),
+    /// Anything else the engine refused (a value too large, a type mismatch, …).
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl From<redb::Error> for StorageFault {
+    fn from(err: redb::Error) -> StorageFault {
+        match err {
+            redb::Error::Io(e) => StorageFault::Io(e),
+            redb::Error::Corrupted(reason) => StorageFault::Corrupted(reason),
+            redb::Error::TableDoesNotExist(table) => StorageFault::MissingTable(table),
+            other => StorageFault::Engine(other.to_string()),
+        }
+    }
+}
+
 impl LedgerError {
     /// Whether the error means the ledger file itself cannot be used.
     pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
+        match self {
             LedgerError::Unavailable { .. }
-                | LedgerError::NewerFormat { .. }
-                | LedgerError::Damaged { .. }
-                | LedgerError::Storage(_)
-        )
+            | LedgerError::NewerFormat { .. }
+            | LedgerError::Damaged { .. }
+            | LedgerError::Storage(_)
+            | LedgerError::EnginePanic { .. } => true,
+            LedgerError::DelegationNotFound(_)
+            | LedgerError::SessionNotFound(_)
+            | LedgerError::ChildNotFound(..)
+            | LedgerError::SessionEnded(_)
+            | LedgerError::ClaimLost(_)
+            | LedgerError::HostGone(_)
+            | LedgerError::QueueFull { .. }
+            | LedgerError::Invalid(_) => false,
+        }
     }
 }
 

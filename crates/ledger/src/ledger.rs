@@ -7,12 +7,13 @@ use std::sync::Mutex;
 use redb::{ConcurrencyMode, Database, DatabaseError, ReadableDatabase, StorageError};
 
 use crate::codec::FORMAT_VERSION;
-use crate::error::{LedgerError, Result};
+use crate::error::{LedgerError, Result, StorageFault};
 use crate::model::{ClaimToken, DelegationId};
 use crate::store::{Reader, Writer, storage};
 use crate::tables::META_FORMAT_VERSION;
 
-/// Tunables of the delivery state machine and of recovery (SPEC §9).
+/// Tunables of the delivery state machine and of recovery, built from [`settings::Settings`]
+/// (which holds every default and bound).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerConfig {
     /// Claims after which a released event is dropped (`delivery.max_attempts`).
@@ -21,19 +22,66 @@ pub struct LedgerConfig {
     pub replay_max_age_ms: u64,
     /// Terminal units older than this are purged, in milliseconds.
     pub retention_ms: u64,
-    /// Recovery runs at most this often, in milliseconds.
+    /// Recovery runs at most this often, in milliseconds (`host.recovery_interval_seconds`).
     pub recovery_interval_ms: u64,
 }
 
-impl Default for LedgerConfig {
-    fn default() -> Self {
+impl LedgerConfig {
+    /// The ledger's part of `settings`.
+    pub fn from_settings(settings: &settings::Settings) -> LedgerConfig {
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         LedgerConfig {
-            max_attempts: 8,
-            replay_max_age_ms: 48 * 3_600_000,
-            retention_ms: 7 * 86_400_000,
-            recovery_interval_ms: 3_000,
+            max_attempts: settings.delivery.max_attempts,
+            replay_max_age_ms: ms(settings.delivery.replay_max_age),
+            retention_ms: ms(settings.delivery.retention),
+            recovery_interval_ms: ms(settings.host.recovery_interval),
         }
     }
+}
+
+impl Default for LedgerConfig {
+    /// The defaults of SPEC §9.
+    fn default() -> Self {
+        LedgerConfig::from_settings(&settings::Settings::default())
+    }
+}
+
+thread_local! {
+    /// How many ledger calls on this thread are inside `catch_unwind` right now.
+    static CATCHING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks this thread as inside a ledger call whose panics are caught and reported as
+/// [`LedgerError::EnginePanic`].
+struct CatchingPanics;
+
+impl CatchingPanics {
+    fn enter() -> CatchingPanics {
+        CATCHING.with(|c| c.set(c.get() + 1));
+        CatchingPanics
+    }
+}
+
+impl Drop for CatchingPanics {
+    fn drop(&mut self) {
+        CATCHING.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// Whether a panic on this thread now will be caught by the ledger and returned as an error
+/// (for a panic hook that should then stay quiet).
+pub fn panic_is_caught() -> bool {
+    CATCHING.with(|c| c.get() > 0)
+}
+
+/// A panic's message, on one line.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Where claim tokens and delegation ids come from: the OS-seeded generator in production, a
@@ -80,14 +128,22 @@ impl Ledger {
             path: path.to_owned(),
             reason,
         };
-        // redb may panic on some malformed files; a damaged file must be an error, never a crash.
-        let opened = catch_unwind(AssertUnwindSafe(|| {
-            let mut builder = Database::builder();
-            builder.set_concurrency_mode(ConcurrencyMode::MultiWriter);
-            builder.create(path)
-        }));
+        // redb may panic on some malformed files: that must be an error, never a crash.
+        let opened = {
+            let _inside = CatchingPanics::enter();
+            catch_unwind(AssertUnwindSafe(|| {
+                let mut builder = Database::builder();
+                builder.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+                builder.create(path)
+            }))
+        };
         let db = match opened {
-            Err(_) => return Err(damaged("the file could not be parsed".into())),
+            Err(payload) => {
+                return Err(LedgerError::EnginePanic {
+                    path: path.to_owned(),
+                    what: panic_message(payload.as_ref()),
+                });
+            }
             Ok(Err(DatabaseError::Storage(StorageError::Corrupted(reason)))) => {
                 return Err(damaged(reason));
             }
@@ -132,7 +188,7 @@ impl Ledger {
         let stored = match self.read(|r| r.meta(META_FORMAT_VERSION)) {
             Ok(stored) => stored,
             // A fresh file has no tables yet.
-            Err(LedgerError::Storage(_)) => None,
+            Err(LedgerError::Storage(StorageFault::MissingTable(_))) => None,
             Err(err) => return Err(err),
         };
         match stored {
@@ -187,19 +243,27 @@ impl Ledger {
         })
     }
 
-    /// Turns a panic inside redb (a damaged page) into an error.
+    /// Names the file in storage errors, and turns a panic inside redb into an error.
     fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        match catch_unwind(AssertUnwindSafe(f)) {
+        let caught = {
+            let _inside = CatchingPanics::enter();
+            catch_unwind(AssertUnwindSafe(f))
+        };
+        match caught {
             Ok(result) => result.map_err(|err| match err {
-                LedgerError::Storage(reason) if reason.contains("orrupt") => LedgerError::Damaged {
+                LedgerError::Storage(StorageFault::Corrupted(reason)) => LedgerError::Damaged {
                     path: self.path.clone(),
                     reason,
                 },
+                LedgerError::Storage(StorageFault::Io(err)) => LedgerError::Unavailable {
+                    path: self.path.clone(),
+                    reason: err.to_string(),
+                },
                 other => other,
             }),
-            Err(_) => Err(LedgerError::Damaged {
+            Err(payload) => Err(LedgerError::EnginePanic {
                 path: self.path.clone(),
-                reason: "a page could not be read".into(),
+                what: panic_message(payload.as_ref()),
             }),
         }
     }
@@ -218,5 +282,66 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         DelegationId::from_bits(rng.u64(..))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_panic_is_an_error_that_does_not_call_the_file_damaged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ledger =
+            Ledger::open(&dir.path().join("l.redb"), LedgerConfig::default()).expect("opens");
+        assert!(!panic_is_caught());
+        let err = ledger
+            .guard(|| -> Result<()> {
+                assert!(panic_is_caught());
+                panic!("index out of bounds")
+            })
+            .expect_err("a panic is an error");
+        assert!(!panic_is_caught(), "the marker is cleared after the call");
+        assert!(
+            matches!(&err, LedgerError::EnginePanic { what, .. } if what == "index out of bounds"),
+            "{err}"
+        );
+        assert!(err.is_unavailable());
+        assert!(!err.to_string().contains("move it aside"), "{err}");
+    }
+
+    #[test]
+    fn storage_errors_are_classified_by_kind_not_by_text() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ledger =
+            Ledger::open(&dir.path().join("l.redb"), LedgerConfig::default()).expect("opens");
+        let damaged = ledger
+            .guard(|| -> Result<()> {
+                Err(crate::store::storage(redb::StorageError::Corrupted(
+                    "x".into(),
+                )))
+            })
+            .expect_err("damaged");
+        assert!(matches!(damaged, LedgerError::Damaged { .. }), "{damaged}");
+        let io = ledger
+            .guard(|| -> Result<()> {
+                Err(crate::store::storage(redb::StorageError::Io(
+                    std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+                )))
+            })
+            .expect_err("io");
+        assert!(matches!(io, LedgerError::Unavailable { .. }), "{io}");
+        // Text that merely mentions corruption is not a damaged file.
+        let other = ledger
+            .guard(|| -> Result<()> {
+                Err(crate::store::storage(redb::StorageError::ValueTooLarge(
+                    1 << 40,
+                )))
+            })
+            .expect_err("engine");
+        assert!(
+            matches!(other, LedgerError::Storage(StorageFault::Engine(_))),
+            "{other}"
+        );
     }
 }

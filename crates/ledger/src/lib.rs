@@ -22,8 +22,9 @@ mod tables;
 mod units;
 
 pub use codec::FORMAT_VERSION;
-pub use error::{LedgerError, Result};
+pub use error::{LedgerError, Result, StorageFault};
 pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published, Refusal, Transition};
+pub use ledger::panic_is_caught;
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use queries::{Listing, SessionSummary};

@@ -13,6 +13,8 @@ pub struct Listing {
     pub queued: Vec<Delegation>,
     /// The most recent terminal units, newest first.
     pub recent: Vec<Delegation>,
+    /// How many terminal units there are in all (`recent` holds at most the limit asked for).
+    pub recent_total: usize,
 }
 
 /// One session with its counts, for `session list`.
@@ -66,6 +68,7 @@ impl Ledger {
                 .filter(|u| u.status.is_terminal())
                 .take(recent_limit)
                 .collect();
+            listing.recent_total = r.unit_count(session)?.saturating_sub(extra);
             Ok(listing)
         })
     }

@@ -33,8 +33,8 @@ pub struct ClaimRecord {
     pub expires_at: Timestamp,
 }
 
-pub(crate) fn storage<E: std::fmt::Display>(err: E) -> LedgerError {
-    LedgerError::Storage(err.to_string())
+pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
+    LedgerError::Storage(err.into().into())
 }
 
 pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<V> {
@@ -212,6 +212,22 @@ macro_rules! getters {
 
             /// The `limit` most recently dispatched units, newest first, optionally of one
             /// session only.
+            /// How many units are recorded, of `session` or of all sessions.
+            pub(crate) fn unit_count(&self, session: Option<&SessionId>) -> Result<usize> {
+                match session {
+                    None => {
+                        let table = self.txn.open_table(UNITS_BY_TIME).map_err(storage)?;
+                        let len = redb::ReadableTableMetadata::len(&table).map_err(storage)?;
+                        Ok(usize::try_from(len).unwrap_or(usize::MAX))
+                    }
+                    Some(session) => {
+                        let table = self.txn.open_table(UNITS_BY_SESSION).map_err(storage)?;
+                        let s = session.as_str();
+                        Ok(table.range((s, "")..(s, ID_END)).map_err(storage)?.count())
+                    }
+                }
+            }
+
             pub(crate) fn recent_units(
                 &self,
                 session: Option<&SessionId>,

@@ -1,4 +1,5 @@
-//! The registry's settings: plain data, defaults from SPEC §9.
+//! The registry's settings: plain data, built from `settings::Settings` (which holds every
+//! default and bound of SPEC §9).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -36,34 +37,44 @@ pub struct Config {
     /// How often the monitor looks at its children at the latest (`host.sweep_interval_ms`,
     /// 1000 ms). Deadlines that fall between two sweeps are acted on when they fall.
     pub sweep_interval: Duration,
-    /// How often a host records its heartbeat (3 s).
+    /// How often a host records its heartbeat (`host.heartbeat_seconds`, 5 s).
     pub heartbeat_interval: Duration,
     /// How often live progress tokens are persisted, at most (2 s).
     pub progress_interval: Duration,
+    /// The file-mode creation mask children start with (`None`: this process's own). hermes
+    /// runs with a private mask for its own files and gives children the user's.
+    pub child_umask: Option<u32>,
 }
 
 impl Config {
     /// The defaults of SPEC §9 for a hermes home directory.
     pub fn new(home: &Path) -> Config {
-        Config::with_transcript_root(home.join("cache").join("delegation").join("live"))
+        Config::from_settings(home, &settings::Settings::default())
     }
 
-    /// The defaults of SPEC §9 with transcripts under `transcript_root`.
-    pub fn with_transcript_root(transcript_root: PathBuf) -> Config {
+    /// The registry's part of `settings`, for a hermes home directory.
+    pub fn from_settings(home: &Path, settings: &settings::Settings) -> Config {
+        Config::with_transcript_root(home.join("cache").join("delegation").join("live"), settings)
+    }
+
+    /// The registry's part of `settings`, with transcripts under `transcript_root`.
+    pub fn with_transcript_root(transcript_root: PathBuf, settings: &settings::Settings) -> Config {
+        let d = &settings.delegation;
         Config {
             transcript_root,
-            max_concurrent_children: 3,
-            max_queued: 100,
-            stall_idle: Duration::from_secs(450),
-            stall_in_tool: Duration::from_secs(1200),
-            stall_grace: Duration::from_secs(120),
-            child_timeout: None,
-            kill_grace: Duration::from_secs(5),
-            result_max_bytes: 65_536,
-            transcript_retention: Duration::from_secs(7 * 86_400),
-            sweep_interval: Duration::from_millis(1000),
-            heartbeat_interval: Duration::from_secs(3),
-            progress_interval: Duration::from_secs(2),
+            max_concurrent_children: d.max_concurrent_children,
+            max_queued: d.max_queued,
+            stall_idle: d.stall_idle,
+            stall_in_tool: d.stall_in_tool,
+            stall_grace: d.stall_grace,
+            child_timeout: d.child_timeout,
+            kill_grace: d.kill_grace,
+            result_max_bytes: usize::try_from(d.result_max_bytes).unwrap_or(usize::MAX),
+            transcript_retention: d.transcript_retention,
+            sweep_interval: settings.host.sweep_interval,
+            heartbeat_interval: settings.host.heartbeat,
+            progress_interval: PROGRESS_INTERVAL,
+            child_umask: None,
         }
     }
 
@@ -72,6 +83,9 @@ impl Config {
         self.max_concurrent_children.max(1) as usize
     }
 }
+
+/// Live progress is persisted at most this often (SPEC §5: every 2 s per unit, batched).
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Whole milliseconds of a duration, saturating.
 pub(crate) fn millis(d: Duration) -> u64 {

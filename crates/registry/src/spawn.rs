@@ -30,6 +30,8 @@ pub struct SpawnRequest {
     pub env: Vec<(String, String)>,
     /// Inherited variables the child must not see.
     pub env_remove: Vec<String>,
+    /// The file-mode creation mask the child starts with (`None`: this process's own).
+    pub umask: Option<u32>,
 }
 
 /// A started child and the read ends of its pipes.
@@ -97,10 +99,14 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
     for (key, value) in &request.env {
         command.env(key, value);
     }
-    // SAFETY: runs in the forked child before exec; `dup2` and `fcntl` are async-signal-safe and
-    // touch only descriptors.
+    let umask = request.umask.map(|mask| mask as libc::mode_t);
+    // SAFETY: runs in the forked child before exec; `dup2`, `fcntl` and `umask` are
+    // async-signal-safe and touch only the child's own descriptors and mask.
     unsafe {
         command.pre_exec(move || {
+            if let Some(mask) = umask {
+                libc::umask(mask);
+            }
             if write_fd == PROGRESS_FD {
                 if libc::fcntl(write_fd, libc::F_SETFD, 0) == -1 {
                     return Err(io::Error::last_os_error());
@@ -152,6 +158,7 @@ mod tests {
             cwd: None,
             env: vec![],
             env_remove: vec![],
+            umask: None,
         }
     }
 

@@ -63,17 +63,27 @@ pub(crate) fn child_env(
     env
 }
 
-/// Variables a child never inherits from this process: they would tie it to a session it does
-/// not belong to (a cron child must never reach anyone's session).
-pub(crate) fn env_removed(parent: Option<&SessionId>) -> Vec<String> {
+/// Variables a child never inherits from this process (whose variables are `inherited`): they
+/// would tie it to a session it does not belong to. Without a parent session (cron, `-z` outside
+/// any session) that is every `HERMES_SESSION_*`: a cron child must never reach anyone's session.
+pub(crate) fn env_removed(
+    parent: Option<&SessionId>,
+    inherited: impl IntoIterator<Item = String>,
+) -> Vec<String> {
     let mut removed = vec!["HERMES_PARENT_SESSION_ID".to_owned()];
     if parent.is_none() {
-        removed.extend([
-            "HERMES_SESSION_ID".to_owned(),
-            "HERMES_SESSION_KEY".to_owned(),
-        ]);
+        removed.extend(
+            inherited
+                .into_iter()
+                .filter(|name| name.starts_with("HERMES_SESSION_")),
+        );
     }
     removed
+}
+
+/// The names of this process's environment variables.
+fn inherited_names() -> impl Iterator<Item = String> {
+    std::env::vars_os().filter_map(|(name, _)| name.into_string().ok())
 }
 
 /// Runs a unit to its end and reports how it ended.
@@ -149,7 +159,8 @@ pub(crate) async fn run(
                     argv: task.command.clone(),
                     cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
                     env: child_env(&unit, index, parent.as_ref()),
-                    env_remove: env_removed(parent.as_ref()),
+                    env_remove: env_removed(parent.as_ref(), inherited_names()),
+                    umask: host.ctx.config.child_umask,
                 },
                 timeout_ms,
                 log: Arc::new(log),
@@ -277,15 +288,27 @@ mod tests {
                 ("HERMES_PARENT_SESSION_ID".to_owned(), "s-1".to_owned()),
             ]
         );
-        assert_eq!(env_removed(Some(&parent)), ["HERMES_PARENT_SESSION_ID"]);
+        let inherited = || {
+            [
+                "HERMES_SESSION_ID",
+                "HERMES_SESSION_TOKEN",
+                "HERMES_HOME",
+                "PATH",
+            ]
+            .map(String::from)
+        };
+        assert_eq!(
+            env_removed(Some(&parent), inherited()),
+            ["HERMES_PARENT_SESSION_ID"]
+        );
         // Cron (no parent): nothing ties the child to a session, inherited or not.
         assert_eq!(child_env(&unit, 0, None).len(), 2);
         assert_eq!(
-            env_removed(None),
+            env_removed(None, inherited()),
             [
                 "HERMES_PARENT_SESSION_ID",
                 "HERMES_SESSION_ID",
-                "HERMES_SESSION_KEY"
+                "HERMES_SESSION_TOKEN"
             ]
         );
     }

@@ -224,20 +224,27 @@ pub struct RouterConfig {
 }
 
 impl RouterConfig {
-    /// Default lease: 300 s (`delivery.claim_lease_seconds`).
-    pub const DEFAULT_LEASE_MS: u64 = 300_000;
-    /// Default heartbeat: 60 s (`delivery.heartbeat_seconds`).
-    pub const DEFAULT_HEARTBEAT_MS: u64 = 60_000;
     /// Default poll interval: idle results appear well within a second.
     pub const DEFAULT_POLL_MS: u64 = 200;
 
-    /// The defaults for a consumer `consumer` of `session`.
+    /// The defaults of SPEC §9 for a consumer `consumer` of `session`.
     pub fn new(session: SessionId, consumer: impl Into<String>) -> RouterConfig {
+        RouterConfig::from_settings(session, consumer, &settings::Settings::default())
+    }
+
+    /// A consumer `consumer` of `session` with the lease and renewal period of `settings`
+    /// (renewals at least twice per lease, [`settings::Delivery::renew_every`]).
+    pub fn from_settings(
+        session: SessionId,
+        consumer: impl Into<String>,
+        settings: &settings::Settings,
+    ) -> RouterConfig {
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         RouterConfig {
             session,
             consumer: consumer.into(),
-            lease_ms: RouterConfig::DEFAULT_LEASE_MS,
-            heartbeat_ms: RouterConfig::DEFAULT_HEARTBEAT_MS,
+            lease_ms: ms(settings.delivery.claim_lease),
+            heartbeat_ms: ms(settings.delivery.renew_every()),
             poll_interval_ms: Some(RouterConfig::DEFAULT_POLL_MS),
         }
     }

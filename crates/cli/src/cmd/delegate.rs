@@ -125,7 +125,10 @@ fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resu
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let log2 = log.try_clone().context("cannot share the host log")?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    // The host starts with the user's mask, which it gives to the children it runs.
+    crate::home::with_user_umask(&mut command);
+    let mut child = command
         .args(["host", "--session", session.as_str(), "-v"])
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))

@@ -49,20 +49,29 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
     if json {
         output::print_json(&reports::list_json(
             &listing,
-            home.settings.max_concurrent_children(),
+            home.settings.delegation.max_concurrent_children,
         ))?;
         return Ok(Code::Ok);
     }
     let mut text = format!(
         "running {} (max {}) · queued {}\n",
         listing.running.len(),
-        home.settings.max_concurrent_children(),
+        home.settings.delegation.max_concurrent_children,
         listing.queued.len()
     );
+    let recent_title = if listing.recent.len() < listing.recent_total {
+        format!(
+            "recent ({} of {}; --all for every unit)",
+            listing.recent.len(),
+            listing.recent_total
+        )
+    } else {
+        "recent".to_owned()
+    };
     for (title, units) in [
         ("running", &listing.running),
         ("queued", &listing.queued),
-        ("recent", &listing.recent),
+        (recent_title.as_str(), &listing.recent),
     ] {
         if units.is_empty() {
             continue;
@@ -119,8 +128,9 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     for (child, task) in children.iter().zip(&tasks) {
         let delivery = task["delivery"]["state"].as_str().unwrap_or("-");
         text.push_str(&format!(
-            "  task {}: {:<11} pid {:<7} exit {:<4} calls {:<4} delivery {:<9} {}\n",
-            child.index,
+            "  task {}/{}: {:<11} pid {:<7} exit {:<4} calls {:<4} delivery {:<9} {}\n",
+            child.index + 1,
+            children.len(),
             child.status.as_str(),
             child.process.map_or("-".to_owned(), |p| p.pid.to_string()),
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
@@ -177,12 +187,21 @@ fn transcript_paths(
 ) -> anyhow::Result<Vec<String>> {
     let children = ledger.children(id)?;
     let chosen: Vec<&Child> = match task {
-        Some(n) => vec![
-            children
-                .iter()
-                .find(|c| c.index == n)
-                .ok_or_else(|| fail(Code::NotFound, format!("delegation {id} has no task {n}")))?,
-        ],
+        Some(0) => {
+            return Err(fail(
+                Code::Usage,
+                "--task 0: tasks are numbered from 1, as displayed (TASK 1/N)",
+            ));
+        }
+        Some(n) => vec![children.iter().find(|c| c.index + 1 == n).ok_or_else(|| {
+            fail(
+                Code::NotFound,
+                format!(
+                    "delegation {id} has no task {n} (it has {})",
+                    children.len()
+                ),
+            )
+        })?],
         None => children.iter().collect(),
     };
     Ok(chosen.iter().filter_map(|c| c.transcript.clone()).collect())
@@ -203,7 +222,7 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
                 output::print(&format!("==> {path} <==\n"))?;
             }
             let text = std::fs::read(path).with_context(|| format!("cannot read {path}"))?;
-            output::print(&String::from_utf8_lossy(&text))?;
+            output::print(&formatter::terminal_safe(&String::from_utf8_lossy(&text)))?;
         }
         if !follow {
             return Ok(Code::Ok);
@@ -233,7 +252,7 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
             let mut buf = Vec::new();
             if file.read_to_end(&mut buf).is_ok() && !buf.is_empty() {
                 *offset += buf.len() as u64;
-                output::print(&String::from_utf8_lossy(&buf))?;
+                output::print(&formatter::terminal_safe(&String::from_utf8_lossy(&buf)))?;
             }
         }
         if finished {

@@ -4,7 +4,6 @@ use ledger::{ClaimToken, DropReason};
 use serde_json::json;
 
 use crate::args::{DeliveryAction, DeliveryCmd};
-use crate::cmd::drain::lease_ms;
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
 use crate::output;
@@ -27,8 +26,13 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
             ("drop", ledger.drop_claim(token, reason, at)?, None)
         }
         DeliveryAction::Renew => {
-            let lease = lease_ms(args.lease, home.settings.claim_lease())?;
-            ("renew", Vec::new(), Some(ledger.renew(token, lease, at)?))
+            let lease = args.lease.unwrap_or(home.settings.delivery.claim_lease);
+            let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+            (
+                "renew",
+                Vec::new(),
+                Some(ledger.renew(token, lease_ms, at)?),
+            )
         }
     };
     if args.json {

@@ -10,21 +10,9 @@ use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
 use crate::args::{BoundaryArg, DrainArgs};
 use crate::cmd::delegate::session_of;
 use crate::deliver::{self, Round};
-use crate::exit::{Code, fail};
+use crate::exit::Code;
 use crate::home::{Home, now, render_context};
 use crate::output;
-
-/// Lease seconds from the command line, checked.
-pub fn lease_ms(flag: Option<f64>, default: Duration) -> anyhow::Result<u64> {
-    match flag {
-        Some(s) if !s.is_finite() || s <= 0.0 => Err(fail(
-            Code::Usage,
-            format!("--lease {s} must be a positive number of seconds"),
-        )),
-        Some(s) => Ok((s * 1000.0).round() as u64),
-        None => Ok(u64::try_from(default.as_millis()).unwrap_or(u64::MAX)),
-    }
-}
 
 /// Runs `drain`.
 pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
@@ -33,18 +21,11 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         BoundaryArg::Turn => Boundary::Turn,
         BoundaryArg::Tool => Boundary::Tool,
     };
-    let wait = match args.wait {
-        Some(w) if !w.is_finite() || w < 0.0 => {
-            return Err(fail(
-                Code::Usage,
-                format!("--wait {w} must be a non-negative number of seconds"),
-            ));
-        }
-        Some(w) => Duration::from_secs_f64(w),
-        None => Duration::ZERO,
-    };
-    let home = Home::load()?;
-    let lease = lease_ms(args.lease, home.settings.claim_lease())?;
+    let wait = args.wait.unwrap_or(Duration::ZERO);
+    let mut home = Home::load()?;
+    if let Some(lease) = args.lease {
+        home.settings.delivery.claim_lease = lease;
+    }
     let consumer = args
         .consumer
         .clone()
@@ -57,7 +38,7 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         &session,
         boundary,
         &consumer,
-        lease,
+        &home.settings,
         deadline,
     )?;
     let printed = present(&round, args, &session, boundary);

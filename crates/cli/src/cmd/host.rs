@@ -17,7 +17,7 @@ use crate::home::{Home, now};
 const POLL: Duration = Duration::from_millis(200);
 
 /// Runs the headless host.
-pub fn run(args: &HostArgs) -> anyhow::Result<Code> {
+pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
     let session =
         SessionId::new(args.session.clone()).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
@@ -26,6 +26,12 @@ pub fn run(args: &HostArgs) -> anyhow::Result<Code> {
     match ledger.claim_session_host(&session, me, &|p| ledger::procs::is_alive(p), now())? {
         HostClaim::HeldBy(other) => {
             tracing::info!(%session, host = %other, "session already hosted; exiting");
+            if !quiet {
+                eprintln!(
+                    "hermes: session {session} is already hosted by process {}; nothing to do",
+                    other.pid
+                );
+            }
             return Ok(Code::Ok);
         }
         HostClaim::Acquired | HostClaim::AlreadyHeld => {}
@@ -37,7 +43,7 @@ pub fn run(args: &HostArgs) -> anyhow::Result<Code> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let idle_exit = home.settings.idle_exit();
+    let idle_exit = home.settings.host.idle_exit;
     runtime.block_on(async move {
         let host = Host::start(
             ledger.clone(),

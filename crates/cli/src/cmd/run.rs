@@ -18,31 +18,36 @@ use crate::output;
 use crate::progress_view;
 
 /// `hermes -z`: children learn the caller's session (if any) from `HERMES_PARENT_SESSION_ID`.
-pub fn oneshot(args: &RunArgs) -> anyhow::Result<Code> {
+pub fn oneshot(args: &RunArgs, quiet: bool) -> anyhow::Result<Code> {
     let parent = env_var("HERMES_SESSION_ID").and_then(|s| SessionId::new(s).ok());
-    inline(args, parent, "oneshot")
+    inline(args, quiet, parent, "oneshot")
 }
 
 /// `hermes cron run`: never reads `HERMES_SESSION_*`, and keeps them from its children.
-pub fn cron(name: Option<String>, args: &RunArgs) -> anyhow::Result<Code> {
+pub fn cron(name: Option<String>, args: &RunArgs, quiet: bool) -> anyhow::Result<Code> {
     if let Some(name) = &name {
         tracing::info!(job = %name, "cron run");
     }
-    inline(args, None, "cron")
+    inline(args, quiet, None, "cron")
 }
 
-fn inline(args: &RunArgs, parent: Option<SessionId>, kind: &str) -> anyhow::Result<Code> {
+fn inline(
+    args: &RunArgs,
+    quiet: bool,
+    parent: Option<SessionId>,
+    kind: &str,
+) -> anyhow::Result<Code> {
     let spec = dispatch_args::spec(&args.dispatch)?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let config = home.registry();
-    let lease_ms = u64::try_from(home.settings.claim_lease().as_millis()).unwrap_or(u64::MAX);
+    let lease_ms =
+        u64::try_from(home.settings.delivery.claim_lease.as_millis()).unwrap_or(u64::MAX);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let quiet = args.quiet;
     let report = runtime.block_on(async {
         let host = Host::start(
             ledger.clone(),
@@ -84,10 +89,12 @@ fn inline(args: &RunArgs, parent: Option<SessionId>, kind: &str) -> anyhow::Resu
     let printed = output::print(&finished.text);
     // The caller has the result (or nobody is reading): either way nothing waits for delivery.
     deliver::settle_inline(&ledger, &id, &consumer, lease_ms, now())?;
-    printed?;
-    match finished.failure {
-        None => Ok(Code::Ok),
-        Some(failure) => Err(failure),
+    // A failed job exits 1 whatever happened to stdout; a successful one reports a failed write
+    // (a closed pipe is not a failure: `report` maps it to 0).
+    match (finished.failure, printed) {
+        (Some(failed), _) => Err(failed),
+        (None, Err(write)) => Err(write),
+        (None, Ok(())) => Ok(Code::Ok),
     }
 }
 

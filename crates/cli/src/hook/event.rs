@@ -109,9 +109,8 @@ fn deliver(
     answer: impl FnOnce(&str) -> serde_json::Value,
 ) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
-    let lease = u64::try_from(home.settings.claim_lease().as_millis()).unwrap_or(u64::MAX);
     let consumer = format!("hook:{}", std::process::id());
-    let taken = deliver::take_conversation(&ledger, sessions, boundary, &consumer, lease)?;
+    let taken = deliver::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings)?;
     if taken.is_empty() {
         return Ok(Code::Ok);
     }

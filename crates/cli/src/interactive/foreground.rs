@@ -41,7 +41,9 @@ pub fn run(
     runtime.block_on(async {
         // Subscribing now marks every earlier Ctrl-C as seen.
         let mut interrupted = interrupts.subscribe();
-        let mut child = match tokio::process::Command::new(program)
+        let mut command = std::process::Command::new(program);
+        crate::home::with_user_umask(&mut command);
+        let mut child = match tokio::process::Command::from(command)
             .args(args)
             .stdin(Stdio::null())
             .env("HERMES_SESSION_ID", session.as_str())

@@ -44,7 +44,8 @@ pub enum Command {
     Log {
         /// The delegation id.
         id: String,
-        /// Which child (0-based, as `hermes delegation log --task`); every child if omitted.
+        /// Which task, numbered from 1 as displayed (as `hermes delegation log --task`); every
+        /// task if omitted.
         task: Option<u32>,
     },
     /// Stop one unit of this session, or all of them.
@@ -104,7 +105,7 @@ commands (each line is a turn; ready results print at the end of a turn, or whil
   run [--] CMD…                 run CMD in the foreground (Ctrl-C stops it); `inject` results follow
   agents                        running, queued and recent units of this session
   status ID                     one unit: its children, progress and delivery
-  log ID [N]                    the end of the transcript of child N (0-based), or of every child
+  log ID [N]                    the end of the transcript of task N (from 1), or of every task
   stop ID|all                   stop one unit of this session, or all of them
   help                          this text
   exit                          end the session (asks first while children run); Ctrl-D too

@@ -65,20 +65,13 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
             session: Some(session.clone()),
         },
     ))?;
-    let lease_ms = u64::try_from(home.settings.claim_lease().as_millis()).unwrap_or(u64::MAX);
     let router = Arc::new(Router::new(
         ledger.clone(),
-        RouterConfig {
-            lease_ms,
-            // `delivery.heartbeat_seconds`, but never so rare that a presented claim could lapse.
-            heartbeat_ms: u64::try_from(home.settings.heartbeat().as_millis())
-                .unwrap_or(u64::MAX)
-                .clamp(1, (lease_ms / 2).max(1)),
-            ..RouterConfig::new(
-                session.clone(),
-                format!("{CONSUMER_PREFIX}{}:{}", me.pid, me.start_time),
-            )
-        },
+        RouterConfig::from_settings(
+            session.clone(),
+            format!("{CONSUMER_PREFIX}{}:{}", me.pid, me.start_time),
+            &home.settings,
+        ),
     ));
     let interrupts = foreground::watch_interrupts(&runtime)?;
     let mut editor = editor(&home)?;
@@ -101,7 +94,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         .context("cannot start the idle delivery thread")?;
     let mut turns = Turns {
         history: home.dir.join("history"),
-        max_running: home.settings.max_concurrent_children(),
+        max_running: home.settings.delegation.max_concurrent_children,
         session,
         ledger,
         runtime,

@@ -167,7 +167,7 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
         let _ = writeln!(
             text,
             "  task {} {} · exit {} · delivery {}",
-            child.index,
+            child.index + 1,
             describe(status.as_str(), started, &progress, at),
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             delivery
@@ -179,7 +179,8 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
     Ok(text)
 }
 
-/// `log ID [N]`: the last lines of child N's transcript, or of every child's.
+/// `log ID [N]`: the last lines of task N's transcript (numbered from 1, as displayed), or of
+/// every task's.
 pub fn log(ledger: &Ledger, id: &DelegationId, task: Option<u32>) -> anyhow::Result<String> {
     if ledger.delegation(id)?.is_none() {
         return Ok(format!("no delegation {id}\n"));
@@ -187,18 +188,18 @@ pub fn log(ledger: &Ledger, id: &DelegationId, task: Option<u32>) -> anyhow::Res
     let children = ledger.children(id)?;
     let chosen: Vec<&Child> = children
         .iter()
-        .filter(|c| task.is_none_or(|n| c.index == n))
+        .filter(|c| task.is_none_or(|n| c.index + 1 == n))
         .collect();
     if chosen.is_empty() {
         return Ok(format!(
-            "{id} has no task {} (tasks are numbered from 0)\n",
+            "{id} has no task {} (tasks are numbered from 1)\n",
             task.unwrap_or(0)
         ));
     }
     let mut text = String::new();
     for child in chosen {
         let Some(path) = &child.transcript else {
-            let _ = writeln!(text, "==> task {}: no transcript <==", child.index);
+            let _ = writeln!(text, "==> task {}: no transcript <==", child.index + 1);
             continue;
         };
         let body = match std::fs::read(path) {
@@ -210,7 +211,7 @@ pub fn log(ledger: &Ledger, id: &DelegationId, task: Option<u32>) -> anyhow::Res
         };
         let lines: Vec<&str> = body.lines().collect();
         let skip = lines.len().saturating_sub(LOG_LINES);
-        let _ = writeln!(text, "==> task {}: {path} <==", child.index);
+        let _ = writeln!(text, "==> task {}: {path} <==", child.index + 1);
         if skip > 0 {
             let _ = writeln!(text, "… {skip} earlier line(s) omitted");
         }

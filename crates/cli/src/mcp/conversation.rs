@@ -37,8 +37,7 @@ pub struct Conversation {
     bindings: Bindings,
     agent: ProcessId,
     fixed: Option<SessionId>,
-    lease_ms: u64,
-    heartbeat_ms: u64,
+    settings: settings::Settings,
     hosted: Mutex<HashSet<SessionId>>,
     inline: Mutex<HashSet<DelegationId>>,
     routers: Mutex<HashMap<SessionId, Arc<Router>>>,
@@ -61,10 +60,8 @@ pub struct Setup {
     pub agent: ProcessId,
     /// `HERMES_SESSION_ID`, when set.
     pub fixed: Option<SessionId>,
-    /// Lease of the claims `delegation_results` takes, in ms.
-    pub lease_ms: u64,
-    /// How often a presented claim is renewed, in ms.
-    pub heartbeat_ms: u64,
+    /// The settings in force (claim lease and renewal of `delegation_results`).
+    pub settings: settings::Settings,
 }
 
 impl Conversation {
@@ -76,8 +73,7 @@ impl Conversation {
             bindings: setup.bindings,
             agent: setup.agent,
             fixed: setup.fixed,
-            lease_ms: setup.lease_ms,
-            heartbeat_ms: setup.heartbeat_ms,
+            settings: setup.settings,
             hosted: Mutex::new(HashSet::new()),
             inline: Mutex::new(HashSet::new()),
             routers: Mutex::new(HashMap::new()),
@@ -184,14 +180,11 @@ impl Conversation {
             .or_insert_with(|| {
                 Arc::new(Router::new(
                     self.ledger.clone(),
-                    RouterConfig {
-                        lease_ms: self.lease_ms,
-                        heartbeat_ms: self.heartbeat_ms.clamp(1, (self.lease_ms / 2).max(1)),
-                        ..RouterConfig::new(
-                            session.clone(),
-                            format!("mcp:{}:{}", self.me.pid, self.me.start_time),
-                        )
-                    },
+                    RouterConfig::from_settings(
+                        session.clone(),
+                        format!("mcp:{}:{}", self.me.pid, self.me.start_time),
+                        &self.settings,
+                    ),
                 ))
             })
             .clone()

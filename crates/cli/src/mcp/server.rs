@@ -47,10 +47,7 @@ pub fn run() -> anyhow::Result<Code> {
         })
         .transpose()?;
     let ledger = home.ledger()?;
-    let lease_ms = u64::try_from(home.settings.claim_lease().as_millis()).unwrap_or(u64::MAX);
-    let heartbeat_ms = u64::try_from(home.settings.heartbeat().as_millis()).unwrap_or(u64::MAX);
-    let recovery_every =
-        Duration::from_millis(home.settings.ledger().recovery_interval_ms.max(100));
+    let recovery_every = home.settings.host.recovery_interval;
     let agent = binding::agent_process();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -76,14 +73,13 @@ pub fn run() -> anyhow::Result<Code> {
             bindings: Bindings::new(&home.dir),
             agent,
             fixed,
-            lease_ms,
-            heartbeat_ms,
+            settings: home.settings.clone(),
         }));
         let recovery = tokio::spawn(recover_every(ledger.clone(), recovery_every));
         let tools = Tools::new(
             conversation.clone(),
             host.clone(),
-            home.settings.max_concurrent_children(),
+            home.settings.delegation.max_concurrent_children,
         );
         let serve = async {
             match tools.serve(rmcp::transport::stdio()).await {

@@ -349,7 +349,13 @@ fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
             Delivery::AfterTurn => DeliveryArg::AfterTurn,
             Delivery::Inject => DeliveryArg::Inject,
         }),
-        timeout: p.timeout_seconds,
+        timeout: p
+            .timeout_seconds
+            .map(|t| {
+                crate::args::timeout(&t.to_string())
+                    .map_err(|why| fail(Code::Usage, format!("timeout_seconds {t} {why}")))
+            })
+            .transpose()?,
         cwd: p.cwd.map(Into::into),
         group: None,
         tasks: None,

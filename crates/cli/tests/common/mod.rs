@@ -14,10 +14,15 @@ pub struct Hermes {
 }
 
 impl Hermes {
+    /// A private temp home (0700, as hermes creates its own; a shared one is warned about).
     pub fn new() -> Hermes {
-        Hermes {
-            home: tempfile::tempdir().expect("temp home"),
-        }
+        let home = tempfile::tempdir().expect("temp home");
+        std::fs::set_permissions(
+            home.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("chmod the temp home");
+        Hermes { home }
     }
 
     pub fn path(&self) -> &Path {

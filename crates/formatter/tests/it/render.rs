@@ -471,3 +471,29 @@ fn boundary_to_a_byte_sink() {
         render_boundary(&one, Boundary::Tool, &ctx()).into_bytes()
     );
 }
+
+#[test]
+fn inline_runs_are_not_called_background_work() {
+    let mut unit = delegation(&[GOAL]);
+    unit.channel = ledger::Channel::Inline;
+    let events = [task_event(&unit, outcome(0, GOAL, ChildStatus::Completed))];
+    let text = render(&unit, &events);
+    assert!(
+        text.contains("The task you ran inline has finished."),
+        "{text}"
+    );
+    assert!(!text.contains("background"), "{text}");
+
+    let mut batch = delegation(&["a", "b"]);
+    batch.channel = ledger::Channel::Inline;
+    let events = [
+        task_event(&batch, outcome(0, "a", ChildStatus::Completed)),
+        task_event(&batch, outcome(1, "b", ChildStatus::Completed)),
+    ];
+    let text = render(&batch, &events);
+    assert!(
+        text.contains("Tasks of a batch you ran inline have finished."),
+        "{text}"
+    );
+    assert!(!text.contains("background"), "{text}");
+}

@@ -1,0 +1,318 @@
+//! What a careless or hostile environment cannot do to hermes: loose file modes, leaked session
+//! variables, closed pipes, out-of-range numbers, unknown overrides, half-typed command lines.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Hermes, wait_for};
+
+/// Every file and directory under `dir` with its mode.
+fn modes(dir: &Path) -> Vec<(String, u32, bool)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            let meta = std::fs::symlink_metadata(&path).expect("metadata");
+            if meta.is_dir() {
+                stack.push(path.clone());
+            }
+            out.push((
+                path.display().to_string(),
+                meta.permissions().mode() & 0o777,
+                meta.is_dir(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_file_is_private_whatever_the_umask_and_children_keep_the_users_mask() {
+    let h = Hermes::new();
+    let home = h.path().join("shared-home");
+    std::fs::create_dir(&home).expect("mkdir");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let with_umask_000 = |args: &[&str]| {
+        let mut c = h.command(args);
+        c.env("HERMES_HOME", &home);
+        // SAFETY: `umask` is async-signal-safe and only changes the child's own mask.
+        unsafe {
+            c.pre_exec(|| {
+                libc::umask(0);
+                Ok(())
+            });
+        }
+        common::Run::from(c.output().expect("hermes runs"))
+    };
+    let run = with_umask_000(&["delegate", "--session", "P", "--", "echo", "secret"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let warning = run.stderr.lines().next().expect("a warning");
+    assert!(
+        warning.starts_with("hermes: warning: ") && warning.contains("readable by other users"),
+        "{warning}"
+    );
+    let drained = with_umask_000(&["drain", "--session", "P", "--wait", "20"]);
+    assert!(drained.stdout.contains("secret"), "{drained:?}");
+    let run = with_umask_000(&["-z", "--json", "--", "sh", "-c", "umask"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["tasks"][0]["result"], "0000\n");
+
+    let found = modes(&home);
+    assert!(
+        found.iter().any(|(p, _, _)| p.ends_with("ledger.redb")),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|(p, _, _)| p.ends_with("host-P.log")));
+    assert!(found.iter().any(|(p, _, _)| p.ends_with("task-0.log")));
+    for (path, mode, dir) in found {
+        let want = if dir { 0o700 } else { 0o600 };
+        assert_eq!(mode, want, "{path} is {mode:o}");
+    }
+}
+
+#[test]
+fn cron_children_see_no_session_variable_at_all() {
+    let h = Hermes::new();
+    let run = h.run_env(
+        &["cron", "run", "--json", "--", "env"],
+        &[
+            ("HERMES_SESSION_ID", "victim"),
+            ("HERMES_SESSION_FOO", "bar"),
+            ("HERMES_SESSION_TOKEN", "t0ken"),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result = run.json()["tasks"][0]["result"]
+        .as_str()
+        .expect("result")
+        .to_owned();
+    assert!(result.contains("HERMES_DELEGATION_ID="), "{result}");
+    assert!(!result.contains("HERMES_SESSION_"), "{result}");
+    assert!(!result.contains("t0ken"), "{result}");
+}
+
+#[test]
+fn a_failed_job_exits_1_even_when_nobody_reads_its_output() {
+    let h = Hermes::new();
+    for (args, code) in [
+        (&["cron", "run", "--", "sh", "-c", "exit 1"][..], 1),
+        (&["-z", "--", "sh", "-c", "exit 1"], 1),
+        (&["-z", "--json", "--", "sh", "-c", "exit 1"], 1),
+        (&["-z", "--", "true"], 0),
+    ] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = h
+            .command(args)
+            .stdout(writer)
+            .output()
+            .expect("hermes runs");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
+    }
+}
+
+#[test]
+fn numbers_out_of_range_exit_2_naming_the_flag_or_key() {
+    let h = Hermes::new();
+    for (args, named) in [
+        (
+            &["drain", "--session", "s", "--wait", "1e300"][..],
+            "--wait",
+        ),
+        (&["drain", "--session", "s", "--wait=-1"], "--wait"),
+        (&["drain", "--session", "s", "--lease", "0.0004"], "--lease"),
+        (&["drain", "--session", "s", "--lease", "nan"], "--lease"),
+        (&["delivery", "renew", "x", "--lease", "0"], "--lease"),
+        (&["-z", "--timeout", "inf", "--", "true"], "--timeout"),
+    ] {
+        let run = h.run(args);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(named), "{args:?}: {}", run.stderr);
+    }
+    for (key, value, variable) in [
+        (
+            "delegation.max_concurrent_children",
+            "0",
+            "HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN",
+        ),
+        (
+            "delivery.claim_lease_seconds",
+            "0.0004",
+            "HERMES_DELIVERY_CLAIM_LEASE_SECONDS",
+        ),
+        ("delivery.max_attempts", "0", "HERMES_DELIVERY_MAX_ATTEMPTS"),
+        (
+            "host.sweep_interval_ms",
+            "0",
+            "HERMES_HOST_SWEEP_INTERVAL_MS",
+        ),
+    ] {
+        let (section, name) = key.split_once('.').expect("section.key");
+        h.write("config.toml", &format!("[{section}]\n{name} = {value}\n"));
+        let run = h.run(&["-z", "--", "true"]);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(key), "{key}: {}", run.stderr);
+        std::fs::remove_file(h.path().join("config.toml")).expect("rm");
+        let run = h.run_env(&["-z", "--", "true"], &[(variable, value)]);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(variable), "{variable}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn unknown_overrides_of_our_sections_are_refused_and_a_nested_hermes_still_runs() {
+    let h = Hermes::new();
+    let run = h.run_env(&["-z", "--", "true"], &[("HERMES_DELEGATION_BOGUS", "1")]);
+    run.assert_one_error_line(2);
+    assert!(
+        run.stderr.contains("HERMES_DELEGATION_BOGUS"),
+        "{}",
+        run.stderr
+    );
+    // Other HERMES_* names are not ours to judge.
+    let run = h.run_env(&["-z", "--", "true"], &[("HERMES_SOMETHING_ELSE", "1")]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // A child runs with HERMES_DELEGATION_ID and friends set: hermes inside it still works.
+    let hermes = env!("CARGO_BIN_EXE_hermes");
+    let run = h.run(&[
+        "-z", "--json", "--", hermes, "-z", "-q", "--", "echo", "nested",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result = run.json()["tasks"][0]["result"]
+        .as_str()
+        .expect("result")
+        .to_owned();
+    assert!(result.contains("nested"), "{result}");
+}
+
+#[test]
+fn missing_arguments_are_named() {
+    let h = Hermes::new();
+    for (args, named) in [
+        (&["delegation", "status"][..], "<ID>"),
+        (&["delegation", "log"], "<ID>"),
+        (&["delivery", "ack"], "<CLAIM>"),
+        (&["session", "end"], "<SESSION>"),
+    ] {
+        let run = h.run(args);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(named), "{args:?}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn both_spellings_of_after_turn_are_accepted_and_after_turn_is_printed() {
+    let h = Hermes::new();
+    let tasks = h.write(
+        "tasks.json",
+        r#"{"tasks":[{"goal":"a","command":["true"]}],"delivery":"after-turn"}"#,
+    );
+    let runs = [
+        h.run(&["-z", "--json", "--delivery", "after-turn", "--", "true"]),
+        h.run(&["-z", "--json", "--delivery", "after_turn", "--", "true"]),
+        h.run(&["-z", "--json", "--tasks", tasks.to_str().expect("path")]),
+    ];
+    for run in runs {
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+        let status = h.json(&["delegation", "status", &id, "--json"]);
+        assert_eq!(status["delivery"], "after_turn", "{status}");
+    }
+}
+
+#[test]
+fn quiet_is_accepted_before_and_after_the_subcommand() {
+    let h = Hermes::new();
+    for args in [
+        &["-q", "delegation", "list"][..],
+        &["delegation", "list", "-q"],
+        &["-z", "-q", "--", "true"],
+        &["-q", "cron", "run", "--", "true"],
+    ] {
+        let run = h.run(args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    }
+    let run = h.run(&["delegate", "-q", "--session", "quiet", "--", "true"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    wait_for(Duration::from_secs(20), "the quiet unit to finish", || {
+        let drained = h.run(&["drain", "-q", "--session", "quiet"]);
+        (!drained.stdout.is_empty()).then_some(())
+    });
+}
+
+#[test]
+fn log_shows_control_characters_escaped_so_a_child_cannot_forge_a_line() {
+    let h = Hermes::new();
+    let run = h.run(&[
+        "-z",
+        "--json",
+        "--",
+        "printf",
+        "real\\033[2K\\r12:00:00 prg | status completed\\n",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    for args in [
+        &["delegation", "log", &id][..],
+        &["delegation", "log", &id, "--follow"],
+    ] {
+        let log = h.run(args);
+        assert_eq!(log.code, 0, "{}", log.stderr);
+        assert!(!log.stdout.contains('\u{1b}'), "{:?}", log.stdout);
+        assert!(!log.stdout.contains('\r'), "{:?}", log.stdout);
+        assert!(
+            log.stdout
+                .contains("out | real\\u{1b}[2K\\r12:00:00 prg | status completed"),
+            "{:?}",
+            log.stdout
+        );
+    }
+}
+
+#[test]
+fn list_says_when_it_shows_only_the_most_recent_units() {
+    let h = Hermes::new();
+    for _ in 0..22 {
+        assert_eq!(h.run(&["-z", "-q", "--", "true"]).code, 0);
+    }
+    let list = h.run(&["delegation", "list"]);
+    assert!(
+        list.stdout
+            .contains("recent (20 of 22; --all for every unit):"),
+        "{}",
+        list.stdout
+    );
+    let json = h.json(&["delegation", "list", "--json"]);
+    assert_eq!(json["recent"].as_array().map(Vec::len), Some(20));
+    assert_eq!(json["recent_count"], 22);
+    let all = h.run(&["delegation", "list", "--all"]);
+    assert!(all.stdout.contains("recent:\n"), "{}", all.stdout);
+    assert_eq!(all.stdout.matches("deleg_").count(), 22);
+}
+
+#[test]
+fn a_second_host_for_a_hosted_session_says_so() {
+    let h = Hermes::new();
+    let run = h.run(&["delegate", "--session", "busy", "--", "sleep", "30"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let second = h.run(&["host", "--session", "busy"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("session busy is already hosted by process"),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        h.run(&["host", "-q", "--session", "busy"])
+            .stderr
+            .is_empty()
+    );
+    h.run(&["delegation", "stop", "--session", "busy"]);
+}

@@ -1,0 +1,317 @@
+//! The key table of SPEC §9 and how `config.toml` and the environment are applied to it.
+
+use std::time::Duration;
+
+use crate::bounds::MONTH_SECONDS;
+use crate::{Bounds, Settings, SettingsError, Unit};
+
+/// hermes' sections. `HERMES_<SECTION>_<KEY>` with one of these sections must name a key.
+/// (`ledger` has no key yet; naming it refuses `ledger.url` until there is a backend for it.)
+pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger"];
+
+/// Variables hermes sets for its own children that happen to start like an override
+/// (SPEC §9: they are not overrides, and a hermes run inside a child must work).
+const CHILD_VARIABLES: &[&str] = &["HERMES_DELEGATION_ID"];
+
+/// One key: where it lives, its default and bounds, and the field it sets.
+#[derive(Clone, Copy)]
+pub struct Key {
+    /// The section (`delegation`, `delivery`, `host`).
+    pub section: &'static str,
+    /// The key inside the section.
+    pub name: &'static str,
+    /// The default, in the key's unit.
+    pub default: f64,
+    /// The accepted values.
+    pub bounds: Bounds,
+    set: fn(&mut Settings, Quantity),
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.section, self.name)
+    }
+}
+
+/// An accepted value of a key, with its bounds, handed to the key's setter.
+#[derive(Clone, Copy)]
+struct Quantity {
+    value: f64,
+    bounds: Bounds,
+}
+
+impl Quantity {
+    /// A count. The bounds keep it within `u32` for the keys that read it this way.
+    fn count32(self) -> u32 {
+        self.value as u32
+    }
+
+    fn count64(self) -> u64 {
+        self.value as u64
+    }
+
+    fn duration(self) -> Duration {
+        self.bounds.duration(self.value).unwrap_or(Duration::ZERO)
+    }
+
+    fn optional_duration(self) -> Option<Duration> {
+        self.bounds.duration(self.value)
+    }
+}
+
+const fn key(
+    section: &'static str,
+    name: &'static str,
+    default: f64,
+    bounds: Bounds,
+    set: fn(&mut Settings, Quantity),
+) -> Key {
+    Key {
+        section,
+        name,
+        default,
+        bounds,
+        set,
+    }
+}
+
+const fn count(min: f64, max: f64) -> Bounds {
+    Bounds::new(Unit::Count, min, max)
+}
+
+const fn seconds(min: f64, max: f64) -> Bounds {
+    Bounds::new(Unit::Seconds, min, max)
+}
+
+const MIB: f64 = 1_048_576.0;
+
+/// Every key of SPEC §9 with its default and bounds. The lower bounds keep the system live: no
+/// capacity, lease, attempt cap or interval of zero.
+pub const KEYS: &[Key] = &[
+    key(
+        "delegation",
+        "max_concurrent_children",
+        3.0,
+        count(1.0, 1024.0),
+        |s, q| s.delegation.max_concurrent_children = q.count32(),
+    ),
+    key(
+        "delegation",
+        "max_queued",
+        100.0,
+        count(0.0, 100_000.0),
+        |s, q| s.delegation.max_queued = q.count32(),
+    ),
+    key(
+        "delegation",
+        "stall_idle_seconds",
+        450.0,
+        seconds(0.1, MONTH_SECONDS),
+        |s, q| s.delegation.stall_idle = q.duration(),
+    ),
+    key(
+        "delegation",
+        "stall_in_tool_seconds",
+        1200.0,
+        seconds(0.1, MONTH_SECONDS),
+        |s, q| s.delegation.stall_in_tool = q.duration(),
+    ),
+    key(
+        "delegation",
+        "stall_grace_seconds",
+        120.0,
+        seconds(0.0, 86_400.0),
+        |s, q| s.delegation.stall_grace = q.duration(),
+    ),
+    key(
+        "delegation",
+        "child_timeout_seconds",
+        0.0,
+        Bounds::TIMEOUT,
+        |s, q| s.delegation.child_timeout = q.optional_duration(),
+    ),
+    key(
+        "delegation",
+        "kill_grace_seconds",
+        5.0,
+        seconds(0.0, 3_600.0),
+        |s, q| s.delegation.kill_grace = q.duration(),
+    ),
+    key(
+        "delegation",
+        "result_max_bytes",
+        65_536.0,
+        count(1_024.0, 16.0 * MIB),
+        |s, q| s.delegation.result_max_bytes = q.count64(),
+    ),
+    key(
+        "delegation",
+        "transcript_retention_days",
+        7.0,
+        Bounds::new(Unit::Days, 0.01, 3_650.0),
+        |s, q| s.delegation.transcript_retention = q.duration(),
+    ),
+    key(
+        "delegation",
+        "transcript_max_bytes",
+        64.0 * MIB,
+        count(4_096.0, 1_048_576.0 * MIB),
+        |s, q| s.delegation.transcript_max_bytes = q.count64(),
+    ),
+    key(
+        "delivery",
+        "claim_lease_seconds",
+        300.0,
+        Bounds::LEASE,
+        |s, q| s.delivery.claim_lease = q.duration(),
+    ),
+    key(
+        "delivery",
+        "heartbeat_seconds",
+        60.0,
+        seconds(0.05, 86_400.0),
+        |s, q| s.delivery.heartbeat = q.duration(),
+    ),
+    key(
+        "delivery",
+        "max_attempts",
+        8.0,
+        count(1.0, 1_000.0),
+        |s, q| s.delivery.max_attempts = q.count32(),
+    ),
+    key(
+        "delivery",
+        "replay_max_age_hours",
+        48.0,
+        Bounds::new(Unit::Hours, 0.01, 8_760.0),
+        |s, q| s.delivery.replay_max_age = q.duration(),
+    ),
+    key(
+        "delivery",
+        "retention_days",
+        7.0,
+        Bounds::new(Unit::Days, 0.01, 3_650.0),
+        |s, q| s.delivery.retention = q.duration(),
+    ),
+    key(
+        "host",
+        "sweep_interval_ms",
+        1_000.0,
+        Bounds::new(Unit::Millis, 10.0, 60_000.0),
+        |s, q| s.host.sweep_interval = q.duration(),
+    ),
+    key(
+        "host",
+        "idle_exit_seconds",
+        60.0,
+        seconds(0.0, MONTH_SECONDS),
+        |s, q| s.host.idle_exit = q.duration(),
+    ),
+    key(
+        "host",
+        "heartbeat_seconds",
+        5.0,
+        seconds(0.05, 3_600.0),
+        |s, q| s.host.heartbeat = q.duration(),
+    ),
+    key(
+        "host",
+        "recovery_interval_seconds",
+        3.0,
+        seconds(0.05, 3_600.0),
+        |s, q| s.host.recovery_interval = q.duration(),
+    ),
+];
+
+impl Key {
+    /// `HERMES_<SECTION>_<KEY>`.
+    pub fn variable(&self) -> String {
+        format!("HERMES_{}_{}", self.section, self.name).to_ascii_uppercase()
+    }
+
+    pub(crate) fn apply(&self, settings: &mut Settings, value: f64) {
+        (self.set)(
+            settings,
+            Quantity {
+                value,
+                bounds: self.bounds,
+            },
+        );
+    }
+}
+
+fn find(section: &str, name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.section == section && k.name == name)
+}
+
+pub(crate) fn apply_file(
+    settings: &mut Settings,
+    origin: &str,
+    text: &str,
+) -> Result<(), SettingsError> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| SettingsError::Toml {
+        origin: origin.to_owned(),
+        reason: e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    })?;
+    for (section, body) in &table {
+        let toml::Value::Table(body) = body else {
+            return Err(SettingsError::NotASection {
+                origin: origin.to_owned(),
+                name: section.clone(),
+            });
+        };
+        for (name, value) in body {
+            let key = find(section, name).ok_or_else(|| SettingsError::UnknownKey {
+                origin: origin.to_owned(),
+                key: format!("{section}.{name}"),
+            })?;
+            let what = format!("config {origin}: `{section}.{name}` = {value}");
+            let number = match value {
+                toml::Value::Integer(i) => Some(*i as f64),
+                toml::Value::Float(f) => Some(*f),
+                _ => None,
+            }
+            .filter(|v| key.bounds.admits(*v))
+            .ok_or_else(|| SettingsError::BadValue {
+                what,
+                expected: key.bounds.expected(),
+            })?;
+            key.apply(settings, number);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn apply_variable(
+    settings: &mut Settings,
+    name: &str,
+    raw: &str,
+) -> Result<(), SettingsError> {
+    let Some(rest) = name.strip_prefix("HERMES_") else {
+        return Ok(());
+    };
+    if CHILD_VARIABLES.contains(&name) {
+        return Ok(());
+    }
+    let lower = rest.to_ascii_lowercase();
+    let Some((section, key_name)) = SECTIONS.iter().find_map(|section| {
+        lower
+            .strip_prefix(section)
+            .and_then(|r| r.strip_prefix('_'))
+            .map(|key| (*section, key))
+    }) else {
+        return Ok(());
+    };
+    let key = find(section, key_name).ok_or_else(|| SettingsError::UnknownVariable {
+        name: name.to_owned(),
+        section: section.to_owned(),
+        key: key_name.to_owned(),
+    })?;
+    let value = key.bounds.parse(&format!("{name}={raw:?}"), raw)?;
+    key.apply(settings, value);
+    Ok(())
+}

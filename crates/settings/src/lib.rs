@@ -1,0 +1,212 @@
+//! hermes' settings: every key of SPEC §9 — its section, name, default and bounds — in one
+//! table, read into one typed [`Settings`] value from which each crate builds its own config
+//! (`ledger::LedgerConfig`, `registry::Config`, `router::RouterConfig`). No other crate writes a
+//! default down, and the rules derived from several keys (how often a presented claim is
+//! renewed) live here too.
+//!
+//! This crate does no I/O and knows no command line: the caller hands in the text of
+//! `config.toml` and the environment, and gets back settings or an error naming the key or
+//! variable at fault.
+
+mod bounds;
+mod keys;
+
+use std::time::Duration;
+
+pub use bounds::{Bounds, Unit};
+pub use keys::{KEYS, Key, SECTIONS};
+
+/// Everything that can be wrong with the settings. Each message names the file and key, or the
+/// environment variable, at fault.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    /// `config.toml` is not TOML.
+    #[error("config {origin}: not valid TOML: {reason}")]
+    Toml {
+        /// The file.
+        origin: String,
+        /// What the parser said, on one line.
+        reason: String,
+    },
+    /// A top-level entry of `config.toml` that is not a `[section]`.
+    #[error("config {origin}: `{name}` must be a [section]")]
+    NotASection {
+        /// The file.
+        origin: String,
+        /// The entry.
+        name: String,
+    },
+    /// A key hermes does not have, in `config.toml`.
+    #[error("config {origin}: unknown key `{key}`")]
+    UnknownKey {
+        /// The file.
+        origin: String,
+        /// `section.key`.
+        key: String,
+    },
+    /// A `HERMES_<SECTION>_<KEY>` variable whose section is hermes' but whose key is not.
+    #[error("unknown setting {name} in the environment (no key `{section}.{key}`); unset it")]
+    UnknownVariable {
+        /// The variable.
+        name: String,
+        /// Its section, lowercased.
+        section: String,
+        /// Its key, lowercased.
+        key: String,
+    },
+    /// A value of the wrong kind or outside its bounds.
+    #[error("{what} must be {expected}")]
+    BadValue {
+        /// Where the value came from: "config F: `section.key` = V", "HERMES_X=V", "--flag V".
+        what: String,
+        /// What it must be, with its bounds.
+        expected: String,
+    },
+}
+
+/// The settings in force: every key of SPEC §9.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// `[delegation]`: how children run.
+    pub delegation: Delegation,
+    /// `[delivery]`: how results are claimed and delivered.
+    pub delivery: Delivery,
+    /// `[host]`: how host processes behave.
+    pub host: Host,
+}
+
+/// `[delegation]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delegation {
+    /// Running background units per machine, and the parallelism inside one batch.
+    pub max_concurrent_children: u32,
+    /// Queued units at most before dispatch is refused.
+    pub max_queued: u32,
+    /// Quiet time after which a child outside any tool is stalling.
+    pub stall_idle: Duration,
+    /// Quiet time after which a child inside a tool is stalling.
+    pub stall_in_tool: Duration,
+    /// Time between SIGTERM and SIGKILL for a stalling child.
+    pub stall_grace: Duration,
+    /// Wall-clock limit per child when the dispatch names none (`None` = off).
+    pub child_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL for a timeout or an interrupt.
+    pub kill_grace: Duration,
+    /// Bytes of result kept in an event.
+    pub result_max_bytes: u64,
+    /// Transcript directories older than this are pruned.
+    pub transcript_retention: Duration,
+    /// Bytes of one transcript file at most; beyond it the head and a rolling tail are kept.
+    pub transcript_max_bytes: u64,
+}
+
+/// `[delivery]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// Lease of a claim.
+    pub claim_lease: Duration,
+    /// How often a consumer renews the claims it presents (see [`Delivery::renew_every`]).
+    pub heartbeat: Duration,
+    /// Claims after which a released event is dropped.
+    pub max_attempts: u32,
+    /// Pending events older than this are dropped as `replay_expired`.
+    pub replay_max_age: Duration,
+    /// Terminal units older than this are purged.
+    pub retention: Duration,
+}
+
+/// `[host]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// How often a host's monitor looks at its children at the latest.
+    pub sweep_interval: Duration,
+    /// A headless host with nothing to do exits after this long.
+    pub idle_exit: Duration,
+    /// How often a host records that it is alive.
+    pub heartbeat: Duration,
+    /// The recovery sweep runs at most this often.
+    pub recovery_interval: Duration,
+}
+
+impl Default for Settings {
+    /// The defaults of SPEC §9, from the key table.
+    fn default() -> Settings {
+        let mut settings = Settings::zeroed();
+        for key in KEYS {
+            key.apply(&mut settings, key.default);
+        }
+        settings
+    }
+}
+
+impl Settings {
+    /// Every field zero, before the key table's defaults are applied.
+    fn zeroed() -> Settings {
+        Settings {
+            delegation: Delegation {
+                max_concurrent_children: 0,
+                max_queued: 0,
+                stall_idle: Duration::ZERO,
+                stall_in_tool: Duration::ZERO,
+                stall_grace: Duration::ZERO,
+                child_timeout: None,
+                kill_grace: Duration::ZERO,
+                result_max_bytes: 0,
+                transcript_retention: Duration::ZERO,
+                transcript_max_bytes: 0,
+            },
+            delivery: Delivery {
+                claim_lease: Duration::ZERO,
+                heartbeat: Duration::ZERO,
+                max_attempts: 0,
+                replay_max_age: Duration::ZERO,
+                retention: Duration::ZERO,
+            },
+            host: Host {
+                sweep_interval: Duration::ZERO,
+                idle_exit: Duration::ZERO,
+                heartbeat: Duration::ZERO,
+                recovery_interval: Duration::ZERO,
+            },
+        }
+    }
+
+    /// The defaults, then `config` (the text of `config.toml` and where it came from, if the
+    /// file exists), then every `HERMES_<SECTION>_<KEY>` of `env`.
+    ///
+    /// Unknown keys in the file, and unknown keys of hermes' sections in the environment, are
+    /// refused; so is every value outside its key's bounds. Environment variables of no section
+    /// of hermes' (`HERMES_HOME`, `HERMES_SESSION_ID`, …) and the variables hermes sets for its
+    /// own children are left alone.
+    pub fn load<I, K, V>(config: Option<(&str, &str)>, env: I) -> Result<Settings, SettingsError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut settings = Settings::default();
+        if let Some((origin, text)) = config {
+            keys::apply_file(&mut settings, origin, text)?;
+        }
+        let mut env: Vec<(K, V)> = env.into_iter().collect();
+        // Deterministic: the first bad variable in name order is the one reported.
+        env.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        for (name, value) in &env {
+            keys::apply_variable(&mut settings, name.as_ref(), value.as_ref())?;
+        }
+        Ok(settings)
+    }
+}
+
+impl Delivery {
+    /// How often a consumer renews the claims it presents: `heartbeat_seconds`, but never less
+    /// often than twice per lease, so a presented claim cannot lapse between two renewals.
+    pub fn renew_every(&self) -> Duration {
+        self.heartbeat
+            .min(self.claim_lease / 2)
+            .max(Duration::from_millis(1))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+use std::time::Duration;
+
+use super::*;
+
+fn load(text: &str, env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+    Settings::load(Some(("/h/config.toml", text)), env.iter().copied())
+}
+
+#[test]
+fn defaults_follow_the_spec() {
+    let s = Settings::default();
+    assert_eq!(s.delegation.max_concurrent_children, 3);
+    assert_eq!(s.delegation.max_queued, 100);
+    assert_eq!(s.delegation.stall_idle, Duration::from_secs(450));
+    assert_eq!(s.delegation.stall_in_tool, Duration::from_secs(1200));
+    assert_eq!(s.delegation.stall_grace, Duration::from_secs(120));
+    assert_eq!(s.delegation.child_timeout, None);
+    assert_eq!(s.delegation.kill_grace, Duration::from_secs(5));
+    assert_eq!(s.delegation.result_max_bytes, 65_536);
+    assert_eq!(
+        s.delegation.transcript_retention,
+        Duration::from_secs(7 * 86_400)
+    );
+    assert_eq!(s.delegation.transcript_max_bytes, 64 << 20);
+    assert_eq!(s.delivery.claim_lease, Duration::from_secs(300));
+    assert_eq!(s.delivery.heartbeat, Duration::from_secs(60));
+    assert_eq!(s.delivery.max_attempts, 8);
+    assert_eq!(s.delivery.replay_max_age, Duration::from_secs(48 * 3_600));
+    assert_eq!(s.delivery.retention, Duration::from_secs(7 * 86_400));
+    assert_eq!(s.host.sweep_interval, Duration::from_millis(1000));
+    assert_eq!(s.host.idle_exit, Duration::from_secs(60));
+    assert_eq!(s.host.heartbeat, Duration::from_secs(5));
+    assert_eq!(s.host.recovery_interval, Duration::from_secs(3));
+    assert_eq!(load("", &[]).expect("loads"), s);
+}
+
+#[test]
+fn every_default_is_within_its_own_bounds() {
+    for key in KEYS {
+        assert!(key.bounds.admits(key.default), "{key:?}");
+        assert!(SECTIONS.contains(&key.section), "{key:?}");
+    }
+}
+
+#[test]
+fn file_then_environment() {
+    let s = load(
+        "[delegation]\nstall_idle_seconds = 10\nmax_concurrent_children = 5\n",
+        &[("HERMES_DELEGATION_STALL_IDLE_SECONDS", "2.5")],
+    )
+    .expect("loads");
+    assert_eq!(s.delegation.stall_idle, Duration::from_millis(2500));
+    assert_eq!(s.delegation.max_concurrent_children, 5);
+}
+
+#[test]
+fn zero_turns_the_timeout_off() {
+    let s = load("[delegation]\nchild_timeout_seconds = 2\n", &[]).expect("loads");
+    assert_eq!(s.delegation.child_timeout, Some(Duration::from_secs(2)));
+    let s = load("", &[("HERMES_DELEGATION_CHILD_TIMEOUT_SECONDS", "0")]).expect("loads");
+    assert_eq!(s.delegation.child_timeout, None);
+}
+
+#[test]
+fn bad_keys_name_the_file_and_key() {
+    let err = load("[delegation]\nstal_idle_seconds = 1\n", &[]).expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "config /h/config.toml: unknown key `delegation.stal_idle_seconds`"
+    );
+    let err = load("[delivery]\nmax_attempts = 1.5\n", &[]).expect_err("refused");
+    assert!(err.to_string().contains("delivery.max_attempts"), "{err}");
+    let err = load("", &[("HERMES_HOST_IDLE_EXIT_SECONDS", "soon")]).expect_err("refused");
+    assert!(
+        err.to_string().contains("HERMES_HOST_IDLE_EXIT_SECONDS"),
+        "{err}"
+    );
+    let err = load("delegation = 3\n", &[]).expect_err("refused");
+    assert!(matches!(err, SettingsError::NotASection { .. }), "{err}");
+    let err = load("[delegation\n", &[]).expect_err("refused");
+    assert!(matches!(err, SettingsError::Toml { .. }), "{err}");
+}
+
+#[test]
+fn values_that_would_stop_the_system_are_refused_naming_the_key() {
+    for (text, key) in [
+        (
+            "[delegation]\nmax_concurrent_children = 0\n",
+            "delegation.max_concurrent_children",
+        ),
+        (
+            "[delivery]\nclaim_lease_seconds = 0.0004\n",
+            "delivery.claim_lease_seconds",
+        ),
+        ("[delivery]\nmax_attempts = 0\n", "delivery.max_attempts"),
+        ("[host]\nsweep_interval_ms = 0\n", "host.sweep_interval_ms"),
+        (
+            "[delegation]\nstall_idle_seconds = -1\n",
+            "delegation.stall_idle_seconds",
+        ),
+        (
+            "[delegation]\nstall_idle_seconds = 1e300\n",
+            "delegation.stall_idle_seconds",
+        ),
+        (
+            "[delegation]\nstall_idle_seconds = nan\n",
+            "delegation.stall_idle_seconds",
+        ),
+        (
+            "[delegation]\nmax_queued = \"3\"\n",
+            "delegation.max_queued",
+        ),
+    ] {
+        let err = load(text, &[]).expect_err(text);
+        assert!(err.to_string().contains(key), "{text}: {err}");
+        assert!(
+            matches!(err, SettingsError::BadValue { .. }),
+            "{text}: {err}"
+        );
+    }
+    let err = load("", &[("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "0")]).expect_err("0");
+    assert_eq!(
+        err.to_string(),
+        "HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN=\"0\" must be a whole number from 1 to 1024"
+    );
+    let err = load("", &[("HERMES_DELIVERY_CLAIM_LEASE_SECONDS", "1e300")]).expect_err("huge");
+    assert!(
+        err.to_string()
+            .contains("HERMES_DELIVERY_CLAIM_LEASE_SECONDS"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_overrides_of_our_sections_are_refused_and_others_left_alone() {
+    let err = load("", &[("HERMES_DELEGATION_BOGUS", "1")]).expect_err("refused");
+    assert_eq!(
+        err,
+        SettingsError::UnknownVariable {
+            name: "HERMES_DELEGATION_BOGUS".into(),
+            section: "delegation".into(),
+            key: "bogus".into(),
+        }
+    );
+    assert!(load("", &[("HERMES_LEDGER_URL", "postgres://x")]).is_err());
+    let fine = load(
+        "",
+        &[
+            ("HERMES_HOME", "/h"),
+            ("HERMES_SESSION_ID", "s"),
+            ("HERMES_SESSION_TOKEN", "t"),
+            ("HERMES_DELEGATION_ID", "deleg_0123456789ab"),
+            ("HERMES_TASK_INDEX", "0"),
+            ("HERMES_PROGRESS_FD", "3"),
+            ("HERMES_PARENT_SESSION_ID", "p"),
+            ("HERMESX_DELEGATION_BOGUS", "1"),
+            ("PATH", "/bin"),
+        ],
+    );
+    assert_eq!(fine, Ok(Settings::default()));
+}
+
+#[test]
+fn every_key_has_an_override_that_round_trips() {
+    for key in KEYS {
+        let raw = key.default.to_string();
+        let s = load("", &[(key.variable().as_str(), raw.as_str())]).expect("loads");
+        assert_eq!(s, Settings::default(), "{key:?}");
+    }
+}
+
+#[test]
+fn flags_have_bounds_too() {
+    assert!(Bounds::WAIT.parse("--wait 1e300", "1e300").is_err());
+    assert!(Bounds::WAIT.parse("--wait", "inf").is_err());
+    assert_eq!(
+        Bounds::WAIT.parse_duration("--wait", "1.5"),
+        Ok(Some(Duration::from_millis(1500)))
+    );
+    let err = Bounds::LEASE
+        .parse("--lease 0.0004", "0.0004")
+        .expect_err("tiny lease");
+    assert_eq!(
+        err.to_string(),
+        "--lease 0.0004 must be a number from 0.1 to 86400 seconds"
+    );
+    assert_eq!(Bounds::TIMEOUT.parse_duration("--timeout", "0"), Ok(None));
+    assert!(Bounds::TIMEOUT.parse("--timeout", "0.01").is_err());
+}
+
+#[test]
+fn presented_claims_are_renewed_at_least_twice_per_lease() {
+    let mut s = Settings::default();
+    assert_eq!(s.delivery.renew_every(), Duration::from_secs(60));
+    s.delivery.claim_lease = Duration::from_secs(10);
+    assert_eq!(s.delivery.renew_every(), Duration::from_secs(5));
+    s.delivery.heartbeat = Duration::from_secs(1);
+    assert_eq!(s.delivery.renew_every(), Duration::from_secs(1));
+}
