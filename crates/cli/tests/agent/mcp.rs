@@ -277,7 +277,7 @@ async fn failures_are_tool_errors_with_the_command_lines_one_line_message() {
         ),
         (
             json!({"goal": "x", "command": ["true"], "timeout_seconds": -1}),
-            "non-negative",
+            "timeout_seconds -1 must be",
         ),
     ];
     for (args, expected) in cases {
