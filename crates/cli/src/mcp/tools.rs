@@ -145,10 +145,11 @@ impl Tools {
                 listing.running.extend(part.running);
                 listing.queued.extend(part.queued);
                 listing.recent.extend(part.recent);
+                listing.recent_total += part.recent_total;
             }
             listing
                 .recent
-                .sort_by(|a, b| b.dispatched_at.cmp(&a.dispatched_at));
+                .sort_by_key(|u| std::cmp::Reverse(u.dispatched_at));
             listing.recent.truncate(limit);
             Ok(reports::list_json(&listing, max))
         })
