@@ -85,6 +85,11 @@ impl Conversation {
         &self.ledger
     }
 
+    /// The settings in force.
+    pub fn settings(&self) -> &settings::Settings {
+        &self.settings
+    }
+
     /// The sessions as they stand, without making any (`None`: no hook ran and nothing was
     /// dispatched yet).
     pub fn current(&self) -> Option<Sessions> {

@@ -281,9 +281,10 @@ impl Tools {
             ));
         };
         let conversation = self.conversation.clone();
-        let lease_ms = 60_000;
         let finished = blocking(move || {
             let ledger = conversation.ledger();
+            let lease = conversation.settings().delivery.claim_lease;
+            let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
             let finished = crate::cmd::run::finish(ledger, &report, false)?;
             let consumer = format!("mcp:{}", std::process::id());
             deliver::settle_inline(ledger, &report.delegation_id, &consumer, lease_ms, now())?;

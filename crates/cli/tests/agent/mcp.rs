@@ -405,3 +405,22 @@ fn a_named_conversation_keeps_its_children_running_after_the_client_leaves() {
         drained.stdout
     );
 }
+
+#[test]
+fn a_cancelled_foreground_call_stops_its_children() {
+    let h = Hermes::new();
+    let mut raw = Raw::start(&h, &[SESSION]);
+    raw.send(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"delegate_task","arguments":{"goal":"wait","command":["sleep","60"],"background":false}}}"#);
+    let id = wait_for(Duration::from_secs(20), "the inline unit to run", || {
+        let listed = h.json(&["delegation", "list", "--json"]);
+        listed["running"]
+            .as_array()
+            .and_then(|r| r.first())
+            .and_then(|u| u["delegation_id"].as_str().map(str::to_owned))
+    });
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"the user pressed Esc"}}"#);
+    let status = wait_ended(&h, &id);
+    assert_eq!(status["status"], "interrupted", "{status}");
+    raw.send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#);
+    assert!(raw.response(10)["result"]["tools"].is_array());
+}
