@@ -29,6 +29,7 @@ pub(crate) fn run(as_json: bool) -> Result<()> {
         ("registry", "bench_registry"),
         ("router", "bench_router"),
         ("cli", "bench_cli"),
+        ("cli", "bench_agent"),
     ] {
         let manifest = workspace_root()
             .join("crates")

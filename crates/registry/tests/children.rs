@@ -563,6 +563,10 @@ async fn the_final_progress_token_is_persisted_with_the_outcome() {
 async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
     let f = inline_fixture(|c| c.transcript_retention = Duration::from_secs(3600)).await;
     let root = f.host.config().transcript_root.clone();
+    // A prune ran moments ago (the host's own sweeps prune at most hourly): nothing may prune
+    // during this test but the explicit call below.
+    std::fs::create_dir_all(&root).expect("transcript root");
+    std::fs::write(root.join(".last-prune"), "").expect("prune stamp");
     let old = root.join("deleg_00000000beef");
     std::fs::create_dir_all(&old).expect("old unit dir");
     std::fs::write(old.join("task-0.log"), "old\n").expect("old log");
@@ -579,6 +583,8 @@ async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
         .expect("runs");
     assert_eq!(report.status, UnitStatus::Completed);
     assert!(old.exists(), "dispatch does not scan old transcripts");
+    // Pretend the hour has passed.
+    let _ = std::fs::remove_file(root.join(".last-prune"));
     let now = std::time::SystemTime::now();
     assert_eq!(
         registry::housekeeping::prune_if_due(f.host.config(), now),

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
-use ledger::Ledger;
 use router::KeepAlive;
 
 use crate::args::{BoundaryArg, DrainArgs};
@@ -65,7 +64,7 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
             tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
         }
     }
-    settle(&ledger, &round, args.hold, printed.is_ok())?;
+    deliver::settle(&ledger, &round.delivered, args.hold, printed.is_ok())?;
     printed?;
     Ok(Code::Ok)
 }
@@ -117,20 +116,4 @@ fn present(
         }
     }
     output::print(&text)
-}
-
-/// Acks what was shown (unless held), all in one durable commit; gives back what could not be
-/// shown.
-fn settle(ledger: &Ledger, round: &Round, hold: bool, shown: bool) -> anyhow::Result<()> {
-    if !shown {
-        for t in &round.delivered {
-            ledger.defer(t.token)?;
-        }
-    } else if !hold && !round.delivered.is_empty() {
-        let tokens: Vec<_> = round.delivered.iter().map(|t| t.token).collect();
-        for result in ledger.ack_many(&tokens, now())? {
-            result?;
-        }
-    }
-    Ok(())
 }

@@ -180,7 +180,7 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             delivery
         );
-        if let Some(words) = stalling.and_then(|s| crate::cmd::delegation::stall_words(&s.detail)) {
+        if let Some(words) = stalling.and_then(|s| crate::reports::stall_words(&s.detail)) {
             let _ = writeln!(text, "    {words}");
         }
         if let Some(t) = &child.transcript {
