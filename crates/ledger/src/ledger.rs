@@ -102,6 +102,9 @@ pub struct Ledger {
     rng: Mutex<fastrand::Rng>,
     /// When this process last ran the recovery sweep.
     pub(crate) last_sweep: Mutex<Option<crate::model::Timestamp>>,
+    /// Every write fails while set (`fault-injection` only).
+    #[cfg(feature = "fault-injection")]
+    fail_writes: std::sync::atomic::AtomicBool,
     counters: Counters,
 }
 
@@ -173,6 +176,8 @@ impl Ledger {
             config,
             rng: Mutex::new(rng),
             last_sweep: Mutex::new(None),
+            #[cfg(feature = "fault-injection")]
+            fail_writes: std::sync::atomic::AtomicBool::new(false),
             counters: Counters::default(),
         };
         ledger.check_format()?;
@@ -243,6 +248,13 @@ impl Ledger {
         &self,
         f: impl FnOnce(&Writer<'_>) -> Result<(T, bool)>,
     ) -> Result<T> {
+        #[cfg(feature = "fault-injection")]
+        if self.fail_writes.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(LedgerError::Unavailable {
+                path: self.path.clone(),
+                reason: "injected write failure".into(),
+            });
+        }
         self.guard(|| {
             let txn = self.db.begin_write().map_err(storage)?;
             let writer = Writer {
@@ -289,6 +301,14 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         ClaimToken(rng.u128(..))
+    }
+
+    /// Makes every write transaction fail (as a disk that refuses writes would) while `fail`
+    /// is set; reads still work. For tests of what hosts do when they cannot write.
+    #[cfg(feature = "fault-injection")]
+    pub fn fail_writes(&self, fail: bool) {
+        self.fail_writes
+            .store(fail, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// A fresh host fencing epoch.

@@ -246,9 +246,22 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
     } else {
         vec![0; paths.len()]
     };
+    // Following is long-lived: it sweeps while it waits (SPEC §10).
+    home.sweeping(&ledger, || {
+        follow_until_done(&ledger, &id, &paths, &mut offsets)
+    })
+}
+
+/// Prints what is added to `paths` (from `offsets` on) until the delegation ends.
+fn follow_until_done(
+    ledger: &Ledger,
+    id: &DelegationId,
+    paths: &[String],
+    offsets: &mut [u64],
+) -> anyhow::Result<Code> {
     loop {
         let finished = ledger
-            .delegation(&id)?
+            .delegation(id)?
             .is_none_or(|u| u.status.is_terminal());
         for (path, offset) in paths.iter().zip(offsets.iter_mut()) {
             let Ok(mut file) = std::fs::File::open(path) else {

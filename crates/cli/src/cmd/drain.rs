@@ -34,14 +34,21 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     let deadline = (!wait.is_zero())
         .then(|| now().plus_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)));
-    let (router, round) = deliver::take_ready(
-        Arc::clone(&ledger),
-        &session,
-        boundary,
-        &consumer,
-        &home.settings,
-        deadline,
-    )?;
+    let take = || {
+        deliver::take_ready(
+            Arc::clone(&ledger),
+            &session,
+            boundary,
+            &consumer,
+            &home.settings,
+            deadline,
+        )
+    };
+    // A drain that waits is a long-lived process: it sweeps while it waits.
+    let (router, round) = match deadline {
+        Some(_) => home.sweeping(&ledger, take)?,
+        None => take()?,
+    };
     // SPEC §6: the claims are renewed every heartbeat while they are presented, so a stdout
     // that blocks longer than the lease cannot let another consumer deliver them too.
     let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
