@@ -72,6 +72,7 @@ pub(crate) fn run(as_json: bool) -> Result<()> {
         ("registry", "bench_registry"),
         ("router", "bench_router"),
         ("cli", "bench_cli"),
+        ("cli", "bench_agent"),
     ] {
         merge(&mut figures, run_example(package, example)?);
     }

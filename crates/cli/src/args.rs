@@ -136,6 +136,11 @@ pub enum Command {
     Session(SessionCommand),
     /// The headless host of a session (started for you by `delegate`).
     Host(HostArgs),
+    /// A Model Context Protocol server on stdio, for an agent to delegate work through.
+    Mcp,
+    /// Hooks for hook-driven agent CLIs: read the hook's JSON on stdin, answer on stdout.
+    #[command(subcommand)]
+    Hook(HookCommand),
     /// Shell completions.
     Completions {
         /// The shell.
@@ -285,6 +290,42 @@ pub enum SessionCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// The conversation starts (or resumes): binds it to this agent process.
+    SessionStart,
+    /// Before the model reads a prompt: `after_turn` results as additional context.
+    UserPromptSubmit,
+    /// After each tool call: `inject` results, behind the tool carrier, as additional context.
+    PostToolUse,
+    /// The model wants to stop: blocks it once with the results that are ready.
+    Stop,
+    /// The conversation ends: stops its work and drops what it never received.
+    SessionEnd,
+    /// Registers `hermes mcp` and the five hooks with an agent CLI.
+    Install(HookInstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HookInstallArgs {
+    /// The agent CLI.
+    #[arg(value_enum)]
+    pub agent: AgentArg,
+    /// Print the settings instead of writing them.
+    #[arg(long)]
+    pub print: bool,
+    /// The project directory whose `.claude/settings.json` and `.mcp.json` are written
+    /// (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum AgentArg {
+    /// Claude Code.
+    Claude,
+}
+
 #[derive(Debug, Args)]
 pub struct HostArgs {
     /// The session to host.
@@ -308,7 +349,7 @@ fn wait(raw: &str) -> Result<Duration, String> {
     seconds(Bounds::WAIT, raw)
 }
 
-fn timeout(raw: &str) -> Result<Duration, String> {
+pub fn timeout(raw: &str) -> Result<Duration, String> {
     seconds(Bounds::TIMEOUT, raw)
 }
 

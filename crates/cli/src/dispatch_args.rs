@@ -4,7 +4,7 @@ use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
 
 use crate::args::{DeliveryArg, DispatchArgs, RoleArg};
 use crate::exit::{Code, fail};
-use crate::tasks_file;
+use crate::tasks_file::{self, TasksFile};
 
 /// `leaf` / `orchestrator`.
 pub fn parse_role(text: &str) -> Option<Role> {
@@ -55,8 +55,26 @@ fn read_tasks(source: &str) -> anyhow::Result<String> {
     }
 }
 
-/// The unit the options describe.
+/// The unit the options describe (reading `--tasks`).
 pub fn spec(args: &DispatchArgs) -> anyhow::Result<DispatchSpec> {
+    let file = match &args.tasks {
+        Some(source) => {
+            if !args.command.is_empty() {
+                return Err(fail(
+                    Code::Usage,
+                    "give either --tasks or a command after --, not both",
+                ));
+            }
+            Some(tasks_file::parse(&read_tasks(source)?, source)?)
+        }
+        None => None,
+    };
+    build(args, file)
+}
+
+/// The unit the options describe, with the batch `file` (already checked) instead of
+/// `args.command` when given.
+pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<DispatchSpec> {
     // clap checked the bounds; 0 means "the configured default".
     let timeout_ms = args
         .timeout
@@ -77,15 +95,8 @@ pub fn spec(args: &DispatchArgs) -> anyhow::Result<DispatchSpec> {
         ),
         None => None,
     };
-    let (tasks, file_delivery, file_group) = match &args.tasks {
-        Some(source) => {
-            if !args.command.is_empty() {
-                return Err(fail(
-                    Code::Usage,
-                    "give either --tasks or a command after --, not both",
-                ));
-            }
-            let file = tasks_file::parse(&read_tasks(source)?, source)?;
+    let (tasks, file_delivery, file_group) = match file {
+        Some(file) => {
             let tasks = file
                 .tasks
                 .into_iter()

@@ -127,13 +127,18 @@ pub fn code_of(err: &anyhow::Error) -> Code {
     Code::WorkFailed
 }
 
+/// The one line a failure prints: `hermes: ` and the error with its causes.
+pub fn one_line(err: &anyhow::Error) -> String {
+    let text = format!("{err:#}");
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("hermes: {line}")
+}
+
 /// Prints the error as one line on stderr and gives the exit code.
 pub fn report(err: &anyhow::Error) -> ExitCode {
     let code = code_of(err);
     if code != Code::Ok {
-        let text = format!("{err:#}");
-        let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        eprintln!("hermes: {line}");
+        eprintln!("{}", one_line(err));
     }
     ExitCode::from(code as u8)
 }

@@ -91,7 +91,30 @@ impl Home {
         if !report.finalized.is_empty() {
             tracing::info!(finalized = ?report.finalized, "recovered units of dead hosts");
         }
+        registry::housekeeping::after_recovery(&ledger, &self.registry(), &report);
         Ok(Arc::new(ledger))
+    }
+
+    /// Runs `f` while a thread runs the recovery sweep every `host.recovery_interval_seconds`:
+    /// every long-lived process sweeps (SPEC §10), waiting consumers and followers included.
+    pub fn sweeping<T>(&self, ledger: &Arc<Ledger>, f: impl FnOnce() -> T) -> T {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let every = self.settings.host.recovery_interval;
+        let (ledger, config) = (Arc::clone(ledger), self.registry());
+        let sweeper = std::thread::spawn(move || {
+            let reaper = registry::OsReaper::new();
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
+            {
+                match ledger.recover(&reaper, now(), false) {
+                    Ok(report) => registry::housekeeping::after_recovery(&ledger, &config, &report),
+                    Err(e) => tracing::warn!(error = %e, "recovery sweep failed"),
+                }
+            }
+        });
+        let out = f();
+        drop(stop);
+        let _ = sweeper.join();
+        out
     }
 
     /// The registry's settings.

@@ -2,15 +2,19 @@
 
 mod app;
 mod args;
+mod binding;
 mod cmd;
 mod config;
 mod deliver;
 mod dispatch_args;
 mod exit;
 mod home;
+mod hook;
 mod interactive;
+mod mcp;
 mod output;
 mod progress_view;
+mod reports;
 mod tasks_file;
 
 fn main() -> std::process::ExitCode {

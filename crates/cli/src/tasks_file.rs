@@ -45,9 +45,12 @@ pub struct TaskEntry {
 pub fn parse(text: &str, source: &str) -> anyhow::Result<TasksFile> {
     let file: TasksFile = serde_json::from_str(text)
         .map_err(|e| fail(Code::Usage, format!("tasks file {source}: {e}")))?;
-    let bad = |field: String, what: &str| {
-        fail(Code::Usage, format!("tasks file {source}: {field} {what}"))
-    };
+    check(file, &format!("tasks file {source}"))
+}
+
+/// Checks a batch however it arrived; `origin` starts each error (`tasks file t.json`).
+pub fn check(file: TasksFile, origin: &str) -> anyhow::Result<TasksFile> {
+    let bad = |field: String, what: &str| fail(Code::Usage, format!("{origin}: {field} {what}"));
     if file.tasks.is_empty() {
         return Err(bad("tasks".into(), "is empty; give at least one task"));
     }

@@ -219,3 +219,38 @@ fn completions_and_log() {
     h.run(&["delegation", "log", id, "--task", "5"])
         .assert_one_error_line(4);
 }
+
+#[test]
+fn a_flooding_child_leaves_a_capped_transcript_that_says_what_it_skipped() {
+    let h = Hermes::new();
+    let run = h.run_env(
+        &["-z", "--json", "--", "sh", "-c", "yes | head -n 200000"],
+        &[("HERMES_DELEGATION_TRANSCRIPT_MAX_BYTES", "65536")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json = run.json();
+    let path = json["tasks"][0]["transcript"].as_str().expect("transcript");
+    let text = std::fs::read_to_string(path).expect("transcript");
+    // 200,000 lines of `y` would be 3.4 MB of transcript.
+    assert!(text.len() <= 65_536 + 4096, "{} bytes", text.len());
+    let marker = text
+        .lines()
+        .find(|l| l.contains("hermes: transcript cap of 65536 bytes reached;"))
+        .expect("a line says the cap was reached");
+    let counts: Vec<&str> = marker
+        .split_once("reached;")
+        .map(|(_, c)| c.split_whitespace().collect())
+        .expect("counts");
+    let skipped: u64 = counts[counts.iter().position(|w| *w == "lines").expect("lines") - 1]
+        .parse()
+        .expect("a line count");
+    let kept = text.lines().filter(|l| l.ends_with(" out | y")).count() as u64;
+    assert_eq!(kept + skipped, 200_000, "every line is kept or counted");
+    // The head and the very end are both there.
+    assert!(text.contains("hermes: started pid"));
+    assert!(
+        text.trim_end().ends_with("status completed"),
+        "{}",
+        &text[text.len() - 200..]
+    );
+}

@@ -252,6 +252,18 @@ fn a_killed_host_leaves_unknown_results_with_tails_and_no_survivors() {
         let tail = task["transcript_tail"].as_str().expect("a transcript tail");
         assert!(tail.contains("started"), "{tail}");
     }
+    // The manifest beside the transcripts says what recovery decided.
+    let log = s["tasks"][0]["transcript"].as_str().expect("transcript");
+    let dir = std::path::Path::new(log).parent().expect("unit dir");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json"))
+            .expect("manifest is JSON");
+    assert_eq!(manifest["status"], "unknown", "{manifest}");
+    assert!(manifest["completed"].is_string(), "{manifest}");
+    for task in manifest["tasks"].as_array().expect("tasks") {
+        assert_eq!(task["status"], "unknown", "{manifest}");
+        assert!(task["exit_reason"].is_string(), "{manifest}");
+    }
     wait_for(Duration::from_secs(10), "children to die", || {
         pids.iter().all(|p| !process_alive(*p)).then_some(())
     });
@@ -293,4 +305,147 @@ fn a_running_host_starts_new_work_without_waiting_for_its_sweep() {
         dispatched.elapsed()
     );
     h.run(&["session", "end", "S"]);
+}
+
+#[test]
+fn a_drain_blocked_on_its_output_keeps_its_claim_and_nobody_delivers_twice() {
+    let h = Hermes::new();
+    // Three results of 64 KiB each: far more than a pipe holds.
+    let big = "head -c 100000 /dev/zero | tr '\\\\0' x";
+    let tasks = h.write(
+        "tasks.json",
+        &format!(
+            r#"{{"tasks":[{{"goal":"a","command":["sh","-c","{big}"]}},{{"goal":"b","command":["sh","-c","{big}"]}},{{"goal":"c","command":["sh","-c","{big}"]}}]}}"#
+        ),
+    );
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "P",
+        "--json",
+        "--tasks",
+        tasks.to_str().expect("path"),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    wait_for(Duration::from_secs(30), "the batch to finish", || {
+        (status(&h, &id)["status"] == "completed").then_some(())
+    });
+    let short = [
+        ("HERMES_DELIVERY_CLAIM_LEASE_SECONDS", "1"),
+        ("HERMES_DELIVERY_HEARTBEAT_SECONDS", "0.2"),
+    ];
+    // The first drain's stdout is a pipe nobody reads yet: its write blocks.
+    let mut first = h.command(&["drain", "--session", "P"]);
+    first
+        .envs(short)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let first = first.spawn().expect("drain starts");
+    let claimed = |s: &Value| -> Option<Vec<String>> {
+        let tasks = s["tasks"].as_array()?;
+        let leases: Vec<String> = tasks
+            .iter()
+            .filter(|t| t["delivery"]["state"] == "claimed")
+            .filter_map(|t| t["delivery"]["lease_expires_at"].as_str().map(String::from))
+            .collect();
+        (leases.len() == tasks.len()).then_some(leases)
+    };
+    let leases = wait_for(Duration::from_secs(20), "the first drain's claim", || {
+        claimed(&status(&h, &id))
+    });
+    let seen = std::time::Instant::now();
+    // Let the first lease (1 s) run out three times over while the first drain is blocked.
+    let expiry = leases.iter().max().cloned().expect("a lease");
+    let later = wait_for(Duration::from_secs(20), "three leases' time", || {
+        let s = status(&h, &id);
+        let now = s["tasks"][0]["delivery"]["lease_expires_at"]
+            .as_str()?
+            .to_owned();
+        (seen.elapsed() >= Duration::from_secs(3)).then_some(now)
+    });
+    let second = h.run_env(&["drain", "--session", "P", "--json"], &short);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let taken: Vec<Value> = second.json()["envelopes"]
+        .as_array()
+        .expect("envelopes")
+        .iter()
+        .map(|e| e["event_keys"].clone())
+        .collect();
+    assert!(taken.is_empty(), "the second drain took {taken:?} too");
+    // The claim was renewed meanwhile (RFC 3339 UTC times compare as strings).
+    assert!(later > expiry, "renewed from {expiry} to {later}");
+    let out = first.wait_with_output().expect("first drain ends");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&id) && text.contains("TASK 3/3"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    let s = status(&h, &id);
+    for task in s["tasks"].as_array().expect("tasks") {
+        assert_eq!(task["delivery"]["state"], "delivered", "{task}");
+        assert_eq!(task["delivery"]["attempts"], 1, "{task}");
+    }
+}
+
+#[test]
+fn status_shows_a_stalling_child_and_its_stall_fields_during_the_grace_period() {
+    let h = Hermes::new();
+    let stall = [
+        ("HERMES_DELEGATION_STALL_IDLE_SECONDS", "1"),
+        ("HERMES_DELEGATION_STALL_GRACE_SECONDS", "8"),
+    ];
+    // The group ignores SIGTERM, so it lives through the grace period.
+    let run = h.run_env(
+        &[
+            "delegate",
+            "--session",
+            "G",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 1000",
+        ],
+        &stall,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let task = wait_for(Duration::from_secs(30), "the child to be stalling", || {
+        let s = status(&h, &id);
+        (s["tasks"][0]["status"] == "stalling").then(|| s["tasks"][0].clone())
+    });
+    // The names `-z --json` uses, under `detail`.
+    let detail = &task["detail"];
+    assert_eq!(detail["kind"], "stalled", "{task}");
+    assert_eq!(detail["stall_threshold_seconds"], 1.0, "{task}");
+    assert_eq!(detail["stall_phase"], "idle", "{task}");
+    assert_eq!(detail["stall_grace_seconds"], 8.0, "{task}");
+    assert!(
+        detail["stalled_after_quiet_seconds"].as_f64() >= Some(1.0),
+        "{task}"
+    );
+    assert!(task["stalling_since"].is_string(), "{task}");
+    assert!(task["pid"].is_u64(), "it still runs: {task}");
+    let text = h.run(&["delegation", "status", &id]);
+    assert!(text.stdout.contains("stalling"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("idle threshold 1 s"),
+        "{}",
+        text.stdout
+    );
+    // After SIGKILL the fields stay, from the outcome.
+    let task = wait_for(Duration::from_secs(30), "the child to be stalled", || {
+        let s = status(&h, &id);
+        (s["tasks"][0]["status"] == "stalled").then(|| s["tasks"][0].clone())
+    });
+    assert_eq!(task["detail"]["kind"], "stalled", "{task}");
+    assert_eq!(task["detail"]["stall_grace_seconds"], 8.0, "{task}");
 }

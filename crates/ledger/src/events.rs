@@ -11,6 +11,7 @@ use crate::model::{
     EventState, Lease, SessionId, SessionState, Timestamp,
 };
 use crate::store::{ClaimRecord, Writer};
+use crate::units::Owner;
 
 /// An event to publish by hand (units publish through `finish_child`/`finish_unit`).
 #[derive(Clone, Debug, PartialEq)]
@@ -102,7 +103,7 @@ impl Ledger {
             let unit = w
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
-            let published = publish_in(w, &unit, event.key, event.payload.clone(), now)?;
+            let published = publish_in(w, Owner::of(&unit), event.key, event.payload.clone(), now)?;
             Ok((published, published == Published::Inserted))
         })
     }
@@ -506,7 +507,7 @@ fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> 
 /// dropped (`session_ended`), so it is readable but never offered.
 pub(crate) fn publish_in(
     w: &Writer<'_>,
-    unit: &Delegation,
+    unit: Owner<'_>,
     key: EventKey,
     payload: EventPayload,
     now: Timestamp,
@@ -521,8 +522,8 @@ pub(crate) fn publish_in(
     let mut event = Event {
         delegation_id: unit.id.clone(),
         key,
-        session: unit.session.clone(),
-        delivery: unit.spec.delivery,
+        session: unit.session.cloned(),
+        delivery: unit.delivery,
         payload,
         state: EventState::Pending,
         attempts: 0,
@@ -532,7 +533,7 @@ pub(crate) fn publish_in(
         dropped_at: None,
         drop_reason: None,
     };
-    if let Some(session) = &unit.session
+    if let Some(session) = unit.session
         && w.session(session)?
             .is_some_and(|s| s.state == SessionState::Ended)
     {

@@ -128,7 +128,7 @@ impl Ledger {
                 .map(|(id, _)| (id, Err(copy_error(err))))
                 .collect::<Vec<_>>()
         };
-        let db = match self.writable() {
+        let db = match self.injected_failure().and_then(|()| self.writable()) {
             Ok(db) => db,
             Err(err) => return everyone(batch, &err),
         };
@@ -136,7 +136,7 @@ impl Ledger {
             Ok(txn) => txn,
             Err(err) => return everyone(batch, &err),
         };
-        let writer = Writer::new(txn, &self.path);
+        let writer = Writer::new(txn, &self.path, &self.counters);
         // Per operation: None = succeeded (commit wanted or not), Some(err) = failed cleanly.
         let mut failed: Vec<Option<LedgerError>> = Vec::with_capacity(batch.len());
         let mut commit = false;

@@ -16,7 +16,7 @@ use crate::group::GroupCommit;
 use crate::codec::FORMAT_VERSION;
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::model::{ClaimToken, DelegationId};
-use crate::store::{Reader, Writer, storage};
+use crate::store::{Counters, Reader, Writer, storage};
 use crate::tables::META_FORMAT_VERSION;
 
 /// Tunables of the delivery state machine and of recovery, built from [`settings::Settings`]
@@ -123,6 +123,10 @@ pub struct Ledger {
     rng: Mutex<fastrand::Rng>,
     /// When this process last ran the recovery sweep.
     pub(crate) last_sweep: Mutex<Option<crate::model::Timestamp>>,
+    /// Every write fails while set (`fault-injection` only).
+    #[cfg(feature = "fault-injection")]
+    fail_writes: std::sync::atomic::AtomicBool,
+    pub(crate) counters: Counters,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -212,6 +216,9 @@ impl Ledger {
             last_sweep: Mutex::new(None),
             commits: AtomicU64::new(0),
             rng: Mutex::new(rng),
+            #[cfg(feature = "fault-injection")]
+            fail_writes: std::sync::atomic::AtomicBool::new(false),
+            counters: Counters::default(),
         }
     }
 
@@ -228,6 +235,14 @@ impl Ledger {
     /// The configuration in force.
     pub fn config(&self) -> &LedgerConfig {
         &self.config
+    }
+
+    /// How many child and unit rows this handle has decoded so far: the rows whose number can
+    /// grow with a batch's size. For tests and benchmarks that check what an operation reads.
+    pub fn rows_read(&self) -> u64 {
+        self.counters
+            .rows
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Durable commits this handle has made (a group commit counts once).
@@ -305,6 +320,7 @@ impl Ledger {
         let reader = Reader {
             txn,
             path: &self.path,
+            counters: &self.counters,
         };
         self.guard(|| f(&reader))
     }
@@ -320,9 +336,14 @@ impl Ledger {
         &self,
         f: impl FnOnce(&Writer<'_>) -> Result<(T, bool)>,
     ) -> Result<T> {
+        self.injected_failure()?;
         let db = self.writable()?;
         self.guard(|| {
-            let writer = Writer::new(db.begin_write().map_err(storage)?, &self.path);
+            let writer = Writer::new(
+                db.begin_write().map_err(storage)?,
+                &self.path,
+                &self.counters,
+            );
             let (value, commit) = f(&writer)?;
             if commit {
                 writer.commit()?;
@@ -363,6 +384,26 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         ClaimToken(rng.u128(..))
+    }
+
+    /// The injected write failure, while one is asked for (`fault-injection` only).
+    pub(crate) fn injected_failure(&self) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        if self.fail_writes.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(LedgerError::Unavailable {
+                path: self.path.clone(),
+                reason: "injected write failure".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Makes every write transaction fail (as a disk that refuses writes would) while `fail`
+    /// is set; reads still work. For tests of what hosts do when they cannot write.
+    #[cfg(feature = "fault-injection")]
+    pub fn fail_writes(&self, fail: bool) {
+        self.fail_writes
+            .store(fail, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// A fresh host fencing epoch.

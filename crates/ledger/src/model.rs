@@ -607,12 +607,29 @@ impl UnitStatus {
     /// stronger happened: a unit whose children were interrupted, stalled or timed out, or whose
     /// owner died, says so.
     pub fn from_children(children: &[ChildStatus]) -> UnitStatus {
-        let completed = children
-            .iter()
-            .filter(|s| **s == ChildStatus::Completed)
-            .count();
-        let any = |s: ChildStatus| children.contains(&s);
-        if !children.is_empty() && completed == children.len() {
+        let mut counts: Vec<(ChildStatus, u32)> = Vec::new();
+        for status in children {
+            match counts.iter_mut().find(|(s, _)| s == status) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((*status, 1)),
+            }
+        }
+        UnitStatus::from_counts(&counts)
+    }
+
+    /// [`UnitStatus::from_children`] from how many children ended with each status.
+    pub fn from_counts(counts: &[(ChildStatus, u32)]) -> UnitStatus {
+        let count = |status: ChildStatus| -> u64 {
+            counts
+                .iter()
+                .filter(|(s, _)| *s == status)
+                .map(|(_, n)| u64::from(*n))
+                .sum()
+        };
+        let total: u64 = counts.iter().map(|(_, n)| u64::from(*n)).sum();
+        let completed = count(ChildStatus::Completed);
+        let any = |s: ChildStatus| count(s) > 0;
+        if total > 0 && completed == total {
             UnitStatus::Completed
         } else if any(ChildStatus::Unknown) {
             UnitStatus::Unknown
@@ -1079,6 +1096,19 @@ impl Delegation {
     pub fn task_count(&self) -> u32 {
         self.spec.tasks.len() as u32
     }
+}
+
+/// A child found stalling: SIGTERM went to its process group, SIGKILL follows at the end of
+/// the grace period unless it exits first. Recorded the moment SIGTERM is sent, so
+/// `delegation status` shows the stall fields during the grace period.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stalling {
+    /// The child's index in its unit.
+    pub index: u32,
+    /// The stall fields ([`ExitDetail::Stalled`]).
+    pub detail: ExitDetail,
+    /// When SIGTERM was sent.
+    pub since: Timestamp,
 }
 
 /// One child as recorded.

@@ -198,8 +198,7 @@ impl Ledger {
                     .filter(|h| is_live(w.host(*h).ok().flatten(), *h, liveness, now)),
                 None => None,
             };
-            unit.host = heir;
-            w.put_delegation(&unit)?;
+            crate::units::set_host(w, &mut unit, heir)?;
             w.bump_activity()?;
             Ok((true, true))
         })

@@ -15,9 +15,10 @@ use crate::codec::{self, DecodeError};
 use crate::error::{LedgerError, Result};
 use crate::model::{
     Child, ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Host, ProcessId,
-    Session, SessionId, Timestamp,
+    Session, SessionId, Stalling, Timestamp,
 };
 use crate::tables::*;
+use crate::units::UnitTally;
 
 /// A claim as stored under its token.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -32,6 +33,31 @@ pub struct ClaimRecord {
     pub claimed_at: Timestamp,
     /// When its lease runs out.
     pub expires_at: Timestamp,
+}
+
+/// Rows decoded whose count can grow with a batch's size (children and units), for tests
+/// and benchmarks that check how much an operation reads.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) rows: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    fn count(&self, n: u64) {
+        self.rows.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A table added after format 1's first tables; `None` if this file does not have it yet (a
+/// read of an older file).
+macro_rules! open_added {
+    ($txn:expr, $def:expr) => {
+        match $txn.open_table($def) {
+            Ok(table) => Some(table),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(err) => return Err(storage(err)),
+        }
+    };
 }
 
 pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
@@ -143,6 +169,7 @@ macro_rules! getters {
             pub(crate) fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
                 let table = self.txn.open_table(DELEGATIONS).map_err(storage)?;
                 let row = table.get(id).map_err(storage)?;
+                self.counters.count(1);
                 row.map(|v| decode(self.path, "delegation", v.value()))
                     .transpose()
             }
@@ -155,6 +182,7 @@ macro_rules! getters {
             pub(crate) fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
                 let table = self.txn.open_table(CHILDREN).map_err(storage)?;
                 let row = table.get((id.as_str(), index)).map_err(storage)?;
+                self.counters.count(1);
                 row.map(|v| decode(self.path, "child", v.value()))
                     .transpose()
             }
@@ -166,7 +194,30 @@ macro_rules! getters {
                     let (_, v) = row.map_err(storage)?;
                     out.push(decode(self.path, "child", v.value())?);
                 }
+                self.counters.count(out.len() as u64);
                 Ok(out)
+            }
+
+            /// The children of a unit found stalling, by index.
+            pub(crate) fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
+                let Some(table) = open_added!(self.txn, CHILD_STALLS) else {
+                    return Ok(Vec::new());
+                };
+                let mut out = Vec::new();
+                for row in table.range(by_id(id.as_str())).map_err(storage)? {
+                    let (_, v) = row.map_err(storage)?;
+                    out.push(decode(self.path, "stall", v.value())?);
+                }
+                Ok(out)
+            }
+
+            pub(crate) fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
+                let Some(table) = open_added!(self.txn, UNIT_TALLIES) else {
+                    return Ok(None);
+                };
+                let row = table.get(id.as_str()).map_err(storage)?;
+                row.map(|v| decode(self.path, "tally", v.value()))
+                    .transpose()
             }
 
             pub(crate) fn event(&self, event: &EventRef) -> Result<Option<Event>> {
@@ -347,12 +398,14 @@ fn event_ref(path: &Path, id: &str, code: u32) -> Result<EventRef> {
 pub(crate) struct Reader<'p> {
     pub(crate) txn: redb::ReadTransaction,
     pub(crate) path: &'p Path,
+    pub(crate) counters: &'p Counters,
 }
 
 /// A write transaction. Dropping it without `commit` aborts it.
 pub(crate) struct Writer<'p> {
     pub(crate) txn: redb::WriteTransaction,
     pub(crate) path: &'p Path,
+    pub(crate) counters: &'p Counters,
     /// Set by every write through this `Writer`, so group commit can tell an operation that
     /// failed before writing from one that left partial writes behind.
     pub(crate) dirty: Cell<bool>,
@@ -375,10 +428,15 @@ fn put<K: redb::Key + 'static, T: Serialize>(
 }
 
 impl<'p> Writer<'p> {
-    pub(crate) fn new(txn: redb::WriteTransaction, path: &'p Path) -> Writer<'p> {
+    pub(crate) fn new(
+        txn: redb::WriteTransaction,
+        path: &'p Path,
+        counters: &'p Counters,
+    ) -> Writer<'p> {
         Writer {
             txn,
             path,
+            counters,
             dirty: Cell::new(false),
         }
     }
@@ -398,7 +456,7 @@ impl<'p> Writer<'p> {
 
     /// Stores the last output of a running child.
     pub(crate) fn put_child_tail(&self, id: &DelegationId, index: u32, tail: &str) -> Result<()> {
-        let mut table = self.txn.open_table(CHILD_TAILS).map_err(storage)?;
+        let mut table = self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
         table.insert((id.as_str(), index), tail).map_err(storage)?;
         Ok(())
     }
@@ -472,6 +530,25 @@ impl<'p> Writer<'p> {
         )
     }
 
+    pub(crate) fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
+        put(
+            self.txn_mut(),
+            CHILD_STALLS,
+            (id.as_str(), stalling.index),
+            stalling,
+        )
+    }
+
+    pub(crate) fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
+        put(self.txn_mut(), UNIT_TALLIES, id.as_str(), tally)
+    }
+
+    pub(crate) fn remove_tally(&self, id: &DelegationId) -> Result<()> {
+        let mut table = self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
+        table.remove(id.as_str()).map_err(storage)?;
+        Ok(())
+    }
+
     /// Inserts or updates an event, keeping `OPEN_EVENTS` in step with its state.
     pub(crate) fn put_event(&self, event: &Event) -> Result<()> {
         let id = event.delegation_id.as_str();
@@ -540,6 +617,12 @@ impl<'p> Writer<'p> {
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
         self.txn_mut()
+            .open_table(CHILD_STALLS)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.remove_tally(&unit.id)?;
+        self.txn_mut()
             .open_table(DELEGATIONS)
             .map_err(storage)?
             .remove(id)
@@ -588,6 +671,8 @@ impl<'p> Writer<'p> {
             .open_table(UNITS_BY_SESSION)
             .map_err(storage)?;
         self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
+        self.txn_mut().open_table(CHILD_STALLS).map_err(storage)?;
+        self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
         Ok(())
     }
 }

@@ -38,6 +38,16 @@ pub(crate) const UNITS_BY_SESSION: TableDefinition<(&str, &str), ()> =
 /// with its progress so that recovery on any machine has a tail. Added in format 2.
 pub(crate) const CHILD_TAILS: TableDefinition<(&str, u32), &str> =
     TableDefinition::new("child_tails");
+/// (delegation id, index) → `Stalling`, for children found stalling (SIGTERM sent, SIGKILL
+/// due after the grace period). Added after format 1's first tables: a file without it reads as
+/// having no stalling children.
+pub(crate) const CHILD_STALLS: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("child_stalls");
+/// Delegation id → `UnitTally`, for units not yet terminal: how many children finished, by
+/// status, and what publishing needs, so finishing one child reads one child and one tally row
+/// instead of the whole batch. A unit without one (recorded by an older build) is settled by
+/// reading its children.
+pub(crate) const UNIT_TALLIES: TableDefinition<&str, &[u8]> = TableDefinition::new("unit_tallies");
 
 /// The `META` key of the file's format version.
 pub(crate) const META_FORMAT_VERSION: &str = "format_version";

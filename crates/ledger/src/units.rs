@@ -6,9 +6,12 @@ use std::collections::BTreeSet;
 use crate::error::{LedgerError, Result};
 use crate::events::publish_in;
 use crate::ledger::Ledger;
+use serde::{Deserialize, Serialize};
+
 use crate::model::{
-    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, EventKey,
-    EventPayload, ExitDetail, HostId, ProcessId, Progress, SessionId, Timestamp, UnitStatus,
+    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DeliveryMode,
+    DispatchSpec, EventKey, EventPayload, ExitDetail, HostId, ProcessId, Progress, SessionId,
+    Stalling, Timestamp, UnitStatus,
 };
 use crate::store::{Writer, is_task_of};
 use crate::tables::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
@@ -68,6 +71,64 @@ pub struct FinishChild {
     pub published: bool,
     /// The unit's status when this made the unit terminal.
     pub unit_status: Option<UnitStatus>,
+}
+
+/// What finishing a child needs to know about its unit, kept beside it while it is not
+/// terminal: its children's statuses so far as counts, and what publishing an event needs.
+/// Finishing a child reads this row and that child only, never the whole batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct UnitTally {
+    /// How many children the unit has.
+    pub(crate) task_count: u32,
+    /// The unit's session.
+    pub(crate) session: Option<SessionId>,
+    /// The unit's delivery mode.
+    pub(crate) delivery: DeliveryMode,
+    /// The unit's host, kept in step with the unit's own (fencing reads it here).
+    pub(crate) host: Option<ProcessId>,
+    /// How many children finished with each status.
+    pub(crate) finished: Vec<(ChildStatus, u32)>,
+}
+
+impl UnitTally {
+    fn for_unit(unit: &Delegation) -> UnitTally {
+        UnitTally {
+            task_count: unit.task_count(),
+            session: unit.session.clone(),
+            delivery: unit.spec.delivery,
+            host: unit.host,
+            finished: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, status: ChildStatus) {
+        match self.finished.iter_mut().find(|(s, _)| *s == status) {
+            Some((_, n)) => *n += 1,
+            None => self.finished.push((status, 1)),
+        }
+    }
+
+    fn finished_count(&self) -> u64 {
+        self.finished.iter().map(|(_, n)| u64::from(*n)).sum()
+    }
+}
+
+/// Who an event belongs to: what publishing it needs to know about its unit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Owner<'a> {
+    pub(crate) id: &'a DelegationId,
+    pub(crate) session: Option<&'a SessionId>,
+    pub(crate) delivery: DeliveryMode,
+}
+
+impl<'a> Owner<'a> {
+    pub(crate) fn of(unit: &'a Delegation) -> Owner<'a> {
+        Owner {
+            id: &unit.id,
+            session: unit.session.as_ref(),
+            delivery: unit.spec.delivery,
+        }
+    }
 }
 
 /// Which units an interrupt is for.
@@ -167,6 +228,7 @@ impl Ledger {
                 spec: new.spec,
             };
             w.put_delegation(&unit)?;
+            w.put_tally(&id, &UnitTally::for_unit(&unit))?;
             if unit.channel == Channel::Background {
                 w.bump_activity()?;
             }
@@ -238,8 +300,7 @@ impl Ledger {
                     && unit.status == UnitStatus::Queued
                     && unit.host != Some(host)
                 {
-                    unit.host = Some(host);
-                    w.put_delegation(&unit)?;
+                    set_host(w, &mut unit, Some(host))?;
                     moved += 1;
                 }
             }
@@ -330,6 +391,20 @@ impl Ledger {
         outcome: ChildOutcome,
         now: Timestamp,
     ) -> Result<FinishChild> {
+        self.finish_child_with_progress(writer, id, outcome, None, now)
+    }
+
+    /// [`Ledger::finish_child`], persisting the child's final progress token in the same
+    /// transaction, so `delegation status` shows what the child really did last rather than
+    /// the last periodic snapshot.
+    pub fn finish_child_with_progress(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+        progress: Option<Progress>,
+        now: Timestamp,
+    ) -> Result<FinishChild> {
         if !outcome.status.is_terminal() {
             return Err(LedgerError::Invalid(format!(
                 "cannot finish task {} of {id} with status {}",
@@ -339,10 +414,23 @@ impl Ledger {
         let id = id.clone();
         self.write_grouped(move |_, w| {
             let id = &id;
-            let unit = w
-                .delegation(id.as_str())?
-                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
-            check_owner(w, &unit, writer)?;
+            // A unit that is not terminal has a tally: this child and the tally are all that
+            // is read (the tally names the unit's host too). Units recorded by an older build
+            // have none and are read whole.
+            let tally = w.tally(id)?;
+            let unit = match tally {
+                Some(_) => None,
+                None => Some(
+                    w.delegation(id.as_str())?
+                        .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?,
+                ),
+            };
+            let host = match (&tally, &unit) {
+                (Some(tally), _) => tally.host,
+                (None, Some(unit)) => unit.host,
+                (None, None) => None,
+            };
+            check_host(w, id, host, writer)?;
             let mut child = w
                 .child(id, outcome.index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
@@ -355,11 +443,36 @@ impl Ledger {
                     false,
                 ));
             }
+            if let Some(progress) = progress.clone() {
+                child.progress = progress;
+            }
             apply_outcome(&mut child, &outcome);
             w.put_child(&child)?;
             let key = EventKey::Task(outcome.index);
-            publish_in(w, &unit, key, EventPayload::Task(outcome.clone()), now)?;
-            let unit_status = settle_unit(w, unit, now)?;
+            let status = outcome.status;
+            let unit_status = match (tally, unit) {
+                (Some(mut tally), _) => {
+                    let owner = Owner {
+                        id,
+                        session: tally.session.as_ref(),
+                        delivery: tally.delivery,
+                    };
+                    publish_in(w, owner, key, EventPayload::Task(outcome.clone()), now)?;
+                    tally.add(status);
+                    settle_tallied(w, id, tally, now)?
+                }
+                (None, Some(unit)) => {
+                    publish_in(
+                        w,
+                        Owner::of(&unit),
+                        key,
+                        EventPayload::Task(outcome.clone()),
+                        now,
+                    )?;
+                    settle_unit(w, unit, now)?
+                }
+                (None, None) => None,
+            };
             Ok((
                 FinishChild {
                     published: true,
@@ -368,6 +481,27 @@ impl Ledger {
                 true,
             ))
         })
+    }
+
+    /// Records that child `stalling.index` of `id` is stalling (SIGTERM sent), so status views
+    /// show its stall fields during the grace period. Returns whether it was recorded (not if
+    /// the child is already final).
+    pub fn child_stalling(&self, id: &DelegationId, stalling: &Stalling) -> Result<bool> {
+        self.write_then(|w| {
+            let recorded = w
+                .child(id, stalling.index)?
+                .is_some_and(|c| !c.status.is_terminal());
+            if recorded {
+                w.put_stall(id, stalling)?;
+            }
+            Ok((recorded, recorded))
+        })
+    }
+
+    /// The children of a unit that were found stalling, by index (a child that ended since
+    /// keeps its record; its outcome says how it ended).
+    pub fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
+        self.read(|r| r.stalls(id))
     }
 
     /// Force-finalizes a unit: every child not yet final gets the outcome given for it in
@@ -472,7 +606,17 @@ fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
 /// unit no host owns (recorded by hand, as tools and tests do) takes any writer: a host's units
 /// always name it, and a dead host's units keep naming it after its record is gone.
 fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> {
-    let owns = match unit.host {
+    check_host(w, &unit.id, unit.host, writer)
+}
+
+/// [`check_owner`] for the unit `id` whose host is `host`.
+fn check_host(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    host: Option<ProcessId>,
+    writer: HostId,
+) -> Result<()> {
+    let owns = match host {
         Some(process) => w.host(process)?.is_some_and(|h| h.host_id == writer),
         None => true,
     };
@@ -480,10 +624,25 @@ fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> 
         Ok(())
     } else {
         Err(LedgerError::Fenced {
-            delegation: unit.id.clone(),
+            delegation: id.clone(),
             host: writer,
         })
     }
+}
+
+/// Moves a unit to another host (or to none), keeping its tally in step.
+pub(crate) fn set_host(
+    w: &Writer<'_>,
+    unit: &mut Delegation,
+    host: Option<ProcessId>,
+) -> Result<()> {
+    unit.host = host;
+    w.put_delegation(unit)?;
+    if let Some(mut tally) = w.tally(&unit.id)? {
+        tally.host = host;
+        w.put_tally(&unit.id, &tally)?;
+    }
+    Ok(())
 }
 
 fn running_units(w: &Writer<'_>) -> Result<u32> {
@@ -496,6 +655,31 @@ fn running_units_in(active: Vec<Delegation>) -> u32 {
         .iter()
         .filter(|u| u.channel == Channel::Background && u.status == UnitStatus::Running)
         .count() as u32
+}
+
+/// Records the tally; once every child finished, marks the unit terminal (reading it once)
+/// and returns its final status.
+fn settle_tallied(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    tally: UnitTally,
+    now: Timestamp,
+) -> Result<Option<UnitStatus>> {
+    if tally.finished_count() < u64::from(tally.task_count) {
+        w.put_tally(id, &tally)?;
+        return Ok(None);
+    }
+    w.remove_tally(id)?;
+    let Some(mut unit) = w.delegation(id.as_str())? else {
+        return Ok(None);
+    };
+    if unit.status.is_terminal() {
+        return Ok(None);
+    }
+    unit.status = UnitStatus::from_counts(&tally.finished);
+    unit.ended_at = Some(now);
+    w.put_delegation(&unit)?;
+    Ok(Some(unit.status))
 }
 
 /// Marks the unit terminal if every child is; returns its final status if it became terminal.
@@ -544,8 +728,9 @@ pub(crate) fn force_finish(
             reason: reason.to_owned(),
             children: covered,
         };
-        publish_in(w, &unit, EventKey::Terminal, payload, now)?;
+        publish_in(w, Owner::of(&unit), EventKey::Terminal, payload, now)?;
     }
+    w.remove_tally(&unit.id)?;
     let mut unit = unit;
     unit.status = status;
     unit.ended_at = Some(now);

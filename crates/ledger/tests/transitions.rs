@@ -708,3 +708,73 @@ fn a_retired_host_gets_no_more_work_and_a_busy_one_cannot_retire() {
         .unwrap();
     assert_eq!(f.ledger.activity().unwrap(), before, "no unit, no activity");
 }
+
+#[test]
+fn finishing_a_batch_reads_each_child_once_not_the_whole_batch_each_time() {
+    let f = fixture();
+    let n = 300;
+    let id = unit(&f.ledger, n);
+    let before = f.ledger.rows_read();
+    let mut last = None;
+    for index in (0..n).rev() {
+        let status = if index % 3 == 0 {
+            ChildStatus::Failed
+        } else {
+            ChildStatus::Completed
+        };
+        let done = f
+            .ledger
+            .finish_child(BY_HAND, &id, outcome(index, status, T0), T0)
+            .unwrap();
+        assert!(done.published);
+        assert_eq!(
+            done.unit_status.is_some(),
+            index == 0,
+            "only the last one settles"
+        );
+        last = done.unit_status;
+    }
+    // Each finish reads its own child; the unit is read once, when the last child ends.
+    // Re-reading the batch on every finish would be n²/2 = 45,000 rows.
+    let read = f.ledger.rows_read() - before;
+    assert!(
+        read <= 2 * u64::from(n),
+        "{read} rows read for {n} children"
+    );
+    assert_eq!(last, Some(UnitStatus::Partial));
+    let unit = f.ledger.delegation(&id).unwrap().expect("unit");
+    assert_eq!(unit.status, UnitStatus::Partial);
+    assert_eq!(f.ledger.events(&id).unwrap().len(), n as usize);
+}
+
+#[test]
+fn a_stalling_child_is_recorded_until_it_is_final() {
+    let f = fixture();
+    let id = unit(&f.ledger, 2);
+    let detail = ExitDetail::Stalled {
+        stalled_after_quiet_seconds: 3.0,
+        stall_threshold_seconds: 2.0,
+        stall_phase: StallPhase::Idle,
+        stall_grace_seconds: 1.0,
+    };
+    let stalling = Stalling {
+        index: 1,
+        detail: detail.clone(),
+        since: T0,
+    };
+    assert!(f.ledger.child_stalling(&id, &stalling).unwrap());
+    assert_eq!(f.ledger.stalls(&id).unwrap(), vec![stalling.clone()]);
+    finish(&f.ledger, &id, 0, T0);
+    let stalled = ChildOutcome {
+        detail,
+        ..outcome(1, ChildStatus::Stalled, T0)
+    };
+    let done = f.ledger.finish_child(BY_HAND, &id, stalled, T0).unwrap();
+    assert_eq!(done.unit_status, Some(UnitStatus::Partial));
+    // A final child is not stalling any more: nothing is recorded for it.
+    let late = Stalling {
+        index: 0,
+        ..stalling
+    };
+    assert!(!f.ledger.child_stalling(&id, &late).unwrap());
+}

@@ -217,8 +217,11 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
         Err(reason) => {
             plan.log.note(now, &format!("hermes: {reason}"));
             live.set_status(ChildStatus::Error);
+            let transcript = plan.log.path().display().to_string();
             let outcome = ChildOutcome {
-                transcript: plan.log.path().display().to_string(),
+                // The transcript holds the reason now: the reader of the result sees it too.
+                transcript_tail: crate::reaper::read_tail(&transcript),
+                transcript,
                 detail: ExitDetail::SpawnError { reason },
                 ..ChildOutcome::new(plan.index, plan.goal.clone(), ChildStatus::Error, now)
             };
@@ -282,7 +285,7 @@ async fn read_output<R: AsyncRead + Unpin>(
                 live.record_output(stream, &buf, now);
                 out.clear();
                 lines.feed(&buf, &hms(now), &mut out);
-                log.write_raw(&out);
+                log.write_raw(&out, now);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
@@ -291,9 +294,10 @@ async fn read_output<R: AsyncRead + Unpin>(
             }
         }
     }
+    let now = clock.now();
     out.clear();
-    lines.finish(&hms(clock.now()), &mut out);
-    log.write_raw(&out);
+    lines.finish(&hms(now), &mut out);
+    log.write_raw(&out, now);
 }
 
 async fn read_progress<R: AsyncRead + Unpin>(
@@ -319,7 +323,7 @@ async fn read_progress<R: AsyncRead + Unpin>(
                 let now = clock.now();
                 out.clear();
                 lines.feed(&buf, &hms(now), &mut out);
-                log.write_raw(&out);
+                log.write_raw(&out, now);
                 assembler.feed(&buf, |line| live.record_progress(parse(line), now));
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -332,7 +336,7 @@ async fn read_progress<R: AsyncRead + Unpin>(
     let now = clock.now();
     out.clear();
     lines.finish(&hms(now), &mut out);
-    log.write_raw(&out);
+    log.write_raw(&out, now);
     assembler.finish(|line| live.record_progress(parse(line), now));
 }
 
@@ -366,11 +370,14 @@ impl RunningChild {
     }
 
     /// Watches the child until it is final and returns its outcome. `interrupt` carries the
-    /// reason once someone wants the child stopped.
+    /// reason once someone wants the child stopped. `on_stalling` is told the stall fields the
+    /// moment the child is found stalling and gets SIGTERM (before its grace period).
     pub(crate) async fn supervise(
         mut self,
         mut interrupt: watch::Receiver<Option<String>>,
+        on_stalling: impl FnOnce(ExitDetail, Timestamp),
     ) -> ChildOutcome {
+        let mut on_stalling = Some(on_stalling);
         let config = self.ctx.config.clone();
         let thresholds = Thresholds {
             idle_ms: millis(config.stall_idle),
@@ -397,6 +404,11 @@ impl RunningChild {
                             describe(&found.detail)
                         ),
                     );
+                    if found.status == ChildStatus::Stalled
+                        && let Some(tell) = on_stalling.take()
+                    {
+                        tell(found.detail.clone(), now);
+                    }
                     ending = Some(found);
                 }
             }

@@ -31,9 +31,12 @@ pub struct Config {
     pub kill_grace: Duration,
     /// Bytes of result kept in an event (`delegation.result_max_bytes`, 65,536).
     pub result_max_bytes: usize,
-    /// Transcript directories older than this are pruned at dispatch
-    /// (`delegation.transcript_retention_days`, 7 days).
+    /// Transcript directories older than this are pruned, at most hourly, after a recovery
+    /// sweep (`delegation.transcript_retention_days`, 7 days).
     pub transcript_retention: Duration,
+    /// Bytes a transcript holds at most: beyond it the head and a rolling tail are kept, with a
+    /// line saying how much was skipped (`delegation.transcript_max_bytes`, 64 MiB).
+    pub transcript_max_bytes: u64,
     /// How often the monitor looks at its children at the latest (`host.sweep_interval_ms`,
     /// 1000 ms). Deadlines that fall between two sweeps are acted on when they fall.
     pub sweep_interval: Duration,
@@ -78,6 +81,7 @@ impl Config {
             kill_grace: d.kill_grace,
             result_max_bytes: usize::try_from(d.result_max_bytes).unwrap_or(usize::MAX),
             transcript_retention: d.transcript_retention,
+            transcript_max_bytes: d.transcript_max_bytes,
             sweep_interval: settings.host.sweep_interval,
             heartbeat_interval: settings.host.heartbeat,
             lease: settings.host.lease,
@@ -124,6 +128,7 @@ mod tests {
         assert_eq!(c.kill_grace, Duration::from_secs(5));
         assert_eq!(c.result_max_bytes, 65_536);
         assert_eq!(c.transcript_retention, Duration::from_secs(604_800));
+        assert_eq!(c.transcript_max_bytes, 67_108_864);
         assert_eq!(c.sweep_interval, Duration::from_millis(1000));
     }
 }

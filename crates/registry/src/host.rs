@@ -93,9 +93,10 @@ pub struct Dispatched {
     pub progress: Option<watch::Receiver<UnitProgress>>,
 }
 
-/// Records a unit in the ledger and creates its transcripts (pruning old ones), without running
-/// it: for a process that dispatches into a session another process hosts. The unit's host is
-/// `host`, which starts it (at once, or when it leaves the queue).
+/// Records a unit in the ledger and creates its transcripts, without running it: for a process
+/// that dispatches into a session another process hosts. The unit's host is `host`, which
+/// starts it (at once, or when it leaves the queue). Old transcripts are pruned on a schedule
+/// ([`crate::housekeeping`]), never here: dispatch costs the same whatever the history holds.
 pub fn record_dispatch(
     ledger: &Ledger,
     config: &Config,
@@ -114,7 +115,6 @@ pub fn record_dispatch(
             path: root.clone(),
             source,
         })?;
-    transcript::prune(root, config.transcript_retention);
     let new = NewDelegation {
         transcript_root: Some(root.display().to_string()),
         ..new
@@ -602,16 +602,25 @@ impl Inner {
     }
 
     /// Publishes a child's outcome; `None` if the ledger kept failing.
+    pub(crate) async fn child_stalling(&self, id: &DelegationId, stalling: ledger::Stalling) {
+        let id = id.clone();
+        if let Err(e) = self.call(move |l| l.child_stalling(&id, &stalling)).await {
+            tracing::warn!(error = %e, "cannot record that a child is stalling");
+        }
+    }
+
+    /// `progress` is the child's final token, persisted with the outcome.
     pub(crate) async fn finish_child(
         &self,
         id: &DelegationId,
         outcome: ChildOutcome,
+        progress: Option<Progress>,
     ) -> Option<FinishChild> {
         for attempt in 1..=PUBLISH_ATTEMPTS {
-            let (id2, o, writer) = (id.clone(), outcome.clone(), self.host_id);
+            let (id2, o, p, writer) = (id.clone(), outcome.clone(), progress.clone(), self.host_id);
             let now = self.ctx.clock.now();
             match self
-                .call(move |l| l.finish_child(writer, &id2, o, now))
+                .call(move |l| l.finish_child_with_progress(writer, &id2, o, p, now))
                 .await
             {
                 Ok(finish) => return Some(finish),
@@ -828,8 +837,13 @@ async fn maintain(inner: Arc<Inner>) {
         }
         if now.ms_since(last_sweep) >= millis(config.recovery_interval) {
             last_sweep = now;
-            let reaper = reaper.clone();
-            match inner.call(move |l| l.recover(&reaper, now, false)).await {
+            let (reaper, config) = (reaper.clone(), config.clone());
+            let swept = inner.call(move |l| {
+                let report = l.recover(&reaper, now, false)?;
+                crate::housekeeping::after_recovery(l, &config, &report);
+                Ok(report)
+            });
+            match swept.await {
                 Ok(report) if !report.finalized.is_empty() || !report.adopted.is_empty() => {
                     tracing::info!(finalized = ?report.finalized, adopted = ?report.adopted, "recovered units of dead hosts");
                 }

@@ -40,6 +40,7 @@ pub mod clock;
 pub mod config;
 mod error;
 mod host;
+pub mod housekeeping;
 pub mod procs;
 pub mod progress;
 mod reaper;

@@ -218,23 +218,195 @@ impl Stream {
 }
 
 /// A child's transcript file, shared by its three stream readers.
+///
+/// It holds at most about `max_bytes` (`delegation.transcript_max_bytes`): past that the head
+/// (the first half) stays, then one line saying how many bytes and lines were skipped, then a
+/// rolling tail of the latest lines. Memory and disk stay bounded whatever the child prints.
 #[derive(Debug)]
 pub struct TaskLog {
     path: PathBuf,
-    file: Mutex<Option<File>>,
+    file: Mutex<Option<CappedFile>>,
+}
+
+/// The smallest cap a transcript honours: room for its header, a few lines and the marker.
+pub const TRANSCRIPT_MIN_BYTES: u64 = 4096;
+
+/// Bytes copied at a time when the tail rolls.
+const COPY_CHUNK: usize = 64 * 1024;
+
+/// Width of each count in the marker line, so it can be rewritten in place as the tail rolls.
+const COUNT_WIDTH: usize = 20;
+
+#[derive(Debug)]
+struct CappedFile {
+    file: File,
+    /// The file's length: every write goes here.
+    len: u64,
+    max: u64,
+    tail: Option<Tail>,
+}
+
+/// Where the rolling tail is, once the cap was reached.
+#[derive(Debug)]
+struct Tail {
+    /// Offset of the marker line.
+    marker_at: u64,
+    /// The marker line's first part (time and cap), fixed once written.
+    marker_head: String,
+    /// Offset of the first tail byte (just after the marker line).
+    start: u64,
+    /// Newlines in the tail now.
+    lines: u64,
+    skipped_bytes: u64,
+    skipped_lines: u64,
+}
+
+impl Tail {
+    fn marker(&self) -> Vec<u8> {
+        let text = format!(
+            "{} {} bytes in {} lines skipped here; the latest lines follow",
+            self.marker_head, self.skipped_bytes, self.skipped_lines
+        );
+        // Padded to the longest it can be, so rewriting it never moves the tail.
+        let width = self.marker_head.len() + 2 * COUNT_WIDTH + 55;
+        let mut line = format!("{text:<width$}").into_bytes();
+        line.push(b'\n');
+        line
+    }
+}
+
+impl CappedFile {
+    fn head_max(&self) -> u64 {
+        self.max / 2
+    }
+
+    /// Room for the tail; when it overflows, the latest quarter of the cap is kept.
+    fn tail_max(&self) -> u64 {
+        self.max - self.head_max()
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file.write_all_at(bytes, self.len)?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn write(&mut self, mut bytes: &[u8], at: Timestamp) -> io::Result<()> {
+        if self.tail.is_none() {
+            let room = self.head_max().saturating_sub(self.len);
+            if bytes.len() as u64 <= room {
+                return self.append(bytes);
+            }
+            // Keep whole lines in the head, then start the tail behind the marker.
+            let fit = bytes[..room as usize]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1);
+            self.append(&bytes[..fit])?;
+            bytes = &bytes[fit..];
+            let tail = Tail {
+                marker_at: self.len,
+                marker_head: format!(
+                    "{} --- | hermes: transcript cap of {} bytes reached;",
+                    hms(at),
+                    self.max
+                ),
+                start: 0,
+                lines: 0,
+                skipped_bytes: 0,
+                skipped_lines: 0,
+            };
+            let marker = tail.marker();
+            self.append(&marker)?;
+            self.tail = Some(Tail {
+                start: self.len,
+                ..tail
+            });
+        }
+        self.append(bytes)?;
+        let tail_max = self.tail_max();
+        let Some(tail) = self.tail.as_mut() else {
+            return Ok(());
+        };
+        tail.lines += bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        if self.len - tail.start > tail_max {
+            self.roll()?;
+        }
+        Ok(())
+    }
+
+    /// Drops the older part of the tail, keeping about a quarter of the cap from a line start,
+    /// and rewrites the marker with the new counts.
+    fn roll(&mut self) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let keep_target = self.max / 4;
+        let Some(tail) = self.tail.as_mut() else {
+            return Ok(());
+        };
+        let mut cut = self.len.saturating_sub(keep_target).max(tail.start);
+        // Move the cut to the start of a line (or keep nothing if the last line is longer).
+        let mut buf = vec![0u8; COPY_CHUNK];
+        if cut > tail.start {
+            let mut at = cut - 1;
+            loop {
+                let n = self.file.read_at(&mut buf, at)?;
+                if n == 0 {
+                    cut = self.len;
+                    break;
+                }
+                if let Some(i) = buf[..n].iter().position(|&b| b == b'\n') {
+                    cut = at + i as u64 + 1;
+                    break;
+                }
+                at += n as u64;
+            }
+        }
+        // Copy the kept part down to the tail's start, counting its lines.
+        let (mut from, mut to, mut kept_lines) = (cut, tail.start, 0u64);
+        while from < self.len {
+            let want = usize::try_from(self.len - from)
+                .unwrap_or(COPY_CHUNK)
+                .min(COPY_CHUNK);
+            let n = self.file.read_at(&mut buf[..want], from)?;
+            if n == 0 {
+                break;
+            }
+            kept_lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+            self.file.write_all_at(&buf[..n], to)?;
+            from += n as u64;
+            to += n as u64;
+        }
+        tail.skipped_bytes += cut - tail.start;
+        tail.skipped_lines += tail.lines.saturating_sub(kept_lines);
+        tail.lines = kept_lines;
+        self.file.set_len(to)?;
+        self.len = to;
+        self.file.write_all_at(&tail.marker(), tail.marker_at)?;
+        Ok(())
+    }
 }
 
 impl TaskLog {
-    /// Opens (creating if needed) a transcript for appending.
-    pub fn open(path: PathBuf) -> io::Result<TaskLog> {
+    /// Opens (creating if needed) a transcript for appending, capped at `max_bytes` (at least
+    /// [`TRANSCRIPT_MIN_BYTES`]).
+    pub fn open(path: PathBuf, max_bytes: u64) -> io::Result<TaskLog> {
         let file = OpenOptions::new()
-            .append(true)
+            .read(true)
+            .write(true)
             .create(true)
+            .truncate(false)
             .mode(0o600)
             .open(&path)?;
+        let len = file.metadata()?.len();
         Ok(TaskLog {
             path,
-            file: Mutex::new(Some(file)),
+            file: Mutex::new(Some(CappedFile {
+                file,
+                len,
+                max: max_bytes.max(TRANSCRIPT_MIN_BYTES),
+                tail: None,
+            })),
         })
     }
 
@@ -251,9 +423,9 @@ impl TaskLog {
         &self.path
     }
 
-    /// Appends already formatted lines. After a write error the transcript stops (the child
-    /// goes on; its output is still captured for the result).
-    pub fn write_raw(&self, bytes: &[u8]) {
+    /// Appends already formatted lines, read at `at`. After a write error the transcript stops
+    /// (the child goes on; its output is still captured for the result).
+    pub fn write_raw(&self, bytes: &[u8], at: Timestamp) {
         if bytes.is_empty() {
             return;
         }
@@ -261,7 +433,7 @@ impl TaskLog {
             return;
         };
         if let Some(file) = guard.as_mut()
-            && let Err(e) = file.write_all(bytes)
+            && let Err(e) = file.write(bytes, at)
         {
             tracing::warn!(path = %self.path.display(), error = %e, "transcript write failed; transcript stopped");
             *guard = None;
@@ -270,7 +442,10 @@ impl TaskLog {
 
     /// Writes a note of hermes' own (`HH:MM:SS --- | text`).
     pub fn note(&self, at: Timestamp, text: &str) {
-        self.write_raw(format!("{} --- | {}\n", hms(at), one_line(text)).as_bytes());
+        self.write_raw(
+            format!("{} --- | {}\n", hms(at), one_line(text)).as_bytes(),
+            at,
+        );
     }
 }
 
@@ -438,13 +613,72 @@ mod tests {
     #[test]
     fn task_log_appends_and_notes() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let log = TaskLog::open(tmp.path().join("t.log")).expect("open");
+        let log = TaskLog::open(tmp.path().join("t.log"), u64::MAX).expect("open");
         let mut out = Vec::new();
         LineSplitter::new(Stream::Err).feed(b"oops\n", "01:02:03", &mut out);
-        log.write_raw(&out);
+        log.write_raw(&out, Timestamp(0));
         log.note(Timestamp(0), "stalled\nnow");
         let text = fs::read_to_string(log.path()).expect("read");
         assert_eq!(text, "01:02:03 err | oops\n00:00:00 --- | stalled now\n");
+    }
+
+    /// The two counts of a marker line: bytes and lines skipped.
+    pub(crate) fn skipped(text: &str) -> (u64, u64) {
+        let line = text
+            .lines()
+            .find(|l| l.contains("hermes: transcript cap of"))
+            .expect("a marker line");
+        let (_, counts) = line.split_once("reached;").expect("the counts follow");
+        let words: Vec<&str> = counts.split_whitespace().collect();
+        let at = |word: &str| {
+            words
+                .iter()
+                .position(|w| *w == word)
+                .and_then(|i| words[i - 1].parse().ok())
+                .expect("a count")
+        };
+        (at("bytes"), at("lines"))
+    }
+
+    #[test]
+    fn a_capped_log_keeps_its_head_and_a_rolling_tail_and_counts_what_it_skipped() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("t.log");
+        fs::write(&path, "# header\n").expect("header");
+        let log = TaskLog::open(path.clone(), 8192).expect("open");
+        let mut total = 9;
+        for i in 0..10_000 {
+            let line = format!("00:00:01 out | line {i}\n");
+            total += line.len() as u64;
+            log.write_raw(line.as_bytes(), Timestamp(1_000));
+        }
+        let text = fs::read_to_string(&path).expect("read");
+        assert!(text.len() <= 8192 + 200, "{} bytes", text.len());
+        assert!(text.starts_with("# header\n00:00:01 out | line 0\n"));
+        assert!(
+            text.ends_with("out | line 9999\n"),
+            "{}",
+            &text[text.len() - 100..]
+        );
+        let (bytes, lines) = skipped(&text);
+        let kept = text.lines().filter(|l| l.contains(" out | line ")).count() as u64;
+        assert_eq!(kept + lines, 10_000, "every line is kept or counted");
+        let marker = text
+            .lines()
+            .find(|l| l.contains("transcript cap"))
+            .expect("marker");
+        assert_eq!(
+            text.len() as u64 - marker.len() as u64 - 1 + bytes,
+            total,
+            "every byte is kept or counted"
+        );
+        // The kept lines are whole and in order around the marker.
+        let numbers: Vec<u64> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("00:00:01 out | line "))
+            .map(|n| n.parse().expect("a whole line"))
+            .collect();
+        assert!(numbers.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -141,7 +141,7 @@ pub(crate) async fn run(
             while next < count {
                 let outcome = not_started(&host, &unit, &dir, next, reason);
                 parts.children[next as usize].set_status(ChildStatus::Interrupted);
-                let finish = host.finish_child(&unit.id, outcome.clone()).await;
+                let finish = host.finish_child(&unit.id, outcome.clone(), None).await;
                 running.spawn(async move { (outcome, finish) });
                 next += 1;
             }
@@ -152,7 +152,8 @@ pub(crate) async fn run(
             let live = parts.children[index as usize].clone();
             let task = &unit.spec.tasks[index as usize];
             let log_path = transcript::task_log_path(&dir, index);
-            let log = TaskLog::open(log_path.clone()).unwrap_or_else(|e| {
+            let max = host.ctx.config.transcript_max_bytes;
+            let log = TaskLog::open(log_path.clone(), max).unwrap_or_else(|e| {
                 tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
                 TaskLog::disabled(log_path)
             });
@@ -174,15 +175,30 @@ pub(crate) async fn run(
             let interrupt = parts.interrupt.clone();
             let id = unit.id.clone();
             running.spawn(async move {
-                let outcome = match child::start(plan, live, &host.ctx) {
+                let outcome = match child::start(plan, live.clone(), &host.ctx) {
                     Started::Failed(outcome) => outcome,
                     Started::Running(child) => {
                         host.child_started(&id, index, child.process(), child.started_at())
                             .await;
-                        child.supervise(interrupt).await
+                        // Recorded at once (one short write), so status views show the stall
+                        // fields during the grace period, not only after SIGKILL.
+                        let (stall_host, stall_id) = (host.clone(), id.clone());
+                        let on_stalling = move |detail, since| {
+                            let stalling = ledger::Stalling {
+                                index,
+                                detail,
+                                since,
+                            };
+                            tokio::spawn(async move {
+                                stall_host.child_stalling(&stall_id, stalling).await;
+                            });
+                        };
+                        child.supervise(interrupt, on_stalling).await
                     }
                 };
-                let finish = host.finish_child(&id, outcome.clone()).await;
+                // The final token goes with the outcome: the periodic snapshot may be older.
+                let progress = Some(live.snapshot().progress);
+                let finish = host.finish_child(&id, outcome.clone(), progress).await;
                 (outcome, finish)
             });
             write_manifest(&manifest, &dir);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use ledger::{HostKind, SessionId, UnitStatus};
+use ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
 use registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
 const ROLE: &str = "REGISTRY_TEST_SECOND_PROCESS_HOME";
@@ -310,5 +310,74 @@ async fn shutdown_interrupts_running_units_cancels_queued_ones_and_unregisters()
         ledger.host(host.process()).expect("reads"),
         None,
         "the host unregistered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_cannot_renew_its_lease_stops_its_children_before_the_lease_runs_out() {
+    let f = fixture_with(HostKind::Headless, Some("fence"), |c| {
+        c.heartbeat_interval = Duration::from_millis(500);
+        c.lease = Duration::from_secs(3);
+        c.self_fence_after = Duration::from_millis(2_500);
+        c.sweep_interval = Duration::from_millis(50);
+    })
+    .await;
+    let session = SessionId::new("fence").expect("session");
+    let dispatched = f
+        .host
+        .dispatch(DispatchRequest::background(
+            session,
+            spec(&[&["sleep", "100"]]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = dispatched.delegation.id.clone();
+    let ledger = f.ledger.clone();
+    let child_of = |ledger: &Ledger| {
+        ledger
+            .children(&id)
+            .ok()
+            .and_then(|c| c[0].process.filter(|_| c[0].status == ChildStatus::Running))
+    };
+    assert!(eventually(Duration::from_secs(10), || child_of(&ledger).is_some()).await);
+    let child = child_of(&f.ledger).expect("running child");
+
+    // From now on the disk refuses every write: the lease can no longer be renewed.
+    f.ledger.fail_writes(true);
+    let lease_ran_out_at = f
+        .ledger
+        .host(f.host.process())
+        .expect("read")
+        .expect("host record")
+        .lease_expires_at;
+    assert!(eventually(Duration::from_secs(10), || f.host.is_fenced()).await);
+    let fenced_at = registry::Clock::now(&registry::SystemClock);
+    assert!(
+        eventually(Duration::from_secs(5), || !group_alive(child)).await,
+        "the fenced host's child is gone"
+    );
+    let gone_at = registry::Clock::now(&registry::SystemClock);
+    assert!(
+        fenced_at <= lease_ran_out_at && gone_at <= lease_ran_out_at,
+        "stopped before the lease ran out: fenced {fenced_at:?}, child gone {gone_at:?}, lease {lease_ran_out_at:?}"
+    );
+
+    // Once the disk works again, the fenced host still writes nothing: the child's death is not
+    // recorded by it (recovery elsewhere will end the unit `unknown`).
+    f.ledger.fail_writes(false);
+    assert!(
+        eventually(Duration::from_secs(10), || f.host.running().is_empty()).await,
+        "the host saw its child end"
+    );
+    let record = f.ledger.children(&id).expect("children");
+    assert_eq!(record[0].status, ChildStatus::Running, "{record:?}");
+    assert_eq!(
+        f.ledger
+            .host(f.host.process())
+            .expect("read")
+            .expect("record")
+            .lease_expires_at,
+        lease_ran_out_at,
+        "no renewal after fencing"
     );
 }

@@ -256,6 +256,12 @@ async fn a_missing_command_is_an_error_with_the_os_reason() {
         }
         other => panic!("expected a spawn error, got {other:?}"),
     }
+    // The reader of the result sees what the transcript says, not "nothing recorded".
+    let tail = child
+        .transcript_tail
+        .as_deref()
+        .expect("the transcript's tail travels with a spawn error");
+    assert!(tail.contains("hermes: cannot start"), "{tail}");
     assert_eq!(report.status, UnitStatus::Failed);
     assert_eq!(
         f.ledger
@@ -528,4 +534,95 @@ async fn a_background_grandchild_left_behind_is_stopped_when_the_child_exits() {
         .process
         .expect("process");
     assert!(eventually(Duration::from_secs(5), || !group_alive(leader)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_final_progress_token_is_persisted_with_the_outcome() {
+    // Periodic persistence never comes around during this child's life: whatever the ledger
+    // shows afterwards was written with the finalization.
+    let f = inline_fixture(|c| c.progress_interval = Duration::from_secs(3600)).await;
+    let before = registry::Clock::now(&registry::SystemClock);
+    let report = f
+        .host
+        .run_inline(spec(&[&sh("echo early; sleep 0.3; echo done")]), None)
+        .await
+        .expect("runs");
+    assert_eq!(report.status, UnitStatus::Completed);
+    let children = f.ledger.children(&report.delegation_id).expect("children");
+    let progress = &children[0].progress;
+    assert_eq!(progress.output_bytes, 11, "{progress:?}");
+    let last = progress.last_activity_at.expect("activity recorded");
+    let started = children[0].started_at.expect("started");
+    assert!(
+        last.ms_since(started) >= 300 && last >= before,
+        "the last activity is the second write: {last:?}, started {started:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
+    let f = inline_fixture(|c| c.transcript_retention = Duration::from_secs(3600)).await;
+    let root = f.host.config().transcript_root.clone();
+    // A prune ran moments ago (the host's own sweeps prune at most hourly): nothing may prune
+    // during this test but the explicit call below.
+    std::fs::create_dir_all(&root).expect("transcript root");
+    std::fs::write(root.join(".last-prune"), "").expect("prune stamp");
+    let old = root.join("deleg_00000000beef");
+    std::fs::create_dir_all(&old).expect("old unit dir");
+    std::fs::write(old.join("task-0.log"), "old\n").expect("old log");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+    for path in [old.join("task-0.log"), old.clone()] {
+        std::fs::File::open(&path)
+            .and_then(|f| f.set_modified(long_ago))
+            .expect("backdated");
+    }
+    let report = f
+        .host
+        .run_inline(spec(&[&["true"]]), None)
+        .await
+        .expect("runs");
+    assert_eq!(report.status, UnitStatus::Completed);
+    assert!(old.exists(), "dispatch does not scan old transcripts");
+    // Pretend the hour has passed.
+    let _ = std::fs::remove_file(root.join(".last-prune"));
+    let now = std::time::SystemTime::now();
+    assert_eq!(
+        registry::housekeeping::prune_if_due(f.host.config(), now),
+        Some(1),
+        "the scheduled prune removes the old directory"
+    );
+    assert!(!old.exists());
+    assert!(report.transcript_dir.exists(), "recent transcripts stay");
+    assert_eq!(
+        registry::housekeeping::prune_if_due(f.host.config(), now),
+        None,
+        "and does not run again within the hour"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalling_child_is_recorded_in_the_ledger_when_it_gets_sigterm() {
+    let f = inline_fixture(|c| c.stall_grace = Duration::from_secs(5)).await;
+    // The whole group ignores SIGTERM: it lives through the grace period.
+    let request = registry::DispatchRequest::inline(spec(&[&sh("trap '' TERM; sleep 1000")]), None);
+    let dispatched = f.host.dispatch(request).await.expect("dispatched");
+    let id = dispatched.delegation.id;
+    let ledger = f.ledger.clone();
+    let seen = eventually(Duration::from_secs(20), || {
+        let stalls = ledger.stalls(&id).expect("stalls");
+        let children = ledger.children(&id).expect("children");
+        stalls.len() == 1 && children[0].status == ChildStatus::Running
+    })
+    .await;
+    assert!(
+        seen,
+        "the stall is in the ledger while the child still runs"
+    );
+    let stalling = &ledger.stalls(&id).expect("stalls")[0];
+    let (quiet, threshold, phase, grace) = stall_fields(&stalling.detail);
+    assert_eq!((threshold, phase, grace), (1.0, StallPhase::Idle, 5.0));
+    assert!(quiet >= 1.0, "{quiet}");
+    let report = f.host.wait(&id).await.expect("report");
+    assert_eq!(report.status, UnitStatus::Stalled);
+    assert_eq!(report.outcomes[0].signal, Some(9));
 }

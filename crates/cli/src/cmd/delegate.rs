@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use ledger::{Channel, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, UnitStatus};
 use registry::RegistryError;
-use serde_json::json;
 
 use crate::args::DelegateArgs;
 use crate::dispatch_args;
 use crate::exit::{Code, fail};
 use crate::home::{Home, env_var, now};
 use crate::output;
+use crate::reports;
 
 /// How long `delegate` waits for a headless host it started to claim the session.
 const HOST_START_LIMIT: Duration = Duration::from_secs(10);
@@ -81,16 +81,13 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
         "dispatched"
     };
     if args.json {
-        output::print_json(&json!({
-            "status": status,
-            "delegation_id": unit.id.to_string(),
-            "session": session.to_string(),
-            "mode": "background",
-            "tasks": unit.task_count(),
-            "live_transcripts": transcripts,
-            "queue_position": admission.queue_position,
-            "host_pid": host.pid,
-        }))?;
+        output::print_json(&reports::dispatch_json(
+            &unit,
+            &session,
+            &transcripts,
+            admission.queue_position,
+            host.pid,
+        ))?;
     } else {
         let mut text = format!(
             "{} {status} into session {session}: {} task(s)",

@@ -4,16 +4,14 @@ use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ledger::{
-    Child, ChildOutcome, Delegation, DelegationId, Event, EventKey, InterruptTarget, Ledger,
-    SessionId,
-};
-use serde_json::{Value, json};
+use ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId};
+use serde_json::json;
 
 use crate::args::DelegationCommand;
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
-use crate::output::{self, time};
+use crate::output;
+use crate::reports;
 
 /// Recent units `list` shows without `--all`.
 const RECENT: usize = 20;
@@ -43,39 +41,16 @@ fn parse_session(s: &str) -> anyhow::Result<SessionId> {
     SessionId::new(s).map_err(|e| fail(Code::Usage, e.to_string()))
 }
 
-fn unit_json(u: &Delegation) -> Value {
-    json!({
-        "delegation_id": u.id.to_string(),
-        "session": u.session.as_ref().map(|s| s.to_string()),
-        "status": u.status.as_str(),
-        "channel": match u.channel { ledger::Channel::Background => "background", ledger::Channel::Inline => "inline" },
-        "goal": u.spec.goal,
-        "group": u.spec.group,
-        "delivery": u.spec.delivery.as_str(),
-        "tasks": u.task_count(),
-        "dispatched_at": time(Some(u.dispatched_at)),
-        "started_at": time(u.started_at),
-        "ended_at": time(u.ended_at),
-        "host_pid": u.host.map(|h| h.pid),
-        "interrupt": u.interrupt,
-    })
-}
-
 fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> {
     let session = session.as_deref().map(parse_session).transpose()?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let listing = ledger.list(session.as_ref(), if all { RECENT_ALL } else { RECENT })?;
     if json {
-        output::print_json(&json!({
-            "running": listing.running.iter().map(unit_json).collect::<Vec<_>>(),
-            "queued": listing.queued.iter().map(unit_json).collect::<Vec<_>>(),
-            "recent": listing.recent.iter().map(unit_json).collect::<Vec<_>>(),
-            "running_count": listing.running.len(),
-            "queued_count": listing.queued.len(),
-            "recent_count": listing.recent_total,
-            "max_concurrent_children": home.settings.delegation.max_concurrent_children,
-        }))?;
+        output::print_json(&reports::list_json(
+            &listing,
+            home.settings.delegation.max_concurrent_children,
+        ))?;
         return Ok(Code::Ok);
     }
     let mut text = format!(
@@ -119,72 +94,6 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
     Ok(Code::Ok)
 }
 
-/// The event that carries child `index`'s outcome, and the outcome.
-fn outcome_of(events: &[Event], index: u32) -> Option<(&Event, &ChildOutcome)> {
-    events
-        .iter()
-        .filter(|e| e.key == EventKey::Task(index) || e.key == EventKey::Terminal)
-        .find_map(|e| {
-            e.payload
-                .outcomes()
-                .iter()
-                .find(|o| o.index == index)
-                .map(|o| (e, o))
-        })
-}
-
-fn child_json(unit: &Delegation, child: &Child, events: &[Event], at: ledger::Timestamp) -> Value {
-    let goal = unit
-        .spec
-        .tasks
-        .get(child.index as usize)
-        .map(|t| t.goal.clone())
-        .unwrap_or_default();
-    let found = outcome_of(events, child.index);
-    let duration = match (child.started_at, child.ended_at) {
-        (Some(s), Some(e)) => Some(e.ms_since(s) as f64 / 1000.0),
-        (Some(s), None) => Some(at.ms_since(s) as f64 / 1000.0),
-        _ => found.map(|(_, o)| o.duration_seconds()),
-    };
-    let last = child.progress.last_activity_at.or(child.started_at);
-    let quiet = (!child.status.is_terminal())
-        .then(|| last.map(|l| at.ms_since(l) as f64 / 1000.0))
-        .flatten();
-    let delivery = found.map(|(e, _)| {
-        json!({
-            "event_key": e.key.to_string(),
-            "state": e.state.as_str(),
-            "attempts": e.attempts,
-            "consumer": e.lease.as_ref().map(|l| l.consumer.clone()),
-            "lease_expires_at": time(e.lease.as_ref().map(|l| l.expires_at)),
-            "delivered_at": time(e.delivered_at),
-            "drop_reason": e.drop_reason.as_ref().map(|r| r.as_str().to_owned()),
-        })
-    });
-    json!({
-        "index": child.index,
-        "goal": goal,
-        "status": child.status.as_str(),
-        "pid": child.process.map(|p| p.pid),
-        "started_at": time(child.started_at),
-        "ended_at": time(child.ended_at),
-        "exit_code": child.exit_code,
-        "signal": child.signal,
-        "duration_seconds": duration,
-        "progress": {
-            "api_calls": child.progress.api_calls,
-            "current_tool": child.progress.current_tool,
-            "output_bytes": child.progress.output_bytes,
-            "last_activity_at": time(child.progress.last_activity_at),
-            "quiet_seconds": quiet,
-        },
-        "transcript": child.transcript,
-        "result": found.map(|(_, o)| o.result.clone()),
-        "transcript_tail": found.and_then(|(_, o)| o.transcript_tail.clone()),
-        "delivery": delivery,
-    })
-}
-
 fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     let id = parse_id(id)?;
     let home = Home::load()?;
@@ -197,35 +106,13 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     };
     let children = ledger.children(&id)?;
     let events = ledger.events(&id)?;
-    let at = now();
-    let tasks: Vec<Value> = children
-        .iter()
-        .map(|c| child_json(&unit, c, &events, at))
-        .collect();
+    let stalls = ledger.stalls(&id)?;
+    let value = reports::status_json(&ledger, &unit, &children, now())?;
     if json_out {
-        let mut value = unit_json(&unit);
-        if let Value::Object(map) = &mut value {
-            map.insert("tasks".into(), Value::Array(tasks));
-            map.insert(
-                "events".into(),
-                Value::Array(
-                    events
-                        .iter()
-                        .map(|e| {
-                            json!({
-                                "event_key": e.key.to_string(),
-                                "state": e.state.as_str(),
-                                "attempts": e.attempts,
-                                "published_at": time(Some(e.published_at)),
-                            })
-                        })
-                        .collect(),
-                ),
-            );
-        }
         output::print_json(&value)?;
         return Ok(Code::Ok);
     }
+    let tasks = value["tasks"].as_array().cloned().unwrap_or_default();
     let mut text = format!(
         "{}  {}  session {}\ngoal: {}\ndispatched: {}",
         unit.id,
@@ -246,13 +133,19 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
             "  task {}/{}: {:<11} pid {:<7} exit {:<4} calls {:<4} delivery {:<9} {}\n",
             child.index + 1,
             children.len(),
-            child.status.as_str(),
+            reports::shown_status(child, &stalls),
             child.process.map_or("-".to_owned(), |p| p.pid.to_string()),
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             child.progress.api_calls,
             delivery,
             formatter::one_line(task["goal"].as_str().unwrap_or(""), 60)
         ));
+        let found = reports::outcome_of(&events, child.index).map(|(_, o)| o);
+        if let Some(words) =
+            reports::detail_of(child, found, &stalls).and_then(reports::stall_words)
+        {
+            text.push_str(&format!("          {words}\n"));
+        }
         if let Some(t) = &child.transcript {
             text.push_str(&format!("          transcript: {t}\n"));
         }
@@ -353,14 +246,33 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
     } else {
         vec![0; paths.len()]
     };
+    // Following is long-lived: it sweeps while it waits (SPEC §10).
+    home.sweeping(&ledger, || {
+        follow_until_done(&ledger, &id, &paths, &mut offsets)
+    })
+}
+
+/// Prints what is added to `paths` (from `offsets` on) until the delegation ends.
+fn follow_until_done(
+    ledger: &Ledger,
+    id: &DelegationId,
+    paths: &[String],
+    offsets: &mut [u64],
+) -> anyhow::Result<Code> {
     loop {
         let finished = ledger
-            .delegation(&id)?
+            .delegation(id)?
             .is_none_or(|u| u.status.is_terminal());
         for (path, offset) in paths.iter().zip(offsets.iter_mut()) {
             let Ok(mut file) = std::fs::File::open(path) else {
                 continue;
             };
+            // A capped transcript whose tail rolled got shorter: what it kept was read already.
+            if let Ok(meta) = file.metadata()
+                && meta.len() < *offset
+            {
+                *offset = meta.len();
+            }
             if file.seek(SeekFrom::Start(*offset)).is_err() {
                 continue;
             }

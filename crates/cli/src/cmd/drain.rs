@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
-use ledger::Ledger;
+use router::KeepAlive;
 
 use crate::args::{BoundaryArg, DrainArgs};
 use crate::cmd::delegate::session_of;
@@ -34,16 +34,44 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     let deadline = (!wait.is_zero())
         .then(|| now().plus_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)));
-    let round = deliver::take_ready(
-        Arc::clone(&ledger),
-        &session,
-        boundary,
-        &consumer,
-        &home.settings,
-        deadline,
-    )?;
+    let take = || {
+        deliver::take_ready(
+            Arc::clone(&ledger),
+            &session,
+            boundary,
+            &consumer,
+            &home.settings,
+            deadline,
+        )
+    };
+    // A drain that waits is a long-lived process: it sweeps while it waits.
+    let (router, round) = match deadline {
+        Some(_) => home.sweeping(&ledger, take)?,
+        None => take()?,
+    };
+    // SPEC §6: the claims are renewed every heartbeat while they are presented, so a stdout
+    // that blocks longer than the lease cannot let another consumer deliver them too.
+    let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
+    let beats: Vec<KeepAlive> = round
+        .delivered
+        .iter()
+        .filter_map(|t| match router.keep_alive(t.token, Arc::clone(&clock)) {
+            Ok(beat) => Some(beat),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew a claim while presenting it");
+                None
+            }
+        })
+        .collect();
     let printed = present(&round, args, &session, boundary);
-    settle(&ledger, &round, args.hold, printed.is_ok())?;
+    for beat in beats {
+        let token = beat.token();
+        if let Err(e) = beat.stop() {
+            // Settling below reports the lost claim (exit 3).
+            tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
+        }
+    }
+    deliver::settle(&ledger, &round.delivered, args.hold, printed.is_ok())?;
     printed?;
     Ok(Code::Ok)
 }
@@ -95,20 +123,4 @@ fn present(
         }
     }
     output::print(&text)
-}
-
-/// Acks what was shown (unless held), all in one durable commit; gives back what could not be
-/// shown.
-fn settle(ledger: &Ledger, round: &Round, hold: bool, shown: bool) -> anyhow::Result<()> {
-    if !shown {
-        for t in &round.delivered {
-            ledger.defer(t.token)?;
-        }
-    } else if !hold && !round.delivered.is_empty() {
-        let tokens: Vec<_> = round.delivered.iter().map(|t| t.token).collect();
-        for result in ledger.ack_many(&tokens, now())? {
-            result?;
-        }
-    }
-    Ok(())
 }

@@ -55,44 +55,57 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
             },
         )
         .await?;
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("cannot watch SIGTERM")?;
-        let mut last_busy = Instant::now();
-        let reason = loop {
-            tokio::select! {
-                _ = tokio::time::sleep(POLL) => {}
-                _ = term.recv() => break "host_stopped",
-                _ = tokio::signal::ctrl_c() => break "host_stopped",
-            }
-            if host.is_fenced() {
-                return Err(fail(
-                    Code::WorkFailed,
-                    format!(
-                        "the host of session {session} lost its lease and stopped its children; their units are recovered by other hermes processes"
-                    ),
-                ));
-            }
-            if !host.running().is_empty() || has_work(&ledger, me)? {
-                last_busy = Instant::now();
-                continue;
-            }
-            if last_busy.elapsed() < idle_exit {
-                continue;
-            }
-            // Retire atomically: only if nothing is assigned to this host, and from then on
-            // nothing can be (a racing `delegate` gets `HostGone` and starts a new host).
-            if !ledger.retire_host(me)? {
-                tracing::info!(%session, "work arrived while leaving; staying");
-                last_busy = Instant::now();
-                continue;
-            }
-            break "idle_exit";
-        };
+        let reason = serve_until_idle(&host, &ledger, &session, idle_exit).await?;
         tracing::info!(%session, reason, "headless host stopping");
         host.shutdown(reason).await;
         anyhow::Ok(())
     })?;
     Ok(Code::Ok)
+}
+
+/// Keeps `host` running its units until nothing has run, queued or arrived for it for
+/// `idle_exit` and it could retire (then `"idle_exit"`), or until SIGTERM/SIGINT
+/// (`"host_stopped"`). The caller shuts the host down with the reason.
+pub async fn serve_until_idle(
+    host: &Host,
+    ledger: &Ledger,
+    session: &SessionId,
+    idle_exit: Duration,
+) -> anyhow::Result<&'static str> {
+    let me = host.process();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    let mut last_busy = Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = term.recv() => return Ok("host_stopped"),
+            _ = tokio::signal::ctrl_c() => return Ok("host_stopped"),
+        }
+        if host.is_fenced() {
+            return Err(fail(
+                Code::WorkFailed,
+                format!(
+                    "the host of session {session} lost its lease and stopped its children; their units are recovered by other hermes processes"
+                ),
+            ));
+        }
+        if !host.running().is_empty() || has_work(ledger, me)? {
+            last_busy = Instant::now();
+            continue;
+        }
+        if last_busy.elapsed() < idle_exit {
+            continue;
+        }
+        // Retire atomically: only if nothing is assigned to this host, and from then on
+        // nothing can be (a racing `delegate` gets `HostGone` and starts a new host).
+        if !ledger.retire_host(me)? {
+            tracing::info!(%session, "work arrived while leaving; staying");
+            last_busy = Instant::now();
+            continue;
+        }
+        return Ok("idle_exit");
+    }
 }
 
 /// Whether the ledger holds unfinished units for this host.

@@ -82,45 +82,63 @@ fn inline(
         report.ok_or_else(|| anyhow::anyhow!("{id} ended without a report"))
     })?;
     let id = report.delegation_id.clone();
-    let delegation = ledger
-        .delegation(&id)?
-        .ok_or_else(|| fail(Code::WorkFailed, format!("{id} vanished from the ledger")))?;
-    let mut events = ledger.events(&id)?;
-    events.sort_by_key(|e| e.key);
-    let envelope = Envelope::new(&delegation, &events);
-    let printed = if args.json {
-        output::print_json(&formatter::run_json(&envelope))
-    } else {
-        output::print(&formatter::render_boundary(
-            &[envelope],
-            Boundary::Turn,
-            &render_context(),
-        ))
-    };
+    let finished = finish(&ledger, &report, args.json)?;
+    let printed = output::print(&finished.text);
     // The caller has the result (or nobody is reading): either way nothing waits for delivery.
     ledger.settle_inline(&id, now())?;
-    let outcome = if report.status == UnitStatus::Completed {
-        Ok(Code::Ok)
+    // A failed job exits 1 whatever happened to stdout; a successful one reports a failed write
+    // (a closed pipe is not a failure: `report` maps it to 0).
+    match (finished.failure, printed) {
+        (Some(failed), _) => Err(failed),
+        (None, Err(write)) => Err(write),
+        (None, Ok(())) => Ok(Code::Ok),
+    }
+}
+
+/// A finished inline unit, as its caller shows it.
+pub struct Finished {
+    /// The result block (or the JSON of `--json`, one line).
+    pub text: String,
+    /// Why the run counts as failed (exit 1): not every child completed.
+    pub failure: Option<anyhow::Error>,
+}
+
+/// Renders a finished inline unit from the ledger (`-z`, cron, and a foreground
+/// `delegate_task`); the caller settles its events once it has shown them.
+pub fn finish(
+    ledger: &ledger::Ledger,
+    report: &registry::UnitReport,
+    json: bool,
+) -> anyhow::Result<Finished> {
+    let id = &report.delegation_id;
+    let delegation = ledger
+        .delegation(id)?
+        .ok_or_else(|| fail(Code::WorkFailed, format!("{id} vanished from the ledger")))?;
+    let mut events = ledger.events(id)?;
+    events.sort_by_key(|e| e.key);
+    let envelope = Envelope::new(&delegation, &events);
+    let text = if json {
+        let mut line =
+            serde_json::to_string(&formatter::run_json(&envelope)).context("cannot encode JSON")?;
+        line.push('\n');
+        line
     } else {
+        formatter::render_boundary(&[envelope], Boundary::Turn, &render_context())
+    };
+    let failure = (report.status != UnitStatus::Completed).then(|| {
         let done = report
             .outcomes
             .iter()
             .filter(|o| o.status == ledger::ChildStatus::Completed)
             .count();
-        Err(fail(
+        fail(
             Code::WorkFailed,
             format!(
                 "{id} {}: {done} of {} tasks completed",
                 report.status,
                 delegation.task_count()
             ),
-        ))
-    };
-    // A failed job exits 1 whatever happened to stdout; a successful one reports a failed write
-    // (a closed pipe is not a failure: `report` maps it to 0).
-    match (outcome, printed) {
-        (Err(failed), _) => Err(failed),
-        (Ok(_), Err(write)) => Err(write),
-        (Ok(code), Ok(())) => Ok(code),
-    }
+        )
+    });
+    Ok(Finished { text, failure })
 }

@@ -42,7 +42,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     let me = registry::procs::current_process();
     let (session, greeting) = match resume {
-        Some(raw) => resume_session(&ledger, raw, me)?,
+        Some(raw) => resume_session(&ledger, &home.registry(), raw, me)?,
         None => {
             let id = new_session(&ledger, me)?;
             let text = format!(
@@ -166,6 +166,7 @@ fn new_session(ledger: &Ledger, me: ProcessId) -> anyhow::Result<SessionId> {
 /// are given back, and what waited is delivered at the first boundary.
 fn resume_session(
     ledger: &Ledger,
+    registry: &registry::Config,
     raw: &str,
     me: ProcessId,
 ) -> anyhow::Result<(SessionId, String)> {
@@ -198,6 +199,7 @@ fn resume_session(
         }
     }
     let report = ledger.recover(&OsReaper::new(), now(), true)?;
+    registry::housekeeping::after_recovery(ledger, registry, &report);
     let mut finalized = 0;
     for unit in &report.finalized {
         if ledger

@@ -148,6 +148,7 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
     text.push('\n');
     let live = host.progress(id).map(|p| p.borrow().clone());
     let events = ledger.events(id)?;
+    let stalls = ledger.stalls(id)?;
     for child in ledger.children(id)? {
         let (status, started, progress) = match live
             .as_ref()
@@ -155,6 +156,13 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
         {
             Some(c) => (c.status, c.started_at, c.progress.clone()),
             None => (child.status, child.started_at, child.progress.clone()),
+        };
+        let stalling = (!status.is_terminal())
+            .then(|| stalls.iter().find(|s| s.index == child.index))
+            .flatten();
+        let status = match stalling {
+            Some(_) => "stalling",
+            None => status.as_str(),
         };
         let delivery = events
             .iter()
@@ -168,10 +176,13 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
             text,
             "  task {} {} · exit {} · delivery {}",
             child.index + 1,
-            describe(status.as_str(), started, &progress, at),
+            describe(status, started, &progress, at),
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             delivery
         );
+        if let Some(words) = stalling.and_then(|s| crate::reports::stall_words(&s.detail)) {
+            let _ = writeln!(text, "    {words}");
+        }
         if let Some(t) = &child.transcript {
             let _ = writeln!(text, "    transcript: {t}");
         }

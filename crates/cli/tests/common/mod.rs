@@ -31,8 +31,24 @@ impl Hermes {
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_hermes"));
-        c.args(args)
-            .env("HERMES_HOME", self.home.path())
+        c.args(args);
+        self.environment(&mut c);
+        c
+    }
+
+    /// `sh -c SCRIPT` with this home's environment; `$HERMES` is the binary.
+    pub fn shell(&self, script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(script)
+            .env("HERMES", env!("CARGO_BIN_EXE_hermes"));
+        self.environment(&mut c);
+        c
+    }
+
+    /// Sets this home's environment (and no session) on `c`.
+    pub fn environment(&self, c: &mut Command) {
+        c.env("HERMES_HOME", self.home.path())
             .env("HERMES_HOST_IDLE_EXIT_SECONDS", "3")
             .env("HERMES_HOST_SWEEP_INTERVAL_MS", "100")
             .env("HERMES_DELEGATION_KILL_GRACE_SECONDS", "1")
@@ -40,7 +56,6 @@ impl Hermes {
             .env_remove("HERMES_SESSION_KEY")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
-        c
     }
 
     pub fn run(&self, args: &[&str]) -> Run {

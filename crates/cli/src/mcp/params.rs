@@ -1,0 +1,111 @@
+//! The tools' parameters. Their JSON Schemas are derived from these types, and the doc comments
+//! become the schema's descriptions: they say what the schema's types cannot.
+
+use rmcp::schemars::{self, JsonSchema};
+use serde::Deserialize;
+
+/// `delegate_task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DelegateTask {
+    /// What the child should accomplish, in one sentence. It heads the result block, so make it
+    /// specific. Required unless `tasks` is given.
+    pub goal: Option<String>,
+    /// The program and its arguments, run as given (no shell: use ["sh","-c","…"] for one).
+    /// Required unless `tasks` is given. Another agent CLI works too, e.g.
+    /// ["claude","-p","review the diff in src/"].
+    pub command: Option<Vec<String>>,
+    /// Background the child needs that is not in the goal; shown again with its result.
+    pub context: Option<String>,
+    /// Toolset names, recorded with the task and shown with its result.
+    pub toolsets: Option<Vec<String>>,
+    /// `leaf` (default) does the work itself; `orchestrator` may delegate further.
+    pub role: Option<Role>,
+    /// The model the child uses, if it is an agent; recorded and shown with the result.
+    pub model: Option<String>,
+    /// A batch: several children run in parallel as one delegation, and their results arrive
+    /// as one block. Use instead of `goal`/`command`; `context`, `toolsets`, `role` and `model`
+    /// above apply to every task that does not set its own.
+    pub tasks: Option<Vec<BatchTask>>,
+    /// true (default): return at once with a delegation id; the result arrives later, by
+    /// itself, in this conversation. false: wait for the children and return their result.
+    pub background: Option<bool>,
+    /// When a background result is handed to you: `after_turn` (default) with the next user
+    /// message, or `inject` right after your next tool call, while you are still working.
+    pub result_delivery: Option<Delivery>,
+    /// Wall-clock limit per child, in seconds; the child is stopped and reported as `timeout`.
+    /// 0 or absent: no limit.
+    pub timeout_seconds: Option<f64>,
+    /// Working directory of the children (default: the directory hermes was started in).
+    pub cwd: Option<String>,
+    /// Run on a worker pool instead of in this conversation's host (not available yet: giving
+    /// it is refused).
+    pub pool: Option<String>,
+}
+
+/// One task of a batch.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchTask {
+    /// What this child should accomplish.
+    pub goal: String,
+    /// Its program and arguments, run as given.
+    pub command: Vec<String>,
+    /// Background for this child (default: the batch's `context`).
+    pub context: Option<String>,
+    /// Its toolsets (default: the batch's).
+    pub toolsets: Option<Vec<String>>,
+    /// Its role (default: the batch's).
+    pub role: Option<Role>,
+    /// Its model (default: the batch's).
+    pub model: Option<String>,
+}
+
+/// A child's role.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Leaf,
+    Orchestrator,
+}
+
+/// When a background result is delivered.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    AfterTurn,
+    Inject,
+}
+
+/// `delegation_status`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationId {
+    /// The id `delegate_task` returned, `deleg_` and 12 hex digits.
+    pub delegation_id: String,
+}
+
+/// `delegation_list`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationList {
+    /// Every finished delegation of this conversation, not only the 20 most recent.
+    pub all: Option<bool>,
+}
+
+/// `delegation_results`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationResults {
+    /// `turn` (default): every ready result. `tool`: only those dispatched with
+    /// `result_delivery: inject`, wrapped as background evidence.
+    pub boundary: Option<BoundaryParam>,
+}
+
+/// A delivery boundary.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundaryParam {
+    Turn,
+    Tool,
+}

@@ -1,0 +1,227 @@
+//! JSON views of delegations shared by the command line and the MCP server: `delegation
+//! list/status --json`, the dispatch handle of `delegate --json` and the MCP tools answer with
+//! the same shapes (SPEC §8).
+
+use ledger::{
+    Child, ChildOutcome, Delegation, Event, EventKey, ExitDetail, Ledger, Listing, SessionId,
+    Stalling,
+};
+use serde_json::{Value, json};
+
+use crate::output::time;
+
+pub fn unit_json(u: &Delegation) -> Value {
+    json!({
+        "delegation_id": u.id.to_string(),
+        "session": u.session.as_ref().map(|s| s.to_string()),
+        "status": u.status.as_str(),
+        "channel": match u.channel { ledger::Channel::Background => "background", ledger::Channel::Inline => "inline" },
+        "goal": u.spec.goal,
+        "group": u.spec.group,
+        "delivery": u.spec.delivery.as_str(),
+        "tasks": u.task_count(),
+        "dispatched_at": time(Some(u.dispatched_at)),
+        "started_at": time(u.started_at),
+        "ended_at": time(u.ended_at),
+        "host_pid": u.host.map(|h| h.pid),
+        "interrupt": u.interrupt,
+    })
+}
+
+/// The event that carries child `index`'s outcome, and the outcome.
+pub(crate) fn outcome_of(events: &[Event], index: u32) -> Option<(&Event, &ChildOutcome)> {
+    events
+        .iter()
+        .filter(|e| e.key == EventKey::Task(index) || e.key == EventKey::Terminal)
+        .find_map(|e| {
+            e.payload
+                .outcomes()
+                .iter()
+                .find(|o| o.index == index)
+                .map(|o| (e, o))
+        })
+}
+
+/// What a status view shows for a child: `stalling` while a child found stalling waits out its
+/// grace period (its row still says running), else its recorded status.
+pub(crate) fn shown_status(child: &Child, stalls: &[Stalling]) -> &'static str {
+    if !child.status.is_terminal() && stalling_of(stalls, child.index).is_some() {
+        "stalling"
+    } else {
+        child.status.as_str()
+    }
+}
+
+pub(crate) fn stalling_of(stalls: &[Stalling], index: u32) -> Option<&Stalling> {
+    stalls.iter().find(|s| s.index == index)
+}
+
+/// The stall fields of a stalling or stalled child in words, for text views.
+pub(crate) fn stall_words(detail: &ExitDetail) -> Option<String> {
+    match detail {
+        ExitDetail::Stalled {
+            stalled_after_quiet_seconds,
+            stall_threshold_seconds,
+            stall_phase,
+            stall_grace_seconds,
+        } => Some(format!(
+            "stalled after {stalled_after_quiet_seconds:.1} s quiet ({} threshold {stall_threshold_seconds} s); SIGTERM sent, SIGKILL after {stall_grace_seconds} s grace",
+            stall_phase.as_str()
+        )),
+        _ => None,
+    }
+}
+
+/// How the child ended beyond its status, or its stall fields while it is stalling.
+pub(crate) fn detail_of<'a>(
+    child: &Child,
+    found: Option<&'a ChildOutcome>,
+    stalls: &'a [Stalling],
+) -> Option<&'a ExitDetail> {
+    match found {
+        Some(outcome) => Some(&outcome.detail),
+        None if !child.status.is_terminal() => stalling_of(stalls, child.index).map(|s| &s.detail),
+        None => None,
+    }
+}
+
+pub fn child_json(
+    unit: &Delegation,
+    child: &Child,
+    events: &[Event],
+    stalls: &[Stalling],
+    at: ledger::Timestamp,
+) -> Value {
+    let goal = unit
+        .spec
+        .tasks
+        .get(child.index as usize)
+        .map(|t| t.goal.clone())
+        .unwrap_or_default();
+    let found = outcome_of(events, child.index);
+    let duration = match (child.started_at, child.ended_at) {
+        (Some(s), Some(e)) => Some(e.ms_since(s) as f64 / 1000.0),
+        (Some(s), None) => Some(at.ms_since(s) as f64 / 1000.0),
+        _ => found.map(|(_, o)| o.duration_seconds()),
+    };
+    let last = child.progress.last_activity_at.or(child.started_at);
+    let quiet = (!child.status.is_terminal())
+        .then(|| last.map(|l| at.ms_since(l) as f64 / 1000.0))
+        .flatten();
+    let delivery = found.map(|(e, _)| {
+        json!({
+            "event_key": e.key.to_string(),
+            "state": e.state.as_str(),
+            "attempts": e.attempts,
+            "consumer": e.lease.as_ref().map(|l| l.consumer.clone()),
+            "lease_expires_at": time(e.lease.as_ref().map(|l| l.expires_at)),
+            "delivered_at": time(e.delivered_at),
+            "drop_reason": e.drop_reason.as_ref().map(|r| r.as_str().to_owned()),
+        })
+    });
+    let detail =
+        detail_of(child, found.map(|(_, o)| o), stalls).and_then(formatter::DetailJson::new);
+    json!({
+        "index": child.index,
+        "goal": goal,
+        "status": shown_status(child, stalls),
+        "detail": detail,
+        "stalling_since": time(
+            (!child.status.is_terminal())
+                .then(|| stalling_of(stalls, child.index).map(|s| s.since))
+                .flatten()
+        ),
+        "pid": child.process.map(|p| p.pid),
+        "started_at": time(child.started_at),
+        "ended_at": time(child.ended_at),
+        "exit_code": child.exit_code,
+        "signal": child.signal,
+        "duration_seconds": duration,
+        "progress": {
+            "api_calls": child.progress.api_calls,
+            "current_tool": child.progress.current_tool,
+            "output_bytes": child.progress.output_bytes,
+            "last_activity_at": time(child.progress.last_activity_at),
+            "quiet_seconds": quiet,
+        },
+        "transcript": child.transcript,
+        "result": found.map(|(_, o)| o.result.clone()),
+        "transcript_tail": found.and_then(|(_, o)| o.transcript_tail.clone()),
+        "delivery": delivery,
+    })
+}
+
+/// `delegation list --json`: running, queued and recent units with their counts.
+pub fn list_json(listing: &Listing, max_concurrent_children: u32) -> Value {
+    json!({
+        "running": listing.running.iter().map(unit_json).collect::<Vec<_>>(),
+        "queued": listing.queued.iter().map(unit_json).collect::<Vec<_>>(),
+        "recent": listing.recent.iter().map(unit_json).collect::<Vec<_>>(),
+        "running_count": listing.running.len(),
+        "queued_count": listing.queued.len(),
+        "recent_count": listing.recent_total,
+        "max_concurrent_children": max_concurrent_children,
+    })
+}
+
+/// `delegation status --json`: the unit, its children (progress, result, delivery) and its
+/// events.
+pub fn status_json(
+    ledger: &Ledger,
+    unit: &Delegation,
+    children: &[Child],
+    at: ledger::Timestamp,
+) -> ledger::Result<Value> {
+    let events = ledger.events(&unit.id)?;
+    let stalls = ledger.stalls(&unit.id)?;
+    let tasks: Vec<Value> = children
+        .iter()
+        .map(|c| child_json(unit, c, &events, &stalls, at))
+        .collect();
+    let mut value = unit_json(unit);
+    if let Value::Object(map) = &mut value {
+        map.insert("tasks".into(), Value::Array(tasks));
+        map.insert(
+            "events".into(),
+            Value::Array(
+                events
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "event_key": e.key.to_string(),
+                            "state": e.state.as_str(),
+                            "attempts": e.attempts,
+                            "published_at": time(Some(e.published_at)),
+                        })
+                    })
+                    .collect(),
+            ),
+        );
+    }
+    Ok(value)
+}
+
+/// The dispatch handle of `delegate --json` and of a background `delegate_task`.
+pub fn dispatch_json(
+    unit: &Delegation,
+    session: &SessionId,
+    transcripts: &[String],
+    queue_position: Option<u32>,
+    host_pid: u32,
+) -> Value {
+    let status = if unit.status == ledger::UnitStatus::Queued {
+        "queued"
+    } else {
+        "dispatched"
+    };
+    json!({
+        "status": status,
+        "delegation_id": unit.id.to_string(),
+        "session": session.to_string(),
+        "mode": "background",
+        "tasks": unit.task_count(),
+        "live_transcripts": transcripts,
+        "queue_position": queue_position,
+        "host_pid": host_pid,
+    })
+}

@@ -1,0 +1,11 @@
+//! `hermes mcp` and `hermes hook` end to end (SPEC §13): an MCP client (rmcp's client side)
+//! drives the server over stdio; hooks run as `sh -c 'hermes hook …'` children with the JSON
+//! agents send; stand-in agent processes run both, one conversation each.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod client;
+mod hooks;
+mod mcp;
+mod standin;

@@ -1,0 +1,138 @@
+//! Liveness by lease (SPEC §10), with real processes: a dead host's capacity comes back without
+//! any other command run, and a host in another pid namespace is never judged by pid.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Hermes, process_alive, wait_for};
+use serde_json::Value;
+
+/// Short sweeps, a long lease: anything noticed within seconds was noticed by pid, not lease.
+const TIMINGS: [(&str, &str); 3] = [
+    ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+    ("HERMES_HOST_LEASE_SECONDS", "120"),
+    ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1"),
+];
+
+fn status(h: &Hermes, id: &str) -> Value {
+    h.json(&["delegation", "status", id, "--json"])
+}
+
+#[test]
+fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_command_run() {
+    let h = Hermes::new();
+    let a = h.run_env(
+        &["delegate", "--session", "A", "--json", "--", "sleep", "120"],
+        &TIMINGS,
+    );
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    let a = a.json();
+    let a_id = a["delegation_id"].as_str().expect("id").to_owned();
+    let a_host = a["host_pid"].as_u64().expect("A's host pid");
+    let a_child = wait_for(Duration::from_secs(10), "A's child to start", || {
+        status(&h, &a_id)["tasks"][0]["pid"].as_u64()
+    });
+
+    let started = h.path().join("b-started");
+    let b = h.run_env(
+        &[
+            "delegate",
+            "--session",
+            "B",
+            "--json",
+            "--",
+            "touch",
+            started.to_str().expect("path"),
+        ],
+        &TIMINGS,
+    );
+    assert_eq!(b.code, 0, "{}", b.stderr);
+    assert_eq!(b.json()["status"], "queued", "A holds the only slot");
+
+    Command::new("kill")
+        .args(["-9", &a_host.to_string()])
+        .status()
+        .expect("kill runs");
+    // No hermes command runs from here on: B's own host must sweep, notice A's death by pid
+    // (the lease is two minutes), free A's slot and start B's queued unit.
+    wait_for(Duration::from_secs(30), "B's queued unit to start", || {
+        started.exists().then_some(())
+    });
+    wait_for(Duration::from_secs(10), "A's child to be killed", || {
+        (!process_alive(a_child)).then_some(())
+    });
+    let a_status = status(&h, &a_id);
+    assert_eq!(a_status["status"], "unknown", "{a_status}");
+    let drained = h.run(&["drain", "--session", "A"]);
+    assert!(drained.stdout.contains("unknown"), "{}", drained.stdout);
+    assert_eq!(
+        h.run(&["drain", "--session", "A"]).stdout,
+        "",
+        "delivered once"
+    );
+}
+
+/// A process tree in its own pid namespace, killed (with everything in it) when dropped.
+struct Namespace(Child);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_host_in_another_pid_namespace_keeps_its_unit_while_others_sweep_and_delivers_once() {
+    let h = Hermes::new();
+    let hermes = env!("CARGO_BIN_EXE_hermes");
+    // `sh` is the namespace's pid 1 and outlives `delegate`, so the headless host it started
+    // keeps running in there.
+    let script = format!(
+        "'{hermes}' delegate --session NS --json -- sh -c 'sleep 4; echo from-the-namespace' > '{out}' && exec sleep 120",
+        out = h.path().join("dispatch.json").display()
+    );
+    let mut command = Command::new("unshare");
+    h.environment(&mut command);
+    command
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
+        .envs(TIMINGS)
+        .stdout(Stdio::null());
+    let _ns = Namespace(command.spawn().expect("unshare starts"));
+    let dispatch = h.path().join("dispatch.json");
+    let handle: Value = wait_for(
+        Duration::from_secs(20),
+        "the dispatch in the namespace",
+        || serde_json::from_slice(&std::fs::read(&dispatch).ok()?).ok(),
+    );
+    let id = handle["delegation_id"].as_str().expect("id").to_owned();
+
+    // From outside, every command sweeps: none may judge the host by its pid, which means
+    // nothing here. Keep at it for well over a sweep interval.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < deadline {
+        let listed = h.run_env(&["delegation", "list", "--json"], &TIMINGS);
+        assert_eq!(listed.code, 0, "{}", listed.stderr);
+        let s = status(&h, &id);
+        if s["status"] == "completed" {
+            break;
+        }
+        assert_eq!(s["status"], "running", "judged dead from outside: {s}");
+    }
+    wait_for(Duration::from_secs(30), "the unit to complete", || {
+        (status(&h, &id)["status"] == "completed").then_some(())
+    });
+    let drained = h.run(&["drain", "--session", "NS"]);
+    assert!(
+        drained.stdout.contains("from-the-namespace"),
+        "{}",
+        drained.stdout
+    );
+    assert_eq!(
+        h.run(&["drain", "--session", "NS"]).stdout,
+        "",
+        "delivered once"
+    );
+}
