@@ -73,6 +73,7 @@ pub(crate) fn run(as_json: bool) -> Result<()> {
         ("router", "bench_router"),
         ("cli", "bench_cli"),
         ("cli", "bench_agent"),
+        ("cli", "bench_liveness"),
     ] {
         merge(&mut figures, run_example(package, example)?);
     }

@@ -7,8 +7,12 @@
 //! - `mcp_delegate_background_ms_p50`: a background `delegate_task` call to a running `hermes
 //!   mcp`, from writing the request line to reading its response. Target ≤ 50 ms.
 
+mod support;
+
+use support::release_binary;
+
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
@@ -20,7 +24,7 @@ const PAYLOAD: &str = r#"{"session_id":"bench-conv","transcript_path":"/tmp/benc
 
 fn main() -> Result<()> {
     let exe = release_binary()?;
-    let home = tempfile::tempdir().context("temp home")?;
+    let home = support::private_home()?;
     let mut figures = serde_json::Map::new();
 
     // The conversation is bound (this process is its agent) and has delivered everything.
@@ -152,22 +156,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn release_binary() -> Result<PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let exe = target.join("release").join("hermes");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-p", "cli", "--bin", "hermes"])
-        .stdout(Stdio::null())
-        .status()
-        .context("cargo build")?;
-    if !status.success() || !exe.exists() {
-        bail!("cannot build {}", exe.display());
-    }
-    Ok(exe)
 }
 
 fn median(mut samples: Vec<f64>) -> Value {

@@ -6,6 +6,10 @@
 //! appends its pid and the ledger storage layer's counts (every `sync_data` redb issued, the
 //! file's open and close included) to FILE when it exits.
 
+mod support;
+
+use support::release_binary;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,7 +23,7 @@ use serde_json::{Value, json};
 
 fn main() -> Result<()> {
     let exe = release_binary()?;
-    let home = tempfile::tempdir().context("temp home")?;
+    let home = support::private_home()?;
     let h = Bench {
         exe,
         home: home.path().to_owned(),
@@ -196,22 +200,6 @@ impl Drop for Bench {
             }
         }
     }
-}
-
-fn release_binary() -> Result<PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let exe = target.join("release").join("hermes");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-p", "cli", "--bin", "hermes"])
-        .stdout(Stdio::null())
-        .status()
-        .context("cargo build")?;
-    if !status.success() || !exe.exists() {
-        bail!("cannot build {}", exe.display());
-    }
-    Ok(exe)
 }
 
 /// Adds finished inline delegations until the ledger holds `total`; returns the last id.

@@ -1,0 +1,32 @@
+//! What the command-line benchmarks share: the release binary they time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, Result, bail};
+
+/// Builds the release `hermes` binary (a no-op when it is fresh) and returns its path.
+pub fn release_binary() -> Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let exe = target.join("release").join("hermes");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "cli", "--bin", "hermes"])
+        .stdout(Stdio::null())
+        .status()
+        .context("cargo build")?;
+    if !status.success() || !exe.exists() {
+        bail!("cannot build {}", exe.display());
+    }
+    Ok(exe)
+}
+
+/// A private temporary home (0700, as hermes creates its own; a shared one is warned about).
+pub fn private_home() -> Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tempfile::tempdir().context("temp home")?;
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700))
+        .context("chmod the temp home")?;
+    Ok(home)
+}
