@@ -82,16 +82,25 @@ impl Home {
         self.dir.join("cache")
     }
 
-    /// Opens the ledger and runs the (rate-limited) recovery sweep.
+    /// Opens the ledger and runs the recovery sweep, unless a short-lived command of this home
+    /// swept within `host.recovery_interval_seconds` (SPEC §10: short-lived commands sweep at
+    /// start, rate-limited to that interval). The limit is the mtime of `cache/last-sweep`: a
+    /// hint, never synced, so a command with nothing to write still syncs nothing.
     pub fn ledger(&self) -> anyhow::Result<Arc<Ledger>> {
         let path = self.dir.join("ledger.redb");
         make_private(&path);
         let ledger = Ledger::open(&path, ledger::LedgerConfig::from_settings(&self.settings))?;
-        let report = ledger.recover(&registry::OsReaper::new(), now(), false)?;
-        if !report.finalized.is_empty() {
-            tracing::info!(finalized = ?report.finalized, "recovered units of dead hosts");
+        let hint = self.cache().join("last-sweep");
+        let interval = self.settings.host.recovery_interval;
+        if sweep_due(&hint, interval, std::time::SystemTime::now()) {
+            // Stamp first, so commands starting together do not all sweep.
+            let _ = std::fs::File::create(&hint);
+            let report = ledger.recover(&registry::OsReaper::new(), now(), false)?;
+            if !report.finalized.is_empty() {
+                tracing::info!(finalized = ?report.finalized, "recovered units of dead hosts");
+            }
+            registry::housekeeping::after_recovery(&ledger, &self.registry(), &report);
         }
-        registry::housekeeping::after_recovery(&ledger, &self.registry(), &report);
         Ok(Arc::new(ledger))
     }
 
@@ -129,6 +138,15 @@ impl Home {
     pub fn host_log(&self, session: &str) -> PathBuf {
         self.cache().join(format!("host-{session}.log"))
     }
+}
+
+/// Whether the sweep hint at `hint` is older than `interval` (or missing, or from the future).
+fn sweep_due(hint: &Path, interval: std::time::Duration, now: std::time::SystemTime) -> bool {
+    std::fs::metadata(hint)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|stamped| now.duration_since(stamped).ok())
+        .is_none_or(|age| age >= interval)
 }
 
 /// One line on stderr when others may read the home (a directory hermes did not create: it is
@@ -178,5 +196,35 @@ fn local_offset_seconds(now: Timestamp) -> i32 {
         i32::try_from(tm.tm_gmtoff).unwrap_or(0)
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    #[test]
+    fn short_lived_commands_sweep_at_most_once_per_interval() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hint = dir.path().join("last-sweep");
+        let now = SystemTime::now();
+        let interval = Duration::from_secs(3);
+        assert!(sweep_due(&hint, interval, now), "never swept");
+        std::fs::File::create(&hint).expect("stamp");
+        assert!(!sweep_due(&hint, interval, now + Duration::from_secs(1)));
+        assert!(sweep_due(&hint, interval, now + Duration::from_secs(4)));
+        let future = std::fs::File::options()
+            .write(true)
+            .open(&hint)
+            .expect("open");
+        future
+            .set_modified(now + Duration::from_secs(3_600))
+            .expect("mtime");
+        assert!(
+            sweep_due(&hint, interval, now),
+            "a stamp from the future does not block"
+        );
     }
 }
