@@ -344,14 +344,16 @@ async fn a_host_that_cannot_renew_its_lease_stops_its_children_before_the_lease_
 
     // From now on the disk refuses every write: the lease can no longer be renewed.
     f.ledger.fail_writes(true);
+    assert!(eventually(Duration::from_secs(10), || f.host.is_fenced()).await);
+    let fenced_at = registry::Clock::now(&registry::SystemClock);
+    // The lease as the last renewal that got through left it (read now: a renewal in flight
+    // when the writes began failing may still have landed).
     let lease_ran_out_at = f
         .ledger
         .host(f.host.process())
         .expect("read")
         .expect("host record")
         .lease_expires_at;
-    assert!(eventually(Duration::from_secs(10), || f.host.is_fenced()).await);
-    let fenced_at = registry::Clock::now(&registry::SystemClock);
     assert!(
         eventually(Duration::from_secs(5), || !group_alive(child)).await,
         "the fenced host's child is gone"
