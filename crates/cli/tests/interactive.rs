@@ -23,9 +23,15 @@ struct Term {
 
 impl Term {
     fn spawn(h: &Hermes, args: &[&str]) -> Term {
+        Term::spawn_env(h, args, &[])
+    }
+
+    /// [`Term::spawn`] with more of the environment.
+    fn spawn_env(h: &Hermes, args: &[&str], env: &[(&str, &str)]) -> Term {
         // Not `Hermes::command`: its null stdin would replace the terminal.
         let mut c = Command::new(env!("CARGO_BIN_EXE_hermes"));
         c.args(args)
+            .envs(env.iter().copied())
             .env("HERMES_HOME", h.path())
             .env("HERMES_HOST_SWEEP_INTERVAL_MS", "100")
             .env("HERMES_DELEGATION_KILL_GRACE_SECONDS", "1")
@@ -570,4 +576,50 @@ fn resume_takes_back_a_claim_its_dead_predecessor_held() {
     assert_eq!(t.text().matches(BLOCK).count(), 1, "{}", t.text());
     t.line("exit");
     assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}
+
+#[test]
+fn a_killed_sessions_slot_goes_to_the_other_sessions_queued_unit_with_no_command_run() {
+    let h = Hermes::new();
+    // One slot, short sweeps, a long lease: what happens within seconds is noticed by pid.
+    let env = [
+        ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "120"),
+    ];
+    let mut a = Term::spawn_env(&h, &[], &env);
+    a.session_id();
+    a.line("delegate -- sleep 120");
+    a.wait_text(Duration::from_secs(10), " running: ");
+    let a_unit = dispatched_id(&a.text());
+    let a_child = wait_for(Duration::from_secs(10), "A's child to start", || {
+        status(&h, &a_unit)["tasks"][0]["pid"].as_u64()
+    });
+
+    let started = h.path().join("b-started");
+    let mut b = Term::spawn_env(&h, &[], &env);
+    b.session_id();
+    b.line(&format!("delegate -- touch {}", started.display()));
+    b.wait_text(Duration::from_secs(10), " queued");
+
+    let killed = Command::new("kill")
+        .args(["-9", &a.pid().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    a.wait_exit(Duration::from_secs(10));
+    // No hermes command from here on: B's session sweeps, frees A's slot, starts its unit.
+    wait_for(Duration::from_secs(30), "B's queued unit to start", || {
+        started.exists().then_some(())
+    });
+    wait_for(Duration::from_secs(10), "A's child to be gone", || {
+        (!process_alive(a_child)).then_some(())
+    });
+    assert!(
+        !group_alive(u32::try_from(a_child).expect("pid")),
+        "A's process group is gone"
+    );
+    assert_eq!(status(&h, &a_unit)["status"], "unknown");
+    b.line("exit");
+    b.wait_exit(Duration::from_secs(10));
 }
