@@ -47,18 +47,20 @@ fn sources(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
     Ok(out)
 }
 
+/// The crates under `crates/` whose boundaries are checked.
+const CRATES: [&str; 6] = [
+    "ledger",
+    "registry",
+    "router",
+    "formatter",
+    "settings",
+    "cli",
+];
+
 /// Checks every boundary; the error lists every violation.
 pub(crate) fn check(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
-    let crates = [
-        "ledger",
-        "registry",
-        "router",
-        "formatter",
-        "settings",
-        "cli",
-    ];
-    for krate in crates {
+    for krate in CRATES {
         let deps = dependencies(root, krate)?;
         let has = |name: &str| deps.iter().any(|d| d == name);
         if krate != "ledger" && has("redb") {
@@ -131,14 +133,7 @@ mod tests {
     #[test]
     fn a_violation_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        for krate in [
-            "ledger",
-            "registry",
-            "router",
-            "formatter",
-            "settings",
-            "cli",
-        ] {
+        for krate in CRATES {
             let src = dir.path().join("crates").join(krate).join("src");
             fs::create_dir_all(&src).unwrap();
             let deps = if krate == "router" {

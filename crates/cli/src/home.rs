@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use ledger::{Ledger, Timestamp};
-use registry::{Clock, SystemClock};
+use registry::{Clock, SystemClock, housekeeping};
 
 use settings::Settings;
 
@@ -92,14 +92,17 @@ impl Home {
         let ledger = Ledger::open(&path, ledger::LedgerConfig::from_settings(&self.settings))?;
         let hint = self.cache().join("last-sweep");
         let interval = self.settings.host.recovery_interval;
-        if sweep_due(&hint, interval, std::time::SystemTime::now()) {
+        let at = std::time::SystemTime::now();
+        if housekeeping::stamp_due(&hint, interval, at) {
             // Stamp first, so commands starting together do not all sweep.
-            let _ = std::fs::File::create(&hint);
-            let report = ledger.recover(&registry::OsReaper::new(), now(), false)?;
-            if !report.finalized.is_empty() {
-                tracing::info!(finalized = ?report.finalized, "recovered units of dead hosts");
-            }
-            registry::housekeeping::after_recovery(&ledger, &self.registry(), &report);
+            let _ = housekeeping::touch(&hint, at);
+            housekeeping::sweep(
+                &ledger,
+                &registry::OsReaper::new(),
+                &self.registry(),
+                now(),
+                false,
+            )?;
         }
         Ok(Arc::new(ledger))
     }
@@ -114,9 +117,8 @@ impl Home {
             let reaper = registry::OsReaper::new();
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
             {
-                match ledger.recover(&reaper, now(), false) {
-                    Ok(report) => registry::housekeeping::after_recovery(&ledger, &config, &report),
-                    Err(e) => tracing::warn!(error = %e, "recovery sweep failed"),
+                if let Err(e) = housekeeping::sweep(&ledger, &reaper, &config, now(), false) {
+                    tracing::warn!(error = %e, "recovery sweep failed");
                 }
             }
         });
@@ -138,15 +140,6 @@ impl Home {
     pub fn host_log(&self, session: &str) -> PathBuf {
         self.cache().join(format!("host-{session}.log"))
     }
-}
-
-/// Whether the sweep hint at `hint` is older than `interval` (or missing, or from the future).
-fn sweep_due(hint: &Path, interval: std::time::Duration, now: std::time::SystemTime) -> bool {
-    std::fs::metadata(hint)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|stamped| now.duration_since(stamped).ok())
-        .is_none_or(|age| age >= interval)
 }
 
 /// One line on stderr when others may read the home (a directory hermes did not create: it is
@@ -196,35 +189,5 @@ fn local_offset_seconds(now: Timestamp) -> i32 {
         i32::try_from(tm.tm_gmtoff).unwrap_or(0)
     } else {
         0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, SystemTime};
-
-    use super::*;
-
-    #[test]
-    fn short_lived_commands_sweep_at_most_once_per_interval() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let hint = dir.path().join("last-sweep");
-        let now = SystemTime::now();
-        let interval = Duration::from_secs(3);
-        assert!(sweep_due(&hint, interval, now), "never swept");
-        std::fs::File::create(&hint).expect("stamp");
-        assert!(!sweep_due(&hint, interval, now + Duration::from_secs(1)));
-        assert!(sweep_due(&hint, interval, now + Duration::from_secs(4)));
-        let future = std::fs::File::options()
-            .write(true)
-            .open(&hint)
-            .expect("open");
-        future
-            .set_modified(now + Duration::from_secs(3_600))
-            .expect("mtime");
-        assert!(
-            sweep_due(&hint, interval, now),
-            "a stamp from the future does not block"
-        );
     }
 }

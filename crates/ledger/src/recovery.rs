@@ -108,9 +108,16 @@ impl Ledger {
         let here = reaper.locality();
         let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
         let records: HashMap<ProcessId, Host> = hosts.into_iter().map(|h| (h.process, h)).collect();
-        let dead =
-            |process: ProcessId| !is_live(records.get(&process).cloned(), process, reaper, now);
-        let dead_hosts: Vec<&Host> = records.values().filter(|h| dead(h.process)).collect();
+        // Each recorded host is judged once; a unit naming a host with no record (one still
+        // registering, or a format-1 leftover) is judged by pid.
+        let dead_hosts: Vec<&Host> = records
+            .values()
+            .filter(|h| h.is_dead(&here, now, &|p| reaper.is_alive(p)))
+            .collect();
+        let dead = |process: ProcessId| match records.get(&process) {
+            Some(_) => dead_hosts.iter().any(|h| h.process == process),
+            None => !reaper.is_alive(process),
+        };
         for unit in units {
             let Some(host) = unit.host.filter(|h| dead(*h)) else {
                 continue;

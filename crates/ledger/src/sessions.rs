@@ -153,11 +153,6 @@ impl Ledger {
         Ok(is_live(self.host(process)?, process, liveness, now))
     }
 
-    /// Every registered host.
-    pub fn hosts(&self) -> Result<Vec<Host>> {
-        self.read(|r| r.hosts())
-    }
-
     /// Makes `process` the host of `session` unless another live process hosts it (at most one
     /// live host per session). `liveness` judges the recorded host (see [`Host::is_dead`]).
     pub fn claim_session_host(

@@ -22,8 +22,9 @@ use tokio::task::JoinHandle;
 use crate::capture::{Capture, STDERR_TAIL_BYTES, TailBuffer};
 use crate::clock::Clock;
 use crate::config::{Config, millis, seconds};
+use crate::procs::signal_group;
 use crate::progress::{Line, LineAssembler, Malformed, Message, Token, parse_line};
-use crate::spawn::{SpawnRequest, signal_group, spawn};
+use crate::spawn::{SpawnRequest, spawn};
 use crate::stall::{SampleFailed, StallTracker, Thresholds, Verdict};
 use crate::transcript::{LineSplitter, Stream, TaskLog, hms};
 

@@ -838,17 +838,11 @@ async fn maintain(inner: Arc<Inner>) {
         if now.ms_since(last_sweep) >= millis(config.recovery_interval) {
             last_sweep = now;
             let (reaper, config) = (reaper.clone(), config.clone());
-            let swept = inner.call(move |l| {
-                let report = l.recover(&reaper, now, false)?;
-                crate::housekeeping::after_recovery(l, &config, &report);
-                Ok(report)
-            });
-            match swept.await {
-                Ok(report) if !report.finalized.is_empty() || !report.adopted.is_empty() => {
-                    tracing::info!(finalized = ?report.finalized, adopted = ?report.adopted, "recovered units of dead hosts");
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "recovery sweep failed"),
+            let swept = inner
+                .call(move |l| crate::housekeeping::sweep(l, &reaper, &config, now, false))
+                .await;
+            if let Err(e) = swept {
+                tracing::warn!(error = %e, "recovery sweep failed");
             }
         }
         if now.ms_since(last_progress) >= millis(config.progress_interval) {

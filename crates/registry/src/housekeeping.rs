@@ -21,6 +21,34 @@ pub const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 /// The marker whose mtime records the last prune.
 const PRUNE_MARKER: &str = ".last-prune";
 
+/// The recovery sweep as this machine runs it: [`ledger::Ledger::recover`] with the operating
+/// system's answers, then [`after_recovery`]. Every process that sweeps goes through here.
+pub fn sweep(
+    ledger: &Ledger,
+    reaper: &crate::OsReaper,
+    config: &Config,
+    now: ledger::Timestamp,
+    force: bool,
+) -> ledger::Result<RecoveryReport> {
+    let report = ledger.recover(reaper, now, force)?;
+    if !report.finalized.is_empty() || !report.adopted.is_empty() {
+        tracing::info!(finalized = ?report.finalized, adopted = ?report.adopted, "recovered units of dead hosts");
+    }
+    after_recovery(ledger, config, &report);
+    Ok(report)
+}
+
+/// Whether something stamped by the mtime of `stamp` is due again at `now`: never stamped, or
+/// stamped `interval` or more ago. A stamp from further in the future than `interval` (a clock
+/// that jumped back) does not block it forever.
+pub fn stamp_due(stamp: &Path, interval: Duration, now: SystemTime) -> bool {
+    let last = std::fs::metadata(stamp).and_then(|m| m.modified()).ok();
+    last.is_none_or(|last| {
+        now.duration_since(last)
+            .map_or(last > now + interval, |age| age >= interval)
+    })
+}
+
 /// Housekeeping after a recovery sweep: manifests of the units it finalized, then the scheduled
 /// prune if one is due. Errors are logged and skipped: this is housekeeping.
 pub fn after_recovery(ledger: &Ledger, config: &Config, report: &RecoveryReport) {
@@ -82,13 +110,7 @@ pub fn update_manifest(ledger: &Ledger, id: &DelegationId) -> bool {
 pub fn prune_if_due(config: &Config, now: SystemTime) -> Option<usize> {
     let root = &config.transcript_root;
     let marker = root.join(PRUNE_MARKER);
-    let last = std::fs::metadata(&marker).and_then(|m| m.modified()).ok();
-    let due = last.is_none_or(|last| {
-        // A marker from the future (a clock that jumped back) does not block pruning forever.
-        now.duration_since(last)
-            .map_or(last > now + PRUNE_INTERVAL, |age| age >= PRUNE_INTERVAL)
-    });
-    if !due || !root.is_dir() {
+    if !stamp_due(&marker, PRUNE_INTERVAL, now) || !root.is_dir() {
         return None;
     }
     // Stamp first, so concurrent processes do not all scan.
@@ -98,7 +120,8 @@ pub fn prune_if_due(config: &Config, now: SystemTime) -> Option<usize> {
     Some(transcript::prune(root, config.transcript_retention))
 }
 
-fn touch(path: &Path, at: SystemTime) -> std::io::Result<()> {
+/// Sets the mtime of `path` (created 0600 if missing) to `at`: a stamp for [`stamp_due`].
+pub fn touch(path: &Path, at: SystemTime) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -112,6 +135,23 @@ fn touch(path: &Path, at: SystemTime) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stamp_is_due_once_per_interval_and_a_future_one_does_not_block() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stamp = dir.path().join("last-sweep");
+        let now = SystemTime::now();
+        let interval = Duration::from_secs(3);
+        assert!(stamp_due(&stamp, interval, now), "never stamped");
+        touch(&stamp, now).expect("stamp");
+        assert!(!stamp_due(&stamp, interval, now + Duration::from_secs(1)));
+        assert!(stamp_due(&stamp, interval, now + Duration::from_secs(4)));
+        touch(&stamp, now + Duration::from_secs(3_600)).expect("mtime");
+        assert!(
+            stamp_due(&stamp, interval, now),
+            "a stamp from the future does not block"
+        );
+    }
 
     #[test]
     fn prunes_at_most_once_per_interval() {

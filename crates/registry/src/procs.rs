@@ -68,21 +68,11 @@ pub struct OsProcesses;
 
 impl ProcessTable for OsProcesses {
     fn processes(&self) -> Vec<ProcessInfo> {
-        let Ok(entries) = fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        entries
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter_map(|pid| {
-                let s = stat(pid)?;
-                (s.state != 'Z').then(|| ProcessInfo {
-                    process: ProcessId {
-                        pid,
-                        start_time: s.start_time,
-                    },
-                    pgrp: s.pgrp,
-                    marker: marker_of(pid),
-                })
+        live_processes()
+            .map(|(process, pgrp)| ProcessInfo {
+                process,
+                pgrp,
+                marker: marker_of(process.pid),
             })
             .collect()
     }
@@ -90,6 +80,24 @@ impl ProcessTable for OsProcesses {
     fn signal(&self, process: ProcessId, signal: Signal) -> bool {
         signal_verified(process, signal)
     }
+}
+
+/// Every live process (zombies excluded) of this `/proc`, with its process group.
+fn live_processes() -> impl Iterator<Item = (ProcessId, u32)> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let s = stat(pid)?;
+            (s.state != 'Z').then_some((
+                ProcessId {
+                    pid,
+                    start_time: s.start_time,
+                },
+                s.pgrp,
+            ))
+        })
 }
 
 /// One parsed `/proc/<pid>/stat`.
@@ -216,13 +224,12 @@ pub fn group_alive(leader: ProcessId) -> bool {
     !group_members(leader).is_empty()
 }
 
-/// Live members of the group `leader` led that started no earlier than the leader.
+/// Live members of the group `leader` led that started no earlier than the leader (read from
+/// `stat` alone: no environment is read for this).
 fn group_members(leader: ProcessId) -> Vec<ProcessId> {
-    OsProcesses
-        .processes()
-        .into_iter()
-        .filter(|p| p.pgrp == leader.pid && p.process.start_time >= leader.start_time)
-        .map(|p| p.process)
+    live_processes()
+        .filter(|(p, pgrp)| *pgrp == leader.pid && p.start_time >= leader.start_time)
+        .map(|(p, _)| p)
         .collect()
 }
 
@@ -343,10 +350,12 @@ mod tests {
     #[test]
     fn a_real_marked_grandchild_is_killed_after_its_leader_died() {
         use std::os::unix::process::CommandExt;
+        // Unique per run: a grandchild left behind by an interrupted earlier run is not ours.
+        let marker = format!("test-marker-kill-{}/0", std::process::id());
         // The leader starts a marked grandchild in its own group, then exits.
         let leader = std::process::Command::new("sh")
             .args(["-c", "setsid sleep 1000 >/dev/null 2>&1 & echo $!"])
-            .env(CHILD_MARKER_VAR, "test-marker-kill/0")
+            .env(CHILD_MARKER_VAR, &marker)
             .process_group(0)
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -365,13 +374,8 @@ mod tests {
         while marker_of(grandchild).is_none() && std::time::Instant::now() < deadline {
             std::thread::yield_now();
         }
-        assert_eq!(marker_of(grandchild).as_deref(), Some("test-marker-kill/0"));
-        let n = signal_orphan(
-            &OsProcesses,
-            recorded,
-            "test-marker-kill/0",
-            Signal::SIGKILL,
-        );
+        assert_eq!(marker_of(grandchild).as_deref(), Some(marker.as_str()));
+        let n = signal_orphan(&OsProcesses, recorded, &marker, Signal::SIGKILL);
         assert_eq!(n, 1, "only the marked grandchild");
         while alive(grandchild) && std::time::Instant::now() < deadline {
             std::thread::yield_now();

@@ -140,12 +140,6 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
     })
 }
 
-/// Sends `signal` to the process group `leader` leads (verified by start time). Returns whether
-/// anything was signalled.
-pub fn signal_group(leader: ProcessId, signal: nix::sys::signal::Signal) -> bool {
-    crate::procs::signal_group(leader, signal) > 0
-}
-
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncReadExt;

@@ -198,8 +198,7 @@ fn resume_session(
             ));
         }
     }
-    let report = ledger.recover(&OsReaper::new(), now(), true)?;
-    registry::housekeeping::after_recovery(ledger, registry, &report);
+    let report = registry::housekeeping::sweep(ledger, &OsReaper::new(), registry, now(), true)?;
     let mut finalized = 0;
     for unit in &report.finalized {
         if ledger
