@@ -1,7 +1,7 @@
-//! Taking a session's ready results at a boundary, and settling inline units.
+//! Taking a conversation's ready results at a boundary, rendering them, and settling them.
 //!
-//! `drain` consumes through the router's driver; inline (`-z`, cron) units, which belong to no
-//! session, are settled here directly by the process that printed them.
+//! `drain`, the hooks and `hermes mcp` consume through the router's driver. Inline (`-z`, cron)
+//! units, which belong to no session, are settled by `Ledger::settle_inline` instead.
 
 use std::convert::Infallible;
 use std::sync::Arc;
