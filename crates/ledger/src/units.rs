@@ -350,18 +350,24 @@ impl Ledger {
         let updates = updates.to_vec();
         self.write_grouped(move |_, w| {
             let mut fenced: Vec<DelegationId> = Vec::new();
+            // Units already checked this round: a unit's children come together, and its owner
+            // is read once for all of them.
+            let mut owned: Vec<&DelegationId> = Vec::new();
             let mut wrote = false;
             for update in &updates {
                 let id = &update.delegation_id;
                 if fenced.contains(id) {
                     continue;
                 }
-                let Some(unit) = w.delegation(id.as_str())? else {
-                    continue;
-                };
-                if check_owner(w, &unit, writer).is_err() {
-                    fenced.push(id.clone());
-                    continue;
+                if !owned.contains(&id) {
+                    let Some(unit) = w.delegation(id.as_str())? else {
+                        continue;
+                    };
+                    if check_owner(w, &unit, writer).is_err() {
+                        fenced.push(id.clone());
+                        continue;
+                    }
+                    owned.push(id);
                 }
                 if let Some(mut child) = w.child(id, update.index)?
                     && !child.status.is_terminal()
