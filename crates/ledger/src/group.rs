@@ -57,6 +57,11 @@ impl Ledger {
         T: Send + 'static,
         F: FnMut(&Ledger, &Writer<'_>) -> Result<(T, bool)> + Send + 'static,
     {
+        if self.pg.is_some() {
+            // PostgreSQL runs each operation in a transaction of its own: the server already
+            // shares WAL flushes between concurrent commits.
+            return self.write_then(|w| f(self, w));
+        }
         let slot: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
         let out = Arc::clone(&slot);
         let op: Op = Box::new(move |ledger, w| {
@@ -136,18 +141,22 @@ impl Ledger {
             Ok(txn) => txn,
             Err(err) => return everyone(batch, &err),
         };
-        let writer = Writer::new(txn, &self.path, &self.counters);
+        let writer = Writer(Box::new(crate::store::redb::Write::new(
+            txn,
+            &self.path,
+            &self.counters,
+        )));
         // Per operation: None = succeeded (commit wanted or not), Some(err) = failed cleanly.
         let mut failed: Vec<Option<LedgerError>> = Vec::with_capacity(batch.len());
         let mut commit = false;
         for (index, (_, op)) in batch.iter_mut().enumerate() {
-            writer.dirty.set(false);
+            writer.dirty().set(false);
             match self.guard(|| op(self, &writer)) {
                 Ok(wants) => {
                     commit |= wants;
                     failed.push(None);
                 }
-                Err(err) if !writer.dirty.get() => failed.push(Some(err)),
+                Err(err) if !writer.dirty().get() => failed.push(Some(err)),
                 Err(err) => {
                     // Tainted: abort, settle the failures, run the rest again.
                     drop(writer);

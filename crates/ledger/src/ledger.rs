@@ -16,7 +16,9 @@ use crate::group::GroupCommit;
 use crate::codec::FORMAT_VERSION;
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::model::{ClaimToken, DelegationId};
-use crate::store::{Counters, Reader, Writer, storage};
+use crate::store::pg::{Pg, PgTarget};
+use crate::store::redb::{Read as RedbRead, Write as RedbWrite};
+use crate::store::{Counters, ReadTx, Reader, WriteTx, Writer, storage};
 use crate::tables::META_FORMAT_VERSION;
 
 /// Tunables of the delivery state machine and of recovery, built from [`settings::Settings`]
@@ -109,6 +111,8 @@ pub enum TokenSource {
 /// write and kept. Writes issued concurrently by several threads share one durable commit
 /// (`write_grouped`, see `group.rs`).
 pub struct Ledger {
+    /// The PostgreSQL backend, when the ledger lives there (the redb handles are then unused).
+    pub(crate) pg: Option<Pg>,
     /// The writable handle, once something was written.
     writer: OnceLock<Database>,
     /// The read-only handle the ledger was opened with, if the file existed and was readable.
@@ -185,6 +189,51 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// Connects to a PostgreSQL ledger, creating or migrating its schema on first use.
+    ///
+    /// An unreachable server is [`LedgerError::Unavailable`] naming host and port (never the
+    /// password); a schema written by a newer hermes is [`LedgerError::NewerFormat`].
+    pub fn connect(target: &PgTarget, config: LedgerConfig, tokens: TokenSource) -> Result<Ledger> {
+        let pg = Pg::connect(target.clone())?;
+        let mut ledger = Ledger::unopened(pg.path(), config, tokens);
+        ledger.pg = Some(pg);
+        Ok(ledger)
+    }
+
+    /// Opens the ledger at `location`: a redb file or a PostgreSQL database.
+    pub fn open_at(location: &crate::Location, config: LedgerConfig) -> Result<Ledger> {
+        match location {
+            crate::Location::File(path) => Ledger::open(path, config),
+            crate::Location::Postgres(target) => {
+                Ledger::connect(target, config, TokenSource::Random)
+            }
+        }
+    }
+
+    /// Creates or migrates the schema now (`hermes ledger migrate`); returns the schema version
+    /// in force afterwards. A redb file has nothing to migrate: its format version.
+    pub fn migrate(&self) -> Result<u32> {
+        match &self.pg {
+            Some(pg) => Ok(u32::try_from(pg.migrate_now()?).unwrap_or(0)),
+            None => Ok(u32::from(FORMAT_VERSION)),
+        }
+    }
+
+    /// A connection that waits for this ledger's notifications (`activity`: hosts' work;
+    /// `events`: deliverable events), on a backend that sends them (PostgreSQL); `None` on
+    /// redb, whose waiters poll the activity counter and the events instead.
+    pub fn listen(&self, activity: bool, events: bool) -> Result<Option<crate::Listener>> {
+        self.pg
+            .as_ref()
+            .map(|pg| pg.listen(activity, events))
+            .transpose()
+    }
+
+    /// Whether this ledger lives in PostgreSQL.
+    pub fn is_shared(&self) -> bool {
+        self.pg.is_some()
+    }
+
     /// A ledger over any redb storage backend, opened writable at once (the power-loss test's
     /// fault-injecting storage). `path` only names it in errors.
     #[cfg(test)]
@@ -207,6 +256,7 @@ impl Ledger {
             TokenSource::Seeded(seed) => fastrand::Rng::with_seed(seed),
         };
         Ledger {
+            pg: None,
             writer: OnceLock::new(),
             reader: None,
             opening: Mutex::new(()),
@@ -250,9 +300,10 @@ impl Ledger {
         self.commits.load(Ordering::Relaxed)
     }
 
-    /// Whether this handle has opened the file for writing (it does so on its first write).
+    /// Whether this handle has opened the file for writing (it does so on its first write; a
+    /// PostgreSQL ledger is always writable).
     pub fn is_writable(&self) -> bool {
-        self.writer.get().is_some()
+        self.pg.is_some() || self.writer.get().is_some()
     }
 
     /// The writable handle, opened on first use.
@@ -300,50 +351,79 @@ impl Ledger {
     fn check_format(&self) -> Result<()> {
         match self.stored_format()? {
             Some(found) => self.check_version(found),
-            None => self.write(|w| {
-                w.create_tables()?;
-                if w.meta(META_FORMAT_VERSION)?.is_none() {
-                    w.set_meta(META_FORMAT_VERSION, u64::from(FORMAT_VERSION))?;
-                }
-                Ok(())
-            }),
+            None => {
+                let db = self.writable()?;
+                self.guard(|| {
+                    let w = RedbWrite::new(
+                        db.begin_write().map_err(storage)?,
+                        &self.path,
+                        &self.counters,
+                    );
+                    w.create_tables()?;
+                    if w.meta(META_FORMAT_VERSION)?.is_none() {
+                        w.set_meta(META_FORMAT_VERSION, u64::from(FORMAT_VERSION))?;
+                    }
+                    Writer(Box::new(w)).commit()?;
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                })
+            }
         }
     }
 
-    /// Runs `f` in a read transaction, on the writable handle if there is one.
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Reader<'_>) -> Result<T>) -> Result<T> {
+    /// Runs `f` in a read transaction (on redb, on the writable handle if there is one). `f`
+    /// may run more than once on PostgreSQL (after a dropped connection), so it must only read
+    /// what it captured.
+    pub(crate) fn read<T: Send>(
+        &self,
+        mut f: impl FnMut(&Reader<'_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        if let Some(pg) = &self.pg {
+            return pg.read(&self.counters, &mut f);
+        }
         let txn = self.guard(|| match (self.writer.get(), &self.reader) {
             (Some(db), _) => db.begin_read().map_err(storage),
             (None, Some(db)) => db.begin_read().map_err(storage),
             (None, None) => Err(LedgerError::Invalid("the ledger has no open handle".into())),
         })?;
-        let reader = Reader {
+        let reader = Reader(Box::new(RedbRead {
             txn,
             path: &self.path,
             counters: &self.counters,
-        };
+        }));
         self.guard(|| f(&reader))
     }
 
     /// Runs `f` in a write transaction of its own and commits it if `f` succeeds.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&Writer<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T: Send>(
+        &self,
+        mut f: impl FnMut(&Writer<'_>) -> Result<T> + Send,
+    ) -> Result<T> {
         self.write_then(|w| f(w).map(|value| (value, true)))
     }
 
     /// Runs `f` in a write transaction of its own; commits when `f` returns `(value, true)`,
-    /// aborts when it returns `(value, false)`.
-    pub(crate) fn write_then<T>(
+    /// aborts when it returns `(value, false)`. `f` may run more than once on PostgreSQL (after
+    /// a serialization failure), so it must only read what it captured.
+    pub(crate) fn write_then<T: Send>(
         &self,
-        f: impl FnOnce(&Writer<'_>) -> Result<(T, bool)>,
+        mut f: impl FnMut(&Writer<'_>) -> Result<(T, bool)> + Send,
     ) -> Result<T> {
         self.injected_failure()?;
+        if let Some(pg) = &self.pg {
+            let (value, committed) = pg.write(&self.counters, &mut f)?;
+            if committed {
+                self.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            return Ok(value);
+        }
         let db = self.writable()?;
         self.guard(|| {
-            let writer = Writer::new(
+            let writer = Writer(Box::new(RedbWrite::new(
                 db.begin_write().map_err(storage)?,
                 &self.path,
                 &self.counters,
-            );
+            )));
             let (value, commit) = f(&writer)?;
             if commit {
                 writer.commit()?;

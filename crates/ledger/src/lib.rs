@@ -24,6 +24,9 @@ mod recovery;
 mod sessions;
 mod store;
 mod tables;
+/// For this workspace's tests: which backend they run against, and a fresh ledger of it.
+#[doc(hidden)]
+pub mod testing;
 mod units;
 
 pub use backend::{IoCounts, io_counts};
@@ -37,6 +40,32 @@ pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
 pub use store::ClaimRecord;
+pub use store::pg::{Listener, Notice, PgTarget, SCHEMA_VERSION, is_postgres_url};
+
+/// Where a ledger lives: `ledger.url` unset → the home's redb file; a `postgres://` URL → a
+/// PostgreSQL database shared by any number of machines.
+#[derive(Clone, Debug)]
+pub enum Location {
+    /// An embedded redb file.
+    File(std::path::PathBuf),
+    /// A PostgreSQL database.
+    Postgres(Box<PgTarget>),
+}
+
+impl Location {
+    /// The location `url` names (`None` or empty: `default_file`). A URL without a password
+    /// takes `pgpassword` (`PGPASSWORD`).
+    pub fn from_url(
+        url: Option<&str>,
+        default_file: &std::path::Path,
+        pgpassword: Option<&str>,
+    ) -> Result<Location> {
+        match url.map(str::trim).filter(|u| !u.is_empty()) {
+            None => Ok(Location::File(default_file.to_owned())),
+            Some(url) => PgTarget::parse(url, pgpassword).map(|t| Location::Postgres(Box::new(t))),
+        }
+    }
+}
 pub use units::{
     Admission, Capacity, FinishChild, InterruptTarget, Interrupts, NewDelegation, ProgressUpdate,
 };

@@ -182,7 +182,7 @@ impl Ledger {
 /// What the ledger asks about processes: where the caller runs, and whether a process of the
 /// caller's own locality still runs. The ledger itself knows nothing of `/proc` or signals;
 /// the registry answers for the real operating system, tests with fakes.
-pub trait Liveness {
+pub trait Liveness: Sync {
     /// Where the caller runs.
     fn locality(&self) -> Locality;
     /// Whether `process` (pid and start time) runs in the caller's locality.

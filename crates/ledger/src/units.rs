@@ -215,7 +215,7 @@ impl Ledger {
                 .map(|root| format!("{root}/{id}"));
             let unit = Delegation {
                 id: id.clone(),
-                session: new.session,
+                session: new.session.clone(),
                 channel: new.channel,
                 status,
                 dispatched_at: now,
@@ -225,7 +225,7 @@ impl Ledger {
                 queue_seq,
                 interrupt: None,
                 transcript_dir: transcript_dir.clone(),
-                spec: new.spec,
+                spec: new.spec.clone(),
             };
             w.put_delegation(&unit)?;
             w.put_tally(&id, &UnitTally::for_unit(&unit))?;
@@ -530,7 +530,7 @@ impl Ledger {
             if unit.status.is_terminal() {
                 return Ok((None, false));
             }
-            let status = force_finish(w, unit, missing, reason, now)?;
+            let status = force_finish(w, unit, missing.clone(), reason, now)?;
             Ok((Some(status), true))
         })
     }

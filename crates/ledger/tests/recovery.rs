@@ -2,15 +2,15 @@
 
 mod common;
 
-use std::cell::RefCell;
 use std::collections::HashSet;
+use std::sync::Mutex;
 
 use common::*;
 use ledger::*;
 
 struct FakeReaper {
     alive: HashSet<ProcessId>,
-    killed: RefCell<Vec<ProcessId>>,
+    killed: Mutex<Vec<ProcessId>>,
 }
 
 fn here() -> Locality {
@@ -39,7 +39,7 @@ impl Liveness for FakeReaper {
 
 impl Reaper for FakeReaper {
     fn kill_child(&self, _: &DelegationId, child: &Child) {
-        self.killed.borrow_mut().extend(child.process);
+        self.killed.lock().unwrap().extend(child.process);
     }
     fn transcript_tail(&self, path: &str) -> Option<String> {
         Some(format!("tail of {path}"))
@@ -49,7 +49,7 @@ impl Reaper for FakeReaper {
 fn reaper(alive: &[ProcessId]) -> FakeReaper {
     FakeReaper {
         alive: alive.iter().copied().collect(),
-        killed: RefCell::default(),
+        killed: Mutex::default(),
     }
 }
 
@@ -143,7 +143,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
 
     let alive = FakeReaper {
         alive: HashSet::from([host]),
-        killed: RefCell::default(),
+        killed: Mutex::default(),
     };
     let report = f.ledger.recover(&alive, T0.plus_ms(10), true).unwrap();
     assert!(
@@ -153,14 +153,14 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
 
     let dead = FakeReaper {
         alive: HashSet::new(),
-        killed: RefCell::default(),
+        killed: Mutex::default(),
     };
     // Rate limited: a sweep within the interval does nothing.
     assert!(!f.ledger.recover(&dead, T0.plus_ms(20), false).unwrap().ran);
     let report = f.ledger.recover(&dead, T0.plus_ms(10_000), false).unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert_eq!(
-        *dead.killed.borrow(),
+        *dead.killed.lock().unwrap(),
         vec![child],
         "only the running child is killed"
     );
@@ -214,7 +214,7 @@ fn old_pending_events_expire_and_old_units_are_purged() {
     let f = fixture_with(config);
     let reaper = FakeReaper {
         alive: HashSet::new(),
-        killed: RefCell::default(),
+        killed: Mutex::default(),
     };
     let id = unit(&f.ledger, 2);
     finish(&f.ledger, &id, 0, T0);
@@ -292,7 +292,10 @@ fn an_expired_lease_elsewhere_ends_the_unit_unknown_with_the_stored_tail_and_kil
         .recover(&confusable, T0.plus_ms(30_001), true)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
-    assert!(confusable.killed.borrow().is_empty(), "nothing killed here");
+    assert!(
+        confusable.killed.lock().unwrap().is_empty(),
+        "nothing killed here"
+    );
     assert_eq!(report.dead_hosts, 1);
     let terminal = f
         .ledger

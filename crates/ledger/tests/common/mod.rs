@@ -55,14 +55,10 @@ pub fn fixture() -> Fixture {
     fixture_with(LedgerConfig::default())
 }
 
+/// A fresh ledger on the backend under test (`HERMES_TEST_BACKEND`).
 pub fn fixture_with(config: LedgerConfig) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let ledger = Ledger::open_with(
-        &dir.path().join("ledger.redb"),
-        config,
-        TokenSource::Seeded(7),
-    )
-    .expect("ledger opens");
+    let ledger = ledger::testing::TestBackend::from_env().open(dir.path(), config, 7);
     Fixture { dir, ledger }
 }
 

@@ -1,0 +1,270 @@
+//! The backend seam: typed reads and writes inside one transaction.
+//!
+//! Every ledger operation (`events.rs`, `units.rs`, `sessions.rs`, `recovery.rs`, `queries.rs`)
+//! is written once, against [`ReadTx`] and [`WriteTx`]; the rules it applies live in those files
+//! and in `rules.rs`, never in a backend. A backend supplies only transactional storage of the
+//! ledger's records and the indexes over them:
+//!
+//! - `redb.rs` — the embedded default: one file, typed redb tables, index tables kept in step;
+//! - `pg.rs` — PostgreSQL, shared by many machines: one table per record kind, indexes as
+//!   columns, serializable transactions.
+//!
+//! A `Reader` and a `Writer` are a backend's transaction behind these traits; operations never
+//! see which backend they run on.
+
+pub(crate) mod pg;
+pub(crate) mod redb;
+
+use std::cell::Cell;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+use crate::codec::{self, DecodeError};
+use crate::error::{LedgerError, Result};
+use crate::model::{
+    Child, ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Host, ProcessId,
+    Session, SessionId, Stalling, Timestamp,
+};
+use crate::units::UnitTally;
+
+pub(crate) use self::redb::storage;
+
+/// A claim as stored under its token.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClaimRecord {
+    /// The token.
+    pub token: ClaimToken,
+    /// Every key the claim covers.
+    pub keys: Vec<EventRef>,
+    /// Who holds it.
+    pub consumer: String,
+    /// When it was taken.
+    pub claimed_at: Timestamp,
+    /// When its lease runs out.
+    pub expires_at: Timestamp,
+}
+
+/// Rows decoded whose count can grow with a batch's size (children and units), for tests
+/// and benchmarks that check how much an operation reads.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) rows: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn count(&self, n: u64) {
+        self.rows.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The reads every backend offers inside a transaction. Each returns what was committed before
+/// the transaction began plus what it wrote itself.
+pub(crate) trait ReadTx {
+    /// A session.
+    fn session(&self, id: &SessionId) -> Result<Option<Session>>;
+    /// Every session.
+    fn sessions(&self) -> Result<Vec<Session>>;
+    /// The host record of a process.
+    fn host(&self, process: ProcessId) -> Result<Option<Host>>;
+    /// Every host record.
+    fn hosts(&self) -> Result<Vec<Host>>;
+    /// The last output a host stored for a running child, if any.
+    fn child_tail(&self, id: &DelegationId, index: u32) -> Result<Option<String>>;
+    /// A unit.
+    fn delegation(&self, id: &str) -> Result<Option<Delegation>>;
+    /// Whether a unit with this id exists.
+    fn delegation_exists(&self, id: &str) -> Result<bool>;
+    /// One child of a unit.
+    fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>>;
+    /// Every child of a unit, by index.
+    fn children(&self, id: &DelegationId) -> Result<Vec<Child>>;
+    /// The children of a unit found stalling, by index.
+    fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>>;
+    /// The tally of a unit not yet terminal.
+    fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>>;
+    /// One event.
+    fn event(&self, event: &EventRef) -> Result<Option<Event>>;
+    /// Every event of a unit, `task:0..` then `terminal`.
+    fn events(&self, id: &DelegationId) -> Result<Vec<Event>>;
+    /// Every pending or claimed event of `session` (`None`: of inline units), by unit id then
+    /// key.
+    fn open_events(&self, session: Option<&SessionId>) -> Result<Vec<EventRef>>;
+    /// Every pending or claimed event of every session.
+    fn all_open_events(&self) -> Result<Vec<EventRef>>;
+    /// A claim by its token.
+    fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>>;
+    /// Queued or running units, in id order.
+    fn active_units(&self) -> Result<Vec<Delegation>>;
+    /// Queued units in FIFO order, with their queue sequence numbers.
+    fn queue(&self) -> Result<Vec<(u64, String)>>;
+    /// How many units are recorded, of `session` or of all sessions.
+    fn unit_count(&self, session: Option<&SessionId>) -> Result<usize>;
+    /// The `limit` most recently dispatched units, newest first, optionally of one session.
+    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>>;
+    /// Units dispatched before `cutoff`, oldest first, as (dispatched at, id).
+    fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>>;
+    /// A counter of the ledger's metadata (`tables::META_*`).
+    fn meta(&self, key: &str) -> Result<Option<u64>>;
+}
+
+/// The writes every backend offers inside a write transaction. A backend keeps its indexes in
+/// step with the rows in the same transaction.
+pub(crate) trait WriteTx: ReadTx {
+    /// Set by every write, so group commit can tell an operation that failed before writing
+    /// from one that left partial writes behind.
+    fn dirty(&self) -> &Cell<bool>;
+    /// Commits durably.
+    fn commit(self: Box<Self>) -> Result<()>;
+    /// Stores the last output of a running child.
+    fn put_child_tail(&self, id: &DelegationId, index: u32, tail: &str) -> Result<()>;
+    /// Inserts or updates a session.
+    fn put_session(&self, session: &Session) -> Result<()>;
+    /// Inserts or updates a host record.
+    fn put_host(&self, host: &Host) -> Result<()>;
+    /// Removes a host record.
+    fn remove_host(&self, process: ProcessId) -> Result<()>;
+    /// Inserts or updates a unit, keeping the active set, the queue and the by-time and
+    /// by-session indexes in step.
+    fn put_delegation(&self, unit: &Delegation) -> Result<()>;
+    /// Inserts or updates a child.
+    fn put_child(&self, child: &Child) -> Result<()>;
+    /// Records a child found stalling.
+    fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()>;
+    /// Inserts or updates a unit's tally.
+    fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()>;
+    /// Removes a unit's tally (it became terminal).
+    fn remove_tally(&self, id: &DelegationId) -> Result<()>;
+    /// Inserts or updates an event, keeping the open-events index in step with its state.
+    fn put_event(&self, event: &Event) -> Result<()>;
+    /// Inserts or updates a claim.
+    fn put_claim(&self, claim: &ClaimRecord) -> Result<()>;
+    /// Removes a claim.
+    fn remove_claim(&self, token: ClaimToken) -> Result<()>;
+    /// Bumps the activity counter (`tables::META_ACTIVITY`) and, where the backend can, wakes
+    /// every waiter once the transaction commits.
+    fn bump_activity(&self) -> Result<()>;
+    /// Sets a metadata counter.
+    fn set_meta(&self, key: &str, value: u64) -> Result<()>;
+    /// Removes a unit with its children, events, claims and index rows (retention).
+    fn purge_delegation(&self, unit: &Delegation) -> Result<()>;
+}
+
+/// A read transaction of either backend.
+pub(crate) struct Reader<'p>(pub(crate) Box<dyn ReadTx + 'p>);
+
+impl<'p> std::ops::Deref for Reader<'p> {
+    type Target = dyn ReadTx + 'p;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
+    }
+}
+
+/// A write transaction of either backend. Dropping it without `commit` aborts it.
+pub(crate) struct Writer<'p>(pub(crate) Box<dyn WriteTx + 'p>);
+
+impl<'p> std::ops::Deref for Writer<'p> {
+    type Target = dyn WriteTx + 'p;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
+    }
+}
+
+impl Writer<'_> {
+    /// Commits durably (counted in `io_counts`).
+    pub(crate) fn commit(self) -> Result<()> {
+        self.0.commit()?;
+        crate::backend::count_commit();
+        Ok(())
+    }
+}
+
+pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<V> {
+    codec::decode(bytes).map_err(|err| decode_error(path, what, err))
+}
+
+/// A host record of either format (format 1 had no fencing epoch, locality or lease).
+pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version == 1 {
+            postcard::from_bytes::<crate::model::HostV1>(rest)
+                .map(Host::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Host>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| decode_error(path, "host", err))
+}
+
+fn decode_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
+    match err {
+        DecodeError::Newer(found) => LedgerError::NewerFormat {
+            path: path.to_owned(),
+            found: u32::from(found),
+            supported: u32::from(codec::FORMAT_VERSION),
+        },
+        DecodeError::Damaged(reason) => LedgerError::Damaged {
+            path: path.to_owned(),
+            reason: format!("{what}: {reason}"),
+        },
+    }
+}
+
+/// The session part of an open-events index key (`""` for inline units).
+pub(crate) fn session_part(session: Option<&SessionId>) -> &str {
+    session.map_or("", SessionId::as_str)
+}
+
+/// An event reference from its stored parts.
+pub(crate) fn event_ref(path: &Path, id: &str, code: u32) -> Result<EventRef> {
+    let delegation_id = DelegationId::new(id).map_err(|err| LedgerError::Damaged {
+        path: path.to_owned(),
+        reason: format!("event index: {err}"),
+    })?;
+    Ok(EventRef {
+        delegation_id,
+        key: crate::tables::key_from_code(code),
+    })
+}
+
+/// Whether `key` names one of the first `task_count` children.
+pub(crate) fn is_task_of(key: EventKey, task_count: u32) -> bool {
+    matches!(key, EventKey::Task(n) if n < task_count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{HostId, HostKind, HostV1, Locality};
+
+    #[test]
+    fn a_format_1_host_record_reads_as_judged_by_pid_with_no_lease() {
+        let old = HostV1 {
+            process: ProcessId {
+                pid: 7,
+                start_time: 9,
+            },
+            kind: HostKind::Headless,
+            session: None,
+            registered_at: Timestamp(1),
+            heartbeat_at: Timestamp(2),
+        };
+        let mut bytes = vec![1u8];
+        bytes.extend(postcard::to_allocvec(&old).expect("encodes"));
+        let host = decode_host(Path::new("l.redb"), &bytes).expect("decodes");
+        assert_eq!(host.process, old.process);
+        assert_eq!(host.host_id, HostId(0));
+        assert_eq!(host.locality, Locality::default());
+        assert_eq!(host.lease_expires_at, Timestamp(u64::MAX));
+        let now = codec::encode(&host);
+        assert_eq!(now[0], codec::FORMAT_VERSION);
+        assert_eq!(
+            decode_host(Path::new("l.redb"), &now).expect("decodes"),
+            host
+        );
+    }
+}

@@ -1,0 +1,652 @@
+//! The redb backend: the embedded default, one file per home.
+//!
+//! Every record kind is a typed redb table (`tables.rs`); index tables (`OPEN_EVENTS`,
+//! `ACTIVE_UNITS`, `UNITS_BY_TIME`, `UNITS_BY_SESSION`, `QUEUE`) are written in the same
+//! transaction as the rows they index. Reads are written once for both kinds of redb
+//! transaction, through `ReadableTable`, the way redb shares getters itself.
+
+use std::cell::Cell;
+use std::path::Path;
+
+use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::Serialize;
+
+use super::{ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_host, event_ref, session_part};
+use crate::codec;
+use crate::error::{LedgerError, Result};
+use crate::model::{
+    Child, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId, Session,
+    SessionId, Stalling, Timestamp,
+};
+use crate::tables::*;
+use crate::units::UnitTally;
+
+pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
+    LedgerError::Storage(err.into().into())
+}
+
+/// A redb transaction of either kind, seen as its tables.
+pub(crate) trait Tables {
+    /// An open table of this transaction.
+    type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>: ReadableTable<K, V>
+        + ReadableTableMetadata
+    where
+        Self: 't;
+
+    /// Opens a table.
+    fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> std::result::Result<Self::Table<'_, K, V>, redb::TableError>;
+
+    /// The file, for errors.
+    fn path(&self) -> &Path;
+
+    /// The row counters of the ledger handle.
+    fn counters(&self) -> &Counters;
+}
+
+/// A redb read transaction.
+pub(crate) struct Read<'p> {
+    pub(crate) txn: redb::ReadTransaction,
+    pub(crate) path: &'p Path,
+    pub(crate) counters: &'p Counters,
+}
+
+/// A redb write transaction. Dropping it without `commit` aborts it.
+pub(crate) struct Write<'p> {
+    pub(crate) txn: redb::WriteTransaction,
+    pub(crate) path: &'p Path,
+    pub(crate) counters: &'p Counters,
+    dirty: Cell<bool>,
+}
+
+impl Tables for Read<'_> {
+    type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>
+        = redb::ReadOnlyTable<K, V>
+    where
+        Self: 't;
+
+    fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> std::result::Result<Self::Table<'_, K, V>, redb::TableError> {
+        self.txn.open_table(def)
+    }
+
+    fn path(&self) -> &Path {
+        self.path
+    }
+
+    fn counters(&self) -> &Counters {
+        self.counters
+    }
+}
+
+impl Tables for Write<'_> {
+    type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>
+        = redb::Table<'t, K, V>
+    where
+        Self: 't;
+
+    fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> std::result::Result<Self::Table<'_, K, V>, redb::TableError> {
+        self.txn.open_table(def)
+    }
+
+    fn path(&self) -> &Path {
+        self.path
+    }
+
+    fn counters(&self) -> &Counters {
+        self.counters
+    }
+}
+
+/// A table added after format 1's first tables; `None` if this file does not have it yet (a
+/// read of an older file).
+macro_rules! open_added {
+    ($tables:expr, $def:expr) => {
+        match $tables.open($def) {
+            Ok(table) => Some(table),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(err) => return Err(storage(err)),
+        }
+    };
+}
+
+/// The key range of every row whose first key part is `prefix`, for (str, u32) keys.
+fn by_id(prefix: &str) -> std::ops::RangeInclusive<(&str, u32)> {
+    (prefix, 0)..=(prefix, u32::MAX)
+}
+
+/// Upper bound (exclusive) for delegation ids, which are ASCII below `~`.
+const ID_END: &str = "~";
+
+impl<T: Tables> ReadTx for T {
+    fn session(&self, id: &SessionId) -> Result<Option<Session>> {
+        let table = self.open(SESSIONS).map_err(storage)?;
+        let row = table.get(id.as_str()).map_err(storage)?;
+        row.map(|v| decode(self.path(), "session", v.value()))
+            .transpose()
+    }
+
+    fn sessions(&self) -> Result<Vec<Session>> {
+        let table = self.open(SESSIONS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(self.path(), "session", v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn host(&self, process: ProcessId) -> Result<Option<Host>> {
+        let table = self.open(HOSTS).map_err(storage)?;
+        let row = table
+            .get((process.pid, process.start_time))
+            .map_err(storage)?;
+        row.map(|v| decode_host(self.path(), v.value())).transpose()
+    }
+
+    fn hosts(&self) -> Result<Vec<Host>> {
+        let table = self.open(HOSTS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode_host(self.path(), v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// The last output a host stored for a running child, if any.
+    fn child_tail(&self, id: &DelegationId, index: u32) -> Result<Option<String>> {
+        let table = match self.open(CHILD_TAILS) {
+            Ok(table) => table,
+            // A file written before format 2 has no tails.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(err) => return Err(storage(err)),
+        };
+        let row = table.get((id.as_str(), index)).map_err(storage)?;
+        Ok(row.map(|v| v.value().to_owned()))
+    }
+
+    fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
+        let table = self.open(DELEGATIONS).map_err(storage)?;
+        let row = table.get(id).map_err(storage)?;
+        self.counters().count(1);
+        row.map(|v| decode(self.path(), "delegation", v.value()))
+            .transpose()
+    }
+
+    fn delegation_exists(&self, id: &str) -> Result<bool> {
+        let table = self.open(DELEGATIONS).map_err(storage)?;
+        Ok(table.get(id).map_err(storage)?.is_some())
+    }
+
+    fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
+        let table = self.open(CHILDREN).map_err(storage)?;
+        let row = table.get((id.as_str(), index)).map_err(storage)?;
+        self.counters().count(1);
+        row.map(|v| decode(self.path(), "child", v.value()))
+            .transpose()
+    }
+
+    fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
+        let table = self.open(CHILDREN).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.range(by_id(id.as_str())).map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(self.path(), "child", v.value())?);
+        }
+        self.counters().count(out.len() as u64);
+        Ok(out)
+    }
+
+    /// The children of a unit found stalling, by index.
+    fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
+        let Some(table) = open_added!(self, CHILD_STALLS) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for row in table.range(by_id(id.as_str())).map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(self.path(), "stall", v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
+        let Some(table) = open_added!(self, UNIT_TALLIES) else {
+            return Ok(None);
+        };
+        let row = table.get(id.as_str()).map_err(storage)?;
+        row.map(|v| decode(self.path(), "tally", v.value()))
+            .transpose()
+    }
+
+    fn event(&self, event: &EventRef) -> Result<Option<Event>> {
+        let table = self.open(EVENTS).map_err(storage)?;
+        let row = table
+            .get((event.delegation_id.as_str(), key_code(event.key)))
+            .map_err(storage)?;
+        row.map(|v| decode(self.path(), "event", v.value()))
+            .transpose()
+    }
+
+    fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
+        let table = self.open(EVENTS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.range(by_id(id.as_str())).map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(self.path(), "event", v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Every pending or claimed event of `session` (`None`: of inline units).
+    fn open_events(&self, session: Option<&SessionId>) -> Result<Vec<EventRef>> {
+        let table = self.open(OPEN_EVENTS).map_err(storage)?;
+        let part = session_part(session);
+        let mut out = Vec::new();
+        for row in table
+            .range((part, "", 0)..(part, ID_END, 0))
+            .map_err(storage)?
+        {
+            let (k, _) = row.map_err(storage)?;
+            let (_, id, code) = k.value();
+            out.push(event_ref(self.path(), id, code)?);
+        }
+        Ok(out)
+    }
+
+    /// Every pending or claimed event of every session.
+    fn all_open_events(&self) -> Result<Vec<EventRef>> {
+        let table = self.open(OPEN_EVENTS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (k, _) = row.map_err(storage)?;
+            let (_, id, code) = k.value();
+            out.push(event_ref(self.path(), id, code)?);
+        }
+        Ok(out)
+    }
+
+    fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
+        let table = self.open(CLAIMS).map_err(storage)?;
+        let row = table.get(token.0).map_err(storage)?;
+        row.map(|v| decode(self.path(), "claim", v.value()))
+            .transpose()
+    }
+
+    /// Queued or running units, in id order.
+    fn active_units(&self) -> Result<Vec<Delegation>> {
+        let table = self.open(ACTIVE_UNITS).map_err(storage)?;
+        let mut ids = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (k, _) = row.map_err(storage)?;
+            ids.push(k.value().to_owned());
+        }
+        delegations(self, ids.iter().map(String::as_str))
+    }
+
+    /// Queued units in FIFO order.
+    fn queue(&self) -> Result<Vec<(u64, String)>> {
+        let table = self.open(QUEUE).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (k, v) = row.map_err(storage)?;
+            out.push((k.value(), v.value().to_owned()));
+        }
+        Ok(out)
+    }
+
+    /// The `limit` most recently dispatched units, newest first, optionally of one
+    /// session only.
+    /// How many units are recorded, of `session` or of all sessions.
+    fn unit_count(&self, session: Option<&SessionId>) -> Result<usize> {
+        match session {
+            None => {
+                let table = self.open(UNITS_BY_TIME).map_err(storage)?;
+                let len = redb::ReadableTableMetadata::len(&table).map_err(storage)?;
+                Ok(usize::try_from(len).unwrap_or(usize::MAX))
+            }
+            Some(session) => {
+                let table = self.open(UNITS_BY_SESSION).map_err(storage)?;
+                let s = session.as_str();
+                Ok(table.range((s, "")..(s, ID_END)).map_err(storage)?.count())
+            }
+        }
+    }
+
+    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>> {
+        let mut units = match session {
+            None => {
+                let table = self.open(UNITS_BY_TIME).map_err(storage)?;
+                let mut ids = Vec::new();
+                for row in table.iter().map_err(storage)?.rev().take(limit) {
+                    let (k, _) = row.map_err(storage)?;
+                    ids.push(k.value().1.to_owned());
+                }
+                delegations(self, ids.iter().map(String::as_str))?
+            }
+            Some(session) => {
+                let table = self.open(UNITS_BY_SESSION).map_err(storage)?;
+                let s = session.as_str();
+                let mut ids = Vec::new();
+                for row in table.range((s, "")..(s, ID_END)).map_err(storage)? {
+                    let (k, _) = row.map_err(storage)?;
+                    ids.push(k.value().1.to_owned());
+                }
+                delegations(self, ids.iter().map(String::as_str))?
+            }
+        };
+        units.sort_by(|a, b| {
+            b.dispatched_at
+                .cmp(&a.dispatched_at)
+                .then_with(|| b.id.cmp(&a.id))
+        });
+        units.truncate(limit);
+        Ok(units)
+    }
+
+    /// Units dispatched before `cutoff`, oldest first.
+    fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>> {
+        let table = self.open(UNITS_BY_TIME).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.range((0, "")..(cutoff.0, "")).map_err(storage)? {
+            let (k, _) = row.map_err(storage)?;
+            let (at, id) = k.value();
+            out.push((at, id.to_owned()));
+        }
+        Ok(out)
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<u64>> {
+        let table = self.open(META).map_err(storage)?;
+        Ok(table.get(key).map_err(storage)?.map(|v| v.value()))
+    }
+}
+
+/// The units of `ids` that exist, in that order.
+fn delegations<'i, T: Tables + ?Sized>(
+    tables: &T,
+    ids: impl Iterator<Item = &'i str>,
+) -> Result<Vec<Delegation>> {
+    let table = tables.open(DELEGATIONS).map_err(storage)?;
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some(v) = table.get(id).map_err(storage)? {
+            out.push(decode(tables.path(), "delegation", v.value())?);
+        }
+    }
+    Ok(out)
+}
+
+fn put<K: redb::Key + 'static, T: Serialize>(
+    txn: &redb::WriteTransaction,
+    def: TableDefinition<K, &'static [u8]>,
+    key: K::SelfType<'_>,
+    value: &T,
+) -> Result<()> {
+    let mut table = txn.open_table(def).map_err(storage)?;
+    table
+        .insert(key, codec::encode(value).as_slice())
+        .map_err(storage)?;
+    Ok(())
+}
+
+impl<'p> Write<'p> {
+    pub(crate) fn new(
+        txn: redb::WriteTransaction,
+        path: &'p Path,
+        counters: &'p Counters,
+    ) -> Write<'p> {
+        Write {
+            txn,
+            path,
+            counters,
+            dirty: Cell::new(false),
+        }
+    }
+
+    /// The transaction, for a write: marks this transaction dirty.
+    fn txn_mut(&self) -> &redb::WriteTransaction {
+        self.dirty.set(true);
+        &self.txn
+    }
+
+    /// Creates every table, so read transactions never meet a missing one.
+    pub(crate) fn create_tables(&self) -> Result<()> {
+        self.txn_mut().open_table(META).map_err(storage)?;
+        self.txn_mut().open_table(SESSIONS).map_err(storage)?;
+        self.txn_mut().open_table(HOSTS).map_err(storage)?;
+        self.txn_mut().open_table(DELEGATIONS).map_err(storage)?;
+        self.txn_mut().open_table(CHILDREN).map_err(storage)?;
+        self.txn_mut().open_table(EVENTS).map_err(storage)?;
+        self.txn_mut().open_table(CLAIMS).map_err(storage)?;
+        self.txn_mut().open_table(QUEUE).map_err(storage)?;
+        self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
+        self.txn_mut().open_table(ACTIVE_UNITS).map_err(storage)?;
+        self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
+        self.txn_mut()
+            .open_table(UNITS_BY_SESSION)
+            .map_err(storage)?;
+        self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
+        self.txn_mut().open_table(CHILD_STALLS).map_err(storage)?;
+        self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
+        Ok(())
+    }
+}
+
+impl WriteTx for Write<'_> {
+    fn dirty(&self) -> &Cell<bool> {
+        &self.dirty
+    }
+
+    fn commit(self: Box<Self>) -> Result<()> {
+        self.txn.commit().map_err(storage)
+    }
+
+    /// Stores the last output of a running child.
+    fn put_child_tail(&self, id: &DelegationId, index: u32, tail: &str) -> Result<()> {
+        let mut table = self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
+        table.insert((id.as_str(), index), tail).map_err(storage)?;
+        Ok(())
+    }
+
+    fn put_session(&self, session: &Session) -> Result<()> {
+        put(self.txn_mut(), SESSIONS, session.id.as_str(), session)
+    }
+
+    fn put_host(&self, host: &Host) -> Result<()> {
+        put(
+            self.txn_mut(),
+            HOSTS,
+            (host.process.pid, host.process.start_time),
+            host,
+        )
+    }
+
+    fn remove_host(&self, process: ProcessId) -> Result<()> {
+        let mut table = self.txn_mut().open_table(HOSTS).map_err(storage)?;
+        table
+            .remove((process.pid, process.start_time))
+            .map_err(storage)?;
+        Ok(())
+    }
+
+    /// Inserts or updates a unit, keeping `ACTIVE_UNITS`, `QUEUE`, `UNITS_BY_TIME` and
+    /// `UNITS_BY_SESSION` in step.
+    fn put_delegation(&self, unit: &Delegation) -> Result<()> {
+        let id = unit.id.as_str();
+        put(self.txn_mut(), DELEGATIONS, id, unit)?;
+        {
+            let mut active = self.txn_mut().open_table(ACTIVE_UNITS).map_err(storage)?;
+            if unit.status.is_terminal() {
+                active.remove(id).map_err(storage)?;
+            } else {
+                active.insert(id, ()).map_err(storage)?;
+            }
+        }
+        {
+            let mut queue = self.txn_mut().open_table(QUEUE).map_err(storage)?;
+            if let Some(seq) = unit.queue_seq {
+                if unit.status == crate::model::UnitStatus::Queued {
+                    queue.insert(seq, id).map_err(storage)?;
+                } else {
+                    queue.remove(seq).map_err(storage)?;
+                }
+            }
+        }
+        let mut by_time = self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
+        by_time
+            .insert((unit.dispatched_at.0, id), ())
+            .map_err(storage)?;
+        if let Some(session) = &unit.session {
+            let mut by_session = self
+                .txn_mut()
+                .open_table(UNITS_BY_SESSION)
+                .map_err(storage)?;
+            by_session
+                .insert((session.as_str(), id), ())
+                .map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn put_child(&self, child: &Child) -> Result<()> {
+        put(
+            self.txn_mut(),
+            CHILDREN,
+            (child.delegation_id.as_str(), child.index),
+            child,
+        )
+    }
+
+    fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
+        put(
+            self.txn_mut(),
+            CHILD_STALLS,
+            (id.as_str(), stalling.index),
+            stalling,
+        )
+    }
+
+    fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
+        put(self.txn_mut(), UNIT_TALLIES, id.as_str(), tally)
+    }
+
+    fn remove_tally(&self, id: &DelegationId) -> Result<()> {
+        let mut table = self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
+        table.remove(id.as_str()).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Inserts or updates an event, keeping `OPEN_EVENTS` in step with its state.
+    fn put_event(&self, event: &Event) -> Result<()> {
+        let id = event.delegation_id.as_str();
+        let code = key_code(event.key);
+        put(self.txn_mut(), EVENTS, (id, code), event)?;
+        let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
+        let index_key = (session_part(event.session.as_ref()), id, code);
+        if event.state.is_terminal() {
+            open.remove(index_key).map_err(storage)?;
+        } else {
+            open.insert(index_key, ()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
+        put(self.txn_mut(), CLAIMS, claim.token.0, claim)
+    }
+
+    fn remove_claim(&self, token: ClaimToken) -> Result<()> {
+        let mut table = self.txn_mut().open_table(CLAIMS).map_err(storage)?;
+        table.remove(token.0).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Bumps the activity counter (see `META_ACTIVITY`).
+    fn bump_activity(&self) -> Result<()> {
+        let next = self.meta(META_ACTIVITY)?.unwrap_or(0).wrapping_add(1);
+        self.set_meta(META_ACTIVITY, next)
+    }
+
+    fn set_meta(&self, key: &str, value: u64) -> Result<()> {
+        let mut table = self.txn_mut().open_table(META).map_err(storage)?;
+        table.insert(key, value).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Removes a unit with its children, events and index rows (retention).
+    fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
+        let id = unit.id.as_str();
+        for event in self.events(&unit.id)? {
+            if let Some(lease) = &event.lease {
+                self.remove_claim(lease.token)?;
+            }
+            let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
+            open.remove((
+                session_part(event.session.as_ref()),
+                id,
+                key_code(event.key),
+            ))
+            .map_err(storage)?;
+        }
+        self.txn_mut()
+            .open_table(EVENTS)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.txn_mut()
+            .open_table(CHILDREN)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.txn_mut()
+            .open_table(CHILD_TAILS)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.txn_mut()
+            .open_table(CHILD_STALLS)
+            .map_err(storage)?
+            .retain_in(by_id(id), |_, _| false)
+            .map_err(storage)?;
+        self.remove_tally(&unit.id)?;
+        self.txn_mut()
+            .open_table(DELEGATIONS)
+            .map_err(storage)?
+            .remove(id)
+            .map_err(storage)?;
+        self.txn_mut()
+            .open_table(ACTIVE_UNITS)
+            .map_err(storage)?
+            .remove(id)
+            .map_err(storage)?;
+        self.txn_mut()
+            .open_table(UNITS_BY_TIME)
+            .map_err(storage)?
+            .remove((unit.dispatched_at.0, id))
+            .map_err(storage)?;
+        if let Some(seq) = unit.queue_seq {
+            self.txn_mut()
+                .open_table(QUEUE)
+                .map_err(storage)?
+                .remove(seq)
+                .map_err(storage)?;
+        }
+        if let Some(session) = &unit.session {
+            self.txn_mut()
+                .open_table(UNITS_BY_SESSION)
+                .map_err(storage)?
+                .remove((session.as_str(), id))
+                .map_err(storage)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! Test support: the backend the suites run against, chosen by `HERMES_TEST_BACKEND` (`redb`,
+//! the default, or `postgres`), and a fresh ledger of it per test (a file in the test's own
+//! directory, or a new database on the server `HERMES_TEST_PG_URL` names). `cargo xtask ci`
+//! runs the backend suites once per backend; nothing here ever skips a test.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::{Ledger, LedgerConfig, Location, PgTarget, TokenSource};
+
+/// The variable naming the backend under test.
+pub const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
+/// The variable holding the admin URL of the throwaway test server.
+pub const PG_URL_VAR: &str = "HERMES_TEST_PG_URL";
+
+/// The backend the suites run against.
+#[derive(Clone, Debug)]
+pub enum TestBackend {
+    /// A redb file per test.
+    Redb,
+    /// A database per test on this server (its admin URL).
+    Postgres(String),
+}
+
+impl TestBackend {
+    /// The backend `HERMES_TEST_BACKEND` names. Panics (failing the test) on an unknown value,
+    /// or when PostgreSQL is asked for and `HERMES_TEST_PG_URL` is unset: a missing server
+    /// must fail, never skip.
+    pub fn from_env() -> TestBackend {
+        match std::env::var(BACKEND_VAR).as_deref() {
+            Err(_) | Ok("") | Ok("redb") => TestBackend::Redb,
+            Ok("postgres") => match std::env::var(PG_URL_VAR) {
+                Ok(url) if !url.is_empty() => TestBackend::Postgres(url),
+                _ => panic!(
+                    "{BACKEND_VAR}=postgres but {PG_URL_VAR} is unset: start the throwaway \
+                     server with `cargo xtask test` (or `cargo xtask pg start`)"
+                ),
+            },
+            Ok(other) => panic!("{BACKEND_VAR}={other:?}: expected redb or postgres"),
+        }
+    }
+
+    /// Whether this is PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, TestBackend::Postgres(_))
+    }
+
+    /// A fresh, empty ledger location: `dir/ledger.redb`, or a new database. The second value
+    /// is the URL to hand to a `hermes` process (`HERMES_LEDGER_URL`), if any.
+    pub fn fresh(&self, dir: &Path) -> (Location, Option<String>) {
+        match self {
+            TestBackend::Redb => (Location::File(dir.join("ledger.redb")), None),
+            TestBackend::Postgres(admin) => {
+                let url = fresh_database(admin);
+                let target = PgTarget::parse(&url, None).expect("the test URL parses");
+                (Location::Postgres(Box::new(target)), Some(url))
+            }
+        }
+    }
+
+    /// A fresh ledger, opened with a seeded token source.
+    pub fn open(&self, dir: &Path, config: LedgerConfig, seed: u64) -> Ledger {
+        match self.fresh(dir).0 {
+            Location::File(path) => Ledger::open_with(&path, config, TokenSource::Seeded(seed)),
+            Location::Postgres(target) => {
+                Ledger::connect(&target, config, TokenSource::Seeded(seed))
+            }
+        }
+        .expect("the test ledger opens")
+    }
+}
+
+/// Creates a new, empty database on the server of `admin` and returns its URL.
+pub fn fresh_database(admin: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "hermes_t_{}_{}_{:08x}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        fastrand::u32(..)
+    );
+    let mut client =
+        crate::store::pg::off_runtime(|| postgres::Client::connect(admin, postgres::NoTls))
+            .unwrap_or_else(|err| panic!("cannot reach the test server ({PG_URL_VAR}): {err}"));
+    crate::store::pg::off_runtime(|| client.batch_execute(&format!("CREATE DATABASE {name}")))
+        .unwrap_or_else(|err| panic!("cannot create test database {name}: {err}"));
+    with_dbname(admin, &name)
+}
+
+/// `url` with its database replaced by `dbname`.
+pub fn with_dbname(url: &str, dbname: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut out = format!("{}/{dbname}", &base[..authority_end]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_name_replaces_the_urls_own_keeping_its_options() {
+        assert_eq!(
+            with_dbname("postgres://u:p@h:5/postgres?sslmode=require", "t1"),
+            "postgres://u:p@h:5/t1?sslmode=require"
+        );
+        assert_eq!(with_dbname("postgres://u@h:5", "t1"), "postgres://u@h:5/t1");
+    }
+}
