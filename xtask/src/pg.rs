@@ -26,6 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 
 use crate::boundaries::workspace_root;
 
@@ -87,6 +88,7 @@ impl Cluster {
     /// the password, with and without TLS.
     pub(crate) fn start() -> Result<Cluster> {
         let started = Instant::now();
+        outlive_ctrl_c();
         let bin = server_binaries()?;
         let server_user = if is_root()? {
             Some(SERVER_USER.to_owned())
@@ -423,6 +425,25 @@ impl Drop for Cluster {
                 self.dir.display()
             );
         }
+    }
+}
+
+/// Lets xtask outlive a Ctrl-C, so the cluster is still stopped: the terminal interrupts the
+/// whole foreground group, the cargo child dies of it, and xtask carries on to its `Drop`. The
+/// server itself does not see it (pg_ctl starts it in a session of its own).
+fn outlive_ctrl_c() {
+    extern "C" fn ignore(_: nix::libc::c_int) {}
+    let action = SigAction::new(
+        SigHandler::Handler(ignore),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler does nothing, so it is async-signal-safe; a handler (unlike SIG_IGN)
+    // is reset to the default in the children xtask starts, so they still stop on Ctrl-C.
+    if let Err(err) = unsafe { sigaction(Signal::SIGINT, &action) } {
+        eprintln!(
+            "xtask: could not handle Ctrl-C ({err}); an interrupted run may leave its cluster"
+        );
     }
 }
 
