@@ -13,6 +13,7 @@ mod bench;
 mod boundaries;
 mod pg;
 
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
@@ -143,9 +144,13 @@ pub(crate) fn cargo(args: &[&str]) -> Command {
 
 /// Runs `command`, failing if it fails.
 pub(crate) fn run(mut command: Command) -> Result<()> {
+    let program = Path::new(command.get_program());
     let shown = format!(
         "{} {}",
-        command.get_program().to_string_lossy(),
+        program
+            .file_name()
+            .unwrap_or(program.as_os_str())
+            .to_string_lossy(),
         command
             .get_args()
             .map(|a| a.to_string_lossy())

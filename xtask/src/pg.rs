@@ -11,6 +11,9 @@
 //! connection (nothing is `trust`). TLS is on with a self-signed certificate, so `sslmode=require`
 //! and plain connections both work against the same server.
 //!
+//! In a shell: `eval "$(cargo xtask pg start)"` sets the variables below (they are also in
+//! `target/pg/env`), `cargo xtask pg env` prints them again, `cargo xtask pg stop` ends it.
+//!
 //! Layout of `HERMES_TEST_PG_DIR`: `data/` (the cluster; `data/server.crt` is its certificate,
 //! usable as an `sslrootcert`) and `server.log`. A test that needs to stop or restart the server
 //! runs `$HERMES_TEST_PG_BIN/pg_ctl -D $HERMES_TEST_PG_DIR/data …` as the data directory's owner.
@@ -347,7 +350,7 @@ impl Cluster {
 
     /// Stops the server if it runs, then removes the directory.
     fn shut_down(&self) -> Result<()> {
-        let stopped = if self.data().join("postmaster.pid").exists() {
+        if self.data().join("postmaster.pid").exists() {
             let out = self
                 .as_server(&self.bin.join("pg_ctl"))
                 .arg("stop")
@@ -361,13 +364,32 @@ impl Cluster {
                     &DEADLINE.as_secs().to_string(),
                 ])
                 .output();
-            checked("pg_ctl stop", out).map(drop)
-        } else {
-            Ok(())
-        };
-        // A server that would not stop keeps its directory, for its log.
-        stopped?;
-        fs::remove_dir_all(&self.dir).with_context(|| format!("removing {}", self.dir.display()))
+            // A server that would not stop keeps its directory, for its log; one that was
+            // already gone (killed, leaving its pid file) is simply cleared away.
+            if let Err(err) = checked("pg_ctl stop", out)
+                && self.server_runs()
+            {
+                return Err(err);
+            }
+        }
+        match fs::remove_dir_all(&self.dir) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(err).with_context(|| format!("removing {}", self.dir.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `pg_ctl status` finds the server's process (it exits 3 when there is none).
+    fn server_runs(&self) -> bool {
+        self.as_server(&self.bin.join("pg_ctl"))
+            .arg("status")
+            .arg("-D")
+            .arg(self.data())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_or(true, |s| s.code() != Some(3))
     }
 
     /// The cluster recorded in `target/pg/env` by `cargo xtask pg start`, if any.
@@ -388,10 +410,16 @@ impl Cluster {
         let url = var(URL_VAR)?;
         let (password, port) = parse_url(&url)
             .with_context(|| format!("{} has a malformed {URL_VAR}", env_file().display()))?;
+        let dir = PathBuf::from(var(DIR_VAR)?);
+        // As root, act as whoever owns the cluster (the postgres user, unless a user started it).
+        let server_user = match fs::metadata(&dir) {
+            Ok(meta) if is_root()? && meta.uid() != 0 => Some(user_name(meta.uid())?),
+            _ => None,
+        };
         Ok(Some(Cluster {
-            dir: var(DIR_VAR)?.into(),
+            dir,
             bin: var(BIN_VAR)?.into(),
-            server_user: is_root()?.then(|| SERVER_USER.to_owned()),
+            server_user,
             port,
             password,
             armed: false,
@@ -466,8 +494,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             let cluster = Cluster::start()?;
             let exports = cluster.exports();
             let file = env_file();
+            // The password is in it: readable by its owner only.
             let written = fs::create_dir_all(file.parent().unwrap_or(Path::new(".")))
                 .and_then(|()| fs::write(&file, &exports))
+                .and_then(|()| fs::set_permissions(&file, fs::Permissions::from_mode(0o600)))
                 .with_context(|| format!("writing {}", file.display()));
             // Without the record `pg stop` could not find it: stop it rather than leak it.
             written?;
@@ -560,6 +590,18 @@ fn user_ids(user: &str) -> Result<(u32, u32)> {
             .with_context(|| format!("`id {flag} {user}` printed no number"))
     };
     Ok((id("-u")?, id("-g")?))
+}
+
+/// The name of the user `uid`.
+fn user_name(uid: u32) -> Result<String> {
+    let out = Command::new("id")
+        .args(["-nu", &uid.to_string()])
+        .output()
+        .context("running id")?;
+    if !out.status.success() {
+        bail!("no user has uid {uid}");
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
