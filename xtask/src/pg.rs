@@ -87,8 +87,8 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    /// Creates, configures and starts a new cluster, returning once it accepts connections with
-    /// the password, with and without TLS.
+    /// Creates, configures and starts a new cluster, returning once it accepts a TLS connection
+    /// with the password over TCP.
     pub(crate) fn start() -> Result<Cluster> {
         let started = Instant::now();
         outlive_ctrl_c();
@@ -254,8 +254,9 @@ impl Cluster {
             .arg("-out")
             .arg(self.data().join("server.crt"))
             .output();
-        checked("openssl req (the server's certificate)", openssl)
-            .context("openssl is needed for the server's certificate; `.ci/run` installs it")?;
+        checked("openssl req (the server's certificate)", openssl).context(
+            "openssl makes the server's certificate; `.ci/run` installs it when missing",
+        )?;
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600))?;
 
         // Appending and rewriting keep each file's owner.
