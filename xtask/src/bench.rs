@@ -6,6 +6,11 @@
 //! release `ledger-worker` processes on one file), three rounds, medians reported with their
 //! runs; then each crate's `examples/bench_*.rs` harness in release mode; and merges their JSON
 //! objects into one, with the ratios of the medians to the reference's.
+//!
+//! The run has a throwaway PostgreSQL of its own ([`pg::Cluster`], stopped at the end, fsync
+//! on): every bench example gets its admin URL as `HERMES_BENCH_PG_URL`
+//! (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`), to create its databases from, and the
+//! contended figures get it as `pg_url`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,6 +20,10 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
 use crate::boundaries::workspace_root;
+use crate::pg;
+
+/// The admin URL of the run's PostgreSQL, in every command's environment.
+const PG_URL_VAR: &str = "HERMES_BENCH_PG_URL";
 
 /// The reference, relative to the workspace root.
 const REFERENCE: &str = "../shared/bench/sqlite_ledger_ref.py";
@@ -24,6 +33,14 @@ const REFERENCE_CYCLES: &str = "2000";
 const ROUNDS: usize = 3;
 
 pub(crate) fn run(as_json: bool) -> Result<()> {
+    let cluster = pg::Cluster::start()?;
+    let measured = measure(&cluster.url(), as_json);
+    let stopped = cluster.stop();
+    measured?;
+    stopped
+}
+
+fn measure(pg_url: &str, as_json: bool) -> Result<()> {
     let mut figures = Map::new();
     // The disk is shared and its fsync cost drifts from minute to minute: the reference and the
     // ledger's figures run interleaved, ROUNDS times, and each figure is the median of its runs.
@@ -32,8 +49,8 @@ pub(crate) fn run(as_json: bool) -> Result<()> {
     for _ in 0..ROUNDS {
         references.push(reference()?);
         let mut round = Map::new();
-        merge(&mut round, run_example("ledger", "bench_ledger")?);
-        contended(&mut round)?;
+        merge(&mut round, run_example(pg_url, "ledger", "bench_ledger")?);
+        contended(pg_url, &mut round)?;
         rounds.push(round);
     }
     references.push(reference()?);
@@ -75,7 +92,7 @@ pub(crate) fn run(as_json: bool) -> Result<()> {
         ("cli", "bench_agent"),
         ("cli", "bench_liveness"),
     ] {
-        merge(&mut figures, run_example(package, example)?);
+        merge(&mut figures, run_example(pg_url, package, example)?);
     }
     let value = Value::Object(figures);
     if as_json {
@@ -94,9 +111,11 @@ fn merge(into: &mut Map<String, Value>, value: Value) {
     }
 }
 
-fn cargo() -> Command {
+fn cargo(pg_url: &str) -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command.current_dir(workspace_root());
+    command
+        .current_dir(workspace_root())
+        .env(PG_URL_VAR, pg_url);
     command
 }
 
@@ -111,9 +130,9 @@ fn json_of(what: &str, stdout: &[u8]) -> Result<Value> {
     serde_json::from_str(line).with_context(|| format!("{what} printed malformed JSON"))
 }
 
-fn run_example(package: &str, example: &str) -> Result<Value> {
+fn run_example(pg_url: &str, package: &str, example: &str) -> Result<Value> {
     eprintln!("xtask: bench {package}/{example}");
-    let out = cargo()
+    let out = cargo(pg_url)
         .args(["run", "--quiet", "--release", "-p", package])
         .args(["--example", example])
         .stderr(Stdio::inherit())
@@ -151,9 +170,9 @@ fn reference() -> Result<f64> {
 }
 
 /// The contended figures: processes sharing one file.
-fn contended(figures: &mut Map<String, Value>) -> Result<()> {
+fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
     eprintln!("xtask: bench contended ledger-worker processes");
-    let status = cargo()
+    let status = cargo(pg_url)
         .args(["build", "--quiet", "--release", "-p", "tests"])
         .args(["--bin", "ledger-worker"])
         .status()?;

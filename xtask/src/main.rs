@@ -1,24 +1,45 @@
 //! Project automation.
 //!
 //! ```text
-//! cargo xtask ci            fmt --check, clippy -D warnings, every test (boundaries included)
-//! cargo xtask bench [--json] run the benchmarks and print their figures
+//! cargo xtask ci              boundaries, fmt --check, clippy -D warnings, every test on redb,
+//!                             then the backend suites again on a throwaway PostgreSQL
+//! cargo xtask test [ARGS…]    `cargo test ARGS…` with a throwaway PostgreSQL's variables set
+//! cargo xtask pg start|stop|env
+//!                             a throwaway PostgreSQL for a shell (prints `export` lines)
+//! cargo xtask bench [--json]  run the benchmarks and print their figures
 //! ```
 
 mod bench;
 mod boundaries;
+mod pg;
 
+use std::path::Path;
 use std::process::{Command, ExitCode};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+
+/// The variable the backend-parameterized tests read: unset → redb, `postgres` → the server at
+/// `HERMES_TEST_PG_URL` (they panic if that is unset: no test skips for want of a server).
+const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
+
+/// The packages whose tests are parameterized by `HERMES_TEST_BACKEND`: `cargo xtask ci` runs
+/// them a second time with `HERMES_TEST_BACKEND=postgres`. A package that gains such tests joins
+/// this list.
+const BACKEND_PACKAGES: [&str; 5] = ["ledger", "tests", "cli", "registry", "router"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("test") => test(&args[1..]),
+        Some("pg") => pg::run(&args[1..]),
         Some("bench") => bench::run(args.iter().any(|a| a == "--json")),
         _ => {
-            eprintln!("usage: cargo xtask ci | cargo xtask bench [--json]");
+            eprintln!(
+                "usage: cargo xtask ci | cargo xtask test [CARGO TEST ARGS…] | \
+                 cargo xtask pg start|stop|env | cargo xtask bench [--json]"
+            );
             return ExitCode::from(2);
         }
     };
@@ -32,31 +53,116 @@ fn main() -> ExitCode {
 }
 
 fn ci() -> Result<()> {
-    boundaries::check(&boundaries::workspace_root())?;
-    eprintln!("xtask: crate boundaries hold");
-    cargo(&["fmt", "--all", "--check"])?;
-    cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
-    cargo(&["test", "--workspace", "--no-fail-fast"])?;
-    Ok(())
+    let mut phases = Phases::default();
+    phases.run("boundaries", || {
+        boundaries::check(&boundaries::workspace_root())?;
+        eprintln!("xtask: crate boundaries hold");
+        Ok(())
+    })?;
+    // Started first, so a machine without the server fails in a second, not after clippy; a
+    // failure below drops `cluster`, which stops it.
+    let cluster = phases.run("postgres start", pg::Cluster::start)?;
+    phases.run("fmt", || run(cargo(&["fmt", "--all", "--check"])))?;
+    phases.run("clippy", || {
+        run(cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    // Both test runs always run; either failing fails ci.
+    let on_redb = phases.run("test (redb)", || {
+        let mut command = cargo(&["test", "--workspace", "--no-fail-fast"]);
+        cluster.export_to(&mut command);
+        command.env_remove(BACKEND_VAR);
+        run(command)
+    });
+    let on_postgres = phases.run("test (postgres)", || {
+        let mut command = cargo(&["test", "--no-fail-fast"]);
+        for package in BACKEND_PACKAGES {
+            command.args(["-p", package]);
+        }
+        cluster.export_to(&mut command);
+        command.env(BACKEND_VAR, "postgres");
+        run(command)
+    });
+    let stopped = phases.run("postgres stop", || cluster.stop());
+    phases.summary();
+    on_redb?;
+    on_postgres?;
+    stopped
 }
 
-/// Runs cargo with `args` in the workspace root, failing if it fails.
-pub(crate) fn cargo(args: &[&str]) -> Result<()> {
-    eprintln!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(args)
-        .current_dir(boundaries::workspace_root())
+/// `cargo xtask test ARGS…`: `cargo test ARGS…` against a throwaway cluster; `HERMES_TEST_BACKEND`
+/// passes through from the caller.
+fn test(args: &[String]) -> Result<()> {
+    let cluster = pg::Cluster::start()?;
+    let mut command = cargo(&["test"]);
+    command.args(args);
+    cluster.export_to(&mut command);
+    let tested = run(command);
+    let stopped = cluster.stop();
+    tested?;
+    stopped
+}
+
+/// Named steps with their wall time, printed as each ends and together at the end.
+#[derive(Default)]
+struct Phases {
+    done: Vec<(&'static str, f64, bool)>,
+}
+
+impl Phases {
+    fn run<T>(&mut self, name: &'static str, phase: impl FnOnce() -> Result<T>) -> Result<T> {
+        let start = Instant::now();
+        let result = phase();
+        let seconds = start.elapsed().as_secs_f64();
+        let verdict = if result.is_ok() { "ok" } else { "FAILED" };
+        eprintln!("xtask: {name}: {verdict} in {seconds:.1} s");
+        self.done.push((name, seconds, result.is_ok()));
+        result
+    }
+
+    fn summary(&self) {
+        eprintln!("xtask: wall time per phase:");
+        for (name, seconds, ok) in &self.done {
+            let verdict = if *ok { "ok" } else { "FAILED" };
+            eprintln!("xtask:   {name:18} {seconds:7.1} s  {verdict}");
+        }
+    }
+}
+
+/// A cargo command in the workspace root.
+pub(crate) fn cargo(args: &[&str]) -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.args(args).current_dir(boundaries::workspace_root());
+    command
+}
+
+/// Runs `command`, failing if it fails.
+pub(crate) fn run(mut command: Command) -> Result<()> {
+    let program = Path::new(command.get_program());
+    let shown = format!(
+        "{} {}",
+        program
+            .file_name()
+            .unwrap_or(program.as_os_str())
+            .to_string_lossy(),
+        command
+            .get_args()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    eprintln!("xtask: {shown}");
+    let status = command
         .status()
-        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+        .with_context(|| format!("running {shown}"))?;
     if !status.success() {
-        bail!("cargo {} failed ({status})", args.join(" "));
+        bail!("{shown} failed ({status})");
     }
     Ok(())
 }
