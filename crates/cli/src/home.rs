@@ -87,9 +87,7 @@ impl Home {
     /// start, rate-limited to that interval). The limit is the mtime of `cache/last-sweep`: a
     /// hint, never synced, so a command with nothing to write still syncs nothing.
     pub fn ledger(&self) -> anyhow::Result<Arc<Ledger>> {
-        let path = self.dir.join("ledger.redb");
-        make_private(&path);
-        let ledger = Ledger::open(&path, ledger::LedgerConfig::from_settings(&self.settings))?;
+        let ledger = self.open_ledger()?;
         let hint = self.cache().join("last-sweep");
         let interval = self.settings.host.recovery_interval;
         let at = std::time::SystemTime::now();
@@ -105,6 +103,29 @@ impl Home {
             )?;
         }
         Ok(Arc::new(ledger))
+    }
+
+    /// Where the ledger lives: `ledger.url` (a PostgreSQL database), else `ledger.redb` here.
+    pub fn ledger_location(&self) -> anyhow::Result<ledger::Location> {
+        let url = self.settings.ledger.url.as_ref().map(|u| u.expose());
+        let password = std::env::var("PGPASSWORD").ok();
+        Ok(ledger::Location::from_url(
+            url,
+            &self.dir.join("ledger.redb"),
+            password.as_deref(),
+        )?)
+    }
+
+    /// Opens the ledger (no sweep).
+    pub fn open_ledger(&self) -> anyhow::Result<Ledger> {
+        let location = self.ledger_location()?;
+        if let ledger::Location::File(path) = &location {
+            make_private(path);
+        }
+        Ok(Ledger::open_at(
+            &location,
+            ledger::LedgerConfig::from_settings(&self.settings),
+        )?)
     }
 
     /// Runs `f` while a thread runs the recovery sweep every `host.recovery_interval_seconds`:

@@ -6,8 +6,10 @@ use crate::bounds::MONTH_SECONDS;
 use crate::{Bounds, Settings, SettingsError, Unit};
 
 /// hermes' sections. `HERMES_<SECTION>_<KEY>` with one of these sections must name a key.
-/// (`ledger` has no key yet; naming it refuses `ledger.url` until there is a backend for it.)
 pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger"];
+
+/// The one text key: where the ledger lives (`ledger.url`, `HERMES_LEDGER_URL`).
+pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
 
 /// Variables hermes sets for its own children that happen to start like an override
 /// (SPEC §9: they are not overrides, and a hermes run inside a child must work).
@@ -272,6 +274,15 @@ pub(crate) fn apply_file(
             });
         };
         for (name, value) in body {
+            if (section.as_str(), name.as_str()) == LEDGER_URL {
+                let what = format!("config {origin}: `ledger.url`");
+                let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
+                    what: what.clone(),
+                    expected: "a string".into(),
+                })?;
+                settings.ledger.url = Some(crate::LedgerUrl::parse(&what, text)?);
+                continue;
+            }
             let key = find(section, name).ok_or_else(|| SettingsError::UnknownKey {
                 origin: origin.to_owned(),
                 key: format!("{section}.{name}"),
@@ -313,6 +324,15 @@ pub(crate) fn apply_variable(
     }) else {
         return Ok(());
     };
+    if (section, key_name) == LEDGER_URL {
+        // An empty value means "unset": the embedded ledger.
+        settings.ledger.url = if raw.trim().is_empty() {
+            None
+        } else {
+            Some(crate::LedgerUrl::parse(name, raw)?)
+        };
+        return Ok(());
+    }
     let key = find(section, key_name).ok_or_else(|| SettingsError::UnknownVariable {
         name: name.to_owned(),
         section: section.to_owned(),

@@ -73,6 +73,68 @@ pub struct Settings {
     pub delivery: Delivery,
     /// `[host]`: how host processes behave.
     pub host: Host,
+    /// `[ledger]`: where the ledger lives.
+    pub ledger: LedgerSection,
+}
+
+/// `[ledger]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LedgerSection {
+    /// `ledger.url`: unset → the home's embedded redb file; a `postgres://` or
+    /// `postgresql://` URL → a PostgreSQL database shared by any number of machines.
+    pub url: Option<LedgerUrl>,
+}
+
+/// A ledger URL. It may hold a password, so `Debug` shows it without one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LedgerUrl(String);
+
+impl LedgerUrl {
+    /// Accepts a `postgres://` or `postgresql://` URL.
+    pub fn parse(what: &str, raw: &str) -> Result<LedgerUrl, SettingsError> {
+        let raw = raw.trim();
+        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
+            Ok(LedgerUrl(raw.to_owned()))
+        } else {
+            Err(SettingsError::BadValue {
+                what: what.to_owned(),
+                expected: "a postgres:// or postgresql:// URL (unset: the embedded ledger)".into(),
+            })
+        }
+    }
+
+    /// The URL, password included: for connecting, never for printing.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for LedgerUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redacted(&self.0))
+    }
+}
+
+/// `url` with any password replaced by `***`.
+pub fn redacted(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let authority_end = url[scheme_end..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| scheme_end + i);
+    let authority = &url[scheme_end..authority_end];
+    match authority.rfind('@') {
+        Some(at) => match authority[..at].split_once(':') {
+            Some((user, _)) => format!(
+                "{}{user}:***{}",
+                &url[..scheme_end],
+                &url[scheme_end + at..]
+            ),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
 }
 
 /// `[delegation]`.
@@ -171,6 +233,7 @@ impl Settings {
                 lease: Duration::ZERO,
                 recovery_interval: Duration::ZERO,
             },
+            ledger: LedgerSection::default(),
         }
     }
 

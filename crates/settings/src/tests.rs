@@ -144,7 +144,7 @@ fn unknown_overrides_of_our_sections_are_refused_and_others_left_alone() {
             key: "bogus".into(),
         }
     );
-    assert!(load("", &[("HERMES_LEDGER_URL", "postgres://x")]).is_err());
+    assert!(load("", &[("HERMES_LEDGER_BOGUS", "1")]).is_err());
     let fine = load(
         "",
         &[
@@ -220,4 +220,44 @@ fn a_heartbeat_longer_than_half_the_lease_is_refused() {
     )
     .expect("loads");
     assert_eq!(ok.host.self_fence_after(), Duration::from_millis(800));
+}
+
+#[test]
+fn the_ledger_url_is_a_postgres_url_from_file_or_environment_and_never_shows_its_password() {
+    assert_eq!(load("", &[]).expect("defaults").ledger.url, None);
+    let file = load("[ledger]\nurl = \"postgres://u:secret@db:5432/h\"\n", &[]).expect("file");
+    let url = file.ledger.url.expect("set");
+    assert_eq!(url.expose(), "postgres://u:secret@db:5432/h");
+    assert_eq!(format!("{url:?}"), "postgres://u:***@db:5432/h");
+    assert!(
+        !format!(
+            "{:?}",
+            load("[ledger]\nurl = \"postgres://u:secret@db/h\"\n", &[]).unwrap()
+        )
+        .contains("secret")
+    );
+    let env = load(
+        "[ledger]\nurl = \"postgres://file@db/h\"\n",
+        &[("HERMES_LEDGER_URL", "postgresql://env@db/h")],
+    )
+    .expect("env wins");
+    assert_eq!(
+        env.ledger.url.expect("set").expose(),
+        "postgresql://env@db/h"
+    );
+    let unset = load(
+        "[ledger]\nurl = \"postgres://file@db/h\"\n",
+        &[("HERMES_LEDGER_URL", "")],
+    )
+    .expect("empty unsets");
+    assert_eq!(unset.ledger.url, None);
+    let err = load("", &[("HERMES_LEDGER_URL", "mysql://x")]).expect_err("refused");
+    assert!(err.to_string().contains("postgres://"), "{err}");
+    let err = load("[ledger]\nurl = 5\n", &[]).expect_err("refused");
+    assert!(err.to_string().contains("ledger.url"), "{err}");
+    assert_eq!(redacted("postgres://u@h/d"), "postgres://u@h/d");
+    assert_eq!(
+        redacted("postgres://u:p@h/d?sslmode=require"),
+        "postgres://u:***@h/d?sslmode=require"
+    );
 }
