@@ -160,10 +160,17 @@ fn unknown_ids_exit_4_with_the_json_error() {
 #[test]
 fn a_damaged_ledger_exits_6_with_one_line() {
     let h = Hermes::new();
-    h.write(
-        "ledger.redb",
-        &"garbage that is not a redb file\n".repeat(400),
-    );
+    match &h.ledger_url {
+        // A file that is not a ledger.
+        None => {
+            h.write(
+                "ledger.redb",
+                &"garbage that is not a redb file\n".repeat(400),
+            );
+        }
+        // A database whose schema a newer hermes wrote.
+        Some(url) => ledger::testing::set_schema_version(url, ledger::SCHEMA_VERSION + 1),
+    }
     for args in [
         &["delegation", "list"][..],
         &["session", "list", "--json"],

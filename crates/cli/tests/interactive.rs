@@ -39,6 +39,7 @@ impl Term {
             .env_remove("HERMES_SESSION_ID")
             .env_remove("HERMES_SESSION_KEY")
             .env_remove("RUST_LOG");
+        h.ledger_env(&mut c);
         let session = Session::spawn(c).expect("hermes starts on a pseudo-terminal");
         Term {
             session,
@@ -400,11 +401,7 @@ fn exit_with_a_running_child_asks_then_interrupts_it_for_session_end() {
         .expect("the session is listed");
     assert_eq!(me["state"], "ended");
     // The event itself says why.
-    let ledger = ledger::Ledger::open(
-        &h.path().join("ledger.redb"),
-        ledger::LedgerConfig::default(),
-    )
-    .expect("ledger opens");
+    let ledger = h.ledger();
     let events = ledger
         .events(&ledger::DelegationId::new(&id).expect("id"))
         .expect("events");

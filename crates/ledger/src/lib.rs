@@ -21,6 +21,7 @@ pub mod model;
 mod power_loss;
 mod queries;
 mod recovery;
+mod rules;
 mod sessions;
 mod store;
 mod tables;

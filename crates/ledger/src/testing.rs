@@ -87,6 +87,21 @@ pub fn fresh_database(admin: &str) -> String {
     with_dbname(admin, &name)
 }
 
+/// Creates hermes' schema in the database of `url` and records `version` as its schema
+/// version, as a newer (or older) hermes would have.
+pub fn set_schema_version(url: &str, version: i32) {
+    let target = PgTarget::parse(url, None).expect("the test URL parses");
+    drop(
+        Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
+            .expect("the schema is created"),
+    );
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        client.execute("UPDATE hermes_schema SET version = $1", &[&version])
+    })
+    .unwrap_or_else(|err| panic!("cannot set the schema version: {err}"));
+}
+
 /// `url` with its database replaced by `dbname`.
 pub fn with_dbname(url: &str, dbname: &str) -> String {
     let (base, query) = url

@@ -13,6 +13,7 @@ use crate::model::{
     DispatchSpec, EventKey, EventPayload, ExitDetail, HostId, ProcessId, Progress, SessionId,
     Stalling, Timestamp, UnitStatus,
 };
+use crate::rules::{self, Admit, Machines};
 use crate::store::{Writer, is_task_of};
 use crate::tables::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
 
@@ -195,17 +196,21 @@ impl Ledger {
             let (status, queue_seq, queue_position) = match new.channel {
                 Channel::Inline => (UnitStatus::Running, None, None),
                 Channel::Background => {
-                    let queue = w.queue()?;
-                    if queue.is_empty() && running_units(w)? < capacity.max_running {
-                        (UnitStatus::Running, None, None)
-                    } else if queue.len() >= capacity.max_queued as usize {
-                        return Err(LedgerError::QueueFull {
-                            max: capacity.max_queued,
-                        });
-                    } else {
-                        let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
-                        w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
-                        (UnitStatus::Queued, Some(seq), Some(queue.len() as u32 + 1))
+                    let (active, hosts) = (w.active_units()?, w.hosts()?);
+                    let machines = Machines::of(&hosts);
+                    let machine = machines.of_host(new.host);
+                    match rules::admit(&active, &machines, machine, capacity) {
+                        Admit::Run => (UnitStatus::Running, None, None),
+                        Admit::Full => {
+                            return Err(LedgerError::QueueFull {
+                                max: capacity.max_queued,
+                            });
+                        }
+                        Admit::Queue { ahead } => {
+                            let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
+                            w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
+                            (UnitStatus::Queued, Some(seq), Some(ahead + 1))
+                        }
                     }
                 }
             };
@@ -263,26 +268,22 @@ impl Ledger {
         capacity: Capacity,
         now: Timestamp,
     ) -> Result<Option<Delegation>> {
+        let next = |active: &[Delegation], hosts: &[crate::model::Host]| {
+            rules::startable(active, &Machines::of(hosts), host, capacity).cloned()
+        };
         let startable = self.read(|r| {
-            let Some((_, id)) = r.queue()?.into_iter().next() else {
+            if r.queue()?.is_empty() {
                 return Ok(false);
-            };
-            Ok(r.delegation(&id)?.is_some_and(|u| u.host == Some(host))
-                && running_units_in(r.active_units()?) < capacity.max_running)
+            }
+            Ok(next(&r.active_units()?, &r.hosts()?).is_some())
         })?;
         if !startable {
             return Ok(None);
         }
         self.write_then(|w| {
-            let Some((_, id)) = w.queue()?.into_iter().next() else {
+            let Some(mut unit) = next(&w.active_units()?, &w.hosts()?) else {
                 return Ok((None, false));
             };
-            let Some(mut unit) = w.delegation(&id)? else {
-                return Ok((None, false));
-            };
-            if unit.host != Some(host) || running_units(w)? >= capacity.max_running {
-                return Ok((None, false));
-            }
             unit.status = UnitStatus::Running;
             unit.started_at = Some(now);
             w.put_delegation(&unit)?;
@@ -649,18 +650,6 @@ pub(crate) fn set_host(
         w.put_tally(&unit.id, &tally)?;
     }
     Ok(())
-}
-
-fn running_units(w: &Writer<'_>) -> Result<u32> {
-    Ok(running_units_in(w.active_units()?))
-}
-
-/// How many of `active` are running background units (the ones capacity counts).
-fn running_units_in(active: Vec<Delegation>) -> u32 {
-    active
-        .iter()
-        .filter(|u| u.channel == Channel::Background && u.status == UnitStatus::Running)
-        .count() as u32
 }
 
 /// Records the tally; once every child finished, marks the unit terminal (reading it once)

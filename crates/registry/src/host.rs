@@ -777,13 +777,25 @@ impl Inner {
     }
 }
 
-/// How often a host polls the ledger's activity counter for work recorded by other processes.
+/// How often a host polls the ledger's activity counter for work recorded by other processes,
+/// on a ledger that does not push notifications (redb).
 const ACTIVITY_POLL: Duration = Duration::from_millis(100);
 
+/// How long one wait for a notification lasts before the listener looks at `stop` again.
+const LISTEN_SLICE: Duration = Duration::from_millis(500);
+
 /// Wakes the housekeeping loop as soon as another process records something for a host to act
-/// on (a dispatch, an interrupt, a session end), instead of at the next sweep. One cheap read
+/// on (a dispatch, an interrupt, a session end), instead of at the next sweep: on PostgreSQL by
+/// `LISTEN` (the server pushes each change), on redb by one cheap read of the activity counter
 /// per poll.
 async fn watch_activity(inner: Arc<Inner>) {
+    match inner.call(|l| l.listen(true, false)).await {
+        Ok(Some(listener)) => return listen_activity(inner, listener).await,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for the ledger's notifications; polling")
+        }
+    }
     let mut stop = inner.stop.subscribe();
     let mut seen = None;
     loop {
@@ -801,6 +813,49 @@ async fn watch_activity(inner: Arc<Inner>) {
         }
         if *stop.borrow() {
             return;
+        }
+    }
+}
+
+/// `watch_activity` on a ledger that pushes notifications: each one wakes the loop. A dropped
+/// connection is re-established with a growing pause (the listener reports it, and the loop
+/// looks, since notices may have been missed meanwhile).
+async fn listen_activity(inner: Arc<Inner>, listener: ledger::Listener) {
+    let listener = Arc::new(std::sync::Mutex::new(listener));
+    let mut failures = 0u32;
+    loop {
+        if *inner.stop.borrow() || inner.fenced.load(Ordering::SeqCst) {
+            return;
+        }
+        let waiting = Arc::clone(&listener);
+        let waited = tokio::task::spawn_blocking(move || {
+            waiting
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .wait(LISTEN_SLICE)
+        })
+        .await;
+        match waited {
+            Ok(Ok(notices)) => {
+                failures = 0;
+                if !notices.is_empty() {
+                    inner.wake.notify_one();
+                }
+            }
+            Ok(Err(e)) => {
+                failures = failures.saturating_add(1);
+                tracing::debug!(error = %e, "lost the ledger's notifications; reconnecting");
+                let pause = Duration::from_millis(100 * u64::from(failures.min(20)));
+                let mut stop = inner.stop.subscribe();
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the notification listener failed");
+                return;
+            }
         }
     }
 }

@@ -274,23 +274,86 @@ pub struct Router {
     ledger: Arc<Ledger>,
     config: RouterConfig,
     state: Mutex<State>,
-    signal: Signal,
+    signal: Arc<Signal>,
     wakeups: AtomicU64,
     idle_wakeups: AtomicU64,
+    /// Set while a thread follows the ledger's notifications for this session (PostgreSQL);
+    /// cleared to stop it.
+    following: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How long a waiting consumer that is woken by the ledger's notifications still polls, in
+/// case one was lost while its connection was down.
+const FOLLOWING_POLL_MS: u64 = 2_000;
+
+/// How long one wait of the following thread lasts before it checks whether to stop.
+const FOLLOW_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        self.following.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Nudges `signal` whenever an event of `session` becomes deliverable (or the listener had to
+/// reconnect and may have missed one), until `following` is cleared.
+fn follow(
+    mut listener: ledger::Listener,
+    session: SessionId,
+    signal: Arc<Signal>,
+    following: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut failures = 0u32;
+    while following.load(Ordering::SeqCst) {
+        match listener.wait(FOLLOW_SLICE) {
+            Ok(notices) => {
+                failures = 0;
+                let ours = notices.iter().any(|notice| match notice {
+                    ledger::Notice::Event(of) => of == session.as_str(),
+                    ledger::Notice::Reconnected => true,
+                    ledger::Notice::Activity => false,
+                });
+                if ours {
+                    signal.nudge();
+                }
+            }
+            Err(_) => {
+                // Polling (every FOLLOWING_POLL_MS) covers the gap; reconnect with a pause.
+                failures = failures.saturating_add(1);
+                std::thread::sleep(FOLLOW_SLICE.saturating_mul(failures.min(8)));
+            }
+        }
+    }
 }
 
 type Render<'r, T, E> = dyn FnMut(&Delegation, &[Event]) -> Result<T, E> + 'r;
 
 impl Router {
     /// A consumer over `ledger`.
+    ///
+    /// On a ledger that pushes notifications (PostgreSQL), a thread follows them and wakes
+    /// this consumer's waits as soon as an event of its session is published, instead of
+    /// polling every `poll_interval_ms`.
     pub fn new(ledger: Arc<Ledger>, config: RouterConfig) -> Router {
+        let signal = Arc::new(Signal::default());
+        let following = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Ok(Some(listener)) = ledger.listen(false, true) {
+            following.store(true, Ordering::SeqCst);
+            let (session, signal, following) = (
+                config.session.clone(),
+                Arc::clone(&signal),
+                Arc::clone(&following),
+            );
+            std::thread::spawn(move || follow(listener, session, signal, following));
+        }
         Router {
             ledger,
             config,
             state: Mutex::new(State::default()),
-            signal: Signal::default(),
+            signal,
             wakeups: AtomicU64::new(0),
             idle_wakeups: AtomicU64::new(0),
+            following,
         }
     }
 
@@ -369,10 +432,14 @@ impl Router {
             if outcome.needs_attention() || now >= deadline || watch.interrupted() {
                 return Ok(outcome);
             }
-            let poll_at = self
-                .config
-                .poll_interval_ms
-                .map(|ms| now.plus_ms(ms.max(1)));
+            let poll_ms = if self.following.load(Ordering::SeqCst) {
+                self.config
+                    .poll_interval_ms
+                    .map(|ms| ms.max(FOLLOWING_POLL_MS))
+            } else {
+                self.config.poll_interval_ms
+            };
+            let poll_at = poll_ms.map(|ms| now.plus_ms(ms.max(1)));
             let wake_at = [Some(deadline), self.next_deadline(), poll_at]
                 .into_iter()
                 .flatten()

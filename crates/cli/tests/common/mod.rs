@@ -11,6 +11,10 @@ use serde_json::Value;
 
 pub struct Hermes {
     pub home: tempfile::TempDir,
+    /// The ledger on the backend under test (`HERMES_TEST_BACKEND`): the home's redb file, or
+    /// a fresh PostgreSQL database handed to every process as `HERMES_LEDGER_URL`.
+    pub location: ledger::Location,
+    pub ledger_url: Option<String>,
 }
 
 impl Hermes {
@@ -22,7 +26,31 @@ impl Hermes {
             std::os::unix::fs::PermissionsExt::from_mode(0o700),
         )
         .expect("chmod the temp home");
-        Hermes { home }
+        let (location, ledger_url) = ledger::testing::TestBackend::from_env().fresh(home.path());
+        Hermes {
+            home,
+            location,
+            ledger_url,
+        }
+    }
+
+    /// Whether the suite runs on PostgreSQL.
+    pub fn on_postgres(&self) -> bool {
+        self.ledger_url.is_some()
+    }
+
+    /// Opens this home's ledger directly.
+    pub fn ledger(&self) -> ledger::Ledger {
+        ledger::Ledger::open_at(&self.location, ledger::LedgerConfig::default())
+            .expect("ledger opens")
+    }
+
+    /// Sets or clears `HERMES_LEDGER_URL` on `c` for this home's ledger.
+    pub fn ledger_env(&self, c: &mut Command) {
+        match &self.ledger_url {
+            Some(url) => c.env("HERMES_LEDGER_URL", url),
+            None => c.env_remove("HERMES_LEDGER_URL"),
+        };
     }
 
     pub fn path(&self) -> &Path {
@@ -56,6 +84,7 @@ impl Hermes {
             .env_remove("HERMES_SESSION_KEY")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
+        self.ledger_env(c);
     }
 
     pub fn run(&self, args: &[&str]) -> Run {

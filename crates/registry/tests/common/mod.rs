@@ -35,10 +35,21 @@ pub fn quick_config(home: &std::path::Path) -> Config {
     c
 }
 
+/// The ledger of `home` on the backend under test (`HERMES_TEST_BACKEND`): its redb file, or
+/// the PostgreSQL database made for that home the first time it is asked for.
 pub fn open_ledger(home: &std::path::Path) -> Arc<Ledger> {
-    Arc::new(
-        Ledger::open(&home.join("ledger.redb"), LedgerConfig::default()).expect("ledger opens"),
-    )
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LOCATIONS: OnceLock<Mutex<HashMap<std::path::PathBuf, ledger::Location>>> =
+        OnceLock::new();
+    let location = LOCATIONS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(home.to_owned())
+        .or_insert_with(|| ledger::testing::TestBackend::from_env().fresh(home).0)
+        .clone();
+    Arc::new(Ledger::open_at(&location, LedgerConfig::default()).expect("ledger opens"))
 }
 
 pub async fn fixture_with(

@@ -44,12 +44,8 @@ pub struct Fixture {
 
 pub fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let ledger = Ledger::open_with(
-        &dir.path().join("ledger.redb"),
-        LedgerConfig::default(),
-        TokenSource::Seeded(7),
-    )
-    .expect("ledger opens");
+    let ledger =
+        ledger::testing::TestBackend::from_env().open(dir.path(), LedgerConfig::default(), 7);
     Fixture {
         dir,
         ledger: Arc::new(ledger),
