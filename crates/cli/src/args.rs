@@ -136,6 +136,9 @@ pub enum Command {
     Session(SessionCommand),
     /// The headless host of a session (started for you by `delegate`).
     Host(HostArgs),
+    /// Where the ledger lives, and its schema (PostgreSQL).
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
     /// A Model Context Protocol server on stdio, for an agent to delegate work through.
     Mcp,
     /// Hooks for hook-driven agent CLIs: read the hook's JSON on stdin, answer on stdout.
@@ -145,6 +148,23 @@ pub enum Command {
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Create or migrate the PostgreSQL schema now (hermes also does it on first use), under
+    /// an advisory lock; prints the schema version.
+    Migrate {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Which ledger this home uses (`ledger.url` or the embedded file), without a password.
+    Info {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -45,6 +45,43 @@ impl Ledger {
         self.read(|r| r.children(id))
     }
 
+    /// What the ledger holds of a child's output, for a reader on a machine without its
+    /// transcript: the tail its host stored while it ran, else the result (or tail) its event
+    /// carries; and the host name of the machine that runs it, while its host is registered.
+    pub fn stored_output(
+        &self,
+        id: &DelegationId,
+        index: u32,
+    ) -> Result<(Option<String>, Option<String>)> {
+        self.read(|r| {
+            let machine = match r.delegation(id.as_str())?.and_then(|u| u.host) {
+                Some(host) => r.host(host)?.map(|h| h.locality.hostname),
+                None => None,
+            };
+            let mut text = r.child_tail(id, index)?;
+            for key in [
+                crate::model::EventKey::Task(index),
+                crate::model::EventKey::Terminal,
+            ] {
+                if text.is_some() {
+                    break;
+                }
+                let event = r.event(&crate::model::EventRef {
+                    delegation_id: id.clone(),
+                    key,
+                })?;
+                text = event.and_then(|e| {
+                    e.payload
+                        .outcomes()
+                        .iter()
+                        .find(|c| c.index == index)
+                        .map(|c| c.result.clone())
+                });
+            }
+            Ok((text, machine))
+        })
+    }
+
     /// Running, queued and `recent_limit` recent terminal units, of one session or all.
     pub fn list(&self, session: Option<&SessionId>, recent_limit: usize) -> Result<Listing> {
         self.read(|r| {

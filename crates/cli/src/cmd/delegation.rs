@@ -193,6 +193,17 @@ fn transcript_paths(
     id: &DelegationId,
     task: Option<u32>,
 ) -> anyhow::Result<Vec<String>> {
+    Ok(chosen_children(ledger, id, task)?
+        .iter()
+        .filter_map(|c| c.transcript.clone())
+        .collect())
+}
+
+fn chosen_children(
+    ledger: &Ledger,
+    id: &DelegationId,
+    task: Option<u32>,
+) -> anyhow::Result<Vec<Child>> {
     let children = ledger.children(id)?;
     let chosen: Vec<&Child> = match task {
         Some(0) => {
@@ -212,7 +223,46 @@ fn transcript_paths(
         })?],
         None => children.iter().collect(),
     };
-    Ok(chosen.iter().filter_map(|c| c.transcript.clone()).collect())
+    Ok(chosen.into_iter().cloned().collect())
+}
+
+/// Transcripts live on the machine that ran the child (SPEC §11). Where none of the chosen
+/// ones is here (another machine shares this PostgreSQL ledger), prints what the ledger holds
+/// of each child's output and names the machine holding the full log. Returns whether it did.
+fn print_stored_output(
+    ledger: &Ledger,
+    id: &DelegationId,
+    task: Option<u32>,
+) -> anyhow::Result<bool> {
+    let children = chosen_children(ledger, id, task)?;
+    // A child that has not started has no transcript anywhere yet: follow waits for it here.
+    let elsewhere = children.iter().all(|c| {
+        c.started_at.is_some()
+            && c.transcript
+                .as_deref()
+                .is_none_or(|t| !std::path::Path::new(t).exists())
+    });
+    if !elsewhere || children.is_empty() {
+        return Ok(false);
+    }
+    for child in &children {
+        let (text, machine) = ledger.stored_output(id, child.index)?;
+        let machine = machine.map_or_else(
+            || "the machine that ran it".to_owned(),
+            |m| format!("machine {m}"),
+        );
+        let path = child.transcript.as_deref().unwrap_or("(none)");
+        output::print(&format!(
+            "==> task {} of {id}: the full log is on {machine} at {path}; the ledger's copy of its last output: <==\n",
+            child.index + 1
+        ))?;
+        let text = text.unwrap_or_default();
+        output::print(&formatter::terminal_safe(&text))?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            output::print("\n")?;
+        }
+    }
+    Ok(true)
 }
 
 fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
@@ -221,6 +271,9 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     if ledger.delegation(&id)?.is_none() {
         return Err(fail(Code::NotFound, format!("delegation {id} not found")));
+    }
+    if print_stored_output(&ledger, &id, task)? {
+        return Ok(Code::Ok);
     }
     let paths = transcript_paths(&ledger, &id, task)?;
     let headers = paths.len() > 1;

@@ -6,5 +6,6 @@ pub mod delegation;
 pub mod delivery;
 pub mod drain;
 pub mod host;
+pub mod ledger;
 pub mod run;
 pub mod session;
