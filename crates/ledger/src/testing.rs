@@ -70,6 +70,32 @@ impl TestBackend {
     }
 }
 
+/// The admin URL of the throwaway test server, for tests that need PostgreSQL whatever the
+/// backend under test (several machines sharing one ledger, TLS, a server restart). Panics
+/// when it is unset: such a test fails without its server, it never skips.
+pub fn pg_admin_url() -> String {
+    match std::env::var(PG_URL_VAR) {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "{PG_URL_VAR} is unset: this test needs the throwaway PostgreSQL server; run it \
+             with `cargo xtask test` (or `cargo xtask ci`)"
+        ),
+    }
+}
+
+/// Whether a ledger connection to `url` is encrypted (the server's own view of it).
+pub fn connection_is_encrypted(url: &str) -> bool {
+    let target = PgTarget::parse(url, None).expect("the test URL parses");
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
+        .expect("the ledger connects");
+    ledger
+        .pg
+        .as_ref()
+        .expect("a PostgreSQL ledger")
+        .query_bool("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .expect("pg_stat_ssl answers")
+}
+
 /// Creates a new, empty database on the server of `admin` and returns its URL.
 pub fn fresh_database(admin: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);

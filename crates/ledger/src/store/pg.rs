@@ -299,6 +299,19 @@ impl Pg {
         })
     }
 
+    /// Runs a one-value boolean query on a pooled connection (tests).
+    pub(crate) fn query_bool(&self, sql: &str) -> Result<bool> {
+        off_runtime(|| {
+            let mut conn = self.take()?;
+            let row = conn
+                .client
+                .query_one(sql, &[])
+                .map_err(|e| self.statement_error(&e))?;
+            self.put_back(conn);
+            Ok(row.get::<_, bool>(0))
+        })
+    }
+
     /// How the ledger is named in messages.
     pub(crate) fn path(&self) -> &Path {
         &self.path
