@@ -34,6 +34,15 @@ impl Hermes {
         }
     }
 
+    /// A home of its own on another "machine" sharing the PostgreSQL ledger at `url`.
+    pub fn sharing(url: &str) -> Hermes {
+        let mut h = Hermes::new();
+        let target = ledger::PgTarget::parse(url, None).expect("the test URL parses");
+        h.location = ledger::Location::Postgres(Box::new(target));
+        h.ledger_url = Some(url.to_owned());
+        h
+    }
+
     /// Whether the suite runs on PostgreSQL.
     pub fn on_postgres(&self) -> bool {
         self.ledger_url.is_some()
