@@ -30,7 +30,15 @@ impl Machine {
         let mut command = Command::new("unshare");
         h.environment(&mut command);
         command
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", script])
+            .args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--kill-child",
+                "sh",
+                "-c",
+                script,
+            ])
             .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
             .envs(TIMINGS)
             .stdout(Stdio::null());
@@ -127,16 +135,21 @@ fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_ther
 
     // Machine B sees A's units, finished and running; sweeping from B never judges A's host
     // by pid (another process table), only by its lease, which A keeps renewing.
-    wait_for(Duration::from_secs(30), "A's first unit to complete", || {
-        (status(&b, &early_id)["status"] == "completed").then_some(())
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "A's first unit to complete",
+        || (status(&b, &early_id)["status"] == "completed").then_some(()),
+    );
     wait_for(Duration::from_secs(30), "A's second unit to run", || {
         (status(&b, &late_id)["status"] == "running").then_some(())
     });
     let until = Instant::now() + Duration::from_secs(4);
     while Instant::now() < until {
         let s = b.json(&["delegation", "status", &late_id, "--json"]);
-        assert_eq!(s["status"], "running", "judged dead while its lease was renewed: {s}");
+        assert_eq!(
+            s["status"], "running",
+            "judged dead while its lease was renewed: {s}"
+        );
     }
 
     // A is lost whole. From B, after A's lease: every result, finished before the loss or
@@ -149,7 +162,11 @@ fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_ther
     assert_eq!(seen[&late_id].1, ["unknown"], "{seen:?}");
     assert_eq!(status(&b, &late_id)["status"], "unknown");
     let again = b.run_env(&["drain", "--session", "M", "--json"], &TIMINGS);
-    assert_eq!(again.json()["envelopes"], serde_json::json!([]), "delivered once");
+    assert_eq!(
+        again.json()["envelopes"],
+        serde_json::json!([]),
+        "delivered once"
+    );
 
     // A's transcript is not on B (the "machines" share a file system here, so A's disk goes
     // with it): B's log shows the ledger's copy and says where the log is.
@@ -161,13 +178,29 @@ fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_ther
 
     // The session goes on from B: a new unit runs on B's own host and is delivered there.
     let next = b.run_env(
-        &["delegate", "--session", "M", "--json", "--", "sh", "-c", "echo on-b"],
+        &[
+            "delegate",
+            "--session",
+            "M",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo on-b",
+        ],
         &TIMINGS,
     );
     assert_eq!(next.code, 0, "{}", next.stderr);
-    let next_id = next.json()["delegation_id"].as_str().expect("id").to_owned();
+    let next_id = next.json()["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
     let seen = drain_all(&b, "M", &[&next_id]);
-    assert_eq!(seen[&next_id], (1, vec!["completed".to_owned()]), "{seen:?}");
+    assert_eq!(
+        seen[&next_id],
+        (1, vec!["completed".to_owned()]),
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -185,13 +218,26 @@ fn each_machine_runs_its_own_max_concurrent_children() {
     });
     // B's slots are its own: a unit dispatched there runs at once instead of queueing.
     let run = b.run_env(
-        &["delegate", "--session", "B", "--json", "--", "sh", "-c", "echo b-ran"],
+        &[
+            "delegate",
+            "--session",
+            "B",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo b-ran",
+        ],
         &TIMINGS,
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let handle = run.json();
     assert_eq!(handle["status"], "dispatched", "{handle}");
-    assert_eq!(handle["queue_position"], Value::Null, "not queued: {handle}");
+    assert_eq!(
+        handle["queue_position"],
+        Value::Null,
+        "not queued: {handle}"
+    );
     let id = handle["delegation_id"].as_str().expect("id").to_owned();
     let seen = drain_all(&b, "B", &[&id]);
     assert_eq!(seen[&id], (1, vec!["completed".to_owned()]), "{seen:?}");

@@ -616,7 +616,9 @@ impl Inner {
         outcome: ChildOutcome,
         progress: Option<Progress>,
     ) -> Option<FinishChild> {
-        for attempt in 1..=PUBLISH_ATTEMPTS {
+        let mut attempt = 0u32;
+        loop {
+            attempt = attempt.saturating_add(1);
             let (id2, o, p, writer) = (id.clone(), outcome.clone(), progress.clone(), self.host_id);
             let now = self.ctx.clock.now();
             match self
@@ -634,12 +636,21 @@ impl Inner {
                     return None;
                 }
                 Err(e) => {
+                    // An unreachable ledger (a server restarting, a dropped connection) is
+                    // waited out while this host holds its lease: it fences itself, and this
+                    // loop ends, once the lease can no longer be renewed. Other failures get a
+                    // few attempts.
+                    let unreachable =
+                        matches!(&e, RegistryError::Ledger(LedgerError::Unavailable { .. }));
                     tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot publish a child's outcome");
-                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                    if !unreachable && attempt >= PUBLISH_ATTEMPTS {
+                        return None;
+                    }
+                    let pause = Duration::from_millis(100 * u64::from(attempt.min(10)));
+                    tokio::time::sleep(pause).await;
                 }
             }
         }
-        None
     }
 
     /// Makes sure the unit is terminal after its children ran; returns its status.

@@ -431,7 +431,10 @@ impl Pg {
     }
 
     fn statement_error(&self, err: &postgres::Error) -> LedgerError {
-        if err.is_closed() || err.as_db_error().is_none() && err.code().is_none() {
+        if err.is_closed()
+            || err.as_db_error().is_none() && err.code().is_none()
+            || server_gone(err)
+        {
             return self.unavailable(err);
         }
         LedgerError::Storage(StorageFault::Engine(format!(
@@ -660,6 +663,14 @@ fn schema_version_in(
     Ok(row.and_then(|row| row.get::<_, Option<i32>>(0)))
 }
 
+/// Whether the server ended the session or cannot take one now (a shutdown or restart in
+/// progress, SQLSTATE class 57P; a connection failure, class 08): try again on a new
+/// connection.
+fn server_gone(err: &postgres::Error) -> bool {
+    err.code()
+        .is_some_and(|code| code.code().starts_with("57P") || code.code().starts_with("08"))
+}
+
 /// An error and its causes, on one line.
 fn one_line(err: &postgres::Error) -> String {
     let mut text = err.to_string();
@@ -696,7 +707,9 @@ impl Tx<'_, '_> {
             {
                 Some(Failure::Conflict)
             }
-            _ if err.is_closed() || err.as_db_error().is_none() => Some(Failure::Broken),
+            _ if err.is_closed() || err.as_db_error().is_none() || server_gone(err) => {
+                Some(Failure::Broken)
+            }
             _ => None,
         };
         if kind.is_some() {
