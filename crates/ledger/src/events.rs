@@ -10,6 +10,7 @@ use crate::model::{
     ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload, EventRef,
     EventState, Lease, SessionId, SessionState, Timestamp,
 };
+use crate::rules::{self, KeyCheck};
 use crate::store::{ClaimRecord, Writer};
 use crate::units::Owner;
 
@@ -216,27 +217,24 @@ impl Ledger {
                 refused.push((key.clone(), Refusal::Missing));
                 continue;
             };
-            if event.state.is_terminal() {
-                refused.push((key.clone(), Refusal::Terminal(event.state)));
-            } else if request.session.is_some() && event.session != request.session {
-                refused.push((key.clone(), Refusal::NotOwned));
-            } else if let Some(lease) = event.lease.as_ref().filter(|l| l.expires_at > now) {
-                refused.push((
-                    key.clone(),
-                    Refusal::LiveClaim {
-                        expires_at: lease.expires_at,
-                    },
-                ));
-            } else if event.attempts >= self.config.max_attempts {
-                if let Some(lease) = event.lease.take() {
-                    w.remove_claim(lease.token)?;
+            let check = rules::check_claim(
+                &event,
+                request.session.as_ref(),
+                self.config.max_attempts,
+                now,
+            );
+            match check {
+                KeyCheck::Claimable => claimable.push(event),
+                KeyCheck::Refused(why) => refused.push((key.clone(), why)),
+                KeyCheck::Exhausted => {
+                    if let Some(lease) = event.lease.take() {
+                        w.remove_claim(lease.token)?;
+                    }
+                    rules::drop_event(&mut event, DropReason::AttemptsExhausted, now);
+                    w.put_event(&event)?;
+                    changed = true;
+                    refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
                 }
-                drop_event(&mut event, DropReason::AttemptsExhausted, now);
-                w.put_event(&event)?;
-                changed = true;
-                refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
-            } else {
-                claimable.push(event);
             }
         }
         if !refused.is_empty() {
@@ -250,18 +248,16 @@ impl Ledger {
         };
         let expires_at = now.plus_ms(request.lease_ms);
         for event in &mut claimable {
-            if let Some(old) = event.lease.take() {
-                // The old holder is fenced out: its token no longer holds every key.
-                w.remove_claim(old.token)?;
-            }
-            event.state = EventState::Claimed;
-            event.attempts += 1;
-            event.lease = Some(Lease {
+            let lease = Lease {
                 token,
                 consumer: request.consumer.clone(),
                 claimed_at: now,
                 expires_at,
-            });
+            };
+            if let Some(old) = rules::take(event, lease) {
+                // The old holder is fenced out: its token no longer holds every key.
+                w.remove_claim(old)?;
+            }
             w.put_event(event)?;
         }
         w.put_claim(&ClaimRecord {
@@ -305,32 +301,20 @@ impl Ledger {
 
     /// Marks every key of the claim delivered.
     pub fn ack(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
-        self.settle(token, move |event| {
-            event.state = EventState::Delivered;
-            event.delivered_at = Some(now);
-        })
+        self.settle(token, move |event| rules::ack(event, now))
     }
 
     /// Returns every key of the claim to pending, the attempt counted; a key whose attempts
     /// reached `max_attempts` is dropped (`attempts_exhausted`) instead.
     pub fn release(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
         let max = self.config.max_attempts;
-        self.settle(token, move |event| {
-            if event.attempts >= max {
-                drop_event(event, DropReason::AttemptsExhausted, now);
-            } else {
-                event.state = EventState::Pending;
-            }
-        })
+        self.settle(token, move |event| rules::release(event, max, now))
     }
 
     /// Returns every key of the claim to pending and gives the attempt back (the consumer was
     /// busy; nothing was shown).
     pub fn defer(&self, token: ClaimToken) -> Result<Vec<Transition>> {
-        self.settle(token, |event| {
-            event.state = EventState::Pending;
-            event.attempts = event.attempts.saturating_sub(1);
-        })
+        self.settle(token, rules::defer)
     }
 
     /// Drops every key of the claim with `reason`.
@@ -340,7 +324,9 @@ impl Ledger {
         reason: DropReason,
         now: Timestamp,
     ) -> Result<Vec<Transition>> {
-        self.settle(token, move |event| drop_event(event, reason.clone(), now))
+        self.settle(token, move |event| {
+            rules::drop_event(event, reason.clone(), now)
+        })
     }
 
     /// Drops the given events, whoever holds them (an administrative drop); events already
@@ -365,9 +351,9 @@ impl Ledger {
                 if let Some(lease) = event.lease.take() {
                     w.remove_claim(lease.token)?;
                 }
-                drop_event(&mut event, reason.clone(), now);
+                rules::drop_event(&mut event, reason.clone(), now);
                 w.put_event(&event)?;
-                transitions.push(transition(&event, from));
+                transitions.push(rules::transition(&event, from));
             }
             let wrote = !transitions.is_empty();
             Ok((transitions, wrote))
@@ -406,11 +392,11 @@ impl Ledger {
                 if let Some(lease) = event.lease.take() {
                     w.remove_claim(lease.token)?;
                 }
+                // Claimed and acked at once: one attempt, delivered.
                 event.attempts += 1;
-                event.state = EventState::Delivered;
-                event.delivered_at = Some(now);
+                rules::ack(&mut event, now);
                 w.put_event(&event)?;
-                transitions.push(transition(&event, from));
+                transitions.push(rules::transition(&event, from));
             }
             let wrote = !transitions.is_empty();
             Ok((transitions, wrote))
@@ -429,10 +415,7 @@ impl Ledger {
         self.write_grouped(move |_, w| {
             let mut results = Vec::with_capacity(tokens.len());
             for token in &tokens {
-                let result = settle_in(w, *token, &mut |event: &mut Event| {
-                    event.state = EventState::Delivered;
-                    event.delivered_at = Some(now);
-                });
+                let result = settle_in(w, *token, &mut |event: &mut Event| rules::ack(event, now));
                 match result {
                     Err(LedgerError::ClaimLost(lost)) => {
                         results.push(Err(LedgerError::ClaimLost(lost)))
@@ -460,29 +443,10 @@ fn settle_in(
         event.lease = None;
         change(&mut event);
         w.put_event(&event)?;
-        transitions.push(transition(&event, from));
+        transitions.push(rules::transition(&event, from));
     }
     w.remove_claim(token)?;
     Ok(transitions)
-}
-
-fn transition(event: &Event, from: EventState) -> Transition {
-    Transition {
-        event: event.event_ref(),
-        from,
-        to: event.state,
-        drop_reason: event
-            .drop_reason
-            .clone()
-            .filter(|_| event.state == EventState::Dropped),
-    }
-}
-
-fn drop_event(event: &mut Event, reason: DropReason, now: Timestamp) {
-    event.state = EventState::Dropped;
-    event.lease = None;
-    event.dropped_at = Some(now);
-    event.drop_reason = Some(reason);
 }
 
 /// The claim and its events, if `token` still holds every key it claimed.
@@ -493,9 +457,7 @@ fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> 
     let mut events = Vec::with_capacity(record.keys.len());
     for key in &record.keys {
         let event = w.event(key)?.ok_or(LedgerError::ClaimLost(token))?;
-        let holds = event.state == EventState::Claimed
-            && event.lease.as_ref().is_some_and(|l| l.token == token);
-        if !holds {
+        if !rules::holds(&event, token) {
             return Err(LedgerError::ClaimLost(token));
         }
         events.push(event);
@@ -537,7 +499,7 @@ pub(crate) fn publish_in(
         && w.session(session)?
             .is_some_and(|s| s.state == SessionState::Ended)
     {
-        drop_event(&mut event, DropReason::SessionEnded, now);
+        rules::drop_event(&mut event, DropReason::SessionEnded, now);
     }
     w.put_event(&event)?;
     Ok(Published::Inserted)

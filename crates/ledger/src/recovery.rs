@@ -13,8 +13,7 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Child, ChildStatus, DelegationId, DropReason, EventState, Host, Locality, ProcessId, Timestamp,
-    UnitStatus,
+    Child, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId, Timestamp, UnitStatus,
 };
 use crate::sessions::{Liveness, is_live};
 use crate::units::{force_finish, unknown_outcome};
@@ -276,9 +275,7 @@ impl Ledger {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
-                    event.state = EventState::Dropped;
-                    event.dropped_at = Some(now);
-                    event.drop_reason = Some(DropReason::ReplayExpired);
+                    crate::rules::drop_event(&mut event, DropReason::ReplayExpired, now);
                     w.put_event(&event)?;
                     count += 1;
                 }

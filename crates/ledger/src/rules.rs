@@ -1,5 +1,13 @@
-//! Rules of admission, written once for every backend: pure functions of what a transaction
-//! read, tested on their own.
+//! The ledger's rules, written once for every backend: pure functions of what a transaction
+//! read, tested on their own. Operations (`events.rs`, `units.rs`, …) read, ask these, and
+//! write what they decided; a backend only stores.
+//!
+//! - Claims and settlements (SPEC §4): whether a key may be claimed, and every state change of
+//!   an event (take, ack, release, defer, drop) with the transition it reports.
+//! - Admission (SPEC §5): slots and queues per machine.
+//!
+//! Unit status from its children is `UnitStatus::from_children`/`from_counts` and a host's
+//! death `Host::is_dead`, both pure, in `model.rs`.
 //!
 //! Capacity is per machine (SPEC §5, §11): a unit counts on the machine of its host, known by
 //! the host's locality (boot id, pid namespace, host name: one process table). Units with no
@@ -8,8 +16,107 @@
 
 use std::collections::HashMap;
 
-use crate::model::{Channel, Delegation, Host, Locality, ProcessId, UnitStatus};
+use crate::events::{Refusal, Transition};
+use crate::model::{
+    Channel, ClaimToken, Delegation, DropReason, Event, EventState, Host, Lease, Locality,
+    ProcessId, SessionId, Timestamp, UnitStatus,
+};
 use crate::units::Capacity;
+
+/// What a claim finds for one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KeyCheck {
+    /// It may be taken.
+    Claimable,
+    /// It may not; the claim is refused for this reason.
+    Refused(Refusal),
+    /// Its attempts are used up: it is dropped (`attempts_exhausted`) and the claim refused.
+    Exhausted,
+}
+
+/// Whether `event` may be claimed at `now` by a consumer of `session` (`None`: of any): it
+/// must be pending, or claimed with an expired lease, belong to that session, and have
+/// attempts left.
+pub(crate) fn check_claim(
+    event: &Event,
+    session: Option<&SessionId>,
+    max_attempts: u32,
+    now: Timestamp,
+) -> KeyCheck {
+    if event.state.is_terminal() {
+        KeyCheck::Refused(Refusal::Terminal(event.state))
+    } else if session.is_some() && event.session.as_ref() != session {
+        KeyCheck::Refused(Refusal::NotOwned)
+    } else if let Some(lease) = event.lease.as_ref().filter(|l| l.expires_at > now) {
+        KeyCheck::Refused(Refusal::LiveClaim {
+            expires_at: lease.expires_at,
+        })
+    } else if event.attempts >= max_attempts {
+        KeyCheck::Exhausted
+    } else {
+        KeyCheck::Claimable
+    }
+}
+
+/// Takes `event` for a new claim: claimed, one more attempt, the new lease replacing any old
+/// one (whose holder is thereby fenced out). Returns the old lease's token, if any.
+pub(crate) fn take(event: &mut Event, lease: Lease) -> Option<ClaimToken> {
+    let old = event.lease.replace(lease).map(|l| l.token);
+    event.state = EventState::Claimed;
+    event.attempts += 1;
+    old
+}
+
+/// Whether `token` still holds `event`.
+pub(crate) fn holds(event: &Event, token: ClaimToken) -> bool {
+    event.state == EventState::Claimed && event.lease.as_ref().is_some_and(|l| l.token == token)
+}
+
+/// Ack: delivered.
+pub(crate) fn ack(event: &mut Event, now: Timestamp) {
+    event.lease = None;
+    event.state = EventState::Delivered;
+    event.delivered_at = Some(now);
+}
+
+/// Release: back to pending with the attempt counted, or dropped (`attempts_exhausted`) once
+/// the attempts reached `max_attempts`.
+pub(crate) fn release(event: &mut Event, max_attempts: u32, now: Timestamp) {
+    if event.attempts >= max_attempts {
+        drop_event(event, DropReason::AttemptsExhausted, now);
+    } else {
+        event.lease = None;
+        event.state = EventState::Pending;
+    }
+}
+
+/// Defer: back to pending with the attempt given back (the consumer was busy).
+pub(crate) fn defer(event: &mut Event) {
+    event.lease = None;
+    event.state = EventState::Pending;
+    event.attempts = event.attempts.saturating_sub(1);
+}
+
+/// Drop: terminal, with a reason; its content stays readable.
+pub(crate) fn drop_event(event: &mut Event, reason: DropReason, now: Timestamp) {
+    event.state = EventState::Dropped;
+    event.lease = None;
+    event.dropped_at = Some(now);
+    event.drop_reason = Some(reason);
+}
+
+/// The transition `event` made from `from`.
+pub(crate) fn transition(event: &Event, from: EventState) -> Transition {
+    Transition {
+        event: event.event_ref(),
+        from,
+        to: event.state,
+        drop_reason: event
+            .drop_reason
+            .clone()
+            .filter(|_| event.state == EventState::Dropped),
+    }
+}
 
 /// The machines of a ledger's hosts.
 pub(crate) struct Machines<'h> {
@@ -149,6 +256,111 @@ mod tests {
             transcript_dir: None,
             spec: DispatchSpec::new("g", vec![TaskSpec::new("t", vec!["true".into()])]),
         }
+    }
+
+    fn event(state: EventState, attempts: u32, lease_until: Option<u64>) -> Event {
+        Event {
+            delegation_id: DelegationId::from_bits(1),
+            key: crate::model::EventKey::Task(0),
+            session: Some(SessionId::new("s").expect("id")),
+            delivery: crate::model::DeliveryMode::default(),
+            payload: crate::model::EventPayload::Task(crate::model::ChildOutcome::new(
+                0,
+                "t",
+                crate::model::ChildStatus::Completed,
+                Timestamp(1),
+            )),
+            state,
+            attempts,
+            lease: lease_until.map(|until| Lease {
+                token: ClaimToken(9),
+                consumer: "c".into(),
+                claimed_at: Timestamp(0),
+                expires_at: Timestamp(until),
+            }),
+            published_at: Timestamp(0),
+            delivered_at: None,
+            dropped_at: None,
+            drop_reason: None,
+        }
+    }
+
+    #[test]
+    fn a_key_is_claimable_when_pending_or_its_lease_expired_and_attempts_remain() {
+        let s = SessionId::new("s").expect("id");
+        let other = SessionId::new("o").expect("id");
+        let now = Timestamp(100);
+        assert_eq!(
+            check_claim(&event(EventState::Pending, 0, None), Some(&s), 8, now),
+            KeyCheck::Claimable
+        );
+        assert_eq!(
+            check_claim(&event(EventState::Claimed, 1, Some(50)), Some(&s), 8, now),
+            KeyCheck::Claimable,
+            "an expired lease may be taken over"
+        );
+        assert_eq!(
+            check_claim(&event(EventState::Claimed, 1, Some(150)), None, 8, now),
+            KeyCheck::Refused(Refusal::LiveClaim {
+                expires_at: Timestamp(150)
+            })
+        );
+        assert_eq!(
+            check_claim(&event(EventState::Delivered, 1, None), None, 8, now),
+            KeyCheck::Refused(Refusal::Terminal(EventState::Delivered))
+        );
+        assert_eq!(
+            check_claim(&event(EventState::Pending, 0, None), Some(&other), 8, now),
+            KeyCheck::Refused(Refusal::NotOwned)
+        );
+        assert_eq!(
+            check_claim(&event(EventState::Pending, 8, None), None, 8, now),
+            KeyCheck::Exhausted
+        );
+    }
+
+    #[test]
+    fn settlements_move_attempts_and_leases_as_the_spec_says() {
+        let mut e = event(EventState::Pending, 0, None);
+        let lease = Lease {
+            token: ClaimToken(1),
+            consumer: "a".into(),
+            claimed_at: Timestamp(1),
+            expires_at: Timestamp(10),
+        };
+        assert_eq!(take(&mut e, lease.clone()), None);
+        assert!(holds(&e, ClaimToken(1)) && e.attempts == 1);
+        let second = Lease {
+            token: ClaimToken(2),
+            ..lease
+        };
+        assert_eq!(
+            take(&mut e, second),
+            Some(ClaimToken(1)),
+            "the old holder is fenced"
+        );
+        assert!(!holds(&e, ClaimToken(1)) && holds(&e, ClaimToken(2)));
+        defer(&mut e);
+        assert_eq!(
+            (e.state, e.attempts, e.lease.is_none()),
+            (EventState::Pending, 1, true)
+        );
+        release(&mut e, 8, Timestamp(5));
+        assert_eq!(e.state, EventState::Pending);
+        let mut spent = event(EventState::Claimed, 8, Some(10));
+        release(&mut spent, 8, Timestamp(5));
+        let t = transition(&spent, EventState::Claimed);
+        assert_eq!(
+            (t.to, t.drop_reason),
+            (EventState::Dropped, Some(DropReason::AttemptsExhausted))
+        );
+        let mut acked = event(EventState::Claimed, 1, Some(10));
+        ack(&mut acked, Timestamp(6));
+        let t = transition(&acked, EventState::Claimed);
+        assert_eq!(
+            (t.to, t.drop_reason, acked.delivered_at),
+            (EventState::Delivered, None, Some(Timestamp(6)))
+        );
     }
 
     const TWO: Capacity = Capacity {

@@ -3,8 +3,8 @@
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    DelegationId, DropReason, EventState, Host, HostId, Locality, ProcessId, Session, SessionId,
-    SessionState, Timestamp,
+    DelegationId, DropReason, Host, HostId, Locality, ProcessId, Session, SessionId, SessionState,
+    Timestamp,
 };
 use crate::store::Writer;
 use crate::units::InterruptTarget;
@@ -72,9 +72,7 @@ impl Ledger {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
-                    event.state = EventState::Dropped;
-                    event.dropped_at = Some(now);
-                    event.drop_reason = Some(DropReason::SessionEnded);
+                    crate::rules::drop_event(&mut event, DropReason::SessionEnded, now);
                     w.put_event(&event)?;
                     end.dropped_events += 1;
                 }

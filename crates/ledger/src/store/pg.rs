@@ -237,6 +237,22 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+impl Drop for Pg {
+    fn drop(&mut self) {
+        // Closing a client blocks on its runtime: never on a tokio worker thread.
+        let idle = std::mem::take(&mut *lock(&self.idle));
+        off_runtime(move || drop(idle));
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            off_runtime(move || drop(client));
+        }
+    }
+}
+
 /// Runs `f` where the synchronous client may block: on this thread, or on a scoped thread when
 /// this thread belongs to a tokio runtime.
 pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
