@@ -68,19 +68,37 @@ pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8])
     codec::decode(bytes).map_err(|err| decode_error(path, what, err))
 }
 
-/// A host record of either format (format 1 had no fencing epoch, locality or lease).
+/// A host record of any format (format 1 had no fencing epoch, locality or lease; format 2 no
+/// worker pool).
 pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
     codec::decode_versioned(bytes, |version, rest| {
         let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        if version == 1 {
-            postcard::from_bytes::<crate::model::HostV1>(rest)
+        match version {
+            1 => postcard::from_bytes::<crate::model::HostV1>(rest)
                 .map(Host::from)
-                .map_err(damaged)
-        } else {
-            postcard::from_bytes::<Host>(rest).map_err(damaged)
+                .map_err(damaged),
+            2 => postcard::from_bytes::<crate::model::HostV2>(rest)
+                .map(Host::from)
+                .map_err(damaged),
+            _ => postcard::from_bytes::<Host>(rest).map_err(damaged),
         }
     })
     .map_err(|err| decode_error(path, "host", err))
+}
+
+/// A unit of any format (formats 1 and 2 had no pool on its dispatch).
+pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version < 3 {
+            postcard::from_bytes::<crate::model::DelegationV2>(rest)
+                .map(Delegation::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Delegation>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| decode_error(path, "delegation", err))
 }
 
 fn decode_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
@@ -170,7 +188,7 @@ macro_rules! getters {
                 let table = self.txn.open_table(DELEGATIONS).map_err(storage)?;
                 let row = table.get(id).map_err(storage)?;
                 self.counters.count(1);
-                row.map(|v| decode(self.path, "delegation", v.value()))
+                row.map(|v| decode_delegation(self.path, v.value()))
                     .transpose()
             }
 
@@ -369,7 +387,7 @@ macro_rules! getters {
                 let mut out = Vec::new();
                 for id in ids {
                     if let Some(v) = table.get(id).map_err(storage)? {
-                        out.push(decode(self.path, "delegation", v.value())?);
+                        out.push(decode_delegation(self.path, v.value())?);
                     }
                 }
                 Ok(out)

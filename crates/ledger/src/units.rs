@@ -172,6 +172,9 @@ impl Ledger {
                 "a unit may have at most 999,999 tasks".into(),
             ));
         }
+        if let Some(pool) = &new.spec.pool {
+            crate::pools::check_pool_unit(pool, new.channel, new.session.as_ref())?;
+        }
         self.write(|w| {
             let session = match &new.session {
                 Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
@@ -179,8 +182,11 @@ impl Ledger {
             };
             // A background unit goes to a host that is live for the ledger: registered, or the
             // session's recorded host. A host that retired (`retire_host`) gets nothing more, so
-            // no unit is ever left with a host that has decided to exit.
-            if let (Channel::Background, Some(host)) = (new.channel, new.host) {
+            // no unit is ever left with a host that has decided to exit. A pool unit has no host
+            // until a worker takes it.
+            let pool = new.spec.pool.clone();
+            let host = if pool.is_some() { None } else { new.host };
+            if let (Channel::Background, Some(host)) = (new.channel, host) {
                 let hosts_session = session.as_ref().is_some_and(|s| s.host == Some(host));
                 if !hosts_session && w.host(host)?.is_none() {
                     return Err(LedgerError::HostGone(host));
@@ -195,17 +201,26 @@ impl Ledger {
             let (status, queue_seq, queue_position) = match new.channel {
                 Channel::Inline => (UnitStatus::Running, None, None),
                 Channel::Background => {
-                    let queue = w.queue()?;
-                    if queue.is_empty() && running_units(w)? < capacity.max_running {
+                    // Session units and each pool have a FIFO queue of their own (one table,
+                    // told apart by the unit's pool); a pool unit always waits for a worker.
+                    let active = w.active_units()?;
+                    let queued = active
+                        .iter()
+                        .filter(|u| u.status == UnitStatus::Queued && u.pool() == pool.as_deref())
+                        .count();
+                    if pool.is_none()
+                        && queued == 0
+                        && running_units_in(&active) < capacity.max_running
+                    {
                         (UnitStatus::Running, None, None)
-                    } else if queue.len() >= capacity.max_queued as usize {
+                    } else if queued >= capacity.max_queued as usize {
                         return Err(LedgerError::QueueFull {
                             max: capacity.max_queued,
                         });
                     } else {
                         let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
                         w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
-                        (UnitStatus::Queued, Some(seq), Some(queue.len() as u32 + 1))
+                        (UnitStatus::Queued, Some(seq), Some(queued as u32 + 1))
                     }
                 }
             };
@@ -221,7 +236,7 @@ impl Ledger {
                 dispatched_at: now,
                 started_at: (status == UnitStatus::Running).then_some(now),
                 ended_at: None,
-                host: new.host,
+                host,
                 queue_seq,
                 interrupt: None,
                 transcript_dir: transcript_dir.clone(),
@@ -263,26 +278,22 @@ impl Ledger {
         capacity: Capacity,
         now: Timestamp,
     ) -> Result<Option<Delegation>> {
-        let startable = self.read(|r| {
-            let Some((_, id)) = r.queue()?.into_iter().next() else {
-                return Ok(false);
-            };
-            Ok(r.delegation(&id)?.is_some_and(|u| u.host == Some(host))
-                && running_units_in(r.active_units()?) < capacity.max_running)
-        })?;
-        if !startable {
+        // Pool units wait in queues of their own, for workers (`take_pool_unit`).
+        let startable = |active: &[Delegation]| {
+            next_session_unit(active).is_some_and(|u| u.host == Some(host))
+                && running_units_in(active) < capacity.max_running
+        };
+        if !self.read(|r| Ok(startable(&r.active_units()?)))? {
             return Ok(None);
         }
         self.write_then(|w| {
-            let Some((_, id)) = w.queue()?.into_iter().next() else {
-                return Ok((None, false));
-            };
-            let Some(mut unit) = w.delegation(&id)? else {
-                return Ok((None, false));
-            };
-            if unit.host != Some(host) || running_units(w)? >= capacity.max_running {
+            let active = w.active_units()?;
+            if !startable(&active) {
                 return Ok((None, false));
             }
+            let Some(mut unit) = next_session_unit(&active).cloned() else {
+                return Ok((None, false));
+            };
             unit.status = UnitStatus::Running;
             unit.started_at = Some(now);
             w.put_delegation(&unit)?;
@@ -298,6 +309,7 @@ impl Ledger {
             for mut unit in w.active_units()? {
                 if unit.session.as_ref() == Some(session)
                     && unit.status == UnitStatus::Queued
+                    && unit.pool().is_none()
                     && unit.host != Some(host)
                 {
                     set_host(w, &mut unit, Some(host))?;
@@ -651,16 +663,25 @@ pub(crate) fn set_host(
     Ok(())
 }
 
-fn running_units(w: &Writer<'_>) -> Result<u32> {
-    Ok(running_units_in(w.active_units()?))
-}
-
-/// How many of `active` are running background units (the ones capacity counts).
-fn running_units_in(active: Vec<Delegation>) -> u32 {
+/// How many of `active` are running background units of sessions' own hosts (the ones
+/// `max_concurrent_children` counts; pool units count against their worker's capacity).
+fn running_units_in(active: &[Delegation]) -> u32 {
     active
         .iter()
-        .filter(|u| u.channel == Channel::Background && u.status == UnitStatus::Running)
+        .filter(|u| {
+            u.channel == Channel::Background
+                && u.status == UnitStatus::Running
+                && u.pool().is_none()
+        })
         .count() as u32
+}
+
+/// The oldest queued unit that a session's own host runs (not a pool unit).
+fn next_session_unit(active: &[Delegation]) -> Option<&Delegation> {
+    active
+        .iter()
+        .filter(|u| u.status == UnitStatus::Queued && u.pool().is_none())
+        .min_by_key(|u| u.queue_seq)
 }
 
 /// Records the tally; once every child finished, marks the unit terminal (reading it once)

@@ -19,7 +19,7 @@
 //! # async fn run(ledger: std::sync::Arc<ledger::Ledger>, spec: ledger::DispatchSpec) -> Result<(), registry::RegistryError> {
 //! use registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
 //! let config = Config::new(std::path::Path::new("/home/me/.hermes"));
-//! let options = HostOptions { kind: ledger::HostKind::Inline, session: None };
+//! let options = HostOptions { kind: ledger::HostKind::Inline, session: None, worker: None };
 //! let host = Host::start(ledger, config, std::sync::Arc::new(SystemClock), options).await?;
 //! let dispatched = host.dispatch(DispatchRequest::inline(spec, None)).await?;
 //! if let Some(mut progress) = dispatched.progress {

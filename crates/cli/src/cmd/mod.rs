@@ -8,3 +8,4 @@ pub mod drain;
 pub mod host;
 pub mod run;
 pub mod session;
+pub mod worker;

@@ -63,6 +63,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         HostOptions {
             kind: HostKind::Interactive,
             session: Some(session.clone()),
+            worker: None,
         },
     ))?;
     let router = Arc::new(Router::new(

@@ -25,6 +25,7 @@ pub fn registered_host(ledger: &Ledger, pid: u32) -> ProcessId {
             host_id: HostId(u128::from(pid)),
             locality: Locality::default(),
             lease_expires_at: Timestamp(u64::MAX),
+            worker: None,
         })
         .expect("host registers");
     process
