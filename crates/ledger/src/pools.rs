@@ -132,8 +132,11 @@ impl Ledger {
             })
             .collect();
         out.sort_by(|a, b| {
-            (a.pool(), a.host.registered_at, a.host.process)
-                .cmp(&(b.pool(), b.host.registered_at, b.host.process))
+            (a.pool(), a.host.registered_at, a.host.process).cmp(&(
+                b.pool(),
+                b.host.registered_at,
+                b.host.process,
+            ))
         });
         Ok(out)
     }

@@ -622,7 +622,8 @@ fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
 /// Refuses a host's write about `unit` unless the host (`writer`, its fencing epoch) still owns
 /// it: the unit names the host's process and that process's record carries the same epoch. A
 /// unit no host owns (recorded by hand, as tools and tests do) takes any writer: a host's units
-/// always name it, and a dead host's units keep naming it after its record is gone.
+/// always name it, and a dead host's units keep naming it after its record is gone. A pool unit
+/// with no host waits for a worker and takes no writer.
 fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> {
     check_host(w, &unit.id, unit.host, writer)
 }
@@ -636,7 +637,11 @@ fn check_host(
 ) -> Result<()> {
     let owns = match host {
         Some(process) => w.host(process)?.is_some_and(|h| h.host_id == writer),
-        None => true,
+        // A pool unit waiting in its pool (never taken, or back after its worker died) is no
+        // one's to write about; only a unit recorded without a host takes any writer.
+        None => !w
+            .delegation(id.as_str())?
+            .is_some_and(|u| u.pool().is_some()),
     };
     if owns {
         Ok(())
