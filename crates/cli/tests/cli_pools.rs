@@ -33,8 +33,11 @@ impl Drop for Workers {
 }
 
 fn start_worker(h: &Hermes, pool: &str, capacity: u32, extra: &[&str]) -> Child {
-    let log = File::create(h.path().join(format!("worker-{pool}-{}.log", rand_suffix())))
-        .expect("worker log");
+    let log = File::create(
+        h.path()
+            .join(format!("worker-{pool}-{}.log", rand_suffix())),
+    )
+    .expect("worker log");
     let capacity = capacity.to_string();
     let mut args = vec!["worker", "--pool", pool, "--capacity", &capacity];
     args.extend_from_slice(extra);
@@ -77,7 +80,16 @@ fn wait_for_workers(h: &Hermes, pids: &[u32]) {
 fn dispatch(h: &Hermes, session: &str, pool: &str, script: &str) -> Value {
     let run = h.run_env(
         &[
-            "delegate", "--session", session, "--pool", pool, "--json", "--", "sh", "-c", script,
+            "delegate",
+            "--session",
+            session,
+            "--pool",
+            pool,
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            script,
         ],
         &TIMINGS,
     );
@@ -173,7 +185,11 @@ fn a_burst_runs_on_every_workers_slots_at_once_and_each_result_arrives_once() {
         assert_eq!(s["session"], "S");
         assert_eq!(s["pool"], "burst");
         used.insert(s["worker"]["pid"].as_u64().expect("worker"));
-        assert!(delivered[id].contains(&format!("done {id}")), "{}", delivered[id]);
+        assert!(
+            delivered[id].contains(&format!("done {id}")),
+            "{}",
+            delivered[id]
+        );
     }
     assert_eq!(used.len(), 3, "every worker ran some: {used:?}");
 }
@@ -185,7 +201,12 @@ fn sigterm_interrupts_a_workers_children_once_and_leaves_its_untaken_units_in_th
     let pid = ws.0[0].id();
     wait_for_workers(&h, &[pid]);
     let running: Vec<String> = (0..2)
-        .map(|_| dispatch(&h, "S", "p", "echo started; sleep 60")["delegation_id"].as_str().expect("id").to_owned())
+        .map(|_| {
+            dispatch(&h, "S", "p", "echo started; sleep 60")["delegation_id"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        })
         .collect();
     let waiting = dispatch(&h, "S", "p", "echo later")["delegation_id"]
         .as_str()
@@ -231,9 +252,17 @@ fn sigterm_interrupts_a_workers_children_once_and_leaves_its_untaken_units_in_th
     all.insert(waiting.clone());
     let delivered = drain_each_once(&h, "S", &all);
     for id in &running {
-        assert!(delivered[id].contains("worker_shutdown"), "{}", delivered[id]);
+        assert!(
+            delivered[id].contains("worker_shutdown"),
+            "{}",
+            delivered[id]
+        );
     }
-    assert!(delivered[&waiting].contains("later"), "{}", delivered[&waiting]);
+    assert!(
+        delivered[&waiting].contains("later"),
+        "{}",
+        delivered[&waiting]
+    );
     assert_eq!(status(&h, &waiting)["status"], "completed");
 }
 
@@ -350,14 +379,29 @@ fn a_worker_killed_mid_run_leaves_unknown_results_and_another_worker_runs_the_re
 #[test]
 fn pool_dispatch_without_a_worker_succeeds_and_says_so_and_bad_pool_input_is_refused() {
     let h = Hermes::new();
-    let run = h.run(&["delegate", "--session", "S", "--pool", "--json", "--", "true"]);
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "S",
+        "--pool",
+        "--json",
+        "--",
+        "true",
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let d = run.json();
     assert_eq!(d["status"], "queued");
     assert_eq!(d["pool"], "default", "bare --pool is the default pool");
     assert_eq!(d["workers"], 0);
-    assert!(run.stderr.contains("no live worker serves pool default"), "{}", run.stderr);
-    assert!(h.host_pids().is_empty(), "no session host is started for a pool unit");
+    assert!(
+        run.stderr.contains("no live worker serves pool default"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        h.host_pids().is_empty(),
+        "no session host is started for a pool unit"
+    );
 
     let tasks = h.write(
         "t.json",
@@ -375,8 +419,10 @@ fn pool_dispatch_without_a_worker_succeeds_and_says_so_and_bad_pool_input_is_ref
 
     h.run(&["-z", "--pool", "gpu", "--", "true"])
         .assert_one_error_line(2);
-    h.run(&["worker", "--capacity", "0"]).assert_one_error_line(2);
-    h.run(&["worker", "--pool", "bad name"]).assert_one_error_line(2);
+    h.run(&["worker", "--capacity", "0"])
+        .assert_one_error_line(2);
+    h.run(&["worker", "--pool", "bad name"])
+        .assert_one_error_line(2);
     h.run(&["delegate", "--session", "S", "--pool", "a b", "--", "true"])
         .assert_one_error_line(2);
     let bad_file = h.write(
@@ -393,5 +439,9 @@ fn pool_dispatch_without_a_worker_succeeds_and_says_so_and_bad_pool_input_is_ref
     .assert_one_error_line(2);
     let listed = h.run(&["worker", "list"]);
     assert_eq!(listed.code, 0);
-    assert!(listed.stdout.contains("no live workers"), "{}", listed.stdout);
+    assert!(
+        listed.stdout.contains("no live workers"),
+        "{}",
+        listed.stdout
+    );
 }
