@@ -35,6 +35,17 @@ pub fn worker_of(u: &Delegation) -> Option<u32> {
     u.pool().and(u.host).map(|h| h.pid)
 }
 
+/// Where a pool unit runs, in words for text views: `pool P · worker PID`, `pool P · waiting
+/// for a worker`; empty for a unit of the session's own host.
+pub fn placement(u: &Delegation) -> String {
+    match (u.pool(), worker_of(u)) {
+        (None, _) => String::new(),
+        (Some(pool), Some(pid)) => format!("pool {pool} · worker {pid}"),
+        (Some(pool), None) if u.status.is_terminal() => format!("pool {pool}"),
+        (Some(pool), None) => format!("pool {pool} · waiting for a worker"),
+    }
+}
+
 /// How many live workers serve `pool`.
 pub fn live_workers(ledger: &Ledger, pool: &str) -> anyhow::Result<usize> {
     Ok(ledger

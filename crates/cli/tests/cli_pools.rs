@@ -171,6 +171,17 @@ fn a_burst_runs_on_every_workers_slots_at_once_and_each_result_arrives_once() {
     for unit in list["queued"].as_array().expect("queued") {
         assert_eq!(unit["worker"], Value::Null, "waiting in the pool: {unit}");
     }
+    let text = h.run(&["delegation", "list"]).stdout;
+    assert_eq!(text.matches("[pool burst · worker ").count(), 6, "{text}");
+    assert_eq!(
+        text.matches("[pool burst · waiting for a worker]").count(),
+        6,
+        "{text}"
+    );
+    let table = h.run(&["worker", "list"]).stdout;
+    for pid in &pids {
+        assert!(table.contains(&pid.to_string()), "{table}");
+    }
 
     std::fs::write(&go, "").expect("go");
     let delivered = drain_each_once(&h, "S", &ids);

@@ -423,7 +423,14 @@ impl Turns {
                 .dispatch(DispatchRequest::background(self.session.clone(), spec)),
         )?;
         let unit = &dispatched.delegation;
-        let mut text = if unit.status == UnitStatus::Queued {
+        let mut text = if let Some(pool) = unit.pool() {
+            let workers = crate::reports::live_workers(&self.ledger, pool).unwrap_or(0);
+            format!(
+                "{} queued in pool {pool} (position {}, {workers} live worker(s)): {goal}\n",
+                unit.id,
+                dispatched.queue_position.unwrap_or(0)
+            )
+        } else if unit.status == UnitStatus::Queued {
             format!(
                 "{} queued (position {}): {goal}\n",
                 unit.id,
