@@ -89,22 +89,30 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
                 ));
             }
         }
-        stop(&host, drain).await;
+        stop(&host, drain, &mut term, &mut int).await;
         anyhow::Ok(())
     })?;
     Ok(Code::Ok)
 }
 
 /// Stops a worker: no more units are taken (those it never took stay in the pool), running
-/// children may finish within `drain`, then what still runs is interrupted with
-/// `worker_shutdown` and finalized, and the worker unregisters.
-async fn stop(host: &Host, drain: Duration) {
+/// children may finish within `drain` (a second SIGTERM/SIGINT cuts that short), then what
+/// still runs is interrupted with `worker_shutdown` and finalized, and the worker unregisters.
+async fn stop(
+    host: &Host,
+    drain: Duration,
+    term: &mut tokio::signal::unix::Signal,
+    int: &mut tokio::signal::unix::Signal,
+) {
     host.stop_taking().await;
     let started = Instant::now();
-    let running = host.running();
-    tracing::info!(running = running.len(), ?drain, "worker stopping");
+    tracing::info!(running = host.running().len(), ?drain, "worker stopping");
     while !host.running().is_empty() && started.elapsed() < drain && !host.is_fenced() {
-        tokio::time::sleep(POLL.min(drain.saturating_sub(started.elapsed()))).await;
+        tokio::select! {
+            () = tokio::time::sleep(POLL.min(drain.saturating_sub(started.elapsed()))) => {}
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
     }
     host.shutdown(SHUTDOWN_REASON).await;
 }
