@@ -639,9 +639,9 @@ fn check_host(
         Some(process) => w.host(process)?.is_some_and(|h| h.host_id == writer),
         // A pool unit waiting in its pool (never taken, or back after its worker died) is no
         // one's to write about; only a unit recorded without a host takes any writer.
-        None => !w
+        None => w
             .delegation(id.as_str())?
-            .is_some_and(|u| u.pool().is_some()),
+            .is_none_or(|u| u.pool().is_none()),
     };
     if owns {
         Ok(())
