@@ -15,6 +15,7 @@ use crate::model::{
 };
 use crate::sessions::Liveness;
 use crate::store::Writer;
+use crate::units::UnitTally;
 
 /// The longest pool name.
 pub const POOL_NAME_MAX: usize = 128;
@@ -107,6 +108,8 @@ impl Ledger {
             unit.status = UnitStatus::Running;
             unit.started_at = Some(now);
             crate::units::set_host(w, &mut unit, Some(worker))?;
+            // A waiting pool unit has no tally: only its worker's writes may finish it.
+            w.put_tally(&unit.id, &UnitTally::for_unit(&unit))?;
             Ok((Some(unit), true))
         })
     }
@@ -178,6 +181,8 @@ pub(crate) fn return_to_pool(w: &Writer<'_>, mut unit: Delegation) -> Result<Del
         unit.queue_seq = Some(seq);
     }
     crate::units::set_host(w, &mut unit, None)?;
+    // Waiting again: no tally, so no writer can finish it (see `units::check_owner`).
+    w.remove_tally(&unit.id)?;
     w.bump_activity()?;
     Ok(unit.id)
 }

@@ -91,7 +91,7 @@ pub(crate) struct UnitTally {
 }
 
 impl UnitTally {
-    fn for_unit(unit: &Delegation) -> UnitTally {
+    pub(crate) fn for_unit(unit: &Delegation) -> UnitTally {
         UnitTally {
             task_count: unit.task_count(),
             session: unit.session.clone(),
@@ -243,7 +243,10 @@ impl Ledger {
                 spec: new.spec,
             };
             w.put_delegation(&unit)?;
-            w.put_tally(&id, &UnitTally::for_unit(&unit))?;
+            // A pool unit gets its tally when a worker takes it (see `check_owner`).
+            if unit.pool().is_none() {
+                w.put_tally(&id, &UnitTally::for_unit(&unit))?;
+            }
             if unit.channel == Channel::Background {
                 w.bump_activity()?;
             }
@@ -443,12 +446,11 @@ impl Ledger {
                         .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?,
                 ),
             };
-            let host = match (&tally, &unit) {
-                (Some(tally), _) => tally.host,
-                (None, Some(unit)) => unit.host,
-                (None, None) => None,
-            };
-            check_host(w, id, host, writer)?;
+            match (&tally, &unit) {
+                (Some(tally), _) => check_host(w, id, tally.host, writer)?,
+                (None, Some(unit)) => check_owner(w, unit, writer)?,
+                (None, None) => check_host(w, id, None, writer)?,
+            }
             let mut child = w
                 .child(id, outcome.index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
@@ -623,8 +625,15 @@ fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
 /// it: the unit names the host's process and that process's record carries the same epoch. A
 /// unit no host owns (recorded by hand, as tools and tests do) takes any writer: a host's units
 /// always name it, and a dead host's units keep naming it after its record is gone. A pool unit
-/// with no host waits for a worker and takes no writer.
+/// with no host waits for a worker and takes no writer (it has no tally either while it waits,
+/// so `finish_child` reads it whole and checks it here).
 fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> {
+    if unit.host.is_none() && unit.pool().is_some() {
+        return Err(LedgerError::Fenced {
+            delegation: unit.id.clone(),
+            host: writer,
+        });
+    }
     check_host(w, &unit.id, unit.host, writer)
 }
 
@@ -637,11 +646,7 @@ fn check_host(
 ) -> Result<()> {
     let owns = match host {
         Some(process) => w.host(process)?.is_some_and(|h| h.host_id == writer),
-        // A pool unit waiting in its pool (never taken, or back after its worker died) is no
-        // one's to write about; only a unit recorded without a host takes any writer.
-        None => w
-            .delegation(id.as_str())?
-            .is_none_or(|u| u.pool().is_none()),
+        None => true,
     };
     if owns {
         Ok(())

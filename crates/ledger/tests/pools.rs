@@ -377,6 +377,17 @@ fn a_unit_a_dead_worker_never_started_goes_back_to_its_place_in_the_pool() {
         T0.plus_ms(11),
     );
     assert!(matches!(late, Err(LedgerError::Fenced { .. })), "{late:?}");
+    let late = f.ledger.finish_child(
+        w1.host_id,
+        &first,
+        outcome(0, ChildStatus::Completed, T0.plus_ms(11)),
+        T0.plus_ms(11),
+    );
+    assert!(matches!(late, Err(LedgerError::Fenced { .. })), "{late:?}");
+    let late = f
+        .ledger
+        .finish_unit(w1.host_id, &first, Vec::new(), "x", T0.plus_ms(11));
+    assert!(matches!(late, Err(LedgerError::Fenced { .. })), "{late:?}");
     let w2 = worker(&f.ledger, 20, "a", 1, LONG);
     assert_eq!(take(&f.ledger, &w2, 1).expect("taken again").id, first);
     f.ledger
