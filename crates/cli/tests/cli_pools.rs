@@ -33,6 +33,16 @@ impl Drop for Workers {
 }
 
 fn start_worker(h: &Hermes, pool: &str, capacity: u32, extra: &[&str]) -> Child {
+    start_worker_env(h, pool, capacity, extra, &[])
+}
+
+fn start_worker_env(
+    h: &Hermes,
+    pool: &str,
+    capacity: u32,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Child {
     let log = File::create(
         h.path()
             .join(format!("worker-{pool}-{}.log", rand_suffix())),
@@ -42,7 +52,7 @@ fn start_worker(h: &Hermes, pool: &str, capacity: u32, extra: &[&str]) -> Child 
     let mut args = vec!["worker", "--pool", pool, "--capacity", &capacity];
     args.extend_from_slice(extra);
     let mut c = h.command(&args);
-    for (k, v) in TIMINGS {
+    for (k, v) in TIMINGS.iter().chain(env) {
         c.env(k, v);
     }
     c.stdout(Stdio::null())
@@ -219,7 +229,12 @@ fn sigterm_interrupts_a_workers_children_once_and_leaves_its_untaken_units_in_th
                 .to_owned()
         })
         .collect();
-    let waiting = dispatch(&h, "S", "p", "echo later")["delegation_id"]
+    let waiting = dispatch(
+        &h,
+        "S",
+        "p",
+        "echo later parent=$HERMES_PARENT_SESSION_ID own=${HERMES_SESSION_ID:-none}",
+    )["delegation_id"]
         .as_str()
         .expect("id")
         .to_owned();
@@ -257,8 +272,15 @@ fn sigterm_interrupts_a_workers_children_once_and_leaves_its_untaken_units_in_th
     assert_eq!(list["queued_count"], 1, "{list}");
     assert_eq!(status(&h, &waiting)["status"], "queued");
 
-    // Another worker runs it; every unit is delivered once.
-    ws.0.push(start_worker(&h, "p", 1, &[]));
+    // Another worker runs it (one started inside some other session: its children must not
+    // inherit that); every unit is delivered once.
+    ws.0.push(start_worker_env(
+        &h,
+        "p",
+        1,
+        &[],
+        &[("HERMES_SESSION_ID", "someone-else")],
+    ));
     let mut all: BTreeSet<String> = running.iter().cloned().collect();
     all.insert(waiting.clone());
     let delivered = drain_each_once(&h, "S", &all);
@@ -270,7 +292,7 @@ fn sigterm_interrupts_a_workers_children_once_and_leaves_its_untaken_units_in_th
         );
     }
     assert!(
-        delivered[&waiting].contains("later"),
+        delivered[&waiting].contains("later parent=S own=none"),
         "{}",
         delivered[&waiting]
     );

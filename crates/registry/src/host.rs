@@ -460,6 +460,11 @@ impl Host {
 }
 
 impl Inner {
+    /// Whether this host is a worker (bound to no session).
+    pub(crate) fn is_worker(&self) -> bool {
+        self.options.kind == HostKind::Worker
+    }
+
     fn lock(&self) -> MutexGuard<'_, Units> {
         self.units
             .lock()
