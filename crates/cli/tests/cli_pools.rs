@@ -43,11 +43,10 @@ fn start_worker_env(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> Child {
-    let log = File::create(
-        h.path()
-            .join(format!("worker-{pool}-{}.log", rand_suffix())),
-    )
-    .expect("worker log");
+    let starting = h
+        .path()
+        .join(format!("worker-{pool}-{}.log", rand_suffix()));
+    let log = File::create(&starting).expect("worker log");
     let capacity = capacity.to_string();
     let mut args = vec!["worker", "--pool", pool, "--capacity", &capacity];
     args.extend_from_slice(extra);
@@ -55,10 +54,18 @@ fn start_worker_env(
     for (k, v) in TIMINGS.iter().chain(env) {
         c.env(k, v);
     }
-    c.stdout(Stdio::null())
+    let child = c
+        .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         .spawn()
-        .expect("worker starts")
+        .expect("worker starts");
+    std::fs::rename(&starting, worker_log(h, child.id())).expect("name the worker's log");
+    child
+}
+
+/// Where worker `pid` writes its stderr.
+fn worker_log(h: &Hermes, pid: u32) -> std::path::PathBuf {
+    h.path().join(format!("worker-{pid}.log"))
 }
 
 fn rand_suffix() -> u128 {
@@ -300,7 +307,7 @@ fn sigterm_interrupts_a_workers_children_once_and_leaves_its_untaken_units_in_th
 }
 
 #[test]
-fn with_a_drain_timeout_a_stopping_worker_lets_its_children_finish() {
+fn with_a_drain_timeout_a_stopping_worker_lets_its_children_finish_and_takes_nothing_more() {
     let h = Hermes::new();
     let mut ws = Workers(vec![start_worker(&h, "d", 1, &["--drain-timeout", "30"])]);
     let pid = ws.0[0].id();
@@ -317,28 +324,37 @@ fn with_a_drain_timeout_a_stopping_worker_lets_its_children_finish() {
     wait_for(LIMIT, "the child to start", || {
         status(&h, &id)["tasks"][0]["pid"].as_u64()
     });
+    // The next unit waits: the worker's one slot is busy.
+    let later = dispatch(&h, "S", "d", "echo never here")["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(status(&h, &later)["status"], "queued");
     std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
         .expect("kill runs");
-    // It stops taking work at once: a new unit waits in the pool.
-    wait_for(LIMIT, "the worker to stop taking work", || {
-        let later = dispatch(&h, "S", "d", "echo never here");
-        let later_id = later["delegation_id"].as_str().expect("id").to_owned();
-        // Give it the chance to be taken wrongly, then look (the worker wakes within 100 ms).
-        std::thread::sleep(Duration::from_millis(300));
-        (status(&h, &later_id)["status"] == "queued").then_some(())
+    wait_for(LIMIT, "the worker to say it is stopping", || {
+        std::fs::read_to_string(worker_log(&h, pid))
+            .ok()
+            .filter(|log| {
+                log.contains("stopping: taking no more units; 1 running unit(s) may finish")
+            })
     });
     assert!(
         ws.0[0].try_wait().expect("try_wait").is_none(),
         "it waits for its child"
     );
+    // The child finishes, freeing the slot: a stopping worker takes nothing into it.
     std::fs::write(&release, "").expect("release");
     let exit = wait_for(LIMIT, "the worker to exit", || {
         ws.0[0].try_wait().expect("try_wait")
     });
     assert_eq!(exit.code(), Some(0));
-    assert_eq!(status(&h, &id)["status"], "completed");
+    assert_eq!(status(&h, &id)["status"], "completed", "its child finished");
+    let left = status(&h, &later);
+    assert_eq!(left["status"], "queued", "still in the pool: {left}");
+    assert_eq!(left["worker"], Value::Null);
 }
 
 #[test]

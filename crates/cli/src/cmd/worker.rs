@@ -89,6 +89,21 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
                 ));
             }
         }
+        if !quiet {
+            eprintln!(
+                "hermes: worker {} stopping: taking no more units; {} running unit(s) {}",
+                host.process().pid,
+                host.running().len(),
+                if drain.is_zero() {
+                    "interrupted now (worker_shutdown)".to_owned()
+                } else {
+                    format!(
+                        "may finish within {}s (a second signal interrupts them)",
+                        drain.as_secs_f64()
+                    )
+                }
+            );
+        }
         stop(&host, drain, &mut term, &mut int).await;
         anyhow::Ok(())
     })?;
