@@ -189,6 +189,10 @@ fn a_burst_runs_on_every_workers_slots_at_once_and_each_result_arrives_once() {
         assert_eq!(unit["worker"], Value::Null, "waiting in the pool: {unit}");
     }
     let text = h.run(&["delegation", "list"]).stdout;
+    assert!(
+        text.starts_with("running 6 (max 3 on session hosts; 6 on workers) · queued 6"),
+        "{text}"
+    );
     assert_eq!(text.matches("[pool burst · worker ").count(), 6, "{text}");
     assert_eq!(
         text.matches("[pool burst · waiting for a worker]").count(),

@@ -53,10 +53,20 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
         ))?;
         return Ok(Code::Ok);
     }
+    let on_workers = listing
+        .running
+        .iter()
+        .filter(|u| u.pool().is_some())
+        .count();
     let mut text = format!(
-        "running {} (max {}) · queued {}\n",
+        "running {} (max {}{}) · queued {}\n",
         listing.running.len(),
         home.settings.delegation.max_concurrent_children,
+        if on_workers > 0 {
+            format!(" on session hosts; {on_workers} on workers")
+        } else {
+            String::new()
+        },
         listing.queued.len()
     );
     let recent_title = if listing.recent.len() < listing.recent_total {
