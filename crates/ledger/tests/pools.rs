@@ -62,7 +62,13 @@ const LONG: Timestamp = Timestamp(u64::MAX);
 #[test]
 fn a_pool_unit_waits_in_its_pool_even_with_free_slots_and_counts_per_pool() {
     let f = fixture();
+    let before = f.ledger.activity().unwrap();
     let a1 = pool_unit(&f.ledger, "a", ROOMY).unwrap();
+    assert_ne!(
+        f.ledger.activity().unwrap(),
+        before,
+        "a pool dispatch wakes the workers"
+    );
     assert_eq!(a1.delegation.status, UnitStatus::Queued);
     assert_eq!(a1.delegation.host, None, "no host until a worker takes it");
     assert_eq!(a1.queue_position, Some(1));
@@ -350,11 +356,17 @@ fn a_unit_a_dead_worker_never_started_goes_back_to_its_place_in_the_pool() {
     let second = pool_unit(&f.ledger, "a", ROOMY).unwrap().delegation.id;
 
     // The worker's process is gone (a kill -9 on this machine) before it started a child.
+    let before = f.ledger.activity().unwrap();
     let report = f
         .ledger
         .recover(&Pids(false), T0.plus_ms(10), true)
         .unwrap();
     assert_eq!(report.returned_to_pool, vec![first.clone()]);
+    assert_ne!(
+        f.ledger.activity().unwrap(),
+        before,
+        "the other workers are woken"
+    );
     assert!(report.finalized.is_empty());
     assert_eq!(report.dead_hosts, 1);
     let unit = f.ledger.delegation(&first).unwrap().unwrap();
