@@ -3,7 +3,9 @@
 //! units, persists its children's progress (and output tails) in batches, acts on interrupts
 //! asked for by other processes, starts its queued units when they reach the head of the FIFO
 //! queue and a slot is free, runs the recovery sweep every `recovery_interval`, and on shutdown
-//! stops what it runs.
+//! stops what it runs. A worker (`HostKind::Worker`, SPEC §12) is the same host bound to no
+//! session: instead of its own queued units it takes its pool's, oldest first, while it has a
+//! free slot of its own capacity (`Ledger::take_pool_unit`), until [`Host::stop_taking`].
 //!
 //! A host that cannot renew its lease for `self_fence_after` (lease − heartbeat), or learns that
 //! it lost it, fences itself: it kills its children and never writes to the ledger again, so

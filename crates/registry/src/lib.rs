@@ -33,6 +33,8 @@
 //! A background host (`hermes host --session S`, an interactive session) starts the same way
 //! with its kind and session, dispatches with [`DispatchRequest::background`], and picks up the
 //! units other processes record for it with [`record_dispatch`]; [`Host::shutdown`] stops it.
+//! A worker (`hermes worker`) starts with [`HostOptions::worker`] set and runs the units of its
+//! pool that other processes recorded with a pool and no host.
 
 pub mod capture;
 mod child;
