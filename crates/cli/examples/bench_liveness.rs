@@ -61,6 +61,7 @@ fn idle_writes_per_min() -> Result<f64> {
             HostOptions {
                 kind: HostKind::Headless,
                 session: Some(SessionId::new("idle")?),
+                worker: None,
             },
         )
         .await?;

@@ -35,6 +35,7 @@ pub fn run() -> anyhow::Result<Code> {
         Some(Command::Session(c)) => cmd::session::run(c),
         Some(Command::Host(args)) => cmd::host::run(&args, cli.quiet),
         Some(Command::Ledger(c)) => cmd::ledger::run(c),
+        Some(Command::Worker(args)) => cmd::worker::run(&args, cli.quiet),
         Some(Command::Mcp) => crate::mcp::run(),
         Some(Command::Hook(c)) => crate::hook::run(c),
         Some(Command::Completions { shell }) => {

@@ -42,6 +42,7 @@ impl RunArgs {
             || d.timeout.is_some()
             || d.cwd.is_some()
             || d.group.is_some()
+            || d.pool.is_some()
             || d.tasks.is_some()
             || !d.command.is_empty()
     }
@@ -77,6 +78,10 @@ pub struct DispatchArgs {
     /// A group name for the unit.
     #[arg(long, value_name = "NAME")]
     pub group: Option<String>,
+    /// Run on a worker pool (`hermes worker --pool NAME`) instead of the session's own host;
+    /// bare `--pool` is the pool `default`.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "default")]
+    pub pool: Option<String>,
     /// A JSON tasks file (`-` for stdin) describing a batch.
     #[arg(long, value_name = "FILE|-")]
     pub tasks: Option<String>,
@@ -139,6 +144,9 @@ pub enum Command {
     /// Where the ledger lives, and its schema (PostgreSQL).
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// A worker: runs the units dispatched with `--pool NAME`, from any session, until stopped
+    /// (SIGTERM/SIGINT); `worker list` shows the live workers.
+    Worker(WorkerArgs),
     /// A Model Context Protocol server on stdio, for an agent to delegate work through.
     Mcp,
     /// Hooks for hook-driven agent CLIs: read the hook's JSON on stdin, answer on stdout.
@@ -351,6 +359,48 @@ pub struct HostArgs {
     /// The session to host.
     #[arg(long)]
     pub session: String,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct WorkerArgs {
+    #[command(subcommand)]
+    pub command: Option<WorkerCommand>,
+    /// The pool whose units it runs (any name: a pool exists when named).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub pool: String,
+    /// Units it runs at once, also the parallelism inside one batch (default
+    /// `delegation.max_concurrent_children`).
+    #[arg(long, value_name = "N", value_parser = capacity)]
+    pub capacity: Option<u32>,
+    /// On SIGTERM/SIGINT, let running children finish for up to SECS before interrupting them
+    /// (default 0: interrupt at once, reason `worker_shutdown`).
+    #[arg(long, value_name = "SECS", value_parser = drain_timeout)]
+    pub drain_timeout: Option<Duration>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerCommand {
+    /// The live workers: pool, capacity, running units, machine, lease.
+    List {
+        /// Only this pool's workers.
+        #[arg(long, value_name = "NAME")]
+        pool: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn capacity(raw: &str) -> Result<u32, String> {
+    Bounds::CAPACITY
+        .parse("", raw)
+        .map(|n| n as u32)
+        .map_err(|_| format!("must be {}", Bounds::CAPACITY.expected()))
+}
+
+fn drain_timeout(raw: &str) -> Result<Duration, String> {
+    seconds(Bounds::DRAIN_TIMEOUT, raw)
 }
 
 /// A number of seconds within `bounds`, as clap's value parser: the error names the flag.

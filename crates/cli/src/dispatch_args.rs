@@ -95,6 +95,11 @@ pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<Dis
         ),
         None => None,
     };
+    let file_pool = file.as_ref().and_then(|f| f.pool.clone());
+    let pool = args.pool.clone().or(file_pool);
+    if let Some(pool) = &pool {
+        ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
+    }
     let (tasks, file_delivery, file_group) = match file {
         Some(file) => {
             let tasks = file
@@ -169,6 +174,7 @@ pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<Dis
         cwd,
         group: args.group.clone().or(file_group),
         tasks,
+        pool,
     })
 }
 

@@ -94,7 +94,8 @@ fn id_code(e: &IdError) -> Code {
         IdError::Session(_)
         | IdError::Delegation(_)
         | IdError::EventKey(_)
-        | IdError::ClaimToken(_) => Code::Usage,
+        | IdError::ClaimToken(_)
+        | IdError::Pool(_) => Code::Usage,
     }
 }
 

@@ -24,8 +24,33 @@ pub fn unit_json(u: &Delegation) -> Value {
         "started_at": time(u.started_at),
         "ended_at": time(u.ended_at),
         "host_pid": u.host.map(|h| h.pid),
+        "pool": u.pool(),
+        "worker": worker_of(u).map(|pid| json!({ "pid": pid })),
         "interrupt": u.interrupt,
     })
+}
+
+/// The pid of the worker that runs (or ran) a pool unit; `None` while it waits in its pool.
+pub fn worker_of(u: &Delegation) -> Option<u32> {
+    u.pool().and(u.host).map(|h| h.pid)
+}
+
+/// Where a pool unit runs, in words for text views: `pool P · worker PID`, `pool P · waiting
+/// for a worker`; empty for a unit of the session's own host.
+pub fn placement(u: &Delegation) -> String {
+    match (u.pool(), worker_of(u)) {
+        (None, _) => String::new(),
+        (Some(pool), Some(pid)) => format!("pool {pool} · worker {pid}"),
+        (Some(pool), None) if u.status.is_terminal() => format!("pool {pool}"),
+        (Some(pool), None) => format!("pool {pool} · waiting for a worker"),
+    }
+}
+
+/// How many live workers serve `pool`.
+pub fn live_workers(ledger: &Ledger, pool: &str) -> anyhow::Result<usize> {
+    Ok(ledger
+        .workers(Some(pool), &registry::OsReaper::new(), crate::home::now())?
+        .len())
 }
 
 /// The event that carries child `index`'s outcome, and the outcome.
@@ -207,14 +232,15 @@ pub fn dispatch_json(
     session: &SessionId,
     transcripts: &[String],
     queue_position: Option<u32>,
-    host_pid: u32,
+    host_pid: Option<u32>,
+    workers: Option<usize>,
 ) -> Value {
     let status = if unit.status == ledger::UnitStatus::Queued {
         "queued"
     } else {
         "dispatched"
     };
-    json!({
+    let mut value = json!({
         "status": status,
         "delegation_id": unit.id.to_string(),
         "session": session.to_string(),
@@ -223,5 +249,10 @@ pub fn dispatch_json(
         "live_transcripts": transcripts,
         "queue_position": queue_position,
         "host_pid": host_pid,
-    })
+    });
+    if let (Some(pool), Value::Object(map)) = (unit.pool(), &mut value) {
+        map.insert("pool".into(), json!(pool));
+        map.insert("workers".into(), json!(workers.unwrap_or(0)));
+    }
+    value
 }

@@ -17,6 +17,9 @@ pub struct TasksFile {
     /// A group name.
     #[serde(default)]
     pub group: Option<String>,
+    /// The worker pool that runs the batch (SPEC §12).
+    #[serde(default)]
+    pub pool: Option<String>,
 }
 
 /// One child of a tasks file.
@@ -80,6 +83,14 @@ pub fn check(file: TasksFile, origin: &str) -> anyhow::Result<TasksFile> {
         && crate::dispatch_args::parse_delivery(delivery).is_none()
     {
         return Err(bad("delivery".into(), "must be after_turn or inject"));
+    }
+    if let Some(pool) = &file.pool
+        && ledger::check_pool_name(pool).is_err()
+    {
+        return Err(bad(
+            "pool".into(),
+            "must be 1 to 128 characters from A-Z a-z 0-9 . _ : -",
+        ));
     }
     Ok(file)
 }

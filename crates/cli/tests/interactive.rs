@@ -620,3 +620,35 @@ fn a_killed_sessions_slot_goes_to_the_other_sessions_queued_unit_with_no_command
     b.line("exit");
     b.wait_exit(Duration::from_secs(10));
 }
+
+#[test]
+fn a_pool_unit_from_the_prompt_waits_for_a_worker_and_its_result_prints_in_the_session() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    t.session_id();
+    t.line("delegate --pool tty --goal 'on a worker' -- sh -c 'echo ran-on-worker-$((40+2))'");
+    t.wait_text(
+        Duration::from_secs(10),
+        "queued in pool tty (position 1, 0 live worker(s))",
+    );
+    let id = dispatched_id(&t.text());
+    t.line("agents");
+    t.wait_text(Duration::from_secs(10), "pool tty · waiting for a worker");
+
+    let mut worker = h
+        .command(&["worker", "--pool", "tty", "--capacity", "1"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("worker starts");
+    // The typed line shows the command, not its output.
+    t.wait_text(Duration::from_secs(20), "ran-on-worker-42");
+    assert_eq!(t.text().matches(BLOCK).count(), 1, "{}", t.text());
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let s = status(&h, &id);
+    assert_eq!(s["status"], "completed", "{s}");
+    assert_eq!(s["worker"]["pid"].as_u64(), Some(u64::from(worker.id())));
+    assert_ne!(s["host_pid"].as_u64(), Some(u64::from(t.pid())));
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}

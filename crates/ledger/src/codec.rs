@@ -7,8 +7,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// The format this build writes and the newest it reads. Format 2 added hosts' fencing epoch,
-/// locality and lease; every other value is laid out as in format 1 and read from either.
-pub const FORMAT_VERSION: u8 = 2;
+/// locality and lease; format 3 a worker's pool on hosts and a unit's pool on its dispatch
+/// (SPEC §12). Every other value is laid out as in format 1 and read from any.
+pub const FORMAT_VERSION: u8 = 3;
 
 /// The oldest format this build reads.
 pub const OLDEST_FORMAT: u8 = 1;

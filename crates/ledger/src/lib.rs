@@ -17,6 +17,7 @@ mod events;
 mod group;
 mod ledger;
 pub mod model;
+mod pools;
 #[cfg(test)]
 mod power_loss;
 mod queries;
@@ -37,6 +38,7 @@ pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published, Refusal
 pub use ledger::panic_is_caught;
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
+pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
 pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};

@@ -56,6 +56,9 @@ pub enum IdError {
     /// A claim token that is not 32 hex digits.
     #[error("invalid claim token {0:?}: expected 32 hex digits")]
     ClaimToken(String),
+    /// A worker pool name outside `[A-Za-z0-9._:-]{1,128}`.
+    #[error("invalid pool name {0:?}: use 1 to 128 characters from A-Z a-z 0-9 . _ : -")]
+    Pool(String),
 }
 
 impl SessionId {
@@ -246,6 +249,29 @@ pub enum HostKind {
     Headless,
     /// A `hermes -z` or `hermes cron run` process running its own inline unit.
     Inline,
+    /// A `hermes worker`: bound to no session, it runs the units of one pool (SPEC §12).
+    Worker,
+}
+
+impl HostKind {
+    /// `interactive`, `headless`, `inline` or `worker`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostKind::Interactive => "interactive",
+            HostKind::Headless => "headless",
+            HostKind::Inline => "inline",
+            HostKind::Worker => "worker",
+        }
+    }
+}
+
+/// What a worker host serves: its pool and how many of the pool's units it runs at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerPool {
+    /// The pool's name (any non-empty name: a pool exists when named).
+    pub pool: String,
+    /// Units of the pool it runs at once, at least one.
+    pub capacity: u32,
 }
 
 /// A host's fencing epoch: random and fresh every time a process registers as a host. Every
@@ -279,6 +305,38 @@ pub struct Host {
     pub locality: Locality,
     /// When its lease runs out unless renewed: past it the host is dead wherever it runs.
     pub lease_expires_at: Timestamp,
+    /// For a worker (`HostKind::Worker`), the pool it serves and its capacity. Added in
+    /// format 3.
+    pub worker: Option<WorkerPool>,
+}
+
+/// A host record as format 2 stored it (no worker pool).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HostV2 {
+    pub process: ProcessId,
+    pub kind: HostKind,
+    pub session: Option<SessionId>,
+    pub registered_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+    pub host_id: HostId,
+    pub locality: Locality,
+    pub lease_expires_at: Timestamp,
+}
+
+impl From<HostV2> for Host {
+    fn from(old: HostV2) -> Host {
+        Host {
+            process: old.process,
+            kind: old.kind,
+            session: old.session,
+            registered_at: old.registered_at,
+            heartbeat_at: old.heartbeat_at,
+            host_id: old.host_id,
+            locality: old.locality,
+            lease_expires_at: old.lease_expires_at,
+            worker: None,
+        }
+    }
 }
 
 /// A host record as format 1 stored it (no fencing epoch, no locality, no lease): read from
@@ -303,6 +361,7 @@ impl From<HostV1> for Host {
             host_id: HostId(0),
             locality: Locality::default(),
             lease_expires_at: Timestamp(u64::MAX),
+            worker: None,
         }
     }
 }
@@ -513,6 +572,42 @@ pub struct DispatchSpec {
     pub group: Option<String>,
     /// The children.
     pub tasks: Vec<TaskSpec>,
+    /// The worker pool that runs it (SPEC §12); `None`: the session's own host runs it. Added
+    /// in format 3.
+    pub pool: Option<String>,
+}
+
+/// A dispatch as formats 1 and 2 stored it (no pool).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DispatchSpecV2 {
+    pub goal: String,
+    pub context: Option<String>,
+    pub toolsets: Vec<String>,
+    pub role: Role,
+    pub model: Option<String>,
+    pub delivery: DeliveryMode,
+    pub timeout_ms: Option<u64>,
+    pub cwd: Option<String>,
+    pub group: Option<String>,
+    pub tasks: Vec<TaskSpec>,
+}
+
+impl From<DispatchSpecV2> for DispatchSpec {
+    fn from(old: DispatchSpecV2) -> DispatchSpec {
+        DispatchSpec {
+            goal: old.goal,
+            context: old.context,
+            toolsets: old.toolsets,
+            role: old.role,
+            model: old.model,
+            delivery: old.delivery,
+            timeout_ms: old.timeout_ms,
+            cwd: old.cwd,
+            group: old.group,
+            tasks: old.tasks,
+            pool: None,
+        }
+    }
 }
 
 impl DispatchSpec {
@@ -551,6 +646,7 @@ impl DispatchSpec {
             cwd: None,
             group: None,
             tasks,
+            pool: None,
         }
     }
 }
@@ -1095,6 +1191,47 @@ impl Delegation {
     /// How many children it has.
     pub fn task_count(&self) -> u32 {
         self.spec.tasks.len() as u32
+    }
+
+    /// The worker pool that runs it, if it is a pool unit.
+    pub fn pool(&self) -> Option<&str> {
+        self.spec.pool.as_deref()
+    }
+}
+
+/// A unit as formats 1 and 2 stored it (its dispatch had no pool).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DelegationV2 {
+    pub id: DelegationId,
+    pub session: Option<SessionId>,
+    pub channel: Channel,
+    pub spec: DispatchSpecV2,
+    pub status: UnitStatus,
+    pub dispatched_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub host: Option<ProcessId>,
+    pub queue_seq: Option<u64>,
+    pub interrupt: Option<String>,
+    pub transcript_dir: Option<String>,
+}
+
+impl From<DelegationV2> for Delegation {
+    fn from(old: DelegationV2) -> Delegation {
+        Delegation {
+            id: old.id,
+            session: old.session,
+            channel: old.channel,
+            spec: old.spec.into(),
+            status: old.status,
+            dispatched_at: old.dispatched_at,
+            started_at: old.started_at,
+            ended_at: old.ended_at,
+            host: old.host,
+            queue_seq: old.queue_seq,
+            interrupt: old.interrupt,
+            transcript_dir: old.transcript_dir,
+        }
     }
 }
 

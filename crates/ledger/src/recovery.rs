@@ -6,7 +6,8 @@
 //! process is gone (SPEC §10). A dead host's running units end `unknown` (children that never
 //! started: `cancelled`), after its surviving children are killed where that is provably safe
 //! (the [`Reaper`] decides, from the same locality only); its queued units are never cancelled
-//! for its death: they go to the session's live host, or wait for the next one.
+//! for its death: they go to the session's live host, or wait for the next one. A pool unit a
+//! dead worker took but never started goes back to its pool.
 
 use std::collections::HashMap;
 
@@ -63,6 +64,18 @@ pub struct RecoveryReport {
     pub purged_units: usize,
     /// Host records of dead hosts removed.
     pub dead_hosts: usize,
+    /// Pool units a dead worker had taken but not started, back in their pool.
+    pub returned_to_pool: Vec<DelegationId>,
+}
+
+/// What recovery did with a dead host's running unit.
+enum Orphan {
+    /// It ended (`unknown`, or `cancelled` children).
+    Finalized,
+    /// A pool unit never started: back in its pool.
+    ReturnedToPool,
+    /// Someone else settled it first.
+    Untouched,
 }
 
 impl Ledger {
@@ -148,8 +161,10 @@ impl Ledger {
                     tails.push((child.index, tail));
                 }
             }
-            if self.finalize_orphan(&unit.id, host, tails, now)? {
-                report.finalized.push(unit.id);
+            match self.finalize_orphan(&unit.id, host, tails, now)? {
+                Orphan::Finalized => report.finalized.push(unit.id),
+                Orphan::ReturnedToPool => report.returned_to_pool.push(unit.id),
+                Orphan::Untouched => {}
             }
         }
         // Forget the dead hosts (re-judged inside the write: a host that renewed meanwhile is
@@ -212,23 +227,29 @@ impl Ledger {
 
     /// Finalizes a dead host's running unit: every child with no event ends `unknown` (never
     /// started: `cancelled`) in one `terminal` event, with the tail read here or, failing that,
-    /// the one its host stored. Wakes the hosts, since a slot came free.
+    /// the one its host stored. Wakes the hosts, since a slot came free. A pool unit the dead
+    /// worker took but never started a child of goes back to its pool instead.
     fn finalize_orphan(
         &self,
         id: &DelegationId,
         dead: ProcessId,
         tails: Vec<(u32, Option<String>)>,
         now: Timestamp,
-    ) -> Result<bool> {
+    ) -> Result<Orphan> {
         self.write_then(|w| {
             let Some(unit) = w.delegation(id.as_str())? else {
-                return Ok((false, false));
+                return Ok((Orphan::Untouched, false));
             };
             if unit.status.is_terminal() || unit.host != Some(dead) {
-                return Ok((false, false));
+                return Ok((Orphan::Untouched, false));
+            }
+            let children = w.children(id)?;
+            if crate::pools::returns_to_pool(&unit, &children) {
+                crate::pools::return_to_pool(w, unit)?;
+                return Ok((Orphan::ReturnedToPool, true));
             }
             let mut missing = Vec::new();
-            for child in w.children(id)? {
+            for child in children {
                 if child.status.is_terminal() {
                     continue;
                 }
@@ -245,7 +266,7 @@ impl Ledger {
             }
             force_finish(w, unit, missing, "owner_died", now)?;
             w.bump_activity()?;
-            Ok((true, true))
+            Ok((Orphan::Finalized, true))
         })
     }
 

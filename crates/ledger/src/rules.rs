@@ -156,7 +156,8 @@ pub(crate) enum Admit {
     Full,
 }
 
-/// Running background units (the ones capacity counts) on `machine`.
+/// Running background units of sessions' own hosts on `machine` (the ones
+/// `max_concurrent_children` counts; pool units count against their worker's capacity).
 pub(crate) fn running_on(
     active: &[Delegation],
     machines: &Machines<'_>,
@@ -165,11 +166,11 @@ pub(crate) fn running_on(
     active
         .iter()
         .filter(|u| u.channel == Channel::Background && u.status == UnitStatus::Running)
-        .filter(|u| machines.of_unit(u) == machine)
+        .filter(|u| u.pool().is_none() && machines.of_unit(u) == machine)
         .count() as u32
 }
 
-/// Queued units on `machine`, oldest first.
+/// Queued session units on `machine` (not pool units), oldest first.
 pub(crate) fn queued_on<'a>(
     active: &'a [Delegation],
     machines: &Machines<'_>,
@@ -177,7 +178,8 @@ pub(crate) fn queued_on<'a>(
 ) -> Vec<&'a Delegation> {
     let mut queued: Vec<&Delegation> = active
         .iter()
-        .filter(|u| u.status == UnitStatus::Queued && machines.of_unit(u) == machine)
+        .filter(|u| u.status == UnitStatus::Queued && u.pool().is_none())
+        .filter(|u| machines.of_unit(u) == machine)
         .collect();
     queued.sort_by_key(|u| (u.queue_seq, u.dispatched_at));
     queued
@@ -195,6 +197,22 @@ pub(crate) fn admit(
     if waiting == 0 && running_on(active, machines, machine) < capacity.max_running {
         Admit::Run
     } else if waiting >= capacity.max_queued as usize {
+        Admit::Full
+    } else {
+        Admit::Queue {
+            ahead: waiting as u32,
+        }
+    }
+}
+
+/// Admission of a new unit of `pool`: it always waits for a worker, behind the pool's other
+/// waiting units, and is refused past `max_queued` waiting in that pool.
+pub(crate) fn admit_to_pool(active: &[Delegation], pool: &str, capacity: Capacity) -> Admit {
+    let waiting = active
+        .iter()
+        .filter(|u| u.status == UnitStatus::Queued && u.pool() == Some(pool))
+        .count();
+    if waiting >= capacity.max_queued as usize {
         Admit::Full
     } else {
         Admit::Queue {
@@ -238,6 +256,7 @@ mod tests {
                 hostname: machine.into(),
             },
             lease_expires_at: Timestamp(u64::MAX),
+            worker: None,
         }
     }
 

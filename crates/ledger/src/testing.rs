@@ -60,14 +60,17 @@ impl TestBackend {
 
     /// A fresh ledger, opened with a seeded token source.
     pub fn open(&self, dir: &Path, config: LedgerConfig, seed: u64) -> Ledger {
-        match self.fresh(dir).0 {
-            Location::File(path) => Ledger::open_with(&path, config, TokenSource::Seeded(seed)),
-            Location::Postgres(target) => {
-                Ledger::connect(&target, config, TokenSource::Seeded(seed))
-            }
-        }
-        .expect("the test ledger opens")
+        open_location(&self.fresh(dir).0, config, seed)
     }
+}
+
+/// Opens (another handle on) the ledger at `location` with a seeded token source.
+pub fn open_location(location: &Location, config: LedgerConfig, seed: u64) -> Ledger {
+    match location {
+        Location::File(path) => Ledger::open_with(path, config, TokenSource::Seeded(seed)),
+        Location::Postgres(target) => Ledger::connect(target, config, TokenSource::Seeded(seed)),
+    }
+    .expect("the test ledger opens")
 }
 
 /// The admin URL of the throwaway test server, for tests that need PostgreSQL whatever the
@@ -96,8 +99,30 @@ pub fn connection_is_encrypted(url: &str) -> bool {
         .expect("pg_stat_ssl answers")
 }
 
-/// Creates a new, empty database on the server of `admin` and returns its URL.
+/// Creates a new database on the server of `admin` with hermes' schema in it, and returns its
+/// URL. The schema is copied from a template this process made once (by hermes itself, on
+/// first use, as in production), which is what keeps a database per test cheap.
 pub fn fresh_database(admin: &str) -> String {
+    static TEMPLATE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let template = TEMPLATE.get_or_init(|| {
+        let url = fresh_empty_database(admin);
+        let target = PgTarget::parse(&url, None).expect("the test URL parses");
+        drop(
+            Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
+                .expect("hermes creates its schema in the template"),
+        );
+        database_name(&url)
+    });
+    create_database(admin, Some(template))
+}
+
+/// Creates a new, empty database on the server of `admin` (hermes creates its schema on first
+/// use) and returns its URL.
+pub fn fresh_empty_database(admin: &str) -> String {
+    create_database(admin, None)
+}
+
+fn create_database(admin: &str, template: Option<&str>) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let name = format!(
         "hermes_t_{}_{}_{:08x}",
@@ -105,12 +130,22 @@ pub fn fresh_database(admin: &str) -> String {
         NEXT.fetch_add(1, Ordering::Relaxed),
         fastrand::u32(..)
     );
-    let mut client =
-        crate::store::pg::off_runtime(|| postgres::Client::connect(admin, postgres::NoTls))
-            .unwrap_or_else(|err| panic!("cannot reach the test server ({PG_URL_VAR}): {err}"));
-    crate::store::pg::off_runtime(|| client.batch_execute(&format!("CREATE DATABASE {name}")))
-        .unwrap_or_else(|err| panic!("cannot create test database {name}: {err}"));
+    let sql = match template {
+        Some(template) => format!("CREATE DATABASE {name} TEMPLATE {template}"),
+        None => format!("CREATE DATABASE {name}"),
+    };
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
+        client.batch_execute(&sql)
+    })
+    .unwrap_or_else(|err| panic!("cannot create test database {name} ({PG_URL_VAR}): {err}"));
     with_dbname(admin, &name)
+}
+
+/// The database part of `url`.
+fn database_name(url: &str) -> String {
+    let base = url.split('?').next().unwrap_or(url);
+    base.rsplit('/').next().unwrap_or_default().to_owned()
 }
 
 /// Creates hermes' schema in the database of `url` and records `version` as its schema

@@ -92,7 +92,7 @@ pub(crate) struct UnitTally {
 }
 
 impl UnitTally {
-    fn for_unit(unit: &Delegation) -> UnitTally {
+    pub(crate) fn for_unit(unit: &Delegation) -> UnitTally {
         UnitTally {
             task_count: unit.task_count(),
             session: unit.session.clone(),
@@ -173,6 +173,9 @@ impl Ledger {
                 "a unit may have at most 999,999 tasks".into(),
             ));
         }
+        if let Some(pool) = &new.spec.pool {
+            crate::pools::check_pool_unit(pool, new.channel, new.session.as_ref())?;
+        }
         self.write(|w| {
             let session = match &new.session {
                 Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
@@ -180,8 +183,11 @@ impl Ledger {
             };
             // A background unit goes to a host that is live for the ledger: registered, or the
             // session's recorded host. A host that retired (`retire_host`) gets nothing more, so
-            // no unit is ever left with a host that has decided to exit.
-            if let (Channel::Background, Some(host)) = (new.channel, new.host) {
+            // no unit is ever left with a host that has decided to exit. A pool unit has no host
+            // until a worker takes it.
+            let pool = new.spec.pool.clone();
+            let host = if pool.is_some() { None } else { new.host };
+            if let (Channel::Background, Some(host)) = (new.channel, host) {
                 let hosts_session = session.as_ref().is_some_and(|s| s.host == Some(host));
                 if !hosts_session && w.host(host)?.is_none() {
                     return Err(LedgerError::HostGone(host));
@@ -196,10 +202,19 @@ impl Ledger {
             let (status, queue_seq, queue_position) = match new.channel {
                 Channel::Inline => (UnitStatus::Running, None, None),
                 Channel::Background => {
+                    // Session units queue per machine; each pool has a FIFO queue of its own
+                    // (one table, told apart by the unit's pool), and a pool unit always waits
+                    // for a worker.
                     let (active, hosts) = (w.active_units()?, w.hosts()?);
                     let machines = Machines::of(&hosts);
-                    let machine = machines.of_host(new.host);
-                    match rules::admit(&active, &machines, machine, capacity) {
+                    let admit = match pool.as_deref() {
+                        Some(pool) => rules::admit_to_pool(&active, pool, capacity),
+                        None => {
+                            let machine = machines.of_host(new.host);
+                            rules::admit(&active, &machines, machine, capacity)
+                        }
+                    };
+                    match admit {
                         Admit::Run => (UnitStatus::Running, None, None),
                         Admit::Full => {
                             return Err(LedgerError::QueueFull {
@@ -226,14 +241,17 @@ impl Ledger {
                 dispatched_at: now,
                 started_at: (status == UnitStatus::Running).then_some(now),
                 ended_at: None,
-                host: new.host,
+                host,
                 queue_seq,
                 interrupt: None,
                 transcript_dir: transcript_dir.clone(),
                 spec: new.spec.clone(),
             };
             w.put_delegation(&unit)?;
-            w.put_tally(&id, &UnitTally::for_unit(&unit))?;
+            // A pool unit gets its tally when a worker takes it (see `check_owner`).
+            if unit.pool().is_none() {
+                w.put_tally(&id, &UnitTally::for_unit(&unit))?;
+            }
             if unit.channel == Channel::Background {
                 w.bump_activity()?;
             }
@@ -268,6 +286,7 @@ impl Ledger {
         capacity: Capacity,
         now: Timestamp,
     ) -> Result<Option<Delegation>> {
+        // Pool units wait in queues of their own, for workers (`take_pool_unit`).
         let next = |active: &[Delegation], hosts: &[crate::model::Host]| {
             rules::startable(active, &Machines::of(hosts), host, capacity).cloned()
         };
@@ -299,6 +318,7 @@ impl Ledger {
             for mut unit in w.active_units()? {
                 if unit.session.as_ref() == Some(session)
                     && unit.status == UnitStatus::Queued
+                    && unit.pool().is_none()
                     && unit.host != Some(host)
                 {
                     set_host(w, &mut unit, Some(host))?;
@@ -432,12 +452,11 @@ impl Ledger {
                         .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?,
                 ),
             };
-            let host = match (&tally, &unit) {
-                (Some(tally), _) => tally.host,
-                (None, Some(unit)) => unit.host,
-                (None, None) => None,
-            };
-            check_host(w, id, host, writer)?;
+            match (&tally, &unit) {
+                (Some(tally), _) => check_host(w, id, tally.host, writer)?,
+                (None, Some(unit)) => check_owner(w, unit, writer)?,
+                (None, None) => check_host(w, id, None, writer)?,
+            }
             let mut child = w
                 .child(id, outcome.index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
@@ -611,8 +630,16 @@ fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
 /// Refuses a host's write about `unit` unless the host (`writer`, its fencing epoch) still owns
 /// it: the unit names the host's process and that process's record carries the same epoch. A
 /// unit no host owns (recorded by hand, as tools and tests do) takes any writer: a host's units
-/// always name it, and a dead host's units keep naming it after its record is gone.
+/// always name it, and a dead host's units keep naming it after its record is gone. A pool unit
+/// with no host waits for a worker and takes no writer (it has no tally either while it waits,
+/// so `finish_child` reads it whole and checks it here).
 fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> {
+    if unit.host.is_none() && unit.pool().is_some() {
+        return Err(LedgerError::Fenced {
+            delegation: unit.id.clone(),
+            host: writer,
+        });
+    }
     check_host(w, &unit.id, unit.host, writer)
 }
 

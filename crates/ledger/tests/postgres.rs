@@ -1,7 +1,9 @@
 //! What only the PostgreSQL backend has: URLs, TLS, schema versions, an unreachable server.
 //! These run against the throwaway test server whatever the backend under test.
 
-use ledger::testing::{connection_is_encrypted, fresh_database, pg_admin_url, set_schema_version};
+use ledger::testing::{
+    connection_is_encrypted, fresh_database, fresh_empty_database, pg_admin_url, set_schema_version,
+};
 use ledger::*;
 
 fn connect(url: &str) -> Result<Ledger> {
@@ -65,7 +67,7 @@ fn an_unreachable_server_is_unavailable_naming_host_and_port_only() {
 
 #[test]
 fn a_schema_written_by_a_newer_hermes_is_refused_and_an_equal_one_reused() {
-    let url = fresh_database(&pg_admin_url());
+    let url = fresh_empty_database(&pg_admin_url());
     let first = connect(&url).expect("creates the schema");
     assert_eq!(first.migrate().expect("migrates"), SCHEMA_VERSION as u32);
     drop(first);
@@ -77,7 +79,7 @@ fn a_schema_written_by_a_newer_hermes_is_refused_and_an_equal_one_reused() {
 
 #[test]
 fn many_processes_creating_the_schema_at_once_agree() {
-    let url = fresh_database(&pg_admin_url());
+    let url = fresh_empty_database(&pg_admin_url());
     let threads: Vec<_> = (0..6)
         .map(|_| {
             let url = url.clone();

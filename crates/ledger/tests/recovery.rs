@@ -64,6 +64,7 @@ fn host_at(ledger: &Ledger, pid: u32, locality: Locality, lease_until: Timestamp
         host_id: HostId(u128::from(pid) << 64),
         locality,
         lease_expires_at: lease_until,
+        worker: None,
     };
     ledger.register_host(&host).unwrap();
     host
@@ -107,6 +108,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
         host_id: HostId(9),
         locality: here(),
         lease_expires_at: LONG,
+        worker: None,
     };
     f.ledger.register_host(&record).unwrap();
     let new = NewDelegation {

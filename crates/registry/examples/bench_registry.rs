@@ -77,6 +77,7 @@ async fn host(home: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Host {
     let options = HostOptions {
         kind: HostKind::Headless,
         session: Some(SessionId::new("bench").expect("session")),
+        worker: None,
     };
     Host::start(ledger, config, Arc::new(SystemClock), options)
         .await

@@ -3,7 +3,9 @@
 //! units, persists its children's progress (and output tails) in batches, acts on interrupts
 //! asked for by other processes, starts its queued units when they reach the head of the FIFO
 //! queue and a slot is free, runs the recovery sweep every `recovery_interval`, and on shutdown
-//! stops what it runs.
+//! stops what it runs. A worker (`HostKind::Worker`, SPEC §12) is the same host bound to no
+//! session: instead of its own queued units it takes its pool's, oldest first, while it has a
+//! free slot of its own capacity (`Ledger::take_pool_unit`), until [`Host::stop_taking`].
 //!
 //! A host that cannot renew its lease for `self_fence_after` (lease − heartbeat), or learns that
 //! it lost it, fences itself: it kills its children and never writes to the ledger again, so
@@ -20,6 +22,7 @@ use ledger::{
     Admission, Capacity, Channel, ChildOutcome, ChildStatus, Delegation, DelegationId,
     DispatchSpec, FinishChild, HostId, HostKind, InterruptTarget, Interrupts, Ledger, LedgerError,
     NewDelegation, ProcessId, Progress, ProgressUpdate, SessionId, Timestamp, UnitStatus,
+    WorkerPool,
 };
 use tokio::sync::{Notify, watch};
 
@@ -40,8 +43,11 @@ const PUBLISH_ATTEMPTS: u32 = 3;
 pub struct HostOptions {
     /// Interactive, headless or inline.
     pub kind: HostKind,
-    /// The session it hosts (none for inline hosts).
+    /// The session it hosts (none for inline hosts and workers).
     pub session: Option<SessionId>,
+    /// For a worker (`HostKind::Worker`): the pool whose units it takes, and how many it runs
+    /// at once (also the parallelism inside one of its batches).
+    pub worker: Option<WorkerPool>,
 }
 
 /// A unit to dispatch.
@@ -167,6 +173,8 @@ pub(crate) struct Inner {
     host_id: HostId,
     /// Set once the host fenced itself: it writes nothing more.
     fenced: AtomicBool,
+    /// Whether a worker takes units from its pool (cleared by [`Host::stop_taking`]).
+    taking: AtomicBool,
     options: HostOptions,
     units: Mutex<Units>,
     launch_gate: tokio::sync::Mutex<()>,
@@ -180,10 +188,14 @@ impl Host {
     /// interrupts, queue). Must be called inside a tokio runtime.
     pub async fn start(
         ledger: Arc<Ledger>,
-        config: Config,
+        mut config: Config,
         clock: Arc<dyn Clock>,
         options: HostOptions,
     ) -> Result<Host, RegistryError> {
+        if let Some(worker) = &options.worker {
+            // A worker's capacity is its own: it bounds its units and their batches.
+            config.max_concurrent_children = worker.capacity.max(1);
+        }
         let me = crate::procs::current_process();
         let now = clock.now();
         let host_id = ledger.next_host_id();
@@ -196,6 +208,7 @@ impl Host {
             host_id,
             locality: crate::procs::current_locality(),
             lease_expires_at: now.plus_ms(millis(config.lease)),
+            worker: options.worker.clone(),
         };
         let inner = Arc::new(Inner {
             ledger,
@@ -206,6 +219,7 @@ impl Host {
             me,
             host_id,
             fenced: AtomicBool::new(false),
+            taking: AtomicBool::new(true),
             options,
             units: Mutex::new(Units::default()),
             launch_gate: tokio::sync::Mutex::new(()),
@@ -352,6 +366,14 @@ impl Host {
         }
     }
 
+    /// Stops a worker from taking more units from its pool, and returns once no take is in
+    /// flight: from then on the units it runs are all it will run. (First step of a worker's
+    /// shutdown; the units it had not taken stay in the pool for other workers.)
+    pub async fn stop_taking(&self) {
+        self.inner.taking.store(false, Ordering::SeqCst);
+        let _gate = self.inner.launch_gate.lock().await;
+    }
+
     /// Units running here.
     pub fn running(&self) -> Vec<DelegationId> {
         let mut ids: Vec<_> = self.inner.lock().running.keys().cloned().collect();
@@ -440,6 +462,11 @@ impl Host {
 }
 
 impl Inner {
+    /// Whether this host is a worker (bound to no session).
+    pub(crate) fn is_worker(&self) -> bool {
+        self.options.kind == HostKind::Worker
+    }
+
     fn lock(&self) -> MutexGuard<'_, Units> {
         self.units
             .lock()
@@ -753,6 +780,9 @@ impl Inner {
     async fn pick_up(self: &Arc<Inner>) {
         let _gate = self.launch_gate.lock().await;
         let (me, cap) = (self.me, capacity(&self.ctx.config));
+        if let Some(worker) = self.options.worker.clone() {
+            self.take_from_pool(worker).await;
+        }
         loop {
             let now = self.ctx.clock.now();
             match self.call(move |l| l.start_next_queued(me, cap, now)).await {
@@ -784,6 +814,37 @@ impl Inner {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot list units"),
+        }
+    }
+}
+
+impl Inner {
+    /// A worker takes units of its pool, oldest first, while it has free slots, and runs them.
+    /// Called with the launch gate held.
+    async fn take_from_pool(self: &Arc<Inner>, worker: WorkerPool) {
+        let (me, writer) = (self.me, self.host_id);
+        while self.taking.load(Ordering::SeqCst) {
+            let now = self.ctx.clock.now();
+            let (pool, capacity) = (worker.pool.clone(), worker.capacity);
+            match self
+                .call(move |l| l.take_pool_unit(me, writer, &pool, capacity, now))
+                .await
+            {
+                Ok(Some(unit)) => {
+                    tracing::info!(delegation = %unit.id, pool = %worker.pool, "took a pool unit");
+                    let parent = unit.session.clone();
+                    self.launch(unit, parent);
+                }
+                Ok(None) => break,
+                Err(RegistryError::Ledger(LedgerError::LeaseLost(_))) => {
+                    self.fence("another process judged this worker dead");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot take units from the pool");
+                    break;
+                }
+            }
         }
     }
 }

@@ -19,7 +19,7 @@
 //! # async fn run(ledger: std::sync::Arc<ledger::Ledger>, spec: ledger::DispatchSpec) -> Result<(), registry::RegistryError> {
 //! use registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
 //! let config = Config::new(std::path::Path::new("/home/me/.hermes"));
-//! let options = HostOptions { kind: ledger::HostKind::Inline, session: None };
+//! let options = HostOptions { kind: ledger::HostKind::Inline, session: None, worker: None };
 //! let host = Host::start(ledger, config, std::sync::Arc::new(SystemClock), options).await?;
 //! let dispatched = host.dispatch(DispatchRequest::inline(spec, None)).await?;
 //! if let Some(mut progress) = dispatched.progress {
@@ -33,6 +33,8 @@
 //! A background host (`hermes host --session S`, an interactive session) starts the same way
 //! with its kind and session, dispatches with [`DispatchRequest::background`], and picks up the
 //! units other processes record for it with [`record_dispatch`]; [`Host::shutdown`] stops it.
+//! A worker (`hermes worker`) starts with [`HostOptions::worker`] set and runs the units of its
+//! pool that other processes recorded with a pool and no host.
 
 pub mod capture;
 mod child;

@@ -164,7 +164,12 @@ pub(crate) async fn run(
                     argv: task.command.clone(),
                     cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
                     env: child_env(&unit, index, parent.as_ref()),
-                    env_remove: env_removed(parent.as_ref(), inherited_names()),
+                    // A worker's own session variables belong to whoever started it, never to
+                    // the units it runs for other sessions.
+                    env_remove: env_removed(
+                        parent.as_ref().filter(|_| !host.is_worker()),
+                        inherited_names(),
+                    ),
                     umask: host.ctx.config.child_umask,
                 },
                 timeout_ms,

@@ -25,6 +25,7 @@ async fn host(home: &Path, session: &str) -> Host {
     let options = HostOptions {
         kind: HostKind::Headless,
         session: Some(SessionId::new(session).expect("session")),
+        worker: None,
     };
     Host::start(
         open_ledger(home),
@@ -88,6 +89,7 @@ async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
     let options = HostOptions {
         kind: HostKind::Headless,
         session: Some(SessionId::new("full").expect("session")),
+        worker: None,
     };
     let mut c = config(home.path());
     c.max_concurrent_children = 1;
@@ -270,6 +272,7 @@ async fn shutdown_interrupts_running_units_cancels_queued_ones_and_unregisters()
     let options = HostOptions {
         kind: HostKind::Headless,
         session: Some(SessionId::new("down").expect("session")),
+        worker: None,
     };
     let ledger = open_ledger(home.path());
     let host = Host::start(ledger.clone(), c, Arc::new(SystemClock), options)

@@ -88,6 +88,11 @@ impl Bounds {
     pub const WAIT: Bounds = Bounds::new(Unit::Seconds, 0.0, MONTH_SECONDS);
     /// `--timeout SECS`: a child's wall-clock limit, 0 = off.
     pub const TIMEOUT: Bounds = Bounds::new(Unit::Seconds, 0.1, MONTH_SECONDS).or_off();
+    /// `worker --capacity N`: units a worker runs at once, as `max_concurrent_children`.
+    pub const CAPACITY: Bounds = Bounds::new(Unit::Count, 1.0, 1024.0);
+    /// `worker --drain-timeout SECS`: how long a stopping worker lets its children finish
+    /// (0: interrupt them at once).
+    pub const DRAIN_TIMEOUT: Bounds = Bounds::new(Unit::Seconds, 0.0, MONTH_SECONDS);
 
     /// Whether `value` is accepted.
     pub fn admits(&self, value: f64) -> bool {

@@ -42,6 +42,9 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     ledger.ensure_session(&session, now())?;
     let config = home.registry();
+    if let Some(pool) = spec.pool.clone() {
+        return to_pool(args, &ledger, &config, session, spec, &pool);
+    }
     // A host may retire between our look and our dispatch; the ledger then refuses the unit
     // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
     // `idle_exit_seconds` before it may retire.
@@ -86,7 +89,8 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
             &session,
             &transcripts,
             admission.queue_position,
-            host.pid,
+            Some(host.pid),
+            None,
         ))?;
     } else {
         let mut text = format!(
@@ -105,6 +109,73 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
         output::print(&text)?;
     }
     Ok(Code::Ok)
+}
+
+/// `delegate --pool P`: the unit waits in pool P for a worker; no host of S is needed (its
+/// results are drained from S as any unit's).
+fn to_pool(
+    args: &DelegateArgs,
+    ledger: &Ledger,
+    config: &registry::Config,
+    session: SessionId,
+    spec: ledger::DispatchSpec,
+    pool: &str,
+) -> anyhow::Result<Code> {
+    let new = NewDelegation {
+        session: Some(session.clone()),
+        channel: Channel::Background,
+        spec,
+        host: None,
+        transcript_root: None,
+    };
+    let admission = registry::record_dispatch(ledger, config, new, now())?;
+    let unit = admission.delegation;
+    let transcripts = transcripts_of(config, &unit);
+    let workers = reports::live_workers(ledger, pool)?;
+    if workers == 0 {
+        eprintln!(
+            "hermes: no live worker serves pool {pool}; {} waits until one starts (hermes worker --pool {pool})",
+            unit.id
+        );
+    }
+    if args.json {
+        output::print_json(&reports::dispatch_json(
+            &unit,
+            &session,
+            &transcripts,
+            admission.queue_position,
+            None,
+            Some(workers),
+        ))?;
+    } else {
+        let mut text = format!(
+            "{} queued in pool {pool} for session {session}: {} task(s), {workers} live worker(s)",
+            unit.id,
+            unit.task_count()
+        );
+        if let Some(pos) = admission.queue_position {
+            text.push_str(&format!(", queue position {pos}"));
+        }
+        text.push('\n');
+        for t in &transcripts {
+            text.push_str(&format!("  live transcript: {t}\n"));
+        }
+        text.push_str(&format!("  results: hermes drain --session {session}\n"));
+        output::print(&text)?;
+    }
+    Ok(Code::Ok)
+}
+
+/// The live transcripts of a unit's children.
+fn transcripts_of(config: &registry::Config, unit: &ledger::Delegation) -> Vec<String> {
+    let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
+    (0..unit.task_count())
+        .map(|i| {
+            registry::transcript::task_log_path(&dir, i)
+                .display()
+                .to_string()
+        })
+        .collect()
 }
 
 /// S's host, if it is alive (its lease and, from this locality, its process).

@@ -53,10 +53,20 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
         ))?;
         return Ok(Code::Ok);
     }
+    let on_workers = listing
+        .running
+        .iter()
+        .filter(|u| u.pool().is_some())
+        .count();
     let mut text = format!(
-        "running {} (max {}) · queued {}\n",
+        "running {} (max {}{}) · queued {}\n",
         listing.running.len(),
         home.settings.delegation.max_concurrent_children,
+        if on_workers > 0 {
+            format!(" on session hosts; {on_workers} on workers")
+        } else {
+            String::new()
+        },
         listing.queued.len()
     );
     let recent_title = if listing.recent.len() < listing.recent_total {
@@ -78,15 +88,21 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
         }
         text.push_str(&format!("{title}:\n"));
         for u in units {
+            let placement = reports::placement(u);
             text.push_str(&format!(
-                "  {}  {:<11} {:>3} task(s)  {:<16} {}\n",
+                "  {}  {:<11} {:>3} task(s)  {:<16} {}{}\n",
                 u.id,
                 u.status.as_str(),
                 u.task_count(),
                 u.session
                     .as_ref()
                     .map_or("-".to_owned(), |s| formatter::one_line(s.as_str(), 16)),
-                formatter::one_line(&u.spec.goal, 60)
+                formatter::one_line(&u.spec.goal, 60),
+                if placement.is_empty() {
+                    placement
+                } else {
+                    format!("  [{placement}]")
+                }
             ));
         }
     }
@@ -127,6 +143,10 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
         text.push_str(&format!("   ended: {}", formatter::rfc3339(end)));
     }
     text.push('\n');
+    let placement = reports::placement(&unit);
+    if !placement.is_empty() {
+        text.push_str(&format!("{placement}\n"));
+    }
     for (child, task) in children.iter().zip(&tasks) {
         let delivery = task["delivery"]["state"].as_str().unwrap_or("-");
         text.push_str(&format!(

@@ -52,6 +52,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
             HostOptions {
                 kind: HostKind::Headless,
                 session: Some(session.clone()),
+                worker: None,
             },
         )
         .await?;

@@ -9,3 +9,4 @@ pub mod host;
 pub mod ledger;
 pub mod run;
 pub mod session;
+pub mod worker;

@@ -37,6 +37,14 @@ fn inline(
     kind: &str,
 ) -> anyhow::Result<Code> {
     let spec = dispatch_args::spec(&args.dispatch)?;
+    if let Some(pool) = &spec.pool {
+        return Err(fail(
+            Code::Usage,
+            format!(
+                "--pool {pool}: a one-shot run has no session for a pool's result; use hermes delegate --pool {pool} and hermes drain --wait, or leave --pool out to run here"
+            ),
+        ));
+    }
     tracing::debug!(kind, "inline run");
     let home = Home::load()?;
     let ledger = home.ledger()?;
@@ -54,6 +62,7 @@ fn inline(
             HostOptions {
                 kind: HostKind::Inline,
                 session: None,
+                worker: None,
             },
         )
         .await?;

@@ -24,7 +24,7 @@ pub enum Command {
     /// Dispatch a unit into this session in the background.
     Delegate {
         #[command(flatten)]
-        dispatch: DispatchArgs,
+        dispatch: Box<DispatchArgs>,
     },
     /// Run a command in the foreground (a tool call); `inject` results follow its output.
     Run {

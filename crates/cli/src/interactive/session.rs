@@ -63,6 +63,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         HostOptions {
             kind: HostKind::Interactive,
             session: Some(session.clone()),
+            worker: None,
         },
     ))?;
     let router = Arc::new(Router::new(
@@ -422,7 +423,14 @@ impl Turns {
                 .dispatch(DispatchRequest::background(self.session.clone(), spec)),
         )?;
         let unit = &dispatched.delegation;
-        let mut text = if unit.status == UnitStatus::Queued {
+        let mut text = if let Some(pool) = unit.pool() {
+            let workers = crate::reports::live_workers(&self.ledger, pool).unwrap_or(0);
+            format!(
+                "{} queued in pool {pool} (position {}, {workers} live worker(s)): {goal}\n",
+                unit.id,
+                dispatched.queue_position.unwrap_or(0)
+            )
+        } else if unit.status == UnitStatus::Queued {
             format!(
                 "{} queued (position {}): {goal}\n",
                 unit.id,

@@ -29,9 +29,10 @@ pub fn agents(
     for unit in &listing.running {
         let _ = writeln!(
             text,
-            "  {}  running   {}",
+            "  {}  running   {}{}",
             unit.id,
-            formatter::one_line(&unit.spec.goal, 70)
+            formatter::one_line(&unit.spec.goal, 70),
+            placed(unit)
         );
         let live = host.progress(&unit.id).map(|p| p.borrow().clone());
         match live {
@@ -46,10 +47,11 @@ pub fn agents(
     for (position, unit) in listing.queued.iter().enumerate() {
         let _ = writeln!(
             text,
-            "  {}  queued    #{} · {}",
+            "  {}  queued    #{} · {}{}",
             unit.id,
             position + 1,
-            formatter::one_line(&unit.spec.goal, 60)
+            formatter::one_line(&unit.spec.goal, 60),
+            placed(unit)
         );
     }
     if !listing.recent.is_empty() {
@@ -70,6 +72,16 @@ pub fn agents(
         }
     }
     Ok(text)
+}
+
+/// ` · pool P · worker PID` for a pool unit, nothing otherwise.
+fn placed(unit: &Delegation) -> String {
+    let words = crate::reports::placement(unit);
+    if words.is_empty() {
+        words
+    } else {
+        format!(" · {words}")
+    }
 }
 
 fn secs(ms: u64) -> String {
@@ -145,6 +157,7 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
     if let Some(reason) = &unit.interrupt {
         let _ = write!(text, " · interrupt: {}", formatter::one_line(reason, 60));
     }
+    text.push_str(&placed(&unit));
     text.push('\n');
     let live = host.progress(id).map(|p| p.borrow().clone());
     let events = ledger.events(id)?;

@@ -38,8 +38,9 @@ pub struct DelegateTask {
     pub timeout_seconds: Option<f64>,
     /// Working directory of the children (default: the directory hermes was started in).
     pub cwd: Option<String>,
-    /// Run on a worker pool instead of in this conversation's host (not available yet: giving
-    /// it is refused).
+    /// Run on a worker pool (`hermes worker --pool NAME`, here or on another machine sharing
+    /// the ledger) instead of in this conversation's host; `"default"` is the default pool.
+    /// The result still arrives in this conversation. Only with background true.
     pub pool: Option<String>,
 }
 

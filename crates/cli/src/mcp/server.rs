@@ -63,6 +63,7 @@ pub fn run() -> anyhow::Result<Code> {
             HostOptions {
                 kind: HostKind::Interactive,
                 session: fixed.clone(),
+                worker: None,
             },
         )
         .await?;

@@ -91,6 +91,9 @@ impl Tools {
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
         let background = p.background.unwrap_or(true);
+        if !background && p.pool.is_some() {
+            return tool_error(&fail(Code::Usage, INLINE_POOL));
+        }
         let spec = match spec(p) {
             Ok(spec) => spec,
             Err(e) => return tool_error(&e),
@@ -234,12 +237,27 @@ impl Tools {
                     .iter()
                     .map(|p| p.display().to_string())
                     .collect();
+                let workers = match d.delegation.pool().map(str::to_owned) {
+                    Some(pool) => {
+                        let conversation = self.conversation.clone();
+                        blocking(move || crate::reports::live_workers(conversation.ledger(), &pool))
+                            .await
+                            .ok()
+                    }
+                    None => None,
+                };
+                let host_pid = d
+                    .delegation
+                    .pool()
+                    .is_none()
+                    .then(|| self.host.process().pid);
                 ok_json(&reports::dispatch_json(
                     &d.delegation,
                     &session,
                     &transcripts,
                     d.queue_position,
-                    self.host.process().pid,
+                    host_pid,
+                    workers,
                 ))
             }
             Err(e) => tool_error(&anyhow::Error::new(e)),
@@ -302,6 +320,9 @@ impl Tools {
     }
 }
 
+/// Why `background: false` with a pool is refused (as `-z --pool` is).
+const INLINE_POOL: &str = "pool: a pool unit runs in the background on a worker; leave background true (its result arrives in this conversation) or leave pool out to wait for it here";
+
 /// Claims, renders and acknowledges what is ready at `boundary` in the conversation's sessions.
 fn take_results(conversation: &Conversation, boundary: Boundary) -> anyhow::Result<String> {
     let Some(sessions) = conversation.current() else {
@@ -327,12 +348,6 @@ fn take_results(conversation: &Conversation, boundary: Boundary) -> anyhow::Resu
 
 /// The unit `delegate_task`'s parameters describe, checked like the command line's DISPATCH.
 fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
-    if p.pool.is_some() {
-        return Err(fail(
-            Code::Usage,
-            "pool: worker pools are not available in this hermes yet; leave pool out to run in this conversation",
-        ));
-    }
     let role = |r: Option<Role>| {
         r.map(|r| match r {
             Role::Leaf => RoleArg::Leaf,
@@ -358,6 +373,7 @@ fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
             .transpose()?,
         cwd: p.cwd.map(Into::into),
         group: None,
+        pool: p.pool,
         tasks: None,
         command: p.command.unwrap_or_default(),
     };
@@ -373,6 +389,7 @@ fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
                 tasks: tasks.into_iter().map(|t| entry(t, &role)).collect(),
                 delivery: None,
                 group: None,
+                pool: None,
             },
             "delegate_task",
         )?),

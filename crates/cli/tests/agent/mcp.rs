@@ -250,6 +250,38 @@ async fn stop_interrupts_a_delegation_and_its_block_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_unit_waits_for_a_worker_and_its_result_comes_back_to_the_conversation() {
+    let h = Hermes::new();
+    let mcp = Mcp::start(&h, &[SESSION]).await;
+    let answer = mcp
+        .call(
+            "delegate_task",
+            json!({"goal": "on the pool", "command": ["sh", "-c", "echo from-a-worker"], "pool": "mcp"}),
+        )
+        .await;
+    assert!(!answer.is_error, "{}", answer.text);
+    let handle = answer.json();
+    assert_eq!(handle["status"], "queued", "{handle}");
+    assert_eq!(handle["pool"], "mcp");
+    assert_eq!(handle["workers"], 0, "no worker yet");
+    let id = handle["delegation_id"].as_str().expect("id").to_owned();
+    let mut worker = h
+        .command(&["worker", "--pool", "mcp", "--capacity", "1"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("worker starts");
+    let status = wait_ended(&h, &id);
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(status["pool"], "mcp");
+    let results = mcp
+        .call("delegation_results", json!({"boundary": "turn"}))
+        .await;
+    assert!(results.text.contains("from-a-worker"), "{}", results.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_are_tool_errors_with_the_command_lines_one_line_message() {
     let h = Hermes::new();
     let mcp = Mcp::start(&h, &[SESSION]).await;
@@ -261,8 +293,12 @@ async fn failures_are_tool_errors_with_the_command_lines_one_line_message() {
         (json!({"command": ["true"]}), "goal is required"),
         (json!({"goal": "x"}), "give command"),
         (
-            json!({"goal": "x", "command": ["true"], "pool": "gpu"}),
-            "pool",
+            json!({"goal": "x", "command": ["true"], "pool": "gpu", "background": false}),
+            "pool: a pool unit runs in the background",
+        ),
+        (
+            json!({"goal": "x", "command": ["true"], "pool": "no spaces"}),
+            "invalid pool name",
         ),
         (json!({"tasks": []}), "tasks is empty"),
         (

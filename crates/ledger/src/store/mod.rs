@@ -185,19 +185,37 @@ pub(crate) fn decode<V: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8])
     codec::decode(bytes).map_err(|err| decode_error(path, what, err))
 }
 
-/// A host record of either format (format 1 had no fencing epoch, locality or lease).
+/// A host record of any format (format 1 had no fencing epoch, locality or lease; format 2 no
+/// worker pool).
 pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
     codec::decode_versioned(bytes, |version, rest| {
         let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        if version == 1 {
-            postcard::from_bytes::<crate::model::HostV1>(rest)
+        match version {
+            1 => postcard::from_bytes::<crate::model::HostV1>(rest)
                 .map(Host::from)
-                .map_err(damaged)
-        } else {
-            postcard::from_bytes::<Host>(rest).map_err(damaged)
+                .map_err(damaged),
+            2 => postcard::from_bytes::<crate::model::HostV2>(rest)
+                .map(Host::from)
+                .map_err(damaged),
+            _ => postcard::from_bytes::<Host>(rest).map_err(damaged),
         }
     })
     .map_err(|err| decode_error(path, "host", err))
+}
+
+/// A unit of any format (formats 1 and 2 had no pool on its dispatch).
+pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version < 3 {
+            postcard::from_bytes::<crate::model::DelegationV2>(rest)
+                .map(Delegation::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Delegation>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| decode_error(path, "delegation", err))
 }
 
 fn decode_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
@@ -239,7 +257,111 @@ pub(crate) fn is_task_of(key: EventKey, task_count: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{HostId, HostKind, HostV1, Locality};
+    use crate::model::{
+        Channel, DelegationV2, DeliveryMode, DispatchSpecV2, HostId, HostKind, HostV1, HostV2,
+        Locality, Role, TaskSpec, UnitStatus, WorkerPool,
+    };
+
+    fn versioned<T: serde::Serialize>(version: u8, value: &T) -> Vec<u8> {
+        let mut bytes = vec![version];
+        bytes.extend(postcard::to_allocvec(value).expect("encodes"));
+        bytes
+    }
+
+    #[test]
+    fn a_format_2_unit_reads_with_no_pool_and_a_format_3_one_keeps_its_pool() {
+        let old = DelegationV2 {
+            id: DelegationId::new("deleg_0123456789ab").expect("id"),
+            session: Some(SessionId::new("s").expect("session")),
+            channel: Channel::Background,
+            spec: DispatchSpecV2 {
+                goal: "g".into(),
+                context: Some("c".into()),
+                toolsets: vec!["t".into()],
+                role: Role::Orchestrator,
+                model: Some("m".into()),
+                delivery: DeliveryMode::Inject,
+                timeout_ms: Some(5),
+                cwd: Some("/w".into()),
+                group: Some("grp".into()),
+                tasks: vec![TaskSpec::new("one", vec!["true".into()])],
+            },
+            status: UnitStatus::Queued,
+            dispatched_at: Timestamp(1),
+            started_at: None,
+            ended_at: None,
+            host: Some(ProcessId {
+                pid: 3,
+                start_time: 4,
+            }),
+            queue_seq: Some(9),
+            interrupt: None,
+            transcript_dir: Some("/t".into()),
+        };
+        for version in [1, 2] {
+            let unit = decode_delegation(Path::new("l.redb"), &versioned(version, &old))
+                .expect("an old unit decodes");
+            assert_eq!(unit.pool(), None);
+            assert_eq!(unit.spec.group.as_deref(), Some("grp"));
+            assert_eq!(unit.spec.tasks, old.spec.tasks);
+            assert_eq!((unit.queue_seq, unit.host), (old.queue_seq, old.host));
+        }
+        let mut unit = Delegation::from(old);
+        unit.spec.pool = Some("gpu".into());
+        let bytes = codec::encode(&unit);
+        assert_eq!(bytes[0], 3);
+        assert_eq!(
+            decode_delegation(Path::new("l.redb"), &bytes).expect("decodes"),
+            unit
+        );
+        let mut newer = bytes.clone();
+        newer[0] = codec::FORMAT_VERSION + 1;
+        assert!(matches!(
+            decode_delegation(Path::new("l.redb"), &newer),
+            Err(LedgerError::NewerFormat { .. })
+        ));
+    }
+
+    #[test]
+    fn a_format_2_host_reads_as_no_worker_and_a_worker_keeps_its_pool() {
+        let old = HostV2 {
+            process: ProcessId {
+                pid: 7,
+                start_time: 9,
+            },
+            kind: HostKind::Headless,
+            session: Some(SessionId::new("s").expect("session")),
+            registered_at: Timestamp(1),
+            heartbeat_at: Timestamp(2),
+            host_id: HostId(5),
+            locality: Locality {
+                boot_id: "b".into(),
+                pid_namespace: "p".into(),
+                hostname: "h".into(),
+            },
+            lease_expires_at: Timestamp(30),
+        };
+        let host = decode_host(Path::new("l.redb"), &versioned(2, &old)).expect("decodes");
+        assert_eq!(host.worker, None);
+        assert_eq!(
+            (host.host_id, host.lease_expires_at),
+            (HostId(5), Timestamp(30))
+        );
+        let worker = Host {
+            kind: HostKind::Worker,
+            session: None,
+            worker: Some(WorkerPool {
+                pool: "default".into(),
+                capacity: 4,
+            }),
+            ..host
+        };
+        let bytes = codec::encode(&worker);
+        assert_eq!(
+            decode_host(Path::new("l.redb"), &bytes).expect("decodes"),
+            worker
+        );
+    }
 
     #[test]
     fn a_format_1_host_record_reads_as_judged_by_pid_with_no_lease() {

@@ -27,7 +27,10 @@ use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, Statement};
 use serde::Serialize;
 
-use super::{ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_host, event_ref, session_part};
+use super::{
+    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_delegation, decode_host, event_ref,
+    session_part,
+};
 use crate::codec;
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::model::{
@@ -780,6 +783,21 @@ impl Tx<'_, '_> {
             .collect()
     }
 
+    fn units(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Delegation>> {
+        self.query(sql, params)?
+            .iter()
+            .map(|row| decode_delegation(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
+    fn unit(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Delegation>> {
+        Ok(self.units(sql, params)?.into_iter().next())
+    }
+
     fn event_refs(&self, rows: Vec<Row>) -> Result<Vec<EventRef>> {
         rows.iter()
             .map(|row| {
@@ -854,11 +872,7 @@ impl ReadTx for Tx<'_, '_> {
 
     fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
         self.counters.count(1);
-        self.record(
-            "delegation",
-            "SELECT record FROM hermes_units WHERE id = $1",
-            &[&id],
-        )
+        self.unit("SELECT record FROM hermes_units WHERE id = $1", &[&id])
     }
 
     fn delegation_exists(&self, id: &str) -> Result<bool> {
@@ -946,8 +960,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn active_units(&self) -> Result<Vec<Delegation>> {
-        self.records(
-            "delegation",
+        self.units(
             "SELECT record FROM hermes_units WHERE active ORDER BY id",
             &[],
         )
@@ -980,13 +993,11 @@ impl ReadTx for Tx<'_, '_> {
     fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         match session {
-            None => self.records(
-                "delegation",
+            None => self.units(
                 "SELECT record FROM hermes_units ORDER BY dispatched_at DESC, id DESC LIMIT $1",
                 &[&limit],
             ),
-            Some(session) => self.records(
-                "delegation",
+            Some(session) => self.units(
                 "SELECT record FROM hermes_units WHERE session = $1 \
                  ORDER BY dispatched_at DESC, id DESC LIMIT $2",
                 &[&session.as_str(), &limit],

@@ -11,7 +11,10 @@ use std::path::Path;
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::Serialize;
 
-use super::{ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_host, event_ref, session_part};
+use super::{
+    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_delegation, decode_host, event_ref,
+    session_part,
+};
 use crate::codec;
 use crate::error::{LedgerError, Result};
 use crate::model::{
@@ -177,7 +180,7 @@ impl<T: Tables> ReadTx for T {
         let table = self.open(DELEGATIONS).map_err(storage)?;
         let row = table.get(id).map_err(storage)?;
         self.counters().count(1);
-        row.map(|v| decode(self.path(), "delegation", v.value()))
+        row.map(|v| decode_delegation(self.path(), v.value()))
             .transpose()
     }
 
@@ -379,7 +382,7 @@ fn delegations<'i, T: Tables + ?Sized>(
     let mut out = Vec::new();
     for id in ids {
         if let Some(v) = table.get(id).map_err(storage)? {
-            out.push(decode(tables.path(), "delegation", v.value())?);
+            out.push(decode_delegation(tables.path(), v.value())?);
         }
     }
     Ok(out)

@@ -25,6 +25,7 @@ pub fn registered_host(ledger: &Ledger, pid: u32) -> ProcessId {
             host_id: HostId(u128::from(pid)),
             locality: Locality::default(),
             lease_expires_at: Timestamp(u64::MAX),
+            worker: None,
         })
         .expect("host registers");
     process
@@ -49,6 +50,14 @@ pub fn outcome(index: u32, status: ChildStatus, at: Timestamp) -> ChildOutcome {
 pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub ledger: Ledger,
+    pub location: Location,
+}
+
+impl Fixture {
+    /// Another handle on the same ledger, as another process would open it.
+    pub fn reopen(&self) -> Ledger {
+        ledger::testing::open_location(&self.location, LedgerConfig::default(), 11)
+    }
 }
 
 pub fn fixture() -> Fixture {
@@ -58,8 +67,13 @@ pub fn fixture() -> Fixture {
 /// A fresh ledger on the backend under test (`HERMES_TEST_BACKEND`).
 pub fn fixture_with(config: LedgerConfig) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let ledger = ledger::testing::TestBackend::from_env().open(dir.path(), config, 7);
-    Fixture { dir, ledger }
+    let (location, _) = ledger::testing::TestBackend::from_env().fresh(dir.path());
+    let ledger = ledger::testing::open_location(&location, config, 7);
+    Fixture {
+        dir,
+        ledger,
+        location,
+    }
 }
 
 pub const ROOMY: Capacity = Capacity {
@@ -146,5 +160,13 @@ impl Liveness for Pids {
     }
     fn is_alive(&self, _: ProcessId) -> bool {
         self.0
+    }
+}
+
+/// Recovery with [`Pids`]: it kills nothing and reads no transcript.
+impl Reaper for Pids {
+    fn kill_child(&self, _: &DelegationId, _: &Child) {}
+    fn transcript_tail(&self, _: &str) -> Option<String> {
+        None
     }
 }

@@ -64,6 +64,7 @@ pub async fn fixture_with(
     let options = HostOptions {
         kind,
         session: session.map(|s| SessionId::new(s).expect("valid session")),
+        worker: None,
     };
     let host = Host::start(ledger.clone(), config, Arc::new(SystemClock), options)
         .await

@@ -1,0 +1,193 @@
+//! `hermes worker [--pool NAME] [--capacity N] [--drain-timeout SECS]` and `hermes worker list`.
+//!
+//! A worker is a registry `Host` of kind `Worker`, bound to no session: it holds a lease like
+//! every host, takes its pool's units (oldest first, atomically, fenced by its epoch) while it
+//! has free slots, runs them exactly as a session's host would, and delivers nothing itself:
+//! each result goes to its unit's session. SIGTERM/SIGINT: it stops taking units, lets its
+//! children finish for up to `--drain-timeout`, interrupts what still runs (`worker_shutdown`)
+//! and exits 0 with nothing claimed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use ledger::{HostKind, WorkerPool};
+use registry::{Host, HostOptions, SystemClock};
+use serde_json::json;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::args::{WorkerArgs, WorkerCommand};
+use crate::exit::{Code, fail};
+use crate::home::{Home, now};
+use crate::output::{self, time};
+
+/// How often the worker looks at its own state (fenced? drained?). Work arrives through the
+/// host's activity watch, not through this.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The reason its children are interrupted with when a worker stops.
+pub const SHUTDOWN_REASON: &str = "worker_shutdown";
+
+/// Runs `hermes worker` or `hermes worker list`.
+pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
+    if let Some(WorkerCommand::List { pool, json }) = &args.command {
+        return list(pool.as_deref(), *json);
+    }
+    ledger::check_pool_name(&args.pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    let capacity = args
+        .capacity
+        .unwrap_or(home.settings.delegation.max_concurrent_children);
+    let pool = WorkerPool {
+        pool: args.pool.clone(),
+        capacity,
+    };
+    let drain = args.drain_timeout.unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        // Watch the signals before registering, so a stop that comes at once is not lost.
+        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+        let host = Host::start(
+            ledger,
+            home.registry(),
+            Arc::new(SystemClock),
+            HostOptions {
+                kind: HostKind::Worker,
+                session: None,
+                worker: Some(pool.clone()),
+            },
+        )
+        .await?;
+        tracing::info!(pool = %pool.pool, capacity, pid = host.process().pid, "worker started");
+        if !quiet {
+            eprintln!(
+                "hermes: worker {} serving pool {} with capacity {capacity} (stop with SIGTERM or Ctrl-C)",
+                host.process().pid,
+                pool.pool
+            );
+        }
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+            if host.is_fenced() {
+                return Err(fail(
+                    Code::WorkFailed,
+                    format!(
+                        "worker {} of pool {} lost its lease and stopped its children; their units are recovered by other hermes processes",
+                        host.process().pid,
+                        pool.pool
+                    ),
+                ));
+            }
+        }
+        if !quiet {
+            eprintln!(
+                "hermes: worker {} stopping: taking no more units; {} running unit(s) {}",
+                host.process().pid,
+                host.running().len(),
+                if drain.is_zero() {
+                    "interrupted now (worker_shutdown)".to_owned()
+                } else {
+                    format!(
+                        "may finish within {}s (a second signal interrupts them)",
+                        drain.as_secs_f64()
+                    )
+                }
+            );
+        }
+        stop(&host, drain, &mut term, &mut int).await;
+        anyhow::Ok(())
+    })?;
+    Ok(Code::Ok)
+}
+
+/// Stops a worker: no more units are taken (those it never took stay in the pool), running
+/// children may finish within `drain` (a second SIGTERM/SIGINT cuts that short), then what
+/// still runs is interrupted with `worker_shutdown` and finalized, and the worker unregisters.
+async fn stop(
+    host: &Host,
+    drain: Duration,
+    term: &mut tokio::signal::unix::Signal,
+    int: &mut tokio::signal::unix::Signal,
+) {
+    host.stop_taking().await;
+    let started = Instant::now();
+    tracing::info!(running = host.running().len(), ?drain, "worker stopping");
+    while !host.running().is_empty() && started.elapsed() < drain && !host.is_fenced() {
+        tokio::select! {
+            () = tokio::time::sleep(POLL.min(drain.saturating_sub(started.elapsed()))) => {}
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    host.shutdown(SHUTDOWN_REASON).await;
+}
+
+/// `hermes worker list [--pool NAME] [--json]`.
+fn list(pool: Option<&str>, json_out: bool) -> anyhow::Result<Code> {
+    if let Some(pool) = pool {
+        ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
+    }
+    let home = Home::load()?;
+    let ledger = home.ledger()?;
+    let at = now();
+    let workers = ledger.workers(pool, &registry::OsReaper::new(), at)?;
+    if json_out {
+        let rows: Vec<_> = workers
+            .iter()
+            .map(|w| {
+                json!({
+                    "pool": w.pool(),
+                    "pid": w.host.process.pid,
+                    "host_id": w.host.host_id.to_string(),
+                    "capacity": w.capacity(),
+                    "running": w.running,
+                    "hostname": w.host.locality.hostname,
+                    "locality": {
+                        "hostname": w.host.locality.hostname,
+                        "boot_id": w.host.locality.boot_id,
+                        "pid_namespace": w.host.locality.pid_namespace,
+                    },
+                    "registered_at": time(Some(w.host.registered_at)),
+                    "heartbeat_at": time(Some(w.host.heartbeat_at)),
+                    "lease_expires_at": time(Some(w.host.lease_expires_at)),
+                })
+            })
+            .collect();
+        output::print_json(&json!({ "workers": rows }))?;
+        return Ok(Code::Ok);
+    }
+    if workers.is_empty() {
+        output::print(&match pool {
+            Some(pool) => format!("no live worker serves pool {pool}\n"),
+            None => "no live workers\n".to_owned(),
+        })?;
+        return Ok(Code::Ok);
+    }
+    let mut text = format!(
+        "{:<16} {:>8} {:>8} {:>7}  {:<20} lease\n",
+        "pool", "pid", "capacity", "running", "machine"
+    );
+    for w in &workers {
+        let left = w.host.lease_expires_at.ms_since(at) as f64 / 1000.0;
+        text.push_str(&format!(
+            "{:<16} {:>8} {:>8} {:>7}  {:<20} {left:.0}s left\n",
+            formatter::one_line(w.pool(), 16),
+            w.host.process.pid,
+            w.capacity(),
+            w.running,
+            formatter::one_line(&w.host.locality.hostname, 20),
+        ));
+    }
+    output::print(&text)?;
+    Ok(Code::Ok)
+}
