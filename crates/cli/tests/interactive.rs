@@ -7,7 +7,7 @@ use std::io::{Read as _, Write as _};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Hermes, process_alive, wait_for};
+use common::{Hermes, Machine, process_alive, wait_for};
 use expectrl::Session;
 use serde_json::Value;
 
@@ -358,6 +358,86 @@ fn a_killed_session_delivers_what_waited_exactly_once_on_resume() {
     assert!(!c.text().contains(BLOCK), "{}", c.text());
     c.line("exit");
     assert_eq!(c.wait_exit(Duration::from_secs(20)), 0);
+}
+
+/// Another machine sharing a PostgreSQL ledger takes a lost machine's session over with
+/// `--resume`: what finished before the loss and what the loss cut short (`unknown` after the
+/// lost host's lease) are shown there once each, and the session goes on there. Needs the
+/// throwaway PostgreSQL server whatever the backend under test.
+#[test]
+fn a_lost_machines_session_resumes_on_another_and_shows_each_result_once() {
+    const LEASE: [(&str, &str); 3] = [
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+    ];
+    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let (a, b) = (Hermes::sharing(&url), Hermes::sharing(&url));
+    let (early, late) = (a.path().join("early.json"), a.path().join("late.json"));
+    let script = format!(
+        "\"$HERMES\" delegate --session M --json -- sh -c 'echo before-the-loss' > '{}' && \
+         \"$HERMES\" delegate --session M --json -- sh -c 'exec sleep 300' > '{}' && \
+         exec sleep 300",
+        early.display(),
+        late.display()
+    );
+    let mut machine_a = Machine::start(&a, &script, &LEASE);
+    let id_of = |path: &std::path::Path| -> String {
+        let handle: Value = wait_for(Duration::from_secs(20), "a dispatch on machine A", || {
+            serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+        });
+        handle["delegation_id"].as_str().expect("id").to_owned()
+    };
+    let (early_id, late_id) = (id_of(&early), id_of(&late));
+    wait_for(
+        Duration::from_secs(30),
+        "A's units to complete and run",
+        || {
+            (status(&b, &early_id)["status"] == "completed"
+                && status(&b, &late_id)["status"] == "running")
+                .then_some(())
+        },
+    );
+    machine_a.lose();
+    // B's sweeps judge A's host by its lease only (another process table).
+    wait_for(
+        Duration::from_secs(30),
+        "A's running unit to end unknown",
+        || {
+            let listed = b.run_env(&["delegation", "list", "--json"], &LEASE);
+            assert_eq!(listed.code, 0, "{}", listed.stderr);
+            (status(&b, &late_id)["status"] == "unknown").then_some(())
+        },
+    );
+
+    let mut t = Term::spawn_env(&b, &["--resume", "M"], &LEASE);
+    t.wait_text(Duration::from_secs(20), "before-the-loss");
+    wait_for(
+        Duration::from_secs(20),
+        "both results to be acked on B",
+        || {
+            t.pump();
+            let acked = |id: &str| status(&b, id)["tasks"][0]["delivery"]["state"] == "delivered";
+            (acked(&early_id) && acked(&late_id)).then_some(())
+        },
+    );
+    let text = t.text();
+    assert_eq!(text.matches(BLOCK).count(), 2, "{text}");
+    assert_eq!(
+        text.matches(&format!("{BLOCK}{early_id}")).count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches(&format!("{BLOCK}{late_id}")).count(),
+        1,
+        "{text}"
+    );
+    // The session goes on here: B's interactive session hosts what it dispatches now.
+    t.line("delegate -- sh -c 'echo on-machine-b'");
+    t.wait_text(Duration::from_secs(20), "on-machine-b\n");
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -15,6 +15,8 @@ pub struct Hermes {
     /// a fresh PostgreSQL database handed to every process as `HERMES_LEDGER_URL`.
     pub location: ledger::Location,
     pub ledger_url: Option<String>,
+    /// Drops this home's test database (PostgreSQL) when the test is done.
+    _database: Option<ledger::testing::TestDatabase>,
 }
 
 impl Hermes {
@@ -26,11 +28,13 @@ impl Hermes {
             std::os::unix::fs::PermissionsExt::from_mode(0o700),
         )
         .expect("chmod the temp home");
-        let (location, ledger_url) = ledger::testing::TestBackend::from_env().fresh(home.path());
+        let (location, ledger_url, database) =
+            ledger::testing::TestBackend::from_env().fresh_owned(home.path());
         Hermes {
             home,
             location,
             ledger_url,
+            _database: database,
         }
     }
 
@@ -40,6 +44,8 @@ impl Hermes {
         let target = ledger::PgTarget::parse(url, None).expect("the test URL parses");
         h.location = ledger::Location::Postgres(Box::new(target));
         h.ledger_url = Some(url.to_owned());
+        // The shared database belongs to the test, not to this home.
+        h._database = None;
         h
     }
 
@@ -202,5 +208,63 @@ pub fn process_alive(pid: u64) -> bool {
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .is_some_and(|state| state != "Z"),
         Err(_) => false,
+    }
+}
+
+/// A "machine": a shell as pid 1 of a pid namespace of its own (`unshare --pid --fork
+/// --mount-proc`), running `script` with `h`'s home (and `$HERMES`, the binary).
+pub struct Machine {
+    unshare: Child,
+}
+
+impl Machine {
+    pub fn start(h: &Hermes, script: &str, env: &[(&str, &str)]) -> Machine {
+        let mut command = Command::new("unshare");
+        h.environment(&mut command);
+        command
+            .args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--kill-child",
+                "sh",
+                "-c",
+                script,
+            ])
+            .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
+            .envs(env.iter().copied())
+            .stdout(Stdio::null());
+        Machine {
+            unshare: command.spawn().expect("unshare starts"),
+        }
+    }
+
+    /// The namespace's pid 1, as this machine sees it.
+    pub fn init_pid(&self) -> u32 {
+        let pid = self.unshare.id();
+        wait_for(Duration::from_secs(10), "the namespace's pid 1", || {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    }
+
+    /// Loses the whole machine at once: its pid 1 is killed, and with it every process of
+    /// the namespace (the kernel's rule for a pid namespace whose init dies).
+    pub fn lose(&mut self) {
+        let init = self.init_pid();
+        // SAFETY: a plain kill(2) of a process this test started.
+        unsafe { libc::kill(init as i32, libc::SIGKILL) };
+        let _ = self.unshare.wait();
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
     }
 }

@@ -51,6 +51,9 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub ledger: Ledger,
     pub location: Location,
+    /// Drops the test's database (PostgreSQL) once the test is done; declared last, so the
+    /// ledger's connections close first.
+    _database: Option<ledger::testing::TestDatabase>,
 }
 
 impl Fixture {
@@ -67,12 +70,13 @@ pub fn fixture() -> Fixture {
 /// A fresh ledger on the backend under test (`HERMES_TEST_BACKEND`).
 pub fn fixture_with(config: LedgerConfig) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (location, _) = ledger::testing::TestBackend::from_env().fresh(dir.path());
+    let (location, _, database) = ledger::testing::TestBackend::from_env().fresh_owned(dir.path());
     let ledger = ledger::testing::open_location(&location, config, 7);
     Fixture {
         dir,
         ledger,
         location,
+        _database: database,
     }
 }
 

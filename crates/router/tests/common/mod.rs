@@ -40,15 +40,19 @@ pub fn outcome(index: u32, at: Timestamp) -> ChildOutcome {
 pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub ledger: Arc<Ledger>,
+    /// Drops the test's database (PostgreSQL) once the test is done.
+    _database: Option<ledger::testing::TestDatabase>,
 }
 
+/// A fresh ledger on the backend under test (`HERMES_TEST_BACKEND`).
 pub fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let ledger =
-        ledger::testing::TestBackend::from_env().open(dir.path(), LedgerConfig::default(), 7);
+    let (location, _, database) = ledger::testing::TestBackend::from_env().fresh_owned(dir.path());
+    let ledger = ledger::testing::open_location(&location, LedgerConfig::default(), 7);
     Fixture {
         dir,
         ledger: Arc::new(ledger),
+        _database: database,
     }
 }
 
