@@ -212,3 +212,13 @@ fn local_offset_seconds(now: Timestamp) -> i32 {
         0
     }
 }
+
+/// The runtime a long-lived command (a host, a worker, `-z`, `mcp`, the interactive session)
+/// runs its registry host on: two worker threads, everything enabled.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}

@@ -58,22 +58,13 @@ fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_ther
     let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
     let a = Hermes::sharing(&url);
     let b = Hermes::sharing(&url);
-    let (early, late) = (a.path().join("early.json"), a.path().join("late.json"));
-    let script = format!(
-        "\"$HERMES\" delegate --session M --json -- sh -c 'echo early-result' > '{}' && \
-         \"$HERMES\" delegate --session M --json -- sh -c 'echo started; exec sleep 300' > '{}' && \
-         exec sleep 300",
-        early.display(),
-        late.display()
+    let (mut machine_a, ids) = common::machine_dispatching(
+        &a,
+        "M",
+        &["echo early-result", "echo started; exec sleep 300"],
+        &TIMINGS,
     );
-    let mut machine_a = Machine::start(&a, &script, &TIMINGS);
-    let id_of = |path: &std::path::Path| -> String {
-        let handle: Value = wait_for(Duration::from_secs(20), "a dispatch on machine A", || {
-            serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-        });
-        handle["delegation_id"].as_str().expect("id").to_owned()
-    };
-    let (early_id, late_id) = (id_of(&early), id_of(&late));
+    let (early_id, late_id) = (ids[0].clone(), ids[1].clone());
 
     // Machine B sees A's units, finished and running; sweeping from B never judges A's host
     // by pid (another process table), only by its lease, which A keeps renewing.

@@ -80,7 +80,7 @@ fn a_held_claim_that_is_never_settled_is_offered_again_and_the_old_token_is_fenc
         "S",
         "--hold",
         "--lease",
-        "1",
+        "3",
         "--json",
         "--consumer",
         "hook",

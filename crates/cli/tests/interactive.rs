@@ -7,7 +7,7 @@ use std::io::{Read as _, Write as _};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Hermes, Machine, process_alive, wait_for};
+use common::{Hermes, process_alive, wait_for};
 use expectrl::Session;
 use serde_json::Value;
 
@@ -373,22 +373,9 @@ fn a_lost_machines_session_resumes_on_another_and_shows_each_result_once() {
     ];
     let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
     let (a, b) = (Hermes::sharing(&url), Hermes::sharing(&url));
-    let (early, late) = (a.path().join("early.json"), a.path().join("late.json"));
-    let script = format!(
-        "\"$HERMES\" delegate --session M --json -- sh -c 'echo before-the-loss' > '{}' && \
-         \"$HERMES\" delegate --session M --json -- sh -c 'exec sleep 300' > '{}' && \
-         exec sleep 300",
-        early.display(),
-        late.display()
-    );
-    let mut machine_a = Machine::start(&a, &script, &LEASE);
-    let id_of = |path: &std::path::Path| -> String {
-        let handle: Value = wait_for(Duration::from_secs(20), "a dispatch on machine A", || {
-            serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-        });
-        handle["delegation_id"].as_str().expect("id").to_owned()
-    };
-    let (early_id, late_id) = (id_of(&early), id_of(&late));
+    let (mut machine_a, ids) =
+        common::machine_dispatching(&a, "M", &["echo before-the-loss", "exec sleep 300"], &LEASE);
+    let (early_id, late_id) = (ids[0].clone(), ids[1].clone());
     wait_for(
         Duration::from_secs(30),
         "A's units to complete and run",

@@ -1,14 +1,18 @@
 //! The durable delivery ledger: the only state hermes processes share.
 //!
 //! Sessions, delegations (units), children, events and claims live in one redb file opened with
-//! `ConcurrencyMode::MultiWriter`, so any number of hermes processes may use one home at once.
-//! Every state change is one short write transaction; every settlement is checked against the
-//! claim's fencing token and returns the transition that really happened.
+//! `ConcurrencyMode::MultiWriter` (the embedded default), or in one PostgreSQL database shared by
+//! any number of machines (`ledger.url`). The operations and the rules they apply are written
+//! once (`rules.rs`, and the operation modules over `store::ReadTx`/`WriteTx`); each backend
+//! only supplies transactional reads and writes (`store/redb.rs`, `store/pg.rs`). Every state
+//! change is one short transaction; every settlement is checked against the claim's fencing
+//! token and returns the transition that really happened.
 //!
 //! This crate must never hold a transaction across an `.await`, a child wait or terminal I/O,
-//! never read a clock (callers pass `now`), never touch a process (`/proc`, signals: the
-//! registry answers the [`Liveness`] and [`Reaper`] questions), and is the only crate that
-//! names redb.
+//! never read a clock for what it records (callers pass `now`; the only timing here is the
+//! pause between retries of a lost serialization race or a failed connection), never touch a
+//! process (`/proc`, signals: the registry answers the [`Liveness`] and [`Reaper`] questions),
+//! and is the only crate that names redb or a PostgreSQL client.
 
 mod backend;
 mod codec;

@@ -454,6 +454,12 @@ impl Router {
         }
     }
 
+    /// Whether a thread follows the ledger's notifications for this consumer (PostgreSQL): its
+    /// waits are woken by them, and poll only every two seconds as a safety net.
+    pub fn follows_notifications(&self) -> bool {
+        self.following.load(Ordering::SeqCst)
+    }
+
     /// Makes every current [`Router::wait_ready`] return at once with what it has.
     pub fn interrupt_waits(&self) {
         self.signal.interrupt();

@@ -93,20 +93,17 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
             None,
         ))?;
     } else {
-        let mut text = format!(
+        let head = format!(
             "{} {status} into session {session}: {} task(s)",
             unit.id,
             unit.task_count()
         );
-        if let Some(pos) = admission.queue_position {
-            text.push_str(&format!(", queue position {pos}"));
-        }
-        text.push('\n');
-        for t in &transcripts {
-            text.push_str(&format!("  live transcript: {t}\n"));
-        }
-        text.push_str(&format!("  results: hermes drain --session {session}\n"));
-        output::print(&text)?;
+        output::print(&dispatch_text(
+            head,
+            admission.queue_position,
+            &transcripts,
+            &session,
+        ))?;
     }
     Ok(Code::Ok)
 }
@@ -148,22 +145,37 @@ fn to_pool(
             Some(workers),
         ))?;
     } else {
-        let mut text = format!(
+        let head = format!(
             "{} queued in pool {pool} for session {session}: {} task(s), {workers} live worker(s)",
             unit.id,
             unit.task_count()
         );
-        if let Some(pos) = admission.queue_position {
-            text.push_str(&format!(", queue position {pos}"));
-        }
-        text.push('\n');
-        for t in &transcripts {
-            text.push_str(&format!("  live transcript: {t}\n"));
-        }
-        text.push_str(&format!("  results: hermes drain --session {session}\n"));
-        output::print(&text)?;
+        output::print(&dispatch_text(
+            head,
+            admission.queue_position,
+            &transcripts,
+            &session,
+        ))?;
     }
     Ok(Code::Ok)
+}
+
+/// What a dispatch says in text: `head`, its queue position, its transcripts, where results go.
+fn dispatch_text(
+    mut text: String,
+    queue_position: Option<u32>,
+    transcripts: &[String],
+    session: &SessionId,
+) -> String {
+    if let Some(pos) = queue_position {
+        text.push_str(&format!(", queue position {pos}"));
+    }
+    text.push('\n');
+    for t in transcripts {
+        text.push_str(&format!("  live transcript: {t}\n"));
+    }
+    text.push_str(&format!("  results: hermes drain --session {session}\n"));
+    text
 }
 
 /// The live transcripts of a unit's children.
@@ -211,7 +223,11 @@ fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resu
         .context("cannot start the headless host")?;
     let started = Instant::now();
     loop {
-        if let Some(host) = live_host(ledger, session)? {
+        // Hosting counts once the host has registered too: its record says which machine it is
+        // on, which admission needs (capacity is per machine).
+        if let Some(host) = live_host(ledger, session)?
+            && ledger.host(host)?.is_some()
+        {
             // The host outlives us; reap it if it already ended so no zombie is left meanwhile.
             let _ = child.try_wait();
             return Ok(host);

@@ -38,11 +38,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
     }
     let adopted = ledger.adopt_units(&session, me)?;
     tracing::info!(%session, pid = me.pid, adopted, "headless host started");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::home::runtime()?;
     let idle_exit = home.settings.host.idle_exit;
     runtime.block_on(async move {
         let host = Host::start(

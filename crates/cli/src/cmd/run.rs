@@ -49,11 +49,7 @@ fn inline(
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let config = home.registry();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::home::runtime()?;
     let report = runtime.block_on(async {
         let host = Host::start(
             ledger.clone(),

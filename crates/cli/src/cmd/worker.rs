@@ -44,11 +44,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
         capacity,
     };
     let drain = args.drain_timeout.unwrap_or_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::home::runtime()?;
     runtime.block_on(async move {
         // Watch the signals before registering, so a stop that comes at once is not lost.
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;

@@ -51,11 +51,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
             (id, text)
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::home::runtime()?;
     let host = runtime.block_on(Host::start(
         ledger.clone(),
         home.registry(),

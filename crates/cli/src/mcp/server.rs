@@ -48,11 +48,7 @@ pub fn run() -> anyhow::Result<Code> {
         .transpose()?;
     let ledger = home.ledger()?;
     let agent = binding::agent_process();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::home::runtime()?;
     runtime.block_on(async move {
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;

@@ -268,3 +268,36 @@ impl Drop for Machine {
         let _ = self.unshare.wait();
     }
 }
+
+/// A machine whose shell dispatches each of `commands` (`sh -c` text) into `session` in turn,
+/// then idles; returns it with the dispatched ids, in order.
+pub fn machine_dispatching(
+    h: &Hermes,
+    session: &str,
+    commands: &[&str],
+    env: &[(&str, &str)],
+) -> (Machine, Vec<String>) {
+    let outputs: Vec<PathBuf> = (0..commands.len())
+        .map(|i| h.path().join(format!("dispatch-{i}.json")))
+        .collect();
+    let mut script = String::new();
+    for (command, out) in commands.iter().zip(&outputs) {
+        script.push_str(&format!(
+            "\"$HERMES\" delegate --session {session} --json -- sh -c '{command}' > '{}' && ",
+            out.display()
+        ));
+    }
+    script.push_str("exec sleep 300");
+    let machine = Machine::start(h, &script, env);
+    let ids = outputs
+        .iter()
+        .map(|path| {
+            let handle: Value =
+                wait_for(Duration::from_secs(20), "a dispatch on the machine", || {
+                    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+                });
+            handle["delegation_id"].as_str().expect("id").to_owned()
+        })
+        .collect();
+    (machine, ids)
+}

@@ -36,19 +36,22 @@ pub fn quick_config(home: &std::path::Path) -> Config {
 }
 
 /// The ledger of `home` on the backend under test (`HERMES_TEST_BACKEND`): its redb file, or
-/// the PostgreSQL database made for that home the first time it is asked for.
+/// the PostgreSQL database made for that home the first time any process asks (its URL is kept
+/// in the home, so a second process of the same test opens the same ledger).
 pub fn open_ledger(home: &std::path::Path) -> Arc<Ledger> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static LOCATIONS: OnceLock<Mutex<HashMap<std::path::PathBuf, ledger::Location>>> =
-        OnceLock::new();
-    let location = LOCATIONS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .entry(home.to_owned())
-        .or_insert_with(|| ledger::testing::TestBackend::from_env().fresh(home).0)
-        .clone();
+    let marker = home.join("test-ledger-url");
+    let backend = ledger::testing::TestBackend::from_env();
+    let location = match std::fs::read_to_string(&marker) {
+        Ok(url) if !url.is_empty() => {
+            ledger::Location::from_url(Some(&url), &home.join("ledger.redb"), None)
+                .expect("the stored URL parses")
+        }
+        _ => {
+            let (location, url) = backend.fresh(home);
+            std::fs::write(&marker, url.unwrap_or_default()).expect("remember the ledger");
+            location
+        }
+    };
     Arc::new(Ledger::open_at(&location, LedgerConfig::default()).expect("ledger opens"))
 }
 
