@@ -1271,4 +1271,40 @@ pub struct Child {
     pub progress: Progress,
     /// Path of its transcript.
     pub transcript: Option<String>,
+    /// The host name of the machine that ran it (the host that started it), where its
+    /// transcript is; `None` until it started, and for children recorded by formats 1 and 2.
+    pub machine: Option<String>,
+}
+
+/// A child as formats 1 and 2 stored it (no machine).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ChildV2 {
+    pub delegation_id: DelegationId,
+    pub index: u32,
+    pub status: ChildStatus,
+    pub process: Option<ProcessId>,
+    pub started_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub progress: Progress,
+    pub transcript: Option<String>,
+}
+
+impl From<ChildV2> for Child {
+    fn from(old: ChildV2) -> Child {
+        Child {
+            delegation_id: old.delegation_id,
+            index: old.index,
+            status: old.status,
+            process: old.process,
+            started_at: old.started_at,
+            ended_at: old.ended_at,
+            exit_code: old.exit_code,
+            signal: old.signal,
+            progress: old.progress,
+            transcript: old.transcript,
+            machine: None,
+        }
+    }
 }

@@ -54,9 +54,12 @@ impl Ledger {
         index: u32,
     ) -> Result<(Option<String>, Option<String>)> {
         self.read(|r| {
-            let machine = match r.delegation(id.as_str())?.and_then(|u| u.host) {
-                Some(host) => r.host(host)?.map(|h| h.locality.hostname),
-                None => None,
+            // The machine recorded when it started; else its host's, while registered.
+            let recorded = r.child(id, index)?.and_then(|c| c.machine);
+            let machine = match (recorded, r.delegation(id.as_str())?.and_then(|u| u.host)) {
+                (Some(machine), _) => Some(machine),
+                (None, Some(host)) => r.host(host)?.map(|h| h.locality.hostname),
+                (None, None) => None,
             };
             let mut text = r.child_tail(id, index)?;
             for key in [

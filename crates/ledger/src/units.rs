@@ -269,6 +269,7 @@ impl Ledger {
                     transcript: transcript_dir
                         .as_ref()
                         .map(|dir| format!("{dir}/task-{index}.log")),
+                    machine: None,
                 })?;
             }
             Ok(Admission {
@@ -353,6 +354,12 @@ impl Ledger {
             child.status = ChildStatus::Running;
             child.process = Some(process);
             child.started_at = Some(now);
+            // Where its transcript is: the machine of the host that started it.
+            child.machine = match unit.host {
+                Some(host) => w.host(host)?.map(|h| h.locality.hostname),
+                None => None,
+            }
+            .filter(|name| !name.is_empty());
             w.put_child(&child)?;
             Ok(((), true))
         })

@@ -218,6 +218,21 @@ pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation>
     .map_err(|err| decode_error(path, "delegation", err))
 }
 
+/// A child of any format (formats 1 and 2 had no machine).
+pub(crate) fn decode_child(path: &Path, bytes: &[u8]) -> Result<Child> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version < 3 {
+            postcard::from_bytes::<crate::model::ChildV2>(rest)
+                .map(Child::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Child>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| decode_error(path, "child", err))
+}
+
 fn decode_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
     match err {
         DecodeError::Newer(found) => LedgerError::NewerFormat {
@@ -387,6 +402,38 @@ mod tests {
         assert_eq!(
             decode_host(Path::new("l.redb"), &now).expect("decodes"),
             host
+        );
+    }
+
+    #[test]
+    fn a_format_2_child_reads_with_no_machine_and_a_format_3_one_keeps_it() {
+        let old = crate::model::ChildV2 {
+            delegation_id: DelegationId::new("deleg_0123456789ab").expect("id"),
+            index: 2,
+            status: crate::model::ChildStatus::Running,
+            process: Some(ProcessId {
+                pid: 3,
+                start_time: 4,
+            }),
+            started_at: Some(Timestamp(5)),
+            ended_at: None,
+            exit_code: None,
+            signal: None,
+            progress: crate::model::Progress::default(),
+            transcript: Some("/t/task-2.log".into()),
+        };
+        let child = decode_child(Path::new("l.redb"), &versioned(2, &old)).expect("decodes");
+        assert_eq!(child.machine, None);
+        assert_eq!(
+            (child.index, child.transcript.as_deref()),
+            (2, Some("/t/task-2.log"))
+        );
+        let mut child = Child::from(old);
+        child.machine = Some("build-7".into());
+        let bytes = codec::encode(&child);
+        assert_eq!(
+            decode_child(Path::new("l.redb"), &bytes).expect("decodes"),
+            child
         );
     }
 }

@@ -28,8 +28,8 @@ use postgres::{Client, IsolationLevel, Statement};
 use serde::Serialize;
 
 use super::{
-    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_delegation, decode_host, event_ref,
-    session_part,
+    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_host,
+    event_ref, session_part,
 };
 use crate::codec;
 use crate::error::{LedgerError, Result, StorageFault};
@@ -882,19 +882,24 @@ impl ReadTx for Tx<'_, '_> {
 
     fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
         self.counters.count(1);
-        self.record(
-            "child",
+        let rows = self.query(
             "SELECT record FROM hermes_children WHERE unit = $1 AND idx = $2",
             &[&id.as_str(), &i64::from(index)],
-        )
+        )?;
+        rows.first()
+            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .transpose()
     }
 
     fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
-        let out: Vec<Child> = self.records(
-            "child",
-            "SELECT record FROM hermes_children WHERE unit = $1 ORDER BY idx",
-            &[&id.as_str()],
-        )?;
+        let out: Vec<Child> = self
+            .query(
+                "SELECT record FROM hermes_children WHERE unit = $1 ORDER BY idx",
+                &[&id.as_str()],
+            )?
+            .iter()
+            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect::<Result<_>>()?;
         self.counters.count(out.len() as u64);
         Ok(out)
     }

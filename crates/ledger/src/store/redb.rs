@@ -12,8 +12,8 @@ use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::Serialize;
 
 use super::{
-    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_delegation, decode_host, event_ref,
-    session_part,
+    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_host,
+    event_ref, session_part,
 };
 use crate::codec;
 use crate::error::{LedgerError, Result};
@@ -193,7 +193,7 @@ impl<T: Tables> ReadTx for T {
         let table = self.open(CHILDREN).map_err(storage)?;
         let row = table.get((id.as_str(), index)).map_err(storage)?;
         self.counters().count(1);
-        row.map(|v| decode(self.path(), "child", v.value()))
+        row.map(|v| decode_child(self.path(), v.value()))
             .transpose()
     }
 
@@ -202,7 +202,7 @@ impl<T: Tables> ReadTx for T {
         let mut out = Vec::new();
         for row in table.range(by_id(id.as_str())).map_err(storage)? {
             let (_, v) = row.map_err(storage)?;
-            out.push(decode(self.path(), "child", v.value())?);
+            out.push(decode_child(self.path(), v.value())?);
         }
         self.counters().count(out.len() as u64);
         Ok(out)
