@@ -261,3 +261,43 @@ fn a_flooding_child_leaves_a_capped_transcript_that_says_what_it_skipped() {
         &text[text.len() - 200..]
     );
 }
+
+#[test]
+fn ledger_info_and_migrate_say_which_ledger_without_a_password() {
+    let h = Hermes::new();
+    let info = h.json(&["ledger", "info", "--json"]);
+    let migrated = h.json(&["ledger", "migrate", "--json"]);
+    match &h.ledger_url {
+        None => {
+            assert_eq!(info["backend"], "redb");
+            let path = h.path().join("ledger.redb");
+            assert_eq!(info["ledger"], path.to_str().expect("utf-8"));
+            assert_eq!(
+                migrated["schema_version"],
+                u64::from(ledger::FORMAT_VERSION)
+            );
+        }
+        Some(url) => {
+            assert_eq!(info["backend"], "postgres");
+            let shown = info["ledger"].as_str().expect("ledger");
+            assert!(shown.starts_with("postgres://"), "{shown}");
+            // The test server's URL carries a password; nothing printed does.
+            let password = url
+                .split_once("://")
+                .and_then(|(_, rest)| rest.split_once('@'))
+                .and_then(|(userinfo, _)| userinfo.split_once(':'))
+                .map(|(_, password)| password.to_owned())
+                .expect("the test URL has a password");
+            let all = format!(
+                "{}{}",
+                h.run(&["ledger", "info"]).stdout,
+                h.run(&["ledger", "migrate"]).stdout
+            );
+            assert!(!all.contains(&password), "{all}");
+            assert!(!shown.contains(&password), "{shown}");
+            assert_eq!(migrated["schema_version"], ledger::SCHEMA_VERSION);
+        }
+    }
+    let bad = h.run_env(&["ledger", "info"], &[("HERMES_LEDGER_URL", "mysql://x")]);
+    bad.assert_one_error_line(2);
+}
