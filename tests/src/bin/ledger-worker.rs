@@ -16,7 +16,7 @@
 //! ledger-worker drain DB SESSION DONE
 //!     a waiting turn-boundary consumer through the router, as `hermes drain --wait` is
 //!     (`wait_ready`, then `ack_many` of every envelope), until DONE exists and the session has
-//!     nothing open
+//!     nothing open; prints `acked N at_ms T` when the acks of N events were durable
 //! ledger-worker fresh-database ADMIN_URL
 //!     create an empty database on the server ADMIN_URL names (`ledger::testing::fresh_database`)
 //!     and print its URL (for `cargo xtask bench`, which names no PostgreSQL crate)
@@ -244,9 +244,10 @@ fn run(args: &[String]) -> Result<(), String> {
                     for acked in ledger.ack_many(&tokens, now()).map_err(|e| e.to_string())? {
                         acked.map_err(|e| e.to_string())?;
                     }
-                    // The moment the acks were durable, for the benchmark's clock.
-                    writeln!(out, "acked {} at_ms {}", tokens.len(), now().0)
-                        .map_err(|e| e.to_string())?;
+                    // How many events, and the moment their acks were durable, for the
+                    // benchmark's count and clock.
+                    let events: usize = round.delivered.iter().map(|t| t.events.len()).sum();
+                    writeln!(out, "acked {events} at_ms {}", now().0).map_err(|e| e.to_string())?;
                     continue;
                 }
                 let finished = Path::new(&done).exists();
