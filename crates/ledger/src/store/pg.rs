@@ -490,6 +490,7 @@ impl Pg {
                             statements: RefCell::new(statements),
                             counters,
                             dirty: Cell::new(false),
+                            aborted: Cell::new(false),
                             failure: &failure,
                             committed: &committed,
                         };
@@ -668,6 +669,8 @@ pub(crate) struct Tx<'c, 'p> {
     statements: RefCell<&'c mut HashMap<&'static str, Statement>>,
     counters: &'p Counters,
     dirty: Cell<bool>,
+    /// A statement failed: the server has aborted the transaction.
+    aborted: Cell<bool>,
     failure: &'p Cell<Option<Failure>>,
     committed: &'p Cell<bool>,
 }
@@ -676,6 +679,7 @@ type Row = postgres::Row;
 
 impl Tx<'_, '_> {
     fn fail(&self, err: &postgres::Error) -> LedgerError {
+        self.aborted.set(true);
         let kind = match err.code() {
             Some(code)
                 if *code == SqlState::T_R_SERIALIZATION_FAILURE
@@ -887,6 +891,14 @@ impl ReadTx for Tx<'_, '_> {
         self.event_refs(rows)
     }
 
+    fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
+        self.records(
+            "event",
+            "SELECT record FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code",
+            &[&session_part(session)],
+        )
+    }
+
     fn all_open_events(&self) -> Result<Vec<EventRef>> {
         let rows = self.query(
             "SELECT unit, code FROM hermes_events WHERE open ORDER BY session, unit, code",
@@ -973,6 +985,10 @@ impl ReadTx for Tx<'_, '_> {
 impl WriteTx for Tx<'_, '_> {
     fn dirty(&self) -> &Cell<bool> {
         &self.dirty
+    }
+
+    fn aborted(&self) -> bool {
+        self.aborted.get()
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
