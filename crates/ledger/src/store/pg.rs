@@ -628,13 +628,19 @@ impl Listener {
 }
 
 /// The schema version recorded, `None` if hermes never created its schema in this database.
+///
+/// Every short-lived command connects and asks this first, so it is one round trip: one
+/// simple-protocol query (nothing to prepare), a missing table answering `None` (the two
+/// prepared statements it replaces cost four).
 fn schema_version(client: &mut Client) -> std::result::Result<Option<i32>, postgres::Error> {
-    let exists = client.query_one("SELECT to_regclass('hermes_schema') IS NOT NULL", &[])?;
-    if !exists.get::<_, bool>(0) {
-        return Ok(None);
+    match client.simple_query("SELECT max(version) FROM hermes_schema") {
+        Ok(messages) => Ok(messages.iter().find_map(|message| match message {
+            postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse().ok()),
+            _ => None,
+        })),
+        Err(err) if err.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+        Err(err) => Err(err),
     }
-    let row = client.query_opt("SELECT max(version) FROM hermes_schema", &[])?;
-    Ok(row.and_then(|row| row.get::<_, Option<i32>>(0)))
 }
 
 fn schema_version_in(
