@@ -227,6 +227,13 @@ impl Ledger {
                     }
                 }
             }
+            if writer.aborted() {
+                // An operation carried on after a failed statement: the server would answer
+                // `COMMIT` with a rollback, so nothing of this attempt may count as written.
+                return Err(LedgerError::Storage(StorageFault::Engine(
+                    "a statement failed inside a group of writes".into(),
+                )));
+            }
             Ok(((), commit))
         });
         match written {
@@ -321,9 +328,22 @@ mod tests {
         SessionId::new("s").expect("valid id")
     }
 
-    fn open(path: &std::path::Path) -> Ledger {
-        Ledger::open_with(path, LedgerConfig::default(), TokenSource::Seeded(3))
-            .expect("ledger opens")
+    /// A fresh ledger of the backend under test (`HERMES_TEST_BACKEND`): a file in `dir`, or a
+    /// new database.
+    fn fresh(dir: &std::path::Path) -> crate::Location {
+        crate::testing::TestBackend::from_env().fresh(dir).0
+    }
+
+    /// The ledger at `location`, opened (again) with a seeded token source.
+    fn open(location: &crate::Location) -> Ledger {
+        let tokens = TokenSource::Seeded(3);
+        match location {
+            crate::Location::File(path) => Ledger::open_with(path, LedgerConfig::default(), tokens),
+            crate::Location::Postgres(target) => {
+                Ledger::connect(target, LedgerConfig::default(), tokens)
+            }
+        }
+        .expect("ledger opens")
     }
 
     fn dispatch(ledger: &Ledger, tasks: u32) -> DelegationId {
@@ -398,8 +418,8 @@ mod tests {
     #[test]
     fn concurrent_finishes_and_acks_share_one_commit_and_each_gets_its_own_result() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ledger.redb");
-        let ledger = open(&path);
+        let location = fresh(dir.path());
+        let ledger = open(&location);
         let unit = dispatch(&ledger, 6);
         ledger
             .finish_child(HostId(0), &unit, outcome(0), T0)
@@ -463,8 +483,8 @@ mod tests {
         );
         drop(ledger);
 
-        // What the callers were told succeeded is in the file.
-        let reopened = open(&path);
+        // What the callers were told succeeded is in the ledger.
+        let reopened = open(&location);
         let events = reopened.events(&unit).expect("events");
         let state = |i: u32| {
             events
@@ -482,8 +502,8 @@ mod tests {
     #[test]
     fn an_operation_that_fails_after_writing_undoes_nobody_elses() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ledger.redb");
-        let ledger = open(&path);
+        let location = fresh(dir.path());
+        let ledger = open(&location);
         let unit = dispatch(&ledger, 3);
         let before = ledger.commits.load(Ordering::Relaxed);
         let l = &ledger;
@@ -522,7 +542,7 @@ mod tests {
         assert_eq!(commits, 1, "the others ran again and committed once");
         drop(ledger);
 
-        let reopened = open(&path);
+        let reopened = open(&location);
         assert_eq!(reopened.read(|r| r.meta("poison")).expect("meta"), None);
         let published: Vec<EventKey> = reopened
             .events(&unit)
