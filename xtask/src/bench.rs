@@ -9,10 +9,12 @@
 //!
 //! The run has a throwaway PostgreSQL of its own ([`pg::Cluster`], stopped at the end, fsync
 //! on): every bench example gets its admin URL as `HERMES_BENCH_PG_URL`
-//! (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`), to create its databases from, and the
-//! contended figures get it as `pg_url`.
+//! (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`), to create its databases from (the
+//! `pg_*` figures, each on a fresh database), and the contended figures run the same
+//! `ledger-worker` processes on a redb file and then on a fresh database of it
+//! (`pg_contended_events_per_s`), interleaved with the reference like the rest.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
@@ -80,6 +82,9 @@ fn measure(pg_url: &str, as_json: bool) -> Result<()> {
             "ratio_contended_single_key_vs_ref",
             "ledger_contended_single_key_events_per_s",
         ),
+        ("ratio_pg_cycle_vs_ref", "pg_cycle_per_s"),
+        ("ratio_pg_batch8_vs_ref", "pg_batch8_events_per_s"),
+        ("ratio_pg_contended_vs_ref", "pg_contended_events_per_s"),
     ] {
         if let Some(value) = figures.get(figure).and_then(Value::as_f64) {
             figures.insert(key.into(), json!(round(value / reference)));
@@ -169,7 +174,8 @@ fn reference() -> Result<f64> {
         .context("the SQLite reference printed no sqlite_ref_cycle_per_s")
 }
 
-/// The contended figures: processes sharing one file.
+/// The contended figures: processes sharing one ledger (a redb file, then a fresh PostgreSQL
+/// database of the run's server).
 fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
     eprintln!("xtask: bench contended ledger-worker processes");
     let status = cargo(pg_url)
@@ -182,44 +188,25 @@ fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
     let worker = workspace_root().join("target/release/ledger-worker");
     let dir = tempfile::tempdir()?;
 
-    // The product path: a host process finishing 8-child units through the registry's calls
-    // (4 units at once), four `drain --wait` consumers of the same session through the router.
-    let units = 500u32;
     let db = path_arg(&dir.path().join("product.redb"))?;
-    let done = path_arg(&dir.path().join("product.done"))?;
-    // Timed from before the processes start to the last durable ack (each drain prints when
-    // its acks were durable), so the drains' wait to notice the end is not counted.
-    let start_ms = epoch_ms();
-    let drains = (0..4)
-        .map(|_| {
-            Command::new(&worker)
-                .args(["drain", &db, "bench", &done])
-                .stdout(Stdio::piped())
-                .spawn()
-                .context("starting ledger-worker drain")
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let host = spawn(
-        &worker,
-        &["host", &db, "bench", &units.to_string(), "8", "4", &done],
-    )?;
-    wait_all(std::iter::once(host))?;
-    let mut last_ack_ms = start_ms;
-    for drain in drains {
-        let out = drain.wait_with_output()?;
-        if !out.status.success() {
-            bail!("a ledger-worker drain failed");
-        }
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Some(at) = line.split(" at_ms ").nth(1).and_then(|t| t.parse().ok()) {
-                last_ack_ms = last_ack_ms.max(at);
-            }
-        }
-    }
-    let elapsed_s = last_ack_ms.saturating_sub(start_ms).max(1) as f64 / 1000.0;
     figures.insert(
         "ledger_contended_events_per_s".into(),
-        json!(round(f64::from(units * 8) / elapsed_s)),
+        json!(round(product_path(&worker, &db, dir.path())?)),
+    );
+    // The same processes on PostgreSQL: xtask names no PostgreSQL crate, so the worker creates
+    // the database (`ledger::testing::fresh_database`) and prints its URL.
+    let out = Command::new(&worker)
+        .args(["fresh-database", pg_url])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running ledger-worker fresh-database")?;
+    if !out.status.success() {
+        bail!("ledger-worker could not create a database ({})", out.status);
+    }
+    let database = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    figures.insert(
+        "pg_contended_events_per_s".into(),
+        json!(round(product_path(&worker, &database, dir.path())?)),
     );
 
     // The adversarial shape: one event per claim, consumers racing for the same keys.
@@ -245,13 +232,65 @@ fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
     Ok(())
 }
 
+/// The product path across processes, on the ledger `db` names (a path or a URL): a host
+/// process finishing 8-child units through the registry's calls (4 units at once), and four
+/// `drain --wait` consumers of the same session through the router. Returns delivered events
+/// per second, timed from before the processes start to the last durable ack (each drain
+/// prints when its acks were durable), so the drains' wait to notice the end is not counted.
+fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
+    let units = 500u32;
+    let done = dir.join(format!("product-{}.done", epoch_ms()));
+    let done = path_arg(&done)?;
+    let start_ms = epoch_ms();
+    let drains = (0..4)
+        .map(|_| {
+            Command::new(worker)
+                .args(["drain", db, "bench", &done])
+                .stdout(Stdio::piped())
+                .spawn()
+                .context("starting ledger-worker drain")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let host = spawn(
+        worker,
+        &["host", db, "bench", &units.to_string(), "8", "4", &done],
+    )?;
+    wait_all(std::iter::once(host))?;
+    let mut last_ack_ms = start_ms;
+    let mut delivered = 0u64;
+    for drain in drains {
+        let out = drain.wait_with_output()?;
+        if !out.status.success() {
+            bail!("a ledger-worker drain failed");
+        }
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // `acked N at_ms T`
+            let mut words = line.split_whitespace().skip(1);
+            let acked = words.next().and_then(|n| n.parse::<u64>().ok());
+            let at = words.nth(1).and_then(|t| t.parse::<u64>().ok());
+            if let (Some(acked), Some(at)) = (acked, at) {
+                delivered += acked;
+                last_ack_ms = last_ack_ms.max(at);
+            }
+        }
+    }
+    if delivered != u64::from(units) * 8 {
+        bail!(
+            "the drains acked {delivered} envelopes' events, expected {}",
+            units * 8
+        );
+    }
+    let elapsed_s = last_ack_ms.saturating_sub(start_ms).max(1) as f64 / 1000.0;
+    Ok(f64::from(units * 8) / elapsed_s)
+}
+
 fn path_arg(path: &Path) -> Result<String> {
     path.to_str()
         .map(str::to_owned)
         .context("temp path is not UTF-8")
 }
 
-fn spawn(worker: &PathBuf, args: &[&str]) -> Result<Child> {
+fn spawn(worker: &Path, args: &[&str]) -> Result<Child> {
     Command::new(worker)
         .args(args)
         .stdout(Stdio::null())

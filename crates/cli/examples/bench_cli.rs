@@ -5,6 +5,11 @@
 //! Syncs are counted by the `hermes` process itself: with `HERMES_DEBUG_SYNC_COUNT=FILE` it
 //! appends its pid and the ledger storage layer's counts (every `sync_data` redb issued, the
 //! file's open and close included) to FILE when it exits.
+//!
+//! `pg_drain_empty_ms_p50` and `pg_delegate_ms_p50` time the same binary with
+//! `HERMES_LEDGER_URL` naming a fresh database of the PostgreSQL server whose admin URL is in
+//! `HERMES_BENCH_PG_URL` (`cargo xtask bench` starts one and sets it; without it this example
+//! stops with a message before measuring anything).
 
 mod support;
 
@@ -21,12 +26,26 @@ use ledger::{
 };
 use serde_json::{Value, json};
 
+/// The admin URL of the PostgreSQL server the `pg_*` figures create their database on.
+const PG_URL_VAR: &str = "HERMES_BENCH_PG_URL";
+
 fn main() -> Result<()> {
+    // Checked first: a missing server stops the run before it measures anything.
+    let admin = match std::env::var(PG_URL_VAR) {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => bail!(
+            "{PG_URL_VAR} is unset: pg_drain_empty_ms_p50 and pg_delegate_ms_p50 need a \
+             PostgreSQL server to create their database on. Run `cargo xtask bench`, which \
+             starts one, or start one with `eval \"$(cargo xtask pg start)\"` and run with \
+             {PG_URL_VAR}=\"$HERMES_TEST_PG_URL\""
+        ),
+    };
     let exe = release_binary()?;
     let home = support::private_home()?;
     let h = Bench {
-        exe,
+        exe: exe.clone(),
         home: home.path().to_owned(),
+        ledger_url: None,
     };
     let mut figures = serde_json::Map::new();
 
@@ -109,6 +128,34 @@ fn main() -> Result<()> {
         "status_ms_10000".into(),
         p50(10, || h.timed(&["delegation", "status", &id, "--json"]))?,
     );
+    drop(h);
+
+    // The same commands on PostgreSQL: a home of its own whose ledger is a fresh database
+    // (`HERMES_LEDGER_URL`), with a running host for the session.
+    let pg_home = support::private_home()?;
+    let pg = Bench {
+        exe,
+        home: pg_home.path().to_owned(),
+        ledger_url: Some(ledger::testing::fresh_database(&admin)),
+    };
+    pg.ok(&["delegate", "--session", "B", "--", "true"])?;
+    wait(|| Ok(pg.pending("B")? == 1))?;
+    pg.ok(&["drain", "--session", "B"])?;
+    figures.insert(
+        "pg_drain_empty_ms_p50".into(),
+        p50(30, || pg.timed(&["drain", "--session", "B"]))?,
+    );
+    figures.insert(
+        "pg_delegate_ms_p50".into(),
+        p50(20, || {
+            pg.timed(&["delegate", "--session", "B", "--", "true"])
+        })?,
+    );
+    wait(|| Ok(pg.pending("B")? == 20))?;
+    pg.ok(&["drain", "--session", "B"])?;
+    if pg.pending("B")? != 0 {
+        bail!("drain left events pending on PostgreSQL");
+    }
     println!("{}", Value::Object(figures));
     Ok(())
 }
@@ -116,6 +163,8 @@ fn main() -> Result<()> {
 struct Bench {
     exe: PathBuf,
     home: PathBuf,
+    /// `HERMES_LEDGER_URL`: `None` → the home's redb file.
+    ledger_url: Option<String>,
 }
 
 impl Bench {
@@ -127,9 +176,13 @@ impl Bench {
             .env("HERMES_HOST_IDLE_EXIT_SECONDS", "600")
             .env("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "16")
             .env_remove("HERMES_SESSION_ID")
+            .env_remove("HERMES_LEDGER_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(url) = &self.ledger_url {
+            c.env("HERMES_LEDGER_URL", url);
+        }
         c
     }
 

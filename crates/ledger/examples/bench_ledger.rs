@@ -15,6 +15,13 @@
 //!   calls for one unit at a time, consumed when its last child finished (no overlap between
 //!   units: the least group commit can do).
 //!
+//! - `pg_cycle_per_s`, `pg_batch8_events_per_s`, `pg_commits_per_delivered_event`: the cycle
+//!   and the busy host again, each on a fresh database of the PostgreSQL server whose admin URL
+//!   is in `HERMES_BENCH_PG_URL` (`cargo xtask bench` starts one and sets it; without it this
+//!   example stops with a message, before measuring anything). A PostgreSQL ledger has no group
+//!   commit of its own: every operation is its own transaction, and the server shares WAL
+//!   flushes between concurrent commits.
+//!
 //! `BENCH_QUICK=1` shortens the runs (for smoke tests).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -27,6 +34,8 @@ const TASKS: u32 = 8;
 /// The router's default poll interval (`RouterConfig::DEFAULT_POLL_MS`): how often an idle
 /// interactive session or `drain --wait` looks for newly ready results.
 const POLL: Duration = Duration::from_millis(200);
+/// The admin URL of the PostgreSQL server the `pg_*` figures create their databases on.
+const PG_URL_VAR: &str = "HERMES_BENCH_PG_URL";
 
 fn now() -> Timestamp {
     Timestamp(
@@ -224,25 +233,68 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn main() -> Result<()> {
+/// The admin URL of the bench's PostgreSQL server.
+fn pg_admin() -> std::result::Result<String, String> {
+    match std::env::var(PG_URL_VAR) {
+        Ok(url) if !url.trim().is_empty() => Ok(url),
+        _ => Err(format!(
+            "{PG_URL_VAR} is unset: the pg_* figures need a PostgreSQL server to create their \
+             databases on. Run `cargo xtask bench`, which starts one, or start one with \
+             `eval \"$(cargo xtask pg start)\"` and run with {PG_URL_VAR}=\"$HERMES_TEST_PG_URL\""
+        )),
+    }
+}
+
+/// A ledger on a fresh, empty database of the server `admin` names.
+fn fresh_pg(admin: &str) -> Result<Ledger> {
+    let url = ledger::testing::fresh_database(admin);
+    Ledger::open_at(
+        &Location::from_url(Some(&url), std::path::Path::new(""), None)?,
+        LedgerConfig::default(),
+    )
+}
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("bench_ledger: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> std::result::Result<(), String> {
+    // Checked first: a missing server stops the run before it measures anything.
+    let admin = pg_admin()?;
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let (window, units) = if quick {
         (Duration::from_millis(500), 20)
     } else {
         (Duration::from_secs(3), 500)
     };
-    let dir = tempfile::tempdir().map_err(|e| LedgerError::Invalid(e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let fresh = |name: &str| Ledger::open(&dir.path().join(name), LedgerConfig::default());
-    let cycle_per_s = cycle(&fresh("cycle.redb")?, window)?;
-    let (isolated_per_s, isolated_commits) = isolated(&fresh("isolated.redb")?, window)?;
-    let (busy_per_s, busy_commits) = busy_host(&fresh("busy.redb")?, units)?;
+    let redb = |e: LedgerError| format!("redb: {e}");
+    let cycle_per_s = cycle(&fresh("cycle.redb").map_err(redb)?, window).map_err(redb)?;
+    let (isolated_per_s, isolated_commits) =
+        isolated(&fresh("isolated.redb").map_err(redb)?, window).map_err(redb)?;
+    let (busy_per_s, busy_commits) =
+        busy_host(&fresh("busy.redb").map_err(redb)?, units).map_err(redb)?;
+    let pg = |e: LedgerError| format!("PostgreSQL: {e}");
+    let pg_cycle_per_s = cycle(&fresh_pg(&admin).map_err(pg)?, window).map_err(pg)?;
+    let (pg_busy_per_s, pg_busy_commits) =
+        busy_host(&fresh_pg(&admin).map_err(pg)?, units).map_err(pg)?;
     let out = format!(
-        "{{\"ledger_cycle_per_s\":{},\"ledger_batch8_events_per_s\":{},\"commits_per_delivered_event\":{},\"ledger_batch8_isolated_events_per_s\":{},\"commits_per_delivered_event_isolated\":{}}}",
+        "{{\"ledger_cycle_per_s\":{},\"ledger_batch8_events_per_s\":{},\"commits_per_delivered_event\":{},\"ledger_batch8_isolated_events_per_s\":{},\"commits_per_delivered_event_isolated\":{},\"pg_cycle_per_s\":{},\"pg_batch8_events_per_s\":{},\"pg_commits_per_delivered_event\":{}}}",
         round(cycle_per_s),
         round(busy_per_s),
         round(busy_commits),
         round(isolated_per_s),
         round(isolated_commits),
+        round(pg_cycle_per_s),
+        round(pg_busy_per_s),
+        round(pg_busy_commits),
     );
     println!("{out}");
     Ok(())

@@ -134,10 +134,7 @@ impl Ledger {
                 return Ok(Vec::new());
             }
             let mut out: Vec<(Delegation, Vec<Event>)> = Vec::new();
-            for event_ref in r.open_events(Some(session))? {
-                let Some(event) = r.event(&event_ref)? else {
-                    continue;
-                };
+            for event in r.open_event_records(Some(session))? {
                 if !event.is_deliverable(now) || event.session.as_ref() != Some(session) {
                     continue;
                 }
@@ -157,13 +154,7 @@ impl Ledger {
 
     /// Open (pending or claimed) events of `session`, live leases included.
     pub fn open_events(&self, session: &SessionId) -> Result<Vec<Event>> {
-        self.read(|r| {
-            let mut out = Vec::new();
-            for event_ref in r.open_events(Some(session))? {
-                out.extend(r.event(&event_ref)?);
-            }
-            Ok(out)
-        })
+        self.read(|r| r.open_event_records(Some(session)))
     }
 
     /// Claims every key or none. Each claimed key's attempts go up by one and a fresh token

@@ -12,6 +12,13 @@
 //! page) taints the transaction: it is aborted, the failed operation gets its error, and the
 //! others run again in a fresh transaction (operations are re-runnable closures over owned
 //! values, and nothing of the aborted run survives).
+//!
+//! On PostgreSQL the group is one `SERIALIZABLE` transaction. Without it, the threads of one
+//! host (a unit's children starting and finishing at once) ran as many transactions on the
+//! same rows (the unit's tally, its children) and lost most of them to serialization failures,
+//! each retried from the start; grouped, a process has one transaction in flight and only
+//! other processes conflict with it. A failed statement aborts the whole transaction there, so
+//! an operation whose statement failed taints the group as a partial write does on redb.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -20,6 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::ledger::Ledger;
+use crate::store::pg::Pg;
 use crate::store::{Writer, storage};
 
 /// An operation as queued: it runs inside the group's transaction, stores its own value, and
@@ -57,11 +65,6 @@ impl Ledger {
         T: Send + 'static,
         F: FnMut(&Ledger, &Writer<'_>) -> Result<(T, bool)> + Send + 'static,
     {
-        if self.pg.is_some() {
-            // PostgreSQL runs each operation in a transaction of its own: the server already
-            // shares WAL flushes between concurrent commits.
-            return self.write_then(|w| f(self, w));
-        }
         let slot: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
         let out = Arc::clone(&slot);
         let op: Op = Box::new(move |ledger, w| {
@@ -127,12 +130,9 @@ impl Ledger {
     /// One transaction over `batch`. Returns the results it settled and leaves in `batch` only
     /// the operations to run again (after a tainted transaction).
     fn run_once(&self, batch: &mut Vec<(u64, Op)>) -> Vec<(u64, Result<()>)> {
-        let everyone = |batch: &mut Vec<(u64, Op)>, err: &LedgerError| {
-            batch
-                .drain(..)
-                .map(|(id, _)| (id, Err(copy_error(err))))
-                .collect::<Vec<_>>()
-        };
+        if let Some(pg) = &self.pg {
+            return self.run_once_pg(pg, batch);
+        }
         let db = match self.injected_failure().and_then(|()| self.writable()) {
             Ok(db) => db,
             Err(err) => return everyone(batch, &err),
@@ -194,6 +194,89 @@ impl Ledger {
             })
             .collect()
     }
+
+    /// [`Ledger::run_once`] on PostgreSQL: the batch in one `SERIALIZABLE` transaction, which
+    /// [`Pg::write`] runs again from the start after a serialization failure (every operation
+    /// with it). A failed statement aborts the whole transaction there, so an operation whose
+    /// statement failed (or that failed after writing) taints it like a partial write does on
+    /// redb: it gets its error and the others run again in a fresh transaction.
+    fn run_once_pg(&self, pg: &Pg, batch: &mut Vec<(u64, Op)>) -> Vec<(u64, Result<()>)> {
+        if let Err(err) = self.injected_failure() {
+            return everyone(batch, &err);
+        }
+        // Per operation: None = succeeded, Some(err) = failed cleanly. Of the last attempt.
+        let mut failed: Vec<Option<LedgerError>> = Vec::with_capacity(batch.len());
+        let mut tainted: Option<usize> = None;
+        let written = pg.write(&self.counters, &mut |writer| {
+            failed.clear();
+            tainted = None;
+            let mut commit = false;
+            for (index, (_, op)) in batch.iter_mut().enumerate() {
+                writer.dirty().set(false);
+                match op(self, writer) {
+                    Ok(wants) => {
+                        commit |= wants;
+                        failed.push(None);
+                    }
+                    Err(err) if !writer.dirty().get() && !writer.aborted() => {
+                        failed.push(Some(err));
+                    }
+                    Err(err) => {
+                        tainted = Some(index);
+                        return Err(err);
+                    }
+                }
+            }
+            if writer.aborted() {
+                // An operation carried on after a failed statement: the server would answer
+                // `COMMIT` with a rollback, so nothing of this attempt may count as written.
+                return Err(LedgerError::Storage(StorageFault::Engine(
+                    "a statement failed inside a group of writes".into(),
+                )));
+            }
+            Ok(((), commit))
+        });
+        match written {
+            Ok(((), committed)) => {
+                if committed {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                }
+                batch
+                    .drain(..)
+                    .zip(failed)
+                    .map(|((id, _), failed)| (id, failed.map_or(Ok(()), Err)))
+                    .collect()
+            }
+            Err(err) => match tainted {
+                // Nothing of the aborted attempt survives: settle the tainting operation and
+                // the clean failures before it, run the rest again.
+                Some(index) if index < batch.len() => {
+                    let (id, _) = batch.remove(index);
+                    let mut settled = vec![(id, Err(err))];
+                    let mut kept = Vec::with_capacity(batch.len());
+                    for (i, member) in std::mem::take(batch).into_iter().enumerate() {
+                        match failed.get_mut(i).and_then(Option::take) {
+                            Some(err) => settled.push((member.0, Err(err))),
+                            None => kept.push(member),
+                        }
+                    }
+                    *batch = kept;
+                    settled
+                }
+                // The server could not be reached, or the commit itself failed: everyone
+                // shares that failure.
+                _ => everyone(batch, &err),
+            },
+        }
+    }
+}
+
+/// Every operation of `batch` fails with (a copy of) `err`.
+fn everyone(batch: &mut Vec<(u64, Op)>, err: &LedgerError) -> Vec<(u64, Result<()>)> {
+    batch
+        .drain(..)
+        .map(|(id, _)| (id, Err(copy_error(err))))
+        .collect()
 }
 
 /// The same failure, for each caller that shared it.
@@ -245,9 +328,22 @@ mod tests {
         SessionId::new("s").expect("valid id")
     }
 
-    fn open(path: &std::path::Path) -> Ledger {
-        Ledger::open_with(path, LedgerConfig::default(), TokenSource::Seeded(3))
-            .expect("ledger opens")
+    /// A fresh ledger of the backend under test (`HERMES_TEST_BACKEND`): a file in `dir`, or a
+    /// new database.
+    fn fresh(dir: &std::path::Path) -> crate::Location {
+        crate::testing::TestBackend::from_env().fresh(dir).0
+    }
+
+    /// The ledger at `location`, opened (again) with a seeded token source.
+    fn open(location: &crate::Location) -> Ledger {
+        let tokens = TokenSource::Seeded(3);
+        match location {
+            crate::Location::File(path) => Ledger::open_with(path, LedgerConfig::default(), tokens),
+            crate::Location::Postgres(target) => {
+                Ledger::connect(target, LedgerConfig::default(), tokens)
+            }
+        }
+        .expect("ledger opens")
     }
 
     fn dispatch(ledger: &Ledger, tasks: u32) -> DelegationId {
@@ -322,8 +418,8 @@ mod tests {
     #[test]
     fn concurrent_finishes_and_acks_share_one_commit_and_each_gets_its_own_result() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ledger.redb");
-        let ledger = open(&path);
+        let location = fresh(dir.path());
+        let ledger = open(&location);
         let unit = dispatch(&ledger, 6);
         ledger
             .finish_child(HostId(0), &unit, outcome(0), T0)
@@ -387,8 +483,8 @@ mod tests {
         );
         drop(ledger);
 
-        // What the callers were told succeeded is in the file.
-        let reopened = open(&path);
+        // What the callers were told succeeded is in the ledger.
+        let reopened = open(&location);
         let events = reopened.events(&unit).expect("events");
         let state = |i: u32| {
             events
@@ -406,8 +502,8 @@ mod tests {
     #[test]
     fn an_operation_that_fails_after_writing_undoes_nobody_elses() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("ledger.redb");
-        let ledger = open(&path);
+        let location = fresh(dir.path());
+        let ledger = open(&location);
         let unit = dispatch(&ledger, 3);
         let before = ledger.commits.load(Ordering::Relaxed);
         let l = &ledger;
@@ -446,7 +542,7 @@ mod tests {
         assert_eq!(commits, 1, "the others ran again and committed once");
         drop(ledger);
 
-        let reopened = open(&path);
+        let reopened = open(&location);
         assert_eq!(reopened.read(|r| r.meta("poison")).expect("meta"), None);
         let published: Vec<EventKey> = reopened
             .events(&unit)

@@ -4,6 +4,10 @@
 //! The test binary re-executes itself as the worker: with `HERMES_ROUTER_WORKER` set, the test
 //! function below is the worker (it drains until told the run is over and exits); without it,
 //! it is the orchestrator that starts two workers and checks what they delivered.
+//!
+//! The ledger is of the backend `HERMES_TEST_BACKEND` names (a redb file by default, a fresh
+//! PostgreSQL database with `postgres`); the workers get its location in `HERMES_ROUTER_LEDGER`
+//! (the file's path or the database's URL).
 
 mod common;
 
@@ -17,10 +21,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ledger::{DeliveryMode, EventState, Ledger, LedgerConfig};
+use ledger::testing::TestBackend;
+use ledger::{DeliveryMode, EventState, Ledger, LedgerConfig, Location};
 use router::{Boundary, Clock, Router, RouterConfig, SystemClock};
 
 const WORKER: &str = "HERMES_ROUTER_WORKER";
+/// Where the workers find the ledger: a redb file's path or a `postgres://` URL.
+const LEDGER: &str = "HERMES_ROUTER_LEDGER";
 const TEST_NAME: &str = "two_processes_draining_one_session_deliver_each_event_exactly_once";
 const UNITS: u32 = 20;
 const TASKS: u32 = 10;
@@ -35,8 +42,13 @@ fn two_processes_draining_one_session_deliver_each_event_exactly_once() {
 
 fn orchestrate() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("ledger.redb");
-    let ledger = Ledger::open(&db, LedgerConfig::default()).expect("ledger opens");
+    let (location, url) = TestBackend::from_env().fresh(dir.path());
+    let ledger_arg = match (&location, url) {
+        (_, Some(url)) => url,
+        (Location::File(path), None) => path.to_str().expect("UTF-8 temp path").to_owned(),
+        (Location::Postgres(_), None) => panic!("a fresh database comes with its URL"),
+    };
+    let ledger = Ledger::open_at(&location, LedgerConfig::default()).expect("ledger opens");
     let ids: Vec<_> = (0..UNITS)
         .map(|_| unit(&ledger, "s", TASKS, DeliveryMode::AfterTurn))
         .collect();
@@ -47,6 +59,7 @@ fn orchestrate() {
             Command::new(&exe)
                 .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
                 .env(WORKER, dir.path())
+                .env(LEDGER, &ledger_arg)
                 .env("HERMES_ROUTER_NAME", name)
                 .stdout(Stdio::null())
                 .spawn()
@@ -123,9 +136,14 @@ fn out_file(dir: &Path, name: &str) -> PathBuf {
 /// Drains session `s` until the orchestrator has published everything and nothing is open.
 fn worker(dir: &Path) {
     let name = std::env::var("HERMES_ROUTER_NAME").expect("worker name");
-    let ledger = Arc::new(
-        Ledger::open(&dir.join("ledger.redb"), LedgerConfig::default()).expect("ledger opens"),
-    );
+    let at = std::env::var(LEDGER).expect("the orchestrator names the ledger");
+    let location = if ledger::is_postgres_url(&at) {
+        Location::from_url(Some(&at), Path::new(""), None).expect("the ledger URL parses")
+    } else {
+        Location::File(PathBuf::from(at))
+    };
+    let ledger =
+        Arc::new(Ledger::open_at(&location, LedgerConfig::default()).expect("ledger opens"));
     let mut config = RouterConfig::new(sid("s"), format!("worker-{name}"));
     config.lease_ms = 30_000;
     config.poll_interval_ms = Some(10);

@@ -1,5 +1,9 @@
 //! A helper process for multi-process ledger tests and benchmarks.
 //!
+//! `DB` is a ledger location: a redb file's path, or a `postgres://` / `postgresql://` URL of a
+//! PostgreSQL database (`ledger::Location::from_url`), so the same processes run on either
+//! backend.
+//!
 //! ```text
 //! ledger-worker publish DB DELEGATION N      finish children 0..N-1 (publishing task:i), one per txn
 //! ledger-worker consume DB SESSION DELEGATION N   claim and ack until N events are delivered
@@ -12,7 +16,10 @@
 //! ledger-worker drain DB SESSION DONE
 //!     a waiting turn-boundary consumer through the router, as `hermes drain --wait` is
 //!     (`wait_ready`, then `ack_many` of every envelope), until DONE exists and the session has
-//!     nothing open
+//!     nothing open; prints `acked N at_ms T` when the acks of N events were durable
+//! ledger-worker fresh-database ADMIN_URL
+//!     create an empty database on the server ADMIN_URL names (`ledger::testing::fresh_database`)
+//!     and print its URL (for `cargo xtask bench`, which names no PostgreSQL crate)
 //! ```
 //! Every committed step is printed on its own line (`published task:3`, `acked task:3`) and
 //! flushed before the next step starts, so a parent that kills this process knows what was
@@ -65,8 +72,9 @@ fn run(args: &[String]) -> Result<(), String> {
             .cloned()
             .ok_or_else(|| format!("missing argument {i}"))
     };
-    let open =
-        |db: &str| Ledger::open(Path::new(db), LedgerConfig::default()).map_err(|e| e.to_string());
+    let open = |db: &str| {
+        Ledger::open_at(&location(db)?, LedgerConfig::default()).map_err(|e| e.to_string())
+    };
     let id = |s: String| DelegationId::new(s).map_err(|e| e.to_string());
     let number = |s: String| s.parse::<u32>().map_err(|e| e.to_string());
     let mut out = std::io::stdout().lock();
@@ -203,8 +211,12 @@ fn run(args: &[String]) -> Result<(), String> {
                     .try_for_each(|r| r.join().map_err(|_| "a unit runner panicked".to_string())?)
             })?;
             std::fs::write(&done, b"done").map_err(|e| e.to_string())?;
-            let io = ledger::io_counts();
-            eprintln!("commits {} syncs {}", io.commits, io.syncs);
+            // Commits as the ledger counts them (either backend); syncs are redb's own.
+            eprintln!(
+                "commits {} syncs {}",
+                ledger.commits(),
+                ledger::io_counts().syncs
+            );
             Ok(())
         }
         "drain" => {
@@ -232,9 +244,10 @@ fn run(args: &[String]) -> Result<(), String> {
                     for acked in ledger.ack_many(&tokens, now()).map_err(|e| e.to_string())? {
                         acked.map_err(|e| e.to_string())?;
                     }
-                    // The moment the acks were durable, for the benchmark's clock.
-                    writeln!(out, "acked {} at_ms {}", tokens.len(), now().0)
-                        .map_err(|e| e.to_string())?;
+                    // How many events, and the moment their acks were durable, for the
+                    // benchmark's count and clock.
+                    let events: usize = round.delivered.iter().map(|t| t.events.len()).sum();
+                    writeln!(out, "acked {events} at_ms {}", now().0).map_err(|e| e.to_string())?;
                     continue;
                 }
                 let finished = Path::new(&done).exists();
@@ -251,7 +264,20 @@ fn run(args: &[String]) -> Result<(), String> {
                 }
             }
         }
+        "fresh-database" => {
+            let url = ledger::testing::fresh_database(&arg(1)?);
+            writeln!(out, "{url}").map_err(|e| e.to_string())
+        }
         other => Err(format!("unknown mode {other:?}")),
+    }
+}
+
+/// The ledger `db` names: a PostgreSQL URL, or else a redb file's path.
+fn location(db: &str) -> Result<Location, String> {
+    if is_postgres_url(db) {
+        Location::from_url(Some(db), Path::new(""), None).map_err(|e| e.to_string())
+    } else {
+        Ok(Location::File(db.into()))
     }
 }
 

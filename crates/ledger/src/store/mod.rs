@@ -90,6 +90,15 @@ pub(crate) trait ReadTx {
     /// Every pending or claimed event of `session` (`None`: of inline units), by unit id then
     /// key.
     fn open_events(&self, session: Option<&SessionId>) -> Result<Vec<EventRef>>;
+    /// The records of [`ReadTx::open_events`], in the same order. A backend where every read
+    /// is a round trip to a server answers in one query instead of one per event.
+    fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
+        let mut out = Vec::new();
+        for event_ref in self.open_events(session)? {
+            out.extend(self.event(&event_ref)?);
+        }
+        Ok(out)
+    }
     /// Every pending or claimed event of every session.
     fn all_open_events(&self) -> Result<Vec<EventRef>>;
     /// A claim by its token.
@@ -114,6 +123,12 @@ pub(crate) trait WriteTx: ReadTx {
     /// Set by every write, so group commit can tell an operation that failed before writing
     /// from one that left partial writes behind.
     fn dirty(&self) -> &Cell<bool>;
+    /// Whether a statement of this transaction failed. A server that aborts the whole
+    /// transaction on any failed statement (PostgreSQL) runs nothing more in it, so group
+    /// commit must not carry on with the other operations of the group.
+    fn aborted(&self) -> bool {
+        false
+    }
     /// Commits durably.
     fn commit(self: Box<Self>) -> Result<()>;
     /// Stores the last output of a running child.

@@ -525,6 +525,7 @@ impl Pg {
                             statements: RefCell::new(statements),
                             counters,
                             dirty: Cell::new(false),
+                            aborted: Cell::new(false),
                             failure: &failure,
                             committed: &committed,
                         };
@@ -662,13 +663,19 @@ impl Listener {
 }
 
 /// The schema version recorded, `None` if hermes never created its schema in this database.
+///
+/// Every short-lived command connects and asks this first, so it is one round trip: one
+/// simple-protocol query (nothing to prepare), a missing table answering `None` (the two
+/// prepared statements it replaces cost four).
 fn schema_version(client: &mut Client) -> std::result::Result<Option<i32>, postgres::Error> {
-    let exists = client.query_one("SELECT to_regclass('hermes_schema') IS NOT NULL", &[])?;
-    if !exists.get::<_, bool>(0) {
-        return Ok(None);
+    match client.simple_query("SELECT max(version) FROM hermes_schema") {
+        Ok(messages) => Ok(messages.iter().find_map(|message| match message {
+            postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse().ok()),
+            _ => None,
+        })),
+        Err(err) if err.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+        Err(err) => Err(err),
     }
-    let row = client.query_opt("SELECT max(version) FROM hermes_schema", &[])?;
-    Ok(row.and_then(|row| row.get::<_, Option<i32>>(0)))
 }
 
 fn schema_version_in(
@@ -711,6 +718,8 @@ pub(crate) struct Tx<'c, 'p> {
     statements: RefCell<&'c mut HashMap<&'static str, Statement>>,
     counters: &'p Counters,
     dirty: Cell<bool>,
+    /// A statement failed: the server has aborted the transaction.
+    aborted: Cell<bool>,
     failure: &'p Cell<Option<Failure>>,
     committed: &'p Cell<bool>,
 }
@@ -719,6 +728,7 @@ type Row = postgres::Row;
 
 impl Tx<'_, '_> {
     fn fail(&self, err: &postgres::Error) -> LedgerError {
+        self.aborted.set(true);
         let kind = match err.code() {
             Some(code)
                 if *code == SqlState::T_R_SERIALIZATION_FAILURE
@@ -948,6 +958,14 @@ impl ReadTx for Tx<'_, '_> {
         self.event_refs(rows)
     }
 
+    fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
+        self.records(
+            "event",
+            "SELECT record FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code",
+            &[&session_part(session)],
+        )
+    }
+
     fn all_open_events(&self) -> Result<Vec<EventRef>> {
         let rows = self.query(
             "SELECT unit, code FROM hermes_events WHERE open ORDER BY session, unit, code",
@@ -1031,6 +1049,10 @@ impl ReadTx for Tx<'_, '_> {
 impl WriteTx for Tx<'_, '_> {
     fn dirty(&self) -> &Cell<bool> {
         &self.dirty
+    }
+
+    fn aborted(&self) -> bool {
+        self.aborted.get()
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
