@@ -6,10 +6,9 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Hermes, wait_for};
+use common::{Hermes, Machine, wait_for};
 use serde_json::Value;
 
 /// Short leases, so a lost machine's units are recovered within seconds.
@@ -19,63 +18,6 @@ const TIMINGS: [(&str, &str); 4] = [
     ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
     ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "2"),
 ];
-
-/// A machine: a shell as pid 1 of its own pid namespace, running `script` with `h`'s home.
-struct Machine {
-    unshare: Child,
-}
-
-impl Machine {
-    fn start(h: &Hermes, script: &str) -> Machine {
-        let mut command = Command::new("unshare");
-        h.environment(&mut command);
-        command
-            .args([
-                "--pid",
-                "--fork",
-                "--mount-proc",
-                "--kill-child",
-                "sh",
-                "-c",
-                script,
-            ])
-            .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
-            .envs(TIMINGS)
-            .stdout(Stdio::null());
-        Machine {
-            unshare: command.spawn().expect("unshare starts"),
-        }
-    }
-
-    /// The namespace's pid 1, as this machine sees it.
-    fn init_pid(&self) -> u32 {
-        let pid = self.unshare.id();
-        wait_for(Duration::from_secs(10), "the namespace's pid 1", || {
-            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-                .ok()?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-    }
-
-    /// Loses the whole machine at once: its pid 1 is killed, and with it every process of
-    /// the namespace (the kernel's rule for a pid namespace whose init dies).
-    fn lose(&mut self) {
-        let init = self.init_pid();
-        // SAFETY: a plain kill(2) of a process this test started.
-        unsafe { libc::kill(init as i32, libc::SIGKILL) };
-        let _ = self.unshare.wait();
-    }
-}
-
-impl Drop for Machine {
-    fn drop(&mut self) {
-        let _ = self.unshare.kill();
-        let _ = self.unshare.wait();
-    }
-}
 
 fn status(h: &Hermes, id: &str) -> Value {
     h.json(&["delegation", "status", id, "--json"])
@@ -124,7 +66,7 @@ fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_ther
         early.display(),
         late.display()
     );
-    let mut machine_a = Machine::start(&a, &script);
+    let mut machine_a = Machine::start(&a, &script, &TIMINGS);
     let id_of = |path: &std::path::Path| -> String {
         let handle: Value = wait_for(Duration::from_secs(20), "a dispatch on machine A", || {
             serde_json::from_slice(&std::fs::read(path).ok()?).ok()
@@ -210,7 +152,7 @@ fn each_machine_runs_its_own_max_concurrent_children() {
     // Two slots per machine (TIMINGS): A fills its own with two long units.
     let script = "\"$HERMES\" delegate --session A -- sleep 300 && \
                   \"$HERMES\" delegate --session A -- sleep 300 && exec sleep 300";
-    let _machine_a = Machine::start(&a, script);
+    let _machine_a = Machine::start(&a, script, &TIMINGS);
     wait_for(Duration::from_secs(30), "A's two units to run", || {
         let list = b.json(&["delegation", "list", "--json"]);
         let running = list["running"].as_array()?.len();

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -202,5 +202,65 @@ pub fn process_alive(pid: u64) -> bool {
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .is_some_and(|state| state != "Z"),
         Err(_) => false,
+    }
+}
+
+/// A "machine" for tests of several machines sharing one PostgreSQL ledger: a shell as pid 1 of
+/// its own pid namespace (`unshare --pid --fork --mount-proc --kill-child`), running `script`
+/// with `h`'s home and `env`; `$HERMES` is the binary. No machine can judge another's
+/// processes by pid.
+pub struct Machine {
+    unshare: Child,
+}
+
+impl Machine {
+    pub fn start(h: &Hermes, script: &str, env: &[(&str, &str)]) -> Machine {
+        let mut command = Command::new("unshare");
+        h.environment(&mut command);
+        command
+            .args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--kill-child",
+                "sh",
+                "-c",
+                script,
+            ])
+            .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
+            .envs(env.iter().copied())
+            .stdout(Stdio::null());
+        Machine {
+            unshare: command.spawn().expect("unshare starts"),
+        }
+    }
+
+    /// The namespace's pid 1, as this machine sees it.
+    pub fn init_pid(&self) -> u32 {
+        let pid = self.unshare.id();
+        wait_for(Duration::from_secs(10), "the namespace's pid 1", || {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    }
+
+    /// Loses the whole machine at once: its pid 1 is killed, and with it every process of
+    /// the namespace (the kernel's rule for a pid namespace whose init dies).
+    pub fn lose(&mut self) {
+        let init = self.init_pid();
+        // SAFETY: a plain kill(2) of a process this test started.
+        unsafe { libc::kill(init as i32, libc::SIGKILL) };
+        let _ = self.unshare.wait();
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
     }
 }
