@@ -126,6 +126,12 @@ impl Bench {
     /// 2 of its namespace: two must not start in the same clock tick), and waits until the
     /// dispatching home sees them all.
     fn start_workers(&mut self, n: usize) -> Result<()> {
+        self.spawn_workers(n, true)
+    }
+
+    /// Starts `n` workers; `settle`: wait for each to register before the next starts,
+    /// otherwise only 20 ms apart (enough for distinct start ticks).
+    fn spawn_workers(&mut self, n: usize, settle: bool) -> Result<()> {
         for _ in 0..n {
             let home = support::private_home()?;
             let capacity = CAPACITY.to_string();
@@ -146,6 +152,10 @@ impl Bench {
                 process,
                 _home: home,
             });
+            if !settle {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
             let live = self.workers.len();
             wait(Duration::from_secs(30), "the workers to register", || {
                 let listed = self.run(&["worker", "list", "--pool", POOL, "--json"])?;
@@ -161,6 +171,7 @@ impl Bench {
     fn burst(mut self, workers: usize) -> Result<f64> {
         self.start_workers(workers)?;
         let next = AtomicUsize::new(0);
+        let before = Cpu::now(&self)?;
         let started = Instant::now();
         let (dispatched, drained) = std::thread::scope(|s| {
             let dispatchers: Vec<_> = (0..DISPATCHERS)
@@ -187,9 +198,13 @@ impl Bench {
             anyhow::Ok((dispatched, drained))
         })?;
         let elapsed = match drained {
-            None => dispatched,
+            None => {
+                Cpu::now(&self)?.report_since(&before, workers, dispatched);
+                dispatched
+            }
             Some(delivered) => {
                 let elapsed = started.elapsed();
+                Cpu::now(&self)?.report_since(&before, workers, elapsed);
                 eprintln!(
                     "bench_pools: {UNITS} units on {workers} worker(s) x {CAPACITY}: dispatched \
                      in {:.2}s, all drained after {:.2}s ({} drain calls)",
@@ -210,7 +225,7 @@ impl Bench {
             self.dispatch(&["true"])?;
         }
         let started = Instant::now();
-        self.start_workers(workers)?;
+        self.spawn_workers(workers, false)?;
         self.drain(UNITS)?;
         Ok(UNITS as f64 / started.elapsed().as_secs_f64())
     }
@@ -258,12 +273,12 @@ impl Bench {
         // A first unit, not counted: the worker's first pickup.
         self.dispatch(&["true"])?;
         self.drain(1)?;
-        let (mut pickups, mut commands) = (Vec::new(), Vec::new());
+        let (mut pickups, mut commands, mut after) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..PICKUP_SAMPLES {
             let before = epoch_ns();
-            let started = Instant::now();
             self.dispatch(&["date", "+%s%N"])?;
-            commands.push(started.elapsed().as_secs_f64() * 1000.0);
+            let returned = epoch_ns();
+            commands.push(returned.saturating_sub(before) as f64 / 1e6);
             let drained = self.run(&["drain", "--session", "S", "--json", "--wait", "30"])?;
             let envelopes = drained["envelopes"].as_array().context("envelopes")?;
             let [envelope] = envelopes.as_slice() else {
@@ -276,7 +291,14 @@ impl Bench {
                 .and_then(|w| w.parse().ok())
                 .with_context(|| format!("no timestamp in the result: {text}"))?;
             pickups.push(child.saturating_sub(before) as f64 / 1e6);
+            // Negative when the child started before the dispatch command had exited.
+            after.push((child as f64 - returned as f64) / 1e6);
         }
+        eprintln!(
+            "bench_pools: pickup after the dispatch command exited: p50 {:.2} ms, p99 {:.2} ms",
+            percentile(&after, 0.5),
+            percentile(&after, 0.99)
+        );
         eprintln!(
             "bench_pools: pickup samples (ms): {:?}",
             pickups.iter().map(|ms| round(*ms)).collect::<Vec<_>>()
@@ -287,6 +309,138 @@ impl Bench {
             round(percentile(&commands, 0.5)),
         ))
     }
+}
+
+/// CPU time, in clock ticks: what the machine's cores did in all (busy and total, every
+/// process of every user), the PostgreSQL server (its processes, ended backends included),
+/// the workers (their children included), and this process's ended children (the dispatch
+/// and drain commands).
+struct Cpu {
+    machine_busy: u64,
+    machine_total: u64,
+    server: u64,
+    workers: u64,
+    commands: u64,
+}
+
+impl Cpu {
+    fn now(bench: &Bench) -> Result<Cpu> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+        let total: u64 = fields.iter().take(8).sum();
+        let port = bench
+            .url
+            .rsplit_once(':')
+            .and_then(|(_, rest)| rest.split('/').next())
+            .unwrap_or_default()
+            .to_owned();
+        let mut server = 0;
+        let mut postmaster = None;
+        for (pid, cmdline) in processes() {
+            if cmdline.contains("postgres") && cmdline.ends_with(&format!("-p {port}")) {
+                postmaster = Some(pid);
+                server += ticks(pid, true);
+            }
+        }
+        if let Some(postmaster) = postmaster {
+            for (pid, _) in processes() {
+                if parent(pid) == Some(postmaster) {
+                    server += ticks(pid, false);
+                }
+            }
+        }
+        let mut workers = 0;
+        for w in &bench.workers {
+            let unshare = w.process.id();
+            let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
+                .unwrap_or_default();
+            for pid in children.split_whitespace().filter_map(|p| p.parse().ok()) {
+                workers += ticks(pid, true);
+            }
+        }
+        // SAFETY: getrusage(2) fills the struct it is given.
+        let commands = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+            let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+            (us(usage.ru_utime) + us(usage.ru_stime)) / 10_000
+        };
+        Ok(Cpu {
+            machine_busy: total - idle,
+            machine_total: total,
+            server,
+            workers,
+            commands,
+        })
+    }
+
+    /// Prints where the CPU time of a burst went, per unit, and how busy the machine was.
+    fn report_since(&self, before: &Cpu, workers: usize, elapsed: Duration) {
+        let ms = |ticks: u64| ticks as f64 * 10.0 / UNITS as f64;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let busy = (self.machine_busy - before.machine_busy) as f64;
+        let total = (self.machine_total - before.machine_total) as f64;
+        eprintln!(
+            "bench_pools: {workers} worker(s), {:.2}s: CPU per unit: hermes commands {:.1} ms, \
+             workers {:.1} ms, PostgreSQL {:.1} ms; the machine's {cores} cores {:.0}% busy \
+             (every process of every user; {:.1} core-seconds)",
+            elapsed.as_secs_f64(),
+            ms(self.commands - before.commands),
+            ms(self.workers - before.workers),
+            ms(self.server - before.server),
+            100.0 * busy / total.max(1.0),
+            busy / 100.0,
+        );
+    }
+}
+
+/// Every process: pid and command line (arguments joined by spaces).
+fn processes() -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        Some((pid, cmdline.trim_end().to_owned()))
+    })
+    .collect()
+}
+
+/// The fields of `/proc/PID/stat` after the command name.
+fn stat_fields(pid: u32) -> Vec<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_owned()))
+        .map(|rest| {
+            rest.split_whitespace()
+                .map(|f| f.parse().unwrap_or(0))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn parent(pid: u32) -> Option<u32> {
+    stat_fields(pid).get(1).map(|p| *p as u32)
+}
+
+/// A process's CPU ticks (utime + stime), with its reaped children's when `children`.
+fn ticks(pid: u32, children: bool) -> u64 {
+    let f = stat_fields(pid);
+    // After the name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
+    let own = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    let reaped = f.get(13).copied().unwrap_or(0) + f.get(14).copied().unwrap_or(0);
+    own + if children { reaped } else { 0 }
 }
 
 /// A worker in its own pid namespace, killed (with its namespace) when dropped.
