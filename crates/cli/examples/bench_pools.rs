@@ -13,9 +13,15 @@
 //!   `CAPACITY` slots. `pool_dispatch_only_units_per_s` is the same dispatch with no worker
 //!   running (what the dispatching side alone allows), and `pool_backlog_units_per_s_*` the
 //!   workers' rate on a backlog already queued (workers started → last result drained).
+//!   `pool_scaling_3_vs_1_worker` is the ratio of the two bursts. On stderr: the CPU each
+//!   burst cost per unit (hermes commands, workers, PostgreSQL) and how busy the machine was.
+//! - `pool_sleep_units_per_s_1_worker`, `pool_sleep_units_per_s_3_workers` (and their
+//!   `pool_sleep_scaling_3_vs_1_worker`): the same bursts with `sleep 0.5` as the child, so the
+//!   workers' slots are what limits rather than CPU.
 //! - `pool_pickup_ms_p50/p99`: an idle worker; from starting `hermes delegate` to its child
 //!   (`date +%s%N`) running, `PICKUP_SAMPLES` samples one after another.
-//!   `pool_dispatch_cmd_ms_p50` is the `hermes delegate` command's own wall time.
+//!   `pool_dispatch_cmd_ms_p50` is the `hermes delegate` command's own wall time; stderr also
+//!   shows the pickup counted from the command's exit.
 
 mod support;
 
@@ -38,6 +44,8 @@ const UNITS: usize = 90;
 const CAPACITY: u32 = 4;
 const DISPATCHERS: usize = 4;
 const PICKUP_SAMPLES: usize = 40;
+/// The child of the `pool_sleep_*` figures.
+const SLOW_CHILD: &[&str] = &["sleep", "0.5"];
 const LIMIT: Duration = Duration::from_secs(300);
 
 fn main() -> Result<()> {
@@ -53,24 +61,49 @@ fn main() -> Result<()> {
     let mut figures = serde_json::Map::new();
 
     let dispatch_only = Bench::new(&exe, &admin)?.burst(0)?;
-    figures.insert("pool_dispatch_only_units_per_s".into(), json!(round(dispatch_only)));
+    figures.insert(
+        "pool_dispatch_only_units_per_s".into(),
+        json!(round(dispatch_only)),
+    );
     let mut by_workers = BTreeMap::new();
     for workers in [1usize, 3] {
         let rate = Bench::new(&exe, &admin)?.burst(workers)?;
         by_workers.insert(workers, rate);
         figures.insert(
-            format!("pool_units_per_s_{workers}_worker{}", if workers == 1 { "" } else { "s" }),
+            format!(
+                "pool_units_per_s_{workers}_worker{}",
+                if workers == 1 { "" } else { "s" }
+            ),
             json!(round(rate)),
         );
         let backlog = Bench::new(&exe, &admin)?.backlog(workers)?;
         figures.insert(
-            format!("pool_backlog_units_per_s_{workers}_worker{}", if workers == 1 { "" } else { "s" }),
+            format!(
+                "pool_backlog_units_per_s_{workers}_worker{}",
+                if workers == 1 { "" } else { "s" }
+            ),
             json!(round(backlog)),
         );
     }
     figures.insert(
         "pool_scaling_3_vs_1_worker".into(),
         json!(round(by_workers[&3] / by_workers[&1])),
+    );
+    // The same bursts with children that take a while: the workers' slots, not the CPU the
+    // dispatch, the server and the workers share, are what limits.
+    let slow_one = Bench::new(&exe, &admin)?.burst_of(1, SLOW_CHILD)?;
+    let slow_three = Bench::new(&exe, &admin)?.burst_of(3, SLOW_CHILD)?;
+    figures.insert(
+        "pool_sleep_units_per_s_1_worker".into(),
+        json!(round(slow_one)),
+    );
+    figures.insert(
+        "pool_sleep_units_per_s_3_workers".into(),
+        json!(round(slow_three)),
+    );
+    figures.insert(
+        "pool_sleep_scaling_3_vs_1_worker".into(),
+        json!(round(slow_three / slow_one)),
     );
     let (p50, p99, command) = Bench::new(&exe, &admin)?.pickup()?;
     figures.insert("pool_pickup_ms_p50".into(), json!(p50));
@@ -147,7 +180,9 @@ impl Bench {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
-            let process = c.spawn().context("unshare starts (it needs util-linux and root)")?;
+            let process = c
+                .spawn()
+                .context("unshare starts (it needs util-linux and root)")?;
             self.workers.push(Worker {
                 process,
                 _home: home,
@@ -168,7 +203,12 @@ impl Bench {
     /// Dispatches `UNITS` units of `true` from `DISPATCHERS` concurrent loops while one loop
     /// drains; units per second from the first dispatch to the last result drained. With no
     /// workers: the dispatch alone (first dispatch to last dispatch returned).
-    fn burst(mut self, workers: usize) -> Result<f64> {
+    fn burst(self, workers: usize) -> Result<f64> {
+        self.burst_of(workers, &["true"])
+    }
+
+    /// `burst` with `child` as every unit's command.
+    fn burst_of(mut self, workers: usize, child: &[&str]) -> Result<f64> {
         self.start_workers(workers)?;
         let next = AtomicUsize::new(0);
         let before = Cpu::now(&self)?;
@@ -179,7 +219,7 @@ impl Bench {
                     s.spawn(|| -> Result<Vec<String>> {
                         let mut ids = Vec::new();
                         while next.fetch_add(1, Ordering::Relaxed) < UNITS {
-                            ids.push(self.dispatch(&["true"])?);
+                            ids.push(self.dispatch(child)?);
                         }
                         Ok(ids)
                     })
@@ -188,11 +228,17 @@ impl Bench {
             let drainer = (workers > 0).then(|| s.spawn(|| self.drain(UNITS)));
             let mut ids = Vec::new();
             for d in dispatchers {
-                ids.extend(d.join().map_err(|_| anyhow::anyhow!("a dispatcher panicked"))??);
+                ids.extend(
+                    d.join()
+                        .map_err(|_| anyhow::anyhow!("a dispatcher panicked"))??,
+                );
             }
             let dispatched = started.elapsed();
             let drained = match drainer {
-                Some(d) => Some(d.join().map_err(|_| anyhow::anyhow!("the drain panicked"))??),
+                Some(d) => Some(
+                    d.join()
+                        .map_err(|_| anyhow::anyhow!("the drain panicked"))??,
+                ),
                 None => None,
             };
             anyhow::Ok((dispatched, drained))
@@ -206,8 +252,8 @@ impl Bench {
                 let elapsed = started.elapsed();
                 Cpu::now(&self)?.report_since(&before, workers, elapsed);
                 eprintln!(
-                    "bench_pools: {UNITS} units on {workers} worker(s) x {CAPACITY}: dispatched \
-                     in {:.2}s, all drained after {:.2}s ({} drain calls)",
+                    "bench_pools: {UNITS} units of {child:?} on {workers} worker(s) x \
+                     {CAPACITY}: dispatched in {:.2}s, all drained after {:.2}s ({} drain calls)",
                     dispatched.as_secs_f64(),
                     elapsed.as_secs_f64(),
                     delivered
@@ -361,8 +407,9 @@ impl Cpu {
         let mut workers = 0;
         for w in &bench.workers {
             let unshare = w.process.id();
-            let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
-                .unwrap_or_default();
+            let children =
+                std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
+                    .unwrap_or_default();
             for pid in children.split_whitespace().filter_map(|p| p.parse().ok()) {
                 workers += ticks(pid, true);
             }
