@@ -104,13 +104,13 @@ impl Cluster {
             .collect()
     }
 
-    /// Dispatches a pool unit into session `S` that records its start, sleeps `seconds`,
+    /// Dispatches a pool unit into session `S` that records its start, runs `pause` (shell),
     /// records its end and says where it ran.
-    fn dispatch(&self, seconds: u32) -> String {
+    fn dispatch(&self, pause: &str) -> String {
         let dir = self.records.path().display();
         let script = format!(
             "echo $(date +%s%N) > '{dir}/'$HERMES_DELEGATION_ID.$POOL_MACHINE.start; \
-             sleep {seconds}; \
+             {pause}; \
              echo $(date +%s%N) > '{dir}/'$HERMES_DELEGATION_ID.$POOL_MACHINE.end; \
              echo ran-on-$POOL_MACHINE"
         );
@@ -282,11 +282,12 @@ fn a_burst_on_a_pool_of_three_machines_runs_on_all_of_them_at_once_and_each_resu
     let cluster = Cluster::start();
     const UNITS: u32 = 12;
     const SECONDS: u32 = 2;
+    let pause = format!("sleep {SECONDS}");
     // One worker with its slots would need this long for the children alone.
     let one_worker = Duration::from_secs(u64::from(UNITS * SECONDS) / CAPACITY as u64);
 
     let started = Instant::now();
-    let ids: BTreeSet<String> = (0..UNITS).map(|_| cluster.dispatch(SECONDS)).collect();
+    let ids: BTreeSet<String> = (0..UNITS).map(|_| cluster.dispatch(&pause)).collect();
     let delivered = cluster.drain_all(&ids);
     let wall = started.elapsed();
 
@@ -349,12 +350,17 @@ fn a_burst_on_a_pool_of_three_machines_runs_on_all_of_them_at_once_and_each_resu
 fn a_machine_lost_mid_run_leaves_its_running_units_unknown_and_the_others_finish_the_burst() {
     let mut cluster = Cluster::start();
     const UNITS: u32 = 12;
-    const SECONDS: u32 = 3;
-    let ids: BTreeSet<String> = (0..UNITS).map(|_| cluster.dispatch(SECONDS)).collect();
+    // The victim's children never end on their own (however slowly this test gets to the
+    // loss): it runs exactly the first two units it takes, both when it is lost.
+    let victim = 1;
+    let pause = format!(
+        "if [ \"$POOL_MACHINE\" = {} ]; then sleep 300; fi; sleep 2",
+        MACHINES[victim]
+    );
+    let ids: BTreeSet<String> = (0..UNITS).map(|_| cluster.dispatch(&pause)).collect();
 
     // The victim fills its slots, and the ledger knows its children started (a child that
     // never started would go back to the pool instead).
-    let victim = 1;
     let doomed: BTreeSet<String> = wait_for(LIMIT, "the victim's children to start", || {
         let doomed: BTreeSet<String> = cluster
             .records()
