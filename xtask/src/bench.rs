@@ -96,6 +96,7 @@ fn measure(pg_url: &str, as_json: bool) -> Result<()> {
         ("cli", "bench_cli"),
         ("cli", "bench_agent"),
         ("cli", "bench_liveness"),
+        ("cli", "bench_pools"),
     ] {
         merge(&mut figures, run_example(pg_url, package, example)?);
     }
