@@ -65,7 +65,9 @@ fn ledger_code(e: &LedgerError) -> Code {
         LedgerError::SessionEnded(_) => Code::SessionEnded,
         LedgerError::ClaimLost(_) | LedgerError::Fenced { .. } => Code::ClaimLost,
         LedgerError::LeaseLost(_) => Code::WorkFailed,
-        LedgerError::QueueFull { .. } | LedgerError::HostGone(_) => Code::WorkFailed,
+        LedgerError::QueueFull { .. }
+        | LedgerError::HostGone(_)
+        | LedgerError::HostCollision { .. } => Code::WorkFailed,
         LedgerError::Invalid(_) => Code::Usage,
     }
 }

@@ -85,6 +85,17 @@ pub enum LedgerError {
     /// it dead. The host must stop its children and stop writing.
     #[error("{0} lost its lease: another process judged it dead and recovered its units")]
     LeaseLost(crate::model::HostId),
+    /// A host on another machine (or pid namespace) is registered under the same pid and start
+    /// time; this process cannot register as a host until it is gone.
+    #[error(
+        "{process} is already registered as a host by machine {machine} (another process table with the same pid and start time); start this one again"
+    )]
+    HostCollision {
+        /// The shared process identity.
+        process: crate::model::ProcessId,
+        /// The other host's machine (host name).
+        machine: String,
+    },
     /// The queue is full.
     #[error("the dispatch queue is full ({max} units waiting); wait for running work to finish")]
     QueueFull {
@@ -140,6 +151,7 @@ impl LedgerError {
             | LedgerError::SessionEnded(_)
             | LedgerError::ClaimLost(_)
             | LedgerError::HostGone(_)
+            | LedgerError::HostCollision { .. }
             | LedgerError::Fenced { .. }
             | LedgerError::LeaseLost(_)
             | LedgerError::QueueFull { .. }

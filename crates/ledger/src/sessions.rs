@@ -89,9 +89,35 @@ impl Ledger {
         })
     }
 
-    /// Records a host process (an interactive session, a headless host or an inline run).
+    /// Records a host process (an interactive session, a headless host, a worker or an inline
+    /// run).
+    ///
+    /// Host records are keyed by pid and start time, which two processes on different machines
+    /// (or pid namespaces) sharing a ledger can have in common. A record of another locality is
+    /// never overwritten while its lease runs or units are recorded as its: that would hand its
+    /// units to this process. The caller then gets [`LedgerError::HostCollision`] and should
+    /// start again (as a new process, with another pid or start time).
     pub fn register_host(&self, host: &Host) -> Result<()> {
-        self.write(|w| w.put_host(host))
+        self.write(|w| {
+            if let Some(existing) = w.host(host.process)?
+                && existing.host_id != host.host_id
+                && existing.locality != host.locality
+                && existing.locality != Locality::default()
+            {
+                let live = existing.lease_expires_at > host.registered_at;
+                let owns_units = w
+                    .active_units()?
+                    .iter()
+                    .any(|u| u.host == Some(host.process));
+                if live || owns_units {
+                    return Err(LedgerError::HostCollision {
+                        process: host.process,
+                        machine: existing.locality.hostname.clone(),
+                    });
+                }
+            }
+            w.put_host(host)
+        })
     }
 
     /// Renews a host's lease until `now + lease_ms`: one small write. Fails with

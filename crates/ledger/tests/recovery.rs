@@ -391,3 +391,52 @@ fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
     assert_eq!(unit.host, Some(live.process));
     assert_ne!(f.ledger.activity().unwrap(), before, "hosts are woken");
 }
+
+#[test]
+fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritten() {
+    let f = fixture();
+    // Machine A's host, live, with a running unit.
+    let a = host_at(&f.ledger, 7, elsewhere(), T0.plus_ms(30_000));
+    let id = hosted_unit(
+        &f.ledger,
+        &a,
+        1,
+        ProcessId {
+            pid: 70,
+            start_time: 1,
+        },
+    );
+    // Machine B's process happens to have the same pid and start time.
+    let b = Host {
+        host_id: HostId(99),
+        locality: here(),
+        registered_at: T0.plus_ms(1_000),
+        ..a.clone()
+    };
+    let err = f.ledger.register_host(&b).expect_err("refused");
+    assert!(matches!(err, LedgerError::HostCollision { .. }), "{err}");
+    assert_eq!(
+        f.ledger.host(a.process).unwrap().unwrap().host_id,
+        a.host_id
+    );
+    // Past A's lease, its unit still names it: still refused, so the unit is recovered as
+    // A's, never adopted by B.
+    let later = Host {
+        registered_at: T0.plus_ms(60_000),
+        ..b.clone()
+    };
+    assert!(f.ledger.register_host(&later).is_err());
+    // Once A is recovered (its unit finalized, its record gone), B may register.
+    let report = f
+        .ledger
+        .recover(&reaper(&[]), T0.plus_ms(60_000), true)
+        .unwrap();
+    assert_eq!(report.finalized, vec![id]);
+    f.ledger.register_host(&later).expect("registers");
+    // The same process registering again (a new epoch of the same locality) is fine.
+    let again = Host {
+        host_id: HostId(100),
+        ..later
+    };
+    f.ledger.register_host(&again).expect("re-registers");
+}
