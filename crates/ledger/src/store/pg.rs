@@ -5,10 +5,13 @@
 //! `codec`-encoded value the redb backend stores. The redb index tables become columns with
 //! partial indexes (`open`, `active`, `queue_seq`).
 //!
-//! Every ledger operation is one transaction: reads run at `REPEATABLE READ` (one snapshot),
-//! writes at `SERIALIZABLE`, and a write that loses a serialization race is run again from the
-//! start (operations are re-runnable closures), so concurrent claimers, promoters and finishers
-//! behave exactly as under redb's one-writer-at-a-time transactions. `NOTIFY` wakes waiters when
+//! Every ledger operation runs inside one transaction: reads at `REPEATABLE READ` (one
+//! snapshot), writes at `SERIALIZABLE`, and a write that loses a serialization race is run
+//! again from the start (operations are re-runnable closures), so concurrent claimers,
+//! promoters and finishers behave exactly as under redb's one-writer-at-a-time transactions.
+//! As on redb, operations issued concurrently by one process's threads may share one
+//! transaction and its one commit (group commit, `group.rs`; SPEC §4 allows it); each still
+//! gets its own result. `NOTIFY` wakes waiters when
 //! the activity counter moves or an event becomes deliverable.
 //!
 //! The client is the synchronous `postgres` crate, which drives `tokio-postgres` on a small
