@@ -19,7 +19,6 @@
 //! that runtime cannot be blocked on from there.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Client, IsolationLevel, Statement};
+use postgres::types::Type;
+use postgres::{Client, IsolationLevel};
 use serde::Serialize;
 
 use super::{
@@ -215,10 +215,9 @@ impl PgTarget {
     }
 }
 
-/// One pooled connection with its prepared statements.
+/// One pooled connection.
 struct Conn {
     client: Client,
-    statements: HashMap<&'static str, Statement>,
 }
 
 /// Consecutive connection failures, for backoff.
@@ -372,10 +371,7 @@ impl Pg {
         match self.target.config.connect(self.tls.clone()) {
             Ok(client) => {
                 *lock(&self.backoff) = Backoff::default();
-                Ok(Conn {
-                    client,
-                    statements: HashMap::new(),
-                })
+                Ok(Conn { client })
             }
             Err(err) => {
                 let mut backoff = lock(&self.backoff);
@@ -514,7 +510,7 @@ impl Pg {
             let failure = Cell::new(None);
             let committed = Cell::new(false);
             let result = {
-                let Conn { client, statements } = &mut conn;
+                let Conn { client } = &mut conn;
                 let begun = client
                     .build_transaction()
                     .isolation_level(isolation)
@@ -525,7 +521,6 @@ impl Pg {
                         let tx = Tx {
                             pg: self,
                             txn: RefCell::new(Some(txn)),
-                            statements: RefCell::new(statements),
                             counters,
                             dirty: Cell::new(false),
                             aborted: Cell::new(false),
@@ -718,7 +713,6 @@ fn one_line(err: &postgres::Error) -> String {
 pub(crate) struct Tx<'c, 'p> {
     pg: &'p Pg,
     txn: RefCell<Option<postgres::Transaction<'c>>>,
-    statements: RefCell<&'c mut HashMap<&'static str, Statement>>,
     counters: &'p Counters,
     dirty: Cell<bool>,
     /// A statement failed: the server has aborted the transaction.
@@ -728,6 +722,35 @@ pub(crate) struct Tx<'c, 'p> {
 }
 
 type Row = postgres::Row;
+
+/// A statement parameter with its PostgreSQL type.
+trait Param {
+    fn as_sql(&self) -> &(dyn ToSql + Sync);
+    fn pg_type(&self) -> Type;
+}
+
+macro_rules! param {
+    ($($ty:ty => $pg:expr),* $(,)?) => {
+        $(impl Param for $ty {
+            fn as_sql(&self) -> &(dyn ToSql + Sync) {
+                self
+            }
+            fn pg_type(&self) -> Type {
+                $pg
+            }
+        })*
+    };
+}
+
+param! {
+    &str => Type::TEXT,
+    String => Type::TEXT,
+    Option<&str> => Type::TEXT,
+    i64 => Type::INT8,
+    Option<i64> => Type::INT8,
+    bool => Type::BOOL,
+    Vec<u8> => Type::BYTEA,
+}
 
 impl Tx<'_, '_> {
     fn fail(&self, err: &postgres::Error) -> LedgerError {
@@ -750,24 +773,20 @@ impl Tx<'_, '_> {
         self.pg.statement_error(err)
     }
 
-    fn query(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+    /// Runs `sql` in one round trip: its parameters' types are given (`Param`), so the server
+    /// need not describe a prepared statement first (a short-lived command would otherwise pay
+    /// a second round trip for every statement on its fresh connection).
+    fn query(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Row>> {
         let mut guard = self.txn.borrow_mut();
         let txn = guard
             .as_mut()
             .ok_or_else(|| LedgerError::Invalid("the transaction has ended".into()))?;
-        let mut statements = self.statements.borrow_mut();
-        let statement = match statements.get(sql) {
-            Some(statement) => statement.clone(),
-            None => {
-                let statement = txn.prepare(sql).map_err(|e| self.fail(&e))?;
-                statements.insert(sql, statement.clone());
-                statement
-            }
-        };
-        txn.query(&statement, params).map_err(|e| self.fail(&e))
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
+        txn.query_typed(sql, &typed).map_err(|e| self.fail(&e))
     }
 
-    fn write(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
+    fn write(&self, sql: &'static str, params: &[&dyn Param]) -> Result<()> {
         self.dirty.set(true);
         self.query(sql, params).map(drop)
     }
@@ -776,7 +795,7 @@ impl Tx<'_, '_> {
         &self,
         what: &str,
         sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
+        params: &[&dyn Param],
     ) -> Result<Option<V>> {
         let rows = self.query(sql, params)?;
         rows.first()
@@ -788,7 +807,7 @@ impl Tx<'_, '_> {
         &self,
         what: &str,
         sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
+        params: &[&dyn Param],
     ) -> Result<Vec<V>> {
         self.query(sql, params)?
             .iter()
@@ -796,18 +815,14 @@ impl Tx<'_, '_> {
             .collect()
     }
 
-    fn units(&self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Delegation>> {
+    fn units(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Delegation>> {
         self.query(sql, params)?
             .iter()
             .map(|row| decode_delegation(&self.pg.path, row.get::<_, &[u8]>(0)))
             .collect()
     }
 
-    fn unit(
-        &self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Delegation>> {
+    fn unit(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Option<Delegation>> {
         Ok(self.units(sql, params)?.into_iter().next())
     }
 
