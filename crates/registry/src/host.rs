@@ -893,6 +893,9 @@ async fn watch_activity(inner: Arc<Inner>) {
 /// connection is re-established with a growing pause (the listener reports it, and the loop
 /// looks, since notices may have been missed meanwhile).
 async fn listen_activity(inner: Arc<Inner>, listener: ledger::Listener) {
+    // What was recorded before the `LISTEN` took effect sent no notice this listener heard:
+    // look once now.
+    inner.wake.notify_one();
     let listener = Arc::new(std::sync::Mutex::new(listener));
     let mut failures = 0u32;
     loop {
