@@ -280,6 +280,8 @@ pub struct Router {
     /// Set while a thread follows the ledger's notifications for this session (PostgreSQL);
     /// cleared to stop it.
     following: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the first wait tried to start following.
+    follow_tried: std::sync::atomic::AtomicBool,
 }
 
 /// How long a waiting consumer that is woken by the ledger's notifications still polls, in
@@ -331,29 +333,37 @@ type Render<'r, T, E> = dyn FnMut(&Delegation, &[Event]) -> Result<T, E> + 'r;
 impl Router {
     /// A consumer over `ledger`.
     ///
-    /// On a ledger that pushes notifications (PostgreSQL), a thread follows them and wakes
-    /// this consumer's waits as soon as an event of its session is published, instead of
-    /// polling every `poll_interval_ms`.
+    /// On a ledger that pushes notifications (PostgreSQL), from its first wait on, a thread
+    /// follows them and wakes this consumer's waits as soon as an event of its session is
+    /// published, instead of polling every `poll_interval_ms`.
     pub fn new(ledger: Arc<Ledger>, config: RouterConfig) -> Router {
-        let signal = Arc::new(Signal::default());
-        let following = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        if let Ok(Some(listener)) = ledger.listen(false, true) {
-            following.store(true, Ordering::SeqCst);
-            let (session, signal, following) = (
-                config.session.clone(),
-                Arc::clone(&signal),
-                Arc::clone(&following),
-            );
-            std::thread::spawn(move || follow(listener, session, signal, following));
-        }
         Router {
             ledger,
             config,
             state: Mutex::new(State::default()),
-            signal,
+            signal: Arc::new(Signal::default()),
             wakeups: AtomicU64::new(0),
             idle_wakeups: AtomicU64::new(0),
-            following,
+            following: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            follow_tried: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// On a ledger that pushes notifications (PostgreSQL), starts the thread that follows them
+    /// for this consumer's session, once, before its first wait: a consumer that never waits
+    /// (a `drain` without `--wait`) opens no listening connection.
+    fn follow_notifications(&self) {
+        if self.follow_tried.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(Some(listener)) = self.ledger.listen(false, true) {
+            self.following.store(true, Ordering::SeqCst);
+            let (session, signal, following) = (
+                self.config.session.clone(),
+                Arc::clone(&self.signal),
+                Arc::clone(&self.following),
+            );
+            std::thread::spawn(move || follow(listener, session, signal, following));
         }
     }
 
@@ -415,6 +425,8 @@ impl Router {
     where
         F: FnMut(&Delegation, &[Event]) -> Result<T, E>,
     {
+        // Listening before the first look: nothing published after it goes unheard.
+        self.follow_notifications();
         let interrupts = self.signal.current().interrupt;
         loop {
             let mut seen = self.signal.current();
