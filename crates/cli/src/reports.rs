@@ -170,6 +170,7 @@ pub fn child_json(
             "quiet_seconds": quiet,
         },
         "transcript": child.transcript,
+        "machine": child.machine,
         "result": found.map(|(_, o)| o.result.clone()),
         "transcript_tail": found.and_then(|(_, o)| o.transcript_tail.clone()),
         "delivery": delivery,
@@ -205,6 +206,11 @@ pub fn status_json(
         .collect();
     let mut value = unit_json(unit);
     if let Value::Object(map) = &mut value {
+        // A worker is named by pid and machine: pids mean nothing across machines.
+        if let Some(Value::Object(worker)) = map.get_mut("worker") {
+            let machine = children.iter().find_map(|c| c.machine.clone());
+            worker.insert("machine".into(), json!(machine));
+        }
         map.insert("tasks".into(), Value::Array(tasks));
         map.insert(
             "events".into(),

@@ -217,6 +217,10 @@ fn a_burst_runs_on_every_workers_slots_at_once_and_each_result_arrives_once() {
         assert_eq!(s["session"], "S");
         assert_eq!(s["pool"], "burst");
         used.insert(s["worker"]["pid"].as_u64().expect("worker"));
+        // The worker is named by its machine too (pids mean nothing across machines).
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("host name");
+        assert_eq!(s["worker"]["machine"], hostname.trim(), "{s}");
+        assert_eq!(s["tasks"][0]["machine"], hostname.trim(), "{s}");
         assert!(
             delivered[id].contains(&format!("done {id}")),
             "{}",
