@@ -160,18 +160,7 @@ impl Ledger {
                 Err(err) => {
                     // Tainted: abort, settle the failures, run the rest again.
                     drop(writer);
-                    let mut settled = Vec::new();
-                    let (id, _) = batch.remove(index);
-                    settled.push((id, Err(err)));
-                    let mut kept = Vec::with_capacity(batch.len());
-                    for (i, member) in std::mem::take(batch).into_iter().enumerate() {
-                        match failed.get_mut(i).and_then(Option::take) {
-                            Some(err) => settled.push((member.0, Err(err))),
-                            None => kept.push(member),
-                        }
-                    }
-                    *batch = kept;
-                    return settled;
+                    return settle_tainted(batch, index, err, failed);
                 }
             }
         }
@@ -250,25 +239,35 @@ impl Ledger {
             Err(err) => match tainted {
                 // Nothing of the aborted attempt survives: settle the tainting operation and
                 // the clean failures before it, run the rest again.
-                Some(index) if index < batch.len() => {
-                    let (id, _) = batch.remove(index);
-                    let mut settled = vec![(id, Err(err))];
-                    let mut kept = Vec::with_capacity(batch.len());
-                    for (i, member) in std::mem::take(batch).into_iter().enumerate() {
-                        match failed.get_mut(i).and_then(Option::take) {
-                            Some(err) => settled.push((member.0, Err(err))),
-                            None => kept.push(member),
-                        }
-                    }
-                    *batch = kept;
-                    settled
-                }
+                Some(index) if index < batch.len() => settle_tainted(batch, index, err, failed),
                 // The server could not be reached, or the commit itself failed: everyone
                 // shares that failure.
                 _ => everyone(batch, &err),
             },
         }
     }
+}
+
+/// After the operation at `index` tainted the transaction with `err`: settles it and the
+/// operations before it that failed cleanly (`failed`), and leaves in `batch` the ones to run
+/// again in a fresh transaction.
+fn settle_tainted(
+    batch: &mut Vec<(u64, Op)>,
+    index: usize,
+    err: LedgerError,
+    mut failed: Vec<Option<LedgerError>>,
+) -> Vec<(u64, Result<()>)> {
+    let (id, _) = batch.remove(index);
+    let mut settled = vec![(id, Err(err))];
+    let mut kept = Vec::with_capacity(batch.len());
+    for (i, member) in std::mem::take(batch).into_iter().enumerate() {
+        match failed.get_mut(i).and_then(Option::take) {
+            Some(err) => settled.push((member.0, Err(err))),
+            None => kept.push(member),
+        }
+    }
+    *batch = kept;
+    settled
 }
 
 /// Every operation of `batch` fails with (a copy of) `err`.

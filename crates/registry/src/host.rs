@@ -890,14 +890,13 @@ async fn watch_activity(inner: Arc<Inner>) {
 }
 
 /// `watch_activity` on a ledger that pushes notifications: each one wakes the loop. A dropped
-/// connection is re-established with a growing pause (the listener reports it, and the loop
-/// looks, since notices may have been missed meanwhile).
+/// connection is re-established by the listener with a growing pause; it reports that it
+/// reconnected, and the loop looks, since notices may have been missed meanwhile.
 async fn listen_activity(inner: Arc<Inner>, listener: ledger::Listener) {
     // What was recorded before the `LISTEN` took effect sent no notice this listener heard:
     // look once now.
     inner.wake.notify_one();
     let listener = Arc::new(std::sync::Mutex::new(listener));
-    let mut failures = 0u32;
     loop {
         if *inner.stop.borrow() || inner.fenced.load(Ordering::SeqCst) {
             return;
@@ -912,20 +911,13 @@ async fn listen_activity(inner: Arc<Inner>, listener: ledger::Listener) {
         .await;
         match waited {
             Ok(Ok(notices)) => {
-                failures = 0;
                 if !notices.is_empty() {
                     inner.wake.notify_one();
                 }
             }
+            // The listener reconnects on a later wait, pausing between failed attempts.
             Ok(Err(e)) => {
-                failures = failures.saturating_add(1);
-                tracing::debug!(error = %e, "lost the ledger's notifications; reconnecting");
-                let pause = Duration::from_millis(100 * u64::from(failures.min(20)));
-                let mut stop = inner.stop.subscribe();
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    _ = stop.changed() => return,
-                }
+                tracing::debug!(error = %e, "lost the ledger's notifications; reconnecting")
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the notification listener failed");

@@ -305,24 +305,17 @@ fn follow(
     signal: Arc<Signal>,
     following: Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let mut failures = 0u32;
     while following.load(Ordering::SeqCst) {
-        match listener.wait(FOLLOW_SLICE) {
-            Ok(notices) => {
-                failures = 0;
-                let ours = notices.iter().any(|notice| match notice {
-                    ledger::Notice::Event(of) => of == session.as_str(),
-                    ledger::Notice::Reconnected => true,
-                    ledger::Notice::Activity => false,
-                });
-                if ours {
-                    signal.nudge();
-                }
-            }
-            Err(_) => {
-                // Polling (every FOLLOWING_POLL_MS) covers the gap; reconnect with a pause.
-                failures = failures.saturating_add(1);
-                std::thread::sleep(FOLLOW_SLICE.saturating_mul(failures.min(8)));
+        // A lost connection: the listener reconnects on a later wait, pausing between failed
+        // attempts; polling (every FOLLOWING_POLL_MS) covers the gap.
+        if let Ok(notices) = listener.wait(FOLLOW_SLICE) {
+            let ours = notices.iter().any(|notice| match notice {
+                ledger::Notice::Event(of) => of == session.as_str(),
+                ledger::Notice::Reconnected => true,
+                ledger::Notice::Activity => false,
+            });
+            if ours {
+                signal.nudge();
             }
         }
     }

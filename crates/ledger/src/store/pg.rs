@@ -317,6 +317,8 @@ impl Pg {
             tls,
             channels,
             client: Some(client),
+            failures: 0,
+            retry_at: None,
         })
     }
 
@@ -437,14 +439,14 @@ impl Pg {
         result.and(unlocked.map(drop))
     }
 
-    /// Runs `f` over a fresh connection for `hermes ledger migrate`: the schema version after.
+    /// `hermes ledger migrate`: brings the schema to this build's version now (`migrate`
+    /// either gets it there or fails) and returns that version.
     pub(crate) fn migrate_now(&self) -> Result<i32> {
         off_runtime(|| {
             let mut conn = self.take()?;
             self.migrate(&mut conn.client)?;
-            let version = schema_version(&mut conn.client).map_err(|e| self.unavailable(&e))?;
             self.put_back(conn);
-            Ok(version.unwrap_or(0))
+            Ok(SCHEMA_VERSION)
         })
     }
 
@@ -576,6 +578,9 @@ pub struct Listener {
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     channels: Vec<&'static str>,
     client: Option<Client>,
+    /// Reconnection attempts that failed in a row, and when the next may be made.
+    failures: u32,
+    retry_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for Listener {
@@ -602,8 +607,9 @@ fn listening(
 
 impl Listener {
     /// Blocks until a notification arrives or `timeout` passes; returns what arrived (empty on
-    /// timeout). A dropped connection is re-established on the next call, which then returns
-    /// [`Notice::Reconnected`] at once.
+    /// timeout). A dropped connection is re-established on a later call, which then returns
+    /// [`Notice::Reconnected`] at once; attempts that fail are spaced by a growing pause
+    /// (waited out within `timeout`), so a caller simply calls again.
     pub fn wait(&mut self, timeout: Duration) -> Result<Vec<Notice>> {
         use postgres::fallible_iterator::FallibleIterator;
         off_runtime(|| {
@@ -618,10 +624,27 @@ impl Listener {
             let mut client = match self.client.take() {
                 Some(client) if !client.is_closed() => client,
                 _ => {
-                    let client = listening(&self.target, &self.tls, &self.channels)
-                        .map_err(|e| unavailable(&e))?;
-                    self.client = Some(client);
-                    return Ok(vec![Notice::Reconnected]);
+                    if let Some(at) = self.retry_at {
+                        let now = Instant::now();
+                        if now < at {
+                            std::thread::sleep((at - now).min(timeout));
+                            return Ok(Vec::new());
+                        }
+                    }
+                    return match listening(&self.target, &self.tls, &self.channels) {
+                        Ok(client) => {
+                            (self.client, self.failures, self.retry_at) = (Some(client), 0, None);
+                            Ok(vec![Notice::Reconnected])
+                        }
+                        Err(err) => {
+                            self.failures = self.failures.saturating_add(1);
+                            let pause = Duration::from_millis(100)
+                                .saturating_mul(self.failures)
+                                .min(MAX_BACKOFF);
+                            self.retry_at = Some(Instant::now() + pause);
+                            Err(unavailable(&err))
+                        }
+                    };
                 }
             };
             let mut notices = Vec::new();
