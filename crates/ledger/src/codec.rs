@@ -3,8 +3,12 @@
 //! Every persisted value goes through here, so a file written by a newer hermes is recognised
 //! value by value as well as by the file's own version record.
 
+use std::path::Path;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use crate::error::LedgerError;
 
 /// The format this build writes and the newest it reads. Format 2 added hosts' fencing epoch,
 /// locality and lease; format 3 a worker's pool on hosts and a unit's pool on its dispatch
@@ -81,5 +85,30 @@ mod tests {
             decode::<(String, u32)>(&[FORMAT_VERSION, 0xff]),
             Err(DecodeError::Damaged(_))
         ));
+    }
+}
+
+/// Decodes a stored record of a type laid out the same in every format; a failure names the
+/// file and what was being read.
+pub(crate) fn decode_record<V: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    bytes: &[u8],
+) -> crate::error::Result<V> {
+    decode(bytes).map_err(|err| ledger_error(path, what, err))
+}
+
+/// The ledger error for a record at `path` that could not be decoded.
+pub(crate) fn ledger_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
+    match err {
+        DecodeError::Newer(found) => LedgerError::NewerFormat {
+            path: path.to_owned(),
+            found: u32::from(found),
+            supported: u32::from(FORMAT_VERSION),
+        },
+        DecodeError::Damaged(reason) => LedgerError::Damaged {
+            path: path.to_owned(),
+            reason: format!("{what}: {reason}"),
+        },
     }
 }

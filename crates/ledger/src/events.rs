@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload, EventRef,
-    EventState, Lease, SessionId, SessionState, Timestamp,
+    ClaimRecord, ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload,
+    EventRef, EventState, Lease, Refusal, SessionId, SessionState, Timestamp, Transition,
 };
 use crate::rules::{self, KeyCheck};
-use crate::store::{ClaimRecord, Writer};
+use crate::store::Writer;
 use crate::units::Owner;
 
 /// An event to publish by hand (units publish through `finish_child`/`finish_unit`).
@@ -47,22 +47,6 @@ pub struct ClaimRequest {
     pub lease_ms: u64,
 }
 
-/// Why one key could not be claimed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// Delivered or dropped already.
-    Terminal(EventState),
-    /// Someone else holds a live lease until `expires_at`.
-    LiveClaim {
-        /// When that lease runs out.
-        expires_at: Timestamp,
-    },
-    /// No such event.
-    Missing,
-    /// The event belongs to another session (or to none).
-    NotOwned,
-}
-
 /// A successful claim.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claim {
@@ -81,19 +65,6 @@ pub enum ClaimOutcome {
     Claimed(Claim),
     /// Nothing was claimed; why, per refused key.
     Refused(Vec<(EventRef, Refusal)>),
-}
-
-/// One state change an operation made.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transition {
-    /// Which event.
-    pub event: EventRef,
-    /// Its state before.
-    pub from: EventState,
-    /// Its state after.
-    pub to: EventState,
-    /// Why it was dropped, when `to` is `Dropped`.
-    pub drop_reason: Option<DropReason>,
 }
 
 impl Ledger {

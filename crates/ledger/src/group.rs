@@ -314,8 +314,9 @@ mod tests {
     use super::*;
     use crate::events::{ClaimOutcome, ClaimRequest};
     use crate::ledger::{LedgerConfig, TokenSource};
+    use crate::model::Capacity;
     use crate::model::*;
-    use crate::units::{Capacity, NewDelegation};
+    use crate::units::NewDelegation;
 
     const T0: Timestamp = Timestamp(1_700_000_000_000);
     const ROOMY: Capacity = Capacity {

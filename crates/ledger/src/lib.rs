@@ -38,7 +38,7 @@ mod units;
 pub use backend::{IoCounts, io_counts};
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
-pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published, Refusal, Transition};
+pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published};
 pub use ledger::panic_is_caught;
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
@@ -46,7 +46,6 @@ pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
 pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
-pub use store::ClaimRecord;
 pub use store::pg::{Listener, Notice, PgTarget, SCHEMA_VERSION, is_postgres_url};
 
 /// Where a ledger lives: `ledger.url` unset → the home's redb file; a `postgres://` URL → a
@@ -74,5 +73,5 @@ impl Location {
     }
 }
 pub use units::{
-    Admission, Capacity, FinishChild, InterruptTarget, Interrupts, NewDelegation, ProgressUpdate,
+    Admission, FinishChild, InterruptTarget, Interrupts, NewDelegation, ProgressUpdate,
 };

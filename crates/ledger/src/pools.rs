@@ -9,13 +9,13 @@
 
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
+use crate::model::UnitTally;
 use crate::model::{
     Channel, ChildStatus, Delegation, DelegationId, Host, HostId, HostKind, IdError, ProcessId,
     SessionId, Timestamp, UnitStatus,
 };
 use crate::sessions::Liveness;
 use crate::store::Writer;
-use crate::units::UnitTally;
 
 /// The longest pool name.
 pub const POOL_NAME_MAX: usize = 128;

@@ -23,8 +23,9 @@ use redb::{BackendError, StorageBackend};
 use crate::error::LedgerError;
 use crate::events::{ClaimOutcome, ClaimRequest};
 use crate::ledger::{Ledger, LedgerConfig, TokenSource};
+use crate::model::Capacity;
 use crate::model::*;
-use crate::units::{Capacity, NewDelegation};
+use crate::units::NewDelegation;
 
 /// The simulated disk.
 #[derive(Debug)]

@@ -16,12 +16,10 @@
 
 use std::collections::HashMap;
 
-use crate::events::{Refusal, Transition};
 use crate::model::{
-    Channel, ClaimToken, Delegation, DropReason, Event, EventState, Host, Lease, Locality,
-    ProcessId, SessionId, Timestamp, UnitStatus,
+    Capacity, Channel, ClaimToken, Delegation, DropReason, Event, EventState, Host, Lease,
+    Locality, ProcessId, Refusal, SessionId, Timestamp, Transition, UnitStatus,
 };
-use crate::units::Capacity;
 
 /// What a claim finds for one key.
 #[derive(Clone, Debug, PartialEq, Eq)]

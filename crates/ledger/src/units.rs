@@ -6,12 +6,11 @@ use std::collections::BTreeSet;
 use crate::error::{LedgerError, Result};
 use crate::events::publish_in;
 use crate::ledger::Ledger;
-use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DeliveryMode,
+    Capacity, Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DeliveryMode,
     DispatchSpec, EventKey, EventPayload, ExitDetail, HostId, ProcessId, Progress, SessionId,
-    Stalling, Timestamp, UnitStatus,
+    Stalling, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::{Writer, is_task_of};
@@ -30,15 +29,6 @@ pub struct NewDelegation {
     pub host: Option<ProcessId>,
     /// Where its transcripts go; the unit's own directory is `<root>/<delegation_id>`.
     pub transcript_root: Option<String>,
-}
-
-/// Limits on background work across every process of a home.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Capacity {
-    /// Running background units at most (`max_concurrent_children`).
-    pub max_running: u32,
-    /// Queued units at most (`max_queued`).
-    pub max_queued: u32,
 }
 
 /// What dispatch decided.
@@ -72,46 +62,6 @@ pub struct FinishChild {
     pub published: bool,
     /// The unit's status when this made the unit terminal.
     pub unit_status: Option<UnitStatus>,
-}
-
-/// What finishing a child needs to know about its unit, kept beside it while it is not
-/// terminal: its children's statuses so far as counts, and what publishing an event needs.
-/// Finishing a child reads this row and that child only, never the whole batch.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct UnitTally {
-    /// How many children the unit has.
-    pub(crate) task_count: u32,
-    /// The unit's session.
-    pub(crate) session: Option<SessionId>,
-    /// The unit's delivery mode.
-    pub(crate) delivery: DeliveryMode,
-    /// The unit's host, kept in step with the unit's own (fencing reads it here).
-    pub(crate) host: Option<ProcessId>,
-    /// How many children finished with each status.
-    pub(crate) finished: Vec<(ChildStatus, u32)>,
-}
-
-impl UnitTally {
-    pub(crate) fn for_unit(unit: &Delegation) -> UnitTally {
-        UnitTally {
-            task_count: unit.task_count(),
-            session: unit.session.clone(),
-            delivery: unit.spec.delivery,
-            host: unit.host,
-            finished: Vec::new(),
-        }
-    }
-
-    fn add(&mut self, status: ChildStatus) {
-        match self.finished.iter_mut().find(|(s, _)| *s == status) {
-            Some((_, n)) => *n += 1,
-            None => self.finished.push((status, 1)),
-        }
-    }
-
-    fn finished_count(&self) -> u64 {
-        self.finished.iter().map(|(_, n)| u64::from(*n)).sum()
-    }
 }
 
 /// Who an event belongs to: what publishing it needs to know about its unit.

@@ -30,18 +30,15 @@ use postgres::types::Type;
 use postgres::{Client, IsolationLevel};
 use serde::Serialize;
 
-use super::{
-    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_host,
-    event_ref, session_part,
-};
-use crate::codec;
+use super::{Counters, ReadTx, WriteTx, event_ref, session_part};
+use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result, StorageFault};
+use crate::model::legacy::{decode_child, decode_delegation, decode_host};
 use crate::model::{
-    Child, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId, Session,
-    SessionId, Stalling, Timestamp, UnitStatus,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
+    Session, SessionId, Stalling, Timestamp, UnitStatus, UnitTally,
 };
 use crate::tables::{META_ACTIVITY, key_code};
-use crate::units::UnitTally;
 
 /// The schema version this build creates and reads.
 pub const SCHEMA_VERSION: i32 = 1;

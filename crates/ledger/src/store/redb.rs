@@ -11,18 +11,15 @@ use std::path::Path;
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::Serialize;
 
-use super::{
-    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_host,
-    event_ref, session_part,
-};
-use crate::codec;
+use super::{Counters, ReadTx, WriteTx, event_ref, session_part};
+use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
+use crate::model::legacy::{decode_child, decode_delegation, decode_host};
 use crate::model::{
-    Child, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId, Session,
-    SessionId, Stalling, Timestamp,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
+    Session, SessionId, Stalling, Timestamp, UnitTally,
 };
 use crate::tables::*;
-use crate::units::UnitTally;
 
 pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
     LedgerError::Storage(err.into().into())

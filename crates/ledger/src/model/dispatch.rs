@@ -1,0 +1,205 @@
+//! What a dispatch asks for: its children, role, delivery mode and channel.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// When a unit's results may be offered to its session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeliveryMode {
+    /// At the next turn boundary.
+    #[default]
+    AfterTurn,
+    /// Also at tool boundaries inside a turn.
+    Inject,
+}
+
+impl DeliveryMode {
+    /// `after_turn` or `inject`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::AfterTurn => "after_turn",
+            DeliveryMode::Inject => "inject",
+        }
+    }
+}
+
+/// Where in the parent's conversation results are offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Boundary {
+    /// Between two turns of the parent: every unit may be offered.
+    Turn,
+    /// After a complete tool call, inside a turn: only `inject` units.
+    Tool,
+}
+
+impl Boundary {
+    /// `turn` or `tool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Boundary::Turn => "turn",
+            Boundary::Tool => "tool",
+        }
+    }
+
+    /// Whether events of a unit delivered in `mode` may be offered at this boundary.
+    pub fn offers(self, mode: DeliveryMode) -> bool {
+        match self {
+            Boundary::Turn => true,
+            Boundary::Tool => mode == DeliveryMode::Inject,
+        }
+    }
+}
+
+impl fmt::Display for Boundary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which channel a unit was dispatched on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Channel {
+    /// Background dispatch into a session; results are delivered at boundaries.
+    Background,
+    /// Inline run (`-z`, cron): the dispatching process runs it and settles its events itself.
+    Inline,
+}
+
+/// The role a child plays for its parent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// Does the work itself.
+    #[default]
+    Leaf,
+    /// May delegate further.
+    Orchestrator,
+}
+
+impl Role {
+    /// `leaf` or `orchestrator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Leaf => "leaf",
+            Role::Orchestrator => "orchestrator",
+        }
+    }
+}
+
+/// One child as dispatched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    /// What the child is for.
+    pub goal: String,
+    /// The argv, exactly as given.
+    pub command: Vec<String>,
+    /// Extra context the parent provided.
+    pub context: Option<String>,
+    /// Toolsets the child may use.
+    pub toolsets: Vec<String>,
+    /// Its role.
+    pub role: Role,
+    /// The model it runs, if known.
+    pub model: Option<String>,
+}
+
+impl TaskSpec {
+    /// A leaf child running `command` for `goal`, with no context, toolsets or model.
+    ///
+    /// Set anything else with struct-update syntax:
+    ///
+    /// ```
+    /// use ledger::{Role, TaskSpec};
+    ///
+    /// let task = TaskSpec::new("count lines", vec!["wc".into(), "-l".into()]);
+    /// assert_eq!(task.goal, "count lines");
+    /// assert_eq!(task.role, Role::Leaf);
+    /// assert!(task.context.is_none() && task.toolsets.is_empty() && task.model.is_none());
+    ///
+    /// let orchestrator = TaskSpec {
+    ///     role: Role::Orchestrator,
+    ///     ..TaskSpec::new("plan", vec!["planner".into()])
+    /// };
+    /// assert_eq!(orchestrator.role, Role::Orchestrator);
+    /// ```
+    pub fn new(goal: impl Into<String>, command: Vec<String>) -> TaskSpec {
+        TaskSpec {
+            goal: goal.into(),
+            command,
+            context: None,
+            toolsets: Vec::new(),
+            role: Role::Leaf,
+            model: None,
+        }
+    }
+}
+
+/// Everything known about a unit at dispatch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchSpec {
+    /// The unit's goal (for a batch, the parent's summary; for one child, the child's goal).
+    pub goal: String,
+    /// Context for the whole unit.
+    pub context: Option<String>,
+    /// Toolsets for the whole unit.
+    pub toolsets: Vec<String>,
+    /// Role of the unit.
+    pub role: Role,
+    /// Model of the unit.
+    pub model: Option<String>,
+    /// When its results may be offered.
+    pub delivery: DeliveryMode,
+    /// Per-child wall-clock timeout in milliseconds (`None` = off).
+    pub timeout_ms: Option<u64>,
+    /// Working directory for the children (`None` = inherited).
+    pub cwd: Option<String>,
+    /// A free-form group name.
+    pub group: Option<String>,
+    /// The children.
+    pub tasks: Vec<TaskSpec>,
+    /// The worker pool that runs it (SPEC §12); `None`: the session's own host runs it. Added
+    /// in format 3.
+    pub pool: Option<String>,
+}
+
+impl DispatchSpec {
+    /// A leaf unit of `tasks` for `goal`, delivered after the turn, with no context, toolsets,
+    /// model, timeout, working directory or group.
+    ///
+    /// Set anything else with struct-update syntax:
+    ///
+    /// ```
+    /// use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
+    ///
+    /// let spec = DispatchSpec::new("tidy up", vec![TaskSpec::new("lint", vec!["true".into()])]);
+    /// assert_eq!(spec.goal, "tidy up");
+    /// assert_eq!(spec.tasks.len(), 1);
+    /// assert_eq!(spec.role, Role::Leaf);
+    /// assert_eq!(spec.delivery, DeliveryMode::AfterTurn);
+    /// assert!(spec.context.is_none() && spec.toolsets.is_empty() && spec.model.is_none());
+    /// assert!(spec.timeout_ms.is_none() && spec.cwd.is_none() && spec.group.is_none());
+    ///
+    /// let inject = DispatchSpec {
+    ///     delivery: DeliveryMode::Inject,
+    ///     timeout_ms: Some(30_000),
+    ///     ..DispatchSpec::new("watch", Vec::new())
+    /// };
+    /// assert_eq!(inject.delivery, DeliveryMode::Inject);
+    /// ```
+    pub fn new(goal: impl Into<String>, tasks: Vec<TaskSpec>) -> DispatchSpec {
+        DispatchSpec {
+            goal: goal.into(),
+            context: None,
+            toolsets: Vec::new(),
+            role: Role::Leaf,
+            model: None,
+            delivery: DeliveryMode::AfterTurn,
+            timeout_ms: None,
+            cwd: None,
+            group: None,
+            tasks,
+            pool: None,
+        }
+    }
+}

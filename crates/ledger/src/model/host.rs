@@ -1,0 +1,112 @@
+//! Hosts: the processes that run units, where they run, and their leases.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{HostId, SessionId, Timestamp};
+
+/// A process identity that survives pid reuse: the pid and the process's start time (clock ticks
+/// since boot, as `/proc/<pid>/stat` reports it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ProcessId {
+    /// The operating system's process id.
+    pub pid: u32,
+    /// The process start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+impl fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.pid, self.start_time)
+    }
+}
+
+/// Where a process lives. Two processes of the same locality see the same process table, so
+/// one may judge the other by pid and start time; across localities (another pid namespace,
+/// another boot, another machine) only a lease says whether a host is alive.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Locality {
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// The pid namespace (`pid:[4026531836]`).
+    pub pid_namespace: String,
+    /// The host name.
+    pub hostname: String,
+}
+
+/// What kind of process hosts units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HostKind {
+    /// An interactive `hermes` session.
+    Interactive,
+    /// A headless `hermes host --session S`.
+    Headless,
+    /// A `hermes -z` or `hermes cron run` process running its own inline unit.
+    Inline,
+    /// A `hermes worker`: bound to no session, it runs the units of one pool (SPEC §12).
+    Worker,
+}
+
+impl HostKind {
+    /// `interactive`, `headless`, `inline` or `worker`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostKind::Interactive => "interactive",
+            HostKind::Headless => "headless",
+            HostKind::Inline => "inline",
+            HostKind::Worker => "worker",
+        }
+    }
+}
+
+/// What a worker host serves: its pool and how many of the pool's units it runs at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerPool {
+    /// The pool's name (any non-empty name: a pool exists when named).
+    pub pool: String,
+    /// Units of the pool it runs at once, at least one.
+    pub capacity: u32,
+}
+
+/// A live (or once-live) host process and its lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    /// Who the host is.
+    pub process: ProcessId,
+    /// What kind of host.
+    pub kind: HostKind,
+    /// The session it hosts, if any (inline hosts have none).
+    pub session: Option<SessionId>,
+    /// When it registered.
+    pub registered_at: Timestamp,
+    /// Its last lease renewal.
+    pub heartbeat_at: Timestamp,
+    /// Its fencing epoch.
+    pub host_id: HostId,
+    /// Where it runs; only a process of the same locality judges it by pid.
+    pub locality: Locality,
+    /// When its lease runs out unless renewed: past it the host is dead wherever it runs.
+    pub lease_expires_at: Timestamp,
+    /// For a worker (`HostKind::Worker`), the pool it serves and its capacity. Added in
+    /// format 3.
+    pub worker: Option<WorkerPool>,
+}
+
+impl Host {
+    /// Whether this host is dead, judged from `here` at `now`: its lease ran out, or — only if
+    /// it runs in the same locality, where pids mean the same thing — its process (pid and start
+    /// time) is gone. A record with no locality (format 1) is judged by pid alone.
+    pub fn is_dead(
+        &self,
+        here: &Locality,
+        now: Timestamp,
+        alive: &dyn Fn(ProcessId) -> bool,
+    ) -> bool {
+        if now >= self.lease_expires_at {
+            return true;
+        }
+        let judged_by_pid = self.locality == Locality::default() || self.locality == *here;
+        judged_by_pid && !alive(self.process)
+    }
+}

@@ -1,0 +1,388 @@
+//! Records as older formats stored them, and how each becomes today's (read from older
+//! files; never written).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Host,
+    HostId, HostKind, Locality, ProcessId, Progress, Role, SessionId, TaskSpec, Timestamp,
+    UnitStatus,
+};
+
+use crate::codec::{self, DecodeError};
+use crate::error::Result;
+
+/// A host record as format 2 stored it (no worker pool).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HostV2 {
+    pub process: ProcessId,
+    pub kind: HostKind,
+    pub session: Option<SessionId>,
+    pub registered_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+    pub host_id: HostId,
+    pub locality: Locality,
+    pub lease_expires_at: Timestamp,
+}
+
+impl From<HostV2> for Host {
+    fn from(old: HostV2) -> Host {
+        Host {
+            process: old.process,
+            kind: old.kind,
+            session: old.session,
+            registered_at: old.registered_at,
+            heartbeat_at: old.heartbeat_at,
+            host_id: old.host_id,
+            locality: old.locality,
+            lease_expires_at: old.lease_expires_at,
+            worker: None,
+        }
+    }
+}
+
+/// A host record as format 1 stored it (no fencing epoch, no locality, no lease): read from
+/// older files and judged by pid alone, as format 1 did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HostV1 {
+    pub process: ProcessId,
+    pub kind: HostKind,
+    pub session: Option<SessionId>,
+    pub registered_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+}
+
+impl From<HostV1> for Host {
+    fn from(old: HostV1) -> Host {
+        Host {
+            process: old.process,
+            kind: old.kind,
+            session: old.session,
+            registered_at: old.registered_at,
+            heartbeat_at: old.heartbeat_at,
+            host_id: HostId(0),
+            locality: Locality::default(),
+            lease_expires_at: Timestamp(u64::MAX),
+            worker: None,
+        }
+    }
+}
+
+/// A dispatch as formats 1 and 2 stored it (no pool).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DispatchSpecV2 {
+    pub goal: String,
+    pub context: Option<String>,
+    pub toolsets: Vec<String>,
+    pub role: Role,
+    pub model: Option<String>,
+    pub delivery: DeliveryMode,
+    pub timeout_ms: Option<u64>,
+    pub cwd: Option<String>,
+    pub group: Option<String>,
+    pub tasks: Vec<TaskSpec>,
+}
+
+impl From<DispatchSpecV2> for DispatchSpec {
+    fn from(old: DispatchSpecV2) -> DispatchSpec {
+        DispatchSpec {
+            goal: old.goal,
+            context: old.context,
+            toolsets: old.toolsets,
+            role: old.role,
+            model: old.model,
+            delivery: old.delivery,
+            timeout_ms: old.timeout_ms,
+            cwd: old.cwd,
+            group: old.group,
+            tasks: old.tasks,
+            pool: None,
+        }
+    }
+}
+
+/// A unit as formats 1 and 2 stored it (its dispatch had no pool).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DelegationV2 {
+    pub id: DelegationId,
+    pub session: Option<SessionId>,
+    pub channel: Channel,
+    pub spec: DispatchSpecV2,
+    pub status: UnitStatus,
+    pub dispatched_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub host: Option<ProcessId>,
+    pub queue_seq: Option<u64>,
+    pub interrupt: Option<String>,
+    pub transcript_dir: Option<String>,
+}
+
+impl From<DelegationV2> for Delegation {
+    fn from(old: DelegationV2) -> Delegation {
+        Delegation {
+            id: old.id,
+            session: old.session,
+            channel: old.channel,
+            spec: old.spec.into(),
+            status: old.status,
+            dispatched_at: old.dispatched_at,
+            started_at: old.started_at,
+            ended_at: old.ended_at,
+            host: old.host,
+            queue_seq: old.queue_seq,
+            interrupt: old.interrupt,
+            transcript_dir: old.transcript_dir,
+        }
+    }
+}
+
+/// A child as formats 1 and 2 stored it (no machine).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ChildV2 {
+    pub delegation_id: DelegationId,
+    pub index: u32,
+    pub status: ChildStatus,
+    pub process: Option<ProcessId>,
+    pub started_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub progress: Progress,
+    pub transcript: Option<String>,
+}
+
+impl From<ChildV2> for Child {
+    fn from(old: ChildV2) -> Child {
+        Child {
+            delegation_id: old.delegation_id,
+            index: old.index,
+            status: old.status,
+            process: old.process,
+            started_at: old.started_at,
+            ended_at: old.ended_at,
+            exit_code: old.exit_code,
+            signal: old.signal,
+            progress: old.progress,
+            transcript: old.transcript,
+            machine: None,
+        }
+    }
+}
+
+/// A host record of any format (format 1 had no fencing epoch, locality or lease; format 2 no
+/// worker pool).
+pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        match version {
+            1 => postcard::from_bytes::<HostV1>(rest)
+                .map(Host::from)
+                .map_err(damaged),
+            2 => postcard::from_bytes::<HostV2>(rest)
+                .map(Host::from)
+                .map_err(damaged),
+            _ => postcard::from_bytes::<Host>(rest).map_err(damaged),
+        }
+    })
+    .map_err(|err| codec::ledger_error(path, "host", err))
+}
+
+/// A unit of any format (formats 1 and 2 had no pool on its dispatch).
+pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version < 3 {
+            postcard::from_bytes::<DelegationV2>(rest)
+                .map(Delegation::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Delegation>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| codec::ledger_error(path, "delegation", err))
+}
+
+/// A child of any format (formats 1 and 2 had no machine).
+pub(crate) fn decode_child(path: &Path, bytes: &[u8]) -> Result<Child> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version < 3 {
+            postcard::from_bytes::<ChildV2>(rest)
+                .map(Child::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Child>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| codec::ledger_error(path, "child", err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::LedgerError;
+    use crate::model::WorkerPool;
+
+    fn versioned<T: serde::Serialize>(version: u8, value: &T) -> Vec<u8> {
+        let mut bytes = vec![version];
+        bytes.extend(postcard::to_allocvec(value).expect("encodes"));
+        bytes
+    }
+
+    #[test]
+    fn a_format_2_unit_reads_with_no_pool_and_a_format_3_one_keeps_its_pool() {
+        let old = DelegationV2 {
+            id: DelegationId::new("deleg_0123456789ab").expect("id"),
+            session: Some(SessionId::new("s").expect("session")),
+            channel: Channel::Background,
+            spec: DispatchSpecV2 {
+                goal: "g".into(),
+                context: Some("c".into()),
+                toolsets: vec!["t".into()],
+                role: Role::Orchestrator,
+                model: Some("m".into()),
+                delivery: DeliveryMode::Inject,
+                timeout_ms: Some(5),
+                cwd: Some("/w".into()),
+                group: Some("grp".into()),
+                tasks: vec![TaskSpec::new("one", vec!["true".into()])],
+            },
+            status: UnitStatus::Queued,
+            dispatched_at: Timestamp(1),
+            started_at: None,
+            ended_at: None,
+            host: Some(ProcessId {
+                pid: 3,
+                start_time: 4,
+            }),
+            queue_seq: Some(9),
+            interrupt: None,
+            transcript_dir: Some("/t".into()),
+        };
+        for version in [1, 2] {
+            let unit = decode_delegation(Path::new("l.redb"), &versioned(version, &old))
+                .expect("an old unit decodes");
+            assert_eq!(unit.pool(), None);
+            assert_eq!(unit.spec.group.as_deref(), Some("grp"));
+            assert_eq!(unit.spec.tasks, old.spec.tasks);
+            assert_eq!((unit.queue_seq, unit.host), (old.queue_seq, old.host));
+        }
+        let mut unit = Delegation::from(old);
+        unit.spec.pool = Some("gpu".into());
+        let bytes = codec::encode(&unit);
+        assert_eq!(bytes[0], 3);
+        assert_eq!(
+            decode_delegation(Path::new("l.redb"), &bytes).expect("decodes"),
+            unit
+        );
+        let mut newer = bytes.clone();
+        newer[0] = codec::FORMAT_VERSION + 1;
+        assert!(matches!(
+            decode_delegation(Path::new("l.redb"), &newer),
+            Err(LedgerError::NewerFormat { .. })
+        ));
+    }
+
+    #[test]
+    fn a_format_2_host_reads_as_no_worker_and_a_worker_keeps_its_pool() {
+        let old = HostV2 {
+            process: ProcessId {
+                pid: 7,
+                start_time: 9,
+            },
+            kind: HostKind::Headless,
+            session: Some(SessionId::new("s").expect("session")),
+            registered_at: Timestamp(1),
+            heartbeat_at: Timestamp(2),
+            host_id: HostId(5),
+            locality: Locality {
+                boot_id: "b".into(),
+                pid_namespace: "p".into(),
+                hostname: "h".into(),
+            },
+            lease_expires_at: Timestamp(30),
+        };
+        let host = decode_host(Path::new("l.redb"), &versioned(2, &old)).expect("decodes");
+        assert_eq!(host.worker, None);
+        assert_eq!(
+            (host.host_id, host.lease_expires_at),
+            (HostId(5), Timestamp(30))
+        );
+        let worker = Host {
+            kind: HostKind::Worker,
+            session: None,
+            worker: Some(WorkerPool {
+                pool: "default".into(),
+                capacity: 4,
+            }),
+            ..host
+        };
+        let bytes = codec::encode(&worker);
+        assert_eq!(
+            decode_host(Path::new("l.redb"), &bytes).expect("decodes"),
+            worker
+        );
+    }
+
+    #[test]
+    fn a_format_1_host_record_reads_as_judged_by_pid_with_no_lease() {
+        let old = HostV1 {
+            process: ProcessId {
+                pid: 7,
+                start_time: 9,
+            },
+            kind: HostKind::Headless,
+            session: None,
+            registered_at: Timestamp(1),
+            heartbeat_at: Timestamp(2),
+        };
+        let mut bytes = vec![1u8];
+        bytes.extend(postcard::to_allocvec(&old).expect("encodes"));
+        let host = decode_host(Path::new("l.redb"), &bytes).expect("decodes");
+        assert_eq!(host.process, old.process);
+        assert_eq!(host.host_id, HostId(0));
+        assert_eq!(host.locality, Locality::default());
+        assert_eq!(host.lease_expires_at, Timestamp(u64::MAX));
+        let now = codec::encode(&host);
+        assert_eq!(now[0], codec::FORMAT_VERSION);
+        assert_eq!(
+            decode_host(Path::new("l.redb"), &now).expect("decodes"),
+            host
+        );
+    }
+
+    #[test]
+    fn a_format_2_child_reads_with_no_machine_and_a_format_3_one_keeps_it() {
+        let old = ChildV2 {
+            delegation_id: DelegationId::new("deleg_0123456789ab").expect("id"),
+            index: 2,
+            status: crate::model::ChildStatus::Running,
+            process: Some(ProcessId {
+                pid: 3,
+                start_time: 4,
+            }),
+            started_at: Some(Timestamp(5)),
+            ended_at: None,
+            exit_code: None,
+            signal: None,
+            progress: crate::model::Progress::default(),
+            transcript: Some("/t/task-2.log".into()),
+        };
+        let child = decode_child(Path::new("l.redb"), &versioned(2, &old)).expect("decodes");
+        assert_eq!(child.machine, None);
+        assert_eq!(
+            (child.index, child.transcript.as_deref()),
+            (2, Some("/t/task-2.log"))
+        );
+        let mut child = Child::from(old);
+        child.machine = Some("build-7".into());
+        let bytes = codec::encode(&child);
+        assert_eq!(
+            decode_child(Path::new("l.redb"), &bytes).expect("decodes"),
+            child
+        );
+    }
+}

@@ -1,0 +1,25 @@
+//! The ledger's data types: what is stored, and what the other crates read.
+//!
+//! Everything here is plain data (serde-encoded with postcard behind a format version, see
+//! `codec.rs`), one file per kind of record; the records older formats wrote, and how each is
+//! read as today's, are in `legacy.rs`. Times are [`Timestamp`]s: milliseconds since the Unix
+//! epoch, always passed in by the caller, never read from a clock here.
+
+mod claim;
+mod dispatch;
+mod event;
+mod host;
+mod ids;
+pub(crate) mod legacy;
+mod session;
+mod status;
+mod unit;
+
+pub use claim::{ClaimRecord, Refusal, Transition};
+pub use dispatch::*;
+pub use event::*;
+pub use host::*;
+pub use ids::*;
+pub use session::*;
+pub use status::*;
+pub use unit::*;
