@@ -27,8 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::ledger::Ledger;
-use crate::store::pg::Pg;
-use crate::store::{Writer, storage};
+use crate::store::Writer;
 
 /// An operation as queued: it runs inside the group's transaction, stores its own value, and
 /// says whether it asks for a commit.
@@ -104,7 +103,7 @@ impl Ledger {
                     ids.into_iter()
                         .map(|id| {
                             let err = LedgerError::EnginePanic {
-                                path: self.path.clone(),
+                                path: self.path().to_owned(),
                                 what: "while committing a group of writes".into(),
                             };
                             (id, Err(err))
@@ -127,82 +126,26 @@ impl Ledger {
         results
     }
 
-    /// One transaction over `batch`. Returns the results it settled and leaves in `batch` only
-    /// the operations to run again (after a tainted transaction).
+    /// One transaction over `batch`, on either backend. Returns the results it settled and
+    /// leaves in `batch` only the operations to run again (after a tainted transaction). On
+    /// PostgreSQL the backend runs the whole transaction again after a serialization failure
+    /// (every operation with it), so what is recorded here is of the last attempt.
     fn run_once(&self, batch: &mut Vec<(u64, Op)>) -> Vec<(u64, Result<()>)> {
-        if let Some(pg) = &self.pg {
-            return self.run_once_pg(pg, batch);
-        }
-        let db = match self.injected_failure().and_then(|()| self.writable()) {
-            Ok(db) => db,
-            Err(err) => return everyone(batch, &err),
-        };
-        let txn = match self.guard(|| db.begin_write().map_err(storage)) {
-            Ok(txn) => txn,
-            Err(err) => return everyone(batch, &err),
-        };
-        let writer = Writer(Box::new(crate::store::redb::Write::new(
-            txn,
-            &self.path,
-            &self.counters,
-        )));
-        // Per operation: None = succeeded (commit wanted or not), Some(err) = failed cleanly.
-        let mut failed: Vec<Option<LedgerError>> = Vec::with_capacity(batch.len());
-        let mut commit = false;
-        for (index, (_, op)) in batch.iter_mut().enumerate() {
-            writer.dirty().set(false);
-            match self.guard(|| op(self, &writer)) {
-                Ok(wants) => {
-                    commit |= wants;
-                    failed.push(None);
-                }
-                Err(err) if !writer.dirty().get() => failed.push(Some(err)),
-                Err(err) => {
-                    // Tainted: abort, settle the failures, run the rest again.
-                    drop(writer);
-                    return settle_tainted(batch, index, err, failed);
-                }
-            }
-        }
-        let committed = if commit {
-            let committed = writer.commit();
-            if committed.is_ok() {
-                self.commits.fetch_add(1, Ordering::Relaxed);
-            }
-            committed
-        } else {
-            Ok(())
-        };
-        batch
-            .drain(..)
-            .zip(failed)
-            .map(|((id, _), failed)| match (failed, &committed) {
-                (Some(err), _) => (id, Err(err)),
-                (None, Ok(())) => (id, Ok(())),
-                (None, Err(err)) => (id, Err(copy_error(err))),
-            })
-            .collect()
-    }
-
-    /// [`Ledger::run_once`] on PostgreSQL: the batch in one `SERIALIZABLE` transaction, which
-    /// [`Pg::write`] runs again from the start after a serialization failure (every operation
-    /// with it). A failed statement aborts the whole transaction there, so an operation whose
-    /// statement failed (or that failed after writing) taints it like a partial write does on
-    /// redb: it gets its error and the others run again in a fresh transaction.
-    fn run_once_pg(&self, pg: &Pg, batch: &mut Vec<(u64, Op)>) -> Vec<(u64, Result<()>)> {
         if let Err(err) = self.injected_failure() {
             return everyone(batch, &err);
         }
-        // Per operation: None = succeeded, Some(err) = failed cleanly. Of the last attempt.
+        // Per operation: None = succeeded (commit wanted or not), Some(err) = failed cleanly.
         let mut failed: Vec<Option<LedgerError>> = Vec::with_capacity(batch.len());
         let mut tainted: Option<usize> = None;
-        let written = pg.write(&self.counters, &mut |writer| {
+        let mut ran_all = false;
+        let written = self.backend.write(&self.counters, &mut |writer| {
             failed.clear();
             tainted = None;
+            ran_all = false;
             let mut commit = false;
             for (index, (_, op)) in batch.iter_mut().enumerate() {
                 writer.dirty().set(false);
-                match op(self, writer) {
+                match self.backend.guard(|| op(self, writer)) {
                     Ok(wants) => {
                         commit |= wants;
                         failed.push(None);
@@ -211,6 +154,7 @@ impl Ledger {
                         failed.push(Some(err));
                     }
                     Err(err) => {
+                        // Tainted: the backend aborts, the rest run again.
                         tainted = Some(index);
                         return Err(err);
                     }
@@ -223,6 +167,7 @@ impl Ledger {
                     "a statement failed inside a group of writes".into(),
                 )));
             }
+            ran_all = true;
             Ok(((), commit))
         });
         match written {
@@ -240,7 +185,14 @@ impl Ledger {
                 // Nothing of the aborted attempt survives: settle the tainting operation and
                 // the clean failures before it, run the rest again.
                 Some(index) if index < batch.len() => settle_tainted(batch, index, err, failed),
-                // The server could not be reached, or the commit itself failed: everyone
+                // Every operation ran and the commit failed: the clean failures keep their own
+                // errors, the others share the commit's.
+                _ if ran_all => batch
+                    .drain(..)
+                    .zip(failed)
+                    .map(|((id, _), failed)| (id, Err(failed.unwrap_or_else(|| copy_error(&err)))))
+                    .collect(),
+                // The storage could not be reached or the transaction not begun: everyone
                 // shares that failure.
                 _ => everyone(batch, &err),
             },

@@ -4,7 +4,8 @@
 //! `ConcurrencyMode::MultiWriter` (the embedded default), or in one PostgreSQL database shared by
 //! any number of machines (`ledger.url`). The operations and the rules they apply are written
 //! once (`rules.rs`, and the operation modules over `store::ReadTx`/`WriteTx`); each backend
-//! only supplies transactional reads and writes (`store/redb.rs`, `store/pg.rs`). Every state
+//! only supplies transactional reads and writes (`store/redb/`, `store/pg/`), and `store::Backend`
+//! is the one place that chooses between them. Every state
 //! change is one short transaction; every settlement is checked against the claim's fencing
 //! token and returns the transition that really happened.
 //!
@@ -14,7 +15,6 @@
 //! process (`/proc`, signals: the registry answers the [`Liveness`] and [`Reaper`] questions),
 //! and is the only crate that names redb or a PostgreSQL client.
 
-mod backend;
 mod codec;
 mod error;
 mod events;
@@ -29,24 +29,23 @@ mod recovery;
 mod rules;
 mod sessions;
 mod store;
-mod tables;
 /// For this workspace's tests: which backend they run against, and a fresh ledger of it.
 #[doc(hidden)]
 pub mod testing;
 mod units;
 
-pub use backend::{IoCounts, io_counts};
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
 pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published};
-pub use ledger::panic_is_caught;
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
 pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
+pub use store::Listen;
 pub use store::pg::{Listener, Notice, PgTarget, SCHEMA_VERSION, is_postgres_url};
+pub use store::redb::{IoCounts, io_counts, panic_is_caught};
 
 /// Where a ledger lives: `ledger.url` unset → the home's redb file; a `postgres://` URL → a
 /// PostgreSQL database shared by any number of machines.

@@ -176,8 +176,8 @@ pub(crate) fn return_to_pool(w: &Writer<'_>, mut unit: Delegation) -> Result<Del
     unit.status = UnitStatus::Queued;
     unit.started_at = None;
     if unit.queue_seq.is_none() {
-        let seq = w.meta(crate::tables::META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
-        w.set_meta(crate::tables::META_NEXT_QUEUE_SEQ, seq + 1)?;
+        let seq = w.meta(crate::store::META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
+        w.set_meta(crate::store::META_NEXT_QUEUE_SEQ, seq + 1)?;
         unit.queue_seq = Some(seq);
     }
     crate::units::set_host(w, &mut unit, None)?;

@@ -126,8 +126,8 @@ pub fn connection_is_encrypted(url: &str) -> bool {
     let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
         .expect("the ledger connects");
     ledger
-        .pg
-        .as_ref()
+        .backend
+        .pg()
         .expect("a PostgreSQL ledger")
         .query_bool("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
         .expect("pg_stat_ssl answers")

@@ -13,8 +13,8 @@ use crate::model::{
     Stalling, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
+use crate::store::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
 use crate::store::{Writer, is_task_of};
-use crate::tables::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
 
 /// A unit to record.
 #[derive(Clone, Debug, PartialEq)]

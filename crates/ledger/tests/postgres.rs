@@ -101,7 +101,7 @@ fn a_listener_hears_a_dispatch_and_a_deliverable_event() {
     let url = fresh_database(&pg_admin_url());
     let ledger = connect(&url).expect("connects");
     let mut listener = ledger
-        .listen(true, true)
+        .listen(&[ledger::Listen::Activity, ledger::Listen::Events])
         .expect("listens")
         .expect("postgres");
     let session = SessionId::new("s").expect("id");

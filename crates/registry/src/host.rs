@@ -861,7 +861,7 @@ const LISTEN_SLICE: Duration = Duration::from_millis(500);
 /// `LISTEN` (the server pushes each change), on redb by one cheap read of the activity counter
 /// per poll.
 async fn watch_activity(inner: Arc<Inner>) {
-    match inner.call(|l| l.listen(true, false)).await {
+    match inner.call(|l| l.listen(&[ledger::Listen::Activity])).await {
         Ok(Some(listener)) => return listen_activity(inner, listener).await,
         Ok(None) => {}
         Err(e) => {

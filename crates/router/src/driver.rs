@@ -349,7 +349,7 @@ impl Router {
         if self.follow_tried.swap(true, Ordering::SeqCst) {
             return;
         }
-        if let Ok(Some(listener)) = self.ledger.listen(false, true) {
+        if let Ok(Some(listener)) = self.ledger.listen(&[ledger::Listen::Events]) {
             self.following.store(true, Ordering::SeqCst);
             let (session, signal, following) = (
                 self.config.session.clone(),

@@ -5,15 +5,22 @@
 //! and in `rules.rs`, never in a backend. A backend supplies only transactional storage of the
 //! ledger's records and the indexes over them:
 //!
-//! - `redb.rs` — the embedded default: one file, typed redb tables, index tables kept in step;
-//! - `pg.rs` — PostgreSQL, shared by many machines: one table per record kind, indexes as
+//! - `redb/` — the embedded default: one file, typed redb tables, index tables kept in step;
+//! - `pg/` — PostgreSQL, shared by many machines: one table per record kind, indexes as
 //!   columns, serializable transactions.
+//!
+//! `backend.rs` is the one place that chooses between them ([`Backend`]). Nothing here imports
+//! an operation module (`events`, `units`, `pools`, `sessions`, `recovery`, `queries`).
 //!
 //! A `Reader` and a `Writer` are a backend's transaction behind these traits; operations never
 //! see which backend they run on.
 
+mod backend;
 pub(crate) mod pg;
 pub(crate) mod redb;
+
+pub(crate) use backend::Backend;
+pub use backend::Listen;
 
 use std::cell::Cell;
 use std::path::Path;
@@ -24,7 +31,30 @@ use crate::model::{
     ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
 };
 
-pub(crate) use self::redb::storage;
+/// The `META` key of the file's format version.
+pub(crate) const META_FORMAT_VERSION: &str = "format_version";
+/// The `META` key of the next queue sequence number.
+pub(crate) const META_NEXT_QUEUE_SEQ: &str = "next_queue_seq";
+/// The `META` key of the activity counter: bumped by every change a host must act on (a
+/// background dispatch, an interrupt, a session end), so hosts can poll one value cheaply.
+pub(crate) const META_ACTIVITY: &str = "activity";
+
+/// The stored form of an event key: `task:N` is `N`, `terminal` is `u32::MAX`.
+pub(crate) fn key_code(key: EventKey) -> u32 {
+    match key {
+        EventKey::Task(n) => n,
+        EventKey::Terminal => u32::MAX,
+    }
+}
+
+/// The event key of a stored code.
+pub(crate) fn key_from_code(code: u32) -> EventKey {
+    if code == u32::MAX {
+        EventKey::Terminal
+    } else {
+        EventKey::Task(code)
+    }
+}
 
 /// Rows decoded whose count can grow with a batch's size (children and units), for tests
 /// and benchmarks that check how much an operation reads.
@@ -94,7 +124,7 @@ pub(crate) trait ReadTx {
     fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>>;
     /// Units dispatched before `cutoff`, oldest first, as (dispatched at, id).
     fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>>;
-    /// A counter of the ledger's metadata (`tables::META_*`).
+    /// A counter of the ledger's metadata (`META_*`).
     fn meta(&self, key: &str) -> Result<Option<u64>>;
 }
 
@@ -137,7 +167,7 @@ pub(crate) trait WriteTx: ReadTx {
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()>;
     /// Removes a claim.
     fn remove_claim(&self, token: ClaimToken) -> Result<()>;
-    /// Bumps the activity counter (`tables::META_ACTIVITY`) and, where the backend can, wakes
+    /// Bumps the activity counter ([`META_ACTIVITY`]) and, where the backend can, wakes
     /// every waiter once the transaction commits.
     fn bump_activity(&self) -> Result<()>;
     /// Sets a metadata counter.
@@ -172,7 +202,7 @@ impl Writer<'_> {
     /// Commits durably (counted in `io_counts`).
     pub(crate) fn commit(self) -> Result<()> {
         self.0.commit()?;
-        crate::backend::count_commit();
+        redb::count_commit();
         Ok(())
     }
 }
@@ -190,7 +220,7 @@ pub(crate) fn event_ref(path: &Path, id: &str, code: u32) -> Result<EventRef> {
     })?;
     Ok(EventRef {
         delegation_id,
-        key: crate::tables::key_from_code(code),
+        key: key_from_code(code),
     })
 }
 

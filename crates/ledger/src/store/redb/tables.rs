@@ -48,28 +48,3 @@ pub(crate) const CHILD_STALLS: TableDefinition<(&str, u32), &[u8]> =
 /// instead of the whole batch. A unit without one (recorded by an older build) is settled by
 /// reading its children.
 pub(crate) const UNIT_TALLIES: TableDefinition<&str, &[u8]> = TableDefinition::new("unit_tallies");
-
-/// The `META` key of the file's format version.
-pub(crate) const META_FORMAT_VERSION: &str = "format_version";
-/// The `META` key of the next queue sequence number.
-pub(crate) const META_NEXT_QUEUE_SEQ: &str = "next_queue_seq";
-/// The `META` key of the activity counter: bumped by every change a host must act on (a
-/// background dispatch, an interrupt, a session end), so hosts can poll one value cheaply.
-pub(crate) const META_ACTIVITY: &str = "activity";
-
-/// The stored form of an event key: `task:N` is `N`, `terminal` is `u32::MAX`.
-pub(crate) fn key_code(key: crate::model::EventKey) -> u32 {
-    match key {
-        crate::model::EventKey::Task(n) => n,
-        crate::model::EventKey::Terminal => u32::MAX,
-    }
-}
-
-/// The event key of a stored code.
-pub(crate) fn key_from_code(code: u32) -> crate::model::EventKey {
-    if code == u32::MAX {
-        crate::model::EventKey::Terminal
-    } else {
-        crate::model::EventKey::Task(code)
-    }
-}

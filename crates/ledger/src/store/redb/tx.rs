@@ -11,19 +11,16 @@ use std::path::Path;
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::Serialize;
 
-use super::{Counters, ReadTx, WriteTx, event_ref, session_part};
+use super::guard::storage;
+use super::tables::*;
 use crate::codec::{self, decode_record as decode};
-use crate::error::{LedgerError, Result};
+use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_delegation, decode_host};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
     Session, SessionId, Stalling, Timestamp, UnitTally,
 };
-use crate::tables::*;
-
-pub(crate) fn storage<E: Into<redb::Error>>(err: E) -> LedgerError {
-    LedgerError::Storage(err.into().into())
-}
+use crate::store::{Counters, META_ACTIVITY, ReadTx, WriteTx, event_ref, key_code, session_part};
 
 /// A redb transaction of either kind, seen as its tables.
 pub(crate) trait Tables {

@@ -1,0 +1,164 @@
+//! `LISTEN`/`NOTIFY`: the channels the ledger notifies and the connection that waits on them.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use postgres::Client;
+
+use super::pool::*;
+use super::url::*;
+use crate::error::{LedgerError, Result};
+use crate::store::Listen;
+
+/// The channel `NOTIFY`ed when the activity counter moves (a host has something to act on).
+pub(crate) const ACTIVITY_CHANNEL: &str = "hermes_activity";
+/// The channel `NOTIFY`ed when an event becomes deliverable; the payload is its session.
+pub(crate) const EVENTS_CHANNEL: &str = "hermes_events";
+
+impl Pg {
+    /// A listener on the ledger's notifications of `what`: activity (hosts) and/or events
+    /// (consumers).
+    pub(crate) fn listen(&self, what: &[Listen]) -> Result<Listener> {
+        let channels: Vec<&'static str> = what
+            .iter()
+            .map(|listen| match listen {
+                Listen::Activity => ACTIVITY_CHANNEL,
+                Listen::Events => EVENTS_CHANNEL,
+            })
+            .collect();
+        let (target, tls) = (self.target.clone(), self.tls.clone());
+        let client = off_runtime(|| listening(&target, &tls, &channels))
+            .map_err(|e| self.unavailable(&e))?;
+        Ok(Listener {
+            target,
+            tls,
+            channels,
+            client: Some(client),
+            failures: 0,
+            retry_at: None,
+        })
+    }
+}
+
+/// What woke a [`Listener`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// The activity counter moved: a host may have work (a dispatch, an interrupt, a session
+    /// end).
+    Activity,
+    /// An event of this session (`""`: of an inline unit) became deliverable.
+    Event(String),
+    /// The listening connection was re-established: notices may have been missed, so look.
+    Reconnected,
+}
+
+/// A connection that `LISTEN`s for the ledger's notifications (PostgreSQL only).
+pub struct Listener {
+    pub(super) target: PgTarget,
+    pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
+    pub(super) channels: Vec<&'static str>,
+    pub(super) client: Option<Client>,
+    /// Reconnection attempts that failed in a row, and when the next may be made.
+    pub(super) failures: u32,
+    pub(super) retry_at: Option<Instant>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("target", &self.target)
+            .field("channels", &self.channels)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A new connection that `LISTEN`s on `channels`.
+pub(super) fn listening(
+    target: &PgTarget,
+    tls: &tokio_postgres_rustls::MakeRustlsConnect,
+    channels: &[&'static str],
+) -> std::result::Result<Client, postgres::Error> {
+    let mut client = target.config.connect(tls.clone())?;
+    for channel in channels {
+        client.batch_execute(&format!("LISTEN {channel}"))?;
+    }
+    Ok(client)
+}
+
+impl Listener {
+    /// Blocks until a notification arrives or `timeout` passes; returns what arrived (empty on
+    /// timeout). A dropped connection is re-established on a later call, which then returns
+    /// [`Notice::Reconnected`] at once; attempts that fail are spaced by a growing pause
+    /// (waited out within `timeout`), so a caller simply calls again.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Vec<Notice>> {
+        use postgres::fallible_iterator::FallibleIterator;
+        off_runtime(|| {
+            let unavailable = |err: &postgres::Error| LedgerError::Unavailable {
+                path: PathBuf::from(self.target.display()),
+                reason: format!(
+                    "cannot listen on the PostgreSQL server at {}: {}",
+                    self.target.server,
+                    one_line(err)
+                ),
+            };
+            let mut client = match self.client.take() {
+                Some(client) if !client.is_closed() => client,
+                _ => {
+                    if let Some(at) = self.retry_at {
+                        let now = Instant::now();
+                        if now < at {
+                            std::thread::sleep((at - now).min(timeout));
+                            return Ok(Vec::new());
+                        }
+                    }
+                    return match listening(&self.target, &self.tls, &self.channels) {
+                        Ok(client) => {
+                            (self.client, self.failures, self.retry_at) = (Some(client), 0, None);
+                            Ok(vec![Notice::Reconnected])
+                        }
+                        Err(err) => {
+                            self.failures = self.failures.saturating_add(1);
+                            let pause = Duration::from_millis(100)
+                                .saturating_mul(self.failures)
+                                .min(MAX_BACKOFF);
+                            self.retry_at = Some(Instant::now() + pause);
+                            Err(unavailable(&err))
+                        }
+                    };
+                }
+            };
+            let mut notices = Vec::new();
+            let notice = |n: postgres::Notification| {
+                if n.channel() == EVENTS_CHANNEL {
+                    Notice::Event(n.payload().to_owned())
+                } else {
+                    Notice::Activity
+                }
+            };
+            let waited = {
+                let mut notifications = client.notifications();
+                let first = notifications.timeout_iter(timeout).next();
+                match first {
+                    Ok(Some(n)) => {
+                        notices.push(notice(n));
+                        // Whatever else already arrived, without blocking.
+                        let mut more = notifications.iter();
+                        while let Ok(Some(n)) = more.next() {
+                            notices.push(notice(n));
+                        }
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(err) => Err(err),
+                }
+            };
+            match waited {
+                Ok(()) => {
+                    self.client = Some(client);
+                    Ok(notices)
+                }
+                Err(err) => Err(unavailable(&err)),
+            }
+        })
+    }
+}

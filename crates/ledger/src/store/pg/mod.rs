@@ -1,0 +1,32 @@
+//! The PostgreSQL backend: one ledger shared by any number of machines.
+//!
+//! Each record kind is a table whose key parts and index fields are columns (text keys in the
+//! `"C"` collation, so they sort bytewise as redb's do) and whose record is the same
+//! `codec`-encoded value the redb backend stores. The redb index tables become columns with
+//! partial indexes (`open`, `active`, `queue_seq`).
+//!
+//! Every ledger operation runs inside one transaction: reads at `REPEATABLE READ` (one
+//! snapshot), writes at `SERIALIZABLE`, and a write that loses a serialization race is run
+//! again from the start (operations are re-runnable closures), so concurrent claimers,
+//! promoters and finishers behave exactly as under redb's one-writer-at-a-time transactions.
+//! As on redb, operations issued concurrently by one process's threads may share one
+//! transaction and its one commit (group commit, `group.rs`; SPEC §4 allows it); each still
+//! gets its own result. `NOTIFY` wakes waiters when
+//! the activity counter moves or an event becomes deliverable.
+//!
+//! The client is the synchronous `postgres` crate, which drives `tokio-postgres` on a small
+//! runtime of its own; a call made from inside a tokio runtime runs on a scoped thread, since
+//! that runtime cannot be blocked on from there.
+
+mod listen;
+mod pool;
+mod read;
+mod schema;
+mod tx;
+mod url;
+mod write;
+
+pub use listen::{Listener, Notice};
+pub(crate) use pool::{Pg, off_runtime};
+pub use schema::SCHEMA_VERSION;
+pub use url::{PgTarget, is_postgres_url};

@@ -1,0 +1,310 @@
+//! The connections of a PostgreSQL ledger: a small pool, reconnecting with backoff, and the
+//! retry loop every transaction runs in (again after a serialization failure; once more on a
+//! fresh connection when one broke before `COMMIT`).
+
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use postgres::{Client, IsolationLevel};
+
+use super::listen::*;
+use super::tx::*;
+use super::url::*;
+use crate::error::{LedgerError, Result, StorageFault};
+use crate::store::{Counters, Reader, Writer};
+
+/// How long a connection attempt may take.
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Serialization failures tolerated before an operation gives up.
+pub(super) const MAX_RETRIES: u32 = 200;
+/// The longest pause between two connection attempts after failures.
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// One pooled connection.
+pub(super) struct Conn {
+    pub(super) client: Client,
+}
+
+/// Consecutive connection failures, for backoff.
+#[derive(Default)]
+pub(super) struct Backoff {
+    pub(super) failures: u32,
+    pub(super) not_before: Option<Instant>,
+}
+
+/// A PostgreSQL ledger's connections.
+pub(crate) struct Pg {
+    pub(super) target: PgTarget,
+    pub(super) path: PathBuf,
+    pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
+    pub(super) idle: Mutex<Vec<Conn>>,
+    pub(super) backoff: Mutex<Backoff>,
+}
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        // Closing a client blocks on its runtime: never on a tokio worker thread.
+        let idle = std::mem::take(&mut *lock(&self.idle));
+        off_runtime(move || drop(idle));
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            off_runtime(move || drop(client));
+        }
+    }
+}
+
+/// Runs `f` where the synchronous client may block: on this thread, or on a scoped thread when
+/// this thread belongs to a tokio runtime.
+pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|scope| match scope.spawn(f).join() {
+        Ok(value) => value,
+        Err(payload) => std::panic::resume_unwind(payload),
+    })
+}
+
+/// What went wrong with a statement, as far as retrying is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// A serialization failure or deadlock: run the operation again.
+    Conflict,
+    /// The connection broke: the operation may run again on a new one if it never reached
+    /// `COMMIT`.
+    Broken,
+}
+
+impl Pg {
+    /// Connects to `target` (checking, creating or migrating the schema).
+    pub(crate) fn connect(target: PgTarget) -> Result<Pg> {
+        let pg = Pg {
+            path: PathBuf::from(target.display()),
+            tls: tls_connector(),
+            target,
+            idle: Mutex::new(Vec::new()),
+            backoff: Mutex::new(Backoff::default()),
+        };
+        off_runtime(|| {
+            let mut conn = pg.take()?;
+            pg.prepare_schema(&mut conn.client)?;
+            pg.put_back(conn);
+            Ok::<(), LedgerError>(())
+        })?;
+        Ok(pg)
+    }
+
+    /// Runs a one-value boolean query on a pooled connection (tests).
+    pub(crate) fn query_bool(&self, sql: &str) -> Result<bool> {
+        off_runtime(|| {
+            let mut conn = self.take()?;
+            let row = conn
+                .client
+                .query_one(sql, &[])
+                .map_err(|e| self.statement_error(&e))?;
+            self.put_back(conn);
+            Ok(row.get::<_, bool>(0))
+        })
+    }
+
+    /// How the ledger is named in messages.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(super) fn unavailable(&self, err: &postgres::Error) -> LedgerError {
+        LedgerError::Unavailable {
+            path: self.path.clone(),
+            reason: format!(
+                "cannot reach the PostgreSQL server at {}: {}",
+                self.target.server,
+                one_line(err)
+            ),
+        }
+    }
+
+    /// An idle connection, or a new one (unless connecting failed very recently: then the
+    /// caller gets the error at once, and attempts are spaced by a growing pause).
+    pub(super) fn take(&self) -> Result<Conn> {
+        while let Some(conn) = lock(&self.idle).pop() {
+            if !conn.client.is_closed() {
+                return Ok(conn);
+            }
+        }
+        if let Some(not_before) = lock(&self.backoff).not_before
+            && Instant::now() < not_before
+        {
+            return Err(LedgerError::Unavailable {
+                path: self.path.clone(),
+                reason: format!(
+                    "cannot reach the PostgreSQL server at {} (retrying shortly)",
+                    self.target.server
+                ),
+            });
+        }
+        match self.target.config.connect(self.tls.clone()) {
+            Ok(client) => {
+                *lock(&self.backoff) = Backoff::default();
+                Ok(Conn { client })
+            }
+            Err(err) => {
+                let mut backoff = lock(&self.backoff);
+                backoff.failures = backoff.failures.saturating_add(1);
+                let pause = Duration::from_millis(50)
+                    .saturating_mul(1 << backoff.failures.min(6))
+                    .min(MAX_BACKOFF);
+                backoff.not_before = Some(Instant::now() + pause);
+                Err(self.unavailable(&err))
+            }
+        }
+    }
+
+    pub(super) fn put_back(&self, conn: Conn) {
+        if !conn.client.is_closed() {
+            lock(&self.idle).push(conn);
+        }
+    }
+
+    pub(super) fn statement_error(&self, err: &postgres::Error) -> LedgerError {
+        if err.is_closed()
+            || err.as_db_error().is_none() && err.code().is_none()
+            || server_gone(err)
+        {
+            return self.unavailable(err);
+        }
+        LedgerError::Storage(StorageFault::Engine(format!(
+            "PostgreSQL at {}: {}",
+            self.target.server,
+            one_line(err)
+        )))
+    }
+
+    /// Runs `f` in one `REPEATABLE READ` read-only transaction.
+    pub(crate) fn read<T: Send>(
+        &self,
+        counters: &Counters,
+        f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
+    ) -> Result<T> {
+        off_runtime(|| {
+            self.run(counters, IsolationLevel::RepeatableRead, true, &mut |tx| {
+                let reader = Reader(Box::new(tx));
+                f(&reader).map(|value| (value, false))
+            })
+        })
+    }
+
+    /// Runs `f` in one `SERIALIZABLE` transaction, again from the start after a serialization
+    /// failure; commits when `f` returns `(value, true)`.
+    /// Returns `f`'s value and whether it committed.
+    pub(crate) fn write<T: Send>(
+        &self,
+        counters: &Counters,
+        f: &mut (dyn FnMut(&Writer<'_>) -> Result<(T, bool)> + Send),
+    ) -> Result<(T, bool)> {
+        off_runtime(|| {
+            self.run(counters, IsolationLevel::Serializable, false, &mut |tx| {
+                let writer = Writer(Box::new(tx));
+                let (value, commit) = f(&writer)?;
+                if commit {
+                    writer.commit()?;
+                }
+                Ok(((value, commit), commit))
+            })
+        })
+    }
+
+    pub(super) fn run<T>(
+        &self,
+        counters: &Counters,
+        isolation: IsolationLevel,
+        read_only: bool,
+        f: &mut dyn FnMut(Tx<'_, '_>) -> Result<(T, bool)>,
+    ) -> Result<T> {
+        let mut conflicts = 0u32;
+        let mut reconnected = false;
+        loop {
+            let mut conn = self.take()?;
+            let failure = Cell::new(None);
+            let committed = Cell::new(false);
+            let result = {
+                let Conn { client } = &mut conn;
+                let begun = client
+                    .build_transaction()
+                    .isolation_level(isolation)
+                    .read_only(read_only)
+                    .start();
+                match begun {
+                    Ok(txn) => {
+                        let tx = Tx {
+                            pg: self,
+                            txn: RefCell::new(Some(txn)),
+                            counters,
+                            dirty: Cell::new(false),
+                            aborted: Cell::new(false),
+                            failure: &failure,
+                            committed: &committed,
+                        };
+                        f(tx)
+                    }
+                    Err(err) => {
+                        // A connection that broke while idle (a server restart) is retried
+                        // once, afresh, below.
+                        let broken = err.is_closed() || err.as_db_error().is_none();
+                        failure.set(broken.then_some(Failure::Broken));
+                        Err(self.statement_error(&err))
+                    }
+                }
+            };
+            if !conn.client.is_closed() {
+                self.put_back(conn);
+            }
+            match (result, failure.get()) {
+                (Ok((value, _)), _) => return Ok(value),
+                (Err(_), Some(Failure::Conflict)) if conflicts < MAX_RETRIES => {
+                    conflicts += 1;
+                    // A short, growing, jittered pause lets the winner finish.
+                    let micros = 50 * u64::from(conflicts.min(20)) * (1 + fastrand::u64(..4));
+                    std::thread::sleep(Duration::from_micros(micros));
+                }
+                (Err(_), Some(Failure::Broken)) if !committed.get() && !reconnected => {
+                    reconnected = true;
+                }
+                (Err(err), _) => return Err(err),
+            }
+        }
+    }
+}
+
+/// Whether the server ended the session or cannot take one now (a shutdown or restart in
+/// progress, SQLSTATE class 57P; a connection failure, class 08): try again on a new
+/// connection.
+pub(super) fn server_gone(err: &postgres::Error) -> bool {
+    err.code()
+        .is_some_and(|code| code.code().starts_with("57P") || code.code().starts_with("08"))
+}
+
+/// An error and its causes, on one line.
+pub(super) fn one_line(err: &postgres::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        let more = inner.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = inner.source();
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

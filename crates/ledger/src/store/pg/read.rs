@@ -1,0 +1,222 @@
+//! The ledger's reads on PostgreSQL (`ReadTx`).
+
+use super::tx::*;
+use crate::error::Result;
+use crate::model::legacy::{decode_child, decode_host};
+use crate::model::{
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
+    Session, SessionId, Stalling, Timestamp, UnitTally,
+};
+use crate::store::key_code;
+use crate::store::{ReadTx, session_part};
+
+impl ReadTx for Tx<'_, '_> {
+    fn session(&self, id: &SessionId) -> Result<Option<Session>> {
+        self.record(
+            "session",
+            "SELECT record FROM hermes_sessions WHERE id = $1",
+            &[&id.as_str()],
+        )
+    }
+
+    fn sessions(&self) -> Result<Vec<Session>> {
+        self.records(
+            "session",
+            "SELECT record FROM hermes_sessions ORDER BY id",
+            &[],
+        )
+    }
+
+    fn host(&self, process: ProcessId) -> Result<Option<Host>> {
+        let rows = self.query(
+            "SELECT record FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
+            &[&i64::from(process.pid), &int(process.start_time)],
+        )?;
+        rows.first()
+            .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .transpose()
+    }
+
+    fn hosts(&self) -> Result<Vec<Host>> {
+        self.query(
+            "SELECT record FROM hermes_hosts ORDER BY pid, start_time",
+            &[],
+        )?
+        .iter()
+        .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
+        .collect()
+    }
+
+    fn child_tail(&self, id: &DelegationId, index: u32) -> Result<Option<String>> {
+        let rows = self.query(
+            "SELECT tail FROM hermes_child_tails WHERE unit = $1 AND idx = $2",
+            &[&id.as_str(), &i64::from(index)],
+        )?;
+        Ok(rows.first().map(|row| row.get::<_, String>(0)))
+    }
+
+    fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
+        self.counters.count(1);
+        self.unit("SELECT record FROM hermes_units WHERE id = $1", &[&id])
+    }
+
+    fn delegation_exists(&self, id: &str) -> Result<bool> {
+        let rows = self.query("SELECT 1 FROM hermes_units WHERE id = $1", &[&id])?;
+        Ok(!rows.is_empty())
+    }
+
+    fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
+        self.counters.count(1);
+        let rows = self.query(
+            "SELECT record FROM hermes_children WHERE unit = $1 AND idx = $2",
+            &[&id.as_str(), &i64::from(index)],
+        )?;
+        rows.first()
+            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .transpose()
+    }
+
+    fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
+        let out: Vec<Child> = self
+            .query(
+                "SELECT record FROM hermes_children WHERE unit = $1 ORDER BY idx",
+                &[&id.as_str()],
+            )?
+            .iter()
+            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect::<Result<_>>()?;
+        self.counters.count(out.len() as u64);
+        Ok(out)
+    }
+
+    fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
+        self.records(
+            "stall",
+            "SELECT record FROM hermes_child_stalls WHERE unit = $1 ORDER BY idx",
+            &[&id.as_str()],
+        )
+    }
+
+    fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
+        self.record(
+            "tally",
+            "SELECT record FROM hermes_tallies WHERE unit = $1",
+            &[&id.as_str()],
+        )
+    }
+
+    fn event(&self, event: &EventRef) -> Result<Option<Event>> {
+        self.record(
+            "event",
+            "SELECT record FROM hermes_events WHERE unit = $1 AND code = $2",
+            &[
+                &event.delegation_id.as_str(),
+                &i64::from(key_code(event.key)),
+            ],
+        )
+    }
+
+    fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
+        self.records(
+            "event",
+            "SELECT record FROM hermes_events WHERE unit = $1 ORDER BY code",
+            &[&id.as_str()],
+        )
+    }
+
+    fn open_events(&self, session: Option<&SessionId>) -> Result<Vec<EventRef>> {
+        let rows = self.query(
+            "SELECT unit, code FROM hermes_events WHERE open AND session = $1 \
+             ORDER BY unit, code",
+            &[&session_part(session)],
+        )?;
+        self.event_refs(rows)
+    }
+
+    fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
+        self.records(
+            "event",
+            "SELECT record FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code",
+            &[&session_part(session)],
+        )
+    }
+
+    fn all_open_events(&self) -> Result<Vec<EventRef>> {
+        let rows = self.query(
+            "SELECT unit, code FROM hermes_events WHERE open ORDER BY session, unit, code",
+            &[],
+        )?;
+        self.event_refs(rows)
+    }
+
+    fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
+        self.record(
+            "claim",
+            "SELECT record FROM hermes_claims WHERE token = $1",
+            &[&token_bytes(token)],
+        )
+    }
+
+    fn active_units(&self) -> Result<Vec<Delegation>> {
+        self.units(
+            "SELECT record FROM hermes_units WHERE active ORDER BY id",
+            &[],
+        )
+    }
+
+    fn queue(&self) -> Result<Vec<(u64, String)>> {
+        let rows = self.query(
+            "SELECT queue_seq, id FROM hermes_units WHERE queue_seq IS NOT NULL \
+             ORDER BY queue_seq",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| (uint(row.get(0)), row.get::<_, String>(1)))
+            .collect())
+    }
+
+    fn unit_count(&self, session: Option<&SessionId>) -> Result<usize> {
+        let rows = match session {
+            None => self.query("SELECT count(*) FROM hermes_units", &[])?,
+            Some(session) => self.query(
+                "SELECT count(*) FROM hermes_units WHERE session = $1",
+                &[&session.as_str()],
+            )?,
+        };
+        let count = rows.first().map_or(0, |row| row.get::<_, i64>(0));
+        Ok(usize::try_from(count).unwrap_or(usize::MAX))
+    }
+
+    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        match session {
+            None => self.units(
+                "SELECT record FROM hermes_units ORDER BY dispatched_at DESC, id DESC LIMIT $1",
+                &[&limit],
+            ),
+            Some(session) => self.units(
+                "SELECT record FROM hermes_units WHERE session = $1 \
+                 ORDER BY dispatched_at DESC, id DESC LIMIT $2",
+                &[&session.as_str(), &limit],
+            ),
+        }
+    }
+
+    fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>> {
+        let rows = self.query(
+            "SELECT dispatched_at, id FROM hermes_units WHERE dispatched_at < $1 \
+             ORDER BY dispatched_at, id",
+            &[&int(cutoff.0)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| (uint(row.get(0)), row.get::<_, String>(1)))
+            .collect())
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<u64>> {
+        let rows = self.query("SELECT value FROM hermes_meta WHERE key = $1", &[&key])?;
+        Ok(rows.first().map(|row| uint(row.get(0))))
+    }
+}

@@ -1,0 +1,160 @@
+//! hermes' schema in PostgreSQL: its tables, its version, and creating or migrating it under
+//! an advisory lock.
+
+use postgres::Client;
+use postgres::error::SqlState;
+
+use super::pool::*;
+use crate::error::{LedgerError, Result};
+
+/// The schema version this build creates and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The advisory lock key under which the schema is created and migrated ("hermes" in ASCII).
+pub(super) const SCHEMA_LOCK: i64 = 0x6865_726d_6573;
+
+/// The schema, version 1.
+pub(super) const SCHEMA_V1: &str = r#"
+CREATE TABLE hermes_schema (version integer NOT NULL);
+CREATE TABLE hermes_meta (key text COLLATE "C" PRIMARY KEY, value bigint NOT NULL);
+CREATE TABLE hermes_sessions (id text COLLATE "C" PRIMARY KEY, record bytea NOT NULL);
+CREATE TABLE hermes_hosts (
+    pid bigint NOT NULL,
+    start_time bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (pid, start_time)
+);
+CREATE TABLE hermes_units (
+    id text COLLATE "C" PRIMARY KEY,
+    session text COLLATE "C",
+    status text NOT NULL,
+    dispatched_at bigint NOT NULL,
+    active boolean NOT NULL,
+    queue_seq bigint,
+    record bytea NOT NULL
+);
+CREATE INDEX hermes_units_by_time ON hermes_units (dispatched_at, id);
+CREATE INDEX hermes_units_by_session ON hermes_units (session, id) WHERE session IS NOT NULL;
+CREATE INDEX hermes_units_active ON hermes_units (id) WHERE active;
+CREATE INDEX hermes_units_queue ON hermes_units (queue_seq) WHERE queue_seq IS NOT NULL;
+CREATE TABLE hermes_children (
+    unit text COLLATE "C" NOT NULL,
+    idx bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (unit, idx)
+);
+CREATE TABLE hermes_child_tails (
+    unit text COLLATE "C" NOT NULL,
+    idx bigint NOT NULL,
+    tail text NOT NULL,
+    PRIMARY KEY (unit, idx)
+);
+CREATE TABLE hermes_child_stalls (
+    unit text COLLATE "C" NOT NULL,
+    idx bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (unit, idx)
+);
+CREATE TABLE hermes_tallies (unit text COLLATE "C" PRIMARY KEY, record bytea NOT NULL);
+CREATE TABLE hermes_events (
+    unit text COLLATE "C" NOT NULL,
+    code bigint NOT NULL,
+    session text COLLATE "C" NOT NULL,
+    state text NOT NULL,
+    open boolean NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (unit, code)
+);
+CREATE INDEX hermes_events_open ON hermes_events (session, unit, code) WHERE open;
+CREATE TABLE hermes_claims (token bytea PRIMARY KEY, record bytea NOT NULL);
+INSERT INTO hermes_meta (key, value) VALUES ('activity', 0), ('next_queue_seq', 0);
+INSERT INTO hermes_schema (version) VALUES (1);
+"#;
+
+impl Pg {
+    /// Creates the schema on first use, or checks its version, under an advisory lock.
+    pub(super) fn prepare_schema(&self, client: &mut Client) -> Result<()> {
+        let found = schema_version(client).map_err(|err| self.unavailable(&err))?;
+        match found {
+            Some(SCHEMA_VERSION) => Ok(()),
+            Some(found) if found > SCHEMA_VERSION => Err(self.newer(found)),
+            _ => self.migrate(client),
+        }
+    }
+
+    pub(super) fn newer(&self, found: i32) -> LedgerError {
+        LedgerError::NewerFormat {
+            path: self.path.clone(),
+            found: u32::try_from(found).unwrap_or(u32::MAX),
+            supported: u32::try_from(SCHEMA_VERSION).unwrap_or(0),
+        }
+    }
+
+    /// Brings the schema to `SCHEMA_VERSION` (one process at a time: the others wait on the
+    /// advisory lock, then find it done).
+    pub(crate) fn migrate(&self, client: &mut Client) -> Result<()> {
+        let fail = |err: postgres::Error| self.statement_error(&err);
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK])
+            .map_err(fail)?;
+        let result = (|| {
+            let mut txn = client.transaction().map_err(fail)?;
+            match schema_version_in(&mut txn).map_err(fail)? {
+                None => txn.batch_execute(SCHEMA_V1).map_err(fail)?,
+                Some(SCHEMA_VERSION) => {}
+                Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
+                Some(found) => {
+                    return Err(LedgerError::Invalid(format!(
+                        "{}: schema version {found} has no migration to {SCHEMA_VERSION}",
+                        self.path.display()
+                    )));
+                }
+            }
+            txn.commit().map_err(fail)
+        })();
+        let unlocked = client
+            .execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK])
+            .map_err(fail);
+        result.and(unlocked.map(drop))
+    }
+
+    /// `hermes ledger migrate`: brings the schema to this build's version now (`migrate`
+    /// either gets it there or fails) and returns that version.
+    pub(crate) fn migrate_now(&self) -> Result<i32> {
+        off_runtime(|| {
+            let mut conn = self.take()?;
+            self.migrate(&mut conn.client)?;
+            self.put_back(conn);
+            Ok(SCHEMA_VERSION)
+        })
+    }
+}
+
+/// The schema version recorded, `None` if hermes never created its schema in this database.
+///
+/// Every short-lived command connects and asks this first, so it is one round trip: one
+/// simple-protocol query (nothing to prepare), a missing table answering `None` (the two
+/// prepared statements it replaces cost four).
+pub(super) fn schema_version(
+    client: &mut Client,
+) -> std::result::Result<Option<i32>, postgres::Error> {
+    match client.simple_query("SELECT max(version) FROM hermes_schema") {
+        Ok(messages) => Ok(messages.iter().find_map(|message| match message {
+            postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse().ok()),
+            _ => None,
+        })),
+        Err(err) if err.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+pub(super) fn schema_version_in(
+    txn: &mut postgres::Transaction<'_>,
+) -> std::result::Result<Option<i32>, postgres::Error> {
+    let exists = txn.query_one("SELECT to_regclass('hermes_schema') IS NOT NULL", &[])?;
+    if !exists.get::<_, bool>(0) {
+        return Ok(None);
+    }
+    let row = txn.query_opt("SELECT max(version) FROM hermes_schema", &[])?;
+    Ok(row.and_then(|row| row.get::<_, Option<i32>>(0)))
+}

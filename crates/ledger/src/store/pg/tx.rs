@@ -1,0 +1,167 @@
+//! One transaction on one pooled connection, and the typed statements it runs.
+
+use std::cell::{Cell, RefCell};
+
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use postgres::types::Type;
+use serde::Serialize;
+
+use super::pool::*;
+use crate::codec::{self, decode_record as decode};
+use crate::error::{LedgerError, Result};
+use crate::model::legacy::decode_delegation;
+use crate::model::{ClaimToken, Delegation, EventRef};
+use crate::store::{Counters, event_ref};
+
+/// One transaction on one connection.
+pub(crate) struct Tx<'c, 'p> {
+    pub(super) pg: &'p Pg,
+    pub(super) txn: RefCell<Option<postgres::Transaction<'c>>>,
+    pub(super) counters: &'p Counters,
+    pub(super) dirty: Cell<bool>,
+    /// A statement failed: the server has aborted the transaction.
+    pub(super) aborted: Cell<bool>,
+    pub(super) failure: &'p Cell<Option<Failure>>,
+    pub(super) committed: &'p Cell<bool>,
+}
+
+pub(super) type Row = postgres::Row;
+
+/// A statement parameter with its PostgreSQL type.
+pub(super) trait Param {
+    fn as_sql(&self) -> &(dyn ToSql + Sync);
+    fn pg_type(&self) -> Type;
+}
+
+macro_rules! param {
+    ($($ty:ty => $pg:expr),* $(,)?) => {
+        $(impl Param for $ty {
+            fn as_sql(&self) -> &(dyn ToSql + Sync) {
+                self
+            }
+            fn pg_type(&self) -> Type {
+                $pg
+            }
+        })*
+    };
+}
+
+param! {
+    &str => Type::TEXT,
+    String => Type::TEXT,
+    Option<&str> => Type::TEXT,
+    i64 => Type::INT8,
+    Option<i64> => Type::INT8,
+    bool => Type::BOOL,
+    Vec<u8> => Type::BYTEA,
+}
+
+impl Tx<'_, '_> {
+    pub(super) fn fail(&self, err: &postgres::Error) -> LedgerError {
+        self.aborted.set(true);
+        let kind = match err.code() {
+            Some(code)
+                if *code == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *code == SqlState::T_R_DEADLOCK_DETECTED =>
+            {
+                Some(Failure::Conflict)
+            }
+            _ if err.is_closed() || err.as_db_error().is_none() || server_gone(err) => {
+                Some(Failure::Broken)
+            }
+            _ => None,
+        };
+        if kind.is_some() {
+            self.failure.set(kind);
+        }
+        self.pg.statement_error(err)
+    }
+
+    /// Runs `sql` in one round trip: its parameters' types are given (`Param`), so the server
+    /// need not describe a prepared statement first (a short-lived command would otherwise pay
+    /// a second round trip for every statement on its fresh connection).
+    pub(super) fn query(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Row>> {
+        let mut guard = self.txn.borrow_mut();
+        let txn = guard
+            .as_mut()
+            .ok_or_else(|| LedgerError::Invalid("the transaction has ended".into()))?;
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+            params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
+        txn.query_typed(sql, &typed).map_err(|e| self.fail(&e))
+    }
+
+    pub(super) fn write(&self, sql: &'static str, params: &[&dyn Param]) -> Result<()> {
+        self.dirty.set(true);
+        self.query(sql, params).map(drop)
+    }
+
+    pub(super) fn record<V: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Option<V>> {
+        let rows = self.query(sql, params)?;
+        rows.first()
+            .map(|row| decode(&self.pg.path, what, row.get::<_, &[u8]>(0)))
+            .transpose()
+    }
+
+    pub(super) fn records<V: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Vec<V>> {
+        self.query(sql, params)?
+            .iter()
+            .map(|row| decode(&self.pg.path, what, row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
+    pub(super) fn units(
+        &self,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Vec<Delegation>> {
+        self.query(sql, params)?
+            .iter()
+            .map(|row| decode_delegation(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
+    pub(super) fn unit(
+        &self,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Option<Delegation>> {
+        Ok(self.units(sql, params)?.into_iter().next())
+    }
+
+    pub(super) fn event_refs(&self, rows: Vec<Row>) -> Result<Vec<EventRef>> {
+        rows.iter()
+            .map(|row| {
+                let code = u32::try_from(row.get::<_, i64>(1)).unwrap_or(u32::MAX);
+                event_ref(&self.pg.path, row.get::<_, &str>(0), code)
+            })
+            .collect()
+    }
+}
+
+pub(super) fn int(n: u64) -> i64 {
+    // Stored bit for bit: timestamps, sequences and counters stay far below 2^63.
+    n as i64
+}
+
+pub(super) fn uint(n: i64) -> u64 {
+    n as u64
+}
+
+pub(super) fn token_bytes(token: ClaimToken) -> Vec<u8> {
+    token.0.to_be_bytes().to_vec()
+}
+
+pub(super) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    codec::encode(value)
+}

@@ -1,0 +1,184 @@
+//! Where a PostgreSQL ledger is: its URL parsed (libpq's forms), and the TLS connector its
+//! `sslmode` asks for.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use super::pool::*;
+use crate::error::{LedgerError, Result};
+
+/// Whether `url` names a PostgreSQL ledger.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Where a PostgreSQL ledger is, parsed from its URL; `Debug` and `Display` never show the
+/// password.
+#[derive(Clone)]
+pub struct PgTarget {
+    pub(super) config: postgres::Config,
+    /// `postgres://user@host:port/dbname`, for messages.
+    pub(super) display: String,
+    /// `host:port`, for the one-line error when the server cannot be reached.
+    pub(super) server: String,
+}
+
+impl std::fmt::Debug for PgTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+impl std::fmt::Display for PgTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+impl PgTarget {
+    /// Parses a libpq URL (`postgres://` or `postgresql://`: host, port, user, password,
+    /// dbname, `sslmode` of `disable`, `prefer` or `require`); a URL without a password takes
+    /// `PGPASSWORD`'s. The error never contains the password.
+    pub fn parse(url: &str, pgpassword: Option<&str>) -> Result<PgTarget> {
+        let invalid = |why: String| LedgerError::Invalid(format!("ledger.url: {why}"));
+        if !is_postgres_url(url) {
+            return Err(invalid(
+                "expected a postgres:// or postgresql:// URL".into(),
+            ));
+        }
+        let mut config = postgres::Config::from_str(url).map_err(|err| {
+            // The parser's message quotes at most an option name or value, never the URL.
+            invalid(format!("not a valid PostgreSQL URL ({err})"))
+        })?;
+        if config.get_password().is_none()
+            && let Some(password) = pgpassword.filter(|p| !p.is_empty())
+        {
+            config.password(password);
+        }
+        if config.get_user().is_none() {
+            return Err(invalid(
+                "the URL names no user (postgres://USER@HOST/DB)".into(),
+            ));
+        }
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("hermes");
+        let host = match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(host)) => host.clone(),
+            #[cfg(unix)]
+            Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+            None => "localhost".to_owned(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let server = format!("{host}:{port}");
+        let display = format!(
+            "postgres://{}@{server}/{}",
+            config.get_user().unwrap_or_default(),
+            config
+                .get_dbname()
+                .or(config.get_user())
+                .unwrap_or_default()
+        );
+        Ok(PgTarget {
+            config,
+            display,
+            server,
+        })
+    }
+
+    /// `postgres://user@host:port/dbname`, without the password.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// The same server with another database.
+    pub fn with_dbname(&self, dbname: &str) -> PgTarget {
+        let mut other = self.clone();
+        other.config.dbname(dbname);
+        other.display = format!(
+            "postgres://{}@{}/{dbname}",
+            other.config.get_user().unwrap_or_default(),
+            other.server
+        );
+        other
+    }
+}
+
+/// A TLS connector for `sslmode=prefer|require`: encrypted, the server's certificate not
+/// verified (libpq's meaning of those modes).
+pub(super) fn tls_connector() -> tokio_postgres_rustls::MakeRustlsConnect {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map(|builder| {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+                .with_no_client_auth()
+        });
+    match config {
+        Ok(config) => tokio_postgres_rustls::MakeRustlsConnect::new(config),
+        // ring supports the default protocol versions; unreachable in practice.
+        Err(_) => tokio_postgres_rustls::MakeRustlsConnect::new(
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap_or_else(|_| unreachable!("TLS 1.3 is supported by ring"))
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))))
+            .with_no_client_auth(),
+        ),
+    }
+}
+
+/// Accepts any server certificate (as libpq's `sslmode=require` does) while still checking the
+/// handshake's signatures.
+#[derive(Debug)]
+pub(super) struct Unverified(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> std::result::Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,216 @@
+//! The ledger's writes on PostgreSQL (`WriteTx`): rows, their index columns and `NOTIFY`.
+
+use std::cell::Cell;
+
+use super::listen::*;
+use super::pool::*;
+use super::tx::*;
+use crate::error::{LedgerError, Result};
+use crate::model::{
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, Host, ProcessId, Session,
+    SessionId, Stalling, UnitStatus, UnitTally,
+};
+use crate::store::{META_ACTIVITY, key_code};
+use crate::store::{ReadTx, WriteTx, session_part};
+
+impl WriteTx for Tx<'_, '_> {
+    fn dirty(&self) -> &Cell<bool> {
+        &self.dirty
+    }
+
+    fn aborted(&self) -> bool {
+        self.aborted.get()
+    }
+
+    fn commit(self: Box<Self>) -> Result<()> {
+        let txn = self
+            .txn
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| LedgerError::Invalid("the transaction has ended".into()))?;
+        match txn.commit() {
+            Ok(()) => {
+                self.committed.set(true);
+                Ok(())
+            }
+            Err(err) => {
+                let failed = self.fail(&err);
+                if self.failure.get() == Some(Failure::Broken) {
+                    // Whether COMMIT reached the server is unknown: never run it again.
+                    self.committed.set(true);
+                    return Err(LedgerError::Unavailable {
+                        path: self.pg.path.clone(),
+                        reason: format!(
+                            "the connection to {} broke while committing; the change may or may not have been recorded",
+                            self.pg.target.server
+                        ),
+                    });
+                }
+                Err(failed)
+            }
+        }
+    }
+
+    fn put_child_tail(&self, id: &DelegationId, index: u32, tail: &str) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_child_tails (unit, idx, tail) VALUES ($1, $2, $3) \
+             ON CONFLICT (unit, idx) DO UPDATE SET tail = EXCLUDED.tail",
+            &[&id.as_str(), &i64::from(index), &tail],
+        )
+    }
+
+    fn put_session(&self, session: &Session) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_sessions (id, record) VALUES ($1, $2) \
+             ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
+            &[&session.id.as_str(), &encode(session)],
+        )
+    }
+
+    fn put_host(&self, host: &Host) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_hosts (pid, start_time, record) VALUES ($1, $2, $3) \
+             ON CONFLICT (pid, start_time) DO UPDATE SET record = EXCLUDED.record",
+            &[
+                &i64::from(host.process.pid),
+                &int(host.process.start_time),
+                &encode(host),
+            ],
+        )
+    }
+
+    fn remove_host(&self, process: ProcessId) -> Result<()> {
+        self.write(
+            "DELETE FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
+            &[&i64::from(process.pid), &int(process.start_time)],
+        )
+    }
+
+    fn put_delegation(&self, unit: &Delegation) -> Result<()> {
+        let queue_seq = unit
+            .queue_seq
+            .filter(|_| unit.status == UnitStatus::Queued)
+            .map(int);
+        self.write(
+            "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, record) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (id) DO UPDATE SET session = EXCLUDED.session, \
+             status = EXCLUDED.status, dispatched_at = EXCLUDED.dispatched_at, \
+             active = EXCLUDED.active, queue_seq = EXCLUDED.queue_seq, record = EXCLUDED.record",
+            &[
+                &unit.id.as_str(),
+                &unit.session.as_ref().map(SessionId::as_str),
+                &unit.status.as_str(),
+                &int(unit.dispatched_at.0),
+                &!unit.status.is_terminal(),
+                &queue_seq,
+                &encode(unit),
+            ],
+        )
+    }
+
+    fn put_child(&self, child: &Child) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_children (unit, idx, record) VALUES ($1, $2, $3) \
+             ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
+            &[
+                &child.delegation_id.as_str(),
+                &i64::from(child.index),
+                &encode(child),
+            ],
+        )
+    }
+
+    fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_child_stalls (unit, idx, record) VALUES ($1, $2, $3) \
+             ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
+            &[&id.as_str(), &i64::from(stalling.index), &encode(stalling)],
+        )
+    }
+
+    fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_tallies (unit, record) VALUES ($1, $2) \
+             ON CONFLICT (unit) DO UPDATE SET record = EXCLUDED.record",
+            &[&id.as_str(), &encode(tally)],
+        )
+    }
+
+    fn remove_tally(&self, id: &DelegationId) -> Result<()> {
+        self.write(
+            "DELETE FROM hermes_tallies WHERE unit = $1",
+            &[&id.as_str()],
+        )
+    }
+
+    fn put_event(&self, event: &Event) -> Result<()> {
+        let session = session_part(event.session.as_ref());
+        self.write(
+            "INSERT INTO hermes_events (unit, code, session, state, open, record) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (unit, code) DO UPDATE SET session = EXCLUDED.session, \
+             state = EXCLUDED.state, open = EXCLUDED.open, record = EXCLUDED.record",
+            &[
+                &event.delegation_id.as_str(),
+                &i64::from(key_code(event.key)),
+                &session,
+                &event.state.as_str(),
+                &!event.state.is_terminal(),
+                &encode(event),
+            ],
+        )?;
+        if event.state == crate::model::EventState::Pending {
+            self.write("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &session])?;
+        }
+        Ok(())
+    }
+
+    fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_claims (token, record) VALUES ($1, $2) \
+             ON CONFLICT (token) DO UPDATE SET record = EXCLUDED.record",
+            &[&token_bytes(claim.token), &encode(claim)],
+        )
+    }
+
+    fn remove_claim(&self, token: ClaimToken) -> Result<()> {
+        self.write(
+            "DELETE FROM hermes_claims WHERE token = $1",
+            &[&token_bytes(token)],
+        )
+    }
+
+    fn bump_activity(&self) -> Result<()> {
+        self.write(
+            "INSERT INTO hermes_meta (key, value) VALUES ($1, 1) \
+             ON CONFLICT (key) DO UPDATE SET value = hermes_meta.value + 1",
+            &[&META_ACTIVITY],
+        )?;
+        self.write("SELECT pg_notify($1, '')", &[&ACTIVITY_CHANNEL])
+    }
+
+    fn set_meta(&self, key: &str, value: u64) -> Result<()> {
+        let key = key.to_owned();
+        self.write(
+            "INSERT INTO hermes_meta (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            &[&key, &int(value)],
+        )
+    }
+
+    fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
+        let id = unit.id.as_str();
+        for event in self.events(&unit.id)? {
+            if let Some(lease) = &event.lease {
+                self.remove_claim(lease.token)?;
+            }
+        }
+        self.write("DELETE FROM hermes_events WHERE unit = $1", &[&id])?;
+        self.write("DELETE FROM hermes_children WHERE unit = $1", &[&id])?;
+        self.write("DELETE FROM hermes_child_tails WHERE unit = $1", &[&id])?;
+        self.write("DELETE FROM hermes_child_stalls WHERE unit = $1", &[&id])?;
+        self.write("DELETE FROM hermes_tallies WHERE unit = $1", &[&id])?;
+        self.write("DELETE FROM hermes_units WHERE id = $1", &[&id])
+    }
+}
