@@ -35,7 +35,7 @@ const REFERENCE_CYCLES: &str = "2000";
 const ROUNDS: usize = 3;
 
 pub(crate) fn run(as_json: bool) -> Result<()> {
-    let cluster = pg::Cluster::start()?;
+    let cluster = pg::start()?;
     let measured = measure(&cluster.url(), as_json);
     let stopped = cluster.stop();
     measured?;

@@ -61,7 +61,7 @@ fn ci() -> Result<()> {
     })?;
     // Started first, so a machine without the server fails in a second, not after clippy; a
     // failure below drops `cluster`, which stops it.
-    let cluster = phases.run("postgres start", pg::Cluster::start)?;
+    let cluster = phases.run("postgres start", pg::start)?;
     phases.run("fmt", || run(cargo(&["fmt", "--all", "--check"])))?;
     phases.run("clippy", || {
         run(cargo(&[
@@ -99,7 +99,7 @@ fn ci() -> Result<()> {
 /// `cargo xtask test ARGS…`: `cargo test ARGS…` against a throwaway cluster; `HERMES_TEST_BACKEND`
 /// passes through from the caller.
 fn test(args: &[String]) -> Result<()> {
-    let cluster = pg::Cluster::start()?;
+    let cluster = pg::start()?;
     let mut command = cargo(&["test"]);
     command.args(args);
     cluster.export_to(&mut command);

@@ -1,6 +1,5 @@
-//! `cargo xtask pg start|stop|env`: a throwaway PostgreSQL cluster for tests and benches
-//! (SPEC §11), and [`Cluster`], which `cargo xtask ci`, `test` and `bench` start and stop around
-//! their runs.
+//! `cargo xtask pg start|stop|env`: a throwaway PostgreSQL cluster (the `pgcluster` crate) for
+//! a shell, and [`start`], which `cargo xtask ci`, `test` and `bench` call around their runs.
 //!
 //! The server is Debian's (`/usr/lib/postgresql/<highest version>/bin`, which `.ci/run`
 //! installs). It refuses to run as root, so when xtask runs as root every server command runs as
@@ -18,443 +17,22 @@
 //! usable as an `sslrootcert`) and `server.log`. A test that needs to stop or restart the server
 //! runs `$HERMES_TEST_PG_BIN/pg_ctl -D $HERMES_TEST_PG_DIR/data …` as the data directory's owner.
 
-use std::fmt::Write as _;
 use std::fs;
-use std::io::Read as _;
-use std::net::TcpListener;
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+pub(crate) use pgcluster::Cluster;
+use pgcluster::{BIN_VAR, DIR_VAR, URL_VAR};
 
 use crate::boundaries::workspace_root;
 
-/// The admin URL (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`) the tests create their
-/// databases from, one database per test.
-pub(crate) const URL_VAR: &str = "HERMES_TEST_PG_URL";
-/// The cluster's directory (see the module docs for its layout).
-pub(crate) const DIR_VAR: &str = "HERMES_TEST_PG_DIR";
-/// The directory of the server's binaries (`pg_ctl`, `psql`, …).
-pub(crate) const BIN_VAR: &str = "HERMES_TEST_PG_BIN";
-/// The superuser role the URL names.
-const ROLE: &str = "hermes";
-/// Who runs the server when xtask runs as root.
-const SERVER_USER: &str = "postgres";
-/// Where Debian installs each major version's server binaries.
-const DEBIAN_BINARIES: &str = "/usr/lib/postgresql";
-/// How long the server may take to start or stop.
-const DEADLINE: Duration = Duration::from_secs(30);
-/// Attempts at a free port (another process may take the one we found before the server binds it).
-const PORT_ATTEMPTS: usize = 3;
-
-/// Settings appended to the cluster's `postgresql.conf`: small and quick, but durable.
-const SETTINGS: &str = "
-# cargo xtask pg: a throwaway cluster for tests and benches.
-listen_addresses = '127.0.0.1'
-fsync = on
-synchronous_commit = on
-shared_buffers = 32MB
-max_connections = 200
-ssl = on
-ssl_cert_file = 'server.crt'
-ssl_key_file = 'server.key'
-";
-
-/// Every connection, over TCP or the socket, with or without TLS, authenticates by password.
-const PG_HBA: &str = "\
-# cargo xtask pg: the password is checked on every connection; nothing is trusted.
-local all all scram-sha-256
-host  all all 127.0.0.1/32 scram-sha-256
-";
-
-/// A running throwaway cluster. Dropping it stops the server and removes its directory (errors
-/// are printed, not raised); [`Cluster::stop`] does the same and reports them; [`Cluster::keep`]
-/// leaves it running.
-#[derive(Debug)]
-pub(crate) struct Cluster {
-    dir: PathBuf,
-    bin: PathBuf,
-    /// `Some(user)` when the server runs as another user than xtask (xtask is root).
-    server_user: Option<String>,
-    port: u16,
-    password: String,
-    /// Whether dropping this value stops the server.
-    armed: bool,
-}
-
-impl Cluster {
-    /// Creates, configures and starts a new cluster, returning once it accepts a TLS connection
-    /// with the password over TCP.
-    pub(crate) fn start() -> Result<Cluster> {
-        let started = Instant::now();
-        outlive_ctrl_c();
-        let bin = server_binaries()?;
-        let server_user = if is_root()? {
-            Some(SERVER_USER.to_owned())
-        } else {
-            None
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("hermes-pg-")
-            .tempdir_in("/tmp")
-            .context("creating the cluster's directory under /tmp")?
-            .keep();
-        // From here on, dropping `cluster` (on any error below) removes the directory again.
-        let mut cluster = Cluster {
-            dir,
-            bin,
-            server_user,
-            port: 0,
-            password: random_hex(16)?,
-            armed: true,
-        };
-        cluster.create()?;
-        cluster.launch()?;
-        cluster.check_connections()?;
-        eprintln!(
-            "xtask: PostgreSQL {} up on 127.0.0.1:{} in {:.2} s ({})",
-            cluster.version(),
-            cluster.port,
-            started.elapsed().as_secs_f64(),
-            cluster.dir.display()
-        );
-        Ok(cluster)
-    }
-
-    /// The admin URL: `postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`.
-    pub(crate) fn url(&self) -> String {
-        format!(
-            "postgres://{ROLE}:{}@127.0.0.1:{}/postgres",
-            self.password, self.port
-        )
-    }
-
-    /// The variables a test run needs: `HERMES_TEST_PG_URL`, `HERMES_TEST_PG_DIR`,
-    /// `HERMES_TEST_PG_BIN`.
-    pub(crate) fn vars(&self) -> [(&'static str, String); 3] {
-        [
-            (URL_VAR, self.url()),
-            (DIR_VAR, self.dir.display().to_string()),
-            (BIN_VAR, self.bin.display().to_string()),
-        ]
-    }
-
-    /// Sets [`Cluster::vars`] on `command`.
-    pub(crate) fn export_to(&self, command: &mut Command) {
-        for (name, value) in self.vars() {
-            command.env(name, value);
-        }
-    }
-
-    /// Shell `export` lines for [`Cluster::vars`].
-    fn exports(&self) -> String {
-        self.vars()
-            .iter()
-            .fold(String::new(), |mut out, (name, value)| {
-                let _ = writeln!(out, "export {name}={value}");
-                out
-            })
-    }
-
-    /// Stops the server (`pg_ctl stop -m immediate`) and removes the cluster's directory.
-    pub(crate) fn stop(mut self) -> Result<()> {
-        self.armed = false;
-        self.shut_down()
-    }
-
-    /// Leaves the server running after this value is dropped.
-    fn keep(mut self) {
-        self.armed = false;
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.join("data")
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.join("server.log")
-    }
-
-    fn version(&self) -> String {
-        fs::read_to_string(self.data().join("PG_VERSION"))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_else(|_| "?".into())
-    }
-
-    /// A command that runs `program` as the server's user.
-    fn as_server(&self, program: &Path) -> Command {
-        let mut command = match &self.server_user {
-            Some(user) => {
-                let mut command = Command::new("runuser");
-                command.args(["-u", user, "--"]).arg(program);
-                command
-            }
-            None => Command::new(program),
-        };
-        // The server's user may not be allowed into xtask's working directory.
-        command.current_dir("/").stdin(Stdio::null());
-        command
-    }
-
-    /// `initdb`, the certificate, `postgresql.conf` and `pg_hba.conf`.
-    fn create(&self) -> Result<()> {
-        if let Some(user) = &self.server_user {
-            let (uid, gid) = user_ids(user)?;
-            std::os::unix::fs::chown(&self.dir, Some(uid), Some(gid))
-                .with_context(|| format!("handing {} to {user}", self.dir.display()))?;
-        }
-        let pwfile = self.dir.join("pwfile");
-        fs::write(&pwfile, &self.password).context("writing the password file")?;
-        if let Some(user) = &self.server_user {
-            let (uid, gid) = user_ids(user)?;
-            std::os::unix::fs::chown(&pwfile, Some(uid), Some(gid))?;
-        }
-        fs::set_permissions(&pwfile, fs::Permissions::from_mode(0o600))?;
-        let initdb = self
-            .as_server(&self.bin.join("initdb"))
-            .arg("-D")
-            .arg(self.data())
-            .args([
-                "-U",
-                ROLE,
-                "--auth=scram-sha-256",
-                "-E",
-                "UTF8",
-                "--locale=C",
-            ])
-            .arg(format!("--pwfile={}", pwfile.display()))
-            // The cluster is thrown away: its initial files need not survive a power loss
-            // (the server itself runs with fsync on).
-            .args(["--no-sync", "--no-instructions"])
-            .output();
-        fs::remove_file(&pwfile).context("removing the password file")?;
-        checked("initdb", initdb)?;
-
-        // A self-signed certificate, made by the server's user so it owns the key.
-        let key = self.data().join("server.key");
-        let openssl = self
-            .as_server(Path::new("openssl"))
-            .args([
-                "req",
-                "-x509",
-                "-nodes",
-                "-days",
-                "3650",
-                "-subj",
-                "/CN=127.0.0.1",
-            ])
-            .args(["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
-            .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(self.data().join("server.crt"))
-            .output();
-        checked("openssl req (the server's certificate)", openssl).context(
-            "openssl makes the server's certificate; `.ci/run` installs it when missing",
-        )?;
-        fs::set_permissions(&key, fs::Permissions::from_mode(0o600))?;
-
-        // Appending and rewriting keep each file's owner.
-        let conf = self.data().join("postgresql.conf");
-        let mut text = fs::read_to_string(&conf).context("reading postgresql.conf")?;
-        text.push_str(SETTINGS);
-        let _ = writeln!(
-            text,
-            "unix_socket_directories = '{}'",
-            self.data().display()
-        );
-        fs::write(&conf, text).context("writing postgresql.conf")?;
-        fs::write(self.data().join("pg_hba.conf"), PG_HBA).context("writing pg_hba.conf")?;
-        Ok(())
-    }
-
-    /// Starts the server on a free port (trying another if that one is taken meanwhile) and
-    /// waits until it accepts connections.
-    fn launch(&mut self) -> Result<()> {
-        for attempt in 1..=PORT_ATTEMPTS {
-            self.port = free_port()?;
-            let out = self
-                .as_server(&self.bin.join("pg_ctl"))
-                .arg("start")
-                .arg("-D")
-                .arg(self.data())
-                .arg("-l")
-                .arg(self.log())
-                .arg("-o")
-                .arg(format!("-p {}", self.port))
-                // pg_ctl waits for the server's "ready" mark in postmaster.pid, polling, up to
-                // the deadline.
-                .args(["-w", "-t", &DEADLINE.as_secs().to_string()])
-                .output();
-            match checked("pg_ctl start", out) {
-                Ok(_) => return self.wait_ready(),
-                Err(err) => {
-                    let log = fs::read_to_string(self.log()).unwrap_or_default();
-                    if attempt < PORT_ATTEMPTS && log.contains("could not bind") {
-                        eprintln!("xtask: port {} was taken; trying another", self.port);
-                        continue;
-                    }
-                    return Err(err.context(format!(
-                        "the server did not start; the end of its log:\n{}",
-                        tail(&log, 20)
-                    )));
-                }
-            }
-        }
-        unreachable!("the last attempt returns")
-    }
-
-    /// Polls `pg_isready` over TCP until the server accepts connections, up to the deadline.
-    fn wait_ready(&self) -> Result<()> {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let status = Command::new(self.bin.join("pg_isready"))
-                .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
-                .args(["-U", ROLE, "-d", "postgres", "-t", "1"])
-                .status()
-                .context("running pg_isready")?;
-            if status.success() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "the server on 127.0.0.1:{} was not ready after {} s; see {}",
-                    self.port,
-                    DEADLINE.as_secs(),
-                    self.log().display()
-                );
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Connects once with the password and TLS (`sslmode=require`), as the tests will.
-    fn check_connections(&self) -> Result<()> {
-        let out = Command::new(self.bin.join("psql"))
-            .args(["-X", "-A", "-t", "-c", "show ssl"])
-            .arg(format!("{}?sslmode=require&connect_timeout=10", self.url()))
-            .env_remove("PGPASSWORD")
-            .stdin(Stdio::null())
-            .output();
-        let out = checked("psql (a TLS connection with the password)", out)?;
-        let ssl = String::from_utf8_lossy(&out.stdout);
-        if ssl.trim() != "on" {
-            bail!("the server answered `show ssl` with {ssl:?}, not \"on\"");
-        }
-        Ok(())
-    }
-
-    /// Stops the server if it runs, then removes the directory.
-    fn shut_down(&self) -> Result<()> {
-        if self.data().join("postmaster.pid").exists() {
-            let out = self
-                .as_server(&self.bin.join("pg_ctl"))
-                .arg("stop")
-                .arg("-D")
-                .arg(self.data())
-                .args([
-                    "-m",
-                    "immediate",
-                    "-w",
-                    "-t",
-                    &DEADLINE.as_secs().to_string(),
-                ])
-                .output();
-            // A server that would not stop keeps its directory, for its log; one that was
-            // already gone (killed, leaving its pid file) is simply cleared away.
-            if let Err(err) = checked("pg_ctl stop", out)
-                && self.server_runs()
-            {
-                return Err(err);
-            }
-        }
-        match fs::remove_dir_all(&self.dir) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                Err(err).with_context(|| format!("removing {}", self.dir.display()))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Whether `pg_ctl status` finds the server's process (it exits 3 when there is none).
-    fn server_runs(&self) -> bool {
-        self.as_server(&self.bin.join("pg_ctl"))
-            .arg("status")
-            .arg("-D")
-            .arg(self.data())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map_or(true, |s| s.code() != Some(3))
-    }
-
-    /// The cluster recorded in `target/pg/env` by `cargo xtask pg start`, if any.
-    fn recorded() -> Result<Option<Cluster>> {
-        let text = match fs::read_to_string(env_file()) {
-            Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => {
-                return Err(err).with_context(|| format!("reading {}", env_file().display()));
-            }
-        };
-        let var = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-                .map(str::to_owned)
-                .with_context(|| format!("{} has no {name}", env_file().display()))
-        };
-        let url = var(URL_VAR)?;
-        let (password, port) = parse_url(&url)
-            .with_context(|| format!("{} has a malformed {URL_VAR}", env_file().display()))?;
-        let dir = PathBuf::from(var(DIR_VAR)?);
-        // As root, act as whoever owns the cluster (the postgres user, unless a user started it).
-        let server_user = match fs::metadata(&dir) {
-            Ok(meta) if is_root()? && meta.uid() != 0 => Some(user_name(meta.uid())?),
-            _ => None,
-        };
-        Ok(Some(Cluster {
-            dir,
-            bin: var(BIN_VAR)?.into(),
-            server_user,
-            port,
-            password,
-            armed: false,
-        }))
-    }
-
-    /// Whether the server answers on its port.
-    fn is_running(&self) -> bool {
-        Command::new(self.bin.join("pg_isready"))
-            .args([
-                "-q",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-t",
-                "2",
-            ])
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if self.armed
-            && let Err(err) = self.shut_down()
-        {
-            eprintln!(
-                "xtask: could not stop the PostgreSQL cluster in {}: {err:#}",
-                self.dir.display()
-            );
-        }
-    }
+/// Starts a throwaway cluster for one xtask run (see `pgcluster`), which xtask outlives a Ctrl-C
+/// to stop.
+pub(crate) fn start() -> Result<Cluster> {
+    outlive_ctrl_c();
+    Cluster::start()
 }
 
 /// Lets xtask outlive a Ctrl-C, so the cluster is still stopped: the terminal interrupts the
@@ -480,19 +58,19 @@ fn outlive_ctrl_c() {
 pub(crate) fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("start") => {
-            if let Some(old) = Cluster::recorded()? {
+            if let Some(old) = recorded()? {
                 if old.is_running() {
                     bail!(
                         "a cluster is already running ({DIR_VAR}={}); `cargo xtask pg env` \
                          prints its variables, `cargo xtask pg stop` stops it",
-                        old.dir.display()
+                        old.dir().display()
                     );
                 }
                 // A stale record (the machine restarted, or /tmp was cleaned): clear it.
                 let _ = old.shut_down();
                 fs::remove_file(env_file())?;
             }
-            let cluster = Cluster::start()?;
+            let cluster = start()?;
             let exports = cluster.exports();
             let file = env_file();
             // The password is in it: readable by its owner only.
@@ -507,7 +85,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             Ok(())
         }
         Some("stop") => {
-            let Some(cluster) = Cluster::recorded()? else {
+            let Some(cluster) = recorded()? else {
                 eprintln!(
                     "xtask: no cluster recorded in {}; nothing to stop",
                     env_file().display()
@@ -516,19 +94,19 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             };
             cluster.shut_down()?;
             fs::remove_file(env_file())?;
-            eprintln!("xtask: stopped and removed {}", cluster.dir.display());
+            eprintln!("xtask: stopped and removed {}", cluster.dir().display());
             Ok(())
         }
         Some("env") => {
-            let Some(cluster) = Cluster::recorded()? else {
+            let Some(cluster) = recorded()? else {
                 bail!("no cluster is running; `cargo xtask pg start` starts one");
             };
             if !cluster.is_running() {
                 bail!(
                     "the cluster in {} does not answer on 127.0.0.1:{}; `cargo xtask pg stop` \
                      clears it, `cargo xtask pg start` starts a new one",
-                    cluster.dir.display(),
-                    cluster.port
+                    cluster.dir().display(),
+                    cluster.port()
                 );
             }
             print!("{}", cluster.exports());
@@ -546,131 +124,22 @@ fn env_file() -> PathBuf {
         .join("env")
 }
 
-/// The newest `/usr/lib/postgresql/<version>/bin` with an `initdb`.
-fn server_binaries() -> Result<PathBuf> {
-    let mut found: Vec<(u32, PathBuf)> = fs::read_dir(DEBIAN_BINARIES)
-        .into_iter()
-        .flatten()
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let version = entry.file_name().to_str()?.parse().ok()?;
-            let bin = entry.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    match found.pop() {
-        Some((_, bin)) => Ok(bin),
-        None => bail!(
-            "PostgreSQL server binaries not found (no {DEBIAN_BINARIES}/*/bin/initdb); \
-             `.ci/run` installs Debian's postgresql package"
-        ),
-    }
-}
-
-fn is_root() -> Result<bool> {
-    Ok(fs::metadata("/proc/self")
-        .context("reading /proc/self to learn who runs xtask")?
-        .uid()
-        == 0)
-}
-
-/// The uid and gid of `user`.
-fn user_ids(user: &str) -> Result<(u32, u32)> {
-    let id = |flag: &str| -> Result<u32> {
-        let out = Command::new("id").args([flag, user]).output()?;
-        if !out.status.success() {
-            bail!(
-                "xtask runs as root and the server must not, but there is no `{user}` user to \
-                 run it as (Debian's postgresql package creates it)"
-            );
+/// The cluster recorded in `target/pg/env` by `cargo xtask pg start`, if any.
+fn recorded() -> Result<Option<Cluster>> {
+    let text = match fs::read_to_string(env_file()) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => {
+            return Err(err).with_context(|| format!("reading {}", env_file().display()));
         }
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .with_context(|| format!("`id {flag} {user}` printed no number"))
     };
-    Ok((id("-u")?, id("-g")?))
-}
-
-/// The name of the user `uid`.
-fn user_name(uid: u32) -> Result<String> {
-    let out = Command::new("id")
-        .args(["-nu", &uid.to_string()])
-        .output()
-        .context("running id")?;
-    if !out.status.success() {
-        bail!("no user has uid {uid}");
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-/// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("looking for a free port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// `bytes` random bytes from the kernel, in hex (safe in a URL as is).
-fn random_hex(bytes: usize) -> Result<String> {
-    let mut buf = vec![0; bytes];
-    fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .context("reading /dev/urandom for the password")?;
-    Ok(buf.iter().fold(String::new(), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    }))
-}
-
-/// The password and port of a URL `url()` made.
-fn parse_url(url: &str) -> Option<(String, u16)> {
-    let rest = url.strip_prefix(&format!("postgres://{ROLE}:"))?;
-    let (password, rest) = rest.split_once("@127.0.0.1:")?;
-    let (port, _) = rest.split_once('/')?;
-    Some((password.to_owned(), port.parse().ok()?))
-}
-
-/// The output of a command that must succeed, or an error with what it printed.
-fn checked(what: &str, out: std::io::Result<Output>) -> Result<Output> {
-    let out = out.with_context(|| format!("running {what}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(out)
-}
-
-/// The last `n` lines of `text`.
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_recorded_url_gives_back_its_password_and_port() {
-        assert_eq!(
-            parse_url("postgres://hermes:0a1b@127.0.0.1:5433/postgres"),
-            Some(("0a1b".into(), 5433))
-        );
-        assert_eq!(
-            parse_url("postgres://other:x@127.0.0.1:5433/postgres"),
-            None
-        );
-    }
-
-    #[test]
-    fn a_password_is_hex() {
-        let password = random_hex(16).unwrap();
-        assert_eq!(password.len(), 32);
-        assert!(password.chars().all(|c| c.is_ascii_hexdigit()));
-    }
+    let var = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .map(str::to_owned)
+            .with_context(|| format!("{} has no {name}", env_file().display()))
+    };
+    let cluster = Cluster::attach(&var(URL_VAR)?, var(DIR_VAR)?.into(), var(BIN_VAR)?.into())
+        .with_context(|| format!("{} records no usable cluster", env_file().display()))?;
+    Ok(Some(cluster))
 }

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use common::{Hermes, wait_for};
 
-/// Restarts the throwaway server (`HERMES_TEST_PG_DIR`, `HERMES_TEST_PG_BIN`), as the user
-/// that owns its data directory.
+/// Restarts the throwaway server (`ledger::testing::pg_server`), as the user that owns its data
+/// directory.
 fn restart_server() {
-    let dir = std::env::var("HERMES_TEST_PG_DIR").expect("HERMES_TEST_PG_DIR (cargo xtask test)");
-    let bin = std::env::var("HERMES_TEST_PG_BIN").expect("HERMES_TEST_PG_BIN (cargo xtask test)");
+    let server = ledger::testing::pg_server();
+    let (dir, bin) = (server.dir.display(), server.bin.display());
     let data = format!("{dir}/data");
     let owner = std::fs::metadata(&data).expect("the data directory").uid();
     let pg_ctl = format!("{bin}/pg_ctl");

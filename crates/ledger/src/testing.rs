@@ -1,9 +1,15 @@
 //! Test support: the backend the suites run against, chosen by `HERMES_TEST_BACKEND` (`redb`,
 //! the default, or `postgres`), and a fresh ledger of it per test (a file in the test's own
-//! directory, or a new database on the server `HERMES_TEST_PG_URL` names). `cargo xtask ci`
-//! runs the backend suites once per backend; nothing here ever skips a test.
+//! directory, or a new database on the throwaway server). `cargo xtask ci` runs the backend
+//! suites once per backend; nothing here ever skips a test.
+//!
+//! The throwaway server is the one `cargo xtask` started (`HERMES_TEST_PG_URL`,
+//! `HERMES_TEST_PG_DIR`, `HERMES_TEST_PG_BIN`), or else one this test process starts the first
+//! time a test asks for it and that ends with the process ([`pg_server`]), so a plain `cargo
+//! test` needs nothing set: only Debian's PostgreSQL server binaries installed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::{Ledger, LedgerConfig, Location, PgTarget, TokenSource};
@@ -11,7 +17,51 @@ use crate::{Ledger, LedgerConfig, Location, PgTarget, TokenSource};
 /// The variable naming the backend under test.
 pub const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
 /// The variable holding the admin URL of the throwaway test server.
-pub const PG_URL_VAR: &str = "HERMES_TEST_PG_URL";
+pub const PG_URL_VAR: &str = pgcluster::URL_VAR;
+
+/// The throwaway test server.
+#[derive(Clone, Debug)]
+pub struct TestServer {
+    /// Its admin URL (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`), to create
+    /// databases from.
+    pub admin_url: String,
+    /// Its directory (`data/` inside is the cluster), for tests that stop or restart it.
+    pub dir: PathBuf,
+    /// Its binaries (`pg_ctl`, …).
+    pub bin: PathBuf,
+}
+
+/// The throwaway test server: the one `cargo xtask` named in the environment, or one started
+/// now for the rest of this process (once; every test of the process shares it). Panics when
+/// none can be had, saying what to install: a test that needs the server fails without it,
+/// never skips.
+pub fn pg_server() -> &'static TestServer {
+    static SERVER: OnceLock<std::result::Result<TestServer, String>> = OnceLock::new();
+    static STARTED: OnceLock<pgcluster::ProcessCluster> = OnceLock::new();
+    let server = SERVER.get_or_init(|| {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if let Some(admin_url) = var(PG_URL_VAR) {
+            return Ok(TestServer {
+                admin_url,
+                dir: var(pgcluster::DIR_VAR).unwrap_or_default().into(),
+                bin: var(pgcluster::BIN_VAR).unwrap_or_default().into(),
+            });
+        }
+        let started = pgcluster::Cluster::start_for_process().map_err(|err| format!("{err:#}"))?;
+        let cluster = STARTED.get_or_init(|| started).cluster();
+        Ok(TestServer {
+            admin_url: cluster.url(),
+            dir: cluster.dir().to_owned(),
+            bin: cluster.bin().to_owned(),
+        })
+    });
+    match server {
+        Ok(server) => server,
+        Err(why) => {
+            panic!("this test needs a throwaway PostgreSQL server and none could be started: {why}")
+        }
+    }
+}
 
 /// The backend the suites run against.
 #[derive(Clone, Debug)]
@@ -24,18 +74,12 @@ pub enum TestBackend {
 
 impl TestBackend {
     /// The backend `HERMES_TEST_BACKEND` names. Panics (failing the test) on an unknown value,
-    /// or when PostgreSQL is asked for and `HERMES_TEST_PG_URL` is unset: a missing server
-    /// must fail, never skip.
+    /// or when PostgreSQL is asked for and no server can be had ([`pg_server`]): a missing
+    /// server must fail, never skip.
     pub fn from_env() -> TestBackend {
         match std::env::var(BACKEND_VAR).as_deref() {
             Err(_) | Ok("") | Ok("redb") => TestBackend::Redb,
-            Ok("postgres") => match std::env::var(PG_URL_VAR) {
-                Ok(url) if !url.is_empty() => TestBackend::Postgres(url),
-                _ => panic!(
-                    "{BACKEND_VAR}=postgres but {PG_URL_VAR} is unset: start the throwaway \
-                     server with `cargo xtask test` (or `cargo xtask pg start`)"
-                ),
-            },
+            Ok("postgres") => TestBackend::Postgres(pg_server().admin_url.clone()),
             Ok(other) => panic!("{BACKEND_VAR}={other:?}: expected redb or postgres"),
         }
     }
@@ -108,16 +152,10 @@ pub fn open_location(location: &Location, config: LedgerConfig, seed: u64) -> Le
 }
 
 /// The admin URL of the throwaway test server, for tests that need PostgreSQL whatever the
-/// backend under test (several machines sharing one ledger, TLS, a server restart). Panics
-/// when it is unset: such a test fails without its server, it never skips.
+/// backend under test (several machines sharing one ledger, TLS, a server restart); see
+/// [`pg_server`].
 pub fn pg_admin_url() -> String {
-    match std::env::var(PG_URL_VAR) {
-        Ok(url) if !url.is_empty() => url,
-        _ => panic!(
-            "{PG_URL_VAR} is unset: this test needs the throwaway PostgreSQL server; run it \
-             with `cargo xtask test` (or `cargo xtask ci`)"
-        ),
-    }
+    pg_server().admin_url.clone()
 }
 
 /// Whether a ledger connection to `url` is encrypted (the server's own view of it).

@@ -8,6 +8,7 @@
 
 mod counting;
 mod guard;
+mod read;
 mod store;
 mod tables;
 mod tx;
