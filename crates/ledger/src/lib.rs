@@ -21,6 +21,7 @@ mod events;
 mod group;
 mod ledger;
 pub mod model;
+mod model_v3;
 mod pools;
 #[cfg(test)]
 mod power_loss;

@@ -516,6 +516,12 @@ pub struct TaskSpec {
     pub role: Role,
     /// The model it runs, if known.
     pub model: Option<String>,
+    /// The agent profile its command was built from (`claude`, `codex`, …; SPEC §14), if any.
+    /// Added in format 4.
+    pub agent: Option<String>,
+    /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`); `None`:
+    /// recognised from its command. Added in format 4.
+    pub adapter: Option<String>,
 }
 
 impl TaskSpec {
@@ -545,6 +551,8 @@ impl TaskSpec {
             toolsets: Vec::new(),
             role: Role::Leaf,
             model: None,
+            agent: None,
+            adapter: None,
         }
     }
 }
@@ -575,6 +583,10 @@ pub struct DispatchSpec {
     /// The worker pool that runs it (SPEC §12); `None`: the session's own host runs it. Added
     /// in format 3.
     pub pool: Option<String>,
+    /// How deep in a chain of delegations its children are: 1 for a unit dispatched from
+    /// outside any child, one more for each agent child in between (SPEC §14,
+    /// `delegation.max_depth`). Added in format 4; older units read as 1.
+    pub depth: u32,
 }
 
 /// A dispatch as formats 1 and 2 stored it (no pool).
@@ -589,7 +601,7 @@ pub(crate) struct DispatchSpecV2 {
     pub timeout_ms: Option<u64>,
     pub cwd: Option<String>,
     pub group: Option<String>,
-    pub tasks: Vec<TaskSpec>,
+    pub tasks: Vec<crate::model_v3::TaskSpecV3>,
 }
 
 impl From<DispatchSpecV2> for DispatchSpec {
@@ -604,8 +616,9 @@ impl From<DispatchSpecV2> for DispatchSpec {
             timeout_ms: old.timeout_ms,
             cwd: old.cwd,
             group: old.group,
-            tasks: old.tasks,
+            tasks: old.tasks.into_iter().map(TaskSpec::from).collect(),
             pool: None,
+            depth: 1,
         }
     }
 }
@@ -647,6 +660,7 @@ impl DispatchSpec {
             group: None,
             tasks,
             pool: None,
+            depth: 1,
         }
     }
 }
@@ -935,6 +949,24 @@ pub struct ChildOutcome {
     pub transcript: String,
     /// Status-specific detail.
     pub detail: ExitDetail,
+    /// The model an agent child said it runs (its stream's init event; SPEC §14). Added in
+    /// format 4.
+    pub model: Option<String>,
+    /// The tokens and cost an agent child reported. Added in format 4.
+    pub usage: Option<Usage>,
+}
+
+/// Token usage and cost, as an agent child's stream reported them (SPEC §14).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens (cached ones included where the agent counts them apart).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from a prompt cache.
+    pub cached_input_tokens: u64,
+    /// Cost in US dollars, if the agent reports one.
+    pub cost_usd: Option<f64>,
 }
 
 impl ChildOutcome {
@@ -985,6 +1017,8 @@ impl ChildOutcome {
             transcript_tail: None,
             transcript: String::new(),
             detail: ExitDetail::None,
+            model: None,
+            usage: None,
         }
     }
 

@@ -218,19 +218,37 @@ pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
     .map_err(|err| decode_error(path, "host", err))
 }
 
-/// A unit of any format (formats 1 and 2 had no pool on its dispatch).
+/// A unit of any format (formats 1 and 2 had no pool on its dispatch, format 3 no agent,
+/// adapter or depth).
 pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation> {
     codec::decode_versioned(bytes, |version, rest| {
         let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        if version < 3 {
-            postcard::from_bytes::<crate::model::DelegationV2>(rest)
+        match version {
+            ..3 => postcard::from_bytes::<crate::model::DelegationV2>(rest)
                 .map(Delegation::from)
-                .map_err(damaged)
-        } else {
-            postcard::from_bytes::<Delegation>(rest).map_err(damaged)
+                .map_err(damaged),
+            3 => postcard::from_bytes::<crate::model_v3::DelegationV3>(rest)
+                .map(Delegation::from)
+                .map_err(damaged),
+            _ => postcard::from_bytes::<Delegation>(rest).map_err(damaged),
         }
     })
     .map_err(|err| decode_error(path, "delegation", err))
+}
+
+/// An event of any format (formats 1 to 3 had no model or usage on its outcomes).
+pub(crate) fn decode_event(path: &Path, bytes: &[u8]) -> Result<Event> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version < 4 {
+            postcard::from_bytes::<crate::model_v3::EventV3>(rest)
+                .map(Event::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Event>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| decode_error(path, "event", err))
 }
 
 /// A child of any format (formats 1 and 2 had no machine).
@@ -314,7 +332,14 @@ mod tests {
                 timeout_ms: Some(5),
                 cwd: Some("/w".into()),
                 group: Some("grp".into()),
-                tasks: vec![TaskSpec::new("one", vec!["true".into()])],
+                tasks: vec![crate::model_v3::TaskSpecV3 {
+                    goal: "one".into(),
+                    command: vec!["true".into()],
+                    context: None,
+                    toolsets: Vec::new(),
+                    role: Role::Leaf,
+                    model: None,
+                }],
             },
             status: UnitStatus::Queued,
             dispatched_at: Timestamp(1),
@@ -333,13 +358,13 @@ mod tests {
                 .expect("an old unit decodes");
             assert_eq!(unit.pool(), None);
             assert_eq!(unit.spec.group.as_deref(), Some("grp"));
-            assert_eq!(unit.spec.tasks, old.spec.tasks);
+            assert_eq!(unit.spec.tasks, [TaskSpec::new("one", vec!["true".into()])]);
             assert_eq!((unit.queue_seq, unit.host), (old.queue_seq, old.host));
         }
         let mut unit = Delegation::from(old);
         unit.spec.pool = Some("gpu".into());
         let bytes = codec::encode(&unit);
-        assert_eq!(bytes[0], 3);
+        assert_eq!(bytes[0], codec::FORMAT_VERSION);
         assert_eq!(
             decode_delegation(Path::new("l.redb"), &bytes).expect("decodes"),
             unit

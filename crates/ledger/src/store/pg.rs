@@ -31,8 +31,8 @@ use postgres::{Client, IsolationLevel};
 use serde::Serialize;
 
 use super::{
-    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_host,
-    event_ref, session_part,
+    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_event,
+    decode_host, event_ref, session_part,
 };
 use crate::codec;
 use crate::error::{LedgerError, Result, StorageFault};
@@ -838,6 +838,13 @@ impl Tx<'_, '_> {
             .collect()
     }
 
+    fn event_rows(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Event>> {
+        self.query(sql, params)?
+            .iter()
+            .map(|row| decode_event(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
     fn units(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Delegation>> {
         self.query(sql, params)?
             .iter()
@@ -972,19 +979,18 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn event(&self, event: &EventRef) -> Result<Option<Event>> {
-        self.record(
-            "event",
+        self.event_rows(
             "SELECT record FROM hermes_events WHERE unit = $1 AND code = $2",
             &[
                 &event.delegation_id.as_str(),
                 &i64::from(key_code(event.key)),
             ],
         )
+        .map(|events| events.into_iter().next())
     }
 
     fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
-        self.records(
-            "event",
+        self.event_rows(
             "SELECT record FROM hermes_events WHERE unit = $1 ORDER BY code",
             &[&id.as_str()],
         )
@@ -1000,8 +1006,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
-        self.records(
-            "event",
+        self.event_rows(
             "SELECT record FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code",
             &[&session_part(session)],
         )

@@ -12,8 +12,8 @@ use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::Serialize;
 
 use super::{
-    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_host,
-    event_ref, session_part,
+    ClaimRecord, Counters, ReadTx, WriteTx, decode, decode_child, decode_delegation, decode_event,
+    decode_host, event_ref, session_part,
 };
 use crate::codec;
 use crate::error::{LedgerError, Result};
@@ -235,7 +235,7 @@ impl<T: Tables> ReadTx for T {
         let row = table
             .get((event.delegation_id.as_str(), key_code(event.key)))
             .map_err(storage)?;
-        row.map(|v| decode(self.path(), "event", v.value()))
+        row.map(|v| decode_event(self.path(), v.value()))
             .transpose()
     }
 
@@ -244,7 +244,7 @@ impl<T: Tables> ReadTx for T {
         let mut out = Vec::new();
         for row in table.range(by_id(id.as_str())).map_err(storage)? {
             let (_, v) = row.map_err(storage)?;
-            out.push(decode(self.path(), "event", v.value())?);
+            out.push(decode_event(self.path(), v.value())?);
         }
         Ok(out)
     }
