@@ -292,4 +292,3 @@ mod tests {
         assert_eq!(quoted("\tx\u{1b}[2K\u{7}"), "  │ \tx\\u{1b}[2K\\u{7}\n");
     }
 }
-
