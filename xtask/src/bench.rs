@@ -92,6 +92,7 @@ fn measure(pg_url: &str, as_json: bool) -> Result<()> {
     }
     for (package, example) in [
         ("registry", "bench_registry"),
+        ("registry", "bench_adapters"),
         ("router", "bench_router"),
         ("cli", "bench_cli"),
         ("cli", "bench_agent"),

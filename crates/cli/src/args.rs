@@ -44,6 +44,8 @@ impl RunArgs {
             || d.group.is_some()
             || d.pool.is_some()
             || d.tasks.is_some()
+            || d.agent.is_some()
+            || d.adapter.is_some()
             || !d.command.is_empty()
     }
 }
@@ -85,6 +87,14 @@ pub struct DispatchArgs {
     /// A JSON tasks file (`-` for stdin) describing a batch.
     #[arg(long, value_name = "FILE|-")]
     pub tasks: Option<String>,
+    /// Run an agent CLI on the goal instead of a command: claude, codex, gemini, or an
+    /// [agents.NAME] of config.toml (no `--` needed).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// How to read the child's stdout: plain, or an agent's stream (claude, codex, gemini).
+    /// Default: recognised from the agent or the command.
+    #[arg(long, value_name = "ADAPTER")]
+    pub adapter: Option<String>,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

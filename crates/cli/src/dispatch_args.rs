@@ -75,6 +75,7 @@ pub fn spec(args: &DispatchArgs) -> anyhow::Result<DispatchSpec> {
 /// The unit the options describe, with the batch `file` (already checked) instead of
 /// `args.command` when given.
 pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<DispatchSpec> {
+    let settings = crate::agent_dispatch::settings()?;
     // clap checked the bounds; 0 means "the configured default".
     let timeout_ms = args
         .timeout
@@ -120,6 +121,8 @@ pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<Dis
                         .and_then(parse_role)
                         .unwrap_or(role(args.role)),
                     model: t.model.or_else(|| args.model.clone()),
+                    agent: t.agent,
+                    adapter: t.adapter.or_else(|| args.adapter.clone()),
                 })
                 .collect();
             (
@@ -129,31 +132,43 @@ pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<Dis
             )
         }
         None => {
-            if args.command.is_empty() {
+            if args.agent.is_some() && !args.command.is_empty() {
                 return Err(fail(
                     Code::Usage,
-                    "nothing to run: give a command after -- or a tasks file with --tasks",
+                    "give either --agent or a command after --, not both",
                 ));
             }
-            if args.command[0].is_empty() {
-                return Err(fail(Code::Usage, "the command after -- is empty"));
-            }
-            let goal = match &args.goal {
-                Some(goal) if goal.trim().is_empty() => {
-                    return Err(fail(Code::Usage, "--goal is empty"));
+            // A goal without a command runs an agent: the one named, else the default one.
+            let agent = match (&args.agent, &args.goal) {
+                (Some(agent), _) => Some(agent.clone()),
+                (None, Some(_)) if args.command.is_empty() => {
+                    settings.delegation.default_agent.clone()
                 }
-                Some(goal) => goal.clone(),
-                None => args.command.join(" "),
+                (None, _) => None,
             };
-            let task = TaskSpec {
-                goal,
-                command: args.command.clone(),
-                context: args.context.clone(),
-                toolsets: args.toolsets.clone(),
-                role: role(args.role),
-                model: args.model.clone(),
-            };
-            (vec![task], None, None)
+            if let Some(agent) = agent {
+                let goal = match &args.goal {
+                    Some(goal) if !goal.trim().is_empty() => goal.clone(),
+                    _ => {
+                        return Err(fail(
+                            Code::Usage,
+                            format!("--agent {agent} needs --goal: what the agent should do"),
+                        ));
+                    }
+                };
+                let task = TaskSpec {
+                    context: args.context.clone(),
+                    toolsets: args.toolsets.clone(),
+                    role: role(args.role),
+                    model: args.model.clone(),
+                    agent: Some(agent),
+                    adapter: args.adapter.clone(),
+                    ..TaskSpec::new(goal, Vec::new())
+                };
+                (vec![task], None, None)
+            } else {
+                single_command(args)?
+            }
         }
     };
     let goal = match (&args.goal, tasks.as_slice()) {
@@ -161,7 +176,7 @@ pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<Dis
         (None, [one]) => one.goal.clone(),
         (None, many) => format!("{} tasks", many.len()),
     };
-    Ok(DispatchSpec {
+    let mut spec = DispatchSpec {
         goal,
         context: args.context.clone(),
         toolsets: args.toolsets.clone(),
@@ -175,7 +190,41 @@ pub fn build(args: &DispatchArgs, file: Option<TasksFile>) -> anyhow::Result<Dis
         group: args.group.clone().or(file_group),
         tasks,
         pool,
-    })
+        depth: 1,
+    };
+    crate::agent_dispatch::resolve(&mut spec, &settings)?;
+    Ok(spec)
+}
+
+type Draft = (Vec<TaskSpec>, Option<DeliveryMode>, Option<String>);
+
+/// The one task of `-- COMMAND`.
+fn single_command(args: &DispatchArgs) -> anyhow::Result<Draft> {
+    if args.command.is_empty() {
+        return Err(fail(
+            Code::Usage,
+            "nothing to run: give a command after --, an agent with --agent NAME --goal G (or set delegation.default_agent), or a tasks file with --tasks",
+        ));
+    }
+    if args.command[0].is_empty() {
+        return Err(fail(Code::Usage, "the command after -- is empty"));
+    }
+    let goal = match &args.goal {
+        Some(goal) if goal.trim().is_empty() => {
+            return Err(fail(Code::Usage, "--goal is empty"));
+        }
+        Some(goal) => goal.clone(),
+        None => args.command.join(" "),
+    };
+    let task = TaskSpec {
+        context: args.context.clone(),
+        toolsets: args.toolsets.clone(),
+        role: role(args.role),
+        model: args.model.clone(),
+        adapter: args.adapter.clone(),
+        ..TaskSpec::new(goal, args.command.clone())
+    };
+    Ok((vec![task], None, None))
 }
 
 #[cfg(test)]

@@ -117,13 +117,20 @@ pub fn child_json(
     stalls: &[Stalling],
     at: ledger::Timestamp,
 ) -> Value {
-    let goal = unit
-        .spec
-        .tasks
-        .get(child.index as usize)
-        .map(|t| t.goal.clone())
-        .unwrap_or_default();
+    let task = unit.spec.tasks.get(child.index as usize);
+    let goal = task.map(|t| t.goal.clone()).unwrap_or_default();
     let found = outcome_of(events, child.index);
+    let usage = found.and_then(|(_, o)| o.usage.as_ref()).map(|u| {
+        json!({
+            "input_tokens": u.input_tokens,
+            "cached_input_tokens": u.cached_input_tokens,
+            "output_tokens": u.output_tokens,
+            "cost_usd": u.cost_usd,
+        })
+    });
+    let model = found
+        .and_then(|(_, o)| o.model.clone())
+        .or_else(|| task.and_then(|t| t.model.clone()));
     let duration = match (child.started_at, child.ended_at) {
         (Some(s), Some(e)) => Some(e.ms_since(s) as f64 / 1000.0),
         (Some(s), None) => Some(at.ms_since(s) as f64 / 1000.0),
@@ -174,6 +181,9 @@ pub fn child_json(
         "result": found.map(|(_, o)| o.result.clone()),
         "transcript_tail": found.and_then(|(_, o)| o.transcript_tail.clone()),
         "delivery": delivery,
+        "agent": task.and_then(|t| t.agent.clone()),
+        "model": model,
+        "usage": usage,
     })
 }
 

@@ -28,8 +28,15 @@ pub struct TasksFile {
 pub struct TaskEntry {
     /// What it is for.
     pub goal: String,
-    /// argv.
+    /// argv (empty when `agent` is given).
+    #[serde(default)]
     pub command: Vec<String>,
+    /// An agent profile to run on the goal instead of a command (SPEC §14).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`).
+    #[serde(default)]
+    pub adapter: Option<String>,
     /// Context.
     #[serde(default)]
     pub context: Option<String>,
@@ -61,13 +68,22 @@ pub fn check(file: TasksFile, origin: &str) -> anyhow::Result<TasksFile> {
         if task.goal.trim().is_empty() {
             return Err(bad(format!("tasks[{i}].goal"), "is empty"));
         }
-        if task.command.is_empty() {
+        if task.agent.is_some() && !task.command.is_empty() {
             return Err(bad(
-                format!("tasks[{i}].command"),
-                "is empty; give the program and its arguments",
+                format!("tasks[{i}]"),
+                "has both command and agent; give one",
             ));
         }
-        if task.command[0].is_empty() {
+        if task.agent.as_deref().is_some_and(|a| a.trim().is_empty()) {
+            return Err(bad(format!("tasks[{i}].agent"), "is empty"));
+        }
+        if task.command.is_empty() && task.agent.is_none() {
+            return Err(bad(
+                format!("tasks[{i}].command"),
+                "is empty; give the program and its arguments, or an agent",
+            ));
+        }
+        if task.command.first().is_some_and(String::is_empty) {
             return Err(bad(format!("tasks[{i}].command[0]"), "is empty"));
         }
         if let Some(role) = &task.role

@@ -114,6 +114,9 @@ fn write_task<W: fmt::Write + ?Sized>(
         outcome.status,
         seconds(outcome.duration_seconds())
     )?;
+    if let Some(usage) = &outcome.usage {
+        writeln!(w, "Usage: {}", crate::text::usage(usage))?;
+    }
     write_body(w, outcome)?;
     if has_content(&outcome.transcript) {
         writeln!(

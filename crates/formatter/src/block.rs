@@ -47,6 +47,9 @@ pub(crate) fn write_single<W: fmt::Write + ?Sized>(
         calls(outcome.api_calls),
         human_duration(outcome.duration_seconds())
     )?;
+    if let Some(usage) = &outcome.usage {
+        writeln!(w, "Usage: {}", crate::text::usage(usage))?;
+    }
     writeln!(w, "{RESULT_RULE}")?;
     write_body(w, outcome)?;
     if has_content(&outcome.transcript) {

@@ -60,7 +60,12 @@ impl<'a> Reminder<'a> {
                 &task.toolsets
             },
             role: task.role,
-            model: task.model.as_deref().or(spec.model.as_deref()),
+            // The model an agent child's stream named is the one it really ran.
+            model: outcome
+                .model
+                .as_deref()
+                .or(task.model.as_deref())
+                .or(spec.model.as_deref()),
         }
     }
 }

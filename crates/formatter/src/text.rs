@@ -204,6 +204,20 @@ pub(crate) fn has_content(text: &str) -> bool {
     !text.trim().is_empty()
 }
 
+/// Tokens and cost an agent child reported, in words: `4135 input tokens (3000 cached), 310
+/// output, $0.0213`.
+pub(crate) fn usage(usage: &ledger::Usage) -> String {
+    let mut text = format!("{} input tokens", usage.input_tokens);
+    if usage.cached_input_tokens > 0 {
+        text.push_str(&format!(" ({} cached)", usage.cached_input_tokens));
+    }
+    text.push_str(&format!(", {} output", usage.output_tokens));
+    if let Some(cost) = usage.cost_usd.filter(|c| c.is_finite()) {
+        text.push_str(&format!(", ${cost:.4}"));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,7 @@ mod events;
 mod group;
 mod ledger;
 pub mod model;
+
 mod pools;
 #[cfg(test)]
 mod power_loss;

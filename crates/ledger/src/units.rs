@@ -756,6 +756,8 @@ pub(crate) fn unknown_outcome(
                 reason: reason.to_owned(),
             }
         },
+        model: None,
+        usage: None,
     }
 }
 

@@ -1,40 +1,22 @@
-//! One child from spawn to finalization: the stream readers that move its progress token and
-//! feed its transcript and result capture, and the monitor loop that acts on stalls, timeouts
-//! and interrupts (SIGTERM to the process group, SIGKILL after the grace period).
-//!
-//! [`RunningChild::supervise`] returns the child's outcome the moment it is final: when the
-//! child exited and its output was drained, or when it was force-finalized after SIGKILL. In the
-//! second case a detached task still reaps it and finishes its transcript, and publishes nothing.
+//! One child: what is known about it while it runs ([`LiveChild`], shared by its readers, its
+//! monitor and the host) and how it starts. Its pipes are read by `reader.rs`; its monitor and
+//! finalization are `supervise.rs`.
 
-use std::io;
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, TimeoutPhase, Timestamp};
-use nix::sys::signal::Signal;
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Child;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timestamp};
 
+use crate::agent::{AgentCli, AgentStream, Report};
 use crate::capture::{Capture, STDERR_TAIL_BYTES, TailBuffer};
 use crate::clock::Clock;
-use crate::config::{Config, millis, seconds};
-use crate::procs::signal_group;
-use crate::progress::{Line, LineAssembler, Malformed, Message, Token, parse_line};
+use crate::config::Config;
+use crate::progress::{Malformed, Message, Token};
+use crate::reader::{Pipe, read_pipe};
 use crate::spawn::{SpawnRequest, spawn};
-use crate::stall::{SampleFailed, StallTracker, Thresholds, Verdict};
-use crate::transcript::{LineSplitter, Stream, TaskLog, hms};
+use crate::stall::SampleFailed;
+use crate::transcript::{Stream, TaskLog};
 
-/// Bytes read from stdout or stderr at a time.
-const CHUNK: usize = 64 * 1024;
-/// Bytes read from the progress pipe at a time.
-const PROGRESS_CHUNK: usize = 16 * 1024;
-/// How long the rest of a child's output may take to arrive once it exited, before whatever of
-/// its process group still holds the pipes is stopped.
-const DRAIN_WAIT: Duration = Duration::from_millis(300);
+pub(crate) use crate::supervise::{RunningChild, exit_reason, next_sweep};
 
 /// A child's live progress, as the CLI's progress bars and `delegation status` show it.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +56,19 @@ struct LiveState {
     result_message: Option<String>,
     stdout: Capture,
     stderr: TailBuffer,
+    /// What an agent child's stream said, and its adapter's name.
+    agent: Option<(&'static str, Report)>,
+}
+
+/// What the monitor needs of a child's output to finalize it.
+pub(crate) struct Finals {
+    pub(crate) token: Token,
+    pub(crate) result: String,
+    pub(crate) stderr_tail: Option<String>,
+    /// The agent's own failure: its adapter's name and the message.
+    pub(crate) agent_error: Option<(&'static str, String)>,
+    pub(crate) model: Option<String>,
+    pub(crate) usage: Option<ledger::Usage>,
 }
 
 impl LiveChild {
@@ -96,6 +91,7 @@ impl LiveChild {
                 result_message: None,
                 stdout: Capture::new(result_max),
                 stderr: TailBuffer::new(STDERR_TAIL_BYTES),
+                agent: None,
             }),
         }
     }
@@ -125,7 +121,7 @@ impl LiveChild {
         self.lock().status = status;
     }
 
-    fn started(&self, process: ProcessId, at: Timestamp) {
+    pub(crate) fn started(&self, process: ProcessId, at: Timestamp) {
         let mut s = self.lock();
         s.status = ChildStatus::Running;
         s.process = Some(process);
@@ -153,12 +149,12 @@ impl LiveChild {
     }
 
     /// The monitor's look at the token. A poisoned lock is a failed look, not progress.
-    fn sample(&self) -> Result<(Token, Option<Timestamp>), SampleFailed> {
+    pub(crate) fn sample(&self) -> Result<(Token, Option<Timestamp>), SampleFailed> {
         let s = self.state.lock().map_err(|_| SampleFailed)?;
         Ok((s.token.clone(), s.changed_at))
     }
 
-    fn record_output(&self, stream: Stream, bytes: &[u8], at: Timestamp) {
+    pub(crate) fn record_output(&self, stream: Stream, bytes: &[u8], at: Timestamp) {
         let mut s = self.lock();
         s.token.output_bytes += bytes.len() as u64;
         s.changed_at = Some(at);
@@ -169,7 +165,52 @@ impl LiveChild {
         }
     }
 
-    fn record_progress(&self, line: Result<Message, Malformed>, at: Timestamp) {
+    /// What an agent's adapter has read so far: its calls and tool move the token.
+    pub(crate) fn record_agent(&self, name: &'static str, report: &Report, at: Timestamp) {
+        let mut s = self.lock();
+        if s.token.api_calls != report.api_calls || s.token.current_tool != report.current_tool {
+            s.token.api_calls = report.api_calls;
+            s.token.current_tool.clone_from(&report.current_tool);
+            s.changed_at = Some(at);
+        }
+        if s.agent.as_ref().is_none_or(|(_, r)| r != report) {
+            s.agent = Some((name, report.clone()));
+        }
+    }
+
+    /// The result and the rest of what finalizing needs, `transcript` named in a truncated
+    /// result's marker. The `{"result"}` message wins, then an agent's answer, then stdout.
+    pub(crate) fn finals(&self, result_max: usize, transcript: &str) -> Finals {
+        let s = self.lock();
+        let report = s.agent.as_ref().map(|(_, r)| r);
+        let chosen = s
+            .result_message
+            .as_ref()
+            .or_else(|| report.and_then(|r| r.answer.as_ref()));
+        let agent_error = s
+            .agent
+            .as_ref()
+            .and_then(|(name, r)| r.error.clone().map(|e| (*name, e)));
+        let result = match (chosen, &agent_error) {
+            (Some(text), _) => bounded(text, result_max, transcript),
+            (None, Some((name, error))) => bounded(
+                &format!("{name} reported an error: {error}"),
+                result_max,
+                transcript,
+            ),
+            (None, None) => s.stdout.render(transcript),
+        };
+        Finals {
+            token: s.token.clone(),
+            result,
+            stderr_tail: (!s.stderr.is_empty()).then(|| s.stderr.text()),
+            agent_error,
+            model: report.and_then(|r| r.model.clone()),
+            usage: report.and_then(|r| r.usage.clone()),
+        }
+    }
+
+    pub(crate) fn record_progress(&self, line: Result<Message, Malformed>, at: Timestamp) {
         let mut s = self.lock();
         s.token.apply(&line);
         s.changed_at = Some(at);
@@ -198,6 +239,10 @@ pub(crate) struct ChildPlan {
     pub(crate) spawn: SpawnRequest,
     pub(crate) timeout_ms: Option<u64>,
     pub(crate) log: Arc<TaskLog>,
+    /// The adapter that reads an agent child's stdout (`None`: shown as is).
+    pub(crate) adapter: Option<&'static dyn AgentCli>,
+    /// Where an adapted child's raw stream goes (`task-N.jsonl`).
+    pub(crate) raw_log: Option<Arc<TaskLog>>,
 }
 
 /// What [`start`] did.
@@ -232,506 +277,62 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
     live.started(spawned.process, now);
     plan.log
         .note(now, &format!("hermes: started pid {}", spawned.process.pid));
-    let progress_line_max = (4 * ctx.config.result_max_bytes).max(1 << 20);
+    // Lines of the progress pipe and of an agent's stream are parsed whole, up to this size.
+    let line_max = (4 * ctx.config.result_max_bytes).max(1 << 20);
+    let stdout = match (plan.adapter, &plan.raw_log) {
+        (Some(cli), Some(raw)) => {
+            plan.log.note(
+                now,
+                &format!(
+                    "hermes: stdout read by the {} stream adapter; the raw stream is in {}",
+                    cli.name(),
+                    raw.path().display()
+                ),
+            );
+            Pipe::Agent {
+                stream: Box::new(AgentStream::new(cli, line_max)),
+                raw: raw.clone(),
+            }
+        }
+        _ => Pipe::Output(Stream::Out),
+    };
     let readers = vec![
-        tokio::spawn(read_output(
+        tokio::spawn(read_pipe(
             spawned.stdout,
-            Stream::Out,
+            stdout,
             live.clone(),
             plan.log.clone(),
             ctx.clock.clone(),
         )),
-        tokio::spawn(read_output(
+        tokio::spawn(read_pipe(
             spawned.stderr,
-            Stream::Err,
+            Pipe::Output(Stream::Err),
             live.clone(),
             plan.log.clone(),
             ctx.clock.clone(),
         )),
-        tokio::spawn(read_progress(
+        tokio::spawn(read_pipe(
             spawned.progress,
-            progress_line_max,
+            Pipe::Progress { line_max },
             live.clone(),
             plan.log.clone(),
             ctx.clock.clone(),
         )),
     ];
-    Started::Running(Box::new(RunningChild {
+    Started::Running(Box::new(RunningChild::new(
         plan,
         live,
-        ctx: ctx.clone(),
-        child: spawned.child,
-        process: spawned.process,
-        started_at: now,
+        ctx.clone(),
+        spawned.child,
+        spawned.process,
+        now,
         readers,
-    }))
+    )))
 }
 
-async fn read_output<R: AsyncRead + Unpin>(
-    mut reader: R,
-    stream: Stream,
-    live: Arc<LiveChild>,
-    log: Arc<TaskLog>,
-    clock: Arc<dyn Clock>,
-) {
-    let mut buf = Vec::with_capacity(CHUNK);
-    let mut lines = LineSplitter::new(stream);
-    let mut out = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_buf(&mut buf).await {
-            Ok(0) => break,
-            Ok(_) => {
-                let now = clock.now();
-                live.record_output(stream, &buf, now);
-                out.clear();
-                lines.feed(&buf, &hms(now), &mut out);
-                log.write_raw(&out, now);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "reading a child's output failed");
-                break;
-            }
-        }
-    }
-    let now = clock.now();
-    out.clear();
-    lines.finish(&hms(now), &mut out);
-    log.write_raw(&out, now);
-}
-
-async fn read_progress<R: AsyncRead + Unpin>(
-    mut reader: R,
-    line_max: usize,
-    live: Arc<LiveChild>,
-    log: Arc<TaskLog>,
-    clock: Arc<dyn Clock>,
-) {
-    let mut buf = Vec::with_capacity(PROGRESS_CHUNK);
-    let mut lines = LineSplitter::new(Stream::Progress);
-    let mut assembler = LineAssembler::new(line_max);
-    let mut out = Vec::new();
-    let parse = |line: Line<'_>| match line {
-        Line::Complete(bytes) => parse_line(bytes),
-        Line::TooLong => Err(Malformed::TooLong(line_max)),
-    };
-    loop {
-        buf.clear();
-        match reader.read_buf(&mut buf).await {
-            Ok(0) => break,
-            Ok(_) => {
-                let now = clock.now();
-                out.clear();
-                lines.feed(&buf, &hms(now), &mut out);
-                log.write_raw(&out, now);
-                assembler.feed(&buf, |line| live.record_progress(parse(line), now));
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "reading a child's progress pipe failed");
-                break;
-            }
-        }
-    }
-    let now = clock.now();
-    out.clear();
-    lines.finish(&hms(now), &mut out);
-    log.write_raw(&out, now);
-    assembler.finish(|line| live.record_progress(parse(line), now));
-}
-
-/// Why the monitor is stopping a child.
-#[derive(Clone, Debug)]
-struct Ending {
-    status: ChildStatus,
-    detail: ExitDetail,
-    kill_at: Timestamp,
-}
-
-/// A child that runs.
-#[derive(Debug)]
-pub(crate) struct RunningChild {
-    plan: ChildPlan,
-    live: Arc<LiveChild>,
-    ctx: Context,
-    child: Child,
-    process: ProcessId,
-    started_at: Timestamp,
-    readers: Vec<JoinHandle<()>>,
-}
-
-impl RunningChild {
-    pub(crate) fn process(&self) -> ProcessId {
-        self.process
-    }
-
-    pub(crate) fn started_at(&self) -> Timestamp {
-        self.started_at
-    }
-
-    /// Watches the child until it is final and returns its outcome. `interrupt` carries the
-    /// reason once someone wants the child stopped. `on_stalling` is told the stall fields the
-    /// moment the child is found stalling and gets SIGTERM (before its grace period).
-    pub(crate) async fn supervise(
-        mut self,
-        mut interrupt: watch::Receiver<Option<String>>,
-        on_stalling: impl FnOnce(ExitDetail, Timestamp),
-    ) -> ChildOutcome {
-        let mut on_stalling = Some(on_stalling);
-        let config = self.ctx.config.clone();
-        let thresholds = Thresholds {
-            idle_ms: millis(config.stall_idle),
-            in_tool_ms: millis(config.stall_in_tool),
-            grace_ms: millis(config.stall_grace),
-        };
-        let mut tracker = StallTracker::new(thresholds, self.started_at);
-        let timeout_at = self.plan.timeout_ms.map(|ms| self.started_at.plus_ms(ms));
-        let sweep_ms = millis(config.sweep_interval).max(1);
-        let mut ending: Option<Ending> = None;
-        let mut interrupt_open = true;
-        loop {
-            let now = self.ctx.clock.now();
-            let mut wake = next_sweep(now, sweep_ms);
-            if ending.is_none() {
-                let (found, next) = self.check(&mut tracker, timeout_at, &interrupt, now);
-                wake = wake.min(next);
-                if let Some(found) = found {
-                    signal_group(self.process, Signal::SIGTERM);
-                    self.plan.log.note(
-                        now,
-                        &format!(
-                            "hermes: {}; SIGTERM sent to the process group",
-                            describe(&found.detail)
-                        ),
-                    );
-                    if found.status == ChildStatus::Stalled
-                        && let Some(tell) = on_stalling.take()
-                    {
-                        tell(found.detail.clone(), now);
-                    }
-                    ending = Some(found);
-                }
-            }
-            if let Some(found) = &ending {
-                if now >= found.kill_at {
-                    return self.force_finalize(found.clone(), now);
-                }
-                wake = wake.min(found.kill_at);
-            }
-            let sleep = Duration::from_millis(wake.ms_since(now).max(1));
-            tokio::select! {
-                status = self.child.wait() => return self.exited(status, ending).await,
-                () = tokio::time::sleep(sleep) => {}
-                changed = interrupt.changed(), if interrupt_open && ending.is_none() => {
-                    interrupt_open = changed.is_ok();
-                }
-            }
-        }
-    }
-
-    /// Looks for a reason to stop the child; returns it, and when to look again at the latest.
-    fn check(
-        &self,
-        tracker: &mut StallTracker,
-        timeout_at: Option<Timestamp>,
-        interrupt: &watch::Receiver<Option<String>>,
-        now: Timestamp,
-    ) -> (Option<Ending>, Timestamp) {
-        let kill_grace = millis(self.ctx.config.kill_grace);
-        if let Some(reason) = interrupt.borrow().clone() {
-            let ending = Ending {
-                status: ChildStatus::Interrupted,
-                detail: ExitDetail::Interrupted { reason },
-                kill_at: now.plus_ms(kill_grace),
-            };
-            return (Some(ending), now);
-        }
-        let sample = self.live.sample();
-        if let (Some(at), Some(limit)) = (timeout_at, self.plan.timeout_ms)
-            && now >= at
-        {
-            let progressed = sample.as_ref().is_ok_and(|(token, _)| !token.is_initial());
-            let ending = Ending {
-                status: ChildStatus::Timeout,
-                detail: ExitDetail::Timeout {
-                    timeout_seconds: seconds(limit),
-                    timed_out_after_seconds: seconds(now.ms_since(self.started_at)),
-                    timeout_phase: if progressed {
-                        TimeoutPhase::AfterProgress
-                    } else {
-                        TimeoutPhase::BeforeFirstProgress
-                    },
-                },
-                kill_at: now.plus_ms(kill_grace),
-            };
-            return (Some(ending), now);
-        }
-        tracker.observe(
-            sample
-                .as_ref()
-                .map(|(token, at)| (token, *at))
-                .map_err(|e| *e),
-            now,
-        );
-        let grace = millis(self.ctx.config.stall_grace);
-        match tracker.decide(now) {
-            Verdict::Ok { check_at } => (None, timeout_at.map_or(check_at, |t| t.min(check_at))),
-            Verdict::Stalling { info, kill_at } => {
-                let ending = Ending {
-                    status: ChildStatus::Stalled,
-                    detail: info.detail(grace),
-                    kill_at,
-                };
-                (Some(ending), now)
-            }
-            Verdict::Kill { info } => {
-                let ending = Ending {
-                    status: ChildStatus::Stalled,
-                    detail: info.detail(grace),
-                    kill_at: now,
-                };
-                (Some(ending), now)
-            }
-        }
-    }
-
-    /// The grace period is over: SIGKILL the group and finalize now, leaving the reaping to a
-    /// detached task that publishes nothing.
-    fn force_finalize(self, ending: Ending, now: Timestamp) -> ChildOutcome {
-        signal_group(self.process, Signal::SIGKILL);
-        self.plan.log.note(
-            now,
-            "hermes: still running after the grace period; SIGKILL sent to the process group",
-        );
-        let outcome = self.outcome(
-            ending.status,
-            None,
-            Some(Signal::SIGKILL as i32),
-            ending.detail,
-            now,
-        );
-        let RunningChild {
-            mut child,
-            readers,
-            process,
-            plan,
-            ctx,
-            ..
-        } = self;
-        tokio::spawn(async move {
-            let status = child.wait().await;
-            let mut readers = readers;
-            drain(&mut readers, process, &ctx.config).await;
-            let what = status
-                .map(|s| exit_words(&s))
-                .unwrap_or_else(|e| format!("could not be waited for: {e}"));
-            plan.log.note(
-                ctx.clock.now(),
-                &format!("hermes: exited after it was finalized ({what})"),
-            );
-        });
-        outcome
-    }
-
-    /// The child exited: drain its output, then finalize.
-    async fn exited(
-        mut self,
-        status: io::Result<ExitStatus>,
-        ending: Option<Ending>,
-    ) -> ChildOutcome {
-        drain(&mut self.readers, self.process, &self.ctx.config).await;
-        let now = self.ctx.clock.now();
-        let (exit_code, signal) = match &status {
-            Ok(s) => (s.code(), s.signal()),
-            Err(_) => (None, None),
-        };
-        let (child_status, detail) = match ending {
-            Some(ending) => (ending.status, ending.detail),
-            None if status.as_ref().is_ok_and(ExitStatus::success) => {
-                (ChildStatus::Completed, ExitDetail::None)
-            }
-            None => (ChildStatus::Failed, ExitDetail::None),
-        };
-        let what = match &status {
-            Ok(s) => exit_words(s),
-            Err(e) => format!("could not be waited for: {e}"),
-        };
-        self.plan
-            .log
-            .note(now, &format!("hermes: {what}; status {child_status}"));
-        self.outcome(child_status, exit_code, signal, detail, now)
-    }
-
-    fn outcome(
-        &self,
-        status: ChildStatus,
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        detail: ExitDetail,
-        ended_at: Timestamp,
-    ) -> ChildOutcome {
-        self.live.set_status(status);
-        let transcript = self.plan.log.path().display().to_string();
-        let s = self.live.lock();
-        let result = match &s.result_message {
-            Some(text) => {
-                let mut capture = Capture::new(self.ctx.config.result_max_bytes);
-                capture.push(text.as_bytes());
-                capture.render(&transcript)
-            }
-            None => s.stdout.render(&transcript),
-        };
-        let failed = status != ChildStatus::Completed;
-        ChildOutcome {
-            index: self.plan.index,
-            goal: self.plan.goal.clone(),
-            status,
-            exit_code,
-            signal,
-            started_at: Some(self.started_at),
-            ended_at,
-            api_calls: s.token.api_calls,
-            result,
-            stderr_tail: (failed && !s.stderr.is_empty()).then(|| s.stderr.text()),
-            transcript_tail: if failed {
-                crate::reaper::read_tail(&transcript)
-            } else {
-                None
-            },
-            transcript,
-            detail,
-        }
-    }
-}
-
-/// Waits for the readers to reach the end of the child's pipes. If something of its process
-/// group still holds them after [`DRAIN_WAIT`], the group's survivors get SIGTERM, then SIGKILL
-/// after the kill grace period; the readers are abandoned if even that does not end them.
-async fn drain(readers: &mut [JoinHandle<()>], leader: ProcessId, config: &Config) {
-    if join_within(readers, DRAIN_WAIT).await {
-        return;
-    }
-    signal_group(leader, Signal::SIGTERM);
-    if join_within(readers, config.kill_grace).await {
-        return;
-    }
-    signal_group(leader, Signal::SIGKILL);
-    if !join_within(readers, Duration::from_secs(1)).await {
-        readers.iter().for_each(JoinHandle::abort);
-    }
-}
-
-/// The next sweep after `now`. Sweeps fall on multiples of the interval, so every child of a
-/// host wakes at the same moment and the runtime handles them in one burst; deadlines between two
-/// sweeps (a stall threshold, a timeout, the end of a grace period) are woken for on their own.
-pub(crate) fn next_sweep(now: Timestamp, sweep_ms: u64) -> Timestamp {
-    let sweep_ms = sweep_ms.max(1);
-    Timestamp((now.0 / sweep_ms + 1).saturating_mul(sweep_ms))
-}
-
-async fn join_within(readers: &mut [JoinHandle<()>], limit: Duration) -> bool {
-    let all = async {
-        for reader in readers.iter_mut() {
-            if !reader.is_finished() {
-                let _ = reader.await;
-            }
-        }
-    };
-    tokio::time::timeout(limit, all).await.is_ok()
-}
-
-fn exit_words(status: &ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        (None, None) => "ended".to_owned(),
-    }
-}
-
-/// A few words on why a child is being stopped, for its transcript and the manifest.
-pub(crate) fn describe(detail: &ExitDetail) -> String {
-    match detail {
-        ExitDetail::None => "ended".to_owned(),
-        ExitDetail::SpawnError { reason } => format!("could not start: {reason}"),
-        ExitDetail::Stalled {
-            stalled_after_quiet_seconds,
-            stall_threshold_seconds,
-            stall_phase,
-            ..
-        } => format!(
-            "stalled: quiet for {stalled_after_quiet_seconds:.1} s ({} threshold {stall_threshold_seconds} s)",
-            stall_phase.as_str()
-        ),
-        ExitDetail::Timeout {
-            timeout_seconds,
-            timeout_phase,
-            ..
-        } => {
-            format!(
-                "timed out after {timeout_seconds} s ({})",
-                timeout_phase.as_str()
-            )
-        }
-        ExitDetail::Interrupted { reason } => format!("interrupted ({reason})"),
-        ExitDetail::Cancelled { reason } => format!("cancelled ({reason})"),
-        ExitDetail::Unknown { reason } => format!("outcome unknown ({reason})"),
-    }
-}
-
-/// How a child ended, in words, for the manifest.
-pub(crate) fn exit_reason(outcome: &ChildOutcome) -> String {
-    match (&outcome.detail, outcome.exit_code, outcome.signal) {
-        (ExitDetail::None, Some(code), _) => format!("exit {code}"),
-        (ExitDetail::None, None, Some(signal)) => format!("signal {signal}"),
-        (detail, _, _) => describe(detail),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sweeps_fall_on_multiples_of_the_interval() {
-        assert_eq!(next_sweep(Timestamp(10_250), 1_000), Timestamp(11_000));
-        assert_eq!(next_sweep(Timestamp(11_000), 1_000), Timestamp(12_000));
-        assert_eq!(next_sweep(Timestamp(7), 0), Timestamp(8));
-    }
-
-    #[test]
-    fn exit_reasons_read_as_words() {
-        let outcome =
-            |detail: ExitDetail, exit_code: Option<i32>, signal: Option<i32>| ChildOutcome {
-                exit_code,
-                signal,
-                detail,
-                ..ChildOutcome::new(0, "", ChildStatus::Failed, Timestamp(0))
-            };
-        assert_eq!(
-            exit_reason(&outcome(ExitDetail::None, Some(2), None)),
-            "exit 2"
-        );
-        assert_eq!(
-            exit_reason(&outcome(ExitDetail::None, None, Some(9))),
-            "signal 9"
-        );
-        let stalled = ExitDetail::Stalled {
-            stalled_after_quiet_seconds: 451.0,
-            stall_threshold_seconds: 450.0,
-            stall_phase: ledger::StallPhase::Idle,
-            stall_grace_seconds: 120.0,
-        };
-        assert_eq!(
-            exit_reason(&outcome(stalled, None, Some(15))),
-            "stalled: quiet for 451.0 s (idle threshold 450 s)"
-        );
-        let spawn = ExitDetail::SpawnError {
-            reason: "nope".into(),
-        };
-        assert_eq!(
-            exit_reason(&outcome(spawn, None, None)),
-            "could not start: nope"
-        );
-    }
+/// `text` kept to `max` bytes (head and tail around a marker naming `transcript`).
+fn bounded(text: &str, max: usize, transcript: &str) -> String {
+    let mut capture = Capture::new(max);
+    capture.push(text.as_bytes());
+    capture.render(transcript)
 }

@@ -36,6 +36,7 @@
 //! A worker (`hermes worker`) starts with [`HostOptions::worker`] set and runs the units of its
 //! pool that other processes recorded with a pool and no host.
 
+pub mod agent;
 pub mod capture;
 mod child;
 pub mod clock;
@@ -45,9 +46,11 @@ mod host;
 pub mod housekeeping;
 pub mod procs;
 pub mod progress;
+mod reader;
 mod reaper;
 pub mod spawn;
 pub mod stall;
+mod supervise;
 pub mod transcript;
 mod unit;
 

@@ -29,6 +29,11 @@ pub fn task_log_path(dir: &Path, index: u32) -> PathBuf {
     dir.join(format!("task-{index}.log"))
 }
 
+/// The raw stream of an agent child `index` in `dir`, beside its transcript (SPEC §14).
+pub fn task_raw_path(dir: &Path, index: u32) -> PathBuf {
+    dir.join(format!("task-{index}.jsonl"))
+}
+
 /// `HH:MM:SS` of a timestamp, UTC.
 pub fn hms(at: Timestamp) -> String {
     let secs = at.0 / 1000 % 86_400;

@@ -64,6 +64,18 @@ pub(crate) fn child_env(
     if let Some(session) = parent {
         env.push(("HERMES_PARENT_SESSION_ID".to_owned(), session.to_string()));
     }
+    // How deep it is in a chain of delegations, and for an agent child its role, so a hermes
+    // inside it knows whether it may delegate (SPEC §14).
+    let depth = unit.spec.depth.max(1);
+    env.push((crate::agent::CHILD_DEPTH_VAR.to_owned(), depth.to_string()));
+    if let Some(task) = unit.spec.tasks.get(index as usize)
+        && task.agent.is_some()
+    {
+        env.push((
+            crate::agent::CHILD_ROLE_VAR.to_owned(),
+            task.role.as_str().to_owned(),
+        ));
+    }
     env
 }
 
@@ -157,6 +169,24 @@ pub(crate) async fn run(
                 tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
                 TaskLog::disabled(log_path)
             });
+            let adapter = crate::agent::adapter_for(task.adapter.as_deref(), &task.command);
+            let raw_log = adapter.map(|_| {
+                let path = transcript::task_raw_path(&dir, index);
+                Arc::new(TaskLog::open(path.clone(), max).unwrap_or_else(|e| {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot open the raw stream");
+                    TaskLog::disabled(path)
+                }))
+            });
+            let mut env_remove = env_removed(
+                // A worker's own session variables belong to whoever started it, never to the
+                // units it runs for other sessions.
+                parent.as_ref().filter(|_| !host.is_worker()),
+                inherited_names(),
+            );
+            if task.agent.is_none() {
+                // Only agent children carry a role; a command inherits none from this process.
+                env_remove.push(crate::agent::CHILD_ROLE_VAR.to_owned());
+            }
             let plan = ChildPlan {
                 index,
                 goal: task.goal.clone(),
@@ -164,16 +194,13 @@ pub(crate) async fn run(
                     argv: task.command.clone(),
                     cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
                     env: child_env(&unit, index, parent.as_ref()),
-                    // A worker's own session variables belong to whoever started it, never to
-                    // the units it runs for other sessions.
-                    env_remove: env_removed(
-                        parent.as_ref().filter(|_| !host.is_worker()),
-                        inherited_names(),
-                    ),
+                    env_remove,
                     umask: host.ctx.config.child_umask,
                 },
                 timeout_ms,
                 log: Arc::new(log),
+                adapter,
+                raw_log,
             };
             manifest.tasks[index as usize].status = ChildStatus::Running.as_str();
             let host = host.clone();
@@ -315,8 +342,17 @@ mod tests {
                     "deleg_000000001234/1".to_owned()
                 ),
                 ("HERMES_PARENT_SESSION_ID".to_owned(), "s-1".to_owned()),
+                ("HERMES_CHILD_DEPTH".to_owned(), "1".to_owned()),
             ]
         );
+        // An agent child also learns its role.
+        let mut agent = unit.clone();
+        agent.spec.depth = 2;
+        agent.spec.tasks[0].agent = Some("claude".into());
+        agent.spec.tasks[0].role = ledger::Role::Orchestrator;
+        let env = child_env(&agent, 0, None);
+        assert!(env.contains(&("HERMES_CHILD_DEPTH".to_owned(), "2".to_owned())));
+        assert!(env.contains(&("HERMES_CHILD_ROLE".to_owned(), "orchestrator".to_owned())));
         let inherited = || {
             [
                 "HERMES_SESSION_ID",
@@ -331,7 +367,7 @@ mod tests {
             ["HERMES_PARENT_SESSION_ID"]
         );
         // Cron (no parent): nothing ties the child to a session, inherited or not.
-        assert_eq!(child_env(&unit, 0, None).len(), 3);
+        assert_eq!(child_env(&unit, 0, None).len(), 4);
         assert_eq!(
             env_removed(None, inherited()),
             [

@@ -11,6 +11,12 @@ pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger"];
 /// The one text key: where the ledger lives (`ledger.url`, `HERMES_LEDGER_URL`).
 pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
 
+/// The agent profile a goal without a command runs (`delegation.default_agent`).
+pub const DEFAULT_AGENT: (&str, &str) = ("delegation", "default_agent");
+
+/// The section of agent CLI profiles (`[agents.NAME] command = [...]`).
+pub const AGENTS: &str = "agents";
+
 /// Variables hermes sets for its own children that happen to start like an override
 /// (SPEC §9: they are not overrides, and a hermes run inside a child must work).
 const CHILD_VARIABLES: &[&str] = &["HERMES_DELEGATION_ID"];
@@ -160,6 +166,9 @@ pub const KEYS: &[Key] = &[
         count(4_096.0, 1_048_576.0 * MIB),
         |s, q| s.delegation.transcript_max_bytes = q.count64(),
     ),
+    key("delegation", "max_depth", 2.0, count(1.0, 16.0), |s, q| {
+        s.delegation.max_depth = q.count32()
+    }),
     key(
         "delivery",
         "claim_lease_seconds",
@@ -267,6 +276,10 @@ pub(crate) fn apply_file(
             .join(" "),
     })?;
     for (section, body) in &table {
+        if section == AGENTS {
+            settings.agents = crate::agents::parse(origin, body)?;
+            continue;
+        }
         let toml::Value::Table(body) = body else {
             return Err(SettingsError::NotASection {
                 origin: origin.to_owned(),
@@ -281,6 +294,14 @@ pub(crate) fn apply_file(
                     expected: "a string".into(),
                 })?;
                 settings.ledger.url = Some(crate::LedgerUrl::parse(&what, text)?);
+                continue;
+            }
+            if (section.as_str(), name.as_str()) == DEFAULT_AGENT {
+                let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
+                    what: format!("config {origin}: `delegation.default_agent`"),
+                    expected: "a string naming an agent profile".into(),
+                })?;
+                settings.delegation.default_agent = crate::agents::default_agent(text);
                 continue;
             }
             let key = find(section, name).ok_or_else(|| SettingsError::UnknownKey {
@@ -324,6 +345,10 @@ pub(crate) fn apply_variable(
     }) else {
         return Ok(());
     };
+    if (section, key_name) == DEFAULT_AGENT {
+        settings.delegation.default_agent = crate::agents::default_agent(raw);
+        return Ok(());
+    }
     if (section, key_name) == LEDGER_URL {
         // An empty value means "unset": the embedded ledger.
         settings.ledger.url = if raw.trim().is_empty() {

@@ -8,11 +8,13 @@
 //! `config.toml` and the environment, and gets back settings or an error naming the key or
 //! variable at fault.
 
+mod agents;
 mod bounds;
 mod keys;
 
 use std::time::Duration;
 
+pub use agents::AgentCommand;
 pub use bounds::{Bounds, Unit};
 pub use keys::{KEYS, Key, SECTIONS};
 
@@ -75,6 +77,9 @@ pub struct Settings {
     pub host: Host,
     /// `[ledger]`: where the ledger lives.
     pub ledger: LedgerSection,
+    /// `[agents.NAME]`: agent CLIs added to the built-in profiles, or overriding them
+    /// (SPEC §14), in name order.
+    pub agents: Vec<AgentCommand>,
 }
 
 /// `[ledger]`.
@@ -160,6 +165,12 @@ pub struct Delegation {
     pub transcript_retention: Duration,
     /// Bytes of one transcript file at most; beyond it the head and a rolling tail are kept.
     pub transcript_max_bytes: u64,
+    /// How deep a chain of agent children may go: an `orchestrator` child at a lower depth may
+    /// delegate, none at this depth may (SPEC §14).
+    pub max_depth: u32,
+    /// The agent profile a goal without a command runs (`delegation.default_agent`; unset:
+    /// such a dispatch is refused).
+    pub default_agent: Option<String>,
 }
 
 /// `[delivery]`.
@@ -218,6 +229,8 @@ impl Settings {
                 result_max_bytes: 0,
                 transcript_retention: Duration::ZERO,
                 transcript_max_bytes: 0,
+                max_depth: 0,
+                default_agent: None,
             },
             delivery: Delivery {
                 claim_lease: Duration::ZERO,
@@ -234,6 +247,7 @@ impl Settings {
                 recovery_interval: Duration::ZERO,
             },
             ledger: LedgerSection::default(),
+            agents: Vec::new(),
         }
     }
 

@@ -261,3 +261,45 @@ fn the_ledger_url_is_a_postgres_url_from_file_or_environment_and_never_shows_its
         "postgres://u:***@h/d?sslmode=require"
     );
 }
+
+#[test]
+fn agent_profiles_depth_and_the_default_agent_are_read() {
+    let s = Settings::default();
+    assert_eq!(s.delegation.max_depth, 2);
+    assert_eq!(s.delegation.default_agent, None);
+    assert!(s.agents.is_empty());
+    let text = "[delegation]\nmax_depth = 3\ndefault_agent = \"claude\"\n\n\
+                [agents.aider]\ncommand = [\"aider\", \"--message\", \"{prompt}\"]\nadapter = \"plain\"\n";
+    let s = load(text, &[]).expect("loads");
+    assert_eq!(s.delegation.max_depth, 3);
+    assert_eq!(s.delegation.default_agent.as_deref(), Some("claude"));
+    assert_eq!(
+        s.agents,
+        [crate::AgentCommand {
+            name: "aider".into(),
+            command: vec!["aider".into(), "--message".into(), "{prompt}".into()],
+            adapter: Some("plain".into()),
+        }]
+    );
+    let s = load("", &[("HERMES_DELEGATION_DEFAULT_AGENT", "codex")]).expect("loads");
+    assert_eq!(s.delegation.default_agent.as_deref(), Some("codex"));
+}
+
+#[test]
+fn bad_agent_profiles_are_refused_naming_the_key() {
+    let cases = [
+        ("[agents.x]\ncommand = []\n", "agents.x.command"),
+        ("[agents.x]\ncommand = [\"x\"]\n", "{prompt}"),
+        ("[agents.x]\nadapter = \"plain\"\n", "agents.x.command"),
+        (
+            "[agents.x]\ncommand = [\"x\", \"{prompt}\"]\nflags = 1\n",
+            "agents.x.flags",
+        ),
+        ("[agents]\nx = 1\n", "agents.x"),
+        ("[delegation]\nmax_depth = 0\n", "max_depth"),
+    ];
+    for (text, named) in cases {
+        let err = load(text, &[]).expect_err(text);
+        assert!(err.to_string().contains(named), "{text}: {err}");
+    }
+}

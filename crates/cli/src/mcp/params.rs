@@ -12,9 +12,14 @@ pub struct DelegateTask {
     /// specific. Required unless `tasks` is given.
     pub goal: Option<String>,
     /// The program and its arguments, run as given (no shell: use ["sh","-c","…"] for one).
-    /// Required unless `tasks` is given. Another agent CLI works too, e.g.
-    /// ["claude","-p","review the diff in src/"].
+    /// Required unless `tasks` or `agent` is given (or hermes has a default agent). Another
+    /// agent CLI works too, e.g. ["claude","-p","review the diff in src/"].
     pub command: Option<Vec<String>>,
+    /// Run this agent CLI on the goal instead of a command: "claude", "codex", "gemini" or
+    /// one configured in hermes. It gets the goal and context as a subagent and reports its
+    /// progress, model, answer and token usage. Without command and agent, hermes' default
+    /// agent (delegation.default_agent) runs the goal.
+    pub agent: Option<String>,
     /// Background the child needs that is not in the goal; shown again with its result.
     pub context: Option<String>,
     /// Toolset names, recorded with the task and shown with its result.
@@ -50,8 +55,11 @@ pub struct DelegateTask {
 pub struct BatchTask {
     /// What this child should accomplish.
     pub goal: String,
-    /// Its program and arguments, run as given.
+    /// Its program and arguments, run as given (or give `agent` instead).
+    #[serde(default)]
     pub command: Vec<String>,
+    /// An agent CLI to run on this goal instead of a command.
+    pub agent: Option<String>,
     /// Background for this child (default: the batch's `context`).
     pub context: Option<String>,
     /// Its toolsets (default: the batch's).

@@ -375,6 +375,8 @@ fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
         group: None,
         pool: p.pool,
         tasks: None,
+        agent: p.agent,
+        adapter: None,
         command: p.command.unwrap_or_default(),
     };
     let file = match p.tasks {
@@ -393,7 +395,7 @@ fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
             },
             "delegate_task",
         )?),
-        None if args.command.is_empty() => {
+        None if args.command.is_empty() && args.agent.is_none() && args.goal.is_none() => {
             return Err(fail(
                 Code::Usage,
                 "delegate_task: give command (the program and its arguments) or tasks",
@@ -414,6 +416,8 @@ fn entry(t: BatchTask, role: &dyn Fn(Option<Role>) -> Option<RoleArg>) -> TaskEn
     TaskEntry {
         goal: t.goal,
         command: t.command,
+        agent: t.agent,
+        adapter: None,
         context: t.context,
         toolsets: t.toolsets.unwrap_or_default(),
         role: role(t.role).map(|r| match r {

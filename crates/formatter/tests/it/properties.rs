@@ -244,6 +244,8 @@ impl Child {
             transcript_tail: self.transcript_tail.as_deref().map(t),
             transcript: t(&self.transcript),
             detail,
+            model: None,
+            usage: None,
         }
     }
 }

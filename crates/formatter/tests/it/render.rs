@@ -36,6 +36,31 @@ fn single_completed_minimal() {
 }
 
 #[test]
+fn single_agent_child_shows_its_streams_model_and_usage() {
+    let mut unit = delegation(&[GOAL]);
+    unit.spec.tasks[0].agent = Some("claude".into());
+    unit.spec.tasks[0].model = Some("sonnet".into());
+    let mut done = outcome(0, GOAL, ChildStatus::Completed);
+    done.api_calls = 3;
+    done.model = Some("claude-sonnet-4-5-20250929".into());
+    done.usage = Some(ledger::Usage {
+        input_tokens: 4135,
+        output_tokens: 310,
+        cached_input_tokens: 3000,
+        cost_usd: Some(0.0213),
+    });
+    done.result = "All 12 tests pass. I ran cargo test; nothing was left undone.".into();
+    let events = [task_event(&unit, done)];
+    let text = render(&unit, &events);
+    assert!(text.contains("Model: claude-sonnet-4-5-20250929"), "{text}");
+    assert!(
+        text.contains("Usage: 4135 input tokens (3000 cached), 310 output, $0.0213\n"),
+        "{text}"
+    );
+    assert_snapshot!("single_agent_child", text);
+}
+
+#[test]
 fn single_completed_with_context_toolsets_and_model() {
     let mut unit = delegation(&[GOAL]);
     unit.spec.context = Some("CI logs are in ci/nightly.log.\n\nDo not touch Cargo.lock.".into());

@@ -102,6 +102,12 @@ pub struct TaskSpec {
     pub role: Role,
     /// The model it runs, if known.
     pub model: Option<String>,
+    /// The agent profile its command was built from (`claude`, `codex`, …; SPEC §14), if any.
+    /// Added in format 4.
+    pub agent: Option<String>,
+    /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`); `None`:
+    /// recognised from its command. Added in format 4.
+    pub adapter: Option<String>,
 }
 
 impl TaskSpec {
@@ -131,6 +137,8 @@ impl TaskSpec {
             toolsets: Vec::new(),
             role: Role::Leaf,
             model: None,
+            agent: None,
+            adapter: None,
         }
     }
 }
@@ -161,6 +169,10 @@ pub struct DispatchSpec {
     /// The worker pool that runs it (SPEC §12); `None`: the session's own host runs it. Added
     /// in format 3.
     pub pool: Option<String>,
+    /// How deep in a chain of delegations its children are: 1 for a unit dispatched from
+    /// outside any child, one more for each agent child in between (SPEC §14,
+    /// `delegation.max_depth`). Added in format 4; older units read as 1.
+    pub depth: u32,
 }
 
 impl DispatchSpec {
@@ -200,6 +212,7 @@ impl DispatchSpec {
             group: None,
             tasks,
             pool: None,
+            depth: 1,
         }
     }
 }

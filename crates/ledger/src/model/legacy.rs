@@ -6,13 +6,15 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Host,
+    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Event, Host,
     HostId, HostKind, Locality, ProcessId, Progress, Role, SessionId, TaskSpec, Timestamp,
     UnitStatus,
 };
 
 use crate::codec::{self, DecodeError};
 use crate::error::Result;
+
+use super::legacy_v3::{self, TaskSpecV3};
 
 /// A host record as format 2 stored it (no worker pool).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,7 +84,7 @@ pub(crate) struct DispatchSpecV2 {
     pub timeout_ms: Option<u64>,
     pub cwd: Option<String>,
     pub group: Option<String>,
-    pub tasks: Vec<TaskSpec>,
+    pub tasks: Vec<TaskSpecV3>,
 }
 
 impl From<DispatchSpecV2> for DispatchSpec {
@@ -97,8 +99,9 @@ impl From<DispatchSpecV2> for DispatchSpec {
             timeout_ms: old.timeout_ms,
             cwd: old.cwd,
             group: old.group,
-            tasks: old.tasks,
+            tasks: old.tasks.into_iter().map(TaskSpec::from).collect(),
             pool: None,
+            depth: 1,
         }
     }
 }
@@ -190,19 +193,37 @@ pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
     .map_err(|err| codec::ledger_error(path, "host", err))
 }
 
-/// A unit of any format (formats 1 and 2 had no pool on its dispatch).
+/// A unit of any format (formats 1 and 2 had no pool on its dispatch, format 3 no agent,
+/// adapter or depth).
 pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation> {
     codec::decode_versioned(bytes, |version, rest| {
         let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        if version < 3 {
-            postcard::from_bytes::<DelegationV2>(rest)
+        match version {
+            ..3 => postcard::from_bytes::<DelegationV2>(rest)
                 .map(Delegation::from)
-                .map_err(damaged)
-        } else {
-            postcard::from_bytes::<Delegation>(rest).map_err(damaged)
+                .map_err(damaged),
+            3 => postcard::from_bytes::<legacy_v3::DelegationV3>(rest)
+                .map(Delegation::from)
+                .map_err(damaged),
+            _ => postcard::from_bytes::<Delegation>(rest).map_err(damaged),
         }
     })
     .map_err(|err| codec::ledger_error(path, "delegation", err))
+}
+
+/// An event of any format (formats 1 to 3 had no model or usage on its outcomes).
+pub(crate) fn decode_event(path: &Path, bytes: &[u8]) -> Result<Event> {
+    codec::decode_versioned(bytes, |version, rest| {
+        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
+        if version < 4 {
+            postcard::from_bytes::<legacy_v3::EventV3>(rest)
+                .map(Event::from)
+                .map_err(damaged)
+        } else {
+            postcard::from_bytes::<Event>(rest).map_err(damaged)
+        }
+    })
+    .map_err(|err| codec::ledger_error(path, "event", err))
 }
 
 /// A child of any format (formats 1 and 2 had no machine).
@@ -248,7 +269,14 @@ mod tests {
                 timeout_ms: Some(5),
                 cwd: Some("/w".into()),
                 group: Some("grp".into()),
-                tasks: vec![TaskSpec::new("one", vec!["true".into()])],
+                tasks: vec![legacy_v3::TaskSpecV3 {
+                    goal: "one".into(),
+                    command: vec!["true".into()],
+                    context: None,
+                    toolsets: Vec::new(),
+                    role: Role::Leaf,
+                    model: None,
+                }],
             },
             status: UnitStatus::Queued,
             dispatched_at: Timestamp(1),
@@ -267,13 +295,13 @@ mod tests {
                 .expect("an old unit decodes");
             assert_eq!(unit.pool(), None);
             assert_eq!(unit.spec.group.as_deref(), Some("grp"));
-            assert_eq!(unit.spec.tasks, old.spec.tasks);
+            assert_eq!(unit.spec.tasks, [TaskSpec::new("one", vec!["true".into()])]);
             assert_eq!((unit.queue_seq, unit.host), (old.queue_seq, old.host));
         }
         let mut unit = Delegation::from(old);
         unit.spec.pool = Some("gpu".into());
         let bytes = codec::encode(&unit);
-        assert_eq!(bytes[0], 3);
+        assert_eq!(bytes[0], codec::FORMAT_VERSION);
         assert_eq!(
             decode_delegation(Path::new("l.redb"), &bytes).expect("decodes"),
             unit

@@ -11,6 +11,7 @@ mod event;
 mod host;
 mod ids;
 pub(crate) mod legacy;
+mod legacy_v3;
 mod session;
 mod status;
 mod unit;

@@ -291,6 +291,24 @@ pub struct ChildOutcome {
     pub transcript: String,
     /// Status-specific detail.
     pub detail: ExitDetail,
+    /// The model an agent child said it runs (its stream's init event; SPEC §14). Added in
+    /// format 4.
+    pub model: Option<String>,
+    /// The tokens and cost an agent child reported. Added in format 4.
+    pub usage: Option<Usage>,
+}
+
+/// Token usage and cost, as an agent child's stream reported them (SPEC §14).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens (cached ones included where the agent counts them apart).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from a prompt cache.
+    pub cached_input_tokens: u64,
+    /// Cost in US dollars, if the agent reports one.
+    pub cost_usd: Option<f64>,
 }
 
 impl ChildOutcome {
@@ -341,6 +359,8 @@ impl ChildOutcome {
             transcript_tail: None,
             transcript: String::new(),
             detail: ExitDetail::None,
+            model: None,
+            usage: None,
         }
     }
 

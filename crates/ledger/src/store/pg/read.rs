@@ -106,19 +106,18 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn event(&self, event: &EventRef) -> Result<Option<Event>> {
-        self.record(
-            "event",
+        self.event_rows(
             "SELECT record FROM hermes_events WHERE unit = $1 AND code = $2",
             &[
                 &event.delegation_id.as_str(),
                 &i64::from(key_code(event.key)),
             ],
         )
+        .map(|events| events.into_iter().next())
     }
 
     fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
-        self.records(
-            "event",
+        self.event_rows(
             "SELECT record FROM hermes_events WHERE unit = $1 ORDER BY code",
             &[&id.as_str()],
         )
@@ -134,8 +133,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
-        self.records(
-            "event",
+        self.event_rows(
             "SELECT record FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code",
             &[&session_part(session)],
         )

@@ -10,8 +10,8 @@ use serde::Serialize;
 use super::pool::*;
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
-use crate::model::legacy::decode_delegation;
-use crate::model::{ClaimToken, Delegation, EventRef};
+use crate::model::legacy::{decode_delegation, decode_event};
+use crate::model::{ClaimToken, Delegation, Event, EventRef};
 use crate::store::{Counters, event_ref};
 
 /// One transaction on one connection.
@@ -117,6 +117,17 @@ impl Tx<'_, '_> {
         self.query(sql, params)?
             .iter()
             .map(|row| decode(&self.pg.path, what, row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
+    pub(super) fn event_rows(
+        &self,
+        sql: &'static str,
+        params: &[&dyn Param],
+    ) -> Result<Vec<Event>> {
+        self.query(sql, params)?
+            .iter()
+            .map(|row| decode_event(&self.pg.path, row.get::<_, &[u8]>(0)))
             .collect()
     }
 

@@ -7,7 +7,7 @@ use super::guard::storage;
 use super::tables::*;
 use crate::codec::decode_record as decode;
 use crate::error::Result;
-use crate::model::legacy::{decode_child, decode_delegation, decode_host};
+use crate::model::legacy::{decode_child, decode_delegation, decode_event, decode_host};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
     Session, SessionId, Stalling, Timestamp, UnitTally,
@@ -123,7 +123,7 @@ impl<T: Tables> ReadTx for T {
         let row = table
             .get((event.delegation_id.as_str(), key_code(event.key)))
             .map_err(storage)?;
-        row.map(|v| decode(self.path(), "event", v.value()))
+        row.map(|v| decode_event(self.path(), v.value()))
             .transpose()
     }
 
@@ -132,7 +132,7 @@ impl<T: Tables> ReadTx for T {
         let mut out = Vec::new();
         for row in table.range(by_id(id.as_str())).map_err(storage)? {
             let (_, v) = row.map_err(storage)?;
-            out.push(decode(self.path(), "event", v.value())?);
+            out.push(decode_event(self.path(), v.value())?);
         }
         Ok(out)
     }
