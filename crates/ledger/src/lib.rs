@@ -44,9 +44,9 @@ pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published, Refusal
 pub use ledger::panic_is_caught;
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
-pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
 pub use observe::{CommitObserver, observe_commits};
 pub use overview::{Census, Overview, UnitView};
+pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
 pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
