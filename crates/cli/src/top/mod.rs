@@ -3,5 +3,7 @@
 pub mod live;
 pub mod model;
 pub mod terminal;
+#[cfg(test)]
+mod tests;
 pub mod ui;
 pub mod view;

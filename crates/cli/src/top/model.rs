@@ -474,19 +474,19 @@ fn delivery(events: &[Event], now: Timestamp) -> Delivery {
     }
 }
 
-/// A delivery state in words.
+/// A delivery state in words, with its attempts (`×2`).
 pub fn delivery_words(d: &Delivery, attempts: Option<u32>) -> String {
     let text = match d {
         Delivery::Nothing => "—".to_owned(),
         Delivery::Pending => "pending".to_owned(),
         Delivery::Claimed { by, left_ms } => {
-            format!("claimed by {by} ({}s left)", left_ms.div_ceil(1000))
+            format!("claimed by {by} {}s", left_ms.div_ceil(1000))
         }
         Delivery::Delivered => "delivered".to_owned(),
         Delivery::Dropped(reason) => format!("dropped: {reason}"),
     };
     match attempts {
-        Some(n) if n > 0 => format!("{text} · {n} attempt{}", if n == 1 { "" } else { "s" }),
+        Some(n) if n > 0 => format!("{text} ×{n}"),
         _ => text,
     }
 }

@@ -142,13 +142,14 @@ fn lease_span(lease: &LeaseHealth) -> Span<'static> {
     }
 }
 
-/// Which columns fit: all of them from 140 columns, without session and tool below that,
-/// without the goal below 100.
+/// Which columns fit: all of them from 140 columns; without session and tool below that;
+/// below 120 without goal, machine and calls too (the header names the machines).
 #[derive(Clone, Copy)]
 struct Columns {
     session: bool,
     goal: bool,
     tool: bool,
+    machine: bool,
 }
 
 impl Columns {
@@ -156,7 +157,8 @@ impl Columns {
         Columns {
             session: width >= 140,
             tool: width >= 140,
-            goal: width >= 100,
+            goal: width >= 120,
+            machine: width >= 120,
         }
     }
 }
@@ -172,26 +174,38 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, screen: &Screen<'_>) {
     }
     if cols.goal {
         head.push("GOAL");
-        widths.push(Constraint::Fill(2));
+        widths.push(Constraint::Fill(1));
     }
-    head.extend(["STATUS", "MACHINE", "ELAPSED", "CALLS"]);
-    widths.extend([
-        Constraint::Length(11),
-        Constraint::Length(12),
-        Constraint::Length(7),
-        Constraint::Length(5),
-    ]);
+    head.push("STATUS");
+    widths.push(Constraint::Length(11));
+    if cols.machine {
+        head.push("MACHINE");
+        widths.push(Constraint::Length(12));
+    }
+    head.push("ELAPSED");
+    widths.push(Constraint::Length(7));
+    if cols.machine {
+        head.push("CALLS");
+        widths.push(Constraint::Length(5));
+    }
     if cols.tool {
         head.push("TOOL");
         widths.push(Constraint::Length(10));
     }
     head.extend(["QUIET", "DELIVERY"]);
-    widths.extend([Constraint::Length(22), Constraint::Fill(2)]);
+    let delivery = if cols.session {
+        Constraint::Min(26)
+    } else {
+        Constraint::Fill(1)
+    };
+    widths.extend([Constraint::Length(22), delivery]);
     let table_rows: Vec<TableRow<'static>> = rows.iter().map(|r| table_row(r, cols)).collect();
     let empty = rows.is_empty();
     let table = Table::new(table_rows, widths)
         .header(TableRow::new(head).style(Style::new().add_modifier(Modifier::BOLD)))
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("› ")
+        .highlight_spacing(ratatui::widgets::HighlightSpacing::Always)
         .column_spacing(1);
     let mut state = TableState::default().with_selected(screen.ui.cursor(&rows));
     frame.render_stateful_widget(table, area, &mut state);
@@ -231,9 +245,13 @@ fn table_row(r: &Row, cols: Columns) -> TableRow<'static> {
         _ => r.machine.clone(),
     };
     cells.push(Cell::from(r.status.clone()).style(status_style(&r.status)));
-    cells.push(Cell::from(cut(&machine, 12)));
+    if cols.machine {
+        cells.push(Cell::from(cut(&machine, 12)));
+    }
     cells.push(Cell::from(r.elapsed_ms.map(duration).unwrap_or_default()));
-    cells.push(Cell::from(r.api_calls.to_string()));
+    if cols.machine {
+        cells.push(Cell::from(r.api_calls.to_string()));
+    }
     if cols.tool {
         cells.push(Cell::from(cut(r.tool.as_deref().unwrap_or(""), 10)));
     }
