@@ -13,13 +13,8 @@ use crate::top::model::Limits;
 
 static COMMITS: OnceLock<Histogram> = OnceLock::new();
 
-/// Bucket bounds of the commit-time histogram, in seconds: 100 µs to about 1.6 s.
-pub fn commit_buckets() -> impl Iterator<Item = f64> {
-    prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 15)
-}
-
 fn commits() -> &'static Histogram {
-    COMMITS.get_or_init(|| Histogram::new(commit_buckets()))
+    COMMITS.get_or_init(|| Histogram::new(render::commit_buckets()))
 }
 
 fn observe(elapsed: std::time::Duration) {

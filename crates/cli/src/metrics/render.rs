@@ -40,6 +40,11 @@ fn wait_buckets() -> impl Iterator<Item = f64> {
     prometheus_client::metrics::histogram::exponential_buckets(0.01, 4.0, 11)
 }
 
+/// Bucket bounds of the commit-time histogram, in seconds: 100 µs to about 1.6 s.
+pub fn commit_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 15)
+}
+
 /// What this process counted itself.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessCounts {
@@ -288,7 +293,7 @@ fn histograms(registry: &mut Registry, census: &Census, process: &ProcessCounts)
     let commits = process
         .commits
         .clone()
-        .unwrap_or_else(|| Histogram::new(super::process::commit_buckets()));
+        .unwrap_or_else(|| Histogram::new(commit_buckets()));
     registry.register_with_unit(
         "ledger_commit",
         "Durable ledger commits of this process",
