@@ -31,7 +31,7 @@ mod ui;
 mod view;
 /// `render.rs` finds the model where the binary keeps it.
 mod top {
-    pub use crate::model;
+    pub(crate) use crate::model;
 }
 
 use std::io::{Read as _, Write as _};

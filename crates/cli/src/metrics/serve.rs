@@ -82,23 +82,23 @@ pub enum Request {
     },
     NotFound,
     MethodNotAllowed,
-    BadRequest,
+    Malformed,
 }
 
 /// Reads a request head: its first line decides.
 pub fn parse(head: &[u8]) -> Request {
     let Ok(text) = std::str::from_utf8(head) else {
-        return Request::BadRequest;
+        return Request::Malformed;
     };
     let line = text.lines().next().unwrap_or("");
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Request::BadRequest;
+        return Request::Malformed;
     };
     if !version.starts_with("HTTP/1.") || !target.starts_with('/') {
-        return Request::BadRequest;
+        return Request::Malformed;
     }
     let path = target.split('?').next().unwrap_or(target);
     match (method, path) {
@@ -164,7 +164,7 @@ async fn answer(mut stream: TcpStream, source: Source) -> std::io::Result<()> {
             "only GET and HEAD\n".to_owned(),
             false,
         ),
-        Request::BadRequest => (
+        Request::Malformed => (
             "400 Bad Request",
             "text/plain; charset=utf-8",
             "bad request\n".to_owned(),
@@ -213,7 +213,7 @@ mod tests {
             b"GET /metrics HTTP/1.1 extra",
             b"\xff\xfe GET",
         ] {
-            assert_eq!(parse(bad), Request::BadRequest, "{bad:?}");
+            assert_eq!(parse(bad), Request::Malformed, "{bad:?}");
         }
     }
 }
