@@ -483,6 +483,27 @@ fn a_real_prometheus_scrapes_a_worker_and_sees_what_the_json_list_says() {
     });
     let (code, _) = get(port, "/nothing").expect("an answer");
     assert_eq!(code, 404);
+    // Nothing a client sends stops the endpoint: garbage, a head too long, a client that
+    // leaves at once.
+    for request in [
+        b"\xff\xfe\x00garbage\r\n\r\n".to_vec(),
+        vec![b'a'; 20_000],
+        b"POST /metrics HTTP/1.1\r\n\r\n".to_vec(),
+    ] {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let _ = stream.write_all(&request);
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 400") || answer.starts_with("HTTP/1.1 405"),
+            "{answer:?}"
+        );
+    }
+    drop(TcpStream::connect(("127.0.0.1", port)).expect("connect"));
+    assert_eq!(get(port, "/metrics").expect("still serving").0, 200);
     // The worker runs one unit; the second waits in the pool.
     for _ in 0..2 {
         let run = h.run(&[

@@ -21,6 +21,8 @@ pub type Source = Arc<dyn Fn() -> anyhow::Result<String> + Send + Sync>;
 const MAX_REQUEST: usize = 8 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_CONNECTIONS: usize = 16;
+const LINGER: Duration = Duration::from_secs(1);
+const MAX_LINGER_BYTES: usize = 64 * 1024;
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Binds `addr` at once, before the process registers anywhere (a bad or busy address is
@@ -185,7 +187,22 @@ async fn answer(mut stream: TcpStream, source: Source) -> std::io::Result<()> {
         out.extend_from_slice(body.as_bytes());
     }
     stream.write_all(&out).await?;
-    stream.shutdown().await
+    stream.shutdown().await?;
+    // A lingering close: what the client still sends (a head too long) is read and dropped
+    // for a moment, so closing with unread input does not reset the connection before the
+    // client has read the answer.
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut buf = [0u8; 4096];
+        let mut total = 0;
+        while total < MAX_LINGER_BYTES {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+    Ok(())
 }
 
 #[cfg(test)]
