@@ -552,3 +552,53 @@ fn a_real_prometheus_scrapes_a_worker_and_sees_what_the_json_list_says() {
     let status = worker.wait().expect("the worker ends");
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn a_headless_host_serves_metrics_that_match_the_json_list() {
+    let h = Hermes::new();
+    let port = free_port();
+    let mut host = h
+        .command(&[
+            "host",
+            "--session",
+            "s3",
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the host starts");
+    wait_for(LIMIT, "the metrics endpoint", || {
+        get(port, "/metrics").filter(|(code, _)| *code == 200)
+    });
+    let id = dispatch(&h, "s3", "long", "sleep 60");
+    let status = h.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(
+        status["host_pid"].as_u64(),
+        Some(u64::from(host.id())),
+        "the unit runs in the host that serves the metrics"
+    );
+    let samples = wait_for(LIMIT, "the unit running in the metrics", || {
+        let (_, body) = get(port, "/metrics")?;
+        let samples = parse_with_python(&body);
+        (samples.get(r#"hermes_units{status="running"}"#) == Some(&1.0)).then_some(samples)
+    });
+    let list = h.json(&["delegation", "list", "--json"]);
+    assert_eq!(list["running_count"], 1);
+    assert_eq!(sample(&samples, "hermes_dispatches_total{}"), 1.0);
+    assert!(
+        sample(&samples, "hermes_ledger_commit_seconds_count{}") >= 1.0,
+        "the host's own commits are timed"
+    );
+    assert_eq!(
+        sample(&samples, "hermes_lease_renewal_failures_total{}"),
+        0.0
+    );
+    h.run(&["session", "end", "s3"]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(host.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM the host");
+    assert!(host.wait().expect("the host ends").success());
+}
