@@ -98,6 +98,8 @@ fn measure(pg_url: &str, as_json: bool) -> Result<()> {
         ("cli", "bench_agent"),
         ("cli", "bench_liveness"),
         ("cli", "bench_pools"),
+        // `hermes top` and the metrics (issue 25).
+        ("cli", "bench_top"),
     ] {
         merge(&mut figures, run_example(pg_url, package, example)?);
     }

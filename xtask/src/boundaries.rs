@@ -31,7 +31,14 @@ const STORAGE_CRATES: [&str; 10] = [
 const STORAGE_OWNER: &str = "ledger";
 /// Argument parsing, terminal UI and application errors: only [`UI_OWNER`] among the crates under
 /// `crates/` may depend on them.
-const UI_CRATES: [&str; 4] = ["clap", "indicatif", "rustyline", "anyhow"];
+const UI_CRATES: [&str; 6] = [
+    "clap",
+    "indicatif",
+    "rustyline",
+    "anyhow",
+    "ratatui",
+    "crossterm",
+];
 /// The one crate with a user interface.
 const UI_OWNER: &str = "cli";
 /// Crates that read no clock, no environment and do no I/O: no tokio, and none of

@@ -157,6 +157,10 @@ pub enum Command {
     /// A worker: runs the units dispatched with `--pool NAME`, from any session, until stopped
     /// (SIGTERM/SIGINT); `worker list` shows the live workers.
     Worker(WorkerArgs),
+    /// A live full-screen view of every unit on every machine (needs a terminal).
+    Top,
+    /// The ledger's state in the Prometheus text exposition format, on stdout.
+    Metrics,
     /// A Model Context Protocol server on stdio, for an agent to delegate work through.
     Mcp,
     /// Hooks for hook-driven agent CLIs: read the hook's JSON on stdin, answer on stdout.
@@ -369,6 +373,9 @@ pub struct HostArgs {
     /// The session to host.
     #[arg(long)]
     pub session: String,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` while it runs (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -387,6 +394,9 @@ pub struct WorkerArgs {
     /// (default 0: interrupt at once, reason `worker_shutdown`).
     #[arg(long, value_name = "SECS", value_parser = drain_timeout)]
     pub drain_timeout: Option<Duration>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` while it runs (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Subcommand)]

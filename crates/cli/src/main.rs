@@ -13,10 +13,12 @@ mod home;
 mod hook;
 mod interactive;
 mod mcp;
+mod metrics;
 mod output;
 mod progress_view;
 mod reports;
 mod tasks_file;
+mod top;
 
 fn main() -> std::process::ExitCode {
     home::make_files_private();

@@ -21,7 +21,8 @@ mod events;
 mod group;
 mod ledger;
 pub mod model;
-
+mod observe;
+mod overview;
 mod pools;
 #[cfg(test)]
 mod power_loss;
@@ -40,6 +41,8 @@ pub use error::{LedgerError, Result, StorageFault};
 pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published};
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
+pub use observe::{CommitObserver, observe_commits};
+pub use overview::{Census, Overview, UnitView};
 pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
 pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};

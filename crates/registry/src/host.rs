@@ -947,10 +947,14 @@ async fn maintain(inner: Arc<Inner>) {
             {
                 Ok(_) => renewed = now,
                 Err(RegistryError::Ledger(LedgerError::LeaseLost(_))) => {
+                    crate::counts::lease_renewal_failed();
                     inner.fence("another process judged this host dead and recovered its units");
                     return;
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot renew the host's lease"),
+                Err(e) => {
+                    crate::counts::lease_renewal_failed();
+                    tracing::warn!(error = %e, "cannot renew the host's lease");
+                }
             }
         }
         if now.ms_since(renewed) >= millis(config.self_fence_after) {

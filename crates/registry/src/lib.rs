@@ -41,6 +41,7 @@ pub mod capture;
 mod child;
 pub mod clock;
 pub mod config;
+pub mod counts;
 mod error;
 mod host;
 pub mod housekeeping;

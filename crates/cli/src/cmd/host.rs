@@ -21,6 +21,10 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
     let session =
         SessionId::new(args.session.clone()).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
+    let metrics = args
+        .metrics_listen
+        .map(crate::metrics::serve::bind)
+        .transpose()?;
     let ledger = home.ledger()?;
     let me = registry::procs::current_process();
     match ledger.claim_session_host(&session, me, &OsReaper::new(), now())? {
@@ -40,7 +44,17 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
     tracing::info!(%session, pid = me.pid, adopted, "headless host started");
     let runtime = crate::home::runtime()?;
     let idle_exit = home.settings.host.idle_exit;
+    let limits = crate::top::model::Limits::from_settings(&home.settings);
+    if args.metrics_listen.is_some() {
+        crate::metrics::process::install();
+    }
     runtime.block_on(async move {
+        if let Some(listener) = metrics {
+            crate::metrics::serve::spawn(
+                listener,
+                crate::metrics::process::source(ledger.clone(), limits),
+            )?;
+        }
         let host = Host::start(
             ledger.clone(),
             home.registry(),

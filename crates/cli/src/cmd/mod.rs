@@ -7,6 +7,8 @@ pub mod delivery;
 pub mod drain;
 pub mod host;
 pub mod ledger;
+pub mod metrics;
 pub mod run;
 pub mod session;
+pub mod top;
 pub mod worker;

@@ -44,6 +44,15 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
         capacity,
     };
     let drain = args.drain_timeout.unwrap_or_default();
+    let limits = crate::top::model::Limits::from_settings(&home.settings);
+    if args.metrics_listen.is_some() {
+        crate::metrics::process::install();
+    }
+    let metrics = args
+        .metrics_listen
+        .map(crate::metrics::serve::bind)
+        .transpose()?;
+    let metrics_ledger = std::sync::Arc::clone(&ledger);
     let runtime = crate::home::runtime()?;
     runtime.block_on(async move {
         // Watch the signals before registering, so a stop that comes at once is not lost.
@@ -60,6 +69,12 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
             },
         )
         .await?;
+        if let Some(listener) = metrics {
+            crate::metrics::serve::spawn(
+                listener,
+                crate::metrics::process::source(metrics_ledger, limits),
+            )?;
+        }
         tracing::info!(pool = %pool.pool, capacity, pid = host.process().pid, "worker started");
         if !quiet {
             eprintln!(

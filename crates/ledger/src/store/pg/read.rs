@@ -217,4 +217,44 @@ impl ReadTx for Tx<'_, '_> {
         let rows = self.query("SELECT value FROM hermes_meta WHERE key = $1", &[&key])?;
         Ok(rows.first().map(|row| uint(row.get(0))))
     }
+
+    fn children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        let out: Vec<Child> = self
+            .query(
+                "SELECT record FROM hermes_children WHERE unit = ANY($1) ORDER BY unit, idx",
+                &[&ids],
+            )?
+            .iter()
+            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect::<Result<_>>()?;
+        self.counters.count(out.len() as u64);
+        Ok(out)
+    }
+
+    fn events_of(&self, ids: &[DelegationId]) -> Result<Vec<Event>> {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        self.event_rows(
+            "SELECT record FROM hermes_events WHERE unit = ANY($1) ORDER BY unit, code",
+            &[&ids],
+        )
+    }
+
+    fn stalls_of(&self, ids: &[DelegationId]) -> Result<Vec<(DelegationId, Stalling)>> {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        self.query(
+            "SELECT unit, record FROM hermes_child_stalls WHERE unit = ANY($1) ORDER BY unit, idx",
+            &[&ids],
+        )?
+        .iter()
+        .map(|row| {
+            let unit = row.get::<_, String>(0);
+            let id = DelegationId::new(&unit).map_err(|err| crate::error::LedgerError::Damaged {
+                path: self.pg.path.clone(),
+                reason: format!("stall of {unit}: {err}"),
+            })?;
+            Ok((id, crate::codec::decode_record(&self.pg.path, "stall", row.get::<_, &[u8]>(1))?))
+        })
+        .collect()
+    }
 }

@@ -55,6 +55,7 @@ param! {
     Option<i64> => Type::INT8,
     bool => Type::BOOL,
     Vec<u8> => Type::BYTEA,
+    Vec<String> => Type::TEXT_ARRAY,
 }
 
 impl Tx<'_, '_> {

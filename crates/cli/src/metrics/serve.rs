@@ -1,0 +1,236 @@
+//! The `/metrics` endpoint of `--metrics-listen ADDR`: a minimal HTTP/1.x server on tokio.
+//!
+//! `GET` or `HEAD /metrics` answers the metrics (rendered on a blocking thread: it reads the
+//! ledger); any other path is 404, any other method 405, anything unreadable 400. Every answer
+//! closes the connection. A request must arrive whole within `READ_TIMEOUT` and fit in
+//! `MAX_REQUEST` bytes; at most `MAX_CONNECTIONS` are served at once (more are closed at
+//! once). Nothing a client sends can panic it or stop the process it serves.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::exit::{Code, fail};
+
+/// What renders the metrics (it may block: it reads the ledger).
+pub type Source = Arc<dyn Fn() -> anyhow::Result<String> + Send + Sync>;
+
+const MAX_REQUEST: usize = 8 * 1024;
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_CONNECTIONS: usize = 16;
+const LINGER: Duration = Duration::from_secs(1);
+const MAX_LINGER_BYTES: usize = 64 * 1024;
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Binds `addr` at once, before the process registers anywhere (a bad or busy address is
+/// exit 2, naming it).
+pub fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let refused = |err: std::io::Error| {
+        fail(
+            Code::Usage,
+            format!("--metrics-listen {addr}: cannot listen: {err}"),
+        )
+    };
+    let listener = std::net::TcpListener::bind(addr).map_err(refused)?;
+    listener.set_nonblocking(true).map_err(refused)?;
+    Ok(listener)
+}
+
+/// Serves `/metrics` on `listener` until the runtime ends (call it inside the runtime).
+pub fn spawn(listener: std::net::TcpListener, source: Source) -> anyhow::Result<()> {
+    let listener = TcpListener::from_std(listener).map_err(|err| {
+        fail(
+            Code::Usage,
+            format!("--metrics-listen: cannot listen: {err}"),
+        )
+    })?;
+    tracing::info!(addr = ?listener.local_addr().ok(), "serving /metrics");
+    tokio::spawn(async move {
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // Out of file descriptors and the like: pause instead of spinning.
+                    tracing::warn!(error = %err, "cannot accept a metrics connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                continue;
+            };
+            let source = Arc::clone(&source);
+            tokio::spawn(async move {
+                let _slot = slot;
+                if let Err(err) = answer(stream, source).await {
+                    tracing::debug!(error = %err, "metrics connection ended");
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
+/// What a request asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `GET /metrics` (`head`: `HEAD`).
+    Metrics {
+        head: bool,
+    },
+    NotFound,
+    MethodNotAllowed,
+    Malformed,
+}
+
+/// Reads a request head: its first line decides.
+pub fn parse(head: &[u8]) -> Request {
+    let Ok(text) = std::str::from_utf8(head) else {
+        return Request::Malformed;
+    };
+    let line = text.lines().next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Request::Malformed;
+    };
+    if !version.starts_with("HTTP/1.") || !target.starts_with('/') {
+        return Request::Malformed;
+    }
+    let path = target.split('?').next().unwrap_or(target);
+    match (method, path) {
+        ("GET" | "HEAD", "/metrics") => Request::Metrics {
+            head: method == "HEAD",
+        },
+        ("GET" | "HEAD", _) => Request::NotFound,
+        _ => Request::MethodNotAllowed,
+    }
+}
+
+async fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            head.truncate(end);
+            return Ok(Some(head));
+        }
+        if head.len() > MAX_REQUEST {
+            return Ok(Some(Vec::new()));
+        }
+    }
+}
+
+async fn answer(mut stream: TcpStream, source: Source) -> std::io::Result<()> {
+    let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
+        Ok(Ok(Some(head))) => head,
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Err(err)) => return Err(err),
+        Err(_) => Vec::new(),
+    };
+    let (status, content_type, body, head_only) = match parse(&head) {
+        Request::Metrics { head } => match tokio::task::spawn_blocking(move || source()).await {
+            Ok(Ok(text)) => ("200 OK", CONTENT_TYPE, text, head),
+            Ok(Err(err)) => (
+                "503 Service Unavailable",
+                "text/plain; charset=utf-8",
+                format!("hermes: cannot read the ledger: {err:#}\n"),
+                head,
+            ),
+            Err(_) => (
+                "500 Internal Server Error",
+                "text/plain; charset=utf-8",
+                "hermes: rendering the metrics failed\n".to_owned(),
+                head,
+            ),
+        },
+        Request::NotFound => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "not found: the metrics are at /metrics\n".to_owned(),
+            false,
+        ),
+        Request::MethodNotAllowed => (
+            "405 Method Not Allowed",
+            "text/plain; charset=utf-8",
+            "only GET and HEAD\n".to_owned(),
+            false,
+        ),
+        Request::Malformed => (
+            "400 Bad Request",
+            "text/plain; charset=utf-8",
+            "bad request\n".to_owned(),
+            false,
+        ),
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
+        body.len(),
+        if status.starts_with("405") {
+            "Allow: GET, HEAD\r\n"
+        } else {
+            ""
+        }
+    )
+    .into_bytes();
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+    stream.write_all(&out).await?;
+    stream.shutdown().await?;
+    // A lingering close: what the client still sends (a head too long) is read and dropped
+    // for a moment, so closing with unread input does not reset the connection before the
+    // client has read the answer.
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut buf = [0u8; 4096];
+        let mut total = 0;
+        while total < MAX_LINGER_BYTES {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_get_and_head_of_metrics_are_served_and_nothing_panics() {
+        assert_eq!(
+            parse(b"GET /metrics HTTP/1.1\r\nHost: x"),
+            Request::Metrics { head: false }
+        );
+        assert_eq!(
+            parse(b"HEAD /metrics?x=1 HTTP/1.0"),
+            Request::Metrics { head: true }
+        );
+        assert_eq!(parse(b"GET / HTTP/1.1"), Request::NotFound);
+        assert_eq!(parse(b"POST /metrics HTTP/1.1"), Request::MethodNotAllowed);
+        for bad in [
+            &b""[..],
+            b"GET",
+            b"GET /metrics",
+            b"GET metrics HTTP/1.1",
+            b"GET /metrics SPDY/3",
+            b"GET /metrics HTTP/1.1 extra",
+            b"\xff\xfe GET",
+        ] {
+            assert_eq!(parse(bad), Request::Malformed, "{bad:?}");
+        }
+    }
+}

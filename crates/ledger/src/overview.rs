@@ -1,0 +1,135 @@
+//! Whole-ledger views in one read transaction: what `hermes top` shows on each refresh
+//! ([`Ledger::overview`]) and what the metrics count ([`Ledger::census`]).
+//!
+//! Each is one read of the ledger, whatever the number of units: the children, stalls and
+//! events of many units are fetched in bulk (one statement each on PostgreSQL), never row by
+//! row, so a refresh costs the same few round trips with 5 or 500 live units.
+
+use crate::error::Result;
+use crate::ledger::Ledger;
+use crate::model::{Child, Delegation, DelegationId, Event, Host, Stalling, UnitStatus};
+use crate::store::Reader;
+
+/// A unit with everything a live view shows of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitView {
+    /// The unit.
+    pub unit: Delegation,
+    /// Its children, by index.
+    pub children: Vec<Child>,
+    /// Its children found stalling (waiting out their grace period), by index.
+    pub stalls: Vec<Stalling>,
+    /// Its events, `task:0..` then `terminal`.
+    pub events: Vec<Event>,
+}
+
+/// The live state of the ledger, as of one read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overview {
+    /// Every host record (live or not: the caller judges liveness, which needs the OS).
+    pub hosts: Vec<Host>,
+    /// Running units, oldest start first.
+    pub running: Vec<UnitView>,
+    /// Queued units in FIFO order.
+    pub queued: Vec<UnitView>,
+    /// The most recently dispatched terminal units, newest first.
+    pub recent: Vec<UnitView>,
+}
+
+/// Everything the ledger keeps, for counting (metrics), as of one read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Census {
+    /// The live state (no recent units: `units` has them all).
+    pub live: Overview,
+    /// Every unit the ledger keeps (retention purges older ones), newest first.
+    pub units: Vec<Delegation>,
+    /// Every event of those units.
+    pub events: Vec<Event>,
+}
+
+impl Ledger {
+    /// The running and queued units with their children, stalls and events, the
+    /// `recent_limit` most recent terminal units likewise, and every host: one read.
+    pub fn overview(&self, recent_limit: usize) -> Result<Overview> {
+        self.read(|r| {
+            let mut overview = live(r)?;
+            let extra = overview.running.len() + overview.queued.len();
+            let recent: Vec<Delegation> = r
+                .recent_units(None, recent_limit + extra)?
+                .into_iter()
+                .filter(|u| u.status.is_terminal())
+                .take(recent_limit)
+                .collect();
+            overview.recent = views(r, recent)?;
+            Ok(overview)
+        })
+    }
+
+    /// The live state, every unit kept and every event kept: one read.
+    pub fn census(&self) -> Result<Census> {
+        self.read(|r| {
+            let live = live(r)?;
+            let units = r.recent_units(None, usize::MAX)?;
+            let ids: Vec<DelegationId> = units.iter().map(|u| u.id.clone()).collect();
+            let events = r.events_of(&ids)?;
+            Ok(Census {
+                live,
+                units,
+                events,
+            })
+        })
+    }
+}
+
+/// Hosts, running and queued units, with their rows.
+fn live(r: &Reader<'_>) -> Result<Overview> {
+    let (mut running, mut queued): (Vec<Delegation>, Vec<Delegation>) = r
+        .active_units()?
+        .into_iter()
+        .partition(|u| u.status != UnitStatus::Queued);
+    running.sort_by_key(|u| (u.started_at, u.dispatched_at));
+    queued.sort_by_key(|u| u.queue_seq);
+    Ok(Overview {
+        hosts: r.hosts()?,
+        running: views(r, running)?,
+        queued: views(r, queued)?,
+        recent: Vec::new(),
+    })
+}
+
+/// Units with their children, stalls and events, read in bulk.
+fn views(r: &Reader<'_>, units: Vec<Delegation>) -> Result<Vec<UnitView>> {
+    if units.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<DelegationId> = units.iter().map(|u| u.id.clone()).collect();
+    let mut children = group(r.children_of(&ids)?, |c| c.delegation_id.clone());
+    let mut events = group(r.events_of(&ids)?, |e| e.delegation_id.clone());
+    let mut stalls = group(r.stalls_of(&ids)?, |(id, _)| id.clone());
+    Ok(units
+        .into_iter()
+        .map(|unit| UnitView {
+            children: children.remove(&unit.id).unwrap_or_default(),
+            events: events.remove(&unit.id).unwrap_or_default(),
+            stalls: stalls
+                .remove(&unit.id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect(),
+            unit,
+        })
+        .collect())
+}
+
+/// Rows grouped by their unit, each group in the order read.
+fn group<T>(
+    rows: Vec<T>,
+    key: impl Fn(&T) -> DelegationId,
+) -> std::collections::HashMap<DelegationId, Vec<T>> {
+    let mut out: std::collections::HashMap<DelegationId, Vec<T>> = Default::default();
+    for row in rows {
+        out.entry(key(&row)).or_default().push(row);
+    }
+    out
+}
