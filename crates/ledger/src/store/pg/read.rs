@@ -249,11 +249,15 @@ impl ReadTx for Tx<'_, '_> {
         .iter()
         .map(|row| {
             let unit = row.get::<_, String>(0);
-            let id = DelegationId::new(&unit).map_err(|err| crate::error::LedgerError::Damaged {
-                path: self.pg.path.clone(),
-                reason: format!("stall of {unit}: {err}"),
-            })?;
-            Ok((id, crate::codec::decode_record(&self.pg.path, "stall", row.get::<_, &[u8]>(1))?))
+            let id =
+                DelegationId::new(&unit).map_err(|err| crate::error::LedgerError::Damaged {
+                    path: self.pg.path.clone(),
+                    reason: format!("stall of {unit}: {err}"),
+                })?;
+            Ok((
+                id,
+                crate::codec::decode_record(&self.pg.path, "stall", row.get::<_, &[u8]>(1))?,
+            ))
         })
         .collect()
     }
