@@ -1,5 +1,6 @@
 //! The `hermes` binary: parses the command line, runs the command, maps errors to exit codes.
 
+mod agent_proc;
 mod app;
 mod args;
 mod binding;
