@@ -1,7 +1,10 @@
 //! Taking a conversation's ready results at a boundary, rendering them, and settling them.
 //!
-//! `drain`, the hooks and `hermes mcp` consume through the router's driver. Inline (`-z`, cron)
-//! units, which belong to no session, are settled by `Ledger::settle_inline` instead.
+//! `drain`, the hooks and `hermes mcp` consume through the router's driver; the hooks and
+//! `hermes mcp` hand results over through [`present`], the one place that fits them to what the
+//! reader keeps, keeps their claims alive while they are shown, and then acknowledges all of
+//! them or gives all of them back. Inline (`-z`, cron) units, which belong to no session, are
+//! settled by `Ledger::settle_inline` instead.
 
 use std::convert::Infallible;
 use std::sync::Arc;
