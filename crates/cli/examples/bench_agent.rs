@@ -166,7 +166,9 @@ impl Server {
         if answer["result"]["isError"] != false {
             bail!("delegate_task failed: {answer}");
         }
-        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or("");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
         let handle: Value = serde_json::from_str(text).context("the dispatch JSON")?;
         if handle["session"] != "bench-conv" || handle.get("warning").is_some() {
             bail!("the dispatch did not land in the bound conversation: {handle}");

@@ -571,3 +571,56 @@ fn delegation_list_shows_a_running_foreground_unit() {
     );
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#);
 }
+
+/// Item 3: `background: false` and `delegation_results` answers are bounded like hook answers
+/// (MCP clients cut long tool output too: https://code.claude.com/docs/en/mcp,
+/// `MAX_MCP_OUTPUT_TOKENS`), and say how to read all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_answers_are_bounded_and_name_delegation_result() {
+    let h = Hermes::new();
+    let mcp = Mcp::start(&h, &[SESSION]).await;
+    let flood = "i=0; while [ $i -lt 4000 ]; do echo \"a long line of build output number $i\"; i=$((i+1)); done";
+    let inline = mcp
+        .call(
+            "delegate_task",
+            json!({"goal": "flood", "background": false, "command": ["sh", "-c", flood]}),
+        )
+        .await;
+    assert!(!inline.is_error, "{}", inline.text);
+    assert!(
+        inline.text.chars().count() <= 30_000,
+        "{}",
+        inline.text.chars().count()
+    );
+    assert!(inline.text.contains("delegation_result"), "{}", inline.text);
+    let id = mcp
+        .call(
+            "delegate_task",
+            json!({"goal": "flood", "command": ["sh", "-c", flood]}),
+        )
+        .await
+        .json()["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    wait_ended(&h, &id);
+    let results = mcp.call("delegation_results", json!({})).await;
+    assert!(
+        results.text.chars().count() <= 30_000,
+        "{}",
+        results.text.chars().count()
+    );
+    assert!(results.text.contains(&id) && results.text.contains("characters cut here"));
+    let page = mcp
+        .call(
+            "delegation_result",
+            json!({"delegation_id": id, "offset": 0}),
+        )
+        .await;
+    assert!(!page.is_error, "{}", page.text);
+    assert!(
+        page.text.contains("next page: offset"),
+        "{}",
+        page.text.lines().next().unwrap_or("")
+    );
+}
