@@ -15,6 +15,11 @@ pub fn run() -> anyhow::Result<Code> {
             let _ = e.print();
             return Ok(Code::Ok);
         }
+        // A hook never exits with an agent's "block" code (SPEC §13.1), not even for a
+        // command line it cannot parse.
+        Err(e) if is_hook_event() => {
+            return Err(fail(Code::WorkFailed, usage_line(&e.to_string())));
+        }
         Err(e) => return Err(fail(Code::Usage, usage_line(&e.to_string()))),
     };
     if cli.command.is_some() && (cli.oneshot || cli.resume.is_some() || cli.run.is_set()) {
@@ -47,6 +52,13 @@ pub fn run() -> anyhow::Result<Code> {
         None if cli.oneshot => cmd::run::oneshot(&cli.run, cli.quiet),
         None => crate::interactive::run(cli.resume.as_deref()),
     }
+}
+
+/// Whether this process runs a hook event (`hermes hook EVENT`, not `hook install`).
+fn is_hook_event() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).take(2).collect();
+    args.first().map(String::as_str) == Some("hook")
+        && args.get(1).map(String::as_str) != Some("install")
 }
 
 /// clap's error as one line: the message and what it names (a missing `<ID>`, a tip), up to the

@@ -335,37 +335,47 @@ pub enum SessionCommand {
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
     /// The conversation starts (or resumes): binds it to this agent process.
-    SessionStart,
+    SessionStart(HookEventArgs),
     /// Before the model reads a prompt: `after_turn` results as additional context.
-    UserPromptSubmit,
+    UserPromptSubmit(HookEventArgs),
     /// After each tool call: `inject` results, behind the tool carrier, as additional context.
-    PostToolUse,
+    PostToolUse(HookEventArgs),
+    /// After a tool call that failed: as `post-tool-use`.
+    PostToolUseFailure(HookEventArgs),
     /// The model wants to stop: blocks it once with the results that are ready.
-    Stop,
+    Stop(HookEventArgs),
     /// The conversation ends: stops its work and drops what it never received.
-    SessionEnd,
-    /// Registers `hermes mcp` and the five hooks with an agent CLI.
+    SessionEnd(HookEventArgs),
+    /// Registers `hermes mcp` and the hooks with an agent CLI.
     Install(HookInstallArgs),
 }
 
 #[derive(Debug, Args)]
+pub struct HookEventArgs {
+    /// The agent CLI whose hook this is (its protocol: input fields, answer, budget).
+    #[arg(long, default_value = "claude", value_name = "NAME")]
+    pub agent: String,
+}
+
+#[derive(Debug, Args)]
 pub struct HookInstallArgs {
-    /// The agent CLI.
-    #[arg(value_enum)]
-    pub agent: AgentArg,
+    /// The agent CLI (`claude`).
+    #[arg(value_name = "AGENT")]
+    pub agent: String,
     /// Print the settings instead of writing them.
     #[arg(long)]
     pub print: bool,
-    /// The project directory whose `.claude/settings.json` and `.mcp.json` are written
-    /// (default: the current directory).
+    /// The project directory whose agent settings are written (default: the current
+    /// directory).
     #[arg(long, value_name = "DIR")]
     pub project: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum AgentArg {
-    /// Claude Code.
-    Claude,
+    /// Write this binary's absolute path instead of `hermes` (found on PATH).
+    #[arg(long)]
+    pub absolute: bool,
+    /// Write the hooks into the agent's per-user, uncommitted project settings
+    /// (`.claude/settings.local.json`), with the absolute path.
+    #[arg(long)]
+    pub local: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,21 +1,27 @@
-//! One conversation, one session: the binding between an agent process and the hermes session
-//! its hooks and its MCP server share (SPEC §13).
+//! One conversation, one session: the binding between an agent process and the hermes sessions
+//! its hooks and its MCP server share (SPEC §13, §13.1).
 //!
 //! A hook-driven agent CLI runs `hermes mcp` as its child and each hook as a child (usually
-//! through `sh -c`). Both find *the agent process* the same way — the nearest ancestor that is
-//! not a shell or a command wrapper — and meet at one file, `$HERMES_HOME/agents/<pid>-<start
-//! time>.json`, keyed by that process's pid and start time (so a reused pid is a different
-//! key). The hooks carry the agent's `session_id` and record it there; the server reads it
-//! before every tool call, so its dispatches land in the conversation the hooks consume.
+//! through `sh -c`). Both find *the agent process* the same way (`agent_proc.rs`: past shells,
+//! wrappers and launchers) and meet at one file, `$HERMES_HOME/agents/<pid>-<start time>.json`,
+//! keyed by that process's pid and start time (so a reused pid is a different key).
 //!
-//! When the server needs a session before any hook ran (no hooks installed, or a tool call won
-//! the race with the first hook), it records a *provisional* session of its own in the file. The
-//! first hook then adopts it: the binding names the hook's session and keeps the provisional one
-//! in `merged`, and every consumer of the conversation (hooks and `delegation_results`) reads
-//! both, so nothing dispatched before the first hook is lost. A new `session_id` for the same
-//! agent (`/clear`) starts a fresh binding. Writes are atomic (temp file + rename) under an
-//! exclusive lock on `agents/.lock`; the fast path (a hook whose session is already bound) only
-//! reads. Files 0600, directories 0700.
+//! The file holds the agent's *conversations*, each named by the agent's `session_id` (one
+//! process may serve several at once: an IDE, an app server), and at most one *provisional*
+//! session the server made when it needed one before any hook ran:
+//!
+//! - the first hook of a conversation records it, adopting the provisional session (its
+//!   results are consumed with the conversation, nothing dispatched early is lost);
+//! - a session start while the agent's other conversations have seen nothing but session
+//!   starts adopts them: Claude Code's `--resume` may fire two (a fresh id and the resumed one,
+//!   in either order), and what a dispatch between them collected stays the conversation's; a
+//!   later hook naming the other id only makes that one current;
+//! - `session-end` removes its conversation (a `/clear` then starts a fresh one);
+//! - the server asks which conversation a tool call is for: with one, that one; with several,
+//!   the call must say (`session`), never "the last one seen".
+//!
+//! Writes are atomic (temp file + rename) under an exclusive lock on `agents/.lock`; the fast
+//! path (a hook of a conversation already recorded) only reads. Files 0600, directories 0700.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
@@ -26,27 +32,23 @@ use anyhow::Context as _;
 use ledger::{ProcessId, SessionId};
 use serde::{Deserialize, Serialize};
 
-/// Programs that stand between an agent and the hermes process it runs: skipped when looking
-/// for the agent.
-const WRAPPERS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "env", "nohup", "timeout",
-    "stdbuf", "nice", "setsid", "time", "xargs",
-];
+pub use crate::agent_proc::agent_process;
 
-/// What the binding file holds.
+/// One conversation of an agent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Binding {
-    /// The session new work goes to.
+pub struct Conv {
+    /// The session new work goes to: the id the agent's hooks named last.
     pub session: String,
-    /// The agent's own `session_id` it was bound to by a hook; `None` while provisional.
-    #[serde(default)]
-    pub agent_session_id: Option<String>,
-    /// Provisional sessions of this conversation whose results are still consumed with it.
+    /// Other sessions whose results are consumed with it: another id the agent gave it, the
+    /// provisional session it adopted.
     #[serde(default)]
     pub merged: Vec<String>,
+    /// Only session starts have named it so far.
+    #[serde(default)]
+    pub started_only: bool,
 }
 
-impl Binding {
+impl Conv {
     /// Every session of the conversation: the current one first, then the merged ones.
     pub fn sessions(&self) -> Vec<SessionId> {
         std::iter::once(&self.session)
@@ -55,53 +57,53 @@ impl Binding {
             .collect()
     }
 
-    /// Whether a hook bound it (the session is the agent's own, and resumable under that id).
-    pub fn is_bound(&self) -> bool {
-        self.agent_session_id.is_some()
+    /// Whether `id` is one of its sessions.
+    pub fn names(&self, id: &str) -> bool {
+        self.session == id || self.merged.iter().any(|m| m == id)
     }
 }
 
-/// The agent process a hermes process serves: its nearest ancestor that is not a shell or a
-/// command wrapper (the parent itself if every ancestor is one).
-pub fn agent_process() -> ProcessId {
-    let parent = std::os::unix::process::parent_id();
-    let mut pid = parent;
-    for _ in 0..64 {
-        let Some(stat) = proc_stat(pid) else { break };
-        if !WRAPPERS.contains(&stat.comm.as_str()) {
-            return ProcessId {
-                pid,
-                start_time: stat.start_time,
-            };
-        }
-        if stat.ppid <= 1 {
-            break;
-        }
-        pid = stat.ppid;
-    }
-    ProcessId {
-        pid: parent,
-        start_time: registry::procs::process_start_time(parent).unwrap_or(0),
+/// What the binding file holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The conversations the agent's hooks named, oldest first.
+    #[serde(default)]
+    pub conversations: Vec<Conv>,
+    /// The session the server made before any hook ran, until a hook adopts it.
+    #[serde(default)]
+    pub provisional: Option<String>,
+}
+
+impl Binding {
+    /// The conversation `id` names.
+    pub fn conversation(&self, id: &str) -> Option<&Conv> {
+        self.conversations.iter().find(|c| c.names(id))
     }
 }
 
-struct Stat {
-    comm: String,
-    ppid: u32,
-    start_time: u64,
+/// How a hook names its conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// A session start of a conversation the agent starts or resumes: it adopts the agent's
+    /// conversations that have seen only session starts.
+    Start,
+    /// A session start of another kind (`/clear`, a compaction).
+    OtherStart,
+    /// Any other hook.
+    Hook,
 }
 
-fn proc_stat(pid: u32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_owned();
-    let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    Some(Stat {
-        comm,
-        ppid: fields.get(1)?.parse().ok()?,
-        start_time: fields.get(19)?.parse().ok()?,
-    })
+/// Which session a server's tool call acts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolved {
+    /// One conversation (or the provisional session): its sessions, current first, and
+    /// whether a hook named it.
+    One {
+        sessions: Vec<SessionId>,
+        named: bool,
+    },
+    /// Several conversations: the call must say which (their current sessions).
+    Several(Vec<String>),
 }
 
 /// The bindings of one hermes home.
@@ -129,62 +131,104 @@ impl Bindings {
         serde_json::from_slice(&text).ok()
     }
 
-    /// A hook of `agent` carries `session_id`: records it, adopting a provisional session the
-    /// server made meanwhile. Returns the binding in force.
-    pub fn bind(&self, agent: ProcessId, session_id: &str) -> anyhow::Result<Binding> {
-        if let Some(b) = self.read(agent)
-            && b.agent_session_id.as_deref() == Some(session_id)
+    /// A hook of `agent` names `session_id`: records it (see the module's documentation) and
+    /// returns its conversation.
+    pub fn bind(&self, agent: ProcessId, session_id: &str, naming: Naming) -> anyhow::Result<Conv> {
+        let fresh_enough =
+            |c: &Conv| c.session == session_id && !(c.started_only && naming == Naming::Hook);
+        if let Some(conv) = self
+            .read(agent)
+            .and_then(|b| b.conversations.into_iter().find(|c| fresh_enough(c)))
         {
-            return Ok(b);
+            return Ok(conv);
         }
         let _lock = self.lock()?;
-        let old = self.read(agent);
-        let merged = match &old {
-            Some(b) if b.agent_session_id.as_deref() == Some(session_id) => return Ok(b.clone()),
-            // The server's provisional session (and what it had merged) joins this one.
-            Some(b) if !b.is_bound() => std::iter::once(b.session.clone())
-                .chain(b.merged.iter().cloned())
-                .filter(|s| s != session_id)
-                .collect(),
-            // Unbound, or bound to an earlier conversation of the same agent (`/clear`).
-            _ => Vec::new(),
-        };
-        let binding = Binding {
-            session: session_id.to_owned(),
-            agent_session_id: Some(session_id.to_owned()),
-            merged,
-        };
+        let mut binding = self.read(agent).unwrap_or_default();
+        let conv = bind_in(&mut binding, session_id, naming);
         self.write(agent, &binding)?;
         self.prune_dead(agent);
-        Ok(binding)
+        Ok(conv)
     }
 
-    /// The server of `agent` needs a session: the bound one, or a provisional one it records
-    /// (`make` names it) for the first hook to adopt.
+    /// The server of `agent` needs a session: `wanted` (which must be one of the agent's
+    /// conversations), its one conversation, or the provisional session (`make` names a new
+    /// one) for the first hook to adopt.
     pub fn resolve(
         &self,
         agent: ProcessId,
+        wanted: Option<&str>,
         make: impl FnOnce() -> String,
-    ) -> anyhow::Result<Binding> {
-        if let Some(b) = self.read(agent) {
-            return Ok(b);
+    ) -> anyhow::Result<Option<Resolved>> {
+        let found = |b: &Binding| -> Option<Option<Resolved>> {
+            if let Some(id) = wanted {
+                return Some(b.conversation(id).map(|c| Resolved::One {
+                    sessions: c.sessions(),
+                    named: true,
+                }));
+            }
+            match b.conversations.as_slice() {
+                [one] => Some(Some(Resolved::One {
+                    sessions: one.sessions(),
+                    named: true,
+                })),
+                [] => b.provisional.as_ref().map(|p| {
+                    Some(Resolved::One {
+                        sessions: SessionId::new(p.clone()).into_iter().collect(),
+                        named: false,
+                    })
+                }),
+                many => Some(Some(Resolved::Several(
+                    many.iter().map(|c| c.session.clone()).collect(),
+                ))),
+            }
+        };
+        if let Some(r) = self.read(agent).as_ref().and_then(found) {
+            return Ok(r);
+        }
+        if wanted.is_some() {
+            return Ok(None);
         }
         let _lock = self.lock()?;
-        if let Some(b) = self.read(agent) {
-            return Ok(b);
+        let mut binding = self.read(agent).unwrap_or_default();
+        if let Some(r) = found(&binding) {
+            return Ok(r);
         }
-        let binding = Binding {
-            session: make(),
-            agent_session_id: None,
-            merged: Vec::new(),
-        };
+        binding.provisional = Some(make());
         self.write(agent, &binding)?;
-        Ok(binding)
+        Ok(found(&binding).flatten())
     }
 
-    /// Forgets the agent's binding (its conversation ended).
+    /// The agent's conversation `session_id` ended: removes it and returns its sessions (just
+    /// `session_id` when it was not recorded).
+    pub fn end(&self, agent: ProcessId, session_id: &str) -> anyhow::Result<Vec<SessionId>> {
+        let Some(mut binding) = self.read(agent) else {
+            return Ok(SessionId::new(session_id.to_owned()).into_iter().collect());
+        };
+        let _lock = self.lock()?;
+        binding = self.read(agent).unwrap_or(binding);
+        let sessions = match binding
+            .conversations
+            .iter()
+            .position(|c| c.names(session_id))
+        {
+            Some(i) => binding.conversations.remove(i).sessions(),
+            None => SessionId::new(session_id.to_owned()).into_iter().collect(),
+        };
+        if binding.conversations.is_empty() && binding.provisional.is_none() {
+            self.remove_file(agent)?;
+        } else {
+            self.write(agent, &binding)?;
+        }
+        Ok(sessions)
+    }
+
+    /// Forgets the agent's binding (its provisional conversation ended with the server).
     pub fn remove(&self, agent: ProcessId) -> anyhow::Result<()> {
         let _lock = self.lock()?;
+        self.remove_file(agent)
+    }
+
+    fn remove_file(&self, agent: ProcessId) -> anyhow::Result<()> {
         match fs::remove_file(self.path(agent)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(e).with_context(|| format!("cannot remove {}", self.path(agent).display()))
@@ -256,6 +300,43 @@ impl Bindings {
     }
 }
 
+/// Records that a hook named `id` in `binding`; returns its conversation.
+fn bind_in(binding: &mut Binding, id: &str, naming: Naming) -> Conv {
+    if let Some(conv) = binding.conversations.iter_mut().find(|c| c.names(id)) {
+        if conv.session != id {
+            // The other id of a double start: it becomes the current one.
+            let old = std::mem::replace(&mut conv.session, id.to_owned());
+            conv.merged.retain(|m| m != id);
+            conv.merged.insert(0, old);
+        }
+        if naming == Naming::Hook {
+            conv.started_only = false;
+        }
+        return conv.clone();
+    }
+    let mut merged: Vec<String> = binding.provisional.take().into_iter().collect();
+    if naming == Naming::Start {
+        // Conversations that saw nothing but a session start are this one's other start.
+        let (twins, rest): (Vec<Conv>, Vec<Conv>) = std::mem::take(&mut binding.conversations)
+            .into_iter()
+            .partition(|c| c.started_only);
+        binding.conversations = rest;
+        for twin in twins {
+            merged.push(twin.session);
+            merged.extend(twin.merged);
+        }
+    }
+    merged.retain(|m| m != id);
+    merged.dedup();
+    let conv = Conv {
+        session: id.to_owned(),
+        merged,
+        started_only: naming != Naming::Hook,
+    };
+    binding.conversations.push(conv.clone());
+    conv
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,40 +345,105 @@ mod tests {
         ProcessId { pid, start_time: 7 }
     }
 
+    fn names(sessions: &[SessionId]) -> Vec<String> {
+        sessions.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn one(r: Option<Resolved>) -> (Vec<String>, bool) {
+        match r {
+            Some(Resolved::One { sessions, named }) => (names(&sessions), named),
+            other => panic!("not one conversation: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_hook_adopts_the_servers_provisional_session() {
         let home = tempfile::tempdir().expect("temp dir");
         let b = Bindings::new(home.path());
-        let provisional = b.resolve(agent(1), || "mcp-1".into()).expect("resolve");
-        assert_eq!(provisional.session, "mcp-1");
-        assert!(!provisional.is_bound());
-        let bound = b.bind(agent(1), "conv-a").expect("bind");
-        assert_eq!(bound.session, "conv-a");
-        assert_eq!(bound.merged, ["mcp-1"]);
-        let seen = b.resolve(agent(1), || unreachable!()).expect("resolve");
-        assert_eq!(seen, bound);
-        let names: Vec<String> = seen.sessions().iter().map(|s| s.to_string()).collect();
-        assert_eq!(names, ["conv-a", "mcp-1"]);
+        let provisional = one(b
+            .resolve(agent(1), None, || "mcp-1".into())
+            .expect("resolve"));
+        assert_eq!(provisional, (vec!["mcp-1".to_owned()], false));
+        let conv = b.bind(agent(1), "conv-a", Naming::Hook).expect("bind");
+        assert_eq!(names(&conv.sessions()), ["conv-a", "mcp-1"]);
+        let seen = one(b
+            .resolve(agent(1), None, || unreachable!())
+            .expect("resolve"));
+        assert_eq!(seen, (vec!["conv-a".to_owned(), "mcp-1".to_owned()], true));
     }
 
     #[test]
-    fn a_new_conversation_of_the_same_agent_starts_fresh() {
+    fn two_starts_of_one_resume_adopt_each_other_in_either_order() {
+        for (first, second) in [("random", "orig"), ("orig", "random")] {
+            let home = tempfile::tempdir().expect("temp dir");
+            let b = Bindings::new(home.path());
+            b.bind(agent(2), first, Naming::Start).expect("bind");
+            let conv = b.bind(agent(2), second, Naming::Start).expect("bind");
+            assert_eq!(names(&conv.sessions()), [second, first]);
+            // Later hooks may name either id: still the one conversation.
+            let later = b.bind(agent(2), "orig", Naming::Hook).expect("bind");
+            assert_eq!(later.session, "orig");
+            assert!(later.names("random"));
+            assert_eq!(
+                b.read(agent(2)).expect("binding").conversations.len(),
+                1,
+                "{first} then {second}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_second_conversation_of_one_agent_is_kept_apart_and_the_server_must_choose() {
         let home = tempfile::tempdir().expect("temp dir");
         let b = Bindings::new(home.path());
-        b.resolve(agent(2), || "mcp-2".into()).expect("resolve");
-        b.bind(agent(2), "first").expect("bind");
-        let second = b.bind(agent(2), "second").expect("bind");
-        assert_eq!(second.session, "second");
-        assert!(second.merged.is_empty());
-        assert!(b.read(agent(3)).is_none());
-        b.remove(agent(2)).expect("remove");
-        assert!(b.read(agent(2)).is_none());
+        b.bind(agent(3), "a", Naming::Start).expect("bind");
+        b.bind(agent(3), "a", Naming::Hook).expect("bind");
+        let second = b.bind(agent(3), "b", Naming::Start).expect("bind");
+        assert_eq!(
+            names(&second.sessions()),
+            ["b"],
+            "a conversation in use is not adopted"
+        );
+        assert_eq!(
+            b.resolve(agent(3), None, || unreachable!())
+                .expect("resolve"),
+            Some(Resolved::Several(vec!["a".into(), "b".into()]))
+        );
+        assert_eq!(
+            one(b
+                .resolve(agent(3), Some("b"), || unreachable!())
+                .expect("resolve"))
+            .0,
+            ["b"]
+        );
+        assert_eq!(
+            b.resolve(agent(3), Some("zzz"), || unreachable!())
+                .expect("resolve"),
+            None
+        );
+        assert_eq!(names(&b.end(agent(3), "a").expect("end")), ["a"]);
+        assert_eq!(
+            one(b
+                .resolve(agent(3), None, || unreachable!())
+                .expect("resolve"))
+            .0,
+            ["b"]
+        );
+        b.end(agent(3), "b").expect("end");
+        assert!(
+            b.read(agent(3)).is_none(),
+            "the last conversation takes the file with it"
+        );
     }
 
     #[test]
-    fn the_agent_is_not_a_shell() {
-        let me = agent_process();
-        let comm = proc_stat(me.pid).map(|s| s.comm).unwrap_or_default();
-        assert!(!WRAPPERS.contains(&comm.as_str()), "{comm}");
+    fn a_cleared_conversation_starts_fresh() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let b = Bindings::new(home.path());
+        b.bind(agent(4), "first", Naming::Start).expect("bind");
+        let after_clear = b
+            .bind(agent(4), "second", Naming::OtherStart)
+            .expect("bind");
+        assert_eq!(names(&after_clear.sessions()), ["second"]);
     }
 }

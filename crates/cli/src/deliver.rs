@@ -1,7 +1,10 @@
 //! Taking a conversation's ready results at a boundary, rendering them, and settling them.
 //!
-//! `drain`, the hooks and `hermes mcp` consume through the router's driver. Inline (`-z`, cron)
-//! units, which belong to no session, are settled by `Ledger::settle_inline` instead.
+//! `drain`, the hooks and `hermes mcp` consume through the router's driver; the hooks and
+//! `hermes mcp` hand results over through [`present`], the one place that fits them to what the
+//! reader keeps, keeps their claims alive while they are shown, and then acknowledges all of
+//! them or gives all of them back. Inline (`-z`, cron) units, which belong to no session, are
+//! settled by `Ledger::settle_inline` instead.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -51,17 +54,26 @@ pub fn render_check(delegation: &Delegation, events: &[Event]) -> Result<(), Inf
 /// A claimed envelope of one boundary.
 pub type Claimed = router::ClaimedEnvelope<()>;
 
+/// What one boundary of a conversation yielded: the claimed envelopes, and a router to keep
+/// their claims alive while they are presented.
+pub struct Taken {
+    /// The router of the conversation's current session.
+    pub router: Router,
+    /// The claimed envelopes, in the order their sessions were consumed.
+    pub claimed: Vec<Claimed>,
+}
+
 /// Claims what is ready at `boundary` in every session of one conversation: the first is its
-/// current session (ended → `SessionEnded`), the others provisional sessions it adopted (an
-/// ended one has nothing).
+/// current session (ended → `SessionEnded`), the others sessions it adopted (an ended one has
+/// nothing). Returns them with the router that keeps their claims alive (`None`: no sessions).
 pub fn take_conversation(
     ledger: &Arc<Ledger>,
     sessions: &[SessionId],
     boundary: Boundary,
     consumer: &str,
     settings: &settings::Settings,
-) -> Result<Vec<Claimed>, RouterError> {
-    let mut taken = Vec::new();
+) -> Result<Option<Taken>, RouterError> {
+    let mut taken: Option<Taken> = None;
     for (i, session) in sessions.iter().enumerate() {
         match take_ready(
             Arc::clone(ledger),
@@ -71,11 +83,21 @@ pub fn take_conversation(
             settings,
             None,
         ) {
-            Ok((_, round)) => taken.extend(round.delivered),
+            Ok((router, round)) => match &mut taken {
+                Some(t) => t.claimed.extend(round.delivered),
+                None => {
+                    taken = Some(Taken {
+                        router,
+                        claimed: round.delivered,
+                    })
+                }
+            },
             Err(RouterError::SessionEnded(_)) if i > 0 => {}
             Err(e) => {
                 // Give back what the earlier sessions yielded: nothing was shown.
-                give_back(ledger, &taken);
+                if let Some(t) = &taken {
+                    give_back(ledger, &t.claimed);
+                }
                 return Err(e);
             }
         }
@@ -83,17 +105,85 @@ pub fn take_conversation(
     Ok(taken)
 }
 
-/// The text of the envelopes taken at one boundary, as the parent reads it (the tool carrier at
-/// a tool boundary, one leading line when several arrive together); empty if none.
-pub fn text(taken: &[Claimed], boundary: Boundary) -> String {
-    if taken.is_empty() {
-        return String::new();
+/// The one protocol of handing results over (hooks, `hermes mcp`): fit the claimed envelopes
+/// into `budget` characters (whole envelopes in order while they fit; one too large alone is
+/// shortened and says how to read all of it), give back at once what does not fit (it waits
+/// for the next boundary, no attempt counted), keep the claims of what is shown alive while
+/// `show` runs, then acknowledge all of it in one commit — or, if `show` failed, give all of
+/// it back. Returns how many envelopes were shown.
+pub fn present(
+    ledger: &Ledger,
+    router: &Router,
+    claimed: Vec<Claimed>,
+    boundary: Boundary,
+    budget: usize,
+    show: impl FnOnce(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<usize> {
+    if claimed.is_empty() {
+        return Ok(0);
     }
-    let envelopes: Vec<formatter::Envelope<'_>> = taken
+    let ctx = crate::home::render_context();
+    let fitted = {
+        let envelopes: Vec<formatter::Envelope<'_>> = claimed
+            .iter()
+            .map(|t| formatter::Envelope::new(&t.delegation, &t.events))
+            .collect();
+        formatter::fit_boundary(&envelopes, boundary, &ctx, budget, |i| {
+            how_to_read(&claimed[i])
+        })
+    };
+    let mut shown: Vec<Claimed> = Vec::new();
+    let mut rest: Vec<Claimed> = Vec::new();
+    for (i, c) in claimed.into_iter().enumerate() {
+        if fitted.taken.contains(&i) {
+            shown.push(c);
+        } else {
+            rest.push(c);
+        }
+    }
+    give_back(ledger, &rest);
+    let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
+    let beats: Vec<router::KeepAlive> = shown
         .iter()
-        .map(|t| formatter::Envelope::new(&t.delegation, &t.events))
+        .filter_map(|t| match router.keep_alive(t.token, Arc::clone(&clock)) {
+            Ok(beat) => Some(beat),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew a claim while presenting it");
+                None
+            }
+        })
         .collect();
-    formatter::render_boundary(&envelopes, boundary, &crate::home::render_context())
+    let result = show(&fitted.text);
+    for beat in beats {
+        let token = beat.token();
+        if let Err(e) = beat.stop() {
+            // Settling below reports the lost claim.
+            tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
+        }
+    }
+    settle(ledger, &shown, false, result.is_ok())?;
+    result?;
+    Ok(shown.len())
+}
+
+/// How to read all of a shortened envelope, in one line.
+fn how_to_read(t: &Claimed) -> String {
+    let id = &t.delegation.id;
+    let transcripts: Vec<&str> = t
+        .events
+        .iter()
+        .flat_map(|e| e.payload.outcomes())
+        .map(|o| o.transcript.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut text = format!(
+        "the MCP tool delegation_result {{\"delegation_id\":\"{id}\"}} (add \"task\" for one child, \"offset\" for the next page), or `hermes delegation status {id} --json`"
+    );
+    if !transcripts.is_empty() {
+        text.push_str(", or the transcript ");
+        text.push_str(&transcripts.join(", "));
+    }
+    text
 }
 
 /// Acks what was shown (unless held), all in one durable commit; gives back what could not be

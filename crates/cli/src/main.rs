@@ -1,6 +1,7 @@
 //! The `hermes` binary: parses the command line, runs the command, maps errors to exit codes.
 
 mod agent_dispatch;
+mod agent_proc;
 mod app;
 mod args;
 mod binding;

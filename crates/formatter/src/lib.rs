@@ -34,6 +34,7 @@ mod block;
 mod body;
 pub mod boundary;
 pub mod envelope;
+pub mod fit;
 pub mod json;
 mod reminder;
 pub mod text;
@@ -43,6 +44,7 @@ pub use batch::BATCH_HEADER;
 pub use block::{RESULT_RULE, SINGLE_HEADER};
 pub use boundary::{Boundary, TOOL_CARRIER, render_boundary, write_boundary, write_boundary_io};
 pub use envelope::{Envelope, render_envelope, write_envelope};
+pub use fit::{Fitted, fit_boundary, shorten};
 pub use json::{
     DeferredJson, DetailJson, DrainJson, EnvelopeJson, RunJson, TaskJson, envelope_json, run_json,
     task_json,

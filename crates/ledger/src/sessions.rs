@@ -89,6 +89,35 @@ impl Ledger {
         })
     }
 
+    /// Reopens a session its agent ended, because the conversation came back under the same id
+    /// (Claude Code's `--resume` after `/exit`): it takes new work again. What was dropped when
+    /// it ended stays dropped and nothing delivered is offered again: only the session's state
+    /// changes. An active session is left as it is (nothing written); an unknown one is created
+    /// active. Returns whether it had ended.
+    pub fn reopen_session(&self, id: &SessionId, now: Timestamp) -> Result<bool> {
+        match self.session(id)? {
+            Some(session) if session.state == SessionState::Active => return Ok(false),
+            Some(_) => {}
+            None => {
+                self.write(|w| ensure_active(w, id, now))?;
+                return Ok(false);
+            }
+        }
+        self.write(|w| {
+            let Some(mut session) = w.session(id)? else {
+                ensure_active(w, id, now)?;
+                return Ok(false);
+            };
+            if session.state == SessionState::Active {
+                return Ok(false);
+            }
+            session.state = SessionState::Active;
+            session.ended_at = None;
+            w.put_session(&session)?;
+            Ok(true)
+        })
+    }
+
     /// Records a host process (an interactive session, a headless host, a worker or an inline
     /// run).
     ///

@@ -353,6 +353,37 @@ fn malformed_keys_are_refused_at_parse_time() {
 }
 
 #[test]
+fn a_reopened_session_takes_new_work_and_what_was_dropped_stays_dropped() {
+    let f = fixture();
+    let id = unit(&f.ledger, 1);
+    finish(&f.ledger, &id, 0, T0);
+    f.ledger.end_session(&session(), T0.plus_ms(1)).unwrap();
+    assert!(f.ledger.reopen_session(&session(), T0.plus_ms(2)).unwrap());
+    assert!(!f.ledger.reopen_session(&session(), T0.plus_ms(3)).unwrap());
+    let record = f.ledger.session(&session()).unwrap().unwrap();
+    assert_eq!(record.state, SessionState::Active);
+    assert_eq!(record.ended_at, None);
+    assert_eq!(state(&f.ledger, &key(&id, 0)), EventState::Dropped);
+    assert!(
+        f.ledger
+            .deliverable(&session(), T0.plus_ms(4))
+            .unwrap()
+            .is_empty()
+    );
+    let new = NewDelegation {
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(1),
+        host: None,
+        transcript_root: None,
+    };
+    assert!(f.ledger.dispatch(new, ROOMY, T0.plus_ms(5)).is_ok());
+    let fresh = SessionId::new("never-seen").unwrap();
+    assert!(!f.ledger.reopen_session(&fresh, T0).unwrap());
+    assert!(f.ledger.session(&fresh).unwrap().is_some());
+}
+
+#[test]
 fn ending_a_session_drops_its_pending_events_and_refuses_dispatch() {
     let f = fixture();
     let id = unit(&f.ledger, 3);

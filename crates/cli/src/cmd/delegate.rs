@@ -45,30 +45,7 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     if let Some(pool) = spec.pool.clone() {
         return to_pool(args, &ledger, &config, session, spec, &pool);
     }
-    // A host may retire between our look and our dispatch; the ledger then refuses the unit
-    // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
-    // `idle_exit_seconds` before it may retire.
-    let mut attempts = 0;
-    let (host, admission) = loop {
-        let host = match live_host(&ledger, &session)? {
-            Some(host) => host,
-            None => start_host(&home, &ledger, &session)?,
-        };
-        let new = NewDelegation {
-            session: Some(session.clone()),
-            channel: Channel::Background,
-            spec: spec.clone(),
-            host: Some(host),
-            transcript_root: None,
-        };
-        match registry::record_dispatch(&ledger, &config, new, now()) {
-            Err(RegistryError::Ledger(LedgerError::HostGone(gone))) if attempts < 2 => {
-                tracing::info!(%session, host = %gone, "the session's host retired; starting another");
-                attempts += 1;
-            }
-            result => break (host, result?),
-        }
-    };
+    let (host, admission) = into_session_host(&home, &ledger, &config, &session, spec)?;
     let unit = admission.delegation;
     let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
     let transcripts: Vec<String> = (0..unit.task_count())
@@ -106,6 +83,43 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
         ))?;
     }
     Ok(Code::Ok)
+}
+
+/// Records a background unit of `session` for the session's live host, starting a headless
+/// `hermes host --session S` first when it has none (the one way `delegate` and `hermes mcp`
+/// hand a named session's work to a host that outlives them). Returns the host and the
+/// admission.
+pub fn into_session_host(
+    home: &Home,
+    ledger: &Ledger,
+    config: &registry::Config,
+    session: &SessionId,
+    spec: ledger::DispatchSpec,
+) -> anyhow::Result<(ProcessId, ledger::Admission)> {
+    // A host may retire between our look and our dispatch; the ledger then refuses the unit
+    // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
+    // `idle_exit_seconds` before it may retire.
+    let mut attempts = 0;
+    loop {
+        let host = match live_host(ledger, session)? {
+            Some(host) => host,
+            None => start_host(home, ledger, session)?,
+        };
+        let new = NewDelegation {
+            session: Some(session.clone()),
+            channel: Channel::Background,
+            spec: spec.clone(),
+            host: Some(host),
+            transcript_root: None,
+        };
+        match registry::record_dispatch(ledger, config, new, now()) {
+            Err(RegistryError::Ledger(LedgerError::HostGone(gone))) if attempts < 2 => {
+                tracing::info!(%session, host = %gone, "the session's host retired; starting another");
+                attempts += 1;
+            }
+            result => return Ok((host, result?)),
+        }
+    }
 }
 
 /// `delegate --pool P`: the unit waits in pool P for a worker; no host of S is needed (its

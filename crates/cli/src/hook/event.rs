@@ -1,78 +1,86 @@
-//! What each hook event does. A hook with nothing to deliver reads only (a binding file, one
-//! snapshot of the ledger), writes nothing and prints nothing: it runs after every tool call.
+//! What each hook event does (SPEC §13, §13.1). A hook with nothing to deliver reads only (a
+//! binding file, one snapshot of the ledger), writes nothing and prints nothing: it runs after
+//! every tool call.
+//!
+//! A hook never stands between a person and their agent: whatever goes wrong on hermes' side
+//! (bad configuration, bad input, no ledger) it exits 1 — for Claude Code a non-blocking error,
+//! shown to the user while the agent goes on — with one `hermes:` line on stderr, having taken
+//! nothing. It never exits with the agent's "block" code (2).
 
-use formatter::Boundary;
 use ledger::SessionId;
-use serde_json::json;
+use router::RouterError;
 
-use super::input::{HookInput, read_stdin};
+use super::agents::{self, Action, Agent, HookEvent, Start};
+use super::input::{self, HookInput};
 use crate::args::HookCommand;
-use crate::binding::{self, Bindings};
+use crate::binding::{self, Bindings, Naming};
 use crate::deliver;
-use crate::exit::{Code, fail};
+use crate::exit::{Code, code_of, fail};
 use crate::home::{Home, env_var, now};
 use crate::output;
 
 /// Runs `hermes hook EVENT` (or `hook install`).
 pub fn run(command: HookCommand) -> anyhow::Result<Code> {
-    let event = match command {
+    let (subcommand, agent) = match command {
         HookCommand::Install(args) => return super::install::run(&args),
-        HookCommand::SessionStart => Event::SessionStart,
-        HookCommand::UserPromptSubmit => Event::UserPromptSubmit,
-        HookCommand::PostToolUse => Event::PostToolUse,
-        HookCommand::Stop => Event::Stop,
-        HookCommand::SessionEnd => Event::SessionEnd,
+        HookCommand::SessionStart(a) => ("session-start", a.agent),
+        HookCommand::UserPromptSubmit(a) => ("user-prompt-submit", a.agent),
+        HookCommand::PostToolUse(a) => ("post-tool-use", a.agent),
+        HookCommand::PostToolUseFailure(a) => ("post-tool-use-failure", a.agent),
+        HookCommand::Stop(a) => ("stop", a.agent),
+        HookCommand::SessionEnd(a) => ("session-end", a.agent),
     };
-    let input = read_stdin()?;
-    tracing::debug!(
-        ?event,
-        hook_event_name = input.hook_event_name.as_deref(),
-        cwd = input.cwd.as_deref(),
-        tool_name = input.tool_name.as_deref(),
-        stop_hook_active = input.stop_hook_active,
-        "hook"
-    );
-    let home = Home::load()?;
-    let sessions = conversation(&home, &input, event)?;
-    match event {
-        Event::SessionStart => Ok(Code::Ok),
-        Event::SessionEnd => end(&home, &sessions),
-        Event::UserPromptSubmit => deliver(&home, &sessions, Boundary::Turn, |text| {
-            json!({"hookSpecificOutput": {
-                "hookEventName": "UserPromptSubmit",
-                "additionalContext": text,
-            }})
-        }),
-        Event::PostToolUse => deliver(&home, &sessions, Boundary::Tool, |text| {
-            json!({"hookSpecificOutput": {
-                "hookEventName": "PostToolUse",
-                "additionalContext": text,
-            }})
-        }),
-        // What is ready is acknowledged as it is handed over, so a second stop (with
-        // `stop_hook_active`) finds only what arrived since and never blocks twice on the same.
-        Event::Stop => deliver(
-            &home,
-            &sessions,
-            Boundary::Turn,
-            |text| json!({"decision": "block", "reason": text}),
-        ),
+    hook(subcommand, &agent).map_err(non_blocking)
+}
+
+/// Any failure of a hook exits 1 (see the module's documentation); a reader that went away
+/// (broken pipe) stays a quiet success.
+pub fn non_blocking(err: anyhow::Error) -> anyhow::Error {
+    match code_of(&err) {
+        Code::Ok | Code::WorkFailed => err,
+        _ => fail(Code::WorkFailed, format!("{err:#}")),
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Event {
-    SessionStart,
-    UserPromptSubmit,
-    PostToolUse,
-    Stop,
-    SessionEnd,
+fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
+    let agent = agents::find(agent_name)
+        .ok_or_else(|| fail(Code::Usage, format!("unknown agent {agent_name:?}")))?;
+    let event = agents::event(agent, subcommand).ok_or_else(|| {
+        fail(
+            Code::Usage,
+            format!("{agent_name} has no hook event for hermes hook {subcommand}"),
+        )
+    })?;
+    let value = input::read_stdin(input::DEADLINE)?;
+    let input = HookInput::of(agent, &value);
+    tracing::debug!(event = event.name, agent = agent.name(), ?input, "hook");
+    // A subagent's tool call or stop is inside the main thread's turn: only the main thread's
+    // boundaries deliver, so the result reaches the conversation, not a subagent.
+    if input.subagent && matches!(event.action, Action::Deliver(_) | Action::Stop) {
+        return Ok(Code::Ok);
+    }
+    let home = Home::load()?;
+    let sessions = conversation(&home, &input, &event)?;
+    match event.action {
+        Action::Start => start(&home, &sessions, input.start),
+        Action::End => end(&home, &sessions),
+        Action::Deliver(boundary) => deliver(&home, agent, &event, &sessions, boundary),
+        // What is ready is acknowledged as it is handed over, so a second stop (with
+        // `stop_hook_active`) finds only what arrived since and never blocks twice on the same.
+        Action::Stop => deliver(&home, agent, &event, &sessions, formatter::Boundary::Turn),
+    }
 }
 
 /// The sessions of this hook's conversation: `HERMES_SESSION_ID` if set; else the agent's
-/// `session_id`, bound to the agent process (with the provisional sessions the MCP server made
-/// before the first hook).
-fn conversation(home: &Home, input: &HookInput, event: Event) -> anyhow::Result<Vec<SessionId>> {
+/// session id, bound to the agent process (with the sessions it adopted).
+fn conversation(
+    home: &Home,
+    input: &HookInput,
+    event: &HookEvent,
+) -> anyhow::Result<Vec<SessionId>> {
+    if input.session_id_malformed {
+        return Err(fail(Code::Usage, "the hook's session_id is not a string"));
+    }
     if let Some(id) = env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()) {
         let id =
             SessionId::new(id).map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}")))?;
@@ -84,45 +92,78 @@ fn conversation(home: &Home, input: &HookInput, event: Event) -> anyhow::Result<
             "the hook's JSON has no session_id and HERMES_SESSION_ID is not set",
         ));
     };
-    let id = SessionId::new(raw.to_owned())
-        .map_err(|e| fail(Code::Usage, format!("session_id: {e}")))?;
+    SessionId::new(raw.to_owned()).map_err(|e| fail(Code::Usage, format!("session_id: {e}")))?;
     let bindings = Bindings::new(&home.dir);
     let agent = binding::agent_process();
-    if event == Event::SessionEnd {
-        // The conversation's sessions as bound; the binding goes with the conversation.
-        let sessions = match bindings.read(agent) {
-            Some(b) if b.agent_session_id.as_deref() == Some(raw) => b.sessions(),
-            _ => vec![id],
-        };
-        bindings.remove(agent)?;
-        return Ok(sessions);
+    if event.action == Action::End {
+        // The conversation's sessions as bound; its record goes with it.
+        return bindings.end(agent, raw);
     }
-    Ok(bindings.bind(agent, raw)?.sessions())
+    let naming = match (event.action, input.start) {
+        (Action::Start, Some(Start::Fresh | Start::Resume)) => Naming::Start,
+        (Action::Start, _) => Naming::OtherStart,
+        _ => Naming::Hook,
+    };
+    Ok(bindings.bind(agent, raw, naming)?.sessions())
 }
 
-/// Claims what is ready at `boundary`, prints it as `answer` makes it, and acknowledges it
-/// once written. Nothing ready: no output.
+/// A session start: a resumed conversation its agent had ended takes work again (what was
+/// dropped at its end stays dropped).
+fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Result<Code> {
+    if how == Some(Start::Resume)
+        && let Some(current) = sessions.first()
+    {
+        let ledger = home.ledger()?;
+        if ledger
+            .session(current)?
+            .is_some_and(|s| s.state == ledger::SessionState::Ended)
+            && ledger.reopen_session(current, now())?
+        {
+            tracing::info!(session = %current, "session resumed by its agent");
+        }
+    }
+    Ok(Code::Ok)
+}
+
+/// Claims what is ready at `boundary`, fits it to the agent's budget, prints it as the agent's
+/// answer and acknowledges what was printed (the rest waits). Nothing ready: no output.
 fn deliver(
     home: &Home,
+    agent: &dyn Agent,
+    event: &HookEvent,
     sessions: &[SessionId],
-    boundary: Boundary,
-    answer: impl FnOnce(&str) -> serde_json::Value,
+    boundary: formatter::Boundary,
 ) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     let consumer = format!("hook:{}", std::process::id());
-    let taken = deliver::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings)?;
-    if taken.is_empty() {
+    let take =
+        || deliver::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings);
+    let taken = match take() {
+        // A later hook of a conversation its agent ended: the conversation is back.
+        Err(RouterError::SessionEnded(id)) => {
+            ledger.reopen_session(&id, now())?;
+            tracing::info!(session = %id, "session reopened by a later hook");
+            take()?
+        }
+        other => other?,
+    };
+    let Some(taken) = taken.filter(|t| !t.claimed.is_empty()) else {
         return Ok(Code::Ok);
-    }
-    let text = deliver::text(&taken, boundary);
-    let printed = output::print_json(&answer(&text));
-    deliver::settle(&ledger, &taken, false, printed.is_ok())?;
-    printed?;
+    };
+    let shown = deliver::present(
+        &ledger,
+        &taken.router,
+        taken.claimed,
+        boundary,
+        agent.budget(),
+        |text| output::print_json(&agent.answer(event, text)),
+    )?;
+    tracing::debug!(shown, "hook delivered");
     Ok(Code::Ok)
 }
 
 /// Ends the conversation's sessions: their running units are interrupted, what they never
-/// received is dropped, later dispatches into them are refused.
+/// received is dropped, later dispatches into them are refused (until a resume).
 fn end(home: &Home, sessions: &[SessionId]) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     for session in sessions {

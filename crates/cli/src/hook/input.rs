@@ -1,77 +1,148 @@
-//! The JSON a hook-driven agent CLI sends a hook on stdin. Only the fields hermes reads are
-//! named; the agents add fields freely, so unknown ones are ignored.
+//! The JSON a hook-driven agent CLI sends a hook on stdin, read with bounds: one JSON value (the
+//! agent may leave stdin open after it, as Claude Code is reported to do for `SessionEnd`), at
+//! most [`MAX_INPUT`] bytes, within [`DEADLINE`]. The fields hermes reads are named by the
+//! agent's profile; the agents add fields freely, so the rest is ignored.
 
 use std::io::Read as _;
+use std::sync::mpsc;
+use std::time::Duration;
 
-use serde::Deserialize;
+use serde_json::Value;
 
+use super::agents::{Agent, Start};
 use crate::exit::{Code, fail};
 
-/// One hook invocation's input.
-#[derive(Debug, Default, Deserialize)]
+/// How long a hook waits for its JSON.
+pub const DEADLINE: Duration = Duration::from_secs(2);
+
+/// The most a hook reads of stdin (a `PostToolUse` carries the tool's whole response).
+pub const MAX_INPUT: u64 = 64 << 20;
+
+/// What hermes reads of one hook invocation's input.
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct HookInput {
-    /// The agent's conversation id.
-    #[serde(default)]
+    /// The agent's conversation id, if the input has one.
     pub session_id: Option<String>,
-    /// `SessionStart`, `PostToolUse`, … (informational: the command line names the event).
-    #[serde(default)]
-    pub hook_event_name: Option<String>,
-    /// The conversation's working directory.
-    #[serde(default)]
-    pub cwd: Option<String>,
-    /// `Stop`: the agent is already going on because a stop hook blocked it.
-    #[serde(default)]
-    pub stop_hook_active: bool,
-    /// `PostToolUse`: the tool that ran.
-    #[serde(default)]
-    pub tool_name: Option<String>,
+    /// The input has the conversation field, but not as a string.
+    pub session_id_malformed: bool,
+    /// Whether a subagent, not the main thread, made the call.
+    pub subagent: bool,
+    /// How a session start came about.
+    pub start: Option<Start>,
+    /// Whether the agent goes on because a stop hook kept it going.
+    pub stop_active: bool,
+    /// The event name the agent gave (informational).
+    pub event_name: Option<String>,
 }
 
-/// Reads and parses stdin. Anything but a JSON object is bad input (exit 2); nothing has been
-/// consumed yet when this fails.
-pub fn read_stdin() -> anyhow::Result<HookInput> {
-    let mut text = Vec::new();
-    std::io::stdin().read_to_end(&mut text).map_err(|e| {
-        fail(
-            Code::Usage,
-            format!("cannot read the hook's JSON on stdin: {e}"),
-        )
-    })?;
-    parse(&text)
+impl HookInput {
+    /// The fields `agent` names, from its JSON `value`.
+    pub fn of(agent: &dyn Agent, value: &Value) -> HookInput {
+        HookInput {
+            session_id: value
+                .get(agent.session_field())
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            session_id_malformed: value
+                .get(agent.session_field())
+                .is_some_and(|v| !v.is_string()),
+            subagent: value
+                .get(agent.subagent_field())
+                .is_some_and(|v| !v.is_null() && v.as_str() != Some("")),
+            start: Some(agent.start(value)),
+            stop_active: agent.stop_active(value),
+            event_name: value
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
 }
 
-/// Parses a hook's input.
-pub fn parse(text: &[u8]) -> anyhow::Result<HookInput> {
-    serde_json::from_slice(text).map_err(|e| {
-        fail(
+/// Reads the hook's JSON object from stdin, within `deadline`. Nothing has been taken when
+/// this fails.
+pub fn read_stdin(deadline: Duration) -> anyhow::Result<Value> {
+    let (tx, rx) = mpsc::channel();
+    // A thread of its own, so a stdin that stays open and silent cannot hold the hook: the
+    // process leaves without it.
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin().lock().take(MAX_INPUT);
+        let _ = tx.send(parse_one(stdin));
+    });
+    rx.recv_timeout(deadline).unwrap_or_else(|_| {
+        Err(fail(
             Code::Usage,
-            format!("the hook's input on stdin is not the JSON object agents send: {e}"),
-        )
+            format!(
+                "no JSON object arrived on stdin within {}s",
+                deadline.as_secs_f64()
+            ),
+        ))
     })
+}
+
+/// The first JSON value of `reader`, which must be an object; what follows it is not read.
+pub fn parse_one(reader: impl std::io::Read) -> anyhow::Result<Value> {
+    let mut values = serde_json::Deserializer::from_reader(reader).into_iter::<Value>();
+    match values.next() {
+        Some(Ok(v @ Value::Object(_))) => Ok(v),
+        Some(Ok(_)) => Err(bad("it is not a JSON object")),
+        Some(Err(e)) => Err(bad(&e.to_string())),
+        None => Err(bad("stdin was empty")),
+    }
+}
+
+fn bad(why: &str) -> anyhow::Error {
+    fail(
+        Code::Usage,
+        format!("the hook's input on stdin is not the JSON object agents send: {why}"),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hook::agents::find;
 
     #[test]
     fn agent_payloads_parse_and_extra_fields_are_ignored() {
-        let input = parse(
-            br#"{"session_id":"abc-1","transcript_path":"/t.jsonl","cwd":"/w","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_response":{"stdout":""}}"#,
+        let claude = find("claude").expect("claude");
+        let value = parse_one(
+            &br#"{"session_id":"abc-1","transcript_path":"/t.jsonl","cwd":"/w","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_response":{"stdout":""}}"#[..],
         )
         .expect("parses");
+        let input = HookInput::of(claude, &value);
         assert_eq!(input.session_id.as_deref(), Some("abc-1"));
-        assert_eq!(input.tool_name.as_deref(), Some("Bash"));
-        assert!(!input.stop_hook_active);
-        let stop = parse(br#"{"session_id":"s","stop_hook_active":true}"#).expect("parses");
-        assert!(stop.stop_hook_active);
+        assert!(!input.subagent && !input.stop_active);
+        let sub = parse_one(&br#"{"session_id":"s","agent_id":"a-1","agent_type":"Explore"}"#[..])
+            .expect("parses");
+        assert!(HookInput::of(claude, &sub).subagent);
+        let resume = parse_one(&br#"{"session_id":"s","source":"resume"}"#[..]).expect("parses");
+        assert_eq!(HookInput::of(claude, &resume).start, Some(Start::Resume));
+    }
+
+    #[test]
+    fn one_value_is_read_and_what_follows_is_left() {
+        // A reader that would block after the object: it is never asked for more.
+        struct Then<'a>(&'a [u8]);
+        impl std::io::Read for Then<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0.is_empty() {
+                    panic!("read past the JSON value");
+                }
+                let n = buf.len().min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let value = parse_one(Then(br#"{"session_id":"s"}"#)).expect("parses");
+        assert_eq!(value["session_id"], "s");
     }
 
     #[test]
     fn anything_else_is_bad_input() {
-        for text in [&b""[..], b"{", b"[1]", b"\"x\"", b"{\"session_id\":3}"] {
-            let err = parse(text).expect_err("refused");
-            assert_eq!(crate::exit::code_of(&err), Code::Usage);
+        for text in [&b""[..], b"{", b"[1]", b"\"x\"", b"\xff\xfe"] {
+            assert!(parse_one(text).is_err(), "{text:?}");
         }
     }
 }

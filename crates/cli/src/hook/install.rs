@@ -1,198 +1,393 @@
-//! `hermes hook install claude`: registers `hermes mcp` and the five hooks with Claude Code, in
-//! a project's `.mcp.json` and `.claude/settings.json` (merged with what is there; running it
-//! twice changes nothing), or prints both with `--print`.
+//! `hermes hook install NAME`: registers `hermes mcp` and the hooks with an agent CLI, merged
+//! into the files it reads. The agent's profile says which files and what goes in them; this
+//! module does the merging, the same for every agent:
+//!
+//! - hermes' own entries are recognized wherever they point (a hook whose command is
+//!   `…/hermes hook EVENT …`, the server named `hermes`) and updated in place, so moving the
+//!   binary and installing again leaves no hook on the old path; a user's other keys in them
+//!   (an `env`, a `timeout`) are kept;
+//! - everything else is left as it was, in the order it was written; a UTF-8 byte-order mark
+//!   is accepted and kept;
+//! - what cannot be merged (a `hooks` that is not an object, an event whose value is not a
+//!   list) is refused with one line naming the key, and nothing is written;
+//! - running it twice changes nothing.
+//!
+//! The command written is `hermes` (found on PATH), so a committed settings file works for
+//! everyone; `--absolute` (or `--local`, for the uncommitted per-user file) writes this
+//! binary's absolute path.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use serde_json::{Map, Value, json};
 
-use crate::args::{AgentArg, HookInstallArgs};
+use super::agents::{self, InstallOptions};
+use super::doc::Doc;
+use crate::args::HookInstallArgs;
 use crate::exit::{Code, fail};
-use crate::output;
-
-/// Claude Code's hook events and the `hermes hook` subcommand each runs.
-const HOOKS: [(&str, &str); 5] = [
-    ("SessionStart", "session-start"),
-    ("UserPromptSubmit", "user-prompt-submit"),
-    ("PostToolUse", "post-tool-use"),
-    ("Stop", "stop"),
-    ("SessionEnd", "session-end"),
-];
-
-/// The name the MCP server is registered under.
-const SERVER: &str = "hermes";
 
 /// Runs `hook install`.
 pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
-    let AgentArg::Claude = args.agent;
-    let exe = std::env::current_exe().context("cannot find the hermes executable")?;
-    let exe = exe.display().to_string();
-    let quoted = shlex::try_quote(&exe)
-        .map_err(|_| fail(Code::Usage, format!("cannot quote the path {exe}")))?
-        .into_owned();
-    if args.print {
-        let text = format!(
-            "# .mcp.json (or: claude mcp add {SERVER} -- {quoted} mcp)\n{}\n\n# .claude/settings.json\n{}\n",
-            pretty(&mcp_json(Value::Object(Map::new()), &exe))?,
-            pretty(&settings_json(Value::Object(Map::new()), &quoted))?,
-        );
-        output::print(&text)?;
-        return Ok(Code::Ok);
-    }
+    let Some(agent) = agents::find(&args.agent) else {
+        let known: Vec<&str> = agents::AGENTS.iter().map(|a| a.name()).collect();
+        return Err(fail(
+            Code::Usage,
+            format!(
+                "unknown agent {:?}; hermes knows {}",
+                args.agent,
+                known.join(", ")
+            ),
+        ));
+    };
     let project = match &args.project {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot find the current directory")?,
     };
-    if !project.is_dir() {
+    if !args.print && !project.is_dir() {
         return Err(fail(
             Code::Usage,
             format!("--project {}: not a directory", project.display()),
         ));
     }
-    let mcp_path = project.join(".mcp.json");
-    let settings_path = project.join(".claude").join("settings.json");
-    let mcp = mcp_json(read_object(&mcp_path)?, &exe);
-    let settings = settings_json(read_object(&settings_path)?, &quoted);
-    write(&mcp_path, &mcp)?;
-    std::fs::create_dir_all(project.join(".claude"))
-        .with_context(|| format!("cannot create {}", project.join(".claude").display()))?;
-    write(&settings_path, &settings)?;
-    output::print(&format!(
-        "registered the MCP server `{SERVER}` in {} and the hooks {} in {}\nstart claude in {} and approve the `{SERVER}` server if asked\n",
-        mcp_path.display(),
-        HOOKS.map(|(event, _)| event).join(", "),
-        settings_path.display(),
-        project.display(),
-    ))?;
-    Ok(Code::Ok)
+    agent.install(&InstallOptions {
+        print: args.print,
+        project,
+        absolute: args.absolute || args.local,
+        local: args.local,
+    })
 }
 
-/// `.mcp.json` with the hermes server in `mcpServers`.
-fn mcp_json(mut root: Value, exe: &str) -> Value {
-    let servers = entry(&mut root, "mcpServers");
-    servers.insert(
-        SERVER.to_owned(),
-        json!({"type": "stdio", "command": exe, "args": ["mcp"]}),
-    );
-    root
+/// The program the written commands start: `hermes`, or this binary's absolute path.
+pub fn program(absolute: bool) -> anyhow::Result<String> {
+    if !absolute {
+        return Ok("hermes".to_owned());
+    }
+    let exe = std::env::current_exe().context("cannot find the hermes executable")?;
+    Ok(exe.display().to_string())
 }
 
-/// `.claude/settings.json` with the five hooks (each added once) and the project's hermes
-/// server enabled.
-fn settings_json(mut root: Value, exe: &str) -> Value {
-    entry(&mut root, "hooks");
-    if let Value::Object(map) = &mut root {
-        let list = map
-            .entry("enabledMcpjsonServers")
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(list) = list
-            && !list.iter().any(|v| v == SERVER)
-        {
-            list.push(Value::String(SERVER.to_owned()));
+/// `program` quoted for a shell command line.
+pub fn quoted(program: &str) -> anyhow::Result<String> {
+    shlex::try_quote(program)
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| fail(Code::Usage, format!("cannot quote the path {program}")))
+}
+
+/// Whether `hermes` on PATH is a program (the default command needs it there).
+pub fn on_path() -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            let candidate = dir.join("hermes");
+            std::fs::metadata(&candidate).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt as _;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+    })
+}
+
+/// A settings file as read: its document and whether it began with a byte-order mark.
+#[derive(Debug)]
+pub struct File {
+    /// Where it lives.
+    pub path: PathBuf,
+    /// Its content (an empty object when it does not exist).
+    pub doc: Doc,
+    bom: bool,
+}
+
+impl File {
+    /// A file with nothing in it yet.
+    pub fn empty(path: &Path) -> File {
+        File {
+            path: path.to_owned(),
+            doc: Doc::object(),
+            bom: false,
         }
     }
-    let hooks = entry(&mut root, "hooks");
-    for (event, sub) in HOOKS {
-        let command = format!("{exe} hook {sub}");
-        let groups = hooks
-            .entry(event.to_owned())
-            .or_insert_with(|| Value::Array(Vec::new()));
-        let Value::Array(groups) = groups else {
+
+    /// Reads `path`: a JSON object, empty, or missing. Anything else is refused, naming it.
+    pub fn read(path: &Path) -> anyhow::Result<File> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let (bom, body) = match text.strip_prefix('\u{feff}') {
+            Some(rest) => (true, rest),
+            None => (false, text.as_str()),
+        };
+        let doc = if body.trim().is_empty() {
+            Doc::object()
+        } else {
+            match serde_json::from_str::<Doc>(body) {
+                Ok(doc) if doc.is_object() => doc,
+                Ok(_) => return Err(refuse(path, "the file", "is not a JSON object")),
+                Err(e) => return Err(refuse(path, "the file", &format!("is not JSON ({e})"))),
+            }
+        };
+        Ok(File {
+            path: path.to_owned(),
+            doc,
+            bom,
+        })
+    }
+
+    /// The file's new text.
+    pub fn text(&self) -> anyhow::Result<String> {
+        let mut text = String::new();
+        if self.bom {
+            text.push('\u{feff}');
+        }
+        text.push_str(&serde_json::to_string_pretty(&self.doc).context("cannot encode JSON")?);
+        text.push('\n');
+        Ok(text)
+    }
+
+    /// Writes it (creating its directory), atomically: a temporary file renamed into place.
+    pub fn write(&self) -> anyhow::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let tmp = self.path.with_extension("hermes-tmp");
+        std::fs::write(&tmp, self.text()?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// One line refusing to merge into `path` because of `key`.
+pub fn refuse(path: &Path, key: &str, why: &str) -> anyhow::Error {
+    fail(
+        Code::Usage,
+        format!(
+            "{}: {key} {why}; hermes cannot merge into it and wrote nothing (fix it, or use hermes hook install --print)",
+            path.display()
+        ),
+    )
+}
+
+/// The object at `key` of `doc` (created when missing); refused when it is something else.
+pub fn object_at<'a>(doc: &'a mut Doc, key: &str, path: &Path) -> anyhow::Result<&'a mut Doc> {
+    let value = doc
+        .entry(key, Doc::object)
+        .ok_or_else(|| refuse(path, "the file", "is not a JSON object"))?;
+    if !value.is_object() {
+        return Err(refuse(path, &format!("\"{key}\""), "is not an object"));
+    }
+    Ok(value)
+}
+
+/// Registers the MCP server `name` in the object `servers`: its `type`, `command` and `args`
+/// are hermes'; any other key the user put in the entry stays.
+pub fn upsert_server(
+    servers: &mut Doc,
+    name: &str,
+    command: &str,
+    args: &[&str],
+    path: &Path,
+) -> anyhow::Result<()> {
+    let entry = servers
+        .entry(name, Doc::object)
+        .ok_or_else(|| refuse(path, "the servers", "are not an object"))?;
+    if !entry.is_object() {
+        return Err(refuse(
+            path,
+            &format!("the server \"{name}\""),
+            "is not an object",
+        ));
+    }
+    entry.set("type", Doc::string("stdio"));
+    entry.set("command", Doc::string(command));
+    entry.set(
+        "args",
+        Doc::Array(args.iter().map(|a| Doc::string(*a)).collect()),
+    );
+    Ok(())
+}
+
+/// Adds `item` to the list at `key` (created when missing); refused when it is no list.
+pub fn ensure_listed(doc: &mut Doc, key: &str, item: &str, path: &Path) -> anyhow::Result<()> {
+    let list = doc
+        .entry(key, || Doc::Array(Vec::new()))
+        .ok_or_else(|| refuse(path, "the file", "is not a JSON object"))?;
+    let Doc::Array(items) = list else {
+        return Err(refuse(path, &format!("\"{key}\""), "is not a list"));
+    };
+    if !items.iter().any(|i| i.as_str() == Some(item)) {
+        items.push(Doc::string(item));
+    }
+    Ok(())
+}
+
+/// One hook to register: under the agent's event `event`, the command `command` (which runs
+/// `hermes hook SUBCOMMAND`), with `matcher` when the event takes one.
+#[derive(Clone, Debug)]
+pub struct Hook<'a> {
+    pub event: &'a str,
+    pub subcommand: &'a str,
+    pub command: String,
+    pub matcher: Option<&'a str>,
+    pub timeout: u64,
+}
+
+/// Registers `hooks` in the object `hooks_obj` (Claude's shape: event → list of groups, each
+/// with a `hooks` list of `{type, command, timeout}`). A hook of hermes for the same subcommand,
+/// wherever it points, is updated in place; otherwise a group is added.
+pub fn upsert_hooks(hooks_obj: &mut Doc, hooks: &[Hook<'_>], path: &Path) -> anyhow::Result<()> {
+    // Check every event first, so a refusal writes nothing.
+    for hook in hooks {
+        if let Some(value) = hooks_obj.get(hook.event)
+            && !matches!(value, Doc::Array(_))
+        {
+            return Err(refuse(
+                path,
+                &format!("\"hooks\".\"{}\"", hook.event),
+                "is not a list",
+            ));
+        }
+    }
+    for hook in hooks {
+        let Some(Doc::Array(groups)) = hooks_obj.entry(hook.event, || Doc::Array(Vec::new()))
+        else {
             continue;
         };
-        let present = groups.iter().any(|g| {
-            g["hooks"].as_array().is_some_and(|hs| {
-                hs.iter().any(|h| {
-                    h["command"]
-                        .as_str()
-                        .is_some_and(|c| c.ends_with(&format!(" hook {sub}")))
-                })
-            })
-        });
-        if present {
+        let mut found = false;
+        for group in groups.iter_mut() {
+            let Some(Doc::Array(list)) = group.get_mut("hooks") else {
+                continue;
+            };
+            for h in list.iter_mut() {
+                if h.get("command")
+                    .and_then(Doc::as_str)
+                    .is_some_and(|c| is_hermes_hook(c, hook.subcommand))
+                {
+                    h.set("command", Doc::string(hook.command.clone()));
+                    found = true;
+                }
+            }
+        }
+        if found {
             continue;
         }
-        let mut group = Map::new();
-        if event == "PostToolUse" {
-            group.insert("matcher".into(), Value::String("*".into()));
+        let mut group = Doc::object();
+        if let Some(matcher) = hook.matcher {
+            group.set("matcher", Doc::string(matcher));
         }
-        group.insert(
-            "hooks".into(),
-            json!([{"type": "command", "command": command, "timeout": 10}]),
-        );
-        groups.push(Value::Object(group));
+        let mut entry = Doc::object();
+        entry.set("type", Doc::string("command"));
+        entry.set("command", Doc::string(hook.command.clone()));
+        entry.set("timeout", Doc::Number(hook.timeout.into()));
+        group.set("hooks", Doc::Array(vec![entry]));
+        groups.push(group);
     }
-    root
+    Ok(())
 }
 
-/// The object under `key` of `root` (made an object, created if missing).
-fn entry<'a>(root: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
-    if !root.is_object() {
-        *root = Value::Object(Map::new());
-    }
-    let Value::Object(map) = root else {
-        unreachable!("made an object above")
+/// Whether `command` runs hermes' hook `subcommand`: its program is called `hermes` (at any
+/// path), followed by `hook SUBCOMMAND`.
+pub fn is_hermes_hook(command: &str, subcommand: &str) -> bool {
+    let Some(words) = shlex::split(command) else {
+        return false;
     };
-    let value = map
-        .entry(key.to_owned())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !value.is_object() {
-        *value = Value::Object(Map::new());
-    }
-    match value {
-        Value::Object(inner) => inner,
-        _ => unreachable!("made an object above"),
-    }
-}
-
-fn read_object(path: &Path) -> anyhow::Result<Value> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if text.trim().is_empty() => Ok(Value::Object(Map::new())),
-        Ok(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(v @ Value::Object(_)) => Ok(v),
-            Ok(_) | Err(_) => Err(fail(
-                Code::Usage,
-                format!(
-                    "{} is not a JSON object; fix it or use hermes hook install claude --print",
-                    path.display()
-                ),
-            )),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Value::Object(Map::new())),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
-}
-
-fn pretty(value: &Value) -> anyhow::Result<String> {
-    serde_json::to_string_pretty(value).context("cannot encode JSON")
-}
-
-fn write(path: &PathBuf, value: &Value) -> anyhow::Result<()> {
-    let mut text = pretty(value)?;
-    text.push('\n');
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    let program = words.first().map(|w| w.rsplit('/').next().unwrap_or(w));
+    program == Some("hermes")
+        && words.get(1).map(String::as_str) == Some("hook")
+        && words.get(2).map(String::as_str) == Some(subcommand)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn doc(text: &str) -> Doc {
+        serde_json::from_str(text).expect("JSON")
+    }
+
+    fn hook(command: &str) -> Hook<'static> {
+        Hook {
+            event: "PostToolUse",
+            subcommand: "post-tool-use",
+            command: command.to_owned(),
+            matcher: Some("*"),
+            timeout: 10,
+        }
+    }
+
     #[test]
-    fn installing_twice_adds_each_hook_once_and_keeps_other_settings() {
-        let mine = json!({"model": "x", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "other"}]}]}});
-        let once = settings_json(mine, "/bin/hermes");
-        let twice = settings_json(once.clone(), "/bin/hermes");
-        assert_eq!(once, twice);
-        assert_eq!(twice["model"], "x");
-        assert_eq!(twice["hooks"]["Stop"].as_array().map(Vec::len), Some(2));
-        assert_eq!(
-            twice["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
-            "/bin/hermes hook post-tool-use"
+    fn hermes_hooks_are_recognized_wherever_they_point() {
+        assert!(is_hermes_hook("hermes hook stop", "stop"));
+        assert!(is_hermes_hook(
+            "/old/bin/hermes hook stop --agent claude",
+            "stop"
+        ));
+        assert!(is_hermes_hook("'/a b/hermes' hook stop", "stop"));
+        assert!(!is_hermes_hook("hermes hook stop-x", "stop"));
+        assert!(!is_hermes_hook("/bin/not-hermes hook stop", "stop"));
+        assert!(!is_hermes_hook("echo hermes hook stop", "stop"));
+    }
+
+    #[test]
+    fn a_moved_binary_updates_its_hook_in_place_and_keeps_the_users_keys() {
+        let path = Path::new("/p/settings.json");
+        let mut hooks = doc(
+            r#"{"PostToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"/old/hermes hook post-tool-use","timeout":30}]}]}"#,
         );
-        assert_eq!(twice["enabledMcpjsonServers"], json!(["hermes"]));
-        let mcp = mcp_json(json!({"mcpServers": {"other": {}}}), "/bin/hermes");
-        assert_eq!(mcp["mcpServers"]["hermes"]["args"], json!(["mcp"]));
-        assert!(mcp["mcpServers"]["other"].is_object());
+        upsert_hooks(
+            &mut hooks,
+            &[hook("hermes hook post-tool-use --agent claude")],
+            path,
+        )
+        .expect("merges");
+        assert_eq!(
+            serde_json::to_string(&hooks).expect("JSON"),
+            r#"{"PostToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"hermes hook post-tool-use --agent claude","timeout":30}]}]}"#
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_merged_is_refused_naming_the_key() {
+        let path = Path::new("/p/settings.json");
+        let mut hooks = doc(r#"{"PostToolUse":{"matcher":"*"}}"#);
+        let err = upsert_hooks(&mut hooks, &[hook("hermes hook post-tool-use")], path)
+            .expect_err("refused");
+        assert!(
+            format!("{err}").contains("\"hooks\".\"PostToolUse\""),
+            "{err}"
+        );
+        let mut root = doc(r#"{"enabledMcpjsonServers":"hermes"}"#);
+        let err =
+            ensure_listed(&mut root, "enabledMcpjsonServers", "hermes", path).expect_err("refused");
+        assert!(format!("{err}").contains("enabledMcpjsonServers"), "{err}");
+        let mut root = doc(r#"{"hooks":[]}"#);
+        let err = object_at(&mut root, "hooks", path).expect_err("refused");
+        assert!(format!("{err}").contains("\"hooks\""), "{err}");
+    }
+
+    #[test]
+    fn a_servers_entry_keeps_the_users_env() {
+        let path = Path::new("/p/.mcp.json");
+        let mut servers = doc(
+            r#"{"hermes":{"command":"/old/hermes","args":["mcp"],"env":{"HERMES_HOME":"/h"}}}"#,
+        );
+        upsert_server(&mut servers, "hermes", "hermes", &["mcp"], path).expect("merges");
+        assert_eq!(
+            serde_json::to_string(&servers).expect("JSON"),
+            r#"{"hermes":{"command":"hermes","args":["mcp"],"env":{"HERMES_HOME":"/h"},"type":"stdio"}}"#
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_read_and_kept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("s.json");
+        std::fs::write(&path, "\u{feff}{\"b\":1,\"a\":2}").expect("write");
+        let file = File::read(&path).expect("reads");
+        assert!(
+            file.text()
+                .expect("text")
+                .starts_with("\u{feff}{\n  \"b\": 1,")
+        );
     }
 }

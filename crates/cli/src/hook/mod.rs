@@ -1,9 +1,13 @@
-//! `hermes hook EVENT`: the hooks of hook-driven agent CLIs (SPEC §13). Each reads the hook's
-//! JSON on stdin and answers in that protocol on stdout; `install` registers them, with
-//! `hermes mcp`, in the agent's settings.
+//! `hermes hook EVENT`: the hooks of hook-driven agent CLIs (SPEC §13, §13.1). Each reads the
+//! hook's JSON on stdin and answers in the agent's protocol on stdout; `install` registers
+//! them, with `hermes mcp`, in the agent's settings. What differs between agents is one profile
+//! each (`agents.rs`, `agents/*.rs`).
 
+mod agents;
+mod doc;
 mod event;
 mod input;
 mod install;
 
+pub use agents::executables as agent_executables;
 pub use event::run;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use ledger::{Delegation, DelegationId, HostClaim, Ledger, ProcessId, SessionId};
 use router::{Router, RouterConfig};
 
-use crate::binding::{Binding, Bindings};
+use crate::binding::{Bindings, Resolved};
 use crate::exit::{Code, fail};
 use crate::home::now;
 
@@ -86,37 +86,84 @@ impl Conversation {
     }
 
     /// The sessions as they stand, without making any (`None`: no hook ran and nothing was
-    /// dispatched yet).
-    pub fn current(&self) -> Option<Sessions> {
+    /// dispatched yet). `wanted` is the call's `session` argument: it must name one of the
+    /// agent's conversations; without it, a server whose agent runs several conversations
+    /// refuses to guess.
+    pub fn current(&self, wanted: Option<&str>) -> anyhow::Result<Option<Sessions>> {
         if let Some(id) = &self.fixed {
-            return Some(Sessions {
+            check_fixed(id, wanted)?;
+            return Ok(Some(Sessions {
                 current: id.clone(),
                 all: vec![id.clone()],
                 named: true,
-            });
+            }));
         }
-        self.bindings.read(self.agent).and_then(|b| sessions_of(&b))
+        let Some(binding) = self.bindings.read(self.agent) else {
+            return match wanted {
+                Some(w) => Err(not_ours(w)),
+                None => Ok(None),
+            };
+        };
+        if let Some(w) = wanted {
+            return match binding.conversation(w) {
+                Some(c) => Ok(sessions_of(c.sessions(), true)),
+                None => Err(not_ours(w)),
+            };
+        }
+        match binding.conversations.as_slice() {
+            [one] => Ok(sessions_of(one.sessions(), true)),
+            [] => Ok(binding
+                .provisional
+                .and_then(|p| SessionId::new(p).ok())
+                .and_then(|p| sessions_of(vec![p], false))),
+            many => Err(several(many.iter().map(|c| c.session.as_str()))),
+        }
     }
 
-    /// The session new work goes to, made if needed (provisional until a hook adopts it),
-    /// active, and hosted by this process unless another live process hosts it.
-    pub fn session_for_dispatch(&self) -> anyhow::Result<SessionId> {
-        let sessions = match self.current() {
+    /// Every session of every conversation this server serves (for listing and ownership).
+    pub fn every_session(&self) -> Vec<SessionId> {
+        if let Some(id) = &self.fixed {
+            return vec![id.clone()];
+        }
+        let Some(binding) = self.bindings.read(self.agent) else {
+            return Vec::new();
+        };
+        binding
+            .conversations
+            .iter()
+            .flat_map(|c| c.sessions())
+            .chain(binding.provisional.and_then(|p| SessionId::new(p).ok()))
+            .collect()
+    }
+
+    /// The sessions new work goes to, made if needed (provisional until a hook adopts it) and
+    /// active. A provisional session is hosted by this process (it ends with it); a named one
+    /// by its headless host, so its children outlive this server.
+    pub fn session_for_dispatch(&self, wanted: Option<&str>) -> anyhow::Result<Sessions> {
+        let sessions = match self.current(wanted)? {
             Some(s) => s,
             None => {
-                let binding = self.bindings.resolve(self.agent, provisional_id)?;
-                sessions_of(&binding).ok_or_else(|| {
-                    fail(
-                        Code::Usage,
-                        format!(
-                            "the binding of this agent names an invalid session {:?}",
-                            binding.session
-                        ),
-                    )
-                })?
+                let resolved = self.bindings.resolve(self.agent, wanted, provisional_id)?;
+                match resolved {
+                    Some(Resolved::One { sessions, named }) => sessions_of(sessions, named)
+                        .ok_or_else(|| {
+                            fail(
+                                Code::Usage,
+                                "the binding of this agent names no valid session",
+                            )
+                        })?,
+                    Some(Resolved::Several(many)) => {
+                        return Err(several(many.iter().map(String::as_str)));
+                    }
+                    None => return Err(not_ours(wanted.unwrap_or(""))),
+                }
             }
         };
-        let session = sessions.current;
+        let session = sessions.current.clone();
+        if sessions.named {
+            self.ledger.ensure_session(&session, now())?;
+            return Ok(sessions);
+        }
         if !lock(&self.hosted).contains(&session) {
             match self.ledger.claim_session_host(
                 &session,
@@ -125,15 +172,13 @@ impl Conversation {
                 now(),
             )? {
                 HostClaim::Acquired | HostClaim::AlreadyHeld => {}
-                // Another live process hosts it (e.g. a headless host started by `hermes
-                // delegate`); this server still runs what it dispatches itself.
                 HostClaim::HeldBy(other) => {
                     tracing::info!(%session, host = %other, "session hosted elsewhere");
                 }
             }
             lock(&self.hosted).insert(session.clone());
         }
-        Ok(session)
+        Ok(sessions)
     }
 
     /// Forgets the agent's binding (its provisional conversation ended with this server).
@@ -149,15 +194,19 @@ impl Conversation {
         lock(&self.inline).insert(id);
     }
 
+    /// The inline (`background: false`) units this server ran or runs.
+    pub fn inline_units(&self) -> Vec<DelegationId> {
+        lock(&self.inline).iter().cloned().collect()
+    }
+
     /// Whether `unit` belongs to this conversation.
     pub fn owns(&self, unit: &Delegation) -> bool {
         if lock(&self.inline).contains(&unit.id) {
             return true;
         }
-        match (&unit.session, self.current()) {
-            (Some(s), Some(sessions)) => sessions.all.contains(s),
-            _ => false,
-        }
+        unit.session
+            .as_ref()
+            .is_some_and(|s| self.every_session().contains(s))
     }
 
     /// The unit `raw` names, if it is this conversation's.
@@ -192,13 +241,42 @@ impl Conversation {
     }
 }
 
-fn sessions_of(binding: &Binding) -> Option<Sessions> {
-    let all = binding.sessions();
+fn sessions_of(all: Vec<SessionId>, named: bool) -> Option<Sessions> {
     Some(Sessions {
         current: all.first()?.clone(),
-        named: binding.is_bound(),
+        named,
         all,
     })
+}
+
+fn check_fixed(id: &SessionId, wanted: Option<&str>) -> anyhow::Result<()> {
+    match wanted {
+        Some(w) if w != id.as_str() => Err(fail(
+            Code::NotFound,
+            format!("session {w}: this server serves HERMES_SESSION_ID={id} only"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn not_ours(wanted: &str) -> anyhow::Error {
+    fail(
+        Code::NotFound,
+        format!(
+            "session {wanted:?} is not a conversation of this agent (its hooks have not named it)"
+        ),
+    )
+}
+
+fn several<'a>(ids: impl Iterator<Item = &'a str>) -> anyhow::Error {
+    let ids: Vec<&str> = ids.collect();
+    fail(
+        Code::Usage,
+        format!(
+            "this server serves several conversations ({}): pass session to say which",
+            ids.join(", ")
+        ),
+    )
 }
 
 /// A fresh provisional session id, `mcp-` and 12 hex digits.

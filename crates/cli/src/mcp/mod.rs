@@ -1,10 +1,16 @@
 //! `hermes mcp`: a Model Context Protocol server on stdio (SPEC §13), built on the official
-//! Rust SDK (`rmcp`). The process is its conversation's host: a registry `Host` runs the
-//! children it dispatches, and its tools consume the conversation's results.
+//! Rust SDK (`rmcp`). A named conversation's background children run in its session's headless
+//! host, so the server is a front end that can come and go; the server itself runs the
+//! `background: false` units and a provisional session's, and its tools consume the
+//! conversation's results.
 
 mod conversation;
+mod dispatch;
+mod inline;
 mod params;
+mod results;
 mod server;
+mod spec;
 mod tools;
 
 pub use server::run;

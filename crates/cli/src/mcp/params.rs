@@ -47,6 +47,9 @@ pub struct DelegateTask {
     /// the ledger) instead of in this conversation's host; `"default"` is the default pool.
     /// The result still arrives in this conversation. Only with background true.
     pub pool: Option<String>,
+    /// The conversation (its session id) this is for. Needed only when one server serves
+    /// several conversations at once; otherwise leave it out.
+    pub session: Option<String>,
 }
 
 /// One task of a batch.
@@ -100,6 +103,8 @@ pub struct DelegationId {
 pub struct DelegationList {
     /// Every finished delegation of this conversation, not only the 20 most recent.
     pub all: Option<bool>,
+    /// Only this conversation (its session id), when the server serves several.
+    pub session: Option<String>,
 }
 
 /// `delegation_results`.
@@ -109,6 +114,21 @@ pub struct DelegationResults {
     /// `turn` (default): every ready result. `tool`: only those dispatched with
     /// `result_delivery: inject`, wrapped as background evidence.
     pub boundary: Option<BoundaryParam>,
+    /// The conversation (its session id), when the server serves several.
+    pub session: Option<String>,
+}
+
+/// `delegation_result`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationResult {
+    /// The delegation whose stored result to read, `deleg_` and 12 hex digits.
+    pub delegation_id: String,
+    /// The child of a batch, by its index (0 for the first; the block's TASK 1/N). Needed
+    /// only for a batch of several children.
+    pub task: Option<u32>,
+    /// Where to start reading, in characters (the previous page's answer names the next).
+    pub offset: Option<u64>,
 }
 
 /// A delivery boundary.

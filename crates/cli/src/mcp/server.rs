@@ -1,20 +1,19 @@
-//! The server's life: start a host, serve the tools on stdio until the client goes away, then
-//! leave as the conversation's state asks.
+//! The server's life: start a host, serve the tools on stdio until the client goes away or
+//! SIGTERM comes, then leave as the conversation's state asks (SPEC §13.1).
 //!
-//! While it serves, the process is a host like an interactive session: it runs the children it
-//! dispatched, renews its host lease, persists their progress, acts on interrupts from other
-//! processes; its registry host runs the recovery sweep every `host.recovery_interval_seconds`.
+//! A named conversation's background children (its hooks bound it, or `HERMES_SESSION_ID`) run
+//! in the session's headless host (`hermes host`, started for it as `hermes delegate` starts
+//! one), never in this process: the server is a front end that can come and go, and
+//! `claude --resume` finds their results. What the server itself runs — `background: false`
+//! units, and the units of a provisional session no hook ever named — is its own: a registry
+//! host that renews its lease, persists progress, acts on interrupts and sweeps.
 //!
-//! When the client goes away (stdin closes):
-//! - a conversation the agent named (its hooks bound it, or `HERMES_SESSION_ID`) can be resumed
-//!   (`claude --resume` brings the same `session_id`): the server keeps hosting the children
-//!   still running until they end, so their results wait in the ledger, then exits;
-//! - a provisional conversation no hook ever bound cannot be named again: it is ended (children
-//!   stopped, undelivered results dropped) and the server exits;
-//! - an ended conversation (the `session-end` hook ran) has nothing left: the server exits.
-//!
-//! SIGTERM stops the children at once and exits. SIGINT is ignored: a terminal's Ctrl-C meant
-//! for the agent reaches its whole process group, and must not stop the work.
+//! It leaves when the client closes stdin, or at SIGTERM even while stdin stays open (the MCP
+//! SDKs close stdin, wait 2 s, then send SIGTERM). Either way it stops what it runs itself
+//! (inline units, whose requests are gone; a provisional session is ended: nobody can name it
+//! again) and exits promptly, without waiting on the stdin reader. SIGINT is ignored: a
+//! terminal's Ctrl-C meant for the agent reaches its whole process group, and must not stop
+//! the work.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +38,7 @@ enum End {
 
 /// Runs `hermes mcp`.
 pub fn run() -> anyhow::Result<Code> {
-    let home = Home::load()?;
+    let home = Arc::new(Home::load()?);
     let fixed = env_var("HERMES_SESSION_ID")
         .filter(|s| !s.is_empty())
         .map(|s| {
@@ -49,7 +48,7 @@ pub fn run() -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     let agent = binding::agent_process();
     let runtime = crate::home::runtime()?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
         let host = Host::start(
@@ -58,7 +57,9 @@ pub fn run() -> anyhow::Result<Code> {
             Arc::new(SystemClock),
             HostOptions {
                 kind: HostKind::Interactive,
-                session: fixed.clone(),
+                // Named sessions are hosted by their headless hosts; this host runs inline
+                // units and claims provisional sessions one by one.
+                session: None,
                 worker: None,
             },
         )
@@ -71,11 +72,7 @@ pub fn run() -> anyhow::Result<Code> {
             fixed,
             settings: home.settings.clone(),
         }));
-        let tools = Tools::new(
-            conversation.clone(),
-            host.clone(),
-            home.settings.delegation.max_concurrent_children,
-        );
+        let tools = Tools::new(conversation.clone(), host.clone(), home.clone());
         let serve = async {
             match tools.serve(rmcp::transport::stdio()).await {
                 Ok(running) => {
@@ -94,36 +91,32 @@ pub fn run() -> anyhow::Result<Code> {
                 _ = int.recv() => tracing::info!("SIGINT ignored: stop hermes mcp with SIGTERM"),
             }
         };
-        match end {
-            End::Terminated => host.shutdown("mcp_stopped").await,
-            End::ClientGone => leave(&conversation, &host, &ledger).await?,
+        if matches!(end, End::Terminated) {
+            tracing::info!("SIGTERM: leaving");
         }
-        anyhow::Ok(())
-    })?;
+        leave(&conversation, &host, &ledger).await
+    });
+    // The stdin reader may still block in a read (SIGTERM with stdin open): do not wait for it.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    served?;
     Ok(Code::Ok)
 }
 
-/// The client went away: see the module's documentation.
+/// The client went away or SIGTERM came: see the module's documentation.
 async fn leave(conversation: &Conversation, host: &Host, ledger: &Ledger) -> anyhow::Result<()> {
-    let Some(sessions) = conversation.current() else {
-        host.shutdown("client_gone").await;
-        return Ok(());
+    let provisional = match conversation.current(None) {
+        Ok(Some(sessions)) if !sessions.named => Some(sessions.all),
+        _ => None,
     };
-    if sessions.named {
-        tracing::info!(session = %sessions.current, "client gone; hosting the running children until they end");
-        let reason =
-            crate::cmd::host::serve_until_idle(host, ledger, &sessions.current, Duration::ZERO)
-                .await?;
-        host.shutdown(reason).await;
-        return Ok(());
-    }
-    for session in &sessions.all {
-        if ledger.session(session)?.is_some() {
-            let end = ledger.end_session(session, now())?;
-            tracing::info!(%session, interrupted = end.interrupted.len(), "provisional session ended with its client");
+    if let Some(sessions) = provisional {
+        for session in &sessions {
+            if ledger.session(session)?.is_some() {
+                let end = ledger.end_session(session, now())?;
+                tracing::info!(%session, interrupted = end.interrupted.len(), "provisional session ended with its client");
+            }
         }
+        conversation.forget()?;
     }
-    conversation.forget()?;
     host.shutdown("client_gone").await;
     Ok(())
 }

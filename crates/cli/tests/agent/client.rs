@@ -150,6 +150,16 @@ impl Raw {
         }
     }
 
+    /// The next line the server writes, as JSON.
+    pub fn line(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no line from hermes mcp"));
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("hermes mcp wrote a line that is not JSON ({e}): {line}"))
+    }
+
     /// Closes stdin: the client has gone away.
     pub fn close(&mut self) {
         self.stdin = None;

@@ -76,8 +76,11 @@ fn ready_result(h: &Hermes, session: &str, delivery: &str, text: &str) -> String
     id
 }
 
+/// Claude Code's hooks reference (https://code.claude.com/docs/en/hooks, "Exit code 2
+/// behavior"): exit 2 blocks — a `UserPromptSubmit` prompt is erased, a `Stop` keeps Claude
+/// going — while any other non-zero code is a non-blocking error. hermes' own failures are 1.
 #[test]
-fn bad_json_exits_2_with_one_line_and_consumes_nothing() {
+fn bad_json_exits_1_never_2_with_one_line_and_consumes_nothing() {
     let h = Hermes::new();
     ready_result(&h, "conv-bad", "inject", "still-here");
     for bad in ["", "not json", "[1,2]", r#"{"session_id": 7}"#] {
@@ -87,7 +90,7 @@ fn bad_json_exits_2_with_one_line_and_consumes_nothing() {
             bad,
             &[("HERMES_SESSION_ID", "conv-bad")],
         );
-        run.assert_one_error_line(2);
+        run.assert_one_error_line(1);
         assert_eq!(run.stdout, "");
     }
     let drained = h.run(&["drain", "--session", "conv-bad"]);
@@ -114,10 +117,10 @@ fn nothing_ready_means_exit_0_and_no_output() {
 fn a_hook_without_a_session_is_refused() {
     let h = Hermes::new();
     let run = hook(&h, "stop", r#"{"hook_event_name":"Stop"}"#, &[]);
-    run.assert_one_error_line(2);
+    run.assert_one_error_line(1);
     assert!(run.stderr.contains("session_id"), "{}", run.stderr);
     let bad = hook(&h, "stop", r#"{"session_id":"has spaces"}"#, &[]);
-    bad.assert_one_error_line(2);
+    bad.assert_one_error_line(1);
 }
 
 #[test]
@@ -143,7 +146,7 @@ fn hermes_session_id_wins_over_the_hooks_session_id() {
 }
 
 #[test]
-fn hook_install_registers_the_server_and_the_five_hooks_once() {
+fn hook_install_registers_the_server_and_the_six_hooks_once() {
     let h = Hermes::new();
     let project = tempfile::tempdir().expect("project");
     std::fs::create_dir(project.path().join(".claude")).expect(".claude");
@@ -164,8 +167,8 @@ fn hook_install_registers_the_server_and_the_five_hooks_once() {
     let mcp = read(".mcp.json");
     assert_eq!(mcp["mcpServers"]["hermes"]["args"], json!(["mcp"]));
     assert_eq!(
-        mcp["mcpServers"]["hermes"]["command"],
-        env!("CARGO_BIN_EXE_hermes")
+        mcp["mcpServers"]["hermes"]["command"], "hermes",
+        "a committed file names hermes on PATH"
     );
     let settings = read(".claude/settings.json");
     assert_eq!(settings["permissions"]["allow"], json!(["Bash(ls)"]));
@@ -174,13 +177,14 @@ fn hook_install_registers_the_server_and_the_five_hooks_once() {
         ("SessionStart", "session-start"),
         ("UserPromptSubmit", "user-prompt-submit"),
         ("PostToolUse", "post-tool-use"),
+        ("PostToolUseFailure", "post-tool-use-failure"),
         ("Stop", "stop"),
         ("SessionEnd", "session-end"),
     ] {
         let groups = settings["hooks"][event].as_array().expect(event);
         assert_eq!(groups.len(), 1, "{event} registered once: {settings}");
         let command = groups[0]["hooks"][0]["command"].as_str().expect("command");
-        assert!(command.ends_with(&format!(" hook {sub}")), "{command}");
+        assert_eq!(command, format!("hermes hook {sub} --agent claude"));
     }
     let printed = h.run(&["hook", "install", "claude", "--print"]);
     assert_eq!(printed.code, 0, "{}", printed.stderr);
@@ -190,4 +194,202 @@ fn hook_install_registers_the_server_and_the_five_hooks_once() {
         printed.stdout
     );
     assert!(printed.stdout.contains("mcpServers"), "{}", printed.stdout);
+}
+
+/// Item 1: hermes' own failures — a bad `config.toml`, an invalid `HERMES_SESSION_ID`, a
+/// missing `session_id` — exit 1, never 2 (https://code.claude.com/docs/en/hooks, "Exit code
+/// 2 behavior": 2 erases a `UserPromptSubmit` prompt and keeps a `Stop` from stopping).
+#[test]
+fn hermes_failures_never_block_the_agent() {
+    let h = Hermes::new();
+    ready_result(&h, "conv-cfg", "after_turn", "kept-through-failures");
+    let events = [
+        ("user-prompt-submit", "UserPromptSubmit"),
+        ("stop", "Stop"),
+        ("post-tool-use", "PostToolUse"),
+        ("session-start", "SessionStart"),
+        ("session-end", "SessionEnd"),
+    ];
+    for (event, name) in events {
+        let bad_id = hook(
+            &h,
+            event,
+            &payload("conv-cfg", name),
+            &[("HERMES_SESSION_ID", "not a valid id")],
+        );
+        bad_id.assert_one_error_line(1);
+        let unknown_key = hook(
+            &h,
+            event,
+            &payload("conv-cfg", name),
+            &[("HERMES_DELIVERY_NO_SUCH_KEY", "1")],
+        );
+        unknown_key.assert_one_error_line(1);
+        let bad_flag = h
+            .shell(&format!(
+                "\"$HERMES\" hook {event} --no-such-flag </dev/null"
+            ))
+            .output()
+            .expect("runs");
+        assert_eq!(bad_flag.status.code(), Some(1), "{event}: {bad_flag:?}");
+    }
+    std::fs::write(h.path().join("config.toml"), "[delegation\nbroken").expect("config");
+    let run = hook(
+        &h,
+        "user-prompt-submit",
+        &payload("conv-cfg", "UserPromptSubmit"),
+        &[],
+    );
+    run.assert_one_error_line(1);
+    std::fs::remove_file(h.path().join("config.toml")).expect("config");
+    let drained = h.run(&["drain", "--session", "conv-cfg"]);
+    assert!(
+        drained.stdout.contains("kept-through-failures"),
+        "{}",
+        drained.stdout
+    );
+}
+
+/// Item 11: a stdin that stays open and silent does not hold the hook: it gives up after its
+/// deadline, exit 1, having taken nothing.
+#[test]
+fn a_silent_open_stdin_does_not_hang_a_hook() {
+    let h = Hermes::new();
+    let started = std::time::Instant::now();
+    let mut child = h
+        .shell("\"$HERMES\" hook session-end")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh runs");
+    let _stdin = child.stdin.take();
+    let out = child.wait_with_output().expect("hook ends");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("within"),
+        "{out:?}"
+    );
+}
+
+fn install(h: &Hermes, project: &std::path::Path, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "hook",
+        "install",
+        "claude",
+        "--project",
+        project.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    h.run(&args)
+}
+
+/// Item 9: installing again after the binary moved updates hermes' own entries wherever they
+/// point, keeps the user's keys (an `env` in the server entry), and writes `hermes` (PATH)
+/// into the committed settings; `--absolute` writes the path, `--local` the uncommitted file.
+#[test]
+fn install_updates_its_own_entries_and_keeps_the_users() {
+    let h = Hermes::new();
+    let project = tempfile::tempdir().expect("project");
+    let p = project.path();
+    std::fs::create_dir(p.join(".claude")).expect(".claude");
+    std::fs::write(
+        p.join(".mcp.json"),
+        r#"{"mcpServers":{"hermes":{"command":"/old/place/hermes","args":["mcp"],"env":{"HERMES_HOME":"/srv/h"}},"other":{"command":"x"}}}"#,
+    )
+    .expect("mcp");
+    std::fs::write(
+        p.join(".claude/settings.json"),
+        r#"{"zeta":1,"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/old/place/hermes hook stop","timeout":30}]},{"hooks":[{"type":"command","command":"my-linter"}]}]},"alpha":2}"#,
+    )
+    .expect("settings");
+    let run = install(&h, p, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mcp: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join(".mcp.json")).expect("mcp"))
+            .expect("JSON");
+    assert_eq!(mcp["mcpServers"]["hermes"]["command"], "hermes");
+    assert_eq!(mcp["mcpServers"]["hermes"]["env"]["HERMES_HOME"], "/srv/h");
+    assert_eq!(mcp["mcpServers"]["other"]["command"], "x");
+    let text = std::fs::read_to_string(p.join(".claude/settings.json")).expect("settings");
+    assert!(!text.contains("/old/place"), "{text}");
+    let (z, a, hk) = (
+        text.find("\"zeta\""),
+        text.find("\"alpha\""),
+        text.find("\"hooks\""),
+    );
+    assert!(z < hk && hk < a, "the user's key order is kept: {text}");
+    let settings: Value = serde_json::from_str(&text).expect("JSON");
+    let stop = settings["hooks"]["Stop"].as_array().expect("Stop");
+    assert_eq!(stop.len(), 2, "{text}");
+    assert_eq!(
+        stop[0]["hooks"][0]["command"],
+        "hermes hook stop --agent claude"
+    );
+    assert_eq!(
+        stop[0]["hooks"][0]["timeout"], 30,
+        "the user's timeout is kept"
+    );
+    let again = install(&h, p, &[]);
+    assert_eq!(again.code, 0);
+    assert_eq!(
+        std::fs::read_to_string(p.join(".claude/settings.json")).expect("settings"),
+        text
+    );
+    let local = install(&h, p, &["--local"]);
+    assert_eq!(local.code, 0, "{}", local.stderr);
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(p.join(".claude/settings.local.json")).expect("local"),
+    )
+    .expect("JSON");
+    let command = local["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("command");
+    assert!(
+        command.starts_with(env!("CARGO_BIN_EXE_hermes")),
+        "{command}"
+    );
+}
+
+/// Item 10: a BOM is read; what cannot be merged is refused with one line naming the key, and
+/// nothing is written.
+#[test]
+fn install_refuses_what_it_cannot_merge_and_writes_nothing() {
+    let h = Hermes::new();
+    let cases = [
+        (r#"{"hooks":["not","an","object"]}"#, "\"hooks\""),
+        (
+            r#"{"hooks":{"PostToolUse":{"matcher":"*"}}}"#,
+            "\"PostToolUse\"",
+        ),
+        (
+            r#"{"enabledMcpjsonServers":"hermes"}"#,
+            "enabledMcpjsonServers",
+        ),
+    ];
+    for (settings, key) in cases {
+        let project = tempfile::tempdir().expect("project");
+        let p = project.path();
+        std::fs::create_dir(p.join(".claude")).expect(".claude");
+        std::fs::write(p.join(".claude/settings.json"), settings).expect("settings");
+        let run = install(&h, p, &[]);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(key), "{key}: {}", run.stderr);
+        assert_eq!(
+            std::fs::read_to_string(p.join(".claude/settings.json")).expect("s"),
+            settings
+        );
+        assert!(!p.join(".mcp.json").exists(), "nothing written");
+    }
+    let project = tempfile::tempdir().expect("project");
+    let p = project.path();
+    std::fs::create_dir(p.join(".claude")).expect(".claude");
+    std::fs::write(p.join(".claude/settings.json"), "\u{feff}{\"model\":\"x\"}").expect("bom");
+    let run = install(&h, p, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = std::fs::read_to_string(p.join(".claude/settings.json")).expect("settings");
+    let settings: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).expect("JSON");
+    assert_eq!(settings["model"], "x");
+    assert_eq!(settings["enabledMcpjsonServers"], json!(["hermes"]));
 }

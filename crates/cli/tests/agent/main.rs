@@ -5,7 +5,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod claude;
 mod client;
+mod fixtures;
+mod fuzz;
 mod hooks;
 mod mcp;
 mod standin;

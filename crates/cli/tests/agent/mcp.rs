@@ -20,7 +20,7 @@ fn wait_ended(h: &Hermes, id: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_offers_five_tools_with_precise_schemas() {
+async fn the_server_offers_six_tools_with_precise_schemas() {
     let h = Hermes::new();
     let mcp = Mcp::start(&h, &[SESSION]).await;
     let info = mcp.client.peer_info().expect("server info");
@@ -39,6 +39,7 @@ async fn the_server_offers_five_tools_with_precise_schemas() {
         [
             "delegate_task",
             "delegation_list",
+            "delegation_result",
             "delegation_results",
             "delegation_status",
             "delegation_stop"
@@ -377,7 +378,7 @@ fn malformed_requests_get_protocol_errors_and_never_end_the_server() {
     let listed = raw.response(5);
     assert_eq!(
         listed["result"]["tools"].as_array().map(Vec::len),
-        Some(5),
+        Some(6),
         "{listed}"
     );
     assert!(
@@ -426,12 +427,19 @@ fn a_named_conversation_keeps_its_children_running_after_the_client_leaves() {
     let answer = raw.response(1);
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     raw.close();
-    // The server stays until its child has ended, then leaves; the result waits for the
-    // conversation's next boundary.
+    // The child runs in the session's headless host: the server leaves at once, the child
+    // finishes, and its result waits for the conversation's next boundary.
     let exited = wait_for(Duration::from_secs(20), "hermes mcp to exit", || {
         raw.child.try_wait().expect("try_wait")
     });
     assert!(exited.success(), "{exited:?}");
+    let id = answer["result"]["content"][0]["text"]
+        .as_str()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .and_then(|v| v["delegation_id"].as_str().map(str::to_owned))
+        .expect("delegation id");
+    let status = wait_ended(&h, &id);
+    assert_eq!(status["status"], "completed", "{status}");
     let drained = h.run(&["drain", "--session", "conv-mcp"]);
     assert_eq!(drained.code, 0, "{}", drained.stderr);
     assert!(drained.stdout.contains("survived"), "{}", drained.stdout);
@@ -459,4 +467,160 @@ fn a_cancelled_foreground_call_stops_its_children() {
     assert_eq!(status["status"], "interrupted", "{status}");
     raw.send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#);
     assert!(raw.response(10)["result"]["tools"].is_array());
+}
+
+/// Item 14: a `tools/call` whose params cannot be read at all (arguments not an object, no
+/// tool name) is invalid params (-32602), not "method not found".
+#[test]
+fn unreadable_tool_call_params_are_invalid_params() {
+    let h = Hermes::new();
+    let mut raw = Raw::start(&h, &[SESSION]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delegation_list","arguments":"not an object"}}"#);
+    assert_eq!(raw.response(1)["error"]["code"], -32602);
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"arguments":{}}}"#);
+    assert_eq!(raw.response(2)["error"]["code"], -32602);
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"no/such/method","params":{}}"#);
+    assert_eq!(raw.response(4)["error"]["code"], -32601);
+    raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#);
+    assert!(raw.response(5)["result"]["tools"].is_array());
+}
+
+/// Item 6: SIGTERM ends the server promptly even while its stdin stays open.
+#[test]
+fn sigterm_ends_the_server_while_stdin_stays_open() {
+    let h = Hermes::new();
+    let mut raw = Raw::start(&h, &[SESSION]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    raw.response(1);
+    let pid = raw.child.id() as i32;
+    // SAFETY: kill(2) only sends a signal.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let started = std::time::Instant::now();
+    let exited = wait_for(Duration::from_secs(10), "hermes mcp to exit", || {
+        raw.child.try_wait().expect("try_wait")
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(exited.success(), "{exited:?}");
+}
+
+/// Item 13: a `background: false` call with a `progressToken` gets `notifications/progress`
+/// while its child works (the TypeScript SDK's request timeout resets on progress only).
+#[test]
+fn a_foreground_call_with_a_progress_token_gets_progress_notifications() {
+    let h = Hermes::new();
+    let mut raw = Raw::start(&h, &[SESSION]);
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delegate_task","_meta":{"progressToken":"tok-1"},"arguments":{"goal":"ticks","background":false,"command":["sh","-c","for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 0.5; done"]}}}"#);
+    let mut progress = Vec::new();
+    let answer = loop {
+        let line = raw.line();
+        if line["method"] == "notifications/progress" {
+            progress.push(line);
+        } else if line["id"] == 7 {
+            break line;
+        }
+    };
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(progress.len() >= 2, "{progress:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == "tok-1")
+    );
+    let values: Vec<f64> = progress
+        .iter()
+        .filter_map(|p| p["params"]["progress"].as_f64())
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+}
+
+/// Item 15: `delegation_list` shows `background: false` units while they run, and its
+/// description says what its counts count.
+#[test]
+fn delegation_list_shows_a_running_foreground_unit() {
+    let h = Hermes::new();
+    let mut raw = Raw::start(&h, &[SESSION]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let tools = raw.response(1);
+    let list = tools["result"]["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "delegation_list"))
+        .expect("delegation_list")
+        .clone();
+    let description = list["description"].as_str().expect("description");
+    assert!(!description.contains("machine-wide"), "{description}");
+    assert!(description.contains("this conversation's"), "{description}");
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delegate_task","arguments":{"goal":"in the foreground","background":false,"command":["sleep","30"]}}}"#);
+    let listed = wait_for(
+        Duration::from_secs(20),
+        "the foreground unit to be listed",
+        || {
+            raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delegation_list","arguments":{}}}"#);
+            let answer = raw.response(3);
+            let listing: Value =
+                serde_json::from_str(answer["result"]["content"][0]["text"].as_str()?).ok()?;
+            (listing["running_count"] == 1).then_some(listing)
+        },
+    );
+    assert_eq!(
+        listed["running"][0]["goal"], "in the foreground",
+        "{listed}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#);
+}
+
+/// Item 3: `background: false` and `delegation_results` answers are bounded like hook answers
+/// (MCP clients cut long tool output too: https://code.claude.com/docs/en/mcp,
+/// `MAX_MCP_OUTPUT_TOKENS`), and say how to read all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_answers_are_bounded_and_name_delegation_result() {
+    let h = Hermes::new();
+    let mcp = Mcp::start(&h, &[SESSION]).await;
+    let flood = "i=0; while [ $i -lt 4000 ]; do echo \"a long line of build output number $i\"; i=$((i+1)); done";
+    let inline = mcp
+        .call(
+            "delegate_task",
+            json!({"goal": "flood", "background": false, "command": ["sh", "-c", flood]}),
+        )
+        .await;
+    assert!(!inline.is_error, "{}", inline.text);
+    assert!(
+        inline.text.chars().count() <= 30_000,
+        "{}",
+        inline.text.chars().count()
+    );
+    assert!(inline.text.contains("delegation_result"), "{}", inline.text);
+    let id = mcp
+        .call(
+            "delegate_task",
+            json!({"goal": "flood", "command": ["sh", "-c", flood]}),
+        )
+        .await
+        .json()["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    wait_ended(&h, &id);
+    let results = mcp.call("delegation_results", json!({})).await;
+    assert!(
+        results.text.chars().count() <= 30_000,
+        "{}",
+        results.text.chars().count()
+    );
+    assert!(results.text.contains(&id) && results.text.contains("characters cut here"));
+    let page = mcp
+        .call(
+            "delegation_result",
+            json!({"delegation_id": id, "offset": 0}),
+        )
+        .await;
+    assert!(!page.is_error, "{}", page.text);
+    assert!(
+        page.text.contains("next page: offset"),
+        "{}",
+        page.text.lines().next().unwrap_or("")
+    );
 }

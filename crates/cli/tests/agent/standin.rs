@@ -23,20 +23,29 @@ const MARK: &str = "@@agent ";
 const SELF_TEST: &str = "standin::the_stand_in_agent_answers_its_driver";
 
 /// The driver's handle on one stand-in agent process.
-struct Agent {
+pub struct Agent {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
 }
 
+/// How the stand-in agent starts `hermes mcp`, as MCP configurations do.
+pub const LAUNCHERS: &[&str] = &["direct", "sh", "env", "script", "npx"];
+
 impl Agent {
-    fn start(h: &Hermes) -> Agent {
+    pub fn start(h: &Hermes) -> Agent {
+        Agent::start_with(h, "direct")
+    }
+
+    /// A stand-in agent that starts `hermes mcp` through `launcher` (see [`LAUNCHERS`]).
+    pub fn start_with(h: &Hermes, launcher: &str) -> Agent {
         let exe = std::env::current_exe().expect("test binary");
         let mut c = Command::new(exe);
         c.args([SELF_TEST, "--exact", "--nocapture", "--test-threads=1"]);
         h.environment(&mut c);
         let mut child = c
             .env(STANDIN, "1")
+            .env("HERMES_TEST_LAUNCHER", launcher)
             .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -65,7 +74,7 @@ impl Agent {
         agent
     }
 
-    fn ask(&mut self, request: &Value) -> Value {
+    pub fn ask(&mut self, request: &Value) -> Value {
         writeln!(self.stdin, "{request}").expect("request written");
         self.stdin.flush().expect("flush");
         let line = self
@@ -76,40 +85,28 @@ impl Agent {
     }
 
     /// Runs hook `event` (`post-tool-use`) with the agent's JSON for `name` (`PostToolUse`).
-    fn hook(&mut self, event: &str, session: &str, name: &str) -> Value {
+    pub fn hook(&mut self, event: &str, session: &str, name: &str) -> Value {
         self.hook_with(event, &payload(session, name))
     }
 
-    fn hook_with(&mut self, event: &str, payload: &str) -> Value {
+    pub fn hook_with(&mut self, event: &str, payload: &str) -> Value {
         let answer = self.ask(&json!({"op": "hook", "event": event, "payload": payload}));
         assert_eq!(answer["code"], 0, "hook {event}: {answer}");
         answer
     }
 
     /// The hook's `additionalContext` (empty if it printed nothing).
-    fn context(&mut self, event: &str, session: &str, name: &str) -> String {
+    pub fn context(&mut self, event: &str, session: &str, name: &str) -> String {
         let answer = self.hook(event, session, name);
-        let stdout = answer["stdout"].as_str().unwrap_or("");
-        if stdout.is_empty() {
-            return String::new();
-        }
-        let value: Value = serde_json::from_str(stdout).expect("hook answers JSON");
-        assert_eq!(
-            value["hookSpecificOutput"]["hookEventName"], name,
-            "{value}"
-        );
-        value["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .expect("additionalContext")
-            .to_owned()
+        context_of(&answer, name)
     }
 
-    fn tool(&mut self, name: &str, args: Value) -> Value {
+    pub fn tool(&mut self, name: &str, args: Value) -> Value {
         self.ask(&json!({"op": "tool", "name": name, "args": args}))
     }
 
     /// Dispatches in the background; returns (delegation id, session).
-    fn delegate(&mut self, args: Value) -> (String, String) {
+    pub fn delegate(&mut self, args: Value) -> (String, String) {
         let answer = self.tool("delegate_task", args);
         assert_eq!(answer["is_error"], false, "{answer}");
         let handle: Value =
@@ -128,8 +125,25 @@ impl Drop for Agent {
     }
 }
 
+/// The `additionalContext` of a hook's answer for event `name` (empty if it printed nothing).
+pub fn context_of(answer: &Value, name: &str) -> String {
+    let stdout = answer["stdout"].as_str().unwrap_or("");
+    if stdout.is_empty() {
+        return String::new();
+    }
+    let value: Value = serde_json::from_str(stdout).expect("hook answers JSON");
+    assert_eq!(
+        value["hookSpecificOutput"]["hookEventName"], name,
+        "{value}"
+    );
+    value["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .expect("additionalContext")
+        .to_owned()
+}
+
 /// Waits until the delegation's result has been published.
-fn wait_ready(h: &Hermes, id: &str) {
+pub fn wait_ready(h: &Hermes, id: &str) {
     wait_for(Duration::from_secs(20), "a result to be ready", || {
         let status = h.json(&["delegation", "status", id, "--json"]);
         status["events"]
@@ -170,18 +184,48 @@ async fn be_the_agent() {
         .append(true)
         .open(std::path::Path::new(&home).join("mcp-stderr.log"))
         .expect("log");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hermes"));
-    command.arg("mcp");
+    let hermes = env!("CARGO_BIN_EXE_hermes");
+    let launcher = std::env::var("HERMES_TEST_LAUNCHER").unwrap_or_else(|_| "direct".into());
+    let bin = std::path::Path::new(&home).join("launchers");
+    let command = match launcher.as_str() {
+        "sh" => {
+            let mut c = tokio::process::Command::new("sh");
+            c.args(["-c", "\"$HERMES\" mcp"]);
+            c
+        }
+        "env" => {
+            let mut c = tokio::process::Command::new("env");
+            c.args(["HERMES_TEST_VIA_ENV=1", hermes, "mcp"]);
+            c
+        }
+        // A wrapper script that stays the server's parent (no `exec`), named as its author
+        // liked, and an `npx`-like launcher that runs its arguments.
+        "script" => tokio::process::Command::new(launcher_script(
+            &bin,
+            "run-hermes-mcp",
+            "\"$HERMES\" mcp\n",
+        )),
+        "npx" => {
+            let mut c = tokio::process::Command::new(launcher_script(&bin, "npx", "\"$@\"\n"));
+            c.args([hermes, "mcp"]);
+            c
+        }
+        _ => {
+            let mut c = tokio::process::Command::new(hermes);
+            c.arg("mcp");
+            c
+        }
+    };
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
         .stderr(log)
         .spawn()
         .expect("hermes mcp starts");
     let server_pid = transport.id();
-    let mcp = Mcp {
+    let mut mcp = Some(Mcp {
         client: rmcp::ServiceExt::serve((), transport)
             .await
             .expect("initialize"),
-    };
+    });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     std::thread::spawn(move || {
         for line in std::io::stdin().lines().map_while(Result::ok) {
@@ -205,42 +249,104 @@ async fn be_the_agent() {
                 json!({"yes": ppid == Some(std::process::id())})
             }
             Some("hook") => {
-                let event = request["event"].as_str().expect("event");
+                let event = request["event"].as_str().expect("event").to_owned();
                 let payload = request["payload"].as_str().expect("payload").to_owned();
-                let out = tokio::task::spawn_blocking({
-                    let event = event.to_owned();
-                    move || {
-                        let mut child = Command::new("sh")
-                            .arg("-c")
-                            .arg(format!("\"$HERMES\" hook {event}"))
-                            .stdin(Stdio::piped())
-                            .stdout(Stdio::piped())
-                            .stderr(Stdio::piped())
-                            .spawn()
-                            .expect("sh runs");
-                        let mut stdin = child.stdin.take().expect("stdin");
-                        stdin.write_all(payload.as_bytes()).expect("payload");
-                        drop(stdin);
-                        child.wait_with_output().expect("hook ends")
-                    }
-                })
-                .await
-                .expect("hook thread");
-                json!({
-                    "code": out.status.code(),
-                    "stdout": String::from_utf8_lossy(&out.stdout),
-                    "stderr": String::from_utf8_lossy(&out.stderr),
-                })
+                let keep_open = request["stdin_open"].as_bool().unwrap_or(false);
+                tokio::task::spawn_blocking(move || run_hook(&event, &payload, keep_open))
+                    .await
+                    .expect("hook thread")
             }
             Some("tool") => {
                 let name = request["name"].as_str().expect("name");
-                let answer = mcp.call(name, request["args"].clone()).await;
+                let answer = mcp
+                    .as_ref()
+                    .expect("the MCP client is open")
+                    .call(name, request["args"].clone())
+                    .await;
                 json!({"is_error": answer.is_error, "text": answer.text})
+            }
+            // The MCP SDKs' close: stdin closed, 2 s, then SIGTERM (and the server must be gone
+            // by then or soon after).
+            Some("sdk_close") => {
+                let started = std::time::Instant::now();
+                let client = mcp.take().expect("the MCP client is open");
+                let closing = tokio::spawn(async move {
+                    let _ = client.client.cancel().await;
+                });
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let pid = server_pid.expect("server pid");
+                let alive_at_2s = process_running(pid);
+                if alive_at_2s {
+                    // SAFETY: kill(2) only sends a signal.
+                    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+                }
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while process_running(pid) && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                closing.abort();
+                json!({
+                    "alive_at_2s": alive_at_2s,
+                    "gone": !process_running(pid),
+                    "elapsed_ms": started.elapsed().as_millis() as u64,
+                })
             }
             other => json!({"error": format!("unknown op {other:?}")}),
         };
         println!("{MARK}{answer}");
     }
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn process_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Writes an executable `#!/bin/sh` script `name` with `body` under `dir`.
+fn launcher_script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(dir).expect("launcher dir");
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).expect("launcher script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// Runs hook `event` the way Claude Code runs a command hook: `sh -c`, the JSON on stdin.
+/// With `keep_open`, stdin stays open after the JSON (as Claude Code is reported to leave it
+/// for `SessionEnd`).
+fn run_hook(event: &str, payload: &str, keep_open: bool) -> Value {
+    let started = std::time::Instant::now();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("\"$HERMES\" hook {event} --agent claude"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(payload.as_bytes()).expect("payload");
+    let held = if keep_open {
+        Some(stdin)
+    } else {
+        drop(stdin);
+        None
+    };
+    let out = child.wait_with_output().expect("hook ends");
+    drop(held);
+    json!({
+        "code": out.status.code(),
+        "stdout": String::from_utf8_lossy(&out.stdout),
+        "stderr": String::from_utf8_lossy(&out.stderr),
+        "elapsed_ms": started.elapsed().as_millis() as u64,
+    })
 }
 
 #[test]

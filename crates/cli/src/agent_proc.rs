@@ -1,0 +1,278 @@
+//! Which process is "the agent" of a hermes process (SPEC §13.1): its hooks and its MCP server
+//! must find the same one, however the agent started them.
+//!
+//! Walking up from the parent, each ancestor is
+//! - an agent CLI, recognized by its executable name (`claude`, … of every profile in
+//!   `hook/agents.rs`) in its command name, `argv[0]` or, for a script run by an interpreter,
+//!   `argv[1]`: that is the agent, even when it runs on an interpreter (Claude Code on `node`);
+//! - a wrapper — a shell, a command wrapper (`env`, `nohup`, `timeout`), a launcher or
+//!   interpreter (`npx`, `npm`, `uvx`, `node`, `python3`, `cargo`, `mise`, …), judged by its
+//!   command name and by the program it executes (`/proc/PID/exe`, so a wrapper *script* with
+//!   a name of its own counts as the shell that runs it): walked past;
+//! - anything else: taken as the agent (an agent hermes has no profile for).
+//!
+//! With no such ancestor, the parent is the agent.
+
+use std::fs;
+
+use ledger::ProcessId;
+
+/// Command names and executables that only stand between an agent and what it starts.
+const WRAPPERS: &[&str] = &[
+    // shells
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "ksh",
+    "mksh",
+    "fish",
+    "busybox",
+    "ash",
+    // command wrappers
+    "env",
+    "nohup",
+    "timeout",
+    "stdbuf",
+    "nice",
+    "ionice",
+    "setsid",
+    "time",
+    "xargs",
+    "sudo",
+    "doas",
+    "script",
+    "tini",
+    "dumb-init",
+    "chrt",
+    "taskset",
+    "flock",
+    "unbuffer",
+    // launchers and interpreters
+    "npx",
+    "npm",
+    "pnpm",
+    "pnpx",
+    "yarn",
+    "bun",
+    "bunx",
+    "deno",
+    "node",
+    "nodejs",
+    "tsx",
+    "ts-node",
+    "uv",
+    "uvx",
+    "pipx",
+    "python",
+    "python3",
+    "pypy3",
+    "ruby",
+    "perl",
+    "cargo",
+    "rustup",
+    "mise",
+    "asdf",
+    "rtx",
+    "direnv",
+    "nix",
+    "nix-shell",
+    "devbox",
+    "pkgx",
+    "volta",
+    "fnm",
+    "docker-init",
+];
+
+/// What the walk needs to know of one process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Proc {
+    /// Its pid.
+    pub pid: u32,
+    /// Its parent's pid.
+    pub ppid: u32,
+    /// Its start time (clock ticks since boot).
+    pub start_time: u64,
+    /// Its command name (`/proc/PID/comm`, at most 15 bytes).
+    pub comm: String,
+    /// The base name of the program it executes (`/proc/PID/exe`), when readable.
+    pub exe: Option<String>,
+    /// Its arguments.
+    pub argv: Vec<String>,
+}
+
+impl Proc {
+    fn is_agent(&self, agents: &[&str]) -> bool {
+        let named = |s: &str| agents.contains(&base(s));
+        named(&self.comm)
+            || self.argv.first().is_some_and(|a| named(a))
+            || (self.runs_a_script() && self.argv.get(1).is_some_and(|a| named(a)))
+            || self
+                .argv
+                .iter()
+                .take(2)
+                .any(|a| a.contains("/claude-code/"))
+    }
+
+    fn runs_a_script(&self) -> bool {
+        self.exe.as_deref().is_some_and(is_wrapper_name) || is_wrapper_name(&self.comm)
+    }
+
+    fn is_wrapper(&self) -> bool {
+        is_wrapper_name(&self.comm) || self.exe.as_deref().is_some_and(is_wrapper_name)
+    }
+}
+
+fn base(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn is_wrapper_name(name: &str) -> bool {
+    let name = base(name);
+    WRAPPERS.contains(&name)
+        || name
+            .strip_prefix("python3.")
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// The agent process of this process.
+pub fn agent_process() -> ProcessId {
+    let parent = std::os::unix::process::parent_id();
+    let agents: Vec<&str> = crate::hook::agent_executables().collect();
+    let chain = ancestors(parent, read_proc);
+    match find_agent(&chain, &agents) {
+        Some(p) => ProcessId {
+            pid: p.pid,
+            start_time: p.start_time,
+        },
+        None => ProcessId {
+            pid: parent,
+            start_time: registry::procs::process_start_time(parent).unwrap_or(0),
+        },
+    }
+}
+
+/// The agent among `chain` (nearest ancestor first); see the module's documentation.
+pub fn find_agent<'a>(chain: &'a [Proc], agents: &[&str]) -> Option<&'a Proc> {
+    chain.iter().find(|p| p.is_agent(agents) || !p.is_wrapper())
+}
+
+/// `pid` and its ancestors, nearest first (at most 64, stopping below init).
+pub fn ancestors(pid: u32, read: impl Fn(u32) -> Option<Proc>) -> Vec<Proc> {
+    let mut chain = Vec::new();
+    let mut pid = pid;
+    for _ in 0..64 {
+        let Some(p) = read(pid) else { break };
+        let next = p.ppid;
+        chain.push(p);
+        if next <= 1 {
+            break;
+        }
+        pid = next;
+    }
+    chain
+}
+
+/// One process from `/proc`.
+pub fn read_proc(pid: u32) -> Option<Proc> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_owned();
+    let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    let exe = fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let argv = fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|raw| {
+            raw.split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .take(4)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Proc {
+        pid,
+        ppid: fields.get(1)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+        comm,
+        exe,
+        argv,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: u32, comm: &str, exe: &str, argv: &[&str]) -> Proc {
+        Proc {
+            pid,
+            ppid: pid + 1,
+            start_time: 7,
+            comm: comm.into(),
+            exe: Some(exe.into()),
+            argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        }
+    }
+
+    const AGENTS: &[&str] = &["claude", "codex"];
+
+    #[test]
+    fn launchers_and_interpreters_are_walked_past() {
+        // claude → sh -c → npx (node) → sh → hermes mcp
+        let chain = [
+            p(1, "sh", "dash", &["sh", "-c", "hermes mcp"]),
+            p(2, "npm exec herme", "node", &["npm exec hermes"]),
+            p(3, "sh", "bash", &["sh", "-c", "npx hermes"]),
+            p(4, "claude", "claude", &["claude"]),
+            p(5, "zsh", "zsh", &["-zsh"]),
+        ];
+        assert_eq!(find_agent(&chain, AGENTS).map(|p| p.pid), Some(4));
+    }
+
+    #[test]
+    fn a_wrapper_script_counts_as_its_shell() {
+        let chain = [
+            p(1, "run-hermes.sh", "dash", &["/bin/sh", "./run-hermes.sh"]),
+            p(2, "uvx", "uv", &["uvx", "x"]),
+            p(3, "cargo", "cargo", &["cargo", "run"]),
+            p(4, "my-agent", "my-agent", &["my-agent"]),
+        ];
+        assert_eq!(find_agent(&chain, AGENTS).map(|p| p.pid), Some(4));
+    }
+
+    #[test]
+    fn an_agent_on_an_interpreter_is_recognized_by_name() {
+        let chain = [
+            p(1, "sh", "dash", &["sh"]),
+            p(
+                2,
+                "node",
+                "node",
+                &["node", "/usr/local/bin/claude", "--resume"],
+            ),
+            p(3, "bash", "bash", &["bash"]),
+        ];
+        assert_eq!(find_agent(&chain, AGENTS).map(|p| p.pid), Some(2));
+        let npm = [p(
+            9,
+            "node",
+            "node",
+            &[
+                "node",
+                "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js",
+            ],
+        )];
+        assert_eq!(find_agent(&npm, AGENTS).map(|p| p.pid), Some(9));
+    }
+
+    #[test]
+    fn the_walk_reads_this_process_tree() {
+        let me = std::process::id();
+        let chain = ancestors(me, read_proc);
+        assert_eq!(chain.first().map(|p| p.pid), Some(me));
+        assert!(chain.windows(2).all(|w| w[0].ppid == w[1].pid));
+    }
+}

@@ -1,0 +1,92 @@
+//! `delegate_task` in the background. A named conversation's unit (its hooks bound it, or
+//! `HERMES_SESSION_ID`) goes to the session's headless host, started for it as `hermes
+//! delegate` starts one, so the children outlive this server: a client that closes (stdin
+//! closed, then SIGTERM, as the MCP SDKs do) stops none of them, and a resumed conversation gets
+//! their results. A provisional session's unit runs in this server, and ends with it.
+
+use registry::DispatchRequest;
+
+use super::conversation::Sessions;
+use super::tools::{Tools, blocking, ok_json, tool_error};
+use crate::reports;
+
+/// What the dispatch answer says when no hook of the conversation has reached hermes.
+pub const NO_BINDING: &str = "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install claude)";
+
+/// Dispatches `spec` in the background into the conversation's current session.
+pub async fn background(
+    tools: &Tools,
+    sessions: Sessions,
+    spec: ledger::DispatchSpec,
+) -> super::tools::ToolResult {
+    let session = sessions.current.clone();
+    let pooled = spec.pool.clone();
+    let (unit, transcripts, queue_position, host_pid) = if sessions.named && pooled.is_none() {
+        let home = tools.home.clone();
+        let ledger = tools.conversation.ledger().clone();
+        let s = session.clone();
+        let recorded = blocking(move || {
+            let config = home.registry();
+            let (host, admission) =
+                crate::cmd::delegate::into_session_host(&home, &ledger, &config, &s, spec)?;
+            let transcripts = transcripts(&config, &admission.delegation);
+            Ok((admission, transcripts, host))
+        })
+        .await;
+        match recorded {
+            Ok((a, t, host)) => (a.delegation, t, a.queue_position, Some(host.pid)),
+            Err(e) => return tool_error(&e),
+        }
+    } else {
+        let dispatched = tools
+            .host
+            .dispatch(DispatchRequest::background(session.clone(), spec))
+            .await;
+        match dispatched {
+            Ok(d) => {
+                let t = d
+                    .transcripts
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                let pid = pooled.is_none().then(|| tools.host.process().pid);
+                (d.delegation, t, d.queue_position, pid)
+            }
+            Err(e) => return tool_error(&anyhow::Error::new(e)),
+        }
+    };
+    let workers = match pooled {
+        Some(pool) => {
+            let conversation = tools.conversation.clone();
+            blocking(move || reports::live_workers(conversation.ledger(), &pool))
+                .await
+                .ok()
+        }
+        None => None,
+    };
+    let mut answer = reports::dispatch_json(
+        &unit,
+        &session,
+        &transcripts,
+        queue_position,
+        host_pid,
+        workers,
+    );
+    if !sessions.named
+        && let serde_json::Value::Object(map) = &mut answer
+    {
+        map.insert("warning".into(), NO_BINDING.into());
+    }
+    ok_json(&answer)
+}
+
+fn transcripts(config: &registry::Config, unit: &ledger::Delegation) -> Vec<String> {
+    let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
+    (0..unit.task_count())
+        .map(|i| {
+            registry::transcript::task_log_path(&dir, i)
+                .display()
+                .to_string()
+        })
+        .collect()
+}
