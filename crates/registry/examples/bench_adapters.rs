@@ -53,7 +53,9 @@ fn stream_of(fixture: &str, lines: usize) -> (Vec<u8>, usize) {
 
 /// Lines per second of `adapter` reading `fixture` repeated, fed in 64 KiB reads.
 fn lines_per_s(adapter: &str, fixture: &str, lines: usize) -> f64 {
-    let cli = adapter_by_name(adapter).expect("known").expect("an adapter");
+    let cli = adapter_by_name(adapter)
+        .expect("known")
+        .expect("an adapter");
     let (bytes, n) = stream_of(fixture, lines);
     let mut best = 0.0f64;
     for _ in 0..3 {
@@ -83,7 +85,12 @@ fn cpu_ticks() -> u64 {
         return 0;
     };
     let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     field(14) + field(15)
 }
 
@@ -123,7 +130,10 @@ async fn idle_adapted_children(children: usize, window: Duration) -> (f64, f64) 
         let task = TaskSpec {
             agent: Some("claude".into()),
             adapter: Some("claude".into()),
-            ..TaskSpec::new(format!("agent {i}"), vec!["sh".into(), "-c".into(), script.clone()])
+            ..TaskSpec::new(
+                format!("agent {i}"),
+                vec!["sh".into(), "-c".into(), script.clone()],
+            )
         };
         let d = host
             .dispatch(DispatchRequest::background(

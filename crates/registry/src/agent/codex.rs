@@ -54,8 +54,10 @@ impl AgentCli for Codex {
                 state.in_model_turn = false;
                 out.push(Event::Note("turn started".into()));
             }
-            "item.started" => match str_at(item, "type") {
-                kind @ ("command_execution" | "mcp_tool_call" | "web_search") => {
+            "item.started" => {
+                if let kind @ ("command_execution" | "mcp_tool_call" | "web_search") =
+                    str_at(item, "type")
+                {
                     state.model_output(out);
                     out.push(Event::ToolStart {
                         id: str_at(item, "id").to_owned(),
@@ -63,8 +65,7 @@ impl AgentCli for Codex {
                         detail: tool_detail(kind, item),
                     });
                 }
-                _ => {}
-            },
+            }
             "item.updated" => {}
             "item.completed" => match str_at(item, "type") {
                 "agent_message" => {
