@@ -395,10 +395,13 @@ fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
             },
             "delegate_task",
         )?),
-        None if args.command.is_empty() && args.agent.is_none() && args.goal.is_none() => {
+        None if args.command.is_empty()
+            && args.agent.is_none()
+            && (args.goal.is_none() || !crate::agent_dispatch::has_default_agent()) =>
+        {
             return Err(fail(
                 Code::Usage,
-                "delegate_task: give command (the program and its arguments) or tasks",
+                "delegate_task: give command (the program and its arguments), agent, or tasks",
             ));
         }
         None if args.goal.is_none() => {
