@@ -18,6 +18,11 @@ pub fn settings() -> anyhow::Result<Settings> {
     crate::config::load(&home.join("config.toml"), crate::config::environment())
 }
 
+/// Whether `delegation.default_agent` is set (a goal without a command then runs it).
+pub fn has_default_agent() -> bool {
+    settings().is_ok_and(|s| s.delegation.default_agent.is_some())
+}
+
 /// Gives `spec` its depth and each agent task its argv and adapter; checks forced adapters.
 pub fn resolve(spec: &mut DispatchSpec, settings: &Settings) -> anyhow::Result<()> {
     let max_depth = settings.delegation.max_depth;

@@ -442,3 +442,65 @@ fn a_leaf_cannot_delegate_and_an_orchestrator_can_until_max_depth() {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
 }
+
+/// `hermes mcp` started inside a leaf agent child (as that agent would start it) refuses
+/// `delegate_task` with a tool error, and keeps serving.
+#[test]
+fn the_mcp_server_inside_a_leaf_child_refuses_delegate_task() {
+    use std::io::{BufRead, BufReader, Write};
+    let h = Hermes::new();
+    let mut c = h.command(&["mcp"]);
+    let mut server = c
+        .env("HERMES_SESSION_ID", "S")
+        .env("HERMES_CHILD_ROLE", "leaf")
+        .env("HERMES_CHILD_DEPTH", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("hermes mcp starts");
+    let mut stdin = server.stdin.take().expect("stdin");
+    let stdout = server.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    };
+    let answer = |id: u64| loop {
+        let v = rx.recv_timeout(LIMIT).expect("an answer in time");
+        if v["id"] == id {
+            break v;
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    answer(1);
+    send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{
+        "name":"delegate_task","arguments":{"goal":"g","command":["true"]}}}),
+    );
+    let refused = answer(2);
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(refused.to_string().contains("leaf child"), "{refused}");
+    send(serde_json::json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}));
+    let tools = answer(3);
+    assert!(
+        tools.to_string().contains("delegate_task"),
+        "still serving: {tools}"
+    );
+    drop(send);
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -68,7 +68,7 @@ pub(crate) struct Finals {
     /// The agent's own failure: its adapter's name and the message.
     pub(crate) agent_error: Option<(&'static str, String)>,
     pub(crate) model: Option<String>,
-    pub(crate) usage: Option<ledger::Usage>,
+    pub(crate) usage: Option<Box<ledger::Usage>>,
 }
 
 impl LiveChild {
@@ -206,7 +206,7 @@ impl LiveChild {
             stderr_tail: (!s.stderr.is_empty()).then(|| s.stderr.text()),
             agent_error,
             model: report.and_then(|r| r.model.clone()),
-            usage: report.and_then(|r| r.usage.clone()),
+            usage: report.and_then(|r| r.usage.clone()).map(Box::new),
         }
     }
 
@@ -251,7 +251,7 @@ pub(crate) enum Started {
     /// The child runs.
     Running(Box<RunningChild>),
     /// It could not start; this is its outcome (status `error`).
-    Failed(ChildOutcome),
+    Failed(Box<ChildOutcome>),
 }
 
 /// Starts a child and the readers of its three streams.
@@ -271,7 +271,7 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
                 detail: ExitDetail::SpawnError { reason },
                 ..ChildOutcome::new(plan.index, plan.goal.clone(), ChildStatus::Error, now)
             };
-            return Started::Failed(outcome);
+            return Started::Failed(Box::new(outcome));
         }
     };
     live.started(spawned.process, now);

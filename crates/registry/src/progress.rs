@@ -132,6 +132,12 @@ impl LineAssembler {
                 Some(i) => (&bytes[..i], &bytes[i + 1..], true),
                 None => (bytes, &[][..], false),
             };
+            // A whole line inside this read goes out as it is, uncopied.
+            if complete && self.line.is_empty() && !self.overflowed && part.len() <= self.max {
+                each(Line::Complete(part));
+                bytes = rest;
+                continue;
+            }
             if !self.overflowed {
                 if self.line.len() + part.len() > self.max {
                     self.overflowed = true;

@@ -208,7 +208,7 @@ pub(crate) async fn run(
             let id = unit.id.clone();
             running.spawn(async move {
                 let outcome = match child::start(plan, live.clone(), &host.ctx) {
-                    Started::Failed(outcome) => outcome,
+                    Started::Failed(outcome) => *outcome,
                     Started::Running(child) => {
                         host.child_started(&id, index, child.process(), child.started_at())
                             .await;

@@ -43,12 +43,12 @@ fn single_agent_child_shows_its_streams_model_and_usage() {
     let mut done = outcome(0, GOAL, ChildStatus::Completed);
     done.api_calls = 3;
     done.model = Some("claude-sonnet-4-5-20250929".into());
-    done.usage = Some(ledger::Usage {
+    done.usage = Some(Box::new(ledger::Usage {
         input_tokens: 4135,
         output_tokens: 310,
         cached_input_tokens: 3000,
         cost_usd: Some(0.0213),
-    });
+    }));
     done.result = "All 12 tests pass. I ran cargo test; nothing was left undone.".into();
     let events = [task_event(&unit, done)];
     let text = render(&unit, &events);

@@ -327,12 +327,12 @@ mod tests {
         let mut new = Event::from(old);
         if let EventPayload::Terminal { children, .. } = &mut new.payload {
             children[0].model = Some("claude-sonnet".into());
-            children[0].usage = Some(crate::model::Usage {
+            children[0].usage = Some(Box::new(crate::model::Usage {
                 input_tokens: 10,
                 output_tokens: 5,
                 cached_input_tokens: 2,
                 cost_usd: Some(0.01),
-            });
+            }));
         }
         let bytes = crate::codec::encode(&new);
         assert_eq!(

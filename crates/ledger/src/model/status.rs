@@ -294,8 +294,9 @@ pub struct ChildOutcome {
     /// The model an agent child said it runs (its stream's init event; SPEC §14). Added in
     /// format 4.
     pub model: Option<String>,
-    /// The tokens and cost an agent child reported. Added in format 4.
-    pub usage: Option<Usage>,
+    /// The tokens and cost an agent child reported (boxed: most children have none). Added in
+    /// format 4.
+    pub usage: Option<Box<Usage>>,
 }
 
 /// Token usage and cost, as an agent child's stream reported them (SPEC §14).

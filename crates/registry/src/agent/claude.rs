@@ -6,11 +6,15 @@
 //! <https://code.claude.com/docs/en/headless> (`--output-format stream-json`) and the Agent
 //! SDK's message types.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::event::Event;
 use super::profile::{AgentCli, ReadState};
-use super::stream::{short, str_at};
+use super::stream::short;
 
 /// Claude Code.
 #[derive(Debug)]
@@ -61,69 +65,176 @@ impl AgentCli for Claude {
         }
     }
 
-    fn read(&self, line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
-        match str_at(line, "type") {
-            "system" if str_at(line, "subtype") == "init" => out.push(Event::Init {
-                model: line.get("model").and_then(Value::as_str).map(str::to_owned),
-            }),
-            "system" => out.push(Event::Note(format!("system {}", str_at(line, "subtype")))),
+    fn read(&self, line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+        // Typed, borrowing and skipping what it does not need: most of a line is content.
+        let Ok(line) = serde_json::from_slice::<Line<'_>>(line) else {
+            return false;
+        };
+        let subtype = line.subtype.as_deref().unwrap_or("");
+        match &*line.kind {
+            "system" if subtype == "init" => out.push(Event::Init { model: line.model }),
+            "system" => out.push(Event::Note(format!("system {subtype}"))),
             "assistant" => {
-                let message = &line["message"];
-                let id = message.get("id").and_then(Value::as_str);
+                let Some(message) = line.message else {
+                    return true;
+                };
+                let id = message.id.as_deref();
                 if id.is_none() || id != state.message_id.as_deref() {
                     state.message_id = id.map(str::to_owned);
                     out.push(Event::ModelCall);
                 }
-                for block in message["content"].as_array().into_iter().flatten() {
-                    match str_at(block, "type") {
+                for block in message.content.0 {
+                    match &*block.kind {
                         "text" => out.push(Event::Assistant {
-                            text: str_at(block, "text").to_owned(),
+                            text: block.text.unwrap_or_default(),
                             delta: false,
                         }),
                         "tool_use" => out.push(Event::ToolStart {
-                            id: str_at(block, "id").to_owned(),
-                            name: str_at(block, "name").to_owned(),
-                            detail: tool_detail(&block["input"]),
+                            id: block.id.as_deref().unwrap_or("").to_owned(),
+                            name: block.name.as_deref().unwrap_or("").to_owned(),
+                            detail: block.input.as_ref().map(tool_detail).unwrap_or_default(),
                         }),
                         _ => {}
                     }
                 }
             }
             "user" => {
-                for block in line["message"]["content"].as_array().into_iter().flatten() {
-                    if str_at(block, "type") == "tool_result" {
+                for block in line.message.map(|m| m.content.0).unwrap_or_default() {
+                    if block.kind == "tool_result" {
                         out.push(Event::ToolEnd {
-                            id: str_at(block, "tool_use_id").to_owned(),
-                            ok: !block["is_error"].as_bool().unwrap_or(false),
-                            detail: short(&content_text(&block["content"])),
+                            id: block.tool_use_id.as_deref().unwrap_or("").to_owned(),
+                            ok: !block.is_error.unwrap_or(false),
+                            detail: block
+                                .content
+                                .as_ref()
+                                .map(|c| short(&content_text(c)))
+                                .unwrap_or_default(),
                         });
                     }
                 }
             }
             "result" => {
-                let usage = &line["usage"];
-                let count = |k: &str| usage[k].as_u64().unwrap_or(0);
-                if usage.is_object() || line["total_cost_usd"].is_number() {
+                if line.usage.is_some() || line.total_cost_usd.is_some() {
+                    let u = line.usage.unwrap_or_default();
                     out.push(Event::Usage(ledger::Usage {
-                        input_tokens: count("input_tokens")
-                            + count("cache_creation_input_tokens")
-                            + count("cache_read_input_tokens"),
-                        output_tokens: count("output_tokens"),
-                        cached_input_tokens: count("cache_read_input_tokens"),
-                        cost_usd: line["total_cost_usd"].as_f64(),
+                        input_tokens: u.input_tokens
+                            + u.cache_creation_input_tokens
+                            + u.cache_read_input_tokens,
+                        output_tokens: u.output_tokens,
+                        cached_input_tokens: u.cache_read_input_tokens,
+                        cost_usd: line.total_cost_usd,
                     }));
                 }
-                let text = str_at(line, "result");
-                let subtype = str_at(line, "subtype");
-                if line["is_error"].as_bool().unwrap_or(false) || subtype.starts_with("error") {
-                    let message = if text.is_empty() { subtype } else { text };
-                    out.push(Event::Error(message.to_owned()));
+                let text = line.result.unwrap_or_default();
+                if line.is_error.unwrap_or(false) || subtype.starts_with("error") {
+                    let message = if text.is_empty() {
+                        subtype.to_owned()
+                    } else {
+                        text
+                    };
+                    out.push(Event::Error(message));
                 } else {
-                    out.push(Event::Answer(text.to_owned()));
+                    out.push(Event::Answer(text));
                 }
             }
             other => out.push(Event::Note(other.to_owned())),
         }
+        true
+    }
+}
+
+/// One line of the stream: the fields hermes reads, borrowed where it can.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    subtype: Option<Cow<'a, str>>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default, borrow)]
+    message: Option<Message<'a>>,
+    #[serde(default)]
+    result: Option<String>,
+    #[serde(default)]
+    is_error: Option<bool>,
+    #[serde(default)]
+    usage: Option<RawUsage>,
+    #[serde(default)]
+    total_cost_usd: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    content: Blocks<'a>,
+}
+
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default, borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    is_error: Option<bool>,
+}
+
+#[derive(Default, Deserialize)]
+struct RawUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+/// A message's content blocks; content that is not a list of blocks (a plain string) has none.
+#[derive(Default)]
+struct Blocks<'a>(Vec<Block<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Blocks<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
+            type Value = Blocks<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("content blocks or text")
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Blocks<'a>, S::Error> {
+                let mut blocks = Vec::new();
+                while let Some(block) = seq.next_element::<Option<Block<'a>>>()? {
+                    blocks.extend(block);
+                }
+                Ok(Blocks(blocks))
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Blocks<'a>, E> {
+                Ok(Blocks::default())
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Blocks<'a>, E> {
+                Ok(Blocks::default())
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Blocks<'a>, M::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Blocks::default())
+            }
+        }
+        deserializer.deserialize_any(Visit(std::marker::PhantomData))
     }
 }
 

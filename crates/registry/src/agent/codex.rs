@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::event::Event;
 use super::profile::{AgentCli, ReadState};
-use super::stream::{short, str_at};
+use super::stream::{object, short, str_at};
 
 /// Codex CLI.
 #[derive(Debug)]
@@ -44,88 +44,97 @@ impl AgentCli for Codex {
         &[]
     }
 
-    fn read(&self, line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
-        let item = &line["item"];
-        match str_at(line, "type") {
-            "thread.started" => {
-                out.push(Event::Note(format!("thread {}", str_at(line, "thread_id"))));
-            }
-            "turn.started" => {
-                state.in_model_turn = false;
-                out.push(Event::Note("turn started".into()));
-            }
-            "item.started" => match str_at(item, "type") {
-                kind @ ("command_execution" | "mcp_tool_call" | "web_search") => {
-                    state.model_output(out);
-                    out.push(Event::ToolStart {
-                        id: str_at(item, "id").to_owned(),
-                        name: tool_name(kind, item),
-                        detail: tool_detail(kind, item),
-                    });
-                }
-                _ => {}
-            },
-            "item.updated" => {}
-            "item.completed" => match str_at(item, "type") {
-                "agent_message" => {
-                    state.model_output(out);
-                    out.push(Event::Assistant {
-                        text: str_at(item, "text").to_owned(),
-                        delta: false,
-                    });
-                }
-                "reasoning" => {
-                    state.model_output(out);
-                    out.push(Event::Note(format!(
-                        "thinking: {}",
-                        short(str_at(item, "text"))
-                    )));
-                }
-                "command_execution" | "mcp_tool_call" | "web_search" => {
-                    let ok = match item["exit_code"].as_i64() {
-                        Some(code) => code == 0,
-                        None => str_at(item, "status") != "failed",
-                    };
-                    let detail = match item["exit_code"].as_i64() {
-                        Some(code) => format!("exit {code}"),
-                        None => str_at(item, "status").to_owned(),
-                    };
-                    out.push(Event::ToolEnd {
-                        id: str_at(item, "id").to_owned(),
-                        ok,
-                        detail,
-                    });
-                    state.in_model_turn = false;
-                }
-                "file_change" => {
-                    state.model_output(out);
-                    let paths: Vec<&str> = item["changes"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|c| str_at(c, "path"))
-                        .collect();
-                    out.push(Event::Note(format!(
-                        "file change: {}",
-                        short(&paths.join(", "))
-                    )));
-                    state.in_model_turn = false;
-                }
-                "error" => out.push(Event::Note(format!("error: {}", str_at(item, "message")))),
-                other => out.push(Event::Note(other.to_owned())),
-            },
-            "turn.completed" => {
-                let usage = &line["usage"];
-                let count = |k: &str| usage[k].as_u64().unwrap_or(0);
-                state.usage.input_tokens += count("input_tokens");
-                state.usage.cached_input_tokens += count("cached_input_tokens");
-                state.usage.output_tokens += count("output_tokens");
-                out.push(Event::Usage(state.usage.clone()));
-            }
-            "turn.failed" => out.push(Event::Error(error_text(&line["error"]))),
-            "error" => out.push(Event::Error(error_text(line))),
-            other => out.push(Event::Note(other.to_owned())),
+    fn read(&self, line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+        let Some(line) = object(line) else {
+            return false;
+        };
+        read_object(&line, state, out);
+        true
+    }
+}
+
+fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
+    let item = &line["item"];
+    match str_at(line, "type") {
+        "thread.started" => {
+            out.push(Event::Note(format!("thread {}", str_at(line, "thread_id"))));
         }
+        "turn.started" => {
+            state.in_model_turn = false;
+            out.push(Event::Note("turn started".into()));
+        }
+        "item.started" => {
+            if let kind @ ("command_execution" | "mcp_tool_call" | "web_search") =
+                str_at(item, "type")
+            {
+                state.model_output(out);
+                out.push(Event::ToolStart {
+                    id: str_at(item, "id").to_owned(),
+                    name: tool_name(kind, item),
+                    detail: tool_detail(kind, item),
+                });
+            }
+        }
+        "item.updated" => {}
+        "item.completed" => match str_at(item, "type") {
+            "agent_message" => {
+                state.model_output(out);
+                out.push(Event::Assistant {
+                    text: str_at(item, "text").to_owned(),
+                    delta: false,
+                });
+            }
+            "reasoning" => {
+                state.model_output(out);
+                out.push(Event::Note(format!(
+                    "thinking: {}",
+                    short(str_at(item, "text"))
+                )));
+            }
+            "command_execution" | "mcp_tool_call" | "web_search" => {
+                let ok = match item["exit_code"].as_i64() {
+                    Some(code) => code == 0,
+                    None => str_at(item, "status") != "failed",
+                };
+                let detail = match item["exit_code"].as_i64() {
+                    Some(code) => format!("exit {code}"),
+                    None => str_at(item, "status").to_owned(),
+                };
+                out.push(Event::ToolEnd {
+                    id: str_at(item, "id").to_owned(),
+                    ok,
+                    detail,
+                });
+                state.in_model_turn = false;
+            }
+            "file_change" => {
+                state.model_output(out);
+                let paths: Vec<&str> = item["changes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| str_at(c, "path"))
+                    .collect();
+                out.push(Event::Note(format!(
+                    "file change: {}",
+                    short(&paths.join(", "))
+                )));
+                state.in_model_turn = false;
+            }
+            "error" => out.push(Event::Note(format!("error: {}", str_at(item, "message")))),
+            other => out.push(Event::Note(other.to_owned())),
+        },
+        "turn.completed" => {
+            let usage = &line["usage"];
+            let count = |k: &str| usage[k].as_u64().unwrap_or(0);
+            state.usage.input_tokens += count("input_tokens");
+            state.usage.cached_input_tokens += count("cached_input_tokens");
+            state.usage.output_tokens += count("output_tokens");
+            out.push(Event::Usage(state.usage.clone()));
+        }
+        "turn.failed" => out.push(Event::Error(error_text(&line["error"]))),
+        "error" => out.push(Event::Error(error_text(line))),
+        other => out.push(Event::Note(other.to_owned())),
     }
 }
 

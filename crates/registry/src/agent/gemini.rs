@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::event::Event;
 use super::profile::{AgentCli, ReadState};
-use super::stream::{short, str_at};
+use super::stream::{object, short, str_at};
 
 /// Gemini CLI.
 #[derive(Debug)]
@@ -58,85 +58,93 @@ impl AgentCli for Gemini {
         }
     }
 
-    fn read(&self, line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
-        match str_at(line, "type") {
-            "init" => out.push(Event::Init {
-                model: line.get("model").and_then(Value::as_str).map(str::to_owned),
-            }),
-            "message" if str_at(line, "role") == "assistant" => {
-                state.model_output(out);
-                out.push(Event::Assistant {
-                    text: str_at(line, "content").to_owned(),
-                    delta: line["delta"].as_bool().unwrap_or(false),
-                });
-            }
-            "message" => {}
-            "tool_use" => {
-                state.model_output(out);
-                let parameters = &line["parameters"];
-                let detail = [
-                    "command",
-                    "file_path",
-                    "absolute_path",
-                    "path",
-                    "pattern",
-                    "url",
-                    "query",
-                ]
-                .iter()
-                .find_map(|k| parameters.get(*k).and_then(Value::as_str))
-                .map(short)
-                .unwrap_or_default();
-                out.push(Event::ToolStart {
-                    id: str_at(line, "tool_id").to_owned(),
-                    name: str_at(line, "tool_name").to_owned(),
-                    detail,
-                });
-            }
-            "tool_result" => {
-                let ok = str_at(line, "status") == "success";
-                let detail = if ok {
-                    short(str_at(line, "output"))
-                } else {
-                    short(str_at(&line["error"], "message"))
-                };
-                out.push(Event::ToolEnd {
-                    id: str_at(line, "tool_id").to_owned(),
-                    ok,
-                    detail,
-                });
-                state.in_model_turn = false;
-            }
-            "error" => out.push(Event::Note(format!(
-                "{}: {}",
-                match str_at(line, "severity") {
-                    "" => "error",
-                    s => s,
-                },
-                str_at(line, "message")
-            ))),
-            "result" => {
-                let stats = &line["stats"];
-                let count = |k: &str| stats[k].as_u64().unwrap_or(0);
-                if stats.is_object() {
-                    out.push(Event::Usage(ledger::Usage {
-                        input_tokens: count("input_tokens"),
-                        output_tokens: count("output_tokens"),
-                        cached_input_tokens: count("cached"),
-                        cost_usd: None,
-                    }));
-                }
-                if str_at(line, "status") == "error" {
-                    let message = str_at(&line["error"], "message");
-                    out.push(Event::Error(if message.is_empty() {
-                        "gemini reported an error".to_owned()
-                    } else {
-                        message.to_owned()
-                    }));
-                }
-            }
-            other => out.push(Event::Note(other.to_owned())),
+    fn read(&self, line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+        let Some(line) = object(line) else {
+            return false;
+        };
+        read_object(&line, state, out);
+        true
+    }
+}
+
+fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
+    match str_at(line, "type") {
+        "init" => out.push(Event::Init {
+            model: line.get("model").and_then(Value::as_str).map(str::to_owned),
+        }),
+        "message" if str_at(line, "role") == "assistant" => {
+            state.model_output(out);
+            out.push(Event::Assistant {
+                text: str_at(line, "content").to_owned(),
+                delta: line["delta"].as_bool().unwrap_or(false),
+            });
         }
+        "message" => {}
+        "tool_use" => {
+            state.model_output(out);
+            let parameters = &line["parameters"];
+            let detail = [
+                "command",
+                "file_path",
+                "absolute_path",
+                "path",
+                "pattern",
+                "url",
+                "query",
+            ]
+            .iter()
+            .find_map(|k| parameters.get(*k).and_then(Value::as_str))
+            .map(short)
+            .unwrap_or_default();
+            out.push(Event::ToolStart {
+                id: str_at(line, "tool_id").to_owned(),
+                name: str_at(line, "tool_name").to_owned(),
+                detail,
+            });
+        }
+        "tool_result" => {
+            let ok = str_at(line, "status") == "success";
+            let detail = if ok {
+                short(str_at(line, "output"))
+            } else {
+                short(str_at(&line["error"], "message"))
+            };
+            out.push(Event::ToolEnd {
+                id: str_at(line, "tool_id").to_owned(),
+                ok,
+                detail,
+            });
+            state.in_model_turn = false;
+        }
+        "error" => out.push(Event::Note(format!(
+            "{}: {}",
+            match str_at(line, "severity") {
+                "" => "error",
+                s => s,
+            },
+            str_at(line, "message")
+        ))),
+        "result" => {
+            let stats = &line["stats"];
+            let count = |k: &str| stats[k].as_u64().unwrap_or(0);
+            if stats.is_object() {
+                out.push(Event::Usage(ledger::Usage {
+                    input_tokens: count("input_tokens"),
+                    output_tokens: count("output_tokens"),
+                    cached_input_tokens: count("cached"),
+                    cost_usd: None,
+                }));
+            }
+            if str_at(line, "status") == "error" {
+                let message = str_at(&line["error"], "message");
+                out.push(Event::Error(if message.is_empty() {
+                    "gemini reported an error".to_owned()
+                } else {
+                    message.to_owned()
+                }));
+            }
+        }
+        other => out.push(Event::Note(other.to_owned())),
     }
 }
 

@@ -5,11 +5,9 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use ledger::Role;
-use serde_json::Value;
-
 use super::event::Event;
 use super::prompt::{subagent_prompt, tools_for};
+use ledger::Role;
 
 /// What an adapter remembers between two lines of one stream.
 #[derive(Debug, Default)]
@@ -47,8 +45,9 @@ pub trait AgentCli: Sync + std::fmt::Debug {
     fn streams(&self, args: &[String]) -> bool;
     /// The agent's tools for a toolset name (`terminal`, `file`, `web`); empty if unknown.
     fn toolset(&self, name: &str) -> &'static [&'static str];
-    /// Reads one JSON object of the stream into events.
-    fn read(&self, line: &Value, state: &mut ReadState, out: &mut Vec<Event>);
+    /// Reads one line of the stream (without its newline) into events; `false` if it is not
+    /// a line of this stream (not a JSON object of its shape), which is then shown as it is.
+    fn read(&self, line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool;
 }
 
 /// Every built-in agent CLI, one line each.

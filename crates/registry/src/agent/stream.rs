@@ -102,23 +102,19 @@ impl Reader {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        match serde_json::from_slice::<Value>(bytes) {
-            Ok(value @ Value::Object(_)) => {
-                let mut events = std::mem::take(&mut self.events);
-                events.clear();
-                self.cli.read(&value, &mut self.state, &mut events);
-                for event in &events {
-                    self.show(event, sink);
-                    self.tally.apply(event);
-                }
-                self.events = events;
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        if self.cli.read(bytes, &mut self.state, &mut events) {
+            for event in &events {
+                self.show(event, sink);
+                self.tally.apply(event);
             }
-            _ => {
-                self.fall_back(sink);
-                self.flush(sink);
-                sink.line("out", &String::from_utf8_lossy(bytes));
-            }
+        } else {
+            self.fall_back(sink);
+            self.flush(sink);
+            sink.line("out", &String::from_utf8_lossy(bytes));
         }
+        self.events = events;
     }
 
     fn fall_back(&mut self, sink: &mut dyn Sink) {
@@ -207,6 +203,14 @@ pub fn usage_words(usage: &ledger::Usage) -> String {
         text.push_str(&format!(", ${cost:.4}"));
     }
     text
+}
+
+/// The line as a JSON object, if it is one.
+pub(crate) fn object(line: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(value @ Value::Object(_)) => Some(value),
+        _ => None,
+    }
 }
 
 /// The string at `key` of a JSON object, or `""`.
