@@ -39,7 +39,7 @@ pub(crate) fn run(as_json: bool) -> Result<()> {
     let measured = measure(&cluster.url(), as_json);
     let stopped = cluster.stop();
     measured?;
-    stopped
+    Ok(stopped?)
 }
 
 fn measure(pg_url: &str, as_json: bool) -> Result<()> {

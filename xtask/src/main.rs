@@ -89,7 +89,7 @@ fn ci() -> Result<()> {
         command.env(BACKEND_VAR, "postgres");
         run(command)
     });
-    let stopped = phases.run("postgres stop", || cluster.stop());
+    let stopped = phases.run("postgres stop", || Ok(cluster.stop()?));
     phases.summary();
     on_redb?;
     on_postgres?;
@@ -106,7 +106,7 @@ fn test(args: &[String]) -> Result<()> {
     let tested = run(command);
     let stopped = cluster.stop();
     tested?;
-    stopped
+    Ok(stopped?)
 }
 
 /// Named steps with their wall time, printed as each ends and together at the end.

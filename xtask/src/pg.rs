@@ -32,7 +32,7 @@ use crate::boundaries::workspace_root;
 /// to stop.
 pub(crate) fn start() -> Result<Cluster> {
     outlive_ctrl_c();
-    Cluster::start()
+    Ok(Cluster::start()?)
 }
 
 /// Lets xtask outlive a Ctrl-C, so the cluster is still stopped: the terminal interrupts the

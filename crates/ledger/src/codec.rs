@@ -64,6 +64,31 @@ pub(crate) fn decode_versioned<T>(
     }
 }
 
+/// Decodes a stored record of a type laid out the same in every format; a failure names the
+/// file and what was being read.
+pub(crate) fn decode_record<V: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    bytes: &[u8],
+) -> crate::error::Result<V> {
+    decode(bytes).map_err(|err| ledger_error(path, what, err))
+}
+
+/// The ledger error for a record at `path` that could not be decoded.
+pub(crate) fn ledger_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
+    match err {
+        DecodeError::Newer(found) => LedgerError::NewerFormat {
+            path: path.to_owned(),
+            found: u32::from(found),
+            supported: u32::from(FORMAT_VERSION),
+        },
+        DecodeError::Damaged(reason) => LedgerError::Damaged {
+            path: path.to_owned(),
+            reason: format!("{what}: {reason}"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,30 +112,5 @@ mod tests {
             decode::<(String, u32)>(&[FORMAT_VERSION, 0xff]),
             Err(DecodeError::Damaged(_))
         ));
-    }
-}
-
-/// Decodes a stored record of a type laid out the same in every format; a failure names the
-/// file and what was being read.
-pub(crate) fn decode_record<V: DeserializeOwned>(
-    path: &Path,
-    what: &str,
-    bytes: &[u8],
-) -> crate::error::Result<V> {
-    decode(bytes).map_err(|err| ledger_error(path, what, err))
-}
-
-/// The ledger error for a record at `path` that could not be decoded.
-pub(crate) fn ledger_error(path: &Path, what: &str, err: DecodeError) -> LedgerError {
-    match err {
-        DecodeError::Newer(found) => LedgerError::NewerFormat {
-            path: path.to_owned(),
-            found: u32::from(found),
-            supported: u32::from(FORMAT_VERSION),
-        },
-        DecodeError::Damaged(reason) => LedgerError::Damaged {
-            path: path.to_owned(),
-            reason: format!("{what}: {reason}"),
-        },
     }
 }

@@ -18,8 +18,7 @@
 //! that needs to stop or restart the server runs `$HERMES_TEST_PG_BIN/pg_ctl -D
 //! $HERMES_TEST_PG_DIR/data …` as the data directory's owner.
 //!
-//! Development infrastructure like `xtask` (never part of the `hermes` binary), so it reports
-//! with `anyhow` as xtask does.
+//! Development infrastructure like `xtask`, never part of the `hermes` binary.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -32,7 +31,10 @@ use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+mod error;
+
+use error::{Context, bail};
+pub use error::{Error, Result};
 
 /// The admin URL (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`) the tests create their
 /// databases from, one database per test.
@@ -314,8 +316,8 @@ impl Cluster {
                         eprintln!("pg: port {} was taken; trying another", self.port);
                         continue;
                     }
-                    return Err(err.context(format!(
-                        "the server did not start; the end of its log:\n{}",
+                    return Err(Error::new(format!(
+                        "the server did not start ({err}); the end of its log:\n{}",
                         tail(&log, 20)
                     )));
                 }

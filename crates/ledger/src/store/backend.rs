@@ -22,7 +22,8 @@ pub enum Listen {
 /// A ledger's storage: the embedded redb file, or a PostgreSQL database.
 pub(crate) enum Backend {
     Redb(RedbStore),
-    Pg(Pg),
+    /// Boxed: its connection pool is far larger than the redb handles.
+    Pg(Box<Pg>),
 }
 
 impl Backend {
@@ -33,7 +34,7 @@ impl Backend {
 
     /// Connects to a PostgreSQL database (checking, creating or migrating the schema).
     pub(crate) fn connect(target: &PgTarget) -> Result<Backend> {
-        Pg::connect(target.clone()).map(Backend::Pg)
+        Pg::connect(target.clone()).map(|pg| Backend::Pg(Box::new(pg)))
     }
 
     /// How the ledger is named in messages: the file's path, or the server's URL without its
