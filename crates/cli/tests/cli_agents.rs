@@ -500,7 +500,6 @@ fn the_mcp_server_inside_a_leaf_child_refuses_delegate_task() {
         tools.to_string().contains("delegate_task"),
         "still serving: {tools}"
     );
-    drop(send);
     let _ = server.kill();
     let _ = server.wait();
 }

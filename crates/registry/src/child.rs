@@ -18,6 +18,9 @@ use crate::transcript::{Stream, TaskLog};
 
 pub(crate) use crate::supervise::{RunningChild, exit_reason, next_sweep};
 
+/// The longest line of an agent's stream that is parsed (longer ones are output as is).
+const AGENT_LINE_MAX: usize = 16 << 20;
+
 /// A child's live progress, as the CLI's progress bars and `delegation status` show it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChildProgress {
@@ -290,7 +293,9 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
                 ),
             );
             Pipe::Agent {
-                stream: Box::new(AgentStream::new(cli, line_max)),
+                // An agent's line can carry a whole file a tool read: allow more, since a line
+                // cut short loses its event (a tool's end among them).
+                stream: Box::new(AgentStream::new(cli, line_max.max(AGENT_LINE_MAX))),
                 raw: raw.clone(),
             }
         }
