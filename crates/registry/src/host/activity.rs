@@ -1,0 +1,87 @@
+//! Waking the host when another process records work for it: `LISTEN` on PostgreSQL, a cheap
+//! poll of the activity counter on redb.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::sync::atomic::Ordering;
+
+use super::inner::Inner;
+
+/// How often a host polls the ledger's activity counter for work recorded by other processes,
+/// on a ledger that does not push notifications (redb).
+const ACTIVITY_POLL: Duration = Duration::from_millis(100);
+
+/// How long one wait for a notification lasts before the listener looks at `stop` again.
+const LISTEN_SLICE: Duration = Duration::from_millis(500);
+
+/// Wakes the housekeeping loop as soon as another process records something for a host to act
+/// on (a dispatch, an interrupt, a session end), instead of at the next sweep: on PostgreSQL by
+/// `LISTEN` (the server pushes each change), on redb by one cheap read of the activity counter
+/// per poll.
+pub(super) async fn watch_activity(inner: Arc<Inner>) {
+    match inner.call(|l| l.listen(&[ledger::Listen::Activity])).await {
+        Ok(Some(listener)) => return listen_activity(inner, listener).await,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for the ledger's notifications; polling")
+        }
+    }
+    let mut stop = inner.stop.subscribe();
+    let mut seen = None;
+    loop {
+        match inner.call(|l| l.activity()).await {
+            Ok(now) if seen.is_some_and(|seen| seen != now) => {
+                seen = Some(now);
+                inner.wake.notify_one();
+            }
+            Ok(now) => seen = Some(now),
+            Err(e) => tracing::debug!(error = %e, "cannot read the ledger's activity"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(ACTIVITY_POLL) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// `watch_activity` on a ledger that pushes notifications: each one wakes the loop. A dropped
+/// connection is re-established by the listener with a growing pause; it reports that it
+/// reconnected, and the loop looks, since notices may have been missed meanwhile.
+pub(super) async fn listen_activity(inner: Arc<Inner>, listener: ledger::Listener) {
+    // What was recorded before the `LISTEN` took effect sent no notice this listener heard:
+    // look once now.
+    inner.wake.notify_one();
+    let listener = Arc::new(std::sync::Mutex::new(listener));
+    loop {
+        if *inner.stop.borrow() || inner.fenced.load(Ordering::SeqCst) {
+            return;
+        }
+        let waiting = Arc::clone(&listener);
+        let waited = tokio::task::spawn_blocking(move || {
+            waiting
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .wait(LISTEN_SLICE)
+        })
+        .await;
+        match waited {
+            Ok(Ok(notices)) => {
+                if !notices.is_empty() {
+                    inner.wake.notify_one();
+                }
+            }
+            // The listener reconnects on a later wait, pausing between failed attempts.
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "lost the ledger's notifications; reconnecting")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the notification listener failed");
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Fencing and interrupts: a host that lost its lease kills its children and stops writing;
+//! interrupts asked for by other processes are found and acted on.
+
+use std::time::Duration;
+
+use std::sync::atomic::Ordering;
+
+use ledger::{
+    ChildOutcome, ChildStatus, Delegation, DelegationId, FinishChild, LedgerError, ProcessId,
+    Progress, SessionId, Timestamp, UnitStatus,
+};
+
+use crate::error::RegistryError;
+
+use super::PUBLISH_ATTEMPTS;
+use super::inner::Inner;
+
+impl Inner {
+    /// Fences the host: kills every child it runs (their whole process groups, at once) and
+    /// stops all ledger access, because another process may now recover its units.
+    pub(super) fn fence(&self, why: &str) {
+        if self.fenced.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::error!(host = %self.host_id, why, "host fenced: stopping its children and writing nothing more");
+        let units = self.lock();
+        for entry in units.running.values() {
+            for child in &entry.children {
+                if let Some(process) = child.process() {
+                    crate::procs::signal_group(process, nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+        }
+        drop(units);
+        self.stop.send_replace(true);
+    }
+
+    pub(super) fn interrupt_local(
+        &self,
+        matches: impl Fn(&DelegationId, Option<&SessionId>) -> bool,
+        reason: &str,
+    ) {
+        let units = self.lock();
+        for (id, entry) in &units.running {
+            if matches(id, entry.session.as_ref()) {
+                entry.interrupt.send_if_modified(|current| {
+                    if current.is_some() {
+                        return false;
+                    }
+                    *current = Some(reason.to_owned());
+                    true
+                });
+            }
+        }
+    }
+
+    pub(crate) async fn child_started(
+        &self,
+        id: &DelegationId,
+        index: u32,
+        process: ProcessId,
+        at: Timestamp,
+    ) {
+        let (id, writer) = (id.clone(), self.host_id);
+        if let Err(e) = self
+            .call(move |l| l.child_started(writer, &id, index, process, at))
+            .await
+        {
+            tracing::warn!(error = %e, "cannot record a child's start");
+        }
+    }
+
+    /// Publishes a child's outcome; `None` if the ledger kept failing.
+    pub(crate) async fn child_stalling(&self, id: &DelegationId, stalling: ledger::Stalling) {
+        let id = id.clone();
+        if let Err(e) = self.call(move |l| l.child_stalling(&id, &stalling)).await {
+            tracing::warn!(error = %e, "cannot record that a child is stalling");
+        }
+    }
+
+    /// `progress` is the child's final token, persisted with the outcome.
+    pub(crate) async fn finish_child(
+        &self,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+        progress: Option<Progress>,
+    ) -> Option<FinishChild> {
+        let mut attempt = 0u32;
+        loop {
+            attempt = attempt.saturating_add(1);
+            let (id2, o, p, writer) = (id.clone(), outcome.clone(), progress.clone(), self.host_id);
+            let now = self.ctx.clock.now();
+            match self
+                .call(move |l| l.finish_child_with_progress(writer, &id2, o, p, now))
+                .await
+            {
+                Ok(finish) => return Some(finish),
+                Err(
+                    e @ (RegistryError::Fenced(_)
+                    | RegistryError::Ledger(LedgerError::Fenced { .. })),
+                ) => {
+                    // Recovered elsewhere, or this host fenced itself: the outcome is not ours to
+                    // record any more.
+                    tracing::warn!(delegation = %id, index = outcome.index, error = %e, "outcome refused: this host no longer owns the unit");
+                    return None;
+                }
+                Err(e) => {
+                    // An unreachable ledger (a server restarting, a dropped connection) is
+                    // waited out while this host holds its lease: it fences itself, and this
+                    // loop ends, once the lease can no longer be renewed. Other failures get a
+                    // few attempts.
+                    let unreachable =
+                        matches!(&e, RegistryError::Ledger(LedgerError::Unavailable { .. }));
+                    tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot publish a child's outcome");
+                    if !unreachable && attempt >= PUBLISH_ATTEMPTS {
+                        return None;
+                    }
+                    let pause = Duration::from_millis(100 * u64::from(attempt.min(10)));
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
+    /// Makes sure the unit is terminal after its children ran; returns its status.
+    pub(crate) async fn settle_unit(
+        &self,
+        unit: &Delegation,
+        unpublished: Vec<ChildOutcome>,
+        outcomes: &std::collections::BTreeMap<u32, ChildOutcome>,
+    ) -> UnitStatus {
+        let (id, writer) = (unit.id.clone(), self.host_id);
+        let now = self.ctx.clock.now();
+        let settled = self
+            .call(move |l| {
+                if let Some(status) =
+                    l.finish_unit(writer, &id, unpublished, "finalized_by_host", now)?
+                {
+                    return Ok(Some(status));
+                }
+                Ok(l.delegation(&id)?
+                    .map(|d| d.status)
+                    .filter(|s| s.is_terminal()))
+            })
+            .await;
+        match settled {
+            Ok(Some(status)) => status,
+            Ok(None) | Err(_) => {
+                let statuses: Vec<ChildStatus> = outcomes.values().map(|o| o.status).collect();
+                UnitStatus::from_children(&statuses)
+            }
+        }
+    }
+
+    pub(super) async fn poll_interrupts(&self) {
+        let me = self.me;
+        match self.call(move |l| l.interrupt_requests(me)).await {
+            Ok(requests) => {
+                for (id, reason) in requests {
+                    self.interrupt_local(|d, _| *d == id, &reason);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read interrupt requests"),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The state a host shares between its tasks, and the one way they reach the ledger (on a
+//! blocking thread, and never once the host is fenced).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ledger::{DelegationId, HostId, HostKind, Ledger, ProcessId, Progress, SessionId};
+use tokio::sync::{Notify, watch};
+
+use crate::child::{Context, LiveChild};
+use crate::error::RegistryError;
+use crate::unit::{UnitProgress, UnitReport};
+
+use super::HostOptions;
+
+#[derive(Debug)]
+pub(crate) struct UnitEntry {
+    pub(crate) session: Option<SessionId>,
+    pub(crate) interrupt: watch::Sender<Option<String>>,
+    pub(crate) progress: watch::Receiver<UnitProgress>,
+    pub(crate) done: watch::Receiver<Option<Arc<UnitReport>>>,
+    pub(crate) children: Vec<Arc<LiveChild>>,
+    pub(crate) persisted: Vec<Option<Progress>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Units {
+    pub(crate) running: HashMap<DelegationId, UnitEntry>,
+    pub(crate) launched: HashSet<DelegationId>,
+    pub(crate) reports: HashMap<DelegationId, Arc<UnitReport>>,
+    pub(crate) order: VecDeque<DelegationId>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) ledger: Arc<Ledger>,
+    pub(crate) ctx: Context,
+    pub(crate) me: ProcessId,
+    pub(crate) host_id: HostId,
+    /// Set once the host fenced itself: it writes nothing more.
+    pub(crate) fenced: AtomicBool,
+    /// Whether a worker takes units from its pool (cleared by [`Host::stop_taking`]).
+    pub(crate) taking: AtomicBool,
+    pub(crate) options: HostOptions,
+    pub(crate) units: Mutex<Units>,
+    pub(crate) launch_gate: tokio::sync::Mutex<()>,
+    pub(crate) wake: Notify,
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) launches: watch::Sender<u64>,
+}
+
+impl Inner {
+    /// Whether this host is a worker (bound to no session).
+    pub(crate) fn is_worker(&self) -> bool {
+        self.options.kind == HostKind::Worker
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Units> {
+        self.units
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs a ledger operation on the blocking pool (each is one short transaction).
+    pub(super) async fn call<T, F>(&self, f: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> ledger::Result<T> + Send + 'static,
+    {
+        self.call_raw(move |l| f(l).map_err(RegistryError::from))
+            .await
+    }
+
+    pub(super) async fn call_raw<T, F>(&self, f: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> Result<T, RegistryError> + Send + 'static,
+    {
+        if self.fenced.load(Ordering::SeqCst) {
+            return Err(RegistryError::Fenced(self.host_id));
+        }
+        let ledger = self.ledger.clone();
+        tokio::task::spawn_blocking(move || f(&ledger))
+            .await
+            .map_err(|e| RegistryError::Worker(e.to_string()))?
+    }
+}

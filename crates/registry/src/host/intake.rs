@@ -1,0 +1,215 @@
+//! Where a host's units come from: recording a dispatch, launching a unit here, picking up its
+//! session's queued units and, for a worker, taking its pool's.
+
+use std::sync::Arc;
+
+use std::sync::atomic::Ordering;
+
+use ledger::{
+    Admission, Capacity, Channel, Delegation, Ledger, LedgerError, NewDelegation, SessionId,
+    Timestamp, UnitStatus, WorkerPool,
+};
+use tokio::sync::watch;
+
+use crate::child::LiveChild;
+use crate::config::Config;
+use crate::error::RegistryError;
+use crate::transcript;
+use crate::unit::{self, UnitParts, UnitProgress};
+
+use super::KEPT_REPORTS;
+use super::inner::{Inner, UnitEntry};
+
+/// Records a unit in the ledger and creates its transcripts, without running it: for a process
+/// that dispatches into a session another process hosts. The unit's host is `host`, which
+/// starts it (at once, or when it leaves the queue). Old transcripts are pruned on a schedule
+/// ([`crate::housekeeping`]), never here: dispatch costs the same whatever the history holds.
+pub fn record_dispatch(
+    ledger: &Ledger,
+    config: &Config,
+    new: NewDelegation,
+    now: Timestamp,
+) -> Result<Admission, RegistryError> {
+    if let Some(index) = new.spec.tasks.iter().position(|t| t.command.is_empty()) {
+        return Err(RegistryError::EmptyCommand { index });
+    }
+    let root = &config.transcript_root;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(|source| RegistryError::Transcripts {
+            path: root.clone(),
+            source,
+        })?;
+    let new = NewDelegation {
+        transcript_root: Some(root.display().to_string()),
+        ..new
+    };
+    let admission = ledger.dispatch(new, capacity(config), now)?;
+    if let Err(e) = transcript::create_unit(root, &admission.delegation) {
+        tracing::warn!(delegation = %admission.delegation.id, error = %e, "cannot create transcripts");
+    }
+    Ok(admission)
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+fn capacity(config: &Config) -> Capacity {
+    Capacity {
+        max_running: config.max_concurrent_children,
+        max_queued: config.max_queued,
+    }
+}
+
+impl Inner {
+    /// Starts running a unit here (once per unit) and returns its progress channel.
+    pub(super) fn launch(
+        self: &Arc<Inner>,
+        unit: Delegation,
+        parent: Option<SessionId>,
+    ) -> watch::Receiver<UnitProgress> {
+        let mut units = self.lock();
+        if let Some(entry) = units.running.get(&unit.id) {
+            return entry.progress.clone();
+        }
+        let dir = transcript::unit_dir(&self.ctx.config.transcript_root, &unit.id);
+        let children: Vec<Arc<LiveChild>> = unit
+            .spec
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let path = transcript::task_log_path(&dir, i as u32)
+                    .display()
+                    .to_string();
+                Arc::new(LiveChild::new(
+                    i as u32,
+                    t.goal.clone(),
+                    path,
+                    self.ctx.config.result_max_bytes,
+                ))
+            })
+            .collect();
+        let initial = UnitProgress {
+            delegation_id: unit.id.clone(),
+            status: UnitStatus::Running,
+            children: children.iter().map(|c| c.snapshot()).collect(),
+        };
+        let (progress_tx, progress_rx) = watch::channel(initial);
+        let (interrupt_tx, interrupt_rx) = watch::channel(unit.interrupt.clone());
+        let (done_tx, done_rx) = watch::channel(None);
+        units.launched.insert(unit.id.clone());
+        units.running.insert(
+            unit.id.clone(),
+            UnitEntry {
+                session: unit.session.clone(),
+                interrupt: interrupt_tx,
+                progress: progress_rx.clone(),
+                done: done_rx,
+                persisted: vec![None; children.len()],
+                children: children.clone(),
+            },
+        );
+        drop(units);
+        self.launches.send_modify(|n| *n += 1);
+        let parts = UnitParts {
+            children,
+            interrupt: interrupt_rx,
+            progress: progress_tx,
+        };
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let report = Arc::new(unit::run(inner.clone(), unit, parent, parts).await);
+            let id = report.delegation_id.clone();
+            {
+                let mut units = inner.lock();
+                units.running.remove(&id);
+                units.reports.insert(id.clone(), report.clone());
+                units.order.push_back(id);
+                while units.order.len() > KEPT_REPORTS {
+                    if let Some(old) = units.order.pop_front() {
+                        units.reports.remove(&old);
+                    }
+                }
+            }
+            done_tx.send_replace(Some(report));
+            // A slot may have freed: let the queue move now rather than at the next sweep.
+            inner.wake.notify_one();
+        });
+        progress_rx
+    }
+
+    /// Starts this host's queued units that reached the head of the queue, and running units
+    /// recorded for this host by other processes.
+    pub(super) async fn pick_up(self: &Arc<Inner>) {
+        let _gate = self.launch_gate.lock().await;
+        let (me, cap) = (self.me, capacity(&self.ctx.config));
+        if let Some(worker) = self.options.worker.clone() {
+            self.take_from_pool(worker).await;
+        }
+        loop {
+            let now = self.ctx.clock.now();
+            match self.call(move |l| l.start_next_queued(me, cap, now)).await {
+                Ok(Some(unit)) => {
+                    let parent = unit.session.clone();
+                    self.launch(unit, parent);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start queued units");
+                    break;
+                }
+            }
+        }
+        match self.call(|l| l.list(None, 0)).await {
+            Ok(listing) => {
+                let adopt: Vec<Delegation> = {
+                    let units = self.lock();
+                    listing
+                        .running
+                        .into_iter()
+                        .filter(|u| u.host == Some(me) && u.channel == Channel::Background)
+                        .filter(|u| !units.launched.contains(&u.id))
+                        .collect()
+                };
+                for unit in adopt {
+                    let parent = unit.session.clone();
+                    self.launch(unit, parent);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot list units"),
+        }
+    }
+}
+
+impl Inner {
+    /// A worker takes units of its pool, oldest first, while it has free slots, and runs them.
+    /// Called with the launch gate held.
+    pub(super) async fn take_from_pool(self: &Arc<Inner>, worker: WorkerPool) {
+        let (me, writer) = (self.me, self.host_id);
+        while self.taking.load(Ordering::SeqCst) {
+            let now = self.ctx.clock.now();
+            let (pool, capacity) = (worker.pool.clone(), worker.capacity);
+            match self
+                .call(move |l| l.take_pool_unit(me, writer, &pool, capacity, now))
+                .await
+            {
+                Ok(Some(unit)) => {
+                    tracing::info!(delegation = %unit.id, pool = %worker.pool, "took a pool unit");
+                    let parent = unit.session.clone();
+                    self.launch(unit, parent);
+                }
+                Ok(None) => break,
+                Err(RegistryError::Ledger(LedgerError::LeaseLost(_))) => {
+                    self.fence("another process judged this worker dead");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot take units from the pool");
+                    break;
+                }
+            }
+        }
+    }
+}

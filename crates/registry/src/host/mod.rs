@@ -1,0 +1,395 @@
+//! A host: the process that runs units. It registers itself in the ledger with a fresh fencing
+//! epoch, its locality and a lease it renews every `heartbeat_interval`; dispatches and launches
+//! units, persists its children's progress (and output tails) in batches, acts on interrupts
+//! asked for by other processes, starts its queued units when they reach the head of the FIFO
+//! queue and a slot is free, runs the recovery sweep every `recovery_interval`, and on shutdown
+//! stops what it runs. A worker (`HostKind::Worker`, SPEC §12) is the same host bound to no
+//! session: instead of its own queued units it takes its pool's, oldest first, while it has a
+//! free slot of its own capacity (`Ledger::take_pool_unit`), until [`Host::stop_taking`].
+//!
+//! A host that cannot renew its lease for `self_fence_after` (lease − heartbeat), or learns that
+//! it lost it, fences itself: it kills its children and never writes to the ledger again, so
+//! nothing it does can contradict the recovery another process is entitled to run.
+
+mod activity;
+mod fence;
+mod inner;
+mod intake;
+mod lease;
+mod progress;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ledger::{
+    Channel, ChildOutcome, Delegation, DelegationId, DispatchSpec, HostId, HostKind,
+    InterruptTarget, Interrupts, Ledger, NewDelegation, ProcessId, SessionId, UnitStatus,
+    WorkerPool,
+};
+use tokio::sync::{Notify, watch};
+
+use crate::child::Context;
+use crate::clock::Clock;
+use crate::config::{Config, millis};
+use crate::error::RegistryError;
+use crate::transcript;
+use crate::unit::{UnitProgress, UnitReport};
+
+use activity::watch_activity;
+pub(crate) use inner::Inner;
+use inner::Units;
+pub use intake::record_dispatch;
+use lease::maintain;
+
+/// Finished units whose reports a host keeps for [`Host::wait`].
+const KEPT_REPORTS: usize = 256;
+/// Attempts at publishing one child's outcome before leaving it to the unit's finalization.
+const PUBLISH_ATTEMPTS: u32 = 3;
+
+/// What kind of host to start, and for which session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostOptions {
+    /// Interactive, headless or inline.
+    pub kind: HostKind,
+    /// The session it hosts (none for inline hosts and workers).
+    pub session: Option<SessionId>,
+    /// For a worker (`HostKind::Worker`): the pool whose units it takes, and how many it runs
+    /// at once (also the parallelism inside one of its batches).
+    pub worker: Option<WorkerPool>,
+}
+
+/// A unit to dispatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DispatchRequest {
+    /// Background (delivered at boundaries) or inline (run here, awaited).
+    pub channel: Channel,
+    /// The session the unit belongs to (background units only).
+    pub session: Option<SessionId>,
+    /// What to run.
+    pub spec: DispatchSpec,
+    /// The session children are told about in `HERMES_PARENT_SESSION_ID`; `None` (cron, or no
+    /// session) also keeps this process's `HERMES_SESSION_*` variables from them.
+    pub parent_session: Option<SessionId>,
+}
+
+impl DispatchRequest {
+    /// A background unit for `session`.
+    pub fn background(session: SessionId, spec: DispatchSpec) -> DispatchRequest {
+        DispatchRequest {
+            channel: Channel::Background,
+            session: Some(session.clone()),
+            spec,
+            parent_session: Some(session),
+        }
+    }
+
+    /// An inline unit (`-z`, cron); `parent_session` is `None` for cron.
+    pub fn inline(spec: DispatchSpec, parent_session: Option<SessionId>) -> DispatchRequest {
+        DispatchRequest {
+            channel: Channel::Inline,
+            session: None,
+            spec,
+            parent_session,
+        }
+    }
+}
+
+/// What dispatch did.
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The unit as recorded (`running` or `queued`).
+    pub delegation: Delegation,
+    /// Its 1-based place in the queue when queued.
+    pub queue_position: Option<u32>,
+    /// Its children's transcripts, by index.
+    pub transcripts: Vec<PathBuf>,
+    /// Its live progress, when it runs in this process.
+    pub progress: Option<watch::Receiver<UnitProgress>>,
+}
+
+/// A running host. Cheap to clone; every clone is the same host.
+#[derive(Clone, Debug)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+impl Host {
+    /// Registers this process as a host and starts its maintenance loop (heartbeat, progress,
+    /// interrupts, queue). Must be called inside a tokio runtime.
+    pub async fn start(
+        ledger: Arc<Ledger>,
+        mut config: Config,
+        clock: Arc<dyn Clock>,
+        options: HostOptions,
+    ) -> Result<Host, RegistryError> {
+        if let Some(worker) = &options.worker {
+            // A worker's capacity is its own: it bounds its units and their batches.
+            config.max_concurrent_children = worker.capacity.max(1);
+        }
+        let me = crate::procs::current_process();
+        let now = clock.now();
+        let host_id = ledger.next_host_id();
+        let record = ledger::Host {
+            process: me,
+            kind: options.kind,
+            session: options.session.clone(),
+            registered_at: now,
+            heartbeat_at: now,
+            host_id,
+            locality: crate::procs::current_locality(),
+            lease_expires_at: now.plus_ms(millis(config.lease)),
+            worker: options.worker.clone(),
+        };
+        let inner = Arc::new(Inner {
+            ledger,
+            ctx: Context {
+                config: Arc::new(config),
+                clock,
+            },
+            me,
+            host_id,
+            fenced: AtomicBool::new(false),
+            taking: AtomicBool::new(true),
+            options,
+            units: Mutex::new(Units::default()),
+            launch_gate: tokio::sync::Mutex::new(()),
+            wake: Notify::new(),
+            stop: watch::channel(false).0,
+            launches: watch::channel(0).0,
+        });
+        inner.call(move |l| l.register_host(&record)).await?;
+        // Queued units of this session whose earlier host went away are this host's now.
+        if let Some(session) = inner.options.session.clone() {
+            inner.call(move |l| l.adopt_units(&session, me)).await?;
+        }
+        tokio::spawn(maintain(inner.clone()));
+        if inner.options.kind != HostKind::Inline {
+            tokio::spawn(watch_activity(inner.clone()));
+        }
+        Ok(Host { inner })
+    }
+
+    /// This host's process identity.
+    pub fn process(&self) -> ProcessId {
+        self.inner.me
+    }
+
+    /// This host's fencing epoch.
+    pub fn host_id(&self) -> HostId {
+        self.inner.host_id
+    }
+
+    /// Whether the host fenced itself (its lease lost or unrenewable): its children were
+    /// stopped and it writes nothing more. A long-lived process should exit.
+    pub fn is_fenced(&self) -> bool {
+        self.inner.fenced.load(Ordering::SeqCst)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.ctx.config
+    }
+
+    /// Dispatches a unit hosted here. A unit admitted as `running` starts at once; a queued one
+    /// starts when it is the oldest queued unit and a slot is free. Past `max_queued` the ledger
+    /// refuses it (`LedgerError::QueueFull`).
+    pub async fn dispatch(&self, request: DispatchRequest) -> Result<Dispatched, RegistryError> {
+        let inner = self.inner.clone();
+        let _gate = inner.launch_gate.lock().await;
+        let new = NewDelegation {
+            session: request.session.clone(),
+            channel: request.channel,
+            spec: request.spec,
+            host: Some(inner.me),
+            transcript_root: None,
+        };
+        let now = inner.ctx.clock.now();
+        let config = inner.ctx.config.clone();
+        let admission = inner
+            .call_raw(move |l| record_dispatch(l, &config, new, now))
+            .await?;
+        let unit = admission.delegation;
+        let dir = transcript::unit_dir(&inner.ctx.config.transcript_root, &unit.id);
+        let transcripts = (0..unit.task_count())
+            .map(|i| transcript::task_log_path(&dir, i))
+            .collect();
+        let progress = (unit.status == UnitStatus::Running)
+            .then(|| inner.launch(unit.clone(), request.parent_session));
+        Ok(Dispatched {
+            delegation: unit,
+            queue_position: admission.queue_position,
+            transcripts,
+            progress,
+        })
+    }
+
+    /// Runs an inline unit here and waits for its end.
+    pub async fn run_inline(
+        &self,
+        spec: DispatchSpec,
+        parent_session: Option<SessionId>,
+    ) -> Result<UnitReport, RegistryError> {
+        let dispatched = self
+            .dispatch(DispatchRequest::inline(spec, parent_session))
+            .await?;
+        let id = dispatched.delegation.id;
+        self.wait(&id)
+            .await
+            .ok_or_else(|| RegistryError::Worker(format!("{id} ended without a report")))
+    }
+
+    /// A unit's live progress, while it runs here.
+    pub fn progress(&self, id: &DelegationId) -> Option<watch::Receiver<UnitProgress>> {
+        self.inner
+            .lock()
+            .running
+            .get(id)
+            .map(|e| e.progress.clone())
+    }
+
+    /// Waits for a unit of this host to end: one that runs or ran here, or one queued for this
+    /// host (it starts here when its turn comes). `None` if the unit is unknown or another
+    /// host's.
+    pub async fn wait(&self, id: &DelegationId) -> Option<UnitReport> {
+        loop {
+            let mut launches = self.inner.launches.subscribe();
+            let done = {
+                let units = self.inner.lock();
+                if let Some(report) = units.reports.get(id) {
+                    return Some(UnitReport::clone(report));
+                }
+                units.running.get(id).map(|e| e.done.clone())
+            };
+            if let Some(mut done) = done {
+                let report = done.wait_for(Option::is_some).await.ok()?.clone()?;
+                return Some(UnitReport::clone(&report));
+            }
+            let (id2, me) = (id.clone(), self.inner.me);
+            let unit = self.inner.call(move |l| l.delegation(&id2)).await.ok()??;
+            if unit.status.is_terminal() {
+                let id2 = id.clone();
+                let events = self
+                    .inner
+                    .call(move |l| l.events(&id2))
+                    .await
+                    .unwrap_or_default();
+                let mut outcomes: Vec<ChildOutcome> = events
+                    .iter()
+                    .flat_map(|e| e.payload.outcomes().iter().cloned())
+                    .collect();
+                outcomes.sort_by_key(|o| o.index);
+                return Some(UnitReport {
+                    transcript_dir: transcript::unit_dir(
+                        &self.inner.ctx.config.transcript_root,
+                        &unit.id,
+                    ),
+                    delegation_id: unit.id,
+                    status: unit.status,
+                    outcomes,
+                });
+            }
+            if unit.status != UnitStatus::Queued || unit.host != Some(me) {
+                return None;
+            }
+            let sweep = self.inner.ctx.config.sweep_interval;
+            let _ = tokio::time::timeout(sweep, launches.changed()).await;
+        }
+    }
+
+    /// Stops a worker from taking more units from its pool, and returns once no take is in
+    /// flight: from then on the units it runs are all it will run. (First step of a worker's
+    /// shutdown; the units it had not taken stay in the pool for other workers.)
+    pub async fn stop_taking(&self) {
+        self.inner.taking.store(false, Ordering::SeqCst);
+        let _gate = self.inner.launch_gate.lock().await;
+    }
+
+    /// Units running here.
+    pub fn running(&self) -> Vec<DelegationId> {
+        let mut ids: Vec<_> = self.inner.lock().running.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Whether nothing runs here and nothing waits in the queue for this host (a headless host
+    /// may exit after being idle for `host.idle_exit_seconds`).
+    pub async fn is_idle(&self) -> Result<bool, RegistryError> {
+        if !self.inner.lock().running.is_empty() {
+            return Ok(false);
+        }
+        let me = self.inner.me;
+        let listing = self.inner.call(|l| l.list(None, 0)).await?;
+        let mine = |u: &Delegation| u.host == Some(me);
+        Ok(!listing.queued.iter().any(mine) && !listing.running.iter().any(mine))
+    }
+
+    /// Interrupts units: queued ones are cancelled, running ones get SIGTERM to their process
+    /// group and SIGKILL after `kill_grace`, and end `interrupted` with `reason`. Units of other
+    /// hosts are flagged in the ledger; their hosts act on it within a sweep.
+    pub async fn interrupt(
+        &self,
+        target: InterruptTarget,
+        reason: &str,
+    ) -> Result<Interrupts, RegistryError> {
+        let inner = self.inner.clone();
+        let now = inner.ctx.clock.now();
+        let (t, r) = (target.clone(), reason.to_owned());
+        let result = inner.call(move |l| l.request_interrupt(&t, &r, now)).await;
+        // What runs here stops at once, whatever the ledger said.
+        inner.interrupt_local(
+            |id, session| match &target {
+                InterruptTarget::Delegation(d) => d == id,
+                InterruptTarget::Session(s) => session == Some(s),
+                InterruptTarget::All => true,
+            },
+            reason,
+        );
+        result
+    }
+
+    /// Stops the host: queued units of this host are cancelled, running ones interrupted with
+    /// `reason` (SIGTERM, SIGKILL after `kill_grace`) and finalized, then the host unregisters.
+    pub async fn shutdown(&self, reason: &str) {
+        let inner = self.inner.clone();
+        let me = inner.me;
+        let now = inner.ctx.clock.now();
+        let r = reason.to_owned();
+        let cancelled = inner
+            .call(move |l| {
+                let queued = l.list(None, 0)?.queued;
+                for unit in queued.into_iter().filter(|u| u.host == Some(me)) {
+                    l.request_interrupt(&InterruptTarget::Delegation(unit.id), &r, now)?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = cancelled {
+            tracing::warn!(error = %e, "cannot cancel this host's queued units");
+        }
+        let running = self.running();
+        for id in &running {
+            if let Err(e) = self
+                .interrupt(InterruptTarget::Delegation(id.clone()), reason)
+                .await
+            {
+                tracing::warn!(delegation = %id, error = %e, "cannot record the interrupt");
+            }
+        }
+        let limit = inner.ctx.config.kill_grace + Duration::from_secs(5);
+        let all = async {
+            for id in &running {
+                self.wait(id).await;
+            }
+        };
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!("some units did not finish during shutdown");
+        }
+        inner.stop.send_replace(true);
+        if let Err(e) = inner.call(move |l| l.unregister_host(me)).await {
+            tracing::warn!(error = %e, "cannot unregister the host");
+        }
+    }
+}
