@@ -47,15 +47,26 @@ fn main() -> Result<()> {
 
     let mut server = Server::start(&exe, home.path())?;
     // The first dispatch records the session and its host; the figure is the steady state.
-    server.delegate(0)?;
+    let mut ids = vec![server.delegate(0)?];
     let samples = (1..=30)
         .map(|i| {
             let start = Instant::now();
-            server.delegate(i)?;
+            ids.push(server.delegate(i)?);
             Ok(start.elapsed().as_secs_f64() * 1000.0)
         })
         .collect::<Result<Vec<_>>>()?;
     figures.insert("mcp_delegate_background_ms_p50".into(), median(samples));
+
+    // Take what those dispatches produced, so each sample below finds exactly one result.
+    for id in &ids {
+        wait_ready(&exe, home.path(), id)?;
+    }
+    let drained = command(&exe, home.path(), &["drain", "--session", "bench-conv"])
+        .output()
+        .context("drain")?;
+    if !drained.status.success() {
+        bail!("drain failed: {}", String::from_utf8_lossy(&drained.stderr));
+    }
 
     let samples = (100..120)
         .map(|i| {
