@@ -61,6 +61,13 @@ const FORBIDDEN_IO: [&str; 11] = [
     "println!",
     "eprintln!",
 ];
+/// The ledger's operation modules: the store below them never imports one (it only reads and
+/// writes records), so a backend is one folder under `store/` and nothing else.
+const LEDGER_OPERATIONS: [&str; 7] = [
+    "events", "units", "pools", "sessions", "recovery", "queries", "overview",
+];
+/// What the ledger's pure rules (`rules.rs`) may import from their crate: types only.
+const RULES_IMPORT: &str = "crate::model";
 /// The package that holds these rules (and so names every forbidden crate in its text).
 const RULES_PACKAGE: &str = "xtask";
 
@@ -232,10 +239,53 @@ fn check_metadata(metadata: &Value) -> Result<()> {
             }
         }
     }
+    if let Some(ledger) = packages.iter().find(|p| p.name == STORAGE_OWNER) {
+        problems.extend(ledger_layers(&ledger.dir.join("src"))?);
+    }
     if !problems.is_empty() {
         bail!("crate boundaries violated:\n  {}", problems.join("\n  "));
     }
     Ok(())
+}
+
+/// The layers inside the ledger: `store/` imports no operation module, and `rules.rs` imports
+/// nothing of its crate but `model`.
+fn ledger_layers(src: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    // A ledger without these files (the fake workspaces of the tests below) has no layers to
+    // check.
+    if !src.join("store").is_dir() || !src.join("rules.rs").is_file() {
+        return Ok(problems);
+    }
+    for (path, text) in sources(&src.join("store"))? {
+        for op in LEDGER_OPERATIONS {
+            if text.contains(&format!("crate::{op}")) {
+                problems.push(format!(
+                    "{} imports crate::{op}; the store never imports an operation module",
+                    path.display()
+                ));
+            }
+        }
+    }
+    let rules = src.join("rules.rs");
+    let text =
+        fs::read_to_string(&rules).with_context(|| format!("reading {}", rules.display()))?;
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("crate::") {
+        let path = &rest[at..];
+        if !path.starts_with(RULES_IMPORT) {
+            let name: String = path
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            problems.push(format!(
+                "{} uses {name}; rules.rs imports only {RULES_IMPORT}",
+                rules.display()
+            ));
+        }
+        rest = &path["crate::".len()..];
+    }
+    Ok(problems)
 }
 
 /// Every `.rs` file under `dir` (not under a `target` directory), with its text.
@@ -453,6 +503,22 @@ mod tests {
         ));
         assert!(!names_crate_root("use tokio_postgres::Client;", "postgres"));
         assert!(!names_crate_root("let url = \"postgres://x\";", "postgres"));
+    }
+
+    #[test]
+    fn the_ledgers_store_and_rules_keep_to_their_layers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = dir.path();
+        fs::create_dir_all(src.join("store/pg")).expect("mkdir");
+        fs::write(src.join("rules.rs"), "use crate::model::Event;\n").expect("write");
+        fs::write(src.join("store/pg/read.rs"), "use crate::model::Event;\n").expect("write");
+        assert!(ledger_layers(src).expect("reads").is_empty());
+        fs::write(src.join("store/pg/read.rs"), "use crate::units::Owner;\n").expect("write");
+        fs::write(src.join("rules.rs"), "use crate::events::Claim;\n").expect("write");
+        let problems = ledger_layers(src).expect("reads");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("crate::units"), "{problems:?}");
+        assert!(problems[1].contains("crate::events"), "{problems:?}");
     }
 
     #[test]
