@@ -8,7 +8,8 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
     ClaimRecord, ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload,
-    EventRef, EventState, Lease, Refusal, SessionId, SessionState, Timestamp, Transition,
+    EventRef, EventState, ExitDetail, Lease, Refusal, SessionId, SessionState, Timestamp,
+    Transition,
 };
 use crate::rules::{self, KeyCheck};
 use crate::store::Writer;
@@ -457,10 +458,22 @@ pub(crate) fn publish_in(
         dropped_at: None,
         drop_reason: None,
     };
-    if let Some(session) = unit.session
-        && w.session(session)?
-            .is_some_and(|s| s.state == SessionState::Ended)
-    {
+    // An outcome of a child its session's end interrupted belongs to the run that ended: it is
+    // dropped like the session's pending events were, even when the session was reopened
+    // (resumed) before the child's end was recorded.
+    let ended_with_its_session = match &event.payload {
+        EventPayload::Task(outcome) => {
+            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == "session_end")
+        }
+        EventPayload::Terminal { reason, .. } => reason == "session_end",
+    };
+    let session_ended = match unit.session {
+        Some(session) => w
+            .session(session)?
+            .is_some_and(|s| s.state == SessionState::Ended),
+        None => false,
+    };
+    if ended_with_its_session || session_ended {
         rules::drop_event(&mut event, DropReason::SessionEnded, now);
     }
     w.put_event(&event)?;
