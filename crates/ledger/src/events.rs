@@ -12,6 +12,7 @@ use crate::model::{
     Transition,
 };
 use crate::rules::{self, KeyCheck};
+use crate::sessions::SESSION_END;
 use crate::store::Writer;
 use crate::units::Owner;
 
@@ -463,9 +464,9 @@ pub(crate) fn publish_in(
     // (resumed) before the child's end was recorded.
     let ended_with_its_session = match &event.payload {
         EventPayload::Task(outcome) => {
-            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == "session_end")
+            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == SESSION_END)
         }
-        EventPayload::Terminal { reason, .. } => reason == "session_end",
+        EventPayload::Terminal { reason, .. } => reason == SESSION_END,
     };
     let session_ended = match unit.session {
         Some(session) => w

@@ -33,6 +33,9 @@ pub enum HostClaim {
     HeldBy(ProcessId),
 }
 
+/// The interrupt reason a session's end gives its running units (SPEC §4).
+pub(crate) const SESSION_END: &str = "session_end";
+
 impl Ledger {
     /// The session, creating it as active if the ledger has never seen it.
     ///
@@ -80,7 +83,7 @@ impl Ledger {
             let stopped = crate::units::interrupt_in(
                 w,
                 &InterruptTarget::Session(id.clone()),
-                "session_end",
+                SESSION_END,
                 now,
             )?;
             end.interrupted = stopped.flagged;
