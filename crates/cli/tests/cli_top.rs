@@ -296,9 +296,10 @@ fn populated() -> (Hermes, String) {
     let drained = h.run(&["drain", "--session", "s1", "--wait", "10"]);
     assert_eq!(drained.code, 0, "{}", drained.stderr);
     let running = dispatch(&h, "s1", "long", "sleep 60");
-    wait_for(LIMIT, "the second unit to run", || {
+    // The unit runs once claimed; its child runs once spawned. Metrics count children.
+    wait_for(LIMIT, "the second unit's child to run", || {
         let s = h.json(&["delegation", "status", &running, "--json"]);
-        (s["status"] == "running").then_some(())
+        (s["status"] == "running" && s["tasks"][0]["status"] == "running").then_some(())
     });
     let queued = h.run(&[
         "delegate",

@@ -3,8 +3,9 @@
 
 mod common;
 
+use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,13 +43,18 @@ async fn four_units_with_capacity_two_run_two_and_queue_two_in_fifo_order() {
     let home = tempfile::tempdir().expect("tempdir");
     let host = host(home.path(), "cap").await;
     let session = SessionId::new("cap").expect("session");
+    // Each child runs until the test creates its `go-N` file: the order is the test's, not
+    // the machine's speed.
+    let go = |i: usize| home.path().join(format!("go-{i}"));
+    let release = |i: usize| std::fs::write(go(i), b"").expect("release a child");
     let mut ids = Vec::new();
     let mut positions = Vec::new();
-    for secs in ["0.6", "1.6", "1.0", "0.2"] {
+    for i in 0..4 {
+        let script = format!("while [ ! -e '{}' ]; do sleep 0.02; done", go(i).display());
         let d = host
             .dispatch(DispatchRequest::background(
                 session.clone(),
-                spec(&[&["sleep", secs]]),
+                spec(&[&sh(&script)]),
             ))
             .await
             .expect("dispatches");
@@ -65,22 +71,53 @@ async fn four_units_with_capacity_two_run_two_and_queue_two_in_fifo_order() {
         ]
     );
     let ledger = open_ledger(home.path());
-    let listing = ledger.list(None, 0).expect("list");
-    assert_eq!((listing.running.len(), listing.queued.len()), (2, 2));
-    let mut reports = Vec::new();
-    for id in &ids {
-        reports.push(host.wait(id).await.expect("report"));
-    }
+    let counts = || {
+        let listing = ledger.list(None, 0).expect("list");
+        (listing.running.len(), listing.queued.len())
+    };
+    assert_eq!(counts(), (2, 2));
     let unit = |i: usize| ledger.delegation(&ids[i]).expect("read").expect("exists");
+    let status = |i: usize| unit(i).status;
+
+    // The last unit may end at once when it starts; it still waits its turn.
+    release(3);
+    release(0);
+    assert_eq!(
+        host.wait(&ids[0]).await.expect("report").status,
+        UnitStatus::Completed
+    );
+    let limit = Duration::from_secs(20);
+    assert!(
+        eventually(limit, || status(2) == UnitStatus::Running).await,
+        "the third unit takes the freed slot"
+    );
+    assert_eq!(
+        status(3),
+        UnitStatus::Queued,
+        "the fourth waits for the next slot"
+    );
+    assert_eq!(counts(), (2, 1));
+
+    release(1);
+    for i in [1, 3] {
+        assert_eq!(
+            host.wait(&ids[i]).await.expect("report").status,
+            UnitStatus::Completed
+        );
+    }
+    release(2);
+    assert_eq!(
+        host.wait(&ids[2]).await.expect("report").status,
+        UnitStatus::Completed
+    );
+
     let (u0, u1, u2, u3) = (unit(0), unit(1), unit(2), unit(3));
     let started = |u: &ledger::Delegation| u.started_at.expect("started");
     let ended = |u: &ledger::Delegation| u.ended_at.expect("ended");
-    // The third unit took the first free slot; the fourth waited for the next one although it
-    // is the shortest.
     assert!(started(&u2) >= ended(&u0));
+    assert!(started(&u3) >= ended(&u1));
     assert!(started(&u3) >= started(&u2));
-    assert!(started(&u3) >= ended(&u1).min(ended(&u2)));
-    assert!(reports.iter().all(|r| r.status == UnitStatus::Completed));
+    assert_eq!(counts(), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,16 +135,19 @@ async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
         .await
         .expect("host starts");
     let session = SessionId::new("full").expect("session");
-    let dispatch = |secs: &'static str| {
+    // The running child holds its slot until the test creates `go`.
+    let go = home.path().join("go");
+    let hold = format!("while [ ! -e '{}' ]; do sleep 0.02; done", go.display());
+    let dispatch = |script: &str| {
         host.dispatch(DispatchRequest::background(
             session.clone(),
-            spec(&[&["sleep", secs]]),
+            spec(&[&sh(script)]),
         ))
     };
-    let running = dispatch("0.5").await.expect("runs");
-    let queued = dispatch("0.1").await.expect("queues");
+    let running = dispatch(&hold).await.expect("runs");
+    let queued = dispatch("true").await.expect("queues");
     assert_eq!(queued.queue_position, Some(1));
-    let err = dispatch("0.1").await.expect_err("refused");
+    let err = dispatch("true").await.expect_err("refused");
     assert!(
         matches!(
             err,
@@ -116,6 +156,7 @@ async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
         "{err}"
     );
     assert!(err.to_string().contains("queue is full"), "{err}");
+    std::fs::write(&go, b"").expect("release the child");
     for id in [running.delegation.id, queued.delegation.id] {
         assert_eq!(
             host.wait(&id).await.expect("report").status,
@@ -170,12 +211,15 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
     let home = tempfile::tempdir().expect("tempdir");
     let first = host(home.path(), "first").await;
     let session = SessionId::new("first").expect("session");
+    // The first process's children hold both slots until the second has been admitted.
+    let go = home.path().join("go");
+    let hold = format!("while [ ! -e '{}' ]; do sleep 0.02; done", go.display());
     let mut mine = Vec::new();
     for _ in 0..2 {
         let d = first
             .dispatch(DispatchRequest::background(
                 session.clone(),
-                spec(&[&["sleep", "1.5"]]),
+                spec(&[&sh(&hold)]),
             ))
             .await
             .expect("dispatches");
@@ -184,7 +228,7 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
     }
     let exe = std::env::current_exe().expect("test binary");
     let output = tokio::task::spawn_blocking(move || {
-        Command::new(exe)
+        let mut second = Command::new(exe)
             .args([
                 "--exact",
                 "second_process_role",
@@ -192,14 +236,26 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
                 "--test-threads=1",
             ])
             .env(ROLE, home.path())
-            .output()
-            .map(|o| (o, home))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("second process starts");
+        // Read until both of its units are admitted, then free the slots.
+        let mut stdout = String::new();
+        let mut lines = BufReader::new(second.stdout.take().expect("stdout"));
+        while stdout.matches("ADMITTED").count() < 2 {
+            if lines.read_line(&mut stdout).expect("read") == 0 {
+                break;
+            }
+        }
+        std::fs::write(&go, b"").expect("release the first process's children");
+        lines.read_to_string(&mut stdout).expect("read");
+        let output = second.wait_with_output().expect("second process ends");
+        (output, stdout, home)
     })
     .await
-    .expect("joins")
-    .expect("second process runs");
-    let (output, home) = output;
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    .expect("joins");
+    let (output, stdout, home) = output;
     assert!(
         output.status.success(),
         "second process failed:\n{stdout}\n{}",

@@ -291,7 +291,9 @@ impl Host {
                     outcomes,
                 });
             }
-            if unit.status != UnitStatus::Queued || unit.host != Some(me) {
+            // Queued for this host, or started here a moment ago (the ledger records the start
+            // before the launch registers it): wait for the launch.
+            if unit.host != Some(me) {
                 return None;
             }
             let sweep = self.inner.ctx.config.sweep_interval;
