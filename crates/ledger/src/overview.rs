@@ -41,9 +41,12 @@ pub struct Overview {
 pub struct Census {
     /// The live state (no recent units: `units` has them all).
     pub live: Overview,
-    /// Every unit the ledger keeps (retention purges older ones), newest first.
+    /// The id of every unit the ledger keeps (retention purges older ones), oldest first.
+    pub ids: Vec<DelegationId>,
+    /// Those units, newest first, but for the ones the caller said it holds already
+    /// ([`Ledger::census_except`]).
     pub units: Vec<Delegation>,
-    /// Every event of those units.
+    /// Every event of the units in `units`.
     pub events: Vec<Event>,
 }
 
@@ -67,13 +70,32 @@ impl Ledger {
 
     /// The live state, every unit kept and every event kept: one read.
     pub fn census(&self) -> Result<Census> {
+        self.census_except(&|_| false)
+    }
+
+    /// As [`Ledger::census`], but without the units (and their events) for which `held` is
+    /// true: a caller that keeps what it counted of units that can no longer change (ended,
+    /// every event delivered or dropped) reads only the others, plus every id, so that it can
+    /// tell which of its own were purged. One read.
+    pub fn census_except(&self, held: &(dyn Fn(&DelegationId) -> bool + Sync)) -> Result<Census> {
         self.read(|r| {
             let live = live(r)?;
-            let units = r.recent_units(None, usize::MAX)?;
-            let ids: Vec<DelegationId> = units.iter().map(|u| u.id.clone()).collect();
-            let events = r.events_of(&ids)?;
+            let ids: Vec<DelegationId> = r
+                .unit_ids()?
+                .into_iter()
+                .filter_map(|id| id.parse().ok())
+                .collect();
+            let wanted: Vec<DelegationId> = ids.iter().filter(|id| !held(id)).cloned().collect();
+            let mut units = r.delegations_of(&wanted)?;
+            units.sort_by(|a, b| {
+                b.dispatched_at
+                    .cmp(&a.dispatched_at)
+                    .then_with(|| b.id.cmp(&a.id))
+            });
+            let events = r.events_of(&wanted)?;
             Ok(Census {
                 live,
+                ids,
                 units,
                 events,
             })

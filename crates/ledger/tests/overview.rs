@@ -76,3 +76,27 @@ fn the_overview_gives_each_unit_its_own_children_stalls_and_events() {
     assert!(census.live.recent.is_empty());
     assert_eq!(census.live.running.len(), 2);
 }
+
+#[test]
+fn a_census_except_the_held_units_lists_every_id_and_reads_only_the_others() {
+    let f = fixture();
+    let l = &f.ledger;
+    let ids: Vec<DelegationId> = (0..4).map(|_| unit(l, 1)).collect();
+    let host = registered_host(l, 42);
+    l.child_started(owner(l, &ids[3]), &ids[3], 0, host, T0)
+        .expect("started");
+    finish(l, &ids[3], 0, T0.plus_ms(5));
+    let held = [&ids[0], &ids[2]];
+    let census = l.census_except(&|id| held.contains(&id)).expect("census");
+    let mut listed = census.ids.clone();
+    listed.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(listed, all, "every id, held or not");
+    let read: Vec<&DelegationId> = census.units.iter().map(|u| &u.id).collect();
+    assert_eq!(read.len(), 2);
+    assert!(read.contains(&&ids[1]) && read.contains(&&ids[3]));
+    assert_eq!(census.events.len(), 1, "the events of the units read only");
+    assert_eq!(census.events[0].delegation_id, ids[3]);
+    assert_eq!(l.census().expect("census").units.len(), 4);
+}

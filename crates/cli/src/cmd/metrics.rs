@@ -12,7 +12,9 @@ pub fn run() -> anyhow::Result<Code> {
     crate::metrics::process::install();
     let home = Home::load()?;
     let ledger = home.ledger()?;
-    let text = crate::metrics::process::snapshot(&ledger, &Limits::from_settings(&home.settings))?;
+    let limits = Limits::from_settings(&home.settings);
+    let mut tally = crate::metrics::tally::Tally::default();
+    let text = crate::metrics::process::snapshot(&ledger, &limits, &mut tally)?;
     output::print(&text)?;
     Ok(Code::Ok)
 }

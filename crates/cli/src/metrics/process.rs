@@ -2,12 +2,13 @@
 //! commits (the ledger times them; the histogram lives here) and its hosts' failed lease
 //! renewals (counted by the registry).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ledger::{Host, Ledger, Liveness as _};
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::render::{self, ProcessCounts};
+use super::tally::{Part, Tally};
 use crate::home::now;
 use crate::top::model::Limits;
 
@@ -34,17 +35,31 @@ pub fn counts() -> ProcessCounts {
     }
 }
 
-/// The metrics of `ledger` now: one read, then rendering.
-pub fn snapshot(ledger: &Ledger, limits: &Limits) -> anyhow::Result<String> {
-    let census = ledger.census()?;
+/// The metrics of `ledger` now: one read, then rendering. `tally` holds what earlier calls
+/// counted of units that can no longer change (a fresh one reads every unit).
+pub fn snapshot(ledger: &Ledger, limits: &Limits, tally: &mut Tally) -> anyhow::Result<String> {
+    let census = ledger.census_except(&|id| tally.holds(id))?;
+    let open = tally.absorb(&census);
+    let parts: Vec<&Part> = tally.parts().chain(&open).collect();
     let reaper = registry::OsReaper::new();
     let here = reaper.locality();
     let at = now();
     let dead = |h: &Host| h.is_dead(&here, at, &|p| reaper.is_alive(p));
-    Ok(render::render(&census, at, limits, &dead, &counts()))
+    Ok(render::render(
+        &census,
+        &parts,
+        at,
+        limits,
+        &dead,
+        &counts(),
+    ))
 }
 
-/// A source of metrics text for the endpoint.
+/// A source of metrics text for the endpoint; it keeps its tally between scrapes.
 pub fn source(ledger: Arc<Ledger>, limits: Limits) -> super::serve::Source {
-    Arc::new(move || snapshot(&ledger, &limits))
+    let tally = Mutex::new(Tally::default());
+    Arc::new(move || {
+        let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
+        snapshot(&ledger, &limits, &mut tally)
+    })
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use ledger::{Census, ChildStatus, EventState, Host, Timestamp, UnitStatus};
+use ledger::{Census, EventState, Host, Timestamp, UnitStatus};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -17,6 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::tally::Part;
 use crate::top::model::{self, Limits};
 
 type Labels = Vec<(&'static str, String)>;
@@ -54,18 +55,20 @@ pub struct ProcessCounts {
     pub commits: Option<Histogram>,
 }
 
-/// The text exposition of `census` at `now`.
+/// The text exposition at `now` of `census` (its live state and open events) and `parts`
+/// (what every kept unit adds, [`super::tally`]).
 pub fn render(
     census: &Census,
+    parts: &[&Part],
     now: Timestamp,
     limits: &Limits,
     dead: &dyn Fn(&Host) -> bool,
     process: &ProcessCounts,
 ) -> String {
     let mut registry = Registry::with_prefix("hermes");
-    gauges(&mut registry, census, now, limits, dead);
-    counters(&mut registry, census, process);
-    histograms(&mut registry, census, process);
+    gauges(&mut registry, census, parts, now, limits, dead);
+    counters(&mut registry, parts, process);
+    histograms(&mut registry, parts, process);
     let mut text = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut text, &registry);
@@ -82,16 +85,21 @@ fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+fn by_status(parts: &[&Part], status: UnitStatus) -> usize {
+    parts.iter().filter(|p| p.status == status).count()
+}
+
 fn gauges(
     registry: &mut Registry,
     census: &Census,
+    parts: &[&Part],
     now: Timestamp,
     limits: &Limits,
     dead: &dyn Fn(&Host) -> bool,
 ) {
     let units = family(registry, "units", "Units the ledger keeps, by status");
     for status in UNIT_STATUSES {
-        let n = census.units.iter().filter(|u| u.status == status).count();
+        let n = by_status(parts, status);
         units
             .get_or_create(&vec![("status", status.as_str().to_owned())])
             .set(count(n));
@@ -181,13 +189,13 @@ fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
     registry.register(name, help, counter);
 }
 
-fn counters(registry: &mut Registry, census: &Census, process: &ProcessCounts) {
-    let units = &census.units;
+fn counters(registry: &mut Registry, parts: &[&Part], process: &ProcessCounts) {
+    let sum = |f: fn(&Part) -> u64| parts.iter().map(|p| f(p)).sum::<u64>();
     counter(
         registry,
         "dispatches",
         "Units dispatched",
-        units.len() as u64,
+        parts.len() as u64,
     );
     let completions = Family::<Labels, Counter>::default();
     registry.register(
@@ -196,62 +204,39 @@ fn counters(registry: &mut Registry, census: &Census, process: &ProcessCounts) {
         completions.clone(),
     );
     for status in UNIT_STATUSES.into_iter().filter(|s| s.is_terminal()) {
-        let n = units.iter().filter(|u| u.status == status).count();
         completions
             .get_or_create(&vec![("status", status.as_str().to_owned())])
-            .inc_by(n as u64);
+            .inc_by(by_status(parts, status) as u64);
     }
-    let outcomes = || census.events.iter().flat_map(|e| e.payload.outcomes());
-    let ended = |status: ChildStatus| outcomes().filter(|o| o.status == status).count() as u64;
     counter(
         registry,
         "stalls",
         "Children stopped as stalled",
-        ended(ChildStatus::Stalled),
+        sum(|p| p.stalls),
     );
     counter(
         registry,
         "timeouts",
         "Children stopped at their timeout",
-        ended(ChildStatus::Timeout),
+        sum(|p| p.timeouts),
     );
-    let events = &census.events;
-    let delivered = events
-        .iter()
-        .filter(|e| e.state == EventState::Delivered)
-        .count();
     counter(
         registry,
         "deliveries",
         "Events delivered (acked)",
-        delivered as u64,
+        sum(|p| p.deliveries),
     );
-    // Every claim but the one that was acked, or still holds, ended without an ack.
-    let lost: u64 = events
-        .iter()
-        .map(|e| {
-            let live = u32::from(matches!(
-                e.state,
-                EventState::Delivered | EventState::Claimed
-            ));
-            u64::from(e.attempts.saturating_sub(live))
-        })
-        .sum();
     counter(
         registry,
         "claim_losses",
         "Claims that ended without an ack (released, expired or fenced by a newer claim)",
-        lost,
+        sum(|p| p.claim_losses),
     );
-    let recovered = units
-        .iter()
-        .filter(|u| u.status == UnitStatus::Unknown)
-        .count();
     counter(
         registry,
         "recoveries",
         "Units finalized by recovery after their host died",
-        recovered as u64,
+        by_status(parts, UnitStatus::Unknown) as u64,
     );
     counter(
         registry,
@@ -261,16 +246,10 @@ fn counters(registry: &mut Registry, census: &Census, process: &ProcessCounts) {
     );
 }
 
-fn histograms(registry: &mut Registry, census: &Census, process: &ProcessCounts) {
+fn histograms(registry: &mut Registry, parts: &[&Part], process: &ProcessCounts) {
     let lag = Histogram::new(wait_buckets());
-    for e in census
-        .events
-        .iter()
-        .filter(|e| e.state == EventState::Delivered)
-    {
-        if let Some(at) = e.delivered_at {
-            lag.observe(at.ms_since(e.published_at) as f64 / 1000.0);
-        }
+    for seconds in parts.iter().flat_map(|p| &p.lags) {
+        lag.observe(*seconds);
     }
     registry.register_with_unit(
         "delivery_lag",
@@ -279,10 +258,8 @@ fn histograms(registry: &mut Registry, census: &Census, process: &ProcessCounts)
         lag,
     );
     let wait = Histogram::new(wait_buckets());
-    for u in &census.units {
-        if let Some(started) = u.started_at {
-            wait.observe(started.ms_since(u.dispatched_at) as f64 / 1000.0);
-        }
+    for seconds in parts.iter().filter_map(|p| p.start_wait) {
+        wait.observe(seconds);
     }
     registry.register_with_unit(
         "start_wait",

@@ -126,6 +126,23 @@ pub(crate) trait ReadTx {
     fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>>;
     /// A counter of the ledger's metadata (`META_*`).
     fn meta(&self, key: &str) -> Result<Option<u64>>;
+    /// The ids of every unit kept, oldest dispatch first (no record is decoded).
+    fn unit_ids(&self) -> Result<Vec<String>> {
+        Ok(self
+            // Beyond any time, and within every backend's integers.
+            .units_before(Timestamp(i64::MAX as u64))?
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect())
+    }
+    /// The units of `ids` that exist, in no particular order; as [`ReadTx::children_of`].
+    fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<Delegation>> {
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(self.delegation(id.as_str())?);
+        }
+        Ok(out)
+    }
     /// The children of every unit of `ids`, by unit then index (whole-ledger views). A backend
     /// where every read is a round trip answers in one query instead of one per unit.
     fn children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {

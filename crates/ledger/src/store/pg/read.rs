@@ -218,6 +218,22 @@ impl ReadTx for Tx<'_, '_> {
         Ok(rows.first().map(|row| uint(row.get(0))))
     }
 
+    fn unit_ids(&self) -> Result<Vec<String>> {
+        let rows = self.query(
+            "SELECT id FROM hermes_units ORDER BY dispatched_at, id",
+            &[],
+        )?;
+        Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect())
+    }
+
+    fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<Delegation>> {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        self.units(
+            "SELECT record FROM hermes_units WHERE id = ANY($1)",
+            &[&ids],
+        )
+    }
+
     fn children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         let out: Vec<Child> = self

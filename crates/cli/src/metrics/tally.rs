@@ -1,0 +1,256 @@
+//! What each kept unit adds to the counters and histograms, and what a long-lived `/metrics`
+//! endpoint keeps of it between scrapes.
+//!
+//! A unit that has ended and whose every event is delivered or dropped can no longer change
+//! (until retention purges it), so its [`Part`] is computed once and held; each scrape reads
+//! only the other units ([`ledger::Ledger::census_except`]) and the ids of all, to forget the
+//! purged ones. A scrape of a ledger with 10,000 settled units then decodes none of them.
+
+use std::collections::{HashMap, HashSet};
+
+use ledger::{Census, ChildStatus, Delegation, DelegationId, Event, EventState, UnitStatus};
+
+/// What one unit adds to the counters and histograms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    /// Its status.
+    pub status: UnitStatus,
+    /// Seconds from its dispatch to its start, once started.
+    pub start_wait: Option<f64>,
+    /// Its children stopped as stalled.
+    pub stalls: u64,
+    /// Its children stopped at their timeout.
+    pub timeouts: u64,
+    /// Its events delivered (acked).
+    pub deliveries: u64,
+    /// Its claims that ended without an ack.
+    pub claim_losses: u64,
+    /// Seconds from publication to ack, of each delivered event.
+    pub lags: Vec<f64>,
+}
+
+impl Part {
+    /// What `unit`, with its `events`, adds.
+    pub fn of(unit: &Delegation, events: &[&Event]) -> Part {
+        let outcomes = || events.iter().flat_map(|e| e.payload.outcomes());
+        let ended = |status: ChildStatus| outcomes().filter(|o| o.status == status).count() as u64;
+        let delivered = || events.iter().filter(|e| e.state == EventState::Delivered);
+        Part {
+            status: unit.status,
+            start_wait: unit
+                .started_at
+                .map(|at| at.ms_since(unit.dispatched_at) as f64 / 1000.0),
+            stalls: ended(ChildStatus::Stalled),
+            timeouts: ended(ChildStatus::Timeout),
+            deliveries: delivered().count() as u64,
+            // Every claim but the one that was acked, or still holds, ended without an ack.
+            claim_losses: events
+                .iter()
+                .map(|e| {
+                    let live = u32::from(matches!(
+                        e.state,
+                        EventState::Delivered | EventState::Claimed
+                    ));
+                    u64::from(e.attempts.saturating_sub(live))
+                })
+                .sum(),
+            lags: delivered()
+                .filter_map(|e| e.delivered_at.map(|at| at.ms_since(e.published_at)))
+                .map(|ms| ms as f64 / 1000.0)
+                .collect(),
+        }
+    }
+}
+
+/// Whether a unit with these events can no longer change.
+fn settled(unit: &Delegation, events: &[&Event]) -> bool {
+    unit.status.is_terminal() && events.iter().all(|e| e.state.is_terminal())
+}
+
+/// The parts of the settled units seen so far.
+#[derive(Debug, Default)]
+pub struct Tally {
+    held: HashMap<DelegationId, Part>,
+}
+
+impl Tally {
+    /// Whether the part of `id` is held (the census need not read it).
+    pub fn holds(&self, id: &DelegationId) -> bool {
+        self.held.contains_key(id)
+    }
+
+    /// Takes in a census read with [`Tally::holds`]: forgets the purged units, holds the
+    /// newly settled ones, and returns the parts of the units that may still change.
+    pub fn absorb(&mut self, census: &Census) -> Vec<Part> {
+        // Every id the census lists is either held or read: more held than that means some
+        // held units were purged.
+        if self.held.len() > census.ids.len().saturating_sub(census.units.len()) {
+            let kept: HashSet<&DelegationId> = census.ids.iter().collect();
+            self.held.retain(|id, _| kept.contains(id));
+        }
+        let mut events: HashMap<&DelegationId, Vec<&Event>> = HashMap::new();
+        for e in &census.events {
+            events.entry(&e.delegation_id).or_default().push(e);
+        }
+        let mut open = Vec::new();
+        for unit in &census.units {
+            let of = events.get(&unit.id).map_or(&[][..], Vec::as_slice);
+            let part = Part::of(unit, of);
+            if settled(unit, of) {
+                self.held.insert(unit.id.clone(), part);
+            } else {
+                open.push(part);
+            }
+        }
+        open
+    }
+
+    /// Every held part.
+    pub fn parts(&self) -> impl Iterator<Item = &Part> {
+        self.held.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::render::{self, ProcessCounts};
+    use crate::top::model::Limits;
+    use ledger::{
+        Capacity, Channel, ChildOutcome, DispatchSpec, HostId, Ledger, LedgerConfig, NewDelegation,
+        ProcessId, TaskSpec, Timestamp,
+    };
+
+    const AT: Timestamp = Timestamp(1_000_000);
+
+    fn inline(ledger: &Ledger, goal: &str) -> DelegationId {
+        let task = TaskSpec::new(goal, vec!["true".into()]);
+        let new = NewDelegation {
+            session: None,
+            channel: Channel::Inline,
+            spec: DispatchSpec::new(goal, vec![task]),
+            host: None,
+            transcript_root: None,
+        };
+        let roomy = Capacity {
+            max_running: 10,
+            max_queued: 10,
+        };
+        ledger
+            .dispatch(new, roomy, AT)
+            .expect("dispatch")
+            .delegation
+            .id
+    }
+
+    fn finish(ledger: &Ledger, id: &DelegationId) {
+        let outcome = ChildOutcome {
+            exit_code: Some(0),
+            started_at: Some(AT),
+            ..ChildOutcome::new(0, "goal", ChildStatus::Completed, Timestamp(AT.0 + 500))
+        };
+        ledger
+            .finish_child(HostId(0), id, outcome, Timestamp(AT.0 + 500))
+            .expect("finish");
+    }
+
+    /// How many units a scrape with `tally` read, and the lines it rendered, sorted (a
+    /// family's series come in no fixed order).
+    fn scrape(ledger: &Ledger, tally: &mut Tally) -> (usize, Vec<String>) {
+        let census = ledger.census_except(&|id| tally.holds(id)).expect("census");
+        let open = tally.absorb(&census);
+        let parts: Vec<&Part> = tally.parts().chain(&open).collect();
+        let limits = Limits::from_settings(&settings::Settings::default());
+        let text = render::render(
+            &census,
+            &parts,
+            Timestamp(AT.0 + 5_000),
+            &limits,
+            &|_| false,
+            &ProcessCounts::default(),
+        );
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines.sort();
+        (census.units.len(), lines)
+    }
+
+    fn has(lines: &[String], line: &str) -> bool {
+        lines.iter().any(|l| l == line)
+    }
+
+    #[test]
+    fn a_warm_tally_reads_only_what_can_change_and_renders_what_a_cold_read_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ledger =
+            Ledger::open(&dir.path().join("ledger.redb"), LedgerConfig::default()).expect("open");
+        let delivered = inline(&ledger, "delivered");
+        finish(&ledger, &delivered);
+        ledger
+            .settle_inline(&delivered, Timestamp(AT.0 + 900))
+            .expect("settle");
+        let pending = inline(&ledger, "pending");
+        finish(&ledger, &pending);
+        let running = inline(&ledger, "running");
+        let child = ProcessId {
+            pid: 4242,
+            start_time: 1,
+        };
+        ledger
+            .child_started(HostId(0), &running, 0, child, AT)
+            .expect("start");
+
+        let mut warm = Tally::default();
+        assert_eq!(
+            scrape(&ledger, &mut warm).0,
+            3,
+            "the first scrape reads every unit"
+        );
+        assert!(warm.holds(&delivered));
+        assert!(!warm.holds(&pending) && !warm.holds(&running));
+        let (read, text) = scrape(&ledger, &mut warm);
+        assert_eq!(read, 2, "the settled unit is not read again");
+        assert_eq!(text, scrape(&ledger, &mut Tally::default()).1);
+        assert!(has(&text, "hermes_deliveries_total 1"), "{text:?}");
+        assert!(has(&text, "hermes_dispatches_total 3"), "{text:?}");
+        assert!(
+            has(&text, "hermes_delivery_lag_seconds_count 1"),
+            "{text:?}"
+        );
+
+        // Once its result is shown, the pending unit settles too, and its delivery counts.
+        ledger
+            .settle_inline(&pending, Timestamp(AT.0 + 1_000))
+            .expect("settle");
+        let (read, text) = scrape(&ledger, &mut warm);
+        assert_eq!(read, 2, "read once more, as it settled");
+        assert!(warm.holds(&pending));
+        assert!(has(&text, "hermes_deliveries_total 2"), "{text:?}");
+        assert_eq!(
+            scrape(&ledger, &mut warm).0,
+            1,
+            "only the running unit is read"
+        );
+        assert_eq!(
+            scrape(&ledger, &mut warm).1,
+            scrape(&ledger, &mut Tally::default()).1
+        );
+    }
+
+    #[test]
+    fn purged_units_are_forgotten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ledger =
+            Ledger::open(&dir.path().join("ledger.redb"), LedgerConfig::default()).expect("open");
+        let id = inline(&ledger, "done");
+        finish(&ledger, &id);
+        ledger.settle_inline(&id, AT).expect("settle");
+        let mut tally = Tally::default();
+        scrape(&ledger, &mut tally);
+        assert_eq!(tally.parts().count(), 1);
+        // A census after retention purged it lists no such id.
+        let open = tally.absorb(&Census::default());
+        assert!(open.is_empty());
+        assert_eq!(tally.parts().count(), 0);
+        assert!(!tally.holds(&id));
+    }
+}
