@@ -359,7 +359,7 @@ pub struct HookEventArgs {
 
 #[derive(Debug, Args)]
 pub struct HookInstallArgs {
-    /// The agent CLI (`claude`).
+    /// The agent CLI: claude, codex, gemini, copilot, cursor or cline.
     #[arg(value_name = "AGENT")]
     pub agent: String,
     /// Print the settings instead of writing them.
@@ -376,6 +376,10 @@ pub struct HookInstallArgs {
     /// (`.claude/settings.local.json`), with the absolute path.
     #[arg(long)]
     pub local: bool,
+    /// Write the agent's user-level configuration (under your home directory) instead of the
+    /// project's, where the agent has one.
+    #[arg(long, conflicts_with = "local")]
+    pub user: bool,
 }
 
 #[derive(Debug, Args)]

@@ -46,13 +46,14 @@ impl HookInput {
             session_id_malformed: value
                 .get(agent.session_field())
                 .is_some_and(|v| !v.is_string()),
-            subagent: value
-                .get(agent.subagent_field())
+            subagent: agent
+                .subagent_field()
+                .and_then(|f| value.get(f))
                 .is_some_and(|v| !v.is_null() && v.as_str() != Some("")),
             start: Some(agent.start(value)),
             stop_active: agent.stop_active(value),
             event_name: value
-                .get("hook_event_name")
+                .get(agent.event_field())
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         }
