@@ -50,6 +50,21 @@ fn simplify(value: Value, defs: &Map<String, Value>, depth: usize) -> Value {
                 .collect(),
         ),
         Value::Object(mut o) => {
+            for key in ["anyOf", "oneOf"] {
+                if let Some(Value::Array(options)) = o.remove(key) {
+                    let mut kept: Vec<Value> =
+                        options.into_iter().filter(|v| !is_null(v)).collect();
+                    if kept.len() == 1 {
+                        if let Value::Object(only) = kept.remove(0) {
+                            for (k, v) in only {
+                                o.entry(k).or_insert(v);
+                            }
+                        }
+                    } else {
+                        o.insert(key.to_owned(), Value::Array(kept));
+                    }
+                }
+            }
             if let Some(Value::String(r)) = o.get("$ref").cloned()
                 && let Some(target) = r.rsplit('/').next().and_then(|n| defs.get(n))
                 && depth < MAX_DEPTH
@@ -65,21 +80,6 @@ fn simplify(value: Value, defs: &Map<String, Value>, depth: usize) -> Value {
                     inlined.insert(k, v);
                 }
                 o = inlined;
-            }
-            for key in ["anyOf", "oneOf"] {
-                if let Some(Value::Array(options)) = o.remove(key) {
-                    let mut kept: Vec<Value> =
-                        options.into_iter().filter(|v| !is_null(v)).collect();
-                    if kept.len() == 1 {
-                        if let Value::Object(only) = kept.remove(0) {
-                            for (k, v) in only {
-                                o.entry(k).or_insert(v);
-                            }
-                        }
-                    } else {
-                        o.insert(key.to_owned(), Value::Array(kept));
-                    }
-                }
             }
             if let Some(Value::Array(types)) = o.get("type").cloned() {
                 let kept: Vec<Value> = types.into_iter().filter(|t| t != "null").collect();
