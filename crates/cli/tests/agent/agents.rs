@@ -115,7 +115,9 @@ pub fn delivers_once(spec: &Spec) {
     match spec.tool {
         Some(_) => assert!(inject.get("note").is_none(), "{inject}"),
         None => assert!(
-            inject["note"].as_str().is_some_and(|n| n.contains("after_turn")),
+            inject["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("after_turn")),
             "{} has no tool boundary: the answer says inject becomes after_turn: {inject}",
             spec.name
         ),
@@ -125,12 +127,18 @@ pub fn delivers_once(spec: &Spec) {
     wait_ready(&h, &id(&after));
     if let Some(tool) = spec.tool {
         let text = installed.fire(&mut agent, spec, tool, "conv-1");
-        assert!(text.contains("inject-out") && !text.contains("after-out"), "{text}");
+        assert!(
+            text.contains("inject-out") && !text.contains("after-out"),
+            "{text}"
+        );
         assert_eq!(installed.fire(&mut agent, spec, tool, "conv-1"), "");
     }
     let turn = spec.turn.or(spec.stop).expect("a turn boundary");
     let text = installed.fire(&mut agent, spec, turn, "conv-1");
-    assert!(text.contains(&id(&after)) && text.contains("after-out"), "{text}");
+    assert!(
+        text.contains(&id(&after)) && text.contains("after-out"),
+        "{text}"
+    );
     assert_eq!(text.contains("inject-out"), spec.tool.is_none(), "{text}");
     assert_eq!(installed.fire(&mut agent, spec, turn, "conv-1"), "");
     if let (Some(_), Some(stop)) = (spec.turn, spec.stop) {
@@ -142,12 +150,25 @@ pub fn delivers_once(spec: &Spec) {
     }
     let results = agent.tool("delegation_results", json!({}));
     assert!(
-        results["text"].as_str().is_some_and(|t| t.starts_with("No delegation results")),
+        results["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("No delegation results")),
         "delivered once: {results}"
     );
     let bad = agent.exec(&(spec.hook_argv)(installed.project.path(), turn), "{");
     assert_eq!(bad["code"], spec.fail_code, "{bad}");
-    assert!(bad["stderr"].as_str().is_some_and(|e| e.starts_with("hermes: ")), "{bad}");
+    assert!(
+        bad["stderr"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("hermes: ")),
+        "{bad}"
+    );
+    if spec.fail_code == 0 {
+        // The agent takes any other code as "block": hermes answers "go on" instead.
+        let go_on: Value =
+            serde_json::from_str(bad["stdout"].as_str().unwrap_or("")).expect("JSON");
+        assert_eq!(go_on, json!({"cancel": false}), "{bad}");
+    }
     let sessions = || h.json(&["session", "list", "--json"]);
     let state = |s: &Value| {
         s["sessions"]
@@ -174,7 +195,10 @@ pub fn side_by_side(spec: &Spec) {
     installed.fire(&mut b, spec, spec.start, "conv-b");
     let da = dispatch(&mut a, "a", "from-a", "after_turn");
     let db = dispatch(&mut b, "b", "from-b", "after_turn");
-    assert_eq!((da["session"].clone(), db["session"].clone()), (json!("conv-a"), json!("conv-b")));
+    assert_eq!(
+        (da["session"].clone(), db["session"].clone()),
+        (json!("conv-a"), json!("conv-b"))
+    );
     wait_ready(&h, &id(&da));
     wait_ready(&h, &id(&db));
     let turn = spec.turn.or(spec.stop).expect("a turn boundary");
@@ -189,7 +213,10 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     let mut todo = vec![dir.to_owned()];
     while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir").map_while(Result::ok) {
+        for entry in std::fs::read_dir(&d)
+            .expect("read dir")
+            .map_while(Result::ok)
+        {
             let path = entry.path();
             if path.is_dir() {
                 todo.push(path);
@@ -228,12 +255,24 @@ pub fn install_keeps_and_repeats(spec: &Spec) {
     assert!(all.contains(env!("CARGO_BIN_EXE_hermes")), "{all}");
     let second = install(&h, spec, p, home.path(), &[]);
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert_eq!(snapshot(p), once, "{}: installing twice changes nothing", spec.name);
-    assert!(snapshot(home.path()).is_empty(), "a project install writes no user file");
+    assert_eq!(
+        snapshot(p),
+        once,
+        "{}: installing twice changes nothing",
+        spec.name
+    );
+    assert!(
+        snapshot(home.path()).is_empty(),
+        "a project install writes no user file"
+    );
     let user = install(&h, spec, p, home.path(), &["--user"]);
     assert_eq!(user.code, 0, "{}", user.stderr);
     let wrote = snapshot(home.path());
-    assert!(wrote.contains_key(&home.path().join(spec.user_file)), "{:?}", wrote.keys());
+    assert!(
+        wrote.contains_key(&home.path().join(spec.user_file)),
+        "{:?}",
+        wrote.keys()
+    );
 }
 
 macro_rules! agent_tests {
