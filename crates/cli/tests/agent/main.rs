@@ -13,5 +13,6 @@ mod client;
 mod fixtures;
 mod fuzz;
 mod hooks;
+mod inspector;
 mod mcp;
 mod standin;
