@@ -38,6 +38,15 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
             ),
         ));
     };
+    if args.local && agent.name() != "claude" {
+        return Err(fail(
+            Code::Usage,
+            format!(
+                "--local writes Claude Code's .claude/settings.local.json; {} has no such file (use --user for its user-level configuration)",
+                agent.name()
+            ),
+        ));
+    }
     let project = match &args.project {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot find the current directory")?,

@@ -11,7 +11,7 @@ use super::tools::{Tools, blocking, ok_json, tool_error};
 use crate::reports;
 
 /// What the dispatch answer says when no hook of the conversation has reached hermes.
-pub const NO_BINDING: &str = "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install claude)";
+pub const NO_BINDING: &str = "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install claude, codex, gemini, copilot, cursor or cline)";
 
 /// What the dispatch answer says when the agent has no tool boundary for `inject`.
 fn inject_note(agent: &str) -> String {

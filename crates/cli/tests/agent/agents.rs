@@ -319,3 +319,72 @@ fn a_users_cline_script_under_a_hermes_name_is_refused_and_nothing_written() {
     assert!(run.stderr.contains("UserPromptSubmit"), "{}", run.stderr);
     assert_eq!(snapshot(project.path()).len(), 1, "nothing written");
 }
+
+/// Bad names and flags are refused with one line: an unknown agent, a hook event the agent
+/// does not have, `--local` (Claude Code's file) for another agent, `--user` without a home.
+#[test]
+fn unknown_agents_events_and_flags_are_refused_with_one_line() {
+    let h = Hermes::new();
+    let project = tempfile::tempdir().expect("project");
+    let p = project.path().to_str().expect("utf-8");
+    let run = h.run(&["hook", "install", "aider", "--project", p]);
+    run.assert_one_error_line(2);
+    assert!(
+        run.stderr
+            .contains("claude, codex, gemini, copilot, cursor, cline"),
+        "{}",
+        run.stderr
+    );
+    let run = h.run(&["hook", "install", "codex", "--project", p, "--local"]);
+    run.assert_one_error_line(2);
+    let run = h.run_env(
+        &["hook", "install", "gemini", "--project", p, "--user"],
+        &[("HOME", "")],
+    );
+    run.assert_one_error_line(2);
+    assert!(snapshot(project.path()).is_empty(), "nothing written");
+    // Copilot runs no hook after a tool call: hermes has none for it, and says so (exit 1,
+    // which Copilot logs and skips).
+    let mut c = h.command(&["hook", "post-tool-use", "--agent", "copilot"]);
+    let out = c
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("hermes runs");
+    Run::from(out).assert_one_error_line(1);
+    let mut c = h.command(&["hook", "stop", "--agent", "nobody"]);
+    Run::from(c.output().expect("hermes runs")).assert_one_error_line(1);
+}
+
+/// `--user` for Claude Code: the hooks in `~/.claude/settings.json`, the server in
+/// `~/.claude.json` (user scope, no `enabledMcpjsonServers`).
+#[test]
+fn claude_user_install_writes_under_home() {
+    let h = Hermes::new();
+    let project = tempfile::tempdir().expect("project");
+    let home = tempfile::tempdir().expect("home");
+    let run = h.run_env(
+        &[
+            "hook",
+            "install",
+            "claude",
+            "--user",
+            "--project",
+            project.path().to_str().expect("utf-8"),
+        ],
+        &[("HOME", home.path().to_str().expect("utf-8"))],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mcp: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.path().join(".claude.json")).expect("~/.claude.json"),
+    )
+    .expect("JSON");
+    assert_eq!(mcp["mcpServers"]["hermes"]["args"], json!(["mcp"]));
+    let settings =
+        std::fs::read_to_string(home.path().join(".claude/settings.json")).expect("settings");
+    assert!(
+        settings.contains("hook post-tool-use --agent claude"),
+        "{settings}"
+    );
+    assert!(!settings.contains("enabledMcpjsonServers"), "{settings}");
+    assert!(snapshot(project.path()).is_empty());
+}
