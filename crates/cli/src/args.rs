@@ -352,7 +352,8 @@ pub enum HookCommand {
 
 #[derive(Debug, Args)]
 pub struct HookEventArgs {
-    /// The agent CLI whose hook this is (its protocol: input fields, answer, budget).
+    /// The agent CLI whose hook this is (its protocol: input fields, answer, budget): claude,
+    /// codex, gemini, copilot, cursor or cline. The installed hooks always name it.
     #[arg(long, default_value = "claude", value_name = "NAME")]
     pub agent: String,
 }

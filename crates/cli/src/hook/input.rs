@@ -122,6 +122,49 @@ mod tests {
     }
 
     #[test]
+    fn each_agent_names_its_conversation_in_its_own_field() {
+        let read = |agent: &str, text: &str| {
+            HookInput::of(
+                find(agent).expect(agent),
+                &parse_one(text.as_bytes()).expect("parses"),
+            )
+        };
+        // Copilot's camelCase payload.
+        let copilot = read(
+            "copilot",
+            r#"{"sessionId":"c-1","timestamp":1704614400000,"cwd":"/p","source":"resume"}"#,
+        );
+        assert_eq!(
+            (copilot.session_id.as_deref(), copilot.start),
+            (Some("c-1"), Some(Start::Resume))
+        );
+        // Cline's task and hook name.
+        let cline = read(
+            "cline",
+            r#"{"hookName":"TaskResume","taskId":"t-1","clineVersion":"3"}"#,
+        );
+        assert_eq!(
+            (cline.session_id.as_deref(), cline.start),
+            (Some("t-1"), Some(Start::Resume))
+        );
+        assert_eq!(cline.event_name.as_deref(), Some("TaskResume"));
+        // Cursor's conversation and its stop loop count.
+        let cursor = read(
+            "cursor",
+            r#"{"conversation_id":"k-1","hook_event_name":"stop","loop_count":1}"#,
+        );
+        assert_eq!(cursor.session_id.as_deref(), Some("k-1"));
+        assert!(cursor.stop_active);
+        // A session_id means nothing to an agent that names its conversation otherwise.
+        assert_eq!(read("cline", r#"{"session_id":"s"}"#).session_id, None);
+        let gemini = read(
+            "gemini",
+            r#"{"session_id":"g","hook_event_name":"AfterAgent","stop_hook_active":true}"#,
+        );
+        assert!(gemini.stop_active && !gemini.subagent);
+    }
+
+    #[test]
     fn one_value_is_read_and_what_follows_is_left() {
         // A reader that would block after the object: it is never asked for more.
         struct Then<'a>(&'a [u8]);
