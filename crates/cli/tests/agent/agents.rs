@@ -388,3 +388,62 @@ fn claude_user_install_writes_under_home() {
     assert!(!settings.contains("enabledMcpjsonServers"), "{settings}");
     assert!(snapshot(project.path()).is_empty());
 }
+
+/// An agent without a session-end hook (Codex, Cline): the agent goes away, the session's
+/// host ends by idleness (`host.idle_exit_seconds`), the session stays open, and the resumed
+/// conversation — a new agent process — gets the result that was waiting.
+fn idle_sessions_keep_their_results_for_the_resume(
+    spec: &Spec,
+    resume: &str,
+    source: Option<&str>,
+) {
+    assert!(spec.end.is_none(), "{} has no session end", spec.name);
+    let h = Hermes::new();
+    let installed = Installed::new(&h, spec);
+    let mut first = installed.agent(&h, spec);
+    installed.fire(&mut first, spec, spec.start, "conv-r");
+    let unit = dispatch(&mut first, "slow", "kept-out", "after_turn");
+    wait_ready(&h, &id(&unit));
+    drop(first);
+    crate::common::wait_for(
+        std::time::Duration::from_secs(30),
+        "the idle host to exit",
+        || {
+            h.host_pids()
+                .iter()
+                .all(|pid| !crate::common::process_alive(*pid))
+                .then_some(())
+        },
+    );
+    let sessions = h.json(&["session", "list", "--json"]);
+    let conv = sessions["sessions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|s| s["id"] == "conv-r"))
+        .cloned()
+        .unwrap_or_default();
+    assert_ne!(conv["state"], "ended", "{sessions}");
+    let mut resumed = installed.agent(&h, spec);
+    let mut payload = (spec.payload)(resume, "conv-r");
+    if let Some(source) = source {
+        payload["source"] = json!(source);
+    }
+    let start = resumed.exec(
+        &(spec.hook_argv)(installed.project.path(), resume),
+        &payload.to_string(),
+    );
+    assert_eq!(start["code"], 0, "{start}");
+    let turn = spec.turn.or(spec.stop).expect("a turn boundary");
+    let text = installed.fire(&mut resumed, spec, turn, "conv-r");
+    assert!(text.contains("kept-out"), "{text}");
+    assert_eq!(installed.fire(&mut resumed, spec, turn, "conv-r"), "");
+}
+
+#[test]
+fn a_codex_session_ends_by_idleness_and_its_results_wait_for_the_resume() {
+    idle_sessions_keep_their_results_for_the_resume(&fx::CODEX, "SessionStart", Some("resume"));
+}
+
+#[test]
+fn a_cline_task_ends_by_idleness_and_its_results_wait_for_task_resume() {
+    idle_sessions_keep_their_results_for_the_resume(&fx::CLINE, "TaskResume", None);
+}
