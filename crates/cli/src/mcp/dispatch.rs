@@ -27,10 +27,16 @@ pub async fn background(
     mut spec: ledger::DispatchSpec,
 ) -> super::tools::ToolResult {
     let session = sessions.current.clone();
-    let fallback = (spec.delivery == ledger::DeliveryMode::Inject)
-        .then(|| tools.conversation.agent())
-        .flatten()
-        .filter(|agent| crate::hook::inject_falls_back(agent));
+    let fallback = if spec.delivery == ledger::DeliveryMode::Inject {
+        let conversation = tools.conversation.clone();
+        blocking(move || Ok(conversation.agent()))
+            .await
+            .ok()
+            .flatten()
+            .filter(|agent| crate::hook::inject_falls_back(agent))
+    } else {
+        None
+    };
     if fallback.is_some() {
         spec.delivery = ledger::DeliveryMode::AfterTurn;
     }
