@@ -22,8 +22,11 @@ fn inspector() -> &'static PathBuf {
     BIN.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-inspector");
         let bin = dir.join("node_modules/.bin/mcp-inspector");
+        std::fs::create_dir_all(&dir).expect("inspector dir");
+        // Another test process (the PostgreSQL run beside the redb one) may be installing it.
+        let lock = std::fs::File::create(dir.join(".install-lock")).expect("lock file");
+        lock.lock().expect("lock the inspector dir");
         if !bin.exists() {
-            std::fs::create_dir_all(&dir).expect("inspector dir");
             let out = Command::new("npm")
                 .args(["install", "--no-audit", "--no-fund", "--prefix"])
                 .arg(&dir)
@@ -36,6 +39,7 @@ fn inspector() -> &'static PathBuf {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        drop(lock);
         bin
     })
 }
