@@ -269,6 +269,35 @@ mod tests {
     }
 
     #[test]
+    fn every_profiles_agent_is_found_by_its_executable_name() {
+        let agents: Vec<&str> = crate::hook::agent_executables().collect();
+        // Node CLIs installed by npm run as `node /usr/local/bin/NAME`; Codex is a binary.
+        for (comm, exe, argv) in [
+            ("node", "node", &["node", "/usr/local/bin/gemini"][..]),
+            (
+                "node",
+                "node",
+                &["node", "/usr/local/bin/copilot", "--resume"][..],
+            ),
+            ("cline", "node", &["cline"][..]),
+            ("codex", "codex", &["codex", "resume"][..]),
+            ("cursor-agent", "node", &["cursor-agent"][..]),
+        ] {
+            let chain = [
+                p(1, "sh", "dash", &["sh", "-c", "hermes hook stop"]),
+                p(2, "npx", "node", &["npx", "hermes"]),
+                p(3, comm, exe, argv),
+                p(4, "zsh", "zsh", &["-zsh"]),
+            ];
+            assert_eq!(
+                find_agent(&chain, &agents).map(|p| p.pid),
+                Some(3),
+                "{argv:?}"
+            );
+        }
+    }
+
+    #[test]
     fn the_walk_reads_this_process_tree() {
         let me = std::process::id();
         let chain = ancestors(me, read_proc);

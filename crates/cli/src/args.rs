@@ -352,14 +352,15 @@ pub enum HookCommand {
 
 #[derive(Debug, Args)]
 pub struct HookEventArgs {
-    /// The agent CLI whose hook this is (its protocol: input fields, answer, budget).
+    /// The agent CLI whose hook this is (its protocol: input fields, answer, budget): claude,
+    /// codex, gemini, copilot, cursor or cline. The installed hooks always name it.
     #[arg(long, default_value = "claude", value_name = "NAME")]
     pub agent: String,
 }
 
 #[derive(Debug, Args)]
 pub struct HookInstallArgs {
-    /// The agent CLI (`claude`).
+    /// The agent CLI: claude, codex, gemini, copilot, cursor or cline.
     #[arg(value_name = "AGENT")]
     pub agent: String,
     /// Print the settings instead of writing them.
@@ -376,6 +377,10 @@ pub struct HookInstallArgs {
     /// (`.claude/settings.local.json`), with the absolute path.
     #[arg(long)]
     pub local: bool,
+    /// Write the agent's user-level configuration (under your home directory) instead of the
+    /// project's, where the agent has one.
+    #[arg(long, conflicts_with = "local")]
+    pub user: bool,
 }
 
 #[derive(Debug, Args)]

@@ -72,6 +72,10 @@ pub struct Binding {
     /// The session the server made before any hook ran, until a hook adopts it.
     #[serde(default)]
     pub provisional: Option<String>,
+    /// The agent profile the hooks named (`--agent`), so the server knows which boundaries
+    /// its agent offers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl Binding {
@@ -133,17 +137,26 @@ impl Bindings {
 
     /// A hook of `agent` names `session_id`: records it (see the module's documentation) and
     /// returns its conversation.
-    pub fn bind(&self, agent: ProcessId, session_id: &str, naming: Naming) -> anyhow::Result<Conv> {
+    /// `profile` is the agent profile the hook ran for (`claude`).
+    pub fn bind(
+        &self,
+        agent: ProcessId,
+        profile: &str,
+        session_id: &str,
+        naming: Naming,
+    ) -> anyhow::Result<Conv> {
         let fresh_enough =
             |c: &Conv| c.session == session_id && !(c.started_only && naming == Naming::Hook);
         if let Some(conv) = self
             .read(agent)
+            .filter(|b| b.agent.as_deref() == Some(profile))
             .and_then(|b| b.conversations.into_iter().find(|c| fresh_enough(c)))
         {
             return Ok(conv);
         }
         let _lock = self.lock()?;
         let mut binding = self.read(agent).unwrap_or_default();
+        binding.agent = Some(profile.to_owned());
         let conv = bind_in(&mut binding, session_id, naming);
         self.write(agent, &binding)?;
         self.prune_dead(agent);
@@ -364,7 +377,9 @@ mod tests {
             .resolve(agent(1), None, || "mcp-1".into())
             .expect("resolve"));
         assert_eq!(provisional, (vec!["mcp-1".to_owned()], false));
-        let conv = b.bind(agent(1), "conv-a", Naming::Hook).expect("bind");
+        let conv = b
+            .bind(agent(1), "claude", "conv-a", Naming::Hook)
+            .expect("bind");
         assert_eq!(names(&conv.sessions()), ["conv-a", "mcp-1"]);
         let seen = one(b
             .resolve(agent(1), None, || unreachable!())
@@ -377,11 +392,16 @@ mod tests {
         for (first, second) in [("random", "orig"), ("orig", "random")] {
             let home = tempfile::tempdir().expect("temp dir");
             let b = Bindings::new(home.path());
-            b.bind(agent(2), first, Naming::Start).expect("bind");
-            let conv = b.bind(agent(2), second, Naming::Start).expect("bind");
+            b.bind(agent(2), "claude", first, Naming::Start)
+                .expect("bind");
+            let conv = b
+                .bind(agent(2), "claude", second, Naming::Start)
+                .expect("bind");
             assert_eq!(names(&conv.sessions()), [second, first]);
             // Later hooks may name either id: still the one conversation.
-            let later = b.bind(agent(2), "orig", Naming::Hook).expect("bind");
+            let later = b
+                .bind(agent(2), "claude", "orig", Naming::Hook)
+                .expect("bind");
             assert_eq!(later.session, "orig");
             assert!(later.names("random"));
             assert_eq!(
@@ -396,9 +416,12 @@ mod tests {
     fn a_second_conversation_of_one_agent_is_kept_apart_and_the_server_must_choose() {
         let home = tempfile::tempdir().expect("temp dir");
         let b = Bindings::new(home.path());
-        b.bind(agent(3), "a", Naming::Start).expect("bind");
-        b.bind(agent(3), "a", Naming::Hook).expect("bind");
-        let second = b.bind(agent(3), "b", Naming::Start).expect("bind");
+        b.bind(agent(3), "claude", "a", Naming::Start)
+            .expect("bind");
+        b.bind(agent(3), "claude", "a", Naming::Hook).expect("bind");
+        let second = b
+            .bind(agent(3), "claude", "b", Naming::Start)
+            .expect("bind");
         assert_eq!(
             names(&second.sessions()),
             ["b"],
@@ -440,9 +463,10 @@ mod tests {
     fn a_cleared_conversation_starts_fresh() {
         let home = tempfile::tempdir().expect("temp dir");
         let b = Bindings::new(home.path());
-        b.bind(agent(4), "first", Naming::Start).expect("bind");
+        b.bind(agent(4), "claude", "first", Naming::Start)
+            .expect("bind");
         let after_clear = b
-            .bind(agent(4), "second", Naming::OtherStart)
+            .bind(agent(4), "claude", "second", Naming::OtherStart)
             .expect("bind");
         assert_eq!(names(&after_clear.sessions()), ["second"]);
     }

@@ -5,6 +5,11 @@
 //! name the conversation and a subagent, the shape of an answer, how many characters of an
 //! answer the agent keeps, and which files `hermes hook install NAME` writes. Everything else
 //! (binding, claiming, fitting, acknowledging) is written once, in `event.rs` and `deliver.rs`.
+//!
+//! What an agent lacks follows from its events: one without a tool boundary that can add
+//! context ([`has_tool_boundary`]) gets `inject` results at its next turn boundary, and the
+//! dispatch answer says so; one without a session end ([`has_session_end`]) leaves its
+//! sessions to end by idleness (`host.idle_exit_seconds`), their results pending for a resume.
 
 use formatter::Boundary;
 use serde_json::Value;
@@ -12,9 +17,21 @@ use serde_json::Value;
 use crate::exit::Code;
 
 mod claude;
+mod cline;
+mod codex;
+mod copilot;
+mod cursor;
+mod gemini;
 
 /// Every agent hermes speaks to, by name.
-pub const AGENTS: &[&dyn Agent] = &[&claude::Claude];
+pub const AGENTS: &[&dyn Agent] = &[
+    &claude::Claude,
+    &codex::Codex,
+    &gemini::Gemini,
+    &copilot::Copilot,
+    &cursor::Cursor,
+    &cline::Cline,
+];
 
 /// The profile called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Agent> {
@@ -67,6 +84,26 @@ pub struct InstallOptions {
     pub absolute: bool,
     /// Write into the agent's uncommitted, per-user project settings.
     pub local: bool,
+    /// Write the agent's user-level configuration (under `home`) instead of the project's.
+    pub user: bool,
+    /// The user's home directory (`$HOME`), for `user`.
+    pub home: Option<std::path::PathBuf>,
+}
+
+impl InstallOptions {
+    /// The directory the agent's files go under: the user's home with `user`, else the
+    /// project.
+    pub fn root(&self) -> anyhow::Result<std::path::PathBuf> {
+        if !self.user {
+            return Ok(self.project.clone());
+        }
+        self.home.clone().ok_or_else(|| {
+            crate::exit::fail(
+                Code::Usage,
+                "--user: HOME is not set, so hermes cannot find your home directory",
+            )
+        })
+    }
 }
 
 /// One hook-driven agent CLI.
@@ -81,16 +118,41 @@ pub trait Agent: Sync {
     fn budget(&self) -> usize;
     /// The input field naming the conversation.
     fn session_field(&self) -> &'static str;
-    /// The input field that is set when a subagent (not the main thread) made the call.
-    fn subagent_field(&self) -> &'static str;
+    /// The input field that is set when a subagent (not the main thread) made the call, if
+    /// the agent's hooks run for subagents at all.
+    fn subagent_field(&self) -> Option<&'static str>;
+    /// The input field naming the event (informational).
+    fn event_field(&self) -> &'static str {
+        "hook_event_name"
+    }
     /// How a session start came about.
     fn start(&self, input: &Value) -> Start;
     /// Whether the agent goes on because a stop hook already kept it going.
     fn stop_active(&self, input: &Value) -> bool;
     /// The answer handing `text` over at `event`.
     fn answer(&self, event: &HookEvent, text: &str) -> Value;
+    /// What a failing hook prints on stdout, exiting 0, for an agent that treats *every*
+    /// non-zero exit as "block" (Cline); `None`: hermes' failures exit 1, which the agent
+    /// takes as a non-blocking error.
+    fn fail_open(&self) -> Option<Value> {
+        None
+    }
     /// Writes (or prints) the agent's MCP and hook configuration.
     fn install(&self, options: &InstallOptions) -> anyhow::Result<Code>;
+}
+
+/// Whether `agent` has a tool boundary whose answer the model reads.
+pub fn has_tool_boundary(agent: &dyn Agent) -> bool {
+    agent
+        .events()
+        .iter()
+        .any(|e| e.action == Action::Deliver(Boundary::Tool))
+}
+
+/// Whether `agent` tells hermes when a conversation ends.
+#[cfg(test)]
+pub fn has_session_end(agent: &dyn Agent) -> bool {
+    agent.events().iter().any(|e| e.action == Action::End)
 }
 
 /// The event of `agent` that the `hermes hook` subcommand `command` runs.
@@ -105,4 +167,47 @@ pub fn event(agent: &dyn Agent, command: &str) -> Option<HookEvent> {
 /// Every executable name of every agent.
 pub fn executables() -> impl Iterator<Item = &'static str> {
     AGENTS.iter().flat_map(|a| a.executables().iter().copied())
+}
+
+/// Whether the agent profile `name` gets `inject` results at its turn boundary instead (it
+/// has no tool boundary that adds context).
+pub fn inject_falls_back(name: &str) -> bool {
+    find(name).is_some_and(|a| !has_tool_boundary(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_agent_offers_the_boundaries_its_documentation_names() {
+        let table: Vec<(&str, bool, bool)> = AGENTS
+            .iter()
+            .map(|a| (a.name(), has_tool_boundary(*a), has_session_end(*a)))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                ("claude", true, true),
+                ("codex", true, false),
+                ("gemini", true, true),
+                ("copilot", false, true),
+                ("cursor", false, true),
+                ("cline", true, false),
+            ]
+        );
+        for agent in AGENTS {
+            assert!(
+                agent
+                    .events()
+                    .iter()
+                    .any(|e| matches!(e.action, Action::Deliver(Boundary::Turn) | Action::Stop)),
+                "{} delivers at some turn boundary",
+                agent.name()
+            );
+            assert!(agent.budget() >= 2_000, "{}", agent.name());
+        }
+        assert!(inject_falls_back("cursor") && inject_falls_back("copilot"));
+        assert!(!inject_falls_back("claude") && !inject_falls_back("nobody"));
+    }
 }

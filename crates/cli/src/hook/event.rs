@@ -5,7 +5,9 @@
 //! A hook never stands between a person and their agent: whatever goes wrong on hermes' side
 //! (bad configuration, bad input, no ledger) it exits 1 — for Claude Code a non-blocking error,
 //! shown to the user while the agent goes on — with one `hermes:` line on stderr, having taken
-//! nothing. It never exits with the agent's "block" code (2).
+//! nothing. It never exits with the agent's "block" code (2). For an agent that takes *every*
+//! non-zero exit as "block" (Cline), it prints the agent's "go on" answer instead and exits 0,
+//! the `hermes:` line still on stderr.
 
 use ledger::SessionId;
 use router::RouterError;
@@ -30,7 +32,17 @@ pub fn run(command: HookCommand) -> anyhow::Result<Code> {
         HookCommand::Stop(a) => ("stop", a.agent),
         HookCommand::SessionEnd(a) => ("session-end", a.agent),
     };
-    hook(subcommand, &agent).map_err(non_blocking)
+    match hook(subcommand, &agent) {
+        Ok(code) => Ok(code),
+        Err(err) => match agents::find(&agent).and_then(|a| a.fail_open()) {
+            Some(go_on) if !matches!(code_of(&err), Code::Ok) => {
+                eprintln!("{}", crate::exit::one_line(&err));
+                output::print_json(&go_on)?;
+                Ok(Code::Ok)
+            }
+            _ => Err(non_blocking(err)),
+        },
+    }
 }
 
 /// Any failure of a hook exits 1 (see the module's documentation); a reader that went away
@@ -60,7 +72,7 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
         return Ok(Code::Ok);
     }
     let home = Home::load()?;
-    let sessions = conversation(&home, &input, &event)?;
+    let sessions = conversation(&home, agent, &input, &event)?;
     match event.action {
         Action::Start => start(&home, &sessions, input.start),
         Action::End => end(&home, &sessions),
@@ -75,11 +87,15 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
 /// session id, bound to the agent process (with the sessions it adopted).
 fn conversation(
     home: &Home,
+    profile: &dyn Agent,
     input: &HookInput,
     event: &HookEvent,
 ) -> anyhow::Result<Vec<SessionId>> {
     if input.session_id_malformed {
-        return Err(fail(Code::Usage, "the hook's session_id is not a string"));
+        return Err(fail(
+            Code::Usage,
+            format!("the hook's {} is not a string", profile.session_field()),
+        ));
     }
     if let Some(id) = env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()) {
         let id =
@@ -89,10 +105,14 @@ fn conversation(
     let Some(raw) = input.session_id.as_deref() else {
         return Err(fail(
             Code::Usage,
-            "the hook's JSON has no session_id and HERMES_SESSION_ID is not set",
+            format!(
+                "the hook's JSON has no {} and HERMES_SESSION_ID is not set",
+                profile.session_field()
+            ),
         ));
     };
-    SessionId::new(raw.to_owned()).map_err(|e| fail(Code::Usage, format!("session_id: {e}")))?;
+    SessionId::new(raw.to_owned())
+        .map_err(|e| fail(Code::Usage, format!("{}: {e}", profile.session_field())))?;
     let bindings = Bindings::new(&home.dir);
     let agent = binding::agent_process();
     if event.action == Action::End {
@@ -104,7 +124,9 @@ fn conversation(
         (Action::Start, _) => Naming::OtherStart,
         _ => Naming::Hook,
     };
-    Ok(bindings.bind(agent, raw, naming)?.sessions())
+    Ok(bindings
+        .bind(agent, profile.name(), raw, naming)?
+        .sessions())
 }
 
 /// A session start: a resumed conversation its agent had ended takes work again (what was

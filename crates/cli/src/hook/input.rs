@@ -46,13 +46,14 @@ impl HookInput {
             session_id_malformed: value
                 .get(agent.session_field())
                 .is_some_and(|v| !v.is_string()),
-            subagent: value
-                .get(agent.subagent_field())
+            subagent: agent
+                .subagent_field()
+                .and_then(|f| value.get(f))
                 .is_some_and(|v| !v.is_null() && v.as_str() != Some("")),
             start: Some(agent.start(value)),
             stop_active: agent.stop_active(value),
             event_name: value
-                .get("hook_event_name")
+                .get(agent.event_field())
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         }
@@ -118,6 +119,49 @@ mod tests {
         assert!(HookInput::of(claude, &sub).subagent);
         let resume = parse_one(&br#"{"session_id":"s","source":"resume"}"#[..]).expect("parses");
         assert_eq!(HookInput::of(claude, &resume).start, Some(Start::Resume));
+    }
+
+    #[test]
+    fn each_agent_names_its_conversation_in_its_own_field() {
+        let read = |agent: &str, text: &str| {
+            HookInput::of(
+                find(agent).expect(agent),
+                &parse_one(text.as_bytes()).expect("parses"),
+            )
+        };
+        // Copilot's camelCase payload.
+        let copilot = read(
+            "copilot",
+            r#"{"sessionId":"c-1","timestamp":1704614400000,"cwd":"/p","source":"resume"}"#,
+        );
+        assert_eq!(
+            (copilot.session_id.as_deref(), copilot.start),
+            (Some("c-1"), Some(Start::Resume))
+        );
+        // Cline's task and hook name.
+        let cline = read(
+            "cline",
+            r#"{"hookName":"TaskResume","taskId":"t-1","clineVersion":"3"}"#,
+        );
+        assert_eq!(
+            (cline.session_id.as_deref(), cline.start),
+            (Some("t-1"), Some(Start::Resume))
+        );
+        assert_eq!(cline.event_name.as_deref(), Some("TaskResume"));
+        // Cursor's conversation and its stop loop count.
+        let cursor = read(
+            "cursor",
+            r#"{"conversation_id":"k-1","hook_event_name":"stop","loop_count":1}"#,
+        );
+        assert_eq!(cursor.session_id.as_deref(), Some("k-1"));
+        assert!(cursor.stop_active);
+        // A session_id means nothing to an agent that names its conversation otherwise.
+        assert_eq!(read("cline", r#"{"session_id":"s"}"#).session_id, None);
+        let gemini = read(
+            "gemini",
+            r#"{"session_id":"g","hook_event_name":"AfterAgent","stop_hook_active":true}"#,
+        );
+        assert!(gemini.stop_active && !gemini.subagent);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::agents::{self, InstallOptions};
-use super::doc::Doc;
+pub use super::doc::Doc;
 use crate::args::HookInstallArgs;
 use crate::exit::{Code, fail};
 
@@ -38,6 +38,15 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
             ),
         ));
     };
+    if args.local && agent.name() != "claude" {
+        return Err(fail(
+            Code::Usage,
+            format!(
+                "--local writes Claude Code's .claude/settings.local.json; {} has no such file (use --user for its user-level configuration)",
+                agent.name()
+            ),
+        ));
+    }
     let project = match &args.project {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot find the current directory")?,
@@ -53,6 +62,10 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
         project,
         absolute: args.absolute || args.local,
         local: args.local,
+        user: args.user,
+        home: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
     })
 }
 
@@ -107,11 +120,7 @@ impl File {
 
     /// Reads `path`: a JSON object, empty, or missing. Anything else is refused, naming it.
     pub fn read(path: &Path) -> anyhow::Result<File> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        };
+        let text = read_text(path)?;
         let (bom, body) = match text.strip_prefix('\u{feff}') {
             Some(rest) => (true, rest),
             None => (false, text.as_str()),
@@ -145,15 +154,27 @@ impl File {
 
     /// Writes it (creating its directory), atomically: a temporary file renamed into place.
     pub fn write(&self) -> anyhow::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        let tmp = self.path.with_extension("hermes-tmp");
-        std::fs::write(&tmp, self.text()?)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.path)
-            .with_context(|| format!("cannot write {}", self.path.display()))
+        write_text(&self.path, &self.text()?)
+    }
+}
+
+/// Writes `text` to `path` (creating its directory), atomically: a temporary file renamed
+/// into place.
+pub fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("hermes-tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The text of `path`; empty when it does not exist.
+pub fn read_text(path: &Path) -> anyhow::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
 }
 
@@ -179,15 +200,17 @@ pub fn object_at<'a>(doc: &'a mut Doc, key: &str, path: &Path) -> anyhow::Result
     Ok(value)
 }
 
-/// Registers the MCP server `name` in the object `servers`: its `type`, `command` and `args`
-/// are hermes'; any other key the user put in the entry stays.
-pub fn upsert_server(
-    servers: &mut Doc,
+/// Registers the MCP server `name` in the object `servers`: its `type` (`kind`, for agents
+/// whose entries have one), `command` and `args` are hermes'; any other key the user put in the
+/// entry stays. Returns the entry, for keys an agent adds.
+pub fn upsert_server<'a>(
+    servers: &'a mut Doc,
     name: &str,
     command: &str,
     args: &[&str],
+    kind: Option<&str>,
     path: &Path,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<&'a mut Doc> {
     let entry = servers
         .entry(name, Doc::object)
         .ok_or_else(|| refuse(path, "the servers", "are not an object"))?;
@@ -198,13 +221,15 @@ pub fn upsert_server(
             "is not an object",
         ));
     }
-    entry.set("type", Doc::string("stdio"));
+    if let Some(kind) = kind {
+        entry.set("type", Doc::string(kind));
+    }
     entry.set("command", Doc::string(command));
     entry.set(
         "args",
         Doc::Array(args.iter().map(|a| Doc::string(*a)).collect()),
     );
-    Ok(())
+    Ok(entry)
 }
 
 /// Adds `item` to the list at `key` (created when missing); refused when it is no list.
@@ -222,20 +247,55 @@ pub fn ensure_listed(doc: &mut Doc, key: &str, item: &str, path: &Path) -> anyho
 }
 
 /// One hook to register: under the agent's event `event`, the command `command` (which runs
-/// `hermes hook SUBCOMMAND`), with `matcher` when the event takes one.
+/// `hermes hook SUBCOMMAND`), with `matcher` when the event takes one; `entry` is the whole
+/// hook entry written when hermes has none there yet (the command and the timeout, in the
+/// agent's own keys and units).
 #[derive(Clone, Debug)]
 pub struct Hook<'a> {
     pub event: &'a str,
     pub subcommand: &'a str,
     pub command: String,
     pub matcher: Option<&'a str>,
-    pub timeout: u64,
+    pub entry: Doc,
 }
 
-/// Registers `hooks` in the object `hooks_obj` (Claude's shape: event → list of groups, each
-/// with a `hooks` list of `{type, command, timeout}`). A hook of hermes for the same subcommand,
-/// wherever it points, is updated in place; otherwise a group is added.
-pub fn upsert_hooks(hooks_obj: &mut Doc, hooks: &[Hook<'_>], path: &Path) -> anyhow::Result<()> {
+/// A hook entry: `type: "command"`, the command under `command_key`, and `extra` keys (a
+/// timeout in the agent's unit, a name).
+pub fn command_entry(command_key: &str, command: &str, extra: &[(&str, Doc)]) -> Doc {
+    let mut entry = Doc::object();
+    entry.set("type", Doc::string("command"));
+    entry.set(command_key, Doc::string(command));
+    for (key, value) in extra {
+        entry.set(key, value.clone());
+    }
+    entry
+}
+
+/// A number, for a timeout.
+pub fn number(n: u64) -> Doc {
+    Doc::Number(n.into())
+}
+
+/// How an agent lists the hooks of one event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Claude's shape (Codex and Gemini share it): a list of groups, each with an optional
+    /// `matcher` and a `hooks` list of entries.
+    Groups,
+    /// A flat list of entries (Copilot, Cursor).
+    Flat,
+}
+
+/// Registers `hooks` in the object `hooks_obj`, laid out as `layout`, each entry's command
+/// under `command_key`. A hook of hermes for the same subcommand, wherever it points, is
+/// updated in place (its other keys kept); otherwise one is added.
+pub fn upsert_hooks(
+    hooks_obj: &mut Doc,
+    hooks: &[Hook<'_>],
+    layout: Layout,
+    command_key: &str,
+    path: &Path,
+) -> anyhow::Result<()> {
     // Check every event first, so a refusal writes nothing.
     for hook in hooks {
         if let Some(value) = hooks_obj.get(hook.event)
@@ -249,40 +309,79 @@ pub fn upsert_hooks(hooks_obj: &mut Doc, hooks: &[Hook<'_>], path: &Path) -> any
         }
     }
     for hook in hooks {
-        let Some(Doc::Array(groups)) = hooks_obj.entry(hook.event, || Doc::Array(Vec::new()))
-        else {
+        let Some(Doc::Array(items)) = hooks_obj.entry(hook.event, || Doc::Array(Vec::new())) else {
             continue;
         };
         let mut found = false;
-        for group in groups.iter_mut() {
-            let Some(Doc::Array(list)) = group.get_mut("hooks") else {
-                continue;
-            };
-            for h in list.iter_mut() {
-                if h.get("command")
-                    .and_then(Doc::as_str)
-                    .is_some_and(|c| is_hermes_hook(c, hook.subcommand))
-                {
-                    h.set("command", Doc::string(hook.command.clone()));
-                    found = true;
+        let mut update = |h: &mut Doc| {
+            if h.get(command_key)
+                .and_then(Doc::as_str)
+                .is_some_and(|c| is_hermes_hook(c, hook.subcommand))
+            {
+                h.set(command_key, Doc::string(hook.command.clone()));
+                found = true;
+            }
+        };
+        match layout {
+            Layout::Groups => {
+                for group in items.iter_mut() {
+                    if let Some(Doc::Array(list)) = group.get_mut("hooks") {
+                        list.iter_mut().for_each(&mut update);
+                    }
                 }
             }
+            Layout::Flat => items.iter_mut().for_each(&mut update),
         }
         if found {
             continue;
         }
-        let mut group = Doc::object();
-        if let Some(matcher) = hook.matcher {
-            group.set("matcher", Doc::string(matcher));
+        match layout {
+            Layout::Groups => {
+                let mut group = Doc::object();
+                if let Some(matcher) = hook.matcher {
+                    group.set("matcher", Doc::string(matcher));
+                }
+                group.set("hooks", Doc::Array(vec![hook.entry.clone()]));
+                items.push(group);
+            }
+            Layout::Flat => items.push(hook.entry.clone()),
         }
-        let mut entry = Doc::object();
-        entry.set("type", Doc::string("command"));
-        entry.set("command", Doc::string(hook.command.clone()));
-        entry.set("timeout", Doc::Number(hook.timeout.into()));
-        group.set("hooks", Doc::Array(vec![entry]));
-        groups.push(group);
     }
     Ok(())
+}
+
+/// Reads the files at `paths` (or, with `print`, starts them empty: `--print` shows the
+/// snippets alone, merged into nothing).
+pub fn files(paths: &[PathBuf], print: bool) -> anyhow::Result<Vec<File>> {
+    paths
+        .iter()
+        .map(|p| {
+            if print {
+                Ok(File::empty(p))
+            } else {
+                File::read(p)
+            }
+        })
+        .collect()
+}
+
+/// Prints each file's snippet under a `# PATH` line.
+pub fn print_files(files: &[&File], note: &str) -> anyhow::Result<Code> {
+    let mut text = String::new();
+    for file in files {
+        text.push_str(&format!("# {}\n{}", file.path.display(), file.text()?));
+    }
+    text.push_str(note);
+    crate::output::print(&text)?;
+    Ok(Code::Ok)
+}
+
+/// The hint printed when the written command is `hermes` but no `hermes` is on PATH.
+pub fn path_note(absolute: bool) -> &'static str {
+    if absolute || on_path() {
+        return "";
+    }
+    "note: `hermes` is not on PATH, so the agent cannot start it: put it there (cargo install --path crates/cli) or install again with --absolute (this binary's path)\n"
 }
 
 /// Whether `command` runs hermes' hook `subcommand`: its program is called `hermes` (at any
@@ -311,7 +410,7 @@ mod tests {
             subcommand: "post-tool-use",
             command: command.to_owned(),
             matcher: Some("*"),
-            timeout: 10,
+            entry: command_entry("command", command, &[("timeout", number(10))]),
         }
     }
 
@@ -337,6 +436,8 @@ mod tests {
         upsert_hooks(
             &mut hooks,
             &[hook("hermes hook post-tool-use --agent claude")],
+            Layout::Groups,
+            "command",
             path,
         )
         .expect("merges");
@@ -350,8 +451,14 @@ mod tests {
     fn what_cannot_be_merged_is_refused_naming_the_key() {
         let path = Path::new("/p/settings.json");
         let mut hooks = doc(r#"{"PostToolUse":{"matcher":"*"}}"#);
-        let err = upsert_hooks(&mut hooks, &[hook("hermes hook post-tool-use")], path)
-            .expect_err("refused");
+        let err = upsert_hooks(
+            &mut hooks,
+            &[hook("hermes hook post-tool-use")],
+            Layout::Groups,
+            "command",
+            path,
+        )
+        .expect_err("refused");
         assert!(
             format!("{err}").contains("\"hooks\".\"PostToolUse\""),
             "{err}"
@@ -371,7 +478,15 @@ mod tests {
         let mut servers = doc(
             r#"{"hermes":{"command":"/old/hermes","args":["mcp"],"env":{"HERMES_HOME":"/h"}}}"#,
         );
-        upsert_server(&mut servers, "hermes", "hermes", &["mcp"], path).expect("merges");
+        upsert_server(
+            &mut servers,
+            "hermes",
+            "hermes",
+            &["mcp"],
+            Some("stdio"),
+            path,
+        )
+        .expect("merges");
         assert_eq!(
             serde_json::to_string(&servers).expect("JSON"),
             r#"{"hermes":{"command":"hermes","args":["mcp"],"env":{"HERMES_HOME":"/h"},"type":"stdio"}}"#

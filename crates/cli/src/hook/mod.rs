@@ -10,4 +10,5 @@ mod input;
 mod install;
 
 pub use agents::executables as agent_executables;
+pub use agents::inject_falls_back;
 pub use event::run;

@@ -120,6 +120,14 @@ impl Conversation {
         }
     }
 
+    /// The agent profile this server's agent runs hooks as (`claude`), once a hook has run.
+    pub fn agent(&self) -> Option<String> {
+        if self.fixed.is_some() {
+            return None;
+        }
+        self.bindings.read(self.agent)?.agent
+    }
+
     /// Every session of every conversation this server serves (for listing and ownership).
     pub fn every_session(&self) -> Vec<SessionId> {
         if let Some(id) = &self.fixed {

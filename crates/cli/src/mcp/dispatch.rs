@@ -11,15 +11,35 @@ use super::tools::{Tools, blocking, ok_json, tool_error};
 use crate::reports;
 
 /// What the dispatch answer says when no hook of the conversation has reached hermes.
-pub const NO_BINDING: &str = "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install claude)";
+pub const NO_BINDING: &str = "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install claude, codex, gemini, copilot, cursor or cline)";
+
+/// What the dispatch answer says when the agent has no tool boundary for `inject`.
+fn inject_note(agent: &str) -> String {
+    format!(
+        "{agent} has no hook after a tool call that can add context, so result_delivery inject is delivered as after_turn: the result arrives at the next turn boundary"
+    )
+}
 
 /// Dispatches `spec` in the background into the conversation's current session.
 pub async fn background(
     tools: &Tools,
     sessions: Sessions,
-    spec: ledger::DispatchSpec,
+    mut spec: ledger::DispatchSpec,
 ) -> super::tools::ToolResult {
     let session = sessions.current.clone();
+    let fallback = if spec.delivery == ledger::DeliveryMode::Inject {
+        let conversation = tools.conversation.clone();
+        blocking(move || Ok(conversation.agent()))
+            .await
+            .ok()
+            .flatten()
+            .filter(|agent| crate::hook::inject_falls_back(agent))
+    } else {
+        None
+    };
+    if fallback.is_some() {
+        spec.delivery = ledger::DeliveryMode::AfterTurn;
+    }
     let pooled = spec.pool.clone();
     let (unit, transcripts, queue_position, host_pid) = if sessions.named && pooled.is_none() {
         let home = tools.home.clone();
@@ -76,6 +96,9 @@ pub async fn background(
         && let serde_json::Value::Object(map) = &mut answer
     {
         map.insert("warning".into(), NO_BINDING.into());
+    }
+    if let (Some(agent), serde_json::Value::Object(map)) = (&fallback, &mut answer) {
+        map.insert("note".into(), inject_note(agent).into());
     }
     ok_json(&answer)
 }

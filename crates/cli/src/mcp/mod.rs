@@ -9,6 +9,7 @@ mod dispatch;
 mod inline;
 mod params;
 mod results;
+mod schema;
 mod server;
 mod spec;
 mod tools;

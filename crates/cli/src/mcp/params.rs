@@ -3,6 +3,30 @@
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::Deserialize;
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde_json::Value;
+
+/// A non-string argument some clients send as JSON text: the MCP Inspector's `--cli` passes
+/// `--tool-arg 'command=["echo","x"]'` as the string `["echo","x"]`, and `background=false`
+/// as `"false"`. The text is read as JSON when it is; anything else is judged as given.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => match serde_json::from_str::<T>(&text) {
+            Ok(t) => Ok(Some(t)),
+            Err(_) => serde_json::from_value(Value::String(text))
+                .map(Some)
+                .map_err(D::Error::custom),
+        },
+        Some(v) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(D::Error::custom),
+    }
+}
 
 /// `delegate_task`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -14,6 +38,7 @@ pub struct DelegateTask {
     /// The program and its arguments, run as given (no shell: use ["sh","-c","…"] for one).
     /// Required unless `tasks` or `agent` is given (or hermes has a default agent). Another
     /// agent CLI works too, e.g. ["claude","-p","review the diff in src/"].
+    #[serde(default, deserialize_with = "lenient")]
     pub command: Option<Vec<String>>,
     /// Run this agent CLI on the goal instead of a command: "claude", "codex", "gemini" or
     /// one configured in hermes. It gets the goal and context as a subagent and reports its
@@ -23,6 +48,7 @@ pub struct DelegateTask {
     /// Background the child needs that is not in the goal; shown again with its result.
     pub context: Option<String>,
     /// Toolset names, recorded with the task and shown with its result.
+    #[serde(default, deserialize_with = "lenient")]
     pub toolsets: Option<Vec<String>>,
     /// `leaf` (default) does the work itself; `orchestrator` may delegate further.
     pub role: Option<Role>,
@@ -31,15 +57,18 @@ pub struct DelegateTask {
     /// A batch: several children run in parallel as one delegation, and their results arrive
     /// as one block. Use instead of `goal`/`command`; `context`, `toolsets`, `role` and `model`
     /// above apply to every task that does not set its own.
+    #[serde(default, deserialize_with = "lenient")]
     pub tasks: Option<Vec<BatchTask>>,
     /// true (default): return at once with a delegation id; the result arrives later, by
     /// itself, in this conversation. false: wait for the children and return their result.
+    #[serde(default, deserialize_with = "lenient")]
     pub background: Option<bool>,
     /// When a background result is handed to you: `after_turn` (default) with the next user
     /// message, or `inject` right after your next tool call, while you are still working.
     pub result_delivery: Option<Delivery>,
     /// Wall-clock limit per child, in seconds; the child is stopped and reported as `timeout`.
     /// 0 or absent: no limit.
+    #[serde(default, deserialize_with = "lenient")]
     pub timeout_seconds: Option<f64>,
     /// Working directory of the children (default: the directory hermes was started in).
     pub cwd: Option<String>,
@@ -102,6 +131,7 @@ pub struct DelegationId {
 #[serde(deny_unknown_fields)]
 pub struct DelegationList {
     /// Every finished delegation of this conversation, not only the 20 most recent.
+    #[serde(default, deserialize_with = "lenient")]
     pub all: Option<bool>,
     /// Only this conversation (its session id), when the server serves several.
     pub session: Option<String>,
@@ -126,8 +156,10 @@ pub struct DelegationResult {
     pub delegation_id: String,
     /// The child of a batch, by its index (0 for the first; the block's TASK 1/N). Needed
     /// only for a batch of several children.
+    #[serde(default, deserialize_with = "lenient")]
     pub task: Option<u32>,
     /// Where to start reading, in characters (the previous page's answer names the next).
+    #[serde(default, deserialize_with = "lenient")]
     pub offset: Option<u64>,
 }
 
@@ -137,4 +169,27 @@ pub struct DelegationResult {
 pub enum BoundaryParam {
     Turn,
     Tool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_booleans_and_numbers_sent_as_json_text_are_read() {
+        let p: DelegateTask = serde_json::from_value(serde_json::json!({
+            "goal": "hi", "command": "[\"echo\",\"x\"]", "background": "false",
+            "timeout_seconds": "5", "toolsets": ["web"]
+        }))
+        .expect("reads");
+        assert_eq!(p.command, Some(vec!["echo".to_owned(), "x".to_owned()]));
+        assert_eq!((p.background, p.timeout_seconds), (Some(false), Some(5.0)));
+        assert_eq!(p.toolsets, Some(vec!["web".to_owned()]));
+        let bad = serde_json::from_value::<DelegateTask>(serde_json::json!({"command": "echo x"}));
+        assert!(bad.is_err(), "a bare string is no command");
+        let r: DelegationResult =
+            serde_json::from_value(serde_json::json!({"delegation_id": "d", "offset": "10"}))
+                .expect("reads");
+        assert_eq!(r.offset, Some(10));
+    }
 }

@@ -82,12 +82,13 @@ impl Tools {
     }
 }
 
-#[tool_router]
+#[tool_router(vis = "pub(crate)")]
 impl Tools {
     /// Runs commands (scripts, builds, other agent CLIs) as background children and hands you
     /// each result exactly once.
     #[tool(
-        description = "Delegate work to a child process: a script, a build, a test run or another agent CLI (e.g. [\"claude\",\"-p\",\"…\"]). By default it runs in the background and this call returns at once with a delegation id; the child's result is later handed to you by itself, once, as a block starting with [ASYNC DELEGATION COMPLETE …] (with the next user message, or right after a tool call when result_delivery is inject) — do not poll for it, unless the answer carries a warning saying results cannot arrive by themselves. With background=false the call waits (sending progress notifications) and returns that result block itself. Give tasks (instead of goal/command) to run several children in parallel as one delegation."
+        description = "Delegate work to a child process: a script, a build, a test run or another agent CLI (e.g. [\"claude\",\"-p\",\"…\"]). By default it runs in the background and this call returns at once with a delegation id; the child's result is later handed to you by itself, once, as a block starting with [ASYNC DELEGATION COMPLETE …] (with the next user message, or right after a tool call when result_delivery is inject and your agent has a hook there; if it has none, the answer's note says the result comes at the next turn boundary instead) — do not poll for it, unless the answer carries a warning saying results cannot arrive by themselves. With background=false the call waits (sending progress notifications) and returns that result block itself. Give tasks (instead of goal/command) to run several children in parallel as one delegation.",
+        input_schema = super::schema::input::<DelegateTask>()
     )]
     async fn delegate_task(
         &self,
@@ -118,7 +119,8 @@ impl Tools {
 
     /// A delegation's children: status, progress, result, delivery.
     #[tool(
-        description = "Show one delegation of this conversation as JSON: its status, and per child the status, exit code, duration, progress (api calls, current tool, quiet seconds), result once finished, transcript path and whether the result was delivered."
+        description = "Show one delegation of this conversation as JSON: its status, and per child the status, exit code, duration, progress (api calls, current tool, quiet seconds), result once finished, transcript path and whether the result was delivered.",
+        input_schema = super::schema::input::<DelegationId>()
     )]
     async fn delegation_status(&self, Parameters(p): Parameters<DelegationId>) -> ToolResult {
         let conversation = self.conversation.clone();
@@ -137,7 +139,8 @@ impl Tools {
 
     /// The conversation's delegations.
     #[tool(
-        description = "List this conversation's delegations as JSON: running (background=false ones too, while they run), queued and recently finished (the 20 most recent unless all=true). running_count and queued_count count this conversation's delegations; max_concurrent_children is how many children may run at once on this machine, across every conversation."
+        description = "List this conversation's delegations as JSON: running (background=false ones too, while they run), queued and recently finished (the 20 most recent unless all=true). running_count and queued_count count this conversation's delegations; max_concurrent_children is how many children may run at once on this machine, across every conversation.",
+        input_schema = super::schema::input::<DelegationList>()
     )]
     async fn delegation_list(&self, Parameters(p): Parameters<DelegationList>) -> ToolResult {
         let conversation = self.conversation.clone();
@@ -160,7 +163,8 @@ impl Tools {
 
     /// Stops a delegation.
     #[tool(
-        description = "Stop a delegation of this conversation: running children get SIGTERM (SIGKILL after a grace period) and end as interrupted; a queued one is cancelled. Its result block still arrives, saying so."
+        description = "Stop a delegation of this conversation: running children get SIGTERM (SIGKILL after a grace period) and end as interrupted; a queued one is cancelled. Its result block still arrives, saying so.",
+        input_schema = super::schema::input::<DelegationId>()
     )]
     async fn delegation_stop(&self, Parameters(p): Parameters<DelegationId>) -> ToolResult {
         let conversation = self.conversation.clone();
@@ -192,7 +196,8 @@ impl Tools {
 
     /// Takes the conversation's ready results now.
     #[tool(
-        description = "Take this conversation's finished background results now, instead of waiting for them to be handed over at the next turn. Returns the same completion blocks, and each result only once: what this returns will not be delivered again. An answer holds what fits (about 30,000 characters); the rest stays ready for the next call, and a result too large alone is shortened and says how to read all of it with delegation_result."
+        description = "Take this conversation's finished background results now, instead of waiting for them to be handed over at the next turn. Returns the same completion blocks, and each result only once: what this returns will not be delivered again. An answer holds what fits (about 30,000 characters); the rest stays ready for the next call, and a result too large alone is shortened and says how to read all of it with delegation_result.",
+        input_schema = super::schema::input::<DelegationResults>()
     )]
     async fn delegation_results(&self, Parameters(p): Parameters<DelegationResults>) -> ToolResult {
         let boundary = match p.boundary {
@@ -212,7 +217,8 @@ impl Tools {
 
     /// Reads a stored result in full, page by page.
     #[tool(
-        description = "Read the full stored result of one child of a delegation of this conversation, about 30,000 characters per call: use it when a delivered block was shortened to fit. Give task for one child of a batch (0 for the first) and offset (the character the previous page's answer names) for the next page. Reading delivers nothing and acknowledges nothing."
+        description = "Read the full stored result of one child of a delegation of this conversation, about 30,000 characters per call: use it when a delivered block was shortened to fit. Give task for one child of a batch (0 for the first) and offset (the character the previous page's answer names) for the next page. Reading delivers nothing and acknowledges nothing.",
+        input_schema = super::schema::input::<DelegationResult>()
     )]
     async fn delegation_result(&self, Parameters(p): Parameters<DelegationResult>) -> ToolResult {
         let conversation = self.conversation.clone();

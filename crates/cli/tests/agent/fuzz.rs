@@ -1,6 +1,7 @@
 //! No hook input — any bytes on stdin, any environment — makes a hook exit 2 (Claude Code's
 //! "block", https://code.claude.com/docs/en/hooks "Exit code 2 behavior"), panic, or take a
-//! result it did not print.
+//! result it did not print — for every agent profile; and a Cline hook, whose agent blocks on
+//! any non-zero exit, always exits 0.
 
 use std::io::Write as _;
 use std::process::Stdio;
@@ -12,6 +13,7 @@ use serde_json::json;
 use crate::common::{Hermes, wait_for};
 
 const SESSION: &str = "conv-fuzz";
+const AGENTS: &[&str] = &["claude", "codex", "gemini", "copilot", "cursor", "cline"];
 const EVENTS: &[&str] = &[
     "session-start",
     "user-prompt-submit",
@@ -105,12 +107,13 @@ fn no_hook_input_blocks_panics_or_takes_what_it_did_not_print() {
     });
     let strategy = (
         prop::sample::select(EVENTS.to_vec()),
+        prop::sample::select(AGENTS.to_vec()),
         stdin(),
         environment(),
     );
     runner
-        .run(&strategy, |(event, input, env)| {
-            let mut c = h.shell(&format!("\"$HERMES\" hook {event}"));
+        .run(&strategy, |(event, agent, input, env)| {
+            let mut c = h.shell(&format!("\"$HERMES\" hook {event} --agent {agent}"));
             for (k, v) in &env {
                 c.env(k, v);
             }
@@ -127,6 +130,11 @@ fn no_hook_input_blocks_panics_or_takes_what_it_did_not_print() {
             let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
             let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
             prop_assert_ne!(out.status.code(), Some(2), "stderr: {}", stderr);
+            if agent == "cline" {
+                // Cline blocks on any non-zero exit (docs.cline.bot "Hook Reference", "Error
+                // Handling"): a failing hook says "go on" and exits 0.
+                prop_assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr);
+            }
             prop_assert!(
                 out.status.code().is_some(),
                 "killed by a signal: {:?}",

@@ -39,10 +39,23 @@ impl Agent {
 
     /// A stand-in agent that starts `hermes mcp` through `launcher` (see [`LAUNCHERS`]).
     pub fn start_with(h: &Hermes, launcher: &str) -> Agent {
+        Agent::spawn(h, launcher, None)
+    }
+
+    /// A stand-in agent that starts its MCP server as `argv` (the command and arguments an
+    /// installed MCP configuration names).
+    pub fn start_server(h: &Hermes, argv: &[String]) -> Agent {
+        Agent::spawn(h, "argv", Some(argv))
+    }
+
+    fn spawn(h: &Hermes, launcher: &str, argv: Option<&[String]>) -> Agent {
         let exe = std::env::current_exe().expect("test binary");
         let mut c = Command::new(exe);
         c.args([SELF_TEST, "--exact", "--nocapture", "--test-threads=1"]);
         h.environment(&mut c);
+        if let Some(argv) = argv {
+            c.env("HERMES_TEST_MCP_ARGV", json!(argv).to_string());
+        }
         let mut child = c
             .env(STANDIN, "1")
             .env("HERMES_TEST_LAUNCHER", launcher)
@@ -99,6 +112,12 @@ impl Agent {
     pub fn context(&mut self, event: &str, session: &str, name: &str) -> String {
         let answer = self.hook(event, session, name);
         context_of(&answer, name)
+    }
+
+    /// Runs `argv` as the agent runs an installed hook (a shell command, a script), with
+    /// `payload` on stdin; answers its exit code, stdout and stderr.
+    pub fn exec(&mut self, argv: &[String], payload: &str) -> Value {
+        self.ask(&json!({"op": "exec", "argv": argv, "payload": payload}))
     }
 
     pub fn tool(&mut self, name: &str, args: Value) -> Value {
@@ -188,6 +207,15 @@ async fn be_the_agent() {
     let launcher = std::env::var("HERMES_TEST_LAUNCHER").unwrap_or_else(|_| "direct".into());
     let bin = std::path::Path::new(&home).join("launchers");
     let command = match launcher.as_str() {
+        "argv" => {
+            let argv: Vec<String> = serde_json::from_str(
+                &std::env::var("HERMES_TEST_MCP_ARGV").expect("HERMES_TEST_MCP_ARGV"),
+            )
+            .expect("argv JSON");
+            let mut c = tokio::process::Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
         "sh" => {
             let mut c = tokio::process::Command::new("sh");
             c.args(["-c", "\"$HERMES\" mcp"]);
@@ -256,6 +284,14 @@ async fn be_the_agent() {
                     .await
                     .expect("hook thread")
             }
+            Some("exec") => {
+                let argv: Vec<String> =
+                    serde_json::from_value(request["argv"].clone()).expect("argv");
+                let payload = request["payload"].as_str().expect("payload").to_owned();
+                tokio::task::spawn_blocking(move || exec(&argv, &payload))
+                    .await
+                    .expect("exec thread")
+            }
             Some("tool") => {
                 let name = request["name"].as_str().expect("name");
                 let answer = mcp
@@ -316,6 +352,26 @@ fn launcher_script(dir: &std::path::Path, name: &str, body: &str) -> std::path::
     std::fs::write(&path, format!("#!/bin/sh\n{body}")).expect("launcher script");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path
+}
+
+/// Runs `argv` with `payload` on stdin, as an agent runs an installed hook.
+fn exec(argv: &[String], payload: &str) -> Value {
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the hook starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(payload.as_bytes()).expect("payload");
+    drop(stdin);
+    let out = child.wait_with_output().expect("hook ends");
+    json!({
+        "code": out.status.code(),
+        "stdout": String::from_utf8_lossy(&out.stdout),
+        "stderr": String::from_utf8_lossy(&out.stderr),
+    })
 }
 
 /// Runs hook `event` the way Claude Code runs a command hook: `sh -c`, the JSON on stdin.

@@ -15,14 +15,15 @@
 //!   `{"decision":"block","reason":…}` to keep Claude going with the reason;
 //! - project settings are `.claude/settings.json` (committed) and
 //!   `.claude/settings.local.json` (not); project MCP servers are `.mcp.json`'s `mcpServers`,
-//!   enabled through `enabledMcpjsonServers`.
+//!   enabled through `enabledMcpjsonServers`; user settings are `~/.claude/settings.json`, and
+//!   user-scoped MCP servers `~/.claude.json`'s `mcpServers`.
 
 use formatter::Boundary;
 use serde_json::{Value, json};
 
 use super::{Action, Agent, HookEvent, InstallOptions, Start};
 use crate::exit::Code;
-use crate::hook::install::{self, File, Hook};
+use crate::hook::install::{self, Hook, Layout};
 use crate::output;
 
 /// Claude Code's profile.
@@ -92,8 +93,8 @@ impl Agent for Claude {
         "session_id"
     }
 
-    fn subagent_field(&self) -> &'static str {
-        "agent_id"
+    fn subagent_field(&self) -> Option<&'static str> {
+        Some("agent_id")
     }
 
     fn start(&self, input: &Value) -> Start {
@@ -123,47 +124,60 @@ impl Agent for Claude {
         let quoted = install::quoted(&program)?;
         let hooks: Vec<Hook<'_>> = EVENTS
             .iter()
-            .map(|e| Hook {
-                event: e.name,
-                subcommand: e.command,
-                command: format!("{quoted} hook {} --agent claude", e.command),
-                matcher: matches!(e.action, Action::Deliver(Boundary::Tool)).then_some("*"),
-                timeout: HOOK_TIMEOUT,
+            .map(|e| {
+                let command = format!("{quoted} hook {} --agent claude", e.command);
+                Hook {
+                    event: e.name,
+                    subcommand: e.command,
+                    entry: install::command_entry(
+                        "command",
+                        &command,
+                        &[("timeout", install::number(HOOK_TIMEOUT))],
+                    ),
+                    command,
+                    matcher: matches!(e.action, Action::Deliver(Boundary::Tool)).then_some("*"),
+                }
             })
             .collect();
-        let project = &options.project;
+        let root = options.root()?;
         let settings_name = if options.local {
             "settings.local.json"
         } else {
             "settings.json"
         };
-        let (mcp_path, settings_path) = (
-            project.join(".mcp.json"),
-            project.join(".claude").join(settings_name),
-        );
-        // `--print` shows the snippets alone, merged into nothing.
-        let (mut mcp, mut settings) = if options.print {
-            (File::empty(&mcp_path), File::empty(&settings_path))
+        let mcp_path = if options.user {
+            root.join(".claude.json")
         } else {
-            (File::read(&mcp_path)?, File::read(&settings_path)?)
+            root.join(".mcp.json")
         };
+        let paths = [mcp_path, root.join(".claude").join(settings_name)];
+        let [mut mcp, mut settings]: [install::File; 2] = install::files(&paths, options.print)?
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("internal error: two files"))?;
         let servers = install::object_at(&mut mcp.doc, "mcpServers", &mcp.path)?;
-        install::upsert_server(servers, SERVER, &program, &["mcp"], &mcp.path)?;
-        install::ensure_listed(
-            &mut settings.doc,
-            "enabledMcpjsonServers",
+        install::upsert_server(
+            servers,
             SERVER,
-            &settings.path,
+            &program,
+            &["mcp"],
+            Some("stdio"),
+            &mcp.path,
         )?;
+        if !options.user {
+            install::ensure_listed(
+                &mut settings.doc,
+                "enabledMcpjsonServers",
+                SERVER,
+                &settings.path,
+            )?;
+        }
         let hooks_obj = install::object_at(&mut settings.doc, "hooks", &settings.path)?;
-        install::upsert_hooks(hooks_obj, &hooks, &settings.path)?;
+        install::upsert_hooks(hooks_obj, &hooks, Layout::Groups, "command", &settings.path)?;
         if options.print {
-            output::print(&format!(
-                "# .mcp.json (or: claude mcp add {SERVER} -- {quoted} mcp)\n{}\n# .claude/{settings_name}\n{}",
-                mcp.text()?,
-                settings.text()?,
-            ))?;
-            return Ok(Code::Ok);
+            return install::print_files(
+                &[&mcp, &settings],
+                &format!("# (or: claude mcp add {SERVER} -- {quoted} mcp)\n"),
+            );
         }
         mcp.write()?;
         settings.write()?;
@@ -173,13 +187,9 @@ impl Agent for Claude {
             mcp.path.display(),
             names.join(", "),
             settings.path.display(),
-            project.display(),
+            options.project.display(),
         );
-        if !options.absolute && !install::on_path() {
-            text.push_str(
-                "note: `hermes` is not on PATH, so Claude Code cannot start it: put it there (cargo install --path crates/cli) or install again with --absolute (this binary's path)\n",
-            );
-        }
+        text.push_str(install::path_note(options.absolute));
         output::print(&text)?;
         Ok(Code::Ok)
     }
