@@ -8,7 +8,7 @@ use ledger::{Host, Ledger, Liveness as _};
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::render::{self, ProcessCounts};
-use super::tally::{Part, Tally};
+use super::tally::Tally;
 use crate::home::now;
 use crate::top::model::Limits;
 
@@ -39,15 +39,14 @@ pub fn counts() -> ProcessCounts {
 /// counted of units that can no longer change (a fresh one reads every unit).
 pub fn snapshot(ledger: &Ledger, limits: &Limits, tally: &mut Tally) -> anyhow::Result<String> {
     let census = ledger.census_except(&|id| tally.holds(id))?;
-    let open = tally.absorb(&census);
-    let parts: Vec<&Part> = tally.parts().chain(&open).collect();
+    let totals = tally.absorb(&census);
     let reaper = registry::OsReaper::new();
     let here = reaper.locality();
     let at = now();
     let dead = |h: &Host| h.is_dead(&here, at, &|p| reaper.is_alive(p));
     Ok(render::render(
         &census,
-        &parts,
+        &totals,
         at,
         limits,
         &dead,

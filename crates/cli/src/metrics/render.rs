@@ -17,29 +17,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::tally::Part;
+use super::tally::{Totals, UNIT_STATUSES};
 use crate::top::model::{self, Limits};
 
 type Labels = Vec<(&'static str, String)>;
-
-/// Every unit status, so each series exists (at 0) from the first scrape.
-const UNIT_STATUSES: [UnitStatus; 10] = [
-    UnitStatus::Queued,
-    UnitStatus::Running,
-    UnitStatus::Completed,
-    UnitStatus::Failed,
-    UnitStatus::Partial,
-    UnitStatus::Interrupted,
-    UnitStatus::Stalled,
-    UnitStatus::Timeout,
-    UnitStatus::Cancelled,
-    UnitStatus::Unknown,
-];
-
-/// Bucket bounds of the latency histograms, in seconds: 10 ms to about 3 hours.
-fn wait_buckets() -> impl Iterator<Item = f64> {
-    prometheus_client::metrics::histogram::exponential_buckets(0.01, 4.0, 11)
-}
 
 /// Bucket bounds of the commit-time histogram, in seconds: 100 µs to about 1.6 s.
 pub fn commit_buckets() -> impl Iterator<Item = f64> {
@@ -55,20 +36,20 @@ pub struct ProcessCounts {
     pub commits: Option<Histogram>,
 }
 
-/// The text exposition at `now` of `census` (its live state and open events) and `parts`
-/// (what every kept unit adds, [`super::tally`]).
+/// The text exposition at `now` of `census` (its live state and open events) and `totals`
+/// (what every kept unit adds up to, [`super::tally`]).
 pub fn render(
     census: &Census,
-    parts: &[&Part],
+    totals: &Totals,
     now: Timestamp,
     limits: &Limits,
     dead: &dyn Fn(&Host) -> bool,
     process: &ProcessCounts,
 ) -> String {
     let mut registry = Registry::with_prefix("hermes");
-    gauges(&mut registry, census, parts, now, limits, dead);
-    counters(&mut registry, parts, process);
-    histograms(&mut registry, parts, process);
+    gauges(&mut registry, census, totals, now, limits, dead);
+    counters(&mut registry, totals, process);
+    histograms(&mut registry, totals, process);
     let mut text = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut text, &registry);
@@ -85,24 +66,19 @@ fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn by_status(parts: &[&Part], status: UnitStatus) -> usize {
-    parts.iter().filter(|p| p.status == status).count()
-}
-
 fn gauges(
     registry: &mut Registry,
     census: &Census,
-    parts: &[&Part],
+    totals: &Totals,
     now: Timestamp,
     limits: &Limits,
     dead: &dyn Fn(&Host) -> bool,
 ) {
     let units = family(registry, "units", "Units the ledger keeps, by status");
     for status in UNIT_STATUSES {
-        let n = by_status(parts, status);
         units
             .get_or_create(&vec![("status", status.as_str().to_owned())])
-            .set(count(n));
+            .set(i64::try_from(totals.units(status)).unwrap_or(i64::MAX));
     }
     let live = model::build(&census.live, now, limits, dead);
     let queue = family(
@@ -189,13 +165,12 @@ fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
     registry.register(name, help, counter);
 }
 
-fn counters(registry: &mut Registry, parts: &[&Part], process: &ProcessCounts) {
-    let sum = |f: fn(&Part) -> u64| parts.iter().map(|p| f(p)).sum::<u64>();
+fn counters(registry: &mut Registry, totals: &Totals, process: &ProcessCounts) {
     counter(
         registry,
         "dispatches",
         "Units dispatched",
-        parts.len() as u64,
+        totals.dispatches(),
     );
     let completions = Family::<Labels, Counter>::default();
     registry.register(
@@ -206,37 +181,37 @@ fn counters(registry: &mut Registry, parts: &[&Part], process: &ProcessCounts) {
     for status in UNIT_STATUSES.into_iter().filter(|s| s.is_terminal()) {
         completions
             .get_or_create(&vec![("status", status.as_str().to_owned())])
-            .inc_by(by_status(parts, status) as u64);
+            .inc_by(totals.units(status));
     }
     counter(
         registry,
         "stalls",
         "Children stopped as stalled",
-        sum(|p| p.stalls),
+        totals.stalls,
     );
     counter(
         registry,
         "timeouts",
         "Children stopped at their timeout",
-        sum(|p| p.timeouts),
+        totals.timeouts,
     );
     counter(
         registry,
         "deliveries",
         "Events delivered (acked)",
-        sum(|p| p.deliveries),
+        totals.deliveries,
     );
     counter(
         registry,
         "claim_losses",
         "Claims that ended without an ack (released, expired or fenced by a newer claim)",
-        sum(|p| p.claim_losses),
+        totals.claim_losses,
     );
     counter(
         registry,
         "recoveries",
         "Units finalized by recovery after their host died",
-        by_status(parts, UnitStatus::Unknown) as u64,
+        totals.units(UnitStatus::Unknown),
     );
     counter(
         registry,
@@ -246,26 +221,18 @@ fn counters(registry: &mut Registry, parts: &[&Part], process: &ProcessCounts) {
     );
 }
 
-fn histograms(registry: &mut Registry, parts: &[&Part], process: &ProcessCounts) {
-    let lag = Histogram::new(wait_buckets());
-    for seconds in parts.iter().flat_map(|p| &p.lags) {
-        lag.observe(*seconds);
-    }
+fn histograms(registry: &mut Registry, totals: &Totals, process: &ProcessCounts) {
     registry.register_with_unit(
         "delivery_lag",
         "From a child's result being published to its delivery being acked",
         Unit::Seconds,
-        lag,
+        totals.lag.clone(),
     );
-    let wait = Histogram::new(wait_buckets());
-    for seconds in parts.iter().filter_map(|p| p.start_wait) {
-        wait.observe(seconds);
-    }
     registry.register_with_unit(
         "start_wait",
         "From a unit's dispatch to its start",
         Unit::Seconds,
-        wait,
+        totals.start_wait.clone(),
     );
     let commits = process
         .commits

@@ -4,11 +4,143 @@
 //! A unit that has ended and whose every event is delivered or dropped can no longer change
 //! (until retention purges it), so its [`Part`] is computed once and held; each scrape reads
 //! only the other units ([`ledger::Ledger::census_except`]) and the ids of all, to forget the
-//! purged ones. A scrape of a ledger with 10,000 settled units then decodes none of them.
+//! purged ones. A scrape of a ledger with 10,000 settled units then decodes none of them, and
+//! the held parts are summed as they arrive ([`Totals`]), not on each scrape.
 
 use std::collections::{HashMap, HashSet};
 
 use ledger::{Census, ChildStatus, Delegation, DelegationId, Event, EventState, UnitStatus};
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+
+/// Every unit status, so each series exists (at 0) from the first scrape.
+pub const UNIT_STATUSES: [UnitStatus; 10] = [
+    UnitStatus::Queued,
+    UnitStatus::Running,
+    UnitStatus::Completed,
+    UnitStatus::Failed,
+    UnitStatus::Partial,
+    UnitStatus::Interrupted,
+    UnitStatus::Stalled,
+    UnitStatus::Timeout,
+    UnitStatus::Cancelled,
+    UnitStatus::Unknown,
+];
+
+/// Bucket bounds of the latency histograms, in seconds: 10 ms to about 3 hours.
+pub fn wait_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(0.01, 4.0, 11)
+}
+
+/// A classic histogram as plain counts, which can be added to and copied (a
+/// prometheus-client `Histogram` is shared state that only grows).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buckets {
+    sum: f64,
+    count: u64,
+    /// (upper bound, observations in this bucket alone), the last bound infinite.
+    buckets: Vec<(f64, u64)>,
+}
+
+impl Buckets {
+    /// An empty histogram with these upper bounds (`+Inf` is added).
+    pub fn new(bounds: impl Iterator<Item = f64>) -> Buckets {
+        Buckets {
+            sum: 0.0,
+            count: 0,
+            buckets: bounds
+                .chain(std::iter::once(f64::INFINITY))
+                .map(|b| (b, 0))
+                .collect(),
+        }
+    }
+
+    /// Counts `v`.
+    pub fn observe(&mut self, v: f64) {
+        self.sum += v;
+        self.count += 1;
+        if let Some(bucket) = self.buckets.iter_mut().find(|(bound, _)| v <= *bound) {
+            bucket.1 += 1;
+        } else if let Some(last) = self.buckets.last_mut() {
+            last.1 += 1;
+        }
+    }
+}
+
+impl EncodeMetric for Buckets {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_histogram::<NoLabelSet>(self.sum, self.count, &self.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// What a set of units adds up to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Totals {
+    /// Units, by status (in [`UNIT_STATUSES`] order).
+    by_status: [u64; UNIT_STATUSES.len()],
+    /// Children stopped as stalled.
+    pub stalls: u64,
+    /// Children stopped at their timeout.
+    pub timeouts: u64,
+    /// Events delivered.
+    pub deliveries: u64,
+    /// Claims that ended without an ack.
+    pub claim_losses: u64,
+    /// Publication to ack, of each delivered event.
+    pub lag: Buckets,
+    /// Dispatch to start, of each started unit.
+    pub start_wait: Buckets,
+}
+
+impl Default for Totals {
+    fn default() -> Totals {
+        Totals {
+            by_status: [0; UNIT_STATUSES.len()],
+            stalls: 0,
+            timeouts: 0,
+            deliveries: 0,
+            claim_losses: 0,
+            lag: Buckets::new(wait_buckets()),
+            start_wait: Buckets::new(wait_buckets()),
+        }
+    }
+}
+
+impl Totals {
+    /// Adds what one unit adds.
+    pub fn add(&mut self, part: &Part) {
+        if let Some(i) = UNIT_STATUSES.iter().position(|s| *s == part.status) {
+            self.by_status[i] += 1;
+        }
+        self.stalls += part.stalls;
+        self.timeouts += part.timeouts;
+        self.deliveries += part.deliveries;
+        self.claim_losses += part.claim_losses;
+        for lag in &part.lags {
+            self.lag.observe(*lag);
+        }
+        if let Some(wait) = part.start_wait {
+            self.start_wait.observe(wait);
+        }
+    }
+
+    /// Units of `status`.
+    pub fn units(&self, status: UnitStatus) -> u64 {
+        UNIT_STATUSES
+            .iter()
+            .position(|s| *s == status)
+            .map_or(0, |i| self.by_status[i])
+    }
+
+    /// Every unit.
+    pub fn dispatches(&self) -> u64 {
+        self.by_status.iter().sum()
+    }
+}
 
 /// What one unit adds to the counters and histograms.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,10 +199,11 @@ fn settled(unit: &Delegation, events: &[&Event]) -> bool {
     unit.status.is_terminal() && events.iter().all(|e| e.state.is_terminal())
 }
 
-/// The parts of the settled units seen so far.
+/// The parts of the settled units seen so far, and their totals.
 #[derive(Debug, Default)]
 pub struct Tally {
     held: HashMap<DelegationId, Part>,
+    totals: Totals,
 }
 
 impl Tally {
@@ -80,13 +213,17 @@ impl Tally {
     }
 
     /// Takes in a census read with [`Tally::holds`]: forgets the purged units, holds the
-    /// newly settled ones, and returns the parts of the units that may still change.
-    pub fn absorb(&mut self, census: &Census) -> Vec<Part> {
+    /// newly settled ones, and returns the totals of every unit the census counts.
+    pub fn absorb(&mut self, census: &Census) -> Totals {
         // Every id the census lists is either held or read: more held than that means some
-        // held units were purged.
+        // held units were purged. Purges are rare (retention): the totals are summed again.
         if self.held.len() > census.ids.len().saturating_sub(census.units.len()) {
             let kept: HashSet<&DelegationId> = census.ids.iter().collect();
             self.held.retain(|id, _| kept.contains(id));
+            self.totals = Totals::default();
+            for part in self.held.values() {
+                self.totals.add(part);
+            }
         }
         let mut events: HashMap<&DelegationId, Vec<&Event>> = HashMap::new();
         for e in &census.events {
@@ -97,17 +234,17 @@ impl Tally {
             let of = events.get(&unit.id).map_or(&[][..], Vec::as_slice);
             let part = Part::of(unit, of);
             if settled(unit, of) {
+                self.totals.add(&part);
                 self.held.insert(unit.id.clone(), part);
             } else {
                 open.push(part);
             }
         }
-        open
-    }
-
-    /// Every held part.
-    pub fn parts(&self) -> impl Iterator<Item = &Part> {
-        self.held.values()
+        let mut totals = self.totals.clone();
+        for part in &open {
+            totals.add(part);
+        }
+        totals
     }
 }
 
@@ -158,12 +295,11 @@ mod tests {
     /// family's series come in no fixed order).
     fn scrape(ledger: &Ledger, tally: &mut Tally) -> (usize, Vec<String>) {
         let census = ledger.census_except(&|id| tally.holds(id)).expect("census");
-        let open = tally.absorb(&census);
-        let parts: Vec<&Part> = tally.parts().chain(&open).collect();
+        let totals = tally.absorb(&census);
         let limits = Limits::from_settings(&settings::Settings::default());
         let text = render::render(
             &census,
-            &parts,
+            &totals,
             Timestamp(AT.0 + 5_000),
             &limits,
             &|_| false,
@@ -246,11 +382,11 @@ mod tests {
         ledger.settle_inline(&id, AT).expect("settle");
         let mut tally = Tally::default();
         scrape(&ledger, &mut tally);
-        assert_eq!(tally.parts().count(), 1);
+        assert_eq!(tally.held.len(), 1);
         // A census after retention purged it lists no such id.
-        let open = tally.absorb(&Census::default());
-        assert!(open.is_empty());
-        assert_eq!(tally.parts().count(), 0);
+        let totals = tally.absorb(&Census::default());
+        assert_eq!(totals, Totals::default());
+        assert_eq!(tally.held.len(), 0);
         assert!(!tally.holds(&id));
     }
 }
