@@ -15,6 +15,7 @@
 //! process (`/proc`, signals: the registry answers the [`Liveness`] and [`Reaper`] questions),
 //! and is the only crate that names redb or a PostgreSQL client.
 
+mod ack;
 mod codec;
 mod error;
 mod events;
@@ -36,6 +37,7 @@ mod store;
 pub mod testing;
 mod units;
 
+pub use ack::Acked;
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
 pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published};

@@ -1,0 +1,114 @@
+//! PostgreSQL under faults (SPEC §11.1, issue #22): the ledger reached through a fault proxy
+//! that drops connections, loses answers or black-holes traffic when a test says so. These run
+//! against the throwaway test server whatever the backend under test.
+
+mod common;
+
+use common::*;
+use ledger::testing::{fresh_database, pg_admin_url};
+use ledger::*;
+use pgcluster::FaultProxy;
+
+/// The simple-query message that commits a transaction, as the client sends it.
+const COMMIT: &[u8] = b"COMMIT\0";
+
+/// A ledger on a fresh database, reached through a proxy the test drives.
+fn through_proxy() -> (Ledger, FaultProxy) {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    // In the clear, so that the proxy can see which message is a COMMIT.
+    let via = format!(
+        "{via}{}sslmode=disable",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    let target = PgTarget::parse(&via, None).expect("the URL parses");
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("connects through the proxy");
+    (ledger, proxy)
+}
+
+/// A finished unit's `task:0`, claimed for a minute.
+fn claimed_result(ledger: &Ledger) -> (EventRef, Claim) {
+    let id = unit(ledger, 1);
+    finish(ledger, &id, 0, T0);
+    let c = claimed(claim(ledger, &[key(&id, 0)], 60_000, T0));
+    (key(&id, 0), c)
+}
+
+#[test]
+fn an_ack_whose_commit_never_reached_the_server_is_acked_again_on_a_fresh_connection() {
+    let (ledger, proxy) = through_proxy();
+    let (key, c) = claimed_result(&ledger);
+    proxy.drop_before(COMMIT);
+    let acked = ledger
+        .ack_outcome(c.token, T0.plus_ms(10))
+        .expect("the ack is retried, not reported as unreachable");
+    assert_eq!(proxy.faults(), 1, "the connection was dropped at COMMIT");
+    assert!(!acked.repeated, "the first COMMIT never arrived");
+    assert_eq!(acked.transitions.len(), 1);
+    assert_eq!(state(&ledger, &key), EventState::Delivered);
+    let event = ledger.event(&key).expect("reads").expect("exists");
+    assert_eq!(event.attempts, 1, "delivered once");
+}
+
+#[test]
+fn an_ack_whose_answer_was_lost_is_a_no_op_that_says_so() {
+    let (ledger, proxy) = through_proxy();
+    let (key, c) = claimed_result(&ledger);
+    proxy.lose_reply_to(COMMIT);
+    let acked = ledger
+        .ack_outcome(c.token, T0.plus_ms(10))
+        .expect("the ack resolves its unknown outcome");
+    assert_eq!(proxy.faults(), 1, "the answer to COMMIT was lost");
+    assert!(
+        acked.repeated,
+        "the first COMMIT had landed: already acked by this token"
+    );
+    assert_eq!(acked.transitions.len(), 1);
+    assert_eq!(acked.transitions[0].from, EventState::Claimed);
+    assert_eq!(acked.transitions[0].to, EventState::Delivered);
+    assert_eq!(state(&ledger, &key), EventState::Delivered);
+    // Nobody can claim it again: it is delivered once.
+    let again = claim(&ledger, &[key], 60_000, T0.plus_ms(120_000));
+    assert!(matches!(again, ClaimOutcome::Refused(_)), "{again:?}");
+}
+
+#[test]
+fn a_boundary_ack_of_several_claims_survives_a_lost_answer() {
+    let (ledger, proxy) = through_proxy();
+    let (first, a) = claimed_result(&ledger);
+    let (second, b) = claimed_result(&ledger);
+    proxy.lose_reply_to(COMMIT);
+    let slots = ledger
+        .ack_many(&[a.token, b.token], T0.plus_ms(10))
+        .expect("the acks resolve");
+    assert_eq!(proxy.faults(), 1);
+    assert!(
+        slots
+            .iter()
+            .all(|slot| slot.as_ref().is_ok_and(|t| t.len() == 1)),
+        "{slots:?}"
+    );
+    assert_eq!(state(&ledger, &first), EventState::Delivered);
+    assert_eq!(state(&ledger, &second), EventState::Delivered);
+}
+
+#[test]
+fn a_claim_taken_over_after_its_lease_is_still_lost_not_already_acked() {
+    let (ledger, proxy) = through_proxy();
+    let id = unit(&ledger, 1);
+    finish(&ledger, &id, 0, T0);
+    let old = claimed(claim(&ledger, &[key(&id, 0)], 1_000, T0));
+    let new = claimed(claim(&ledger, &[key(&id, 0)], 60_000, T0.plus_ms(1_000)));
+    ledger
+        .ack(new.token, T0.plus_ms(1_001))
+        .expect("the new holder acks");
+    proxy.drop_before(COMMIT);
+    let err = ledger
+        .ack(old.token, T0.plus_ms(1_002))
+        .expect_err("the old token is fenced");
+    assert!(
+        matches!(err, LedgerError::ClaimLost(t) if t == old.token),
+        "{err}"
+    );
+}
