@@ -265,3 +265,18 @@ mod tests {
         assert_eq!(with_dbname("postgres://u@h:5", "t1"), "postgres://u@h:5/t1");
     }
 }
+
+/// Ends every other server connection to the database of `url` (`pg_terminate_backend`, as an
+/// operator or a failover does) and returns how many it ended.
+pub fn terminate_connections(url: &str) -> usize {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let rows = client.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )?;
+        Ok::<usize, postgres::Error>(rows.iter().filter(|row| row.get::<_, bool>(0)).count())
+    })
+    .unwrap_or_else(|err| panic!("cannot terminate the connections: {err}"))
+}

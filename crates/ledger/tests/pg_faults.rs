@@ -112,3 +112,35 @@ fn a_claim_taken_over_after_its_lease_is_still_lost_not_already_acked() {
         "{err}"
     );
 }
+
+#[test]
+fn a_ledger_whose_connections_were_all_terminated_reconnects_at_its_next_operation() {
+    let url = fresh_database(&pg_admin_url());
+    let target = PgTarget::parse(&url, None).expect("the URL parses");
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("connects");
+    let id = unit(&ledger, 1);
+    let mut listener = ledger
+        .listen(&[Listen::Events])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    // Both of its connections (the pooled one and the listener) end together, as when an
+    // operator or a failover ends hermes' backends.
+    let ended = ledger::testing::terminate_connections(&url);
+    assert!(ended >= 2, "{ended} connections ended");
+    finish(&ledger, &id, 0, T0);
+    let c = claimed(claim(&ledger, &[key(&id, 0)], 60_000, T0));
+    ledger.ack(c.token, T0.plus_ms(1)).expect("acks");
+    // The listener comes back and says so, so that its waiter looks again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let notices = listener.wait(std::time::Duration::from_millis(200));
+        if notices.is_ok_and(|n| n.contains(&Notice::Reconnected)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener reconnects"
+        );
+    }
+}

@@ -259,9 +259,11 @@ impl Pg {
                         f(tx)
                     }
                     Err(err) => {
-                        // A connection that broke while idle (a server restart) is retried
-                        // once, afresh, below.
-                        let broken = err.is_closed() || err.as_db_error().is_none();
+                        // A connection that broke while idle (a server restart, or a backend
+                        // terminated by an operator: its FATAL 57P01 arrives as the answer to
+                        // BEGIN) is retried once, afresh, below.
+                        let broken =
+                            err.is_closed() || err.as_db_error().is_none() || server_gone(&err);
                         failure.set(broken.then_some(Failure::Broken));
                         Err(self.statement_error(&err))
                     }
@@ -279,7 +281,12 @@ impl Pg {
                     std::thread::sleep(Duration::from_micros(micros));
                 }
                 (Err(_), Some(Failure::Broken)) if !committed.get() && !reconnected => {
+                    // Whatever broke this connection (a restart, a failover, an operator
+                    // ending hermes' backends) most likely broke the idle ones too: the one
+                    // retry runs on a new connection, and the idle ones are let go.
                     reconnected = true;
+                    let idle = std::mem::take(&mut *lock(&self.idle));
+                    drop(idle);
                 }
                 (Err(err), _) => return Err(err),
             }
