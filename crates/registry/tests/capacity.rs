@@ -442,3 +442,71 @@ async fn a_host_that_cannot_renew_its_lease_stops_its_children_before_the_lease_
         "no renewal after fencing"
     );
 }
+
+/// SPEC §11.1: a partition that black-holes traffic (the server accepts and never answers)
+/// blocks every ledger call of the host; its self-fencing runs on its own clock all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
+    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let (proxy, via) = pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let connect = |url: &str| {
+        let target = ledger::PgTarget::parse(url, None).expect("the URL parses");
+        Arc::new(
+            Ledger::connect(
+                &target,
+                ledger::LedgerConfig::default(),
+                ledger::TokenSource::Random,
+            )
+            .expect("connects"),
+        )
+    };
+    let (partitioned, outside) = (connect(&via), connect(&url));
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut config = quick_config(home.path());
+    config.heartbeat_interval = Duration::from_millis(500);
+    config.lease = Duration::from_secs(3);
+    config.self_fence_after = Duration::from_millis(2_500);
+    config.sweep_interval = Duration::from_millis(50);
+    let options = HostOptions {
+        kind: HostKind::Headless,
+        session: Some(SessionId::new("hang").expect("session")),
+        worker: None,
+    };
+    let host = Host::start(partitioned, config, Arc::new(SystemClock), options)
+        .await
+        .expect("host starts");
+    let dispatched = host
+        .dispatch(DispatchRequest::background(
+            SessionId::new("hang").expect("session"),
+            spec(&[&["sleep", "100"]]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = dispatched.delegation.id.clone();
+    let child_of = |ledger: &Ledger| {
+        ledger
+            .children(&id)
+            .ok()
+            .and_then(|c| c[0].process.filter(|_| c[0].status == ChildStatus::Running))
+    };
+    assert!(eventually(Duration::from_secs(10), || child_of(&outside).is_some()).await);
+    let child = child_of(&outside).expect("running child");
+
+    proxy.black_hole();
+    let partitioned_at = std::time::Instant::now();
+    assert!(
+        eventually(Duration::from_secs(10), || host.is_fenced()).await,
+        "the host fences itself though every ledger call hangs"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || !group_alive(child)).await,
+        "the fenced host's child is gone"
+    );
+    assert!(
+        partitioned_at.elapsed() < Duration::from_secs(3),
+        "stopped within the lease: {:?}",
+        partitioned_at.elapsed()
+    );
+    // Ends the hung calls, so that the runtime can shut down.
+    drop(proxy);
+}

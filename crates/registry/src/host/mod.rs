@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ledger::{
     Channel, ChildOutcome, Delegation, DelegationId, DispatchSpec, HostId, HostKind,
@@ -42,7 +42,7 @@ use activity::watch_activity;
 pub(crate) use inner::Inner;
 use inner::Units;
 pub use intake::record_dispatch;
-use lease::maintain;
+use lease::{fence_on_time, maintain};
 
 /// Finished units whose reports a host keeps for [`Host::wait`].
 const KEPT_REPORTS: usize = 256;
@@ -152,6 +152,7 @@ impl Host {
             me,
             host_id,
             fenced: AtomicBool::new(false),
+            renewed_at: AtomicU64::new(now.0),
             taking: AtomicBool::new(true),
             options,
             units: Mutex::new(Units::default()),
@@ -166,6 +167,7 @@ impl Host {
             inner.call(move |l| l.adopt_units(&session, me)).await?;
         }
         tokio::spawn(maintain(inner.clone()));
+        tokio::spawn(fence_on_time(inner.clone()));
         if inner.options.kind != HostKind::Inline {
             tokio::spawn(watch_activity(inner.clone()));
         }
