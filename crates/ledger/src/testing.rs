@@ -252,20 +252,6 @@ pub fn with_dbname(url: &str, dbname: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_database_name_replaces_the_urls_own_keeping_its_options() {
-        assert_eq!(
-            with_dbname("postgres://u:p@h:5/postgres?sslmode=require", "t1"),
-            "postgres://u:p@h:5/t1?sslmode=require"
-        );
-        assert_eq!(with_dbname("postgres://u@h:5", "t1"), "postgres://u@h:5/t1");
-    }
-}
-
 /// Ends every other server connection to the database of `url` (`pg_terminate_backend`, as an
 /// operator or a failover does) and returns how many it ended.
 pub fn terminate_connections(url: &str) -> usize {
@@ -279,4 +265,29 @@ pub fn terminate_connections(url: &str) -> usize {
         Ok::<usize, postgres::Error>(rows.iter().filter(|row| row.get::<_, bool>(0)).count())
     })
     .unwrap_or_else(|err| panic!("cannot terminate the connections: {err}"))
+}
+
+/// The value of the server setting `name` on a ledger connection to `url` (the server's own
+/// view of that session: `application_name`, `statement_timeout`, …).
+pub fn session_setting(url: &str, name: &str) -> String {
+    let target = PgTarget::parse(url, None).expect("the test URL parses");
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
+        .expect("the ledger connects");
+    let pg = ledger.backend.pg().expect("a PostgreSQL ledger");
+    pg.query_text(&format!("SELECT current_setting('{name}')"))
+        .expect("reads the setting")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_name_replaces_the_urls_own_keeping_its_options() {
+        assert_eq!(
+            with_dbname("postgres://u:p@h:5/postgres?sslmode=require", "t1"),
+            "postgres://u:p@h:5/t1?sslmode=require"
+        );
+        assert_eq!(with_dbname("postgres://u@h:5", "t1"), "postgres://u@h:5/t1");
+    }
 }

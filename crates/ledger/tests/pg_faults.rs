@@ -144,3 +144,88 @@ fn a_ledger_whose_connections_were_all_terminated_reconnects_at_its_next_operati
         );
     }
 }
+
+/// Runs `f` on a thread and returns its result, or `None` if it takes longer than `limit` (a
+/// call that hangs fails the test instead of hanging it).
+fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+#[test]
+fn a_server_that_accepts_and_never_answers_fails_the_connect_within_its_timeout() {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    proxy.black_hole();
+    let via = format!(
+        "{via}{}connect_timeout=1",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    let connected = within(std::time::Duration::from_secs(20), move || {
+        let target = PgTarget::parse(&via, None).expect("the URL parses");
+        Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7)).map(drop)
+    })
+    .expect("the login is under the connect timeout, not left hanging");
+    let err = connected.expect_err("nothing answers");
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Unavailable { .. }), "{text}");
+    assert!(
+        text.contains("did not answer the login within 1 s"),
+        "{text}"
+    );
+    assert!(text.contains(&proxy.addr().to_string()), "{text}");
+}
+
+#[test]
+fn every_session_gets_server_side_deadlines_and_keeps_the_urls_application_name() {
+    let url = fresh_database(&pg_admin_url());
+    assert_eq!(
+        ledger::testing::session_setting(&url, "statement_timeout"),
+        "30s"
+    );
+    assert_eq!(
+        ledger::testing::session_setting(&url, "idle_in_transaction_session_timeout"),
+        "1min"
+    );
+    assert_eq!(
+        ledger::testing::session_setting(&url, "application_name"),
+        "hermes"
+    );
+    let named = format!(
+        "{url}{}application_name=ops-east",
+        if url.contains('?') { '&' } else { '?' }
+    );
+    assert_eq!(
+        ledger::testing::session_setting(&named, "application_name"),
+        "ops-east"
+    );
+}
+
+#[test]
+fn refusals_say_what_the_server_said() {
+    let url = fresh_database(&pg_admin_url());
+    let (scheme_user, rest) = url.split_once('@').expect("user@host");
+    let user = scheme_user
+        .rsplit_once(':')
+        .map(|(u, _)| u)
+        .expect("a password");
+    let connect = |url: &str| {
+        let target = PgTarget::parse(url, None).expect("the URL parses");
+        Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+            .map(drop)
+            .expect_err("refused")
+            .to_string()
+    };
+    let wrong = connect(&format!("{user}:not-the-password@{rest}"));
+    assert!(wrong.contains("refused the login"), "{wrong}");
+    assert!(!wrong.contains("not-the-password"), "{wrong}");
+    let missing = connect(&ledger::testing::with_dbname(&url, "no_such_db_22"));
+    assert!(missing.contains("has no such database"), "{missing}");
+    assert!(!missing.contains("cannot reach"), "{missing}");
+}

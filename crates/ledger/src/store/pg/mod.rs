@@ -18,6 +18,7 @@
 //! runtime of its own; a call made from inside a tokio runtime runs on a scoped thread, since
 //! that runtime cannot be blocked on from there.
 
+mod connect;
 mod listen;
 mod pool;
 mod read;

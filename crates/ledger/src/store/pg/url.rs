@@ -60,8 +60,10 @@ impl PgTarget {
                 "the URL names no user (postgres://USER@HOST/DB)".into(),
             ));
         }
-        config.connect_timeout(CONNECT_TIMEOUT);
-        config.application_name("hermes");
+        deadlines(&mut config);
+        if config.get_application_name().is_none() {
+            config.application_name("hermes");
+        }
         let host = match config.get_hosts().first() {
             Some(postgres::config::Host::Tcp(host)) => host.clone(),
             #[cfg(unix)]
@@ -101,6 +103,34 @@ impl PgTarget {
         );
         other
     }
+}
+
+/// Every round trip gets a deadline (SPEC §11.1): the login its connect timeout (the URL's, or
+/// [`CONNECT_TIMEOUT`]; enforced by `connect::connect_within`); a peer that stops
+/// acknowledging is dropped by the kernel after [`TCP_USER_TIMEOUT`], an idle one that vanished
+/// after the keepalives; and the server itself ends a statement after [`STATEMENT_TIMEOUT`]
+/// and a transaction left idle after [`IDLE_IN_TRANSACTION_TIMEOUT`] (set per session through
+/// the startup `options`, after any the URL gives, so that the URL's own `-c` settings win).
+fn deadlines(config: &mut postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    config
+        .tcp_user_timeout(TCP_USER_TIMEOUT)
+        .keepalives(true)
+        .keepalives_idle(KEEPALIVE_IDLE)
+        .keepalives_interval(KEEPALIVE_INTERVAL)
+        .keepalives_retries(KEEPALIVE_RETRIES);
+    let ours = format!(
+        "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+        STATEMENT_TIMEOUT.as_millis(),
+        IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+    );
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{ours} {theirs}"),
+        _ => ours,
+    };
+    config.options(&options);
 }
 
 /// A TLS connector for `sslmode=prefer|require`: encrypted, the server's certificate not
