@@ -278,6 +278,43 @@ pub fn session_setting(url: &str, name: &str) -> String {
         .expect("reads the setting")
 }
 
+/// Makes every write of an event in the database of `url` fail with SQLSTATE 53100
+/// (`disk_full`), a storage error that is not a broken connection, until called again with
+/// `fail: false`. Each refused write counts in [`refused_event_writes`].
+pub fn fail_event_writes(url: &str, fail: bool) {
+    let sql = if fail {
+        "CREATE SEQUENCE IF NOT EXISTS hermes_test_refused; \
+         CREATE OR REPLACE FUNCTION hermes_test_refuse() RETURNS trigger AS $$ \
+         BEGIN PERFORM nextval('hermes_test_refused'); \
+         RAISE EXCEPTION 'could not extend file (test)' USING ERRCODE = '53100'; END $$ \
+         LANGUAGE plpgsql; \
+         DROP TRIGGER IF EXISTS hermes_test_refuse ON hermes_events; \
+         CREATE TRIGGER hermes_test_refuse BEFORE INSERT OR UPDATE ON hermes_events \
+         FOR EACH ROW EXECUTE FUNCTION hermes_test_refuse();"
+    } else {
+        "DROP TRIGGER IF EXISTS hermes_test_refuse ON hermes_events;"
+    };
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        client.batch_execute(sql)
+    })
+    .unwrap_or_else(|err| panic!("cannot switch the refusal of event writes: {err}"));
+}
+
+/// How many event writes [`fail_event_writes`] refused so far (sequences are not rolled back
+/// with the refused transaction).
+pub fn refused_event_writes(url: &str) -> i64 {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM hermes_test_refused",
+            &[],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

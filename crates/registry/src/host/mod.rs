@@ -46,8 +46,6 @@ use lease::{fence_on_time, maintain};
 
 /// Finished units whose reports a host keeps for [`Host::wait`].
 const KEPT_REPORTS: usize = 256;
-/// Attempts at publishing one child's outcome before leaving it to the unit's finalization.
-const PUBLISH_ATTEMPTS: u32 = 3;
 
 /// What kind of host to start, and for which session.
 #[derive(Clone, Debug, PartialEq, Eq)]
