@@ -229,3 +229,45 @@ fn refusals_say_what_the_server_said() {
     assert!(missing.contains("has no such database"), "{missing}");
     assert!(!missing.contains("cannot reach"), "{missing}");
 }
+
+#[test]
+fn libpq_variables_fill_in_what_the_url_leaves_out_and_the_url_wins() {
+    let url = fresh_database(&pg_admin_url());
+    // postgres://USER:PASSWORD@HOST:PORT/DB
+    let rest = url.strip_prefix("postgres://").expect("a postgres:// URL");
+    let (credentials, rest) = rest.split_once('@').expect("user@host");
+    let (user, password) = credentials.split_once(':').expect("user:password");
+    let (server, dbname) = rest.split_once('/').expect("host:port/db");
+    let (host, port) = server.rsplit_once(':').expect("host:port");
+    let env = PgEnv {
+        port: Some(port.to_owned()),
+        user: Some(user.to_owned()),
+        dbname: Some(dbname.to_owned()),
+        password: Some(password.to_owned()),
+        sslmode: Some("disable".to_owned()),
+        ..PgEnv::default()
+    };
+    let bare = format!("postgres://{host}");
+    let target = PgTarget::parse_env(&bare, &env).expect("parses");
+    assert_eq!(
+        target.display(),
+        format!("postgres://{user}@{server}/{dbname}")
+    );
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("PGPORT, PGUSER, PGDATABASE and PGPASSWORD reach the server");
+    drop(ledger);
+    // The URL's own port wins over PGPORT.
+    let elsewhere = PgEnv {
+        port: Some("1".to_owned()),
+        ..env.clone()
+    };
+    let target = PgTarget::parse_env(&url, &elsewhere).expect("parses");
+    Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("the URL's port is used");
+    let wrong = PgEnv {
+        port: Some("not-a-port".to_owned()),
+        ..env
+    };
+    let err = PgTarget::parse_env(&bare, &wrong).expect_err("refused");
+    assert!(err.to_string().contains("PGPORT"), "{err}");
+}

@@ -30,4 +30,4 @@ mod write;
 pub use listen::{Listener, Notice};
 pub(crate) use pool::{Pg, off_runtime};
 pub use schema::SCHEMA_VERSION;
-pub use url::{PgTarget, is_postgres_url};
+pub use url::{PgEnv, PgTarget, is_postgres_url};
