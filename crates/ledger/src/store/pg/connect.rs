@@ -8,7 +8,7 @@ use std::time::Duration;
 use postgres::Client;
 use postgres::error::SqlState;
 
-use super::pool::{CONNECT_TIMEOUT, one_line};
+use super::pool::{CONNECT_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT, STATEMENT_TIMEOUT, one_line};
 use super::url::PgTarget;
 
 /// Why a connection could not be opened.
@@ -32,16 +32,42 @@ pub(super) fn connect_within(
         .copied()
         .unwrap_or(CONNECT_TIMEOUT);
     let (config, tls) = (target.config.clone(), tls.clone());
+    let settings = session_settings(config.get_options().unwrap_or_default());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let connected = config.connect(tls).and_then(|mut client| {
+            if !settings.is_empty() {
+                client.batch_execute(&settings)?;
+            }
+            Ok(client)
+        });
         // The receiver may have given up: the client is then dropped here.
-        let _ = tx.send(config.connect(tls));
+        let _ = tx.send(connected);
     });
     match rx.recv_timeout(deadline) {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(err)) => Err(Refused::Error(err)),
         Err(_) => Err(Refused::Silent(deadline)),
     }
+}
+
+/// The server-side deadlines every session gets: `statement_timeout` ([`STATEMENT_TIMEOUT`])
+/// and `idle_in_transaction_session_timeout` ([`IDLE_IN_TRANSACTION_TIMEOUT`]), each unless the
+/// URL's `options` set it (the operator's choice wins). Set with `SET` once the session is open
+/// rather than as startup `options`, which poolers refuse.
+pub(super) fn session_settings(url_options: &str) -> String {
+    [
+        ("statement_timeout", STATEMENT_TIMEOUT),
+        (
+            "idle_in_transaction_session_timeout",
+            IDLE_IN_TRANSACTION_TIMEOUT,
+        ),
+    ]
+    .iter()
+    .filter(|(name, _)| !url_options.contains(name))
+    .map(|(name, limit)| format!("SET {name} = {};", limit.as_millis()))
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// What the server said, in words an operator acts on, when it refused for a reason of its

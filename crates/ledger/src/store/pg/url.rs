@@ -256,9 +256,8 @@ impl PgEnv {
 /// Every round trip gets a deadline (SPEC §11.1): the login its connect timeout (the URL's, or
 /// [`CONNECT_TIMEOUT`]; enforced by `connect::connect_within`); a peer that stops
 /// acknowledging is dropped by the kernel after [`TCP_USER_TIMEOUT`], an idle one that vanished
-/// after the keepalives; and the server itself ends a statement after [`STATEMENT_TIMEOUT`]
-/// and a transaction left idle after [`IDLE_IN_TRANSACTION_TIMEOUT`] (set per session through
-/// the startup `options`, after any the URL gives, so that the URL's own `-c` settings win).
+/// after the keepalives; and the server itself ends a statement and an idle transaction on
+/// time (`connect::session_settings`, set on every new session).
 fn deadlines(config: &mut postgres::Config) {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
@@ -269,16 +268,6 @@ fn deadlines(config: &mut postgres::Config) {
         .keepalives_idle(KEEPALIVE_IDLE)
         .keepalives_interval(KEEPALIVE_INTERVAL)
         .keepalives_retries(KEEPALIVE_RETRIES);
-    let ours = format!(
-        "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
-        STATEMENT_TIMEOUT.as_millis(),
-        IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
-    );
-    let options = match config.get_options() {
-        Some(theirs) if !theirs.trim().is_empty() => format!("{ours} {theirs}"),
-        _ => ours,
-    };
-    config.options(&options);
 }
 
 /// A TLS connector for `sslmode=prefer|require`: encrypted, the server's certificate not
