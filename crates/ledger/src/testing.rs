@@ -315,6 +315,21 @@ pub fn refused_event_writes(url: &str) -> i64 {
     .unwrap_or(0)
 }
 
+/// How many server connections to the database of `url` last ran exactly `query` (say
+/// `LISTEN hermes_events`: the consumers waiting on it).
+pub fn connections_that_ran(url: &str, query: &str) -> usize {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query = $1",
+            &[&query],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
