@@ -108,11 +108,12 @@ impl Home {
     /// Where the ledger lives: `ledger.url` (a PostgreSQL database), else `ledger.redb` here.
     pub fn ledger_location(&self) -> anyhow::Result<ledger::Location> {
         let url = self.settings.ledger.url.as_ref().map(|u| u.expose());
-        let password = std::env::var("PGPASSWORD").ok();
-        Ok(ledger::Location::from_url(
+        // libpq's variables fill in what the URL leaves out (SPEC §11.1).
+        let env = ledger::PgEnv::from_vars(|name| std::env::var(name).ok());
+        Ok(ledger::Location::from_url_env(
             url,
             &self.dir.join("ledger.redb"),
-            password.as_deref(),
+            &env,
         )?)
     }
 

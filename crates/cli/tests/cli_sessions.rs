@@ -449,3 +449,47 @@ fn status_shows_a_stalling_child_and_its_stall_fields_during_the_grace_period() 
     assert_eq!(task["detail"]["kind"], "stalled", "{task}");
     assert_eq!(task["detail"]["stall_grace_seconds"], 8.0, "{task}");
 }
+
+/// SPEC §11.1 (issue #22, defect 6): a `drain --wait` whose connections, pooled and listening,
+/// are all ended by the server (an operator, a failover) reconnects and delivers, instead of
+/// exiting 6 at its next look.
+#[test]
+fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
+    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let h = Hermes::sharing(&url);
+    let go = h.path().join("go");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo reconnected",
+        go.display()
+    );
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "K",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let drain = h
+        .command(&["drain", "--session", "K", "--wait", "60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("drain starts");
+    wait_for(Duration::from_secs(20), "the drain to listen", || {
+        (ledger::testing::connections_that_ran(&url, "LISTEN hermes_events") >= 1).then_some(())
+    });
+    let ended = ledger::testing::terminate_connections(&url);
+    assert!(ended >= 2, "{ended} connections ended");
+    std::fs::write(&go, b"").expect("the child may finish");
+    let out = drain.wait_with_output().expect("drain ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stdout.matches("│ reconnected").count(), 1, "{stdout}");
+}

@@ -263,11 +263,6 @@ impl Ledger {
         })
     }
 
-    /// Marks every key of the claim delivered.
-    pub fn ack(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
-        self.settle(token, move |event| rules::ack(event, now))
-    }
-
     /// Returns every key of the claim to pending, the attempt counted; a key whose attempts
     /// reached `max_attempts` is dropped (`attempts_exhausted`) instead.
     pub fn release(&self, token: ClaimToken, now: Timestamp) -> Result<Vec<Transition>> {
@@ -366,31 +361,6 @@ impl Ledger {
             Ok((transitions, wrote))
         })
     }
-
-    /// Acks several claims in one transaction (one durable commit for a whole boundary). Each
-    /// token is settled on its own: a lost one gives `Err(ClaimLost)` in its slot and the others
-    /// are still acked.
-    pub fn ack_many(
-        &self,
-        tokens: &[ClaimToken],
-        now: Timestamp,
-    ) -> Result<Vec<Result<Vec<Transition>>>> {
-        let tokens = tokens.to_vec();
-        self.write_grouped(move |_, w| {
-            let mut results = Vec::with_capacity(tokens.len());
-            for token in &tokens {
-                let result = settle_in(w, *token, &mut |event: &mut Event| rules::ack(event, now));
-                match result {
-                    Err(LedgerError::ClaimLost(lost)) => {
-                        results.push(Err(LedgerError::ClaimLost(lost)))
-                    }
-                    other => results.push(Ok(other?)),
-                }
-            }
-            let wrote = results.iter().any(Result::is_ok);
-            Ok((results, wrote))
-        })
-    }
 }
 
 /// Applies `change` to every key `token` still holds inside `w`, or fails with `ClaimLost`
@@ -414,7 +384,7 @@ fn settle_in(
 }
 
 /// The claim and its events, if `token` still holds every key it claimed.
-fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> {
+pub(crate) fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> {
     let record = w
         .claim_record(token)?
         .ok_or(LedgerError::ClaimLost(token))?;

@@ -15,6 +15,7 @@
 //! process (`/proc`, signals: the registry answers the [`Liveness`] and [`Reaper`] questions),
 //! and is the only crate that names redb or a PostgreSQL client.
 
+mod ack;
 mod codec;
 mod error;
 mod events;
@@ -36,6 +37,7 @@ mod store;
 pub mod testing;
 mod units;
 
+pub use ack::Acked;
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
 pub use events::{Claim, ClaimOutcome, ClaimRequest, NewEvent, Published};
@@ -48,7 +50,7 @@ pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
 pub use store::Listen;
-pub use store::pg::{Listener, Notice, PgTarget, SCHEMA_VERSION, is_postgres_url};
+pub use store::pg::{Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url};
 pub use store::redb::{IoCounts, io_counts, panic_is_caught};
 
 /// Where a ledger lives: `ledger.url` unset → the home's redb file; a `postgres://` URL → a
@@ -69,9 +71,23 @@ impl Location {
         default_file: &std::path::Path,
         pgpassword: Option<&str>,
     ) -> Result<Location> {
+        let env = PgEnv {
+            password: pgpassword.map(str::to_owned),
+            ..PgEnv::default()
+        };
+        Location::from_url_env(url, default_file, &env)
+    }
+
+    /// The location `url` names (`None` or empty: `default_file`), what the URL leaves out
+    /// taken from libpq's environment (`env`).
+    pub fn from_url_env(
+        url: Option<&str>,
+        default_file: &std::path::Path,
+        env: &PgEnv,
+    ) -> Result<Location> {
         match url.map(str::trim).filter(|u| !u.is_empty()) {
             None => Ok(Location::File(default_file.to_owned())),
-            Some(url) => PgTarget::parse(url, pgpassword).map(|t| Location::Postgres(Box::new(t))),
+            Some(url) => PgTarget::parse_env(url, env).map(|t| Location::Postgres(Box::new(t))),
         }
     }
 }

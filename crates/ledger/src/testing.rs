@@ -252,6 +252,84 @@ pub fn with_dbname(url: &str, dbname: &str) -> String {
     out
 }
 
+/// Ends every other server connection to the database of `url` (`pg_terminate_backend`, as an
+/// operator or a failover does) and returns how many it ended.
+pub fn terminate_connections(url: &str) -> usize {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let rows = client.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )?;
+        Ok::<usize, postgres::Error>(rows.iter().filter(|row| row.get::<_, bool>(0)).count())
+    })
+    .unwrap_or_else(|err| panic!("cannot terminate the connections: {err}"))
+}
+
+/// The value of the server setting `name` on a ledger connection to `url` (the server's own
+/// view of that session: `application_name`, `statement_timeout`, …).
+pub fn session_setting(url: &str, name: &str) -> String {
+    let target = PgTarget::parse(url, None).expect("the test URL parses");
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
+        .expect("the ledger connects");
+    let pg = ledger.backend.pg().expect("a PostgreSQL ledger");
+    pg.query_text(&format!("SELECT current_setting('{name}')"))
+        .expect("reads the setting")
+}
+
+/// Makes every write of an event in the database of `url` fail with SQLSTATE 53100
+/// (`disk_full`), a storage error that is not a broken connection, until called again with
+/// `fail: false`. Each refused write counts in [`refused_event_writes`].
+pub fn fail_event_writes(url: &str, fail: bool) {
+    let sql = if fail {
+        "CREATE SEQUENCE IF NOT EXISTS hermes_test_refused; \
+         CREATE OR REPLACE FUNCTION hermes_test_refuse() RETURNS trigger AS $$ \
+         BEGIN PERFORM nextval('hermes_test_refused'); \
+         RAISE EXCEPTION 'could not extend file (test)' USING ERRCODE = '53100'; END $$ \
+         LANGUAGE plpgsql; \
+         DROP TRIGGER IF EXISTS hermes_test_refuse ON hermes_events; \
+         CREATE TRIGGER hermes_test_refuse BEFORE INSERT OR UPDATE ON hermes_events \
+         FOR EACH ROW EXECUTE FUNCTION hermes_test_refuse();"
+    } else {
+        "DROP TRIGGER IF EXISTS hermes_test_refuse ON hermes_events;"
+    };
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        client.batch_execute(sql)
+    })
+    .unwrap_or_else(|err| panic!("cannot switch the refusal of event writes: {err}"));
+}
+
+/// How many event writes [`fail_event_writes`] refused so far (sequences are not rolled back
+/// with the refused transaction).
+pub fn refused_event_writes(url: &str) -> i64 {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM hermes_test_refused",
+            &[],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .unwrap_or(0)
+}
+
+/// How many server connections to the database of `url` last ran exactly `query` (say
+/// `LISTEN hermes_events`: the consumers waiting on it).
+pub fn connections_that_ran(url: &str, query: &str) -> usize {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query = $1",
+            &[&query],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

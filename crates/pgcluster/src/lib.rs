@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 mod error;
 mod os;
+mod proxy;
 
 use os::{
     checked, free_port, is_root, parse_url, random_hex, server_binaries, tail, user_ids, user_name,
@@ -38,6 +39,7 @@ use os::{
 
 use error::{Context, bail};
 pub use error::{Error, Result};
+pub use proxy::{FaultProxy, Mode};
 
 /// The admin URL (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`) the tests create their
 /// databases from, one database per test.

@@ -17,8 +17,15 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let at = now();
+    // An ack whose commit outcome was unknown is resolved by the ledger; if it had landed, the
+    // ack says so (`"repeated": true`) rather than reporting the claim lost.
+    let mut repeated = false;
     let (action, transitions, expires) = match args.action {
-        DeliveryAction::Ack => ("ack", ledger.ack(token, at)?, None),
+        DeliveryAction::Ack => {
+            let acked = ledger.ack_outcome(token, at)?;
+            repeated = acked.repeated;
+            ("ack", acked.transitions, None)
+        }
         DeliveryAction::Release => ("release", ledger.release(token, at)?, None),
         DeliveryAction::Defer => ("defer", ledger.defer(token)?, None),
         DeliveryAction::Drop => {
@@ -39,6 +46,7 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
         output::print_json(&json!({
             "claim": token.to_string(),
             "action": action,
+            "repeated": repeated,
             "lease_expires_at": output::time(expires),
             "transitions": transitions.iter().map(|t| json!({
                 "delegation_id": t.event.delegation_id.to_string(),
@@ -50,6 +58,11 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
         }))?;
     } else {
         let mut text = String::new();
+        if repeated {
+            text.push_str(&format!(
+                "claim {token} was already acked by this token (its first commit's answer was lost)\n"
+            ));
+        }
         if let Some(at) = expires {
             text.push_str(&format!(
                 "claim {token} renewed until {}\n",

@@ -12,7 +12,6 @@ use ledger::{
 
 use crate::error::RegistryError;
 
-use super::PUBLISH_ATTEMPTS;
 use super::inner::Inner;
 
 impl Inner {
@@ -105,18 +104,18 @@ impl Inner {
                     return None;
                 }
                 Err(e) => {
-                    // An unreachable ledger (a server restarting, a dropped connection) is
-                    // waited out while this host holds its lease: it fences itself, and this
-                    // loop ends, once the lease can no longer be renewed. Other failures get a
-                    // few attempts.
-                    let unreachable =
-                        matches!(&e, RegistryError::Ledger(LedgerError::Unavailable { .. }));
-                    tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot publish a child's outcome");
-                    if !unreachable && attempt >= PUBLISH_ATTEMPTS {
+                    // Whatever the failure (an unreachable server, a lock timeout, a revoked
+                    // grant, a full disk), a finished child's result is never forgotten: it is
+                    // retried, each failure logged, for as long as this host holds its lease.
+                    // Once the host fences, the call above refuses and this loop ends; the
+                    // unit is left to recovery.
+                    // A refusal about the unit itself (it is gone, its session ended) does not
+                    // change by retrying: a few attempts, then the unit's finalization.
+                    tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot record a finished child's outcome; retrying");
+                    if !is_storage(&e) && attempt >= PUBLISH_ATTEMPTS {
                         return None;
                     }
-                    let pause = Duration::from_millis(100 * u64::from(attempt.min(10)));
-                    tokio::time::sleep(pause).await;
+                    tokio::time::sleep(retry_pause(attempt)).await;
                 }
             }
         }
@@ -129,25 +128,42 @@ impl Inner {
         unpublished: Vec<ChildOutcome>,
         outcomes: &std::collections::BTreeMap<u32, ChildOutcome>,
     ) -> UnitStatus {
-        let (id, writer) = (unit.id.clone(), self.host_id);
-        let now = self.ctx.clock.now();
-        let settled = self
-            .call(move |l| {
-                if let Some(status) =
-                    l.finish_unit(writer, &id, unpublished, "finalized_by_host", now)?
-                {
-                    return Ok(Some(status));
+        let mut attempt = 0u32;
+        loop {
+            attempt = attempt.saturating_add(1);
+            let (id, writer, unpublished) = (unit.id.clone(), self.host_id, unpublished.clone());
+            let now = self.ctx.clock.now();
+            let settled = self
+                .call(move |l| {
+                    if let Some(status) =
+                        l.finish_unit(writer, &id, unpublished, "finalized_by_host", now)?
+                    {
+                        return Ok(Some(status));
+                    }
+                    Ok(l.delegation(&id)?
+                        .map(|d| d.status)
+                        .filter(|s| s.is_terminal()))
+                })
+                .await;
+            match settled {
+                Ok(Some(status)) => return status,
+                Ok(None)
+                | Err(
+                    RegistryError::Fenced(_) | RegistryError::Ledger(LedgerError::Fenced { .. }),
+                ) => {
+                    // Not ours to finalize (any more): the unit's own record decides.
+                    let statuses: Vec<ChildStatus> = outcomes.values().map(|o| o.status).collect();
+                    return UnitStatus::from_children(&statuses);
                 }
-                Ok(l.delegation(&id)?
-                    .map(|d| d.status)
-                    .filter(|s| s.is_terminal()))
-            })
-            .await;
-        match settled {
-            Ok(Some(status)) => status,
-            Ok(None) | Err(_) => {
-                let statuses: Vec<ChildStatus> = outcomes.values().map(|o| o.status).collect();
-                UnitStatus::from_children(&statuses)
+                Err(e) if !is_storage(&e) && attempt >= PUBLISH_ATTEMPTS => {
+                    tracing::warn!(delegation = %unit.id, attempt, error = %e, "cannot finalize a finished unit");
+                    let statuses: Vec<ChildStatus> = outcomes.values().map(|o| o.status).collect();
+                    return UnitStatus::from_children(&statuses);
+                }
+                Err(e) => {
+                    tracing::warn!(delegation = %unit.id, attempt, error = %e, "cannot finalize a finished unit; retrying");
+                    tokio::time::sleep(retry_pause(attempt)).await;
+                }
             }
         }
     }
@@ -163,4 +179,24 @@ impl Inner {
             Err(e) => tracing::warn!(error = %e, "cannot read interrupt requests"),
         }
     }
+}
+
+/// The pause before the next attempt at recording a result: growing from 100 ms to
+/// [`MAX_RETRY_PAUSE`].
+fn retry_pause(attempt: u32) -> Duration {
+    Duration::from_millis(100)
+        .saturating_mul(1 << attempt.min(6))
+        .min(MAX_RETRY_PAUSE)
+}
+
+/// The longest pause between two attempts at recording a result.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
+
+/// Attempts at recording a result that the ledger refused for a reason about the unit itself
+/// (not its storage or server).
+const PUBLISH_ATTEMPTS: u32 = 3;
+
+/// Whether `e` is the ledger's storage or server failing (retried while the lease holds).
+fn is_storage(e: &RegistryError) -> bool {
+    matches!(e, RegistryError::Ledger(err) if err.is_unavailable())
 }

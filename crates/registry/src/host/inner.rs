@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ledger::{DelegationId, HostId, HostKind, Ledger, ProcessId, Progress, SessionId};
 use tokio::sync::{Notify, watch};
@@ -41,6 +41,9 @@ pub(crate) struct Inner {
     pub(crate) host_id: HostId,
     /// Set once the host fenced itself: it writes nothing more.
     pub(crate) fenced: AtomicBool,
+    /// When the last lease renewal that got through was asked for (its registration at first),
+    /// in milliseconds: the self-fencing clock reads it (`lease::fence_on_time`).
+    pub(crate) renewed_at: AtomicU64,
     /// Whether a worker takes units from its pool (cleared by [`Host::stop_taking`]).
     pub(crate) taking: AtomicBool,
     pub(crate) options: HostOptions,

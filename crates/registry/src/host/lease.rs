@@ -1,7 +1,11 @@
-//! The housekeeping loop: lease renewal and self-fencing, the recovery sweep, progress and
-//! interrupt polling.
+//! The housekeeping loop (lease renewal, the recovery sweep, progress and interrupt polling)
+//! and self-fencing, which runs on a clock of its own (SPEC §11.1): a ledger call that never
+//! answers (a partition that black-holes traffic) blocks the housekeeping loop, never the
+//! fence.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use ledger::{HostKind, LedgerError, Timestamp};
 
@@ -14,8 +18,7 @@ use super::inner::Inner;
 pub(super) async fn maintain(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
     let config = inner.ctx.config.clone();
-    let registered = inner.ctx.clock.now();
-    let (mut last_renewal, mut renewed) = (registered, registered);
+    let mut last_renewal = inner.ctx.clock.now();
     let mut last_progress = Timestamp(0);
     let mut last_sweep = Timestamp(0);
     let reaper = crate::reaper::OsReaper::new();
@@ -28,7 +31,8 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
                 .call(move |l| l.renew_host(me, host_id, lease, now))
                 .await
             {
-                Ok(_) => renewed = now,
+                // The lease runs from when the renewal was asked for.
+                Ok(_) => inner.renewed_at.store(now.0, Ordering::SeqCst),
                 Err(RegistryError::Ledger(LedgerError::LeaseLost(_))) => {
                     crate::counts::lease_renewal_failed();
                     inner.fence("another process judged this host dead and recovered its units");
@@ -39,10 +43,6 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
                     tracing::warn!(error = %e, "cannot renew the host's lease");
                 }
             }
-        }
-        if now.ms_since(renewed) >= millis(config.self_fence_after) {
-            inner.fence("the lease could not be renewed in time");
-            return;
         }
         if now.ms_since(last_sweep) >= millis(config.recovery_interval) {
             last_sweep = now;
@@ -65,6 +65,32 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
         tokio::select! {
             () = tokio::time::sleep(config.sweep_interval) => {}
             () = inner.wake.notified() => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// How often, at most, the fence looks at the clock.
+const FENCE_TICK: Duration = Duration::from_millis(100);
+
+/// Self-fencing: once the last renewal that got through is `self_fence_after` old, the host
+/// stops its children and writes nothing more, whatever the housekeeping loop is blocked on.
+/// It reads only the clock and [`Inner::renewed_at`], never the ledger.
+pub(super) async fn fence_on_time(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    let limit = millis(inner.ctx.config.self_fence_after);
+    let tick = inner.ctx.config.sweep_interval.min(FENCE_TICK);
+    loop {
+        let renewed = Timestamp(inner.renewed_at.load(Ordering::SeqCst));
+        if inner.ctx.clock.now().ms_since(renewed) >= limit {
+            inner.fence("the lease could not be renewed in time");
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(tick) => {}
             _ = stop.changed() => return,
         }
         if *stop.borrow() {

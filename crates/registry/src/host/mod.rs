@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ledger::{
     Channel, ChildOutcome, Delegation, DelegationId, DispatchSpec, HostId, HostKind,
@@ -42,12 +42,10 @@ use activity::watch_activity;
 pub(crate) use inner::Inner;
 use inner::Units;
 pub use intake::record_dispatch;
-use lease::maintain;
+use lease::{fence_on_time, maintain};
 
 /// Finished units whose reports a host keeps for [`Host::wait`].
 const KEPT_REPORTS: usize = 256;
-/// Attempts at publishing one child's outcome before leaving it to the unit's finalization.
-const PUBLISH_ATTEMPTS: u32 = 3;
 
 /// What kind of host to start, and for which session.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,6 +150,7 @@ impl Host {
             me,
             host_id,
             fenced: AtomicBool::new(false),
+            renewed_at: AtomicU64::new(now.0),
             taking: AtomicBool::new(true),
             options,
             units: Mutex::new(Units::default()),
@@ -166,6 +165,7 @@ impl Host {
             inner.call(move |l| l.adopt_units(&session, me)).await?;
         }
         tokio::spawn(maintain(inner.clone()));
+        tokio::spawn(fence_on_time(inner.clone()));
         if inner.options.kind != HostKind::Inline {
             tokio::spawn(watch_activity(inner.clone()));
         }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use postgres::Client;
 
+use super::connect::*;
 use super::pool::*;
 use super::url::*;
 use crate::error::{LedgerError, Result};
@@ -27,8 +28,12 @@ impl Pg {
             })
             .collect();
         let (target, tls) = (self.target.clone(), self.tls.clone());
-        let client = off_runtime(|| listening(&target, &tls, &channels))
-            .map_err(|e| self.unavailable(&e))?;
+        let client = off_runtime(|| listening(&target, &tls, &channels)).map_err(|refused| {
+            LedgerError::Unavailable {
+                path: self.path.clone(),
+                reason: refused.reason(&self.target.server),
+            }
+        })?;
         Ok(Listener {
             target,
             tls,
@@ -77,10 +82,12 @@ pub(super) fn listening(
     target: &PgTarget,
     tls: &tokio_postgres_rustls::MakeRustlsConnect,
     channels: &[&'static str],
-) -> std::result::Result<Client, postgres::Error> {
-    let mut client = target.config.connect(tls.clone())?;
+) -> std::result::Result<Client, Refused> {
+    let mut client = connect_within(target, tls)?;
     for channel in channels {
-        client.batch_execute(&format!("LISTEN {channel}"))?;
+        client
+            .batch_execute(&format!("LISTEN {channel}"))
+            .map_err(Refused::Error)?;
     }
     Ok(client)
 }
@@ -116,13 +123,19 @@ impl Listener {
                             (self.client, self.failures, self.retry_at) = (Some(client), 0, None);
                             Ok(vec![Notice::Reconnected])
                         }
-                        Err(err) => {
+                        Err(refused) => {
                             self.failures = self.failures.saturating_add(1);
                             let pause = Duration::from_millis(100)
                                 .saturating_mul(self.failures)
                                 .min(MAX_BACKOFF);
                             self.retry_at = Some(Instant::now() + pause);
-                            Err(unavailable(&err))
+                            Err(LedgerError::Unavailable {
+                                path: PathBuf::from(self.target.display()),
+                                reason: format!(
+                                    "cannot listen: {}",
+                                    refused.reason(&self.target.server)
+                                ),
+                            })
                         }
                     };
                 }

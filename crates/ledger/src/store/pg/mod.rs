@@ -18,6 +18,7 @@
 //! runtime of its own; a call made from inside a tokio runtime runs on a scoped thread, since
 //! that runtime cannot be blocked on from there.
 
+mod connect;
 mod listen;
 mod pool;
 mod read;
@@ -29,4 +30,4 @@ mod write;
 pub use listen::{Listener, Notice};
 pub(crate) use pool::{Pg, off_runtime};
 pub use schema::SCHEMA_VERSION;
-pub use url::{PgTarget, is_postgres_url};
+pub use url::{PgEnv, PgTarget, is_postgres_url};

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, IsolationLevel};
 
+use super::connect::*;
 use super::listen::*;
 use super::tx::*;
 use super::url::*;
@@ -17,6 +18,19 @@ use crate::store::{Counters, Reader, Writer};
 
 /// How long a connection attempt may take.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long sent data may stay unacknowledged before the kernel drops the connection.
+pub(super) const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Keepalives on an idle connection: after this long idle…
+pub(super) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// …one probe this often…
+pub(super) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
+/// …and the connection is dropped after this many unanswered.
+pub(super) const KEEPALIVE_RETRIES: u32 = 3;
+/// The server ends a statement that runs longer (set per session).
+pub(super) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The server ends a session whose transaction stays idle longer (its client hung or vanished
+/// mid-transaction: its locks are released).
+pub(super) const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 /// Serialization failures tolerated before an operation gives up.
 pub(super) const MAX_RETRIES: u32 = 200;
 /// The longest pause between two connection attempts after failures.
@@ -119,6 +133,19 @@ impl Pg {
         })
     }
 
+    /// Runs a one-value text query on a pooled connection (tests).
+    pub(crate) fn query_text(&self, sql: &str) -> Result<String> {
+        off_runtime(|| {
+            let mut conn = self.take()?;
+            let row = conn
+                .client
+                .query_one(sql, &[])
+                .map_err(|e| self.statement_error(&e))?;
+            self.put_back(conn);
+            Ok(row.get::<_, String>(0))
+        })
+    }
+
     /// How the ledger is named in messages.
     pub(crate) fn path(&self) -> &Path {
         &self.path
@@ -127,11 +154,7 @@ impl Pg {
     pub(super) fn unavailable(&self, err: &postgres::Error) -> LedgerError {
         LedgerError::Unavailable {
             path: self.path.clone(),
-            reason: format!(
-                "cannot reach the PostgreSQL server at {}: {}",
-                self.target.server,
-                one_line(err)
-            ),
+            reason: describe(err, &self.target.server),
         }
     }
 
@@ -154,19 +177,22 @@ impl Pg {
                 ),
             });
         }
-        match self.target.config.connect(self.tls.clone()) {
+        match connect_within(&self.target, &self.tls) {
             Ok(client) => {
                 *lock(&self.backoff) = Backoff::default();
                 Ok(Conn { client })
             }
-            Err(err) => {
+            Err(refused) => {
                 let mut backoff = lock(&self.backoff);
                 backoff.failures = backoff.failures.saturating_add(1);
                 let pause = Duration::from_millis(50)
                     .saturating_mul(1 << backoff.failures.min(6))
                     .min(MAX_BACKOFF);
                 backoff.not_before = Some(Instant::now() + pause);
-                Err(self.unavailable(&err))
+                Err(LedgerError::Unavailable {
+                    path: self.path.clone(),
+                    reason: refused.reason(&self.target.server),
+                })
             }
         }
     }
@@ -184,11 +210,11 @@ impl Pg {
         {
             return self.unavailable(err);
         }
-        LedgerError::Storage(StorageFault::Engine(format!(
-            "PostgreSQL at {}: {}",
-            self.target.server,
-            one_line(err)
-        )))
+        let text = match server_said(err) {
+            Some(said) => format!("the PostgreSQL server at {} {said}", self.target.server),
+            None => format!("PostgreSQL at {}: {}", self.target.server, one_line(err)),
+        };
+        LedgerError::Storage(StorageFault::Engine(text))
     }
 
     /// Runs `f` in one `REPEATABLE READ` read-only transaction.
@@ -259,9 +285,11 @@ impl Pg {
                         f(tx)
                     }
                     Err(err) => {
-                        // A connection that broke while idle (a server restart) is retried
-                        // once, afresh, below.
-                        let broken = err.is_closed() || err.as_db_error().is_none();
+                        // A connection that broke while idle (a server restart, or a backend
+                        // terminated by an operator: its FATAL 57P01 arrives as the answer to
+                        // BEGIN) is retried once, afresh, below.
+                        let broken =
+                            err.is_closed() || err.as_db_error().is_none() || server_gone(&err);
                         failure.set(broken.then_some(Failure::Broken));
                         Err(self.statement_error(&err))
                     }
@@ -279,7 +307,12 @@ impl Pg {
                     std::thread::sleep(Duration::from_micros(micros));
                 }
                 (Err(_), Some(Failure::Broken)) if !committed.get() && !reconnected => {
+                    // Whatever broke this connection (a restart, a failover, an operator
+                    // ending hermes' backends) most likely broke the idle ones too: the one
+                    // retry runs on a new connection, and the idle ones are let go.
                     reconnected = true;
+                    let idle = std::mem::take(&mut *lock(&self.idle));
+                    drop(idle);
                 }
                 (Err(err), _) => return Err(err),
             }

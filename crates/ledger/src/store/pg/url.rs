@@ -40,28 +40,38 @@ impl PgTarget {
     /// dbname, `sslmode` of `disable`, `prefer` or `require`); a URL without a password takes
     /// `PGPASSWORD`'s. The error never contains the password.
     pub fn parse(url: &str, pgpassword: Option<&str>) -> Result<PgTarget> {
+        let env = PgEnv {
+            password: pgpassword.map(str::to_owned),
+            ..PgEnv::default()
+        };
+        PgTarget::parse_env(url, &env)
+    }
+
+    /// Parses a libpq URL, taking what it leaves out from libpq's environment (`env`): the
+    /// host, port, user, database and `sslmode` (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`,
+    /// `PGSSLMODE`) and the password (`PGPASSWORD`). What the URL says wins.
+    pub fn parse_env(url: &str, env: &PgEnv) -> Result<PgTarget> {
         let invalid = |why: String| LedgerError::Invalid(format!("ledger.url: {why}"));
         if !is_postgres_url(url) {
             return Err(invalid(
                 "expected a postgres:// or postgresql:// URL".into(),
             ));
         }
+        let url = &env.complete_authority(url)?;
         let mut config = postgres::Config::from_str(url).map_err(|err| {
             // The parser's message quotes at most an option name or value, never the URL.
             invalid(format!("not a valid PostgreSQL URL ({err})"))
         })?;
-        if config.get_password().is_none()
-            && let Some(password) = pgpassword.filter(|p| !p.is_empty())
-        {
-            config.password(password);
-        }
+        env.fill(url, &mut config)?;
         if config.get_user().is_none() {
             return Err(invalid(
-                "the URL names no user (postgres://USER@HOST/DB)".into(),
+                "the URL names no user (postgres://USER@HOST/DB, or PGUSER)".into(),
             ));
         }
-        config.connect_timeout(CONNECT_TIMEOUT);
-        config.application_name("hermes");
+        deadlines(&mut config);
+        if config.get_application_name().is_none() {
+            config.application_name("hermes");
+        }
         let host = match config.get_hosts().first() {
             Some(postgres::config::Host::Tcp(host)) => host.clone(),
             #[cfg(unix)]
@@ -101,6 +111,163 @@ impl PgTarget {
         );
         other
     }
+}
+
+/// libpq's environment variables hermes honours, as read by the caller (the ledger reads no
+/// environment): each fills in what the URL leaves out.
+#[derive(Clone, Default)]
+pub struct PgEnv {
+    /// `PGHOST` (a path: a Unix-socket directory).
+    pub host: Option<String>,
+    /// `PGPORT`.
+    pub port: Option<String>,
+    /// `PGUSER`.
+    pub user: Option<String>,
+    /// `PGDATABASE`.
+    pub dbname: Option<String>,
+    /// `PGSSLMODE`.
+    pub sslmode: Option<String>,
+    /// `PGPASSWORD`.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for PgEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgEnv")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("dbname", &self.dbname)
+            .field("sslmode", &self.sslmode)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+impl PgEnv {
+    /// The variables as `var` reads them (`|name| std::env::var(name).ok()`); empty ones are
+    /// unset, as for libpq.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> PgEnv {
+        let get = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        PgEnv {
+            host: get("PGHOST"),
+            port: get("PGPORT"),
+            user: get("PGUSER"),
+            dbname: get("PGDATABASE"),
+            sslmode: get("PGSSLMODE"),
+            password: get("PGPASSWORD"),
+        }
+    }
+
+    fn port(&self) -> Result<Option<u16>> {
+        self.port
+            .as_deref()
+            .map(|port| {
+                port.trim().parse().map_err(|_| {
+                    LedgerError::Invalid(format!("PGPORT: {port:?} is not a port number"))
+                })
+            })
+            .transpose()
+    }
+
+    /// `url` with `PGHOST` and `PGPORT` written into its authority where it names no host or
+    /// no port (the URL parser would otherwise fill in `localhost` and 5432 itself).
+    fn complete_authority(&self, url: &str) -> Result<String> {
+        let port = self.port()?;
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Ok(url.to_owned());
+        };
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(end);
+        let (userinfo, hosts) = match authority.rfind('@') {
+            Some(at) => authority.split_at(at + 1),
+            None => ("", authority),
+        };
+        let tcp_host = self.host.as_deref().filter(|h| !h.starts_with('/'));
+        let hosts = match (hosts.is_empty(), tcp_host) {
+            (true, Some(host)) => host.to_owned(),
+            _ => hosts.to_owned(),
+        };
+        let hosts = match port {
+            Some(port) if !hosts.is_empty() => hosts
+                .split(',')
+                .map(|host| {
+                    let named = host.rsplit_once(':').is_some_and(|(_, p)| !p.contains(']'));
+                    if named {
+                        host.to_owned()
+                    } else {
+                        format!("{host}:{port}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => hosts,
+        };
+        Ok(format!("{scheme}://{userinfo}{hosts}{tail}"))
+    }
+
+    fn fill(&self, url: &str, config: &mut postgres::Config) -> Result<()> {
+        let invalid = |why: String| LedgerError::Invalid(why);
+        // A Unix-socket directory in PGHOST (a TCP one went into the URL's authority).
+        if config.get_hosts().is_empty()
+            && let Some(host) = self.host.as_deref().filter(|h| h.starts_with('/'))
+        {
+            config.host(host);
+        }
+        if config.get_ports().is_empty()
+            && let Some(port) = self.port()?
+        {
+            config.port(port);
+        }
+        if config.get_user().is_none()
+            && let Some(user) = &self.user
+        {
+            config.user(user);
+        }
+        if config.get_dbname().is_none()
+            && let Some(dbname) = &self.dbname
+        {
+            config.dbname(dbname);
+        }
+        let query = url.split_once('?').map_or("", |(_, q)| q);
+        let url_sets_sslmode = query.split('&').any(|kv| kv.starts_with("sslmode="));
+        if !url_sets_sslmode && let Some(mode) = &self.sslmode {
+            let mode = match mode.trim() {
+                "disable" => postgres::config::SslMode::Disable,
+                "prefer" | "allow" => postgres::config::SslMode::Prefer,
+                "require" => postgres::config::SslMode::Require,
+                other => {
+                    return Err(invalid(format!(
+                        "PGSSLMODE: {other:?} is not supported (use disable, prefer or require)"
+                    )));
+                }
+            };
+            config.ssl_mode(mode);
+        }
+        if config.get_password().is_none()
+            && let Some(password) = self.password.as_deref().filter(|p| !p.is_empty())
+        {
+            config.password(password);
+        }
+        Ok(())
+    }
+}
+
+/// Every round trip gets a deadline (SPEC §11.1): the login its connect timeout (the URL's, or
+/// [`CONNECT_TIMEOUT`]; enforced by `connect::connect_within`); a peer that stops
+/// acknowledging is dropped by the kernel after [`TCP_USER_TIMEOUT`], an idle one that vanished
+/// after the keepalives; and the server itself ends a statement and an idle transaction on
+/// time (`connect::session_settings`, set on every new session).
+fn deadlines(config: &mut postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    config
+        .tcp_user_timeout(TCP_USER_TIMEOUT)
+        .keepalives(true)
+        .keepalives_idle(KEEPALIVE_IDLE)
+        .keepalives_interval(KEEPALIVE_INTERVAL)
+        .keepalives_retries(KEEPALIVE_RETRIES);
 }
 
 /// A TLS connector for `sslmode=prefer|require`: encrypted, the server's certificate not

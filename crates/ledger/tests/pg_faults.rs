@@ -1,0 +1,273 @@
+//! PostgreSQL under faults (SPEC §11.1, issue #22): the ledger reached through a fault proxy
+//! that drops connections, loses answers or black-holes traffic when a test says so. These run
+//! against the throwaway test server whatever the backend under test.
+
+mod common;
+
+use common::*;
+use ledger::testing::{fresh_database, pg_admin_url};
+use ledger::*;
+use pgcluster::FaultProxy;
+
+/// The simple-query message that commits a transaction, as the client sends it.
+const COMMIT: &[u8] = b"COMMIT\0";
+
+/// A ledger on a fresh database, reached through a proxy the test drives.
+fn through_proxy() -> (Ledger, FaultProxy) {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    // In the clear, so that the proxy can see which message is a COMMIT.
+    let via = format!(
+        "{via}{}sslmode=disable",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    let target = PgTarget::parse(&via, None).expect("the URL parses");
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("connects through the proxy");
+    (ledger, proxy)
+}
+
+/// A finished unit's `task:0`, claimed for a minute.
+fn claimed_result(ledger: &Ledger) -> (EventRef, Claim) {
+    let id = unit(ledger, 1);
+    finish(ledger, &id, 0, T0);
+    let c = claimed(claim(ledger, &[key(&id, 0)], 60_000, T0));
+    (key(&id, 0), c)
+}
+
+#[test]
+fn an_ack_whose_commit_never_reached_the_server_is_acked_again_on_a_fresh_connection() {
+    let (ledger, proxy) = through_proxy();
+    let (key, c) = claimed_result(&ledger);
+    proxy.drop_before(COMMIT);
+    let acked = ledger
+        .ack_outcome(c.token, T0.plus_ms(10))
+        .expect("the ack is retried, not reported as unreachable");
+    assert_eq!(proxy.faults(), 1, "the connection was dropped at COMMIT");
+    assert!(!acked.repeated, "the first COMMIT never arrived");
+    assert_eq!(acked.transitions.len(), 1);
+    assert_eq!(state(&ledger, &key), EventState::Delivered);
+    let event = ledger.event(&key).expect("reads").expect("exists");
+    assert_eq!(event.attempts, 1, "delivered once");
+}
+
+#[test]
+fn an_ack_whose_answer_was_lost_is_a_no_op_that_says_so() {
+    let (ledger, proxy) = through_proxy();
+    let (key, c) = claimed_result(&ledger);
+    proxy.lose_reply_to(COMMIT);
+    let acked = ledger
+        .ack_outcome(c.token, T0.plus_ms(10))
+        .expect("the ack resolves its unknown outcome");
+    assert_eq!(proxy.faults(), 1, "the answer to COMMIT was lost");
+    assert!(
+        acked.repeated,
+        "the first COMMIT had landed: already acked by this token"
+    );
+    assert_eq!(acked.transitions.len(), 1);
+    assert_eq!(acked.transitions[0].from, EventState::Claimed);
+    assert_eq!(acked.transitions[0].to, EventState::Delivered);
+    assert_eq!(state(&ledger, &key), EventState::Delivered);
+    // Nobody can claim it again: it is delivered once.
+    let again = claim(&ledger, &[key], 60_000, T0.plus_ms(120_000));
+    assert!(matches!(again, ClaimOutcome::Refused(_)), "{again:?}");
+}
+
+#[test]
+fn a_boundary_ack_of_several_claims_survives_a_lost_answer() {
+    let (ledger, proxy) = through_proxy();
+    let (first, a) = claimed_result(&ledger);
+    let (second, b) = claimed_result(&ledger);
+    proxy.lose_reply_to(COMMIT);
+    let slots = ledger
+        .ack_many(&[a.token, b.token], T0.plus_ms(10))
+        .expect("the acks resolve");
+    assert_eq!(proxy.faults(), 1);
+    assert!(
+        slots
+            .iter()
+            .all(|slot| slot.as_ref().is_ok_and(|t| t.len() == 1)),
+        "{slots:?}"
+    );
+    assert_eq!(state(&ledger, &first), EventState::Delivered);
+    assert_eq!(state(&ledger, &second), EventState::Delivered);
+}
+
+#[test]
+fn a_claim_taken_over_after_its_lease_is_still_lost_not_already_acked() {
+    let (ledger, proxy) = through_proxy();
+    let id = unit(&ledger, 1);
+    finish(&ledger, &id, 0, T0);
+    let old = claimed(claim(&ledger, &[key(&id, 0)], 1_000, T0));
+    let new = claimed(claim(&ledger, &[key(&id, 0)], 60_000, T0.plus_ms(1_000)));
+    ledger
+        .ack(new.token, T0.plus_ms(1_001))
+        .expect("the new holder acks");
+    proxy.drop_before(COMMIT);
+    let err = ledger
+        .ack(old.token, T0.plus_ms(1_002))
+        .expect_err("the old token is fenced");
+    assert!(
+        matches!(err, LedgerError::ClaimLost(t) if t == old.token),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_ledger_whose_connections_were_all_terminated_reconnects_at_its_next_operation() {
+    let url = fresh_database(&pg_admin_url());
+    let target = PgTarget::parse(&url, None).expect("the URL parses");
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("connects");
+    let id = unit(&ledger, 1);
+    let mut listener = ledger
+        .listen(&[Listen::Events])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    // Both of its connections (the pooled one and the listener) end together, as when an
+    // operator or a failover ends hermes' backends.
+    let ended = ledger::testing::terminate_connections(&url);
+    assert!(ended >= 2, "{ended} connections ended");
+    finish(&ledger, &id, 0, T0);
+    let c = claimed(claim(&ledger, &[key(&id, 0)], 60_000, T0));
+    ledger.ack(c.token, T0.plus_ms(1)).expect("acks");
+    // The listener comes back and says so, so that its waiter looks again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let notices = listener.wait(std::time::Duration::from_millis(200));
+        if notices.is_ok_and(|n| n.contains(&Notice::Reconnected)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener reconnects"
+        );
+    }
+}
+
+/// Runs `f` on a thread and returns its result, or `None` if it takes longer than `limit` (a
+/// call that hangs fails the test instead of hanging it).
+fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+#[test]
+fn a_server_that_accepts_and_never_answers_fails_the_connect_within_its_timeout() {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    proxy.black_hole();
+    let via = format!(
+        "{via}{}connect_timeout=1",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    let connected = within(std::time::Duration::from_secs(20), move || {
+        let target = PgTarget::parse(&via, None).expect("the URL parses");
+        Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7)).map(drop)
+    })
+    .expect("the login is under the connect timeout, not left hanging");
+    let err = connected.expect_err("nothing answers");
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Unavailable { .. }), "{text}");
+    assert!(
+        text.contains("did not answer the login within 1 s"),
+        "{text}"
+    );
+    assert!(text.contains(&proxy.addr().to_string()), "{text}");
+}
+
+#[test]
+fn every_session_gets_server_side_deadlines_and_keeps_the_urls_application_name() {
+    let url = fresh_database(&pg_admin_url());
+    assert_eq!(
+        ledger::testing::session_setting(&url, "statement_timeout"),
+        "30s"
+    );
+    assert_eq!(
+        ledger::testing::session_setting(&url, "idle_in_transaction_session_timeout"),
+        "1min"
+    );
+    assert_eq!(
+        ledger::testing::session_setting(&url, "application_name"),
+        "hermes"
+    );
+    let named = format!(
+        "{url}{}application_name=ops-east",
+        if url.contains('?') { '&' } else { '?' }
+    );
+    assert_eq!(
+        ledger::testing::session_setting(&named, "application_name"),
+        "ops-east"
+    );
+}
+
+#[test]
+fn refusals_say_what_the_server_said() {
+    let url = fresh_database(&pg_admin_url());
+    let (scheme_user, rest) = url.split_once('@').expect("user@host");
+    let user = scheme_user
+        .rsplit_once(':')
+        .map(|(u, _)| u)
+        .expect("a password");
+    let connect = |url: &str| {
+        let target = PgTarget::parse(url, None).expect("the URL parses");
+        Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+            .map(drop)
+            .expect_err("refused")
+            .to_string()
+    };
+    let wrong = connect(&format!("{user}:not-the-password@{rest}"));
+    assert!(wrong.contains("refused the login"), "{wrong}");
+    assert!(!wrong.contains("not-the-password"), "{wrong}");
+    let missing = connect(&ledger::testing::with_dbname(&url, "no_such_db_22"));
+    assert!(missing.contains("has no such database"), "{missing}");
+    assert!(!missing.contains("cannot reach"), "{missing}");
+}
+
+#[test]
+fn libpq_variables_fill_in_what_the_url_leaves_out_and_the_url_wins() {
+    let url = fresh_database(&pg_admin_url());
+    // postgres://USER:PASSWORD@HOST:PORT/DB
+    let rest = url.strip_prefix("postgres://").expect("a postgres:// URL");
+    let (credentials, rest) = rest.split_once('@').expect("user@host");
+    let (user, password) = credentials.split_once(':').expect("user:password");
+    let (server, dbname) = rest.split_once('/').expect("host:port/db");
+    let (host, port) = server.rsplit_once(':').expect("host:port");
+    let env = PgEnv {
+        port: Some(port.to_owned()),
+        user: Some(user.to_owned()),
+        dbname: Some(dbname.to_owned()),
+        password: Some(password.to_owned()),
+        sslmode: Some("disable".to_owned()),
+        ..PgEnv::default()
+    };
+    let bare = format!("postgres://{host}");
+    let target = PgTarget::parse_env(&bare, &env).expect("parses");
+    assert_eq!(
+        target.display(),
+        format!("postgres://{user}@{server}/{dbname}")
+    );
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("PGPORT, PGUSER, PGDATABASE and PGPASSWORD reach the server");
+    drop(ledger);
+    // The URL's own port wins over PGPORT.
+    let elsewhere = PgEnv {
+        port: Some("1".to_owned()),
+        ..env.clone()
+    };
+    let target = PgTarget::parse_env(&url, &elsewhere).expect("parses");
+    Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("the URL's port is used");
+    let wrong = PgEnv {
+        port: Some("not-a-port".to_owned()),
+        ..env
+    };
+    let err = PgTarget::parse_env(&bare, &wrong).expect_err("refused");
+    assert!(err.to_string().contains("PGPORT"), "{err}");
+}

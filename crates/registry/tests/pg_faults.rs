@@ -1,0 +1,139 @@
+//! A host on PostgreSQL under faults (SPEC §11.1, issue #22): a partition that never answers,
+//! a storage error that is not a broken connection. These run against the throwaway test
+//! server whatever the backend under test.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
+use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+
+fn connect(url: &str) -> Arc<Ledger> {
+    let target = ledger::PgTarget::parse(url, None).expect("the URL parses");
+    let config = ledger::LedgerConfig::default();
+    Arc::new(Ledger::connect(&target, config, ledger::TokenSource::Random).expect("connects"))
+}
+
+/// A headless host of `session` with a 3 s lease that fences itself after 2.5 s.
+async fn host_on(ledger: Arc<Ledger>, home: &Path, session: &str) -> Host {
+    let mut config = quick_config(home);
+    config.heartbeat_interval = Duration::from_millis(500);
+    config.lease = Duration::from_secs(3);
+    config.self_fence_after = Duration::from_millis(2_500);
+    config.sweep_interval = Duration::from_millis(50);
+    let options = HostOptions {
+        kind: HostKind::Headless,
+        session: Some(SessionId::new(session).expect("session")),
+        worker: None,
+    };
+    Host::start(ledger, config, Arc::new(SystemClock), options)
+        .await
+        .expect("host starts")
+}
+
+/// SPEC §11.1: a partition that black-holes traffic (the server accepts and never answers)
+/// blocks every ledger call of the host; its self-fencing runs on its own clock all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
+    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let (proxy, via) = pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (partitioned, outside) = (connect(&via), connect(&url));
+    let home = tempfile::tempdir().expect("tempdir");
+    let host = host_on(partitioned, home.path(), "hang").await;
+    let dispatched = host
+        .dispatch(DispatchRequest::background(
+            SessionId::new("hang").expect("session"),
+            spec(&[&["sleep", "100"]]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = dispatched.delegation.id.clone();
+    let child_of = |ledger: &Ledger| {
+        ledger
+            .children(&id)
+            .ok()
+            .and_then(|c| c[0].process.filter(|_| c[0].status == ChildStatus::Running))
+    };
+    assert!(eventually(Duration::from_secs(10), || child_of(&outside).is_some()).await);
+    let child = child_of(&outside).expect("running child");
+
+    proxy.black_hole();
+    let partitioned_at = std::time::Instant::now();
+    assert!(
+        eventually(Duration::from_secs(10), || host.is_fenced()).await,
+        "the host fences itself though every ledger call hangs"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || !group_alive(child)).await,
+        "the fenced host's child is gone"
+    );
+    assert!(
+        partitioned_at.elapsed() < Duration::from_secs(3),
+        "stopped within the lease: {:?}",
+        partitioned_at.elapsed()
+    );
+    // Ends the hung calls, so that the runtime can shut down.
+    drop(proxy);
+}
+
+/// SPEC §11.1: a short storage error that is not a broken connection (here every event write
+/// refused with `disk_full`) is retried for as long as the host holds its lease, so the
+/// finished child's result is recorded once the server accepts writes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
+    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let ledger = connect(&url);
+    let home = tempfile::tempdir().expect("tempdir");
+    let host = host_on(ledger.clone(), home.path(), "full").await;
+    let go = home.path().join("go");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo the result",
+        go.display()
+    );
+    let dispatched = host
+        .dispatch(DispatchRequest::background(
+            SessionId::new("full").expect("session"),
+            spec(&[&sh(&script)]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = dispatched.delegation.id.clone();
+    let running = |ledger: &Ledger| {
+        ledger
+            .children(&id)
+            .is_ok_and(|c| c[0].status == ChildStatus::Running && c[0].process.is_some())
+    };
+    assert!(eventually(Duration::from_secs(10), || running(&ledger)).await);
+
+    ledger::testing::fail_event_writes(&url, true);
+    std::fs::write(&go, b"").expect("the child may finish");
+    // More refusals than the three attempts and one finalization a host used to make.
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            ledger::testing::refused_event_writes(&url) >= 6
+        })
+        .await,
+        "the host keeps trying to record the result: {} refusals",
+        ledger::testing::refused_event_writes(&url)
+    );
+    assert!(!host.is_fenced(), "its lease still renews");
+    ledger::testing::fail_event_writes(&url, false);
+    let recorded = |ledger: &Ledger| {
+        ledger
+            .delegation(&id)
+            .ok()
+            .flatten()
+            .is_some_and(|u| u.status == UnitStatus::Completed)
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || recorded(&ledger)).await,
+        "the result is recorded once writes are accepted"
+    );
+    let events = ledger.events(&id).expect("events");
+    let outcome = &events[0].payload.outcomes()[0];
+    assert!(outcome.result.contains("the result"), "{outcome:?}");
+}
