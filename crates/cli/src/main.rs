@@ -17,6 +17,7 @@ mod mcp;
 mod metrics;
 mod output;
 mod progress_view;
+mod relay;
 mod reports;
 mod tasks_file;
 mod top;

@@ -66,6 +66,16 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
             },
         )
         .await?;
+        // The hooks of this session deliver through this process (`relay`): no ledger of their
+        // own to open and close. Without the socket they deliver by themselves.
+        let _relay = crate::relay::serve(
+            &home.dir,
+            &session,
+            Arc::clone(&ledger),
+            Arc::new(home.settings.clone()),
+        )
+        .inspect_err(|e| tracing::warn!(error = %format!("{e:#}"), "hooks of this session deliver without the host"))
+        .ok();
         let reason = serve_until_idle(&host, &ledger, &session, idle_exit).await?;
         tracing::info!(%session, reason, "headless host stopping");
         host.shutdown(reason).await;

@@ -20,6 +20,7 @@ use crate::deliver;
 use crate::exit::{Code, code_of, fail};
 use crate::home::{Home, env_var, now};
 use crate::output;
+use crate::relay::{self, Outcome};
 
 /// Runs `hermes hook EVENT` (or `hook install`).
 pub fn run(command: HookCommand) -> anyhow::Result<Code> {
@@ -148,7 +149,8 @@ fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Res
 }
 
 /// Claims what is ready at `boundary`, fits it to the agent's budget, prints it as the agent's
-/// answer and acknowledges what was printed (the rest waits). Nothing ready: no output.
+/// answer and acknowledges what was printed (the rest waits). Nothing ready: no output. The
+/// session's headless host does the claim and the ack when it runs (see `relay`).
 fn deliver(
     home: &Home,
     agent: &dyn Agent,
@@ -156,8 +158,24 @@ fn deliver(
     sessions: &[SessionId],
     boundary: formatter::Boundary,
 ) -> anyhow::Result<Code> {
-    let ledger = home.ledger()?;
     let consumer = format!("hook:{}", std::process::id());
+    let answer = |text: &str| output::print_json(&agent.answer(event, text));
+    match relay::deliver(
+        &home.dir,
+        sessions,
+        boundary,
+        &consumer,
+        agent.budget(),
+        answer,
+    )? {
+        Outcome::Unavailable => {}
+        Outcome::Nothing => return Ok(Code::Ok),
+        Outcome::Shown(shown) => {
+            tracing::debug!(shown, "hook delivered through the session's host");
+            return Ok(Code::Ok);
+        }
+    }
+    let ledger = home.ledger()?;
     let take =
         || deliver::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings);
     let taken = match take() {
@@ -178,7 +196,7 @@ fn deliver(
         taken.claimed,
         boundary,
         agent.budget(),
-        |text| output::print_json(&agent.answer(event, text)),
+        answer,
     )?;
     tracing::debug!(shown, "hook delivered");
     Ok(Code::Ok)

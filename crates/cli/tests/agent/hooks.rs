@@ -393,3 +393,154 @@ fn install_refuses_what_it_cannot_merge_and_writes_nothing() {
     assert_eq!(settings["model"], "x");
     assert_eq!(settings["enabledMcpjsonServers"], json!(["hermes"]));
 }
+
+/// The `.sock` files hosts offer their hooks under the home.
+fn host_sockets(h: &Hermes) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(h.path().join("run"))
+        .map(|dir| {
+            dir.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The I/O counts a process recorded with `HERMES_DEBUG_SYNC_COUNT`.
+fn io_counts(file: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(file).expect("counts recorded");
+    serde_json::from_str(text.lines().last().expect("one line")).expect("JSON counts")
+}
+
+fn context_of(run: &Run) -> String {
+    let answer: Value = serde_json::from_str(&run.stdout).expect("JSON answer");
+    answer["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .expect("context")
+        .to_owned()
+}
+
+/// A session's headless host claims and acknowledges for its hooks: the hook prints the result
+/// without opening the ledger (no sync, no commit of its own), once.
+#[test]
+fn a_hook_delivers_through_its_sessions_host_without_a_ledger_of_its_own() {
+    let h = Hermes::new();
+    ready_result(&h, "conv-relay", "after_turn", "relayed-result");
+    wait_for(Duration::from_secs(20), "the host's socket", || {
+        (!host_sockets(&h).is_empty()).then_some(())
+    });
+    let counts = h.path().join("counts.jsonl");
+    let counts_env = counts.to_str().expect("utf-8 path");
+    let env = [
+        ("HERMES_SESSION_ID", "conv-relay"),
+        ("HERMES_DEBUG_SYNC_COUNT", counts_env),
+    ];
+    let run = hook(
+        &h,
+        "user-prompt-submit",
+        &payload("conv-relay", "UserPromptSubmit"),
+        &env,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        context_of(&run).contains("relayed-result"),
+        "{}",
+        run.stdout
+    );
+    let io = io_counts(&counts);
+    assert_eq!(
+        (io["syncs"].as_u64(), io["commits"].as_u64()),
+        (Some(0), Some(0)),
+        "{io}"
+    );
+    // Acknowledged: nothing comes back, through the host or without it.
+    let again = hook(
+        &h,
+        "user-prompt-submit",
+        &payload("conv-relay", "UserPromptSubmit"),
+        &env,
+    );
+    assert_eq!(
+        (again.code, again.stdout.as_str()),
+        (0, ""),
+        "{}",
+        again.stderr
+    );
+    let drained = h.run(&["drain", "--session", "conv-relay"]);
+    assert!(
+        !drained.stdout.contains("relayed-result"),
+        "{}",
+        drained.stdout
+    );
+}
+
+/// A hook that cannot print what its host claimed for it (its reader went away before it
+/// printed: a broken pipe) says so, and the host gives the result back: the next hook gets it,
+/// once.
+#[test]
+fn what_a_hook_could_not_print_its_host_gives_back() {
+    let h = Hermes::new();
+    ready_result(&h, "conv-closed", "after_turn", "given-back");
+    wait_for(Duration::from_secs(20), "the host's socket", || {
+        (!host_sockets(&h).is_empty()).then_some(())
+    });
+    let body = payload("conv-closed", "UserPromptSubmit");
+    let mut c = h.command(&["hook", "user-prompt-submit"]);
+    let mut child = c
+        .env("HERMES_SESSION_ID", "conv-closed")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hook runs");
+    // The reader is gone before the hook has its input, so its answer meets a broken pipe.
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(body.as_bytes()).expect("payload written");
+    drop(stdin);
+    let closed = Run::from(child.wait_with_output().expect("hook ends"));
+    assert!(closed.code == 0 || closed.code == 1, "{}", closed.stderr);
+    let env = [("HERMES_SESSION_ID", "conv-closed")];
+    let run = hook(&h, "user-prompt-submit", &body, &env);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(context_of(&run).contains("given-back"), "{}", run.stdout);
+    let again = hook(&h, "user-prompt-submit", &body, &env);
+    assert_eq!(again.stdout, "", "{}", again.stderr);
+}
+
+/// A host killed outright leaves its socket behind; the next hook finds nobody there and
+/// delivers by itself.
+#[test]
+fn a_dead_hosts_socket_is_passed_by() {
+    let h = Hermes::new();
+    ready_result(&h, "conv-dead", "after_turn", "outlived-its-host");
+    wait_for(Duration::from_secs(20), "the host's socket", || {
+        (!host_sockets(&h).is_empty()).then_some(())
+    });
+    for pid in h.host_pids() {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid"));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    wait_for(Duration::from_secs(20), "the host to be gone", || {
+        h.host_pids()
+            .iter()
+            .all(|&p| !crate::common::process_alive(p))
+            .then_some(())
+    });
+    assert!(
+        !host_sockets(&h).is_empty(),
+        "a killed host removes nothing"
+    );
+    let env = [("HERMES_SESSION_ID", "conv-dead")];
+    let run = hook(
+        &h,
+        "user-prompt-submit",
+        &payload("conv-dead", "UserPromptSubmit"),
+        &env,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        context_of(&run).contains("outlived-its-host"),
+        "{}",
+        run.stdout
+    );
+}
