@@ -185,6 +185,14 @@ impl Ledger {
         self.commits.load(Ordering::Relaxed)
     }
 
+    /// A value that changes whenever any process commits to the ledger, read without a
+    /// transaction (on redb, one read of the file's header): equal stamps mean nothing was
+    /// committed in between, so what a poll read last time still holds. `None` when the
+    /// backend has no such check (PostgreSQL); then read.
+    pub fn change_stamp(&self) -> Option<u64> {
+        self.backend.stamp()
+    }
+
     /// Whether this handle has opened the file for writing (it does so on its first write; a
     /// PostgreSQL ledger is always writable).
     pub fn is_writable(&self) -> bool {

@@ -103,3 +103,27 @@ fn a_missing_directory_is_unavailable() {
     .unwrap_err();
     assert!(matches!(err, LedgerError::Unavailable { .. }), "{err}");
 }
+
+/// The change stamp (what hosts' activity polls and metrics endpoints look at before reading)
+/// moves with every commit of any handle on the file, and not with reads.
+#[test]
+fn the_change_stamp_moves_with_every_commit_of_any_handle_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = make(dir.path());
+    let a = Ledger::open(&path, LedgerConfig::default()).unwrap();
+    let b = Ledger::open(&path, LedgerConfig::default()).unwrap();
+    let mut last = a.change_stamp().expect("a redb file has a stamp");
+    a.activity().unwrap();
+    b.session(&SessionId::new("s").unwrap()).unwrap();
+    assert_eq!(a.change_stamp(), Some(last), "reads commit nothing");
+    for i in 0..20u64 {
+        let writer = if i % 2 == 0 { &a } else { &b };
+        writer
+            .ensure_session(&SessionId::new(format!("s{i}")).unwrap(), Timestamp(i + 2))
+            .unwrap();
+        let now = a.change_stamp().expect("stamp");
+        assert_ne!(now, last, "commit {i} moved the stamp");
+        assert_eq!(b.change_stamp(), Some(now), "both handles see one file");
+        last = now;
+    }
+}

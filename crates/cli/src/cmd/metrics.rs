@@ -13,8 +13,8 @@ pub fn run() -> anyhow::Result<Code> {
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let limits = Limits::from_settings(&home.settings);
-    let mut tally = crate::metrics::tally::Tally::default();
-    let text = crate::metrics::process::snapshot(&ledger, &limits, &mut tally)?;
+    let mut scrapes = crate::metrics::process::Scrapes::default();
+    let text = crate::metrics::process::snapshot(&ledger, &limits, &mut scrapes)?;
     output::print(&text)?;
     Ok(Code::Ok)
 }

@@ -4,11 +4,11 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use ledger::{Host, Ledger, Liveness as _};
+use ledger::{Census, Host, Ledger, Liveness as _};
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::render::{self, ProcessCounts};
-use super::tally::Tally;
+use super::tally::{Tally, Totals};
 use crate::home::now;
 use crate::top::model::Limits;
 
@@ -35,30 +35,45 @@ pub fn counts() -> ProcessCounts {
     }
 }
 
-/// The metrics of `ledger` now: one read, then rendering. `tally` holds what earlier calls
-/// counted of units that can no longer change (a fresh one reads every unit).
-pub fn snapshot(ledger: &Ledger, limits: &Limits, tally: &mut Tally) -> anyhow::Result<String> {
-    let census = ledger.census_except(&|id| tally.holds(id))?;
-    let totals = tally.absorb(&census);
+/// What a metrics source keeps between its answers: the parts of the units that can no longer
+/// change, and the last read with the ledger's change stamp at that read.
+#[derive(Debug, Default)]
+pub struct Scrapes {
+    tally: Tally,
+    last: Option<(u64, Census, Totals)>,
+}
+
+/// The metrics of `ledger` now: one read, then rendering. `scrapes` holds what earlier calls
+/// counted of units that can no longer change (a fresh one reads every unit), and their last
+/// read: while the ledger's change stamp says nothing was committed since, that read still
+/// holds and only the rendering (ages, liveness, this process's counters) is done again.
+pub fn snapshot(ledger: &Ledger, limits: &Limits, scrapes: &mut Scrapes) -> anyhow::Result<String> {
+    let stamp = ledger.change_stamp();
+    let (census, totals) = match (&scrapes.last, stamp) {
+        (Some((seen, census, totals)), Some(stamp)) if *seen == stamp => (census, totals),
+        _ => {
+            let census = ledger.census_except(&|id| scrapes.tally.holds(id))?;
+            let totals = scrapes.tally.absorb(&census);
+            scrapes.last = stamp.map(|stamp| (stamp, census.clone(), totals.clone()));
+            return Ok(render_now(&census, &totals, limits));
+        }
+    };
+    Ok(render_now(census, totals, limits))
+}
+
+fn render_now(census: &Census, totals: &Totals, limits: &Limits) -> String {
     let reaper = registry::OsReaper::new();
     let here = reaper.locality();
     let at = now();
     let dead = |h: &Host| h.is_dead(&here, at, &|p| reaper.is_alive(p));
-    Ok(render::render(
-        &census,
-        &totals,
-        at,
-        limits,
-        &dead,
-        &counts(),
-    ))
+    render::render(census, totals, at, limits, &dead, &counts())
 }
 
 /// A source of metrics text for the endpoint; it keeps its tally between scrapes.
 pub fn source(ledger: Arc<Ledger>, limits: Limits) -> super::serve::Source {
-    let tally = Mutex::new(Tally::default());
+    let scrapes = Mutex::new(Scrapes::default());
     Arc::new(move || {
-        let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
-        snapshot(&ledger, &limits, &mut tally)
+        let mut scrapes = scrapes.lock().unwrap_or_else(PoisonError::into_inner);
+        snapshot(&ledger, &limits, &mut scrapes)
     })
 }

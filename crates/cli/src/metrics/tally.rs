@@ -389,4 +389,34 @@ mod tests {
         assert_eq!(tally.held.len(), 0);
         assert!(!tally.holds(&id));
     }
+
+    /// A long-lived endpoint skips the read while nothing was committed, and never serves a
+    /// read older than the ledger's last commit.
+    #[test]
+    fn an_endpoint_reads_again_after_every_commit_and_only_then() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.redb");
+        let ledger = Ledger::open(&path, LedgerConfig::default()).expect("open");
+        // Another process's handle on the same file.
+        let other = Ledger::open(&path, LedgerConfig::default()).expect("open");
+        let limits = Limits::from_settings(&settings::Settings::default());
+        let mut scrapes = crate::metrics::process::Scrapes::default();
+        let mut scrape = || crate::metrics::process::snapshot(&ledger, &limits, &mut scrapes);
+        let dispatched = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with("hermes_dispatches_total"))
+                .map(str::to_owned)
+        };
+        let first = scrape().expect("scrape");
+        assert_eq!(dispatched(&first), dispatched(&scrape().expect("scrape")));
+        for n in 1..=3 {
+            inline(&other, &format!("unit {n}"));
+            let text = scrape().expect("scrape");
+            assert_eq!(
+                dispatched(&text).as_deref(),
+                Some(format!("hermes_dispatches_total {n}").as_str()),
+                "{text}"
+            );
+        }
+    }
 }

@@ -60,6 +60,15 @@ impl Backend {
         }
     }
 
+    /// A value that changes whenever anything is committed (redb); `None` where there is no
+    /// such cheap check (PostgreSQL: it pushes notifications instead).
+    pub(crate) fn stamp(&self) -> Option<u64> {
+        match self {
+            Backend::Redb(store) => store.stamp(),
+            Backend::Pg(_) => None,
+        }
+    }
+
     /// The PostgreSQL connections, when the ledger lives there.
     pub(crate) fn pg(&self) -> Option<&Pg> {
         match self {

@@ -29,14 +29,23 @@ pub(super) async fn watch_activity(inner: Arc<Inner>) {
     }
     let mut stop = inner.stop.subscribe();
     let mut seen = None;
+    // The ledger's change stamp when `seen` was read (on redb one read of the file's header,
+    // in this thread): while it stays the same nothing was committed, the counter cannot have
+    // moved, and the read is skipped.
+    let mut seen_at = None;
     loop {
-        match inner.call(|l| l.activity()).await {
-            Ok(now) if seen.is_some_and(|seen| seen != now) => {
-                seen = Some(now);
-                inner.wake.notify_one();
+        let stamp = inner.ledger.change_stamp();
+        if stamp.is_none() || stamp != seen_at {
+            match inner.call(|l| l.activity()).await {
+                Ok(now) => {
+                    if seen.is_some_and(|seen| seen != now) {
+                        inner.wake.notify_one();
+                    }
+                    seen = Some(now);
+                    seen_at = stamp;
+                }
+                Err(e) => tracing::debug!(error = %e, "cannot read the ledger's activity"),
             }
-            Ok(now) => seen = Some(now),
-            Err(e) => tracing::debug!(error = %e, "cannot read the ledger's activity"),
         }
         tokio::select! {
             () = tokio::time::sleep(ACTIVITY_POLL) => {}

@@ -75,6 +75,8 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
 
 /// How often, at most, the fence looks at the clock.
 const FENCE_TICK: Duration = Duration::from_millis(100);
+/// How long, at most, the fence sleeps between looks (a clock that jumps is noticed by then).
+const FENCE_NAP: Duration = Duration::from_secs(1);
 
 /// Self-fencing: once the last renewal that got through is `self_fence_after` old, the host
 /// stops its children and writes nothing more, whatever the housekeeping loop is blocked on.
@@ -85,12 +87,16 @@ pub(super) async fn fence_on_time(inner: Arc<Inner>) {
     let tick = inner.ctx.config.sweep_interval.min(FENCE_TICK);
     loop {
         let renewed = Timestamp(inner.renewed_at.load(Ordering::SeqCst));
-        if inner.ctx.clock.now().ms_since(renewed) >= limit {
+        let since = inner.ctx.clock.now().ms_since(renewed);
+        if since >= limit {
             inner.fence("the lease could not be renewed in time");
             return;
         }
+        // Asleep until the moment the lease would run out (a renewal meanwhile moves it), and
+        // never longer than a nap: an idle host wakes about once a second, not ten times.
+        let nap = Duration::from_millis(limit - since).clamp(tick, FENCE_NAP.max(tick));
         tokio::select! {
-            () = tokio::time::sleep(tick) => {}
+            () = tokio::time::sleep(nap) => {}
             _ = stop.changed() => return,
         }
         if *stop.borrow() {

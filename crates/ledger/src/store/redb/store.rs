@@ -18,6 +18,9 @@ use crate::codec::FORMAT_VERSION;
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::store::{Counters, META_FORMAT_VERSION, ReadTx, Reader, WriteTx, Writer};
 
+/// The bytes of a redb file's header (its `DB_HEADER_SIZE`), where every commit lands.
+const HEADER_BYTES: usize = 320;
+
 /// An open redb ledger file.
 pub(crate) struct RedbStore {
     path: PathBuf,
@@ -27,6 +30,8 @@ pub(crate) struct RedbStore {
     reader: Option<ReadOnlyDatabase>,
     /// Serializes opening the writable handle.
     opening: Mutex<()>,
+    /// The file, read by [`RedbStore::stamp`] (opened on first use).
+    stamp_file: OnceLock<Option<std::fs::File>>,
 }
 
 impl Drop for RedbStore {
@@ -87,12 +92,30 @@ impl RedbStore {
             writer: OnceLock::new(),
             reader: None,
             opening: Mutex::new(()),
+            stamp_file: OnceLock::new(),
         }
     }
 
     /// The file's path.
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A value that changes with every commit any process makes: a hash of the file's header,
+    /// which every redb commit rewrites with its new transaction id. One `pread` of the page
+    /// cache, no lock, no transaction; a torn read only looks like a change. `None` if the file
+    /// cannot be read.
+    pub(crate) fn stamp(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt as _;
+        let file = self
+            .stamp_file
+            .get_or_init(|| std::fs::File::open(&self.path).ok())
+            .as_ref()?;
+        let mut header = [0u8; HEADER_BYTES];
+        let n = file.read_at(&mut header, 0).ok()?;
+        Some(header[..n].iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        }))
     }
 
     /// Whether the file was opened for writing (on its first write).
