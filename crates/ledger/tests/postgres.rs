@@ -106,6 +106,7 @@ fn a_listener_hears_a_dispatch_and_a_deliverable_event() {
         .expect("postgres");
     let session = SessionId::new("s").expect("id");
     let new = NewDelegation {
+        id: None,
         session: Some(session.clone()),
         channel: Channel::Background,
         spec: DispatchSpec::new("g", vec![TaskSpec::new("t", vec!["true".into()])]),

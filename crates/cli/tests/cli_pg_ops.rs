@@ -1,0 +1,129 @@
+//! PostgreSQL as operators run it (SPEC §11.1, issue #22), end to end: the real `hermes`
+//! binary reaching the throwaway server, through a fault proxy when a test needs one. These
+//! run on PostgreSQL whatever the backend under test.
+
+mod common;
+
+use common::Hermes;
+use ledger::testing::{fresh_database, pg_admin_url};
+use pgcluster::FaultProxy;
+
+/// The simple-query message that commits a transaction, as the client sends it.
+const COMMIT: &[u8] = b"COMMIT\0";
+
+/// A fresh database reached through a proxy the test drives, in the clear so that the proxy
+/// can see which message is a COMMIT.
+fn through_proxy() -> (Hermes, FaultProxy) {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let via = format!(
+        "{via}{}sslmode=disable",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    (Hermes::sharing(&via), proxy)
+}
+
+const ECHO: [&str; 3] = ["--", "echo", "once"];
+
+#[test]
+fn a_dispatch_whose_answer_was_lost_names_its_id_and_sent_again_with_it_is_recorded_once() {
+    let (h, proxy) = through_proxy();
+    // The session exists, so the dispatch is the command's first COMMIT.
+    h.ledger()
+        .ensure_session(
+            &ledger::SessionId::new("P").expect("id"),
+            ledger::Timestamp(now_ms()),
+        )
+        .expect("the session");
+    let dispatch = |extra: &[&str], command: &[&str]| {
+        let mut args = vec!["delegate", "--session", "P", "--pool", "p", "--json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(command);
+        h.run(&args)
+    };
+    proxy.lose_reply_to(COMMIT);
+    let lost = dispatch(&[], &ECHO);
+    assert_eq!(proxy.faults(), 1, "the answer to COMMIT was lost");
+    lost.assert_one_error_line(6);
+    let error = lost.json();
+    let id = error["delegation_id"].as_str().expect("the id").to_owned();
+    assert_eq!(error["recorded"], "unknown", "{error}");
+    assert!(
+        lost.stderr.contains(&format!("--id {id}")),
+        "{}",
+        lost.stderr
+    );
+    assert!(lost.stderr.contains("may or may not"), "{}", lost.stderr);
+
+    let again = dispatch(&["--id", &id], &ECHO);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let answer = again.json();
+    assert_eq!(answer["delegation_id"], id.as_str());
+    assert_eq!(answer["already_recorded"], true, "{answer}");
+    assert_eq!(answer["status"], "queued");
+    let listing = h.json(&["delegation", "list", "--session", "P", "--json"]);
+    assert_eq!(listing["queued_count"], 1, "one unit: {listing}");
+
+    // The id of another dispatch, or a malformed one, is refused.
+    let other = dispatch(&["--id", &id], &["--", "echo", "twice"]);
+    other.assert_one_error_line(2);
+    assert!(
+        other.stderr.contains("different dispatch"),
+        "{}",
+        other.stderr
+    );
+    let malformed = dispatch(&["--id", "deleg_XYZ"], &ECHO);
+    malformed.assert_one_error_line(2);
+    assert!(malformed.stderr.contains("--id"), "{}", malformed.stderr);
+    let listing = h.json(&["delegation", "list", "--session", "P", "--json"]);
+    assert_eq!(listing["queued_count"], 1, "still one unit: {listing}");
+}
+
+/// The time now, in the ledger's milliseconds.
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
+    u64::try_from(since.as_millis()).expect("fits")
+}
+
+#[test]
+fn a_session_dispatch_sent_again_under_its_id_starts_nothing_and_says_so() {
+    let h = Hermes::sharing(&fresh_database(&pg_admin_url()));
+    let id = "deleg_00000000c0de";
+    let args = [
+        "delegate",
+        "--session",
+        "S",
+        "--id",
+        id,
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo one",
+    ];
+    let first = h.run(&args);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.json()["delegation_id"], id);
+    assert_eq!(first.json()["already_recorded"], false);
+    let host = first.json()["host_pid"].as_u64().expect("a host runs it");
+    let again = h.run(&args);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let answer = again.json();
+    assert_eq!(answer["delegation_id"], id);
+    assert_eq!(answer["already_recorded"], true, "{answer}");
+    assert_eq!(answer["host_pid"], host, "the unit's own host, no other");
+    let without_json: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    let text = h.run(&without_json);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains("already recorded"), "{}", text.stdout);
+    let drained = h.run(&["drain", "--session", "S", "--wait", "30"]);
+    assert_eq!(drained.code, 0, "{}", drained.stderr);
+    assert_eq!(
+        drained.stdout.matches("│ one").count(),
+        1,
+        "{}",
+        drained.stdout
+    );
+}
