@@ -127,3 +127,108 @@ fn a_session_dispatch_sent_again_under_its_id_starts_nothing_and_says_so() {
         drained.stdout
     );
 }
+
+/// A home of its own on the database of `url`, in the deployment namespace `namespace`.
+fn deployment(url: &str, namespace: &str) -> Hermes {
+    let h = Hermes::sharing(url);
+    h.write(
+        "config.toml",
+        &format!("[ledger]\nnamespace = \"{namespace}\"\n"),
+    );
+    h
+}
+
+#[test]
+fn two_deployments_on_one_database_keep_their_sessions_hosts_and_results_apart() {
+    let url = fresh_database(&pg_admin_url());
+    let (a, b) = (deployment(&url, "team_a"), deployment(&url, "team_b"));
+    let info = a.json(&["ledger", "info", "--json"]);
+    assert_eq!(info["namespace"], "team_a", "{info}");
+    // The same session name in both: A's child is still running when B's session ends.
+    // A's child finishes only once the test says so.
+    let go = a.path().join("go");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo from-a",
+        go.display()
+    );
+    let slow = a.run(&[
+        "delegate",
+        "--session",
+        "S",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(slow.code, 0, "{}", slow.stderr);
+    let a_id = slow.json()["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let fast = b.run(&[
+        "delegate",
+        "--session",
+        "S",
+        "--json",
+        "--",
+        "echo",
+        "from-b",
+    ]);
+    assert_eq!(fast.code, 0, "{}", fast.stderr);
+    assert_ne!(
+        fast.json()["host_pid"],
+        slow.json()["host_pid"],
+        "B's unit runs in B's own host"
+    );
+    let b_drained = b.run(&["drain", "--session", "S", "--wait", "30"]);
+    assert_eq!(b_drained.code, 0, "{}", b_drained.stderr);
+    assert!(
+        b_drained.stdout.contains("│ from-b"),
+        "{}",
+        b_drained.stdout
+    );
+    assert!(!b_drained.stdout.contains("from-a"), "{}", b_drained.stdout);
+    assert_eq!(
+        a.json(&["delegation", "status", &a_id, "--json"])["status"],
+        "running",
+        "A's child still runs"
+    );
+    let ended = b.run(&["session", "end", "S"]);
+    assert_eq!(ended.code, 0, "{}", ended.stderr);
+    assert_eq!(
+        a.json(&["delegation", "status", &a_id, "--json"])["status"],
+        "running",
+        "B's session end left A's child alone"
+    );
+    std::fs::write(&go, "").expect("lets A's child finish");
+    let a_drained = a.run(&["drain", "--session", "S", "--wait", "30"]);
+    assert_eq!(a_drained.code, 0, "{}", a_drained.stderr);
+    assert_eq!(
+        a_drained.stdout.matches("│ from-a").count(),
+        1,
+        "{}",
+        a_drained.stdout
+    );
+    assert!(!a_drained.stdout.contains("from-b"), "{}", a_drained.stdout);
+    let status = a.json(&["delegation", "status", &a_id, "--json"]);
+    assert_eq!(status["status"], "completed", "not interrupted: {status}");
+    let sessions = a.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"][0]["state"], "active", "{sessions}");
+    assert_eq!(
+        b.run(&["drain", "--session", "S"]).code,
+        5,
+        "B's S has ended"
+    );
+    // A bad namespace is refused, naming the key.
+    let bad = a.run_env(
+        &["ledger", "info"],
+        &[("HERMES_LEDGER_NAMESPACE", "Team-A")],
+    );
+    bad.assert_one_error_line(2);
+    assert!(
+        bad.stderr.contains("HERMES_LEDGER_NAMESPACE"),
+        "{}",
+        bad.stderr
+    );
+}
