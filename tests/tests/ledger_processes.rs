@@ -59,6 +59,7 @@ fn batch(shared: &Shared, tasks: u32) -> DelegationId {
     let task = TaskSpec::new("t", vec!["true".into()]);
     let spec = DispatchSpec::new("stress", vec![task; tasks as usize]);
     let new = NewDelegation {
+        id: None,
         session: Some(SessionId::new("s").unwrap()),
         channel: Channel::Background,
         spec,

@@ -270,6 +270,7 @@ fn seed(path: &Path, total: usize) -> Result<String> {
         let spec = DispatchSpec::new(task.goal.clone(), vec![task]);
         let admitted = ledger.dispatch(
             NewDelegation {
+                id: None,
                 session: None,
                 channel: Channel::Inline,
                 spec,

@@ -162,6 +162,7 @@ fn seed(path: &Path) -> Result<()> {
                     let unit = ledger
                         .dispatch(
                             NewDelegation {
+                                id: None,
                                 session: None,
                                 channel: Channel::Inline,
                                 spec: DispatchSpec::new(goal.clone(), vec![task]),

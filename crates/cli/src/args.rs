@@ -209,6 +209,10 @@ pub struct DelegateArgs {
     pub session: Option<String>,
     #[command(flatten)]
     pub dispatch: DispatchArgs,
+    /// The delegation id to record the unit under (`deleg_` + 12 lowercase hex digits). Sending
+    /// the same dispatch again with the id a failed one printed is a no-op if that one landed.
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
     /// Print the handle as JSON.
     #[arg(long)]
     pub json: bool,

@@ -110,11 +110,14 @@ impl Home {
         let url = self.settings.ledger.url.as_ref().map(|u| u.expose());
         // libpq's variables fill in what the URL leaves out (SPEC §11.1).
         let env = ledger::PgEnv::from_vars(|name| std::env::var(name).ok());
-        Ok(ledger::Location::from_url_env(
-            url,
-            &self.dir.join("ledger.redb"),
-            &env,
-        )?)
+        let location = ledger::Location::from_url_env(url, &self.dir.join("ledger.redb"), &env)?;
+        // Each deployment on a shared database keeps to its namespace (SPEC §11.1).
+        Ok(match location {
+            ledger::Location::Postgres(target) => ledger::Location::Postgres(Box::new(
+                target.in_namespace(&self.settings.ledger.namespace),
+            )),
+            file => file,
+        })
     }
 
     /// Opens the ledger (no sweep).

@@ -62,6 +62,7 @@ fn outcome(index: u32) -> ChildOutcome {
 fn dispatch(ledger: &Ledger, tasks: u32) -> Result<DelegationId> {
     let task = TaskSpec::new("bench", vec!["true".into()]);
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: DispatchSpec::new("bench", vec![task; tasks as usize]),

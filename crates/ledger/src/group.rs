@@ -303,6 +303,7 @@ mod tests {
             .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
             .collect();
         let new = NewDelegation {
+            id: None,
             session: Some(session()),
             channel: Channel::Background,
             spec: DispatchSpec::new("goal", tasks),

@@ -270,6 +270,7 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
                     .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
                     .collect();
                 let new = NewDelegation {
+                    id: None,
                     session: Some(session()),
                     channel: Channel::Background,
                     spec: DispatchSpec::new("goal", tasks_spec),
@@ -515,6 +516,7 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
     }
     // And the reopened file takes writes.
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: DispatchSpec::new("after", vec![TaskSpec::new("t", vec!["true".into()])]),

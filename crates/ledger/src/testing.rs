@@ -330,6 +330,17 @@ pub fn connections_that_ran(url: &str, query: &str) -> usize {
     .map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
+/// The boolean columns of the one row `sql` answers in the database of `url` (an empty list
+/// if it cannot be asked).
+pub fn query_bools(url: &str, sql: &str) -> Vec<bool> {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(sql, &[])?;
+        Ok::<Vec<bool>, postgres::Error>((0..row.len()).map(|i| row.get::<_, bool>(i)).collect())
+    })
+    .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

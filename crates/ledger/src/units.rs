@@ -19,6 +19,11 @@ use crate::store::{Writer, is_task_of};
 /// A unit to record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewDelegation {
+    /// Its id, when the caller drew it before the write (`Ledger::new_delegation_id`) or was
+    /// given one (`delegate --id`): a dispatch whose outcome was unknown can then be sent again,
+    /// and finding that id recorded for the same dispatch it is a no-op that says so
+    /// ([`Admission::already_recorded`]). `None`: the ledger draws one.
+    pub id: Option<DelegationId>,
     /// The session it belongs to (`None` for inline units).
     pub session: Option<SessionId>,
     /// Background or inline.
@@ -38,6 +43,10 @@ pub struct Admission {
     pub delegation: Delegation,
     /// Its 1-based place in the queue when queued.
     pub queue_position: Option<u32>,
+    /// The unit's id was recorded already, for this same dispatch (an earlier attempt whose
+    /// outcome was unknown had landed): nothing was written now, and `delegation` is the unit
+    /// as it stands.
+    pub already_recorded: bool,
 }
 
 /// A batch of progress to persist.
@@ -102,6 +111,27 @@ pub struct Interrupts {
     pub cancelled: Vec<DelegationId>,
 }
 
+/// `existing` as the answer to dispatching `new` again under its id, or a refusal when the id
+/// names another dispatch.
+fn same_dispatch(existing: Delegation, new: &NewDelegation) -> Result<Admission> {
+    let id = &existing.id;
+    if existing.session != new.session || existing.channel != new.channel {
+        return Err(LedgerError::Invalid(format!(
+            "delegation id {id} is already recorded for another session; choose another id"
+        )));
+    }
+    if existing.spec != new.spec {
+        return Err(LedgerError::Invalid(format!(
+            "delegation id {id} is already recorded for a different dispatch (other tasks or options); choose another id"
+        )));
+    }
+    Ok(Admission {
+        delegation: existing,
+        queue_position: None,
+        already_recorded: true,
+    })
+}
+
 impl Ledger {
     /// Records a new unit. A background unit runs at once if a slot is free and nothing waits
     /// before it, queues (FIFO) otherwise, and is refused past `max_queued`; running units are
@@ -126,7 +156,13 @@ impl Ledger {
         if let Some(pool) = &new.spec.pool {
             crate::pools::check_pool_unit(pool, new.channel, new.session.as_ref())?;
         }
-        self.write(|w| {
+        self.write_then(|w| {
+            // A dispatch sent again under the id it was given: the first attempt landed.
+            if let Some(id) = &new.id
+                && let Some(existing) = w.delegation(id.as_str())?
+            {
+                return same_dispatch(existing, &new).map(|admission| (admission, false));
+            }
             let session = match &new.session {
                 Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
                 None => None,
@@ -143,11 +179,14 @@ impl Ledger {
                     return Err(LedgerError::HostGone(host));
                 }
             }
-            let id = loop {
-                let id = self.next_delegation_id();
-                if !w.delegation_exists(id.as_str())? {
-                    break id;
-                }
+            let id = match &new.id {
+                Some(id) => id.clone(),
+                None => loop {
+                    let id = self.next_delegation_id();
+                    if !w.delegation_exists(id.as_str())? {
+                        break id;
+                    }
+                },
             };
             let (status, queue_seq, queue_position) = match new.channel {
                 Channel::Inline => (UnitStatus::Running, None, None),
@@ -222,11 +261,33 @@ impl Ledger {
                     machine: None,
                 })?;
             }
-            Ok(Admission {
-                delegation: unit,
-                queue_position,
-            })
+            Ok((
+                Admission {
+                    delegation: unit,
+                    queue_position,
+                    already_recorded: false,
+                },
+                true,
+            ))
         })
+    }
+
+    /// The unit `new.id` names, if it is recorded already for this same dispatch (`None`: no
+    /// id, or not recorded). An id recorded for another dispatch — another session, other
+    /// tasks — is refused (`Invalid`). A read: `delegate --id` asks it before starting a host.
+    pub fn recorded_dispatch(&self, new: &NewDelegation) -> Result<Option<Admission>> {
+        let Some(id) = &new.id else {
+            return Ok(None);
+        };
+        let existing = self.read(|r| r.delegation(id.as_str()))?;
+        existing.map(|unit| same_dispatch(unit, new)).transpose()
+    }
+
+    /// A fresh delegation id, for a caller that names its dispatch before writing it
+    /// ([`NewDelegation::id`]) so that it can tell what happened if the write's outcome is
+    /// unknown.
+    pub fn new_delegation_id(&self) -> DelegationId {
+        self.next_delegation_id()
     }
 
     /// Starts the oldest queued unit if it belongs to `host` and a slot is free. Looks first

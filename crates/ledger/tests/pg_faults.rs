@@ -271,3 +271,34 @@ fn libpq_variables_fill_in_what_the_url_leaves_out_and_the_url_wins() {
     let err = PgTarget::parse_env(&bare, &wrong).expect_err("refused");
     assert!(err.to_string().contains("PGPORT"), "{err}");
 }
+
+#[test]
+fn a_dispatch_whose_answer_was_lost_names_its_id_and_sent_again_under_it_is_recorded_once() {
+    let (ledger, proxy) = through_proxy();
+    ledger.ensure_session(&session(), T0).expect("the session");
+    let id = ledger.new_delegation_id();
+    let new = NewDelegation {
+        id: Some(id.clone()),
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(1),
+        host: None,
+        transcript_root: None,
+    };
+    proxy.lose_reply_to(COMMIT);
+    let err = ledger
+        .dispatch(new.clone(), ROOMY, T0)
+        .expect_err("the answer to COMMIT never came");
+    assert_eq!(proxy.faults(), 1, "the answer to COMMIT was lost");
+    assert!(
+        matches!(&err, LedgerError::Unavailable { reason, .. } if reason.contains("may or may not")),
+        "{err}"
+    );
+    let again = ledger
+        .dispatch(new, ROOMY, T0.plus_ms(10))
+        .expect("sent again under its id");
+    assert!(again.already_recorded, "the first COMMIT had landed");
+    assert_eq!(again.delegation.id, id);
+    let listing = ledger.list(Some(&session()), 10).expect("lists");
+    assert_eq!(listing.running.len() + listing.queued.len(), 1, "one unit");
+}

@@ -39,6 +39,7 @@ fn pool_spec(pool: &str, tasks: u32) -> DispatchSpec {
 fn pool_unit(ledger: &Ledger, pool: &str, capacity: Capacity) -> Result<Admission> {
     ledger.dispatch(
         NewDelegation {
+            id: None,
             session: Some(session()),
             channel: Channel::Background,
             spec: pool_spec(pool, 1),
@@ -95,6 +96,7 @@ fn a_pool_unit_waits_in_its_pool_even_with_free_slots_and_counts_per_pool() {
         .ledger
         .dispatch(
             NewDelegation {
+                id: None,
                 session: Some(session()),
                 channel: Channel::Background,
                 spec: spec(1),
@@ -122,6 +124,7 @@ fn bad_pool_dispatches_are_refused() {
     }
     let inline = f.ledger.dispatch(
         NewDelegation {
+            id: None,
             session: None,
             channel: Channel::Inline,
             spec: pool_spec("a", 1),
@@ -194,6 +197,7 @@ fn pool_units_neither_block_nor_take_session_slots() {
         ledger
             .dispatch(
                 NewDelegation {
+                    id: None,
                     session: Some(session()),
                     channel: Channel::Background,
                     spec: spec(1),

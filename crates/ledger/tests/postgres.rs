@@ -106,6 +106,7 @@ fn a_listener_hears_a_dispatch_and_a_deliverable_event() {
         .expect("postgres");
     let session = SessionId::new("s").expect("id");
     let new = NewDelegation {
+        id: None,
         session: Some(session.clone()),
         channel: Channel::Background,
         spec: DispatchSpec::new("g", vec![TaskSpec::new("t", vec!["true".into()])]),
@@ -145,4 +146,107 @@ fn a_listener_hears_a_dispatch_and_a_deliverable_event() {
         );
     }
     assert!(heard.contains(&wanted), "{heard:?}");
+}
+
+/// A ledger on `url` in the deployment namespace `namespace`.
+fn in_namespace(url: &str, namespace: &str) -> Ledger {
+    let ns = settings::Namespace::parse("test", namespace).expect("a namespace");
+    let target = PgTarget::parse(url, None)
+        .expect("parses")
+        .in_namespace(&ns);
+    Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(3)).expect("connects")
+}
+
+#[test]
+fn two_namespaces_on_one_database_never_see_each_others_sessions_units_or_results() {
+    let url = fresh_database(&pg_admin_url());
+    let ledgers = [
+        connect(&url).expect("the default namespace"),
+        in_namespace(&url, "team_a"),
+        in_namespace(&url, "team_b"),
+    ];
+    let session = SessionId::new("s").expect("id");
+    let roomy = Capacity {
+        max_running: 1,
+        max_queued: 10,
+    };
+    // The same session in each deployment, one unit each, finished: a result to deliver.
+    let ids: Vec<DelegationId> = ledgers
+        .iter()
+        .map(|ledger| {
+            let new = NewDelegation {
+                id: None,
+                session: Some(session.clone()),
+                channel: Channel::Background,
+                spec: DispatchSpec::new("g", vec![TaskSpec::new("t", vec!["true".into()])]),
+                host: None,
+                transcript_root: None,
+            };
+            let admission = ledger.dispatch(new, roomy, Timestamp(1)).expect("dispatch");
+            assert_eq!(
+                admission.delegation.status,
+                UnitStatus::Running,
+                "capacity is each deployment's own"
+            );
+            let id = admission.delegation.id;
+            let outcome = ChildOutcome::new(0, "t", ChildStatus::Completed, Timestamp(2));
+            ledger
+                .finish_child(HostId(0), &id, outcome, Timestamp(2))
+                .expect("finishes");
+            id
+        })
+        .collect();
+    for (ledger, id) in ledgers.iter().zip(&ids) {
+        let ready = ledger.deliverable(&session, Timestamp(3)).expect("reads");
+        let units: Vec<&DelegationId> = ready.iter().map(|(unit, _)| &unit.id).collect();
+        assert_eq!(
+            units,
+            vec![id],
+            "each deployment drains only its own result"
+        );
+        assert_eq!(ledger.sessions().expect("reads").len(), 1);
+        for other in ids.iter().filter(|other| *other != id) {
+            assert_eq!(ledger.delegation(other).expect("reads"), None);
+        }
+    }
+    // B ends its session "s": A's session "s" and its result are untouched.
+    ledgers[2]
+        .end_session(&session, Timestamp(4))
+        .expect("ends");
+    assert!(
+        ledgers[2]
+            .deliverable(&session, Timestamp(5))
+            .expect("reads")
+            .is_empty()
+    );
+    for ledger in &ledgers[..2] {
+        assert_eq!(
+            ledger
+                .deliverable(&session, Timestamp(5))
+                .expect("reads")
+                .len(),
+            1
+        );
+        let s = ledger.session(&session).expect("reads").expect("exists");
+        assert_eq!(s.state, SessionState::Active);
+    }
+    // The default namespace's tables are where hermes always kept them; the others are
+    // schemas of their own.
+    let placed = ledger::testing::query_bools(
+        &url,
+        "SELECT to_regclass('public.hermes_units') IS NOT NULL, \
+                to_regclass('team_a.hermes_units') IS NOT NULL, \
+                to_regclass('team_b.hermes_events') IS NOT NULL, \
+                to_regclass('hermes.hermes_units') IS NULL",
+    );
+    assert_eq!(placed, vec![true, true, true, true]);
+    // Reopening finds each namespace's schema in place.
+    let again = in_namespace(&url, "team_a");
+    assert_eq!(
+        again
+            .deliverable(&session, Timestamp(5))
+            .expect("reads")
+            .len(),
+        1
+    );
 }

@@ -73,6 +73,7 @@ fn host_at(ledger: &Ledger, pid: u32, locality: Locality, lease_until: Timestamp
 /// A unit of `tasks` children hosted by `host`, its first child started as `child`.
 fn hosted_unit(ledger: &Ledger, host: &Host, tasks: u32, child: ProcessId) -> DelegationId {
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(tasks),
@@ -112,6 +113,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
     };
     f.ledger.register_host(&record).unwrap();
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(3),
@@ -361,6 +363,7 @@ fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
     let dead = host_at(&f.ledger, 500, here(), LONG);
     let live = host_at(&f.ledger, 600, here(), LONG);
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(1),

@@ -371,6 +371,7 @@ fn a_reopened_session_takes_new_work_and_what_was_dropped_stays_dropped() {
             .is_empty()
     );
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(1),
@@ -412,6 +413,7 @@ fn ending_a_session_drops_its_pending_events_and_refuses_dispatch() {
             .is_empty()
     );
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(1),
@@ -484,6 +486,7 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
     };
     let dispatch = |h: ProcessId| {
         let new = NewDelegation {
+            id: None,
             session: Some(session()),
             channel: Channel::Background,
             spec: spec(1),
@@ -512,6 +515,7 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
     ));
     // Inline units take no slot.
     let inline = NewDelegation {
+        id: None,
         session: None,
         channel: Channel::Inline,
         spec: spec(1),
@@ -559,6 +563,7 @@ fn interrupting_a_queued_unit_cancels_it_with_a_terminal_event() {
     };
     let host = registered_host(&f.ledger, 1);
     let mk = || NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(2),
@@ -691,6 +696,7 @@ fn a_retired_host_gets_no_more_work_and_a_busy_one_cannot_retire() {
         .claim_session_host(&session(), host, &alive, T0)
         .unwrap();
     let to = |h: ProcessId| NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(1),
@@ -808,4 +814,64 @@ fn a_stalling_child_is_recorded_until_it_is_final() {
         ..stalling
     };
     assert!(!f.ledger.child_stalling(&id, &late).unwrap());
+}
+
+#[test]
+fn a_dispatch_sent_again_under_its_id_is_a_no_op_that_says_so_and_another_dispatch_is_refused() {
+    let f = fixture();
+    let id = f.ledger.new_delegation_id();
+    let new = NewDelegation {
+        id: Some(id.clone()),
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(2),
+        host: None,
+        transcript_root: None,
+    };
+    assert_eq!(f.ledger.recorded_dispatch(&new).unwrap(), None);
+    let first = f.ledger.dispatch(new.clone(), ROOMY, T0).unwrap();
+    assert_eq!(first.delegation.id, id, "recorded under the id drawn first");
+    assert!(!first.already_recorded);
+    finish(&f.ledger, &id, 0, T0.plus_ms(5));
+    let commits = f.ledger.commits();
+    let again = f
+        .ledger
+        .dispatch(new.clone(), ROOMY, T0.plus_ms(10))
+        .unwrap();
+    assert!(again.already_recorded);
+    assert_eq!(again.delegation.id, id);
+    assert_eq!(
+        again.delegation.dispatched_at, T0,
+        "the unit as first recorded"
+    );
+    assert_eq!(f.ledger.commits(), commits, "nothing was written");
+    assert_eq!(
+        f.ledger
+            .recorded_dispatch(&new)
+            .unwrap()
+            .map(|a| a.delegation.id),
+        Some(id.clone())
+    );
+    assert_eq!(
+        f.ledger.list(None, 10).unwrap().running.len(),
+        1,
+        "one unit"
+    );
+    // The same id for other tasks, or for another session, names another dispatch.
+    let other_tasks = NewDelegation {
+        spec: spec(3),
+        ..new.clone()
+    };
+    let other_session = NewDelegation {
+        session: Some(SessionId::new("t").unwrap()),
+        ..new.clone()
+    };
+    for refused in [other_tasks, other_session] {
+        let err = f.ledger.dispatch(refused.clone(), ROOMY, T0).unwrap_err();
+        assert!(
+            matches!(&err, LedgerError::Invalid(text) if text.contains(id.as_str())),
+            "{err}"
+        );
+        assert!(f.ledger.recorded_dispatch(&refused).is_err());
+    }
 }

@@ -180,6 +180,7 @@ fn ledger_with(
     let mut ids = Vec::new();
     for _ in 0..units {
         let new = NewDelegation {
+            id: None,
             session: Some(session()),
             channel: Channel::Background,
             spec: spec(tasks),

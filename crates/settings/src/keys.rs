@@ -11,6 +11,10 @@ pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger"];
 /// The one text key: where the ledger lives (`ledger.url`, `HERMES_LEDGER_URL`).
 pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
 
+/// The deployment's namespace on a shared PostgreSQL database (`ledger.namespace`,
+/// `HERMES_LEDGER_NAMESPACE`).
+pub const LEDGER_NAMESPACE: (&str, &str) = ("ledger", "namespace");
+
 /// The agent profile a goal without a command runs (`delegation.default_agent`).
 pub const DEFAULT_AGENT: (&str, &str) = ("delegation", "default_agent");
 
@@ -296,6 +300,15 @@ pub(crate) fn apply_file(
                 settings.ledger.url = Some(crate::LedgerUrl::parse(&what, text)?);
                 continue;
             }
+            if (section.as_str(), name.as_str()) == LEDGER_NAMESPACE {
+                let what = format!("config {origin}: `ledger.namespace` = {value}");
+                let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
+                    what: what.clone(),
+                    expected: "a string".into(),
+                })?;
+                settings.ledger.namespace = crate::Namespace::parse(&what, text)?;
+                continue;
+            }
             if (section.as_str(), name.as_str()) == DEFAULT_AGENT {
                 let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
                     what: format!("config {origin}: `delegation.default_agent`"),
@@ -347,6 +360,15 @@ pub(crate) fn apply_variable(
     };
     if (section, key_name) == DEFAULT_AGENT {
         settings.delegation.default_agent = crate::agents::default_agent(raw);
+        return Ok(());
+    }
+    if (section, key_name) == LEDGER_NAMESPACE {
+        // An empty value means "unset": the default namespace.
+        settings.ledger.namespace = if raw.trim().is_empty() {
+            crate::Namespace::default()
+        } else {
+            crate::Namespace::parse(&format!("{name}={raw:?}"), raw)?
+        };
         return Ok(());
     }
     if (section, key_name) == LEDGER_URL {

@@ -88,6 +88,70 @@ pub struct LedgerSection {
     /// `ledger.url`: unset → the home's embedded redb file; a `postgres://` or
     /// `postgresql://` URL → a PostgreSQL database shared by any number of machines.
     pub url: Option<LedgerUrl>,
+    /// `ledger.namespace`: the deployment's PostgreSQL schema (default `hermes`, the tables
+    /// hermes has always used). Ignored by the embedded ledger: one home is one deployment.
+    pub namespace: Namespace,
+}
+
+/// A deployment's namespace on a shared PostgreSQL database (`ledger.namespace`,
+/// `HERMES_LEDGER_NAMESPACE`): a lowercase identifier, `[a-z_][a-z0-9_]*`, at most
+/// [`Namespace::MAX_LEN`] bytes, not `pg_…` (PostgreSQL keeps those for itself). So it needs no
+/// case folding and quotes trivially, and its notification channels (`NAME_activity`,
+/// `NAME_events`) stay within PostgreSQL's 63-byte identifiers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Namespace(String);
+
+impl Namespace {
+    /// The default: the `hermes_*` tables in the connection's `search_path` (normally
+    /// `public`), where every hermes before namespaces put them.
+    pub const DEFAULT: &'static str = "hermes";
+    /// The longest name accepted.
+    pub const MAX_LEN: usize = 48;
+
+    /// Accepts a namespace; `what` names where it came from in the error.
+    pub fn parse(what: &str, raw: &str) -> Result<Namespace, SettingsError> {
+        let name = raw.trim();
+        let mut bytes = name.bytes();
+        let valid = bytes
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+            && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && name.len() <= Namespace::MAX_LEN
+            && !name.starts_with("pg_");
+        if valid {
+            Ok(Namespace(name.to_owned()))
+        } else {
+            Err(SettingsError::BadValue {
+                what: what.to_owned(),
+                expected: format!(
+                    "a lowercase identifier of at most {} bytes ([a-z_][a-z0-9_]*, not pg_…)",
+                    Namespace::MAX_LEN
+                ),
+            })
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this is the default namespace (the tables where hermes always kept them).
+    pub fn is_default(&self) -> bool {
+        self.0 == Namespace::DEFAULT
+    }
+}
+
+impl Default for Namespace {
+    fn default() -> Namespace {
+        Namespace(Namespace::DEFAULT.to_owned())
+    }
+}
+
+impl std::fmt::Display for Namespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// A ledger URL. It may hold a password, so `Debug` shows it without one.

@@ -303,3 +303,46 @@ fn bad_agent_profiles_are_refused_naming_the_key() {
         assert!(err.to_string().contains(named), "{text}: {err}");
     }
 }
+
+#[test]
+fn the_ledger_namespace_defaults_to_hermes_and_is_a_checked_identifier_from_file_or_environment() {
+    let defaults = load("", &[]).expect("defaults");
+    assert_eq!(defaults.ledger.namespace.as_str(), "hermes");
+    assert!(defaults.ledger.namespace.is_default());
+    let file = load("[ledger]\nnamespace = \"team_a\"\n", &[]).expect("file");
+    assert_eq!(file.ledger.namespace.as_str(), "team_a");
+    assert!(!file.ledger.namespace.is_default());
+    let env = load(
+        "[ledger]\nnamespace = \"team_a\"\n",
+        &[("HERMES_LEDGER_NAMESPACE", "team_b")],
+    )
+    .expect("env wins");
+    assert_eq!(env.ledger.namespace.as_str(), "team_b");
+    let unset = load(
+        "[ledger]\nnamespace = \"team_a\"\n",
+        &[("HERMES_LEDGER_NAMESPACE", "")],
+    )
+    .expect("empty unsets");
+    assert!(unset.ledger.namespace.is_default());
+    let long = "n".repeat(49);
+    for bad in [
+        "Team",
+        "1st",
+        "a-b",
+        "a b",
+        "a\"b",
+        "pg_x",
+        "x;drop",
+        "é",
+        long.as_str(),
+    ] {
+        let err = load("", &[("HERMES_LEDGER_NAMESPACE", bad)]).expect_err(bad);
+        assert!(
+            err.to_string().contains("HERMES_LEDGER_NAMESPACE"),
+            "{bad}: {err}"
+        );
+    }
+    let err = load("[ledger]\nnamespace = 5\n", &[]).expect_err("refused");
+    assert!(err.to_string().contains("ledger.namespace"), "{err}");
+    assert!(load("", &[("HERMES_LEDGER_NAMESPACE", &"n".repeat(48))]).is_ok());
+}

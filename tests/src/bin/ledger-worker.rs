@@ -336,6 +336,7 @@ fn dispatch(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<Delegati
             .collect(),
     );
     let new = NewDelegation {
+        id: None,
         session: Some(session.clone()),
         channel: Channel::Background,
         spec,

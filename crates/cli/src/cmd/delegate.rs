@@ -7,7 +7,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use ledger::{Channel, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, UnitStatus};
+use ledger::{
+    Channel, DelegationId, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, UnitStatus,
+};
 use registry::RegistryError;
 
 use crate::args::DelegateArgs;
@@ -37,51 +39,154 @@ pub fn session_of(flag: Option<&str>) -> anyhow::Result<SessionId> {
 /// Runs `delegate`.
 pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     let session = session_of(args.session.as_deref())?;
+    let given = args
+        .id
+        .as_deref()
+        .map(|raw| DelegationId::new(raw).map_err(|e| fail(Code::Usage, format!("--id: {e}"))))
+        .transpose()?;
     let spec = dispatch_args::spec(&args.dispatch)?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
+    // The id is drawn before anything is written, so that a failure whose outcome is unknown
+    // (the connection broke around COMMIT) can name it, and the caller can look or retry.
+    let id = given.unwrap_or_else(|| ledger.new_delegation_id());
+    dispatch(args, &home, &ledger, session, spec, &id)
+        .map_err(|err| outcome_unknown(err, &id, args.json))
+}
+
+/// `delegate` once the id is known.
+fn dispatch(
+    args: &DelegateArgs,
+    home: &Home,
+    ledger: &Ledger,
+    session: SessionId,
+    spec: ledger::DispatchSpec,
+    id: &DelegationId,
+) -> anyhow::Result<Code> {
     ledger.ensure_session(&session, now())?;
     let config = home.registry();
-    if let Some(pool) = spec.pool.clone() {
-        return to_pool(args, &ledger, &config, session, spec, &pool);
+    // The same dispatch sent again under its id, and the first one landed: answer for the unit
+    // as it was recorded, without starting a host for it.
+    let again = NewDelegation {
+        id: Some(id.clone()),
+        session: Some(session.clone()),
+        channel: Channel::Background,
+        spec: spec.clone(),
+        host: None,
+        transcript_root: None,
+    };
+    if let Some(admission) = ledger.recorded_dispatch(&again)? {
+        let host_pid = admission.delegation.host.map(|h| h.pid);
+        return answer(args, ledger, &config, &session, &admission, host_pid);
     }
-    let (host, admission) = into_session_host(&home, &ledger, &config, &session, spec)?;
-    let unit = admission.delegation;
-    let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
-    let transcripts: Vec<String> = (0..unit.task_count())
-        .map(|i| {
-            registry::transcript::task_log_path(&dir, i)
-                .display()
-                .to_string()
-        })
-        .collect();
+    let (host_pid, admission) = match spec.pool.clone() {
+        Some(_) => {
+            let admission = registry::record_dispatch(ledger, &config, again, now())?;
+            (None, admission)
+        }
+        None => {
+            let (host, admission) =
+                into_session_host(home, ledger, &config, &session, spec, Some(id.clone()))?;
+            (Some(host.pid), admission)
+        }
+    };
+    answer(args, ledger, &config, &session, &admission, host_pid)
+}
+
+/// A ledger failure of `delegate`: whether the unit was recorded is not known (the connection
+/// may have broken after `COMMIT` reached the server), so the error names the id it was to be
+/// recorded under — on stderr, and as a JSON object on stdout with `--json`.
+fn outcome_unknown(err: anyhow::Error, id: &DelegationId, json: bool) -> anyhow::Error {
+    if crate::exit::code_of(&err) != Code::LedgerUnavailable {
+        return err;
+    }
+    let cause = crate::exit::one_line(&err);
+    let cause = cause.strip_prefix("hermes: ").unwrap_or(&cause);
+    let message = format!(
+        "{cause}; delegation {id} may or may not have been recorded: look with `hermes delegation status {id}`, or send the same dispatch again with `--id {id}` (a no-op if it was)"
+    );
+    if json {
+        // Best effort: the error line on stderr says the same.
+        let _ = output::print_json(&serde_json::json!({
+            "error": message,
+            "delegation_id": id.to_string(),
+            "recorded": "unknown",
+        }));
+    }
+    fail(Code::LedgerUnavailable, message)
+}
+
+/// What `delegate` answers for a recorded unit (now, or by an earlier attempt under its id).
+fn answer(
+    args: &DelegateArgs,
+    ledger: &Ledger,
+    config: &registry::Config,
+    session: &SessionId,
+    admission: &ledger::Admission,
+    host_pid: Option<u32>,
+) -> anyhow::Result<Code> {
+    let unit = &admission.delegation;
+    let transcripts = transcripts_of(config, unit);
+    let workers = match unit.pool() {
+        Some(pool) => {
+            let workers = reports::live_workers(ledger, pool)?;
+            if workers == 0 {
+                eprintln!(
+                    "hermes: no live worker serves pool {pool}; {} waits until one starts (hermes worker --pool {pool})",
+                    unit.id
+                );
+            }
+            Some(workers)
+        }
+        None => None,
+    };
+    if args.json {
+        let mut value = reports::dispatch_json(
+            unit,
+            session,
+            &transcripts,
+            admission.queue_position,
+            host_pid,
+            workers,
+        );
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert(
+                "already_recorded".into(),
+                serde_json::json!(admission.already_recorded),
+            );
+        }
+        output::print_json(&value)?;
+        return Ok(Code::Ok);
+    }
     let status = if unit.status == UnitStatus::Queued {
         "queued"
     } else {
         "dispatched"
     };
-    if args.json {
-        output::print_json(&reports::dispatch_json(
-            &unit,
-            &session,
-            &transcripts,
-            admission.queue_position,
-            Some(host.pid),
-            None,
-        ))?;
-    } else {
-        let head = format!(
+    let mut head = match (unit.pool(), workers) {
+        (Some(pool), Some(workers)) => format!(
+            "{} queued in pool {pool} for session {session}: {} task(s), {workers} live worker(s)",
+            unit.id,
+            unit.task_count()
+        ),
+        _ => format!(
             "{} {status} into session {session}: {} task(s)",
             unit.id,
             unit.task_count()
-        );
-        output::print(&dispatch_text(
-            head,
-            admission.queue_position,
-            &transcripts,
-            &session,
-        ))?;
+        ),
+    };
+    if admission.already_recorded {
+        head.push_str(&format!(
+            " (already recorded by an earlier dispatch under this id; now {})",
+            unit.status.as_str()
+        ));
     }
+    output::print(&dispatch_text(
+        head,
+        admission.queue_position,
+        &transcripts,
+        session,
+    ))?;
     Ok(Code::Ok)
 }
 
@@ -95,6 +200,7 @@ pub fn into_session_host(
     config: &registry::Config,
     session: &SessionId,
     spec: ledger::DispatchSpec,
+    id: Option<DelegationId>,
 ) -> anyhow::Result<(ProcessId, ledger::Admission)> {
     // A host may retire between our look and our dispatch; the ledger then refuses the unit
     // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
@@ -106,6 +212,7 @@ pub fn into_session_host(
             None => start_host(home, ledger, session)?,
         };
         let new = NewDelegation {
+            id: id.clone(),
             session: Some(session.clone()),
             channel: Channel::Background,
             spec: spec.clone(),
@@ -120,58 +227,6 @@ pub fn into_session_host(
             result => return Ok((host, result?)),
         }
     }
-}
-
-/// `delegate --pool P`: the unit waits in pool P for a worker; no host of S is needed (its
-/// results are drained from S as any unit's).
-fn to_pool(
-    args: &DelegateArgs,
-    ledger: &Ledger,
-    config: &registry::Config,
-    session: SessionId,
-    spec: ledger::DispatchSpec,
-    pool: &str,
-) -> anyhow::Result<Code> {
-    let new = NewDelegation {
-        session: Some(session.clone()),
-        channel: Channel::Background,
-        spec,
-        host: None,
-        transcript_root: None,
-    };
-    let admission = registry::record_dispatch(ledger, config, new, now())?;
-    let unit = admission.delegation;
-    let transcripts = transcripts_of(config, &unit);
-    let workers = reports::live_workers(ledger, pool)?;
-    if workers == 0 {
-        eprintln!(
-            "hermes: no live worker serves pool {pool}; {} waits until one starts (hermes worker --pool {pool})",
-            unit.id
-        );
-    }
-    if args.json {
-        output::print_json(&reports::dispatch_json(
-            &unit,
-            &session,
-            &transcripts,
-            admission.queue_position,
-            None,
-            Some(workers),
-        ))?;
-    } else {
-        let head = format!(
-            "{} queued in pool {pool} for session {session}: {} task(s), {workers} live worker(s)",
-            unit.id,
-            unit.task_count()
-        );
-        output::print(&dispatch_text(
-            head,
-            admission.queue_position,
-            &transcripts,
-            &session,
-        ))?;
-    }
-    Ok(Code::Ok)
 }
 
 /// What a dispatch says in text: `head`, its queue position, its transcripts, where results go.

@@ -11,9 +11,18 @@ use crate::output;
 pub fn run(command: LedgerCommand) -> anyhow::Result<Code> {
     let home = Home::load()?;
     let location = home.ledger_location()?;
-    let (backend, at) = match &location {
-        ledger::Location::File(path) => ("redb", path.display().to_string()),
-        ledger::Location::Postgres(target) => ("postgres", target.display().to_owned()),
+    let (backend, at, namespace) = match &location {
+        ledger::Location::File(path) => ("redb", path.display().to_string(), None),
+        ledger::Location::Postgres(target) => (
+            "postgres",
+            target.display().to_owned(),
+            Some(target.namespace().to_owned()),
+        ),
+    };
+    // Said only where it applies (PostgreSQL): one home's redb file is one deployment.
+    let place = match &namespace {
+        Some(ns) => format!("{at} (namespace {ns})"),
+        None => at.clone(),
     };
     match command {
         LedgerCommand::Migrate { json } => {
@@ -24,17 +33,20 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<Code> {
                 output::print_json(&json!({
                     "backend": backend,
                     "ledger": at,
+                    "namespace": namespace,
                     "schema_version": version,
                 }))?;
             } else {
-                output::print(&format!("{at}: schema version {version} ({backend})\n"))?;
+                output::print(&format!("{place}: schema version {version} ({backend})\n"))?;
             }
         }
         LedgerCommand::Info { json } => {
             if json {
-                output::print_json(&json!({ "backend": backend, "ledger": at }))?;
+                output::print_json(
+                    &json!({ "backend": backend, "ledger": at, "namespace": namespace }),
+                )?;
             } else {
-                output::print(&format!("{backend} {at}\n"))?;
+                output::print(&format!("{backend} {place}\n"))?;
             }
         }
     }

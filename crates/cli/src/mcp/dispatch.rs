@@ -48,7 +48,7 @@ pub async fn background(
         let recorded = blocking(move || {
             let config = home.registry();
             let (host, admission) =
-                crate::cmd::delegate::into_session_host(&home, &ledger, &config, &s, spec)?;
+                crate::cmd::delegate::into_session_host(&home, &ledger, &config, &s, spec, None)?;
             let transcripts = transcripts(&config, &admission.delegation);
             Ok((admission, transcripts, host))
         })

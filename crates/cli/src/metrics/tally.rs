@@ -263,6 +263,7 @@ mod tests {
     fn inline(ledger: &Ledger, goal: &str) -> DelegationId {
         let task = TaskSpec::new(goal, vec!["true".into()]);
         let new = NewDelegation {
+            id: None,
             session: None,
             channel: Channel::Inline,
             spec: DispatchSpec::new(goal, vec![task]),

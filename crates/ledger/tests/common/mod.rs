@@ -88,6 +88,7 @@ pub const ROOMY: Capacity = Capacity {
 /// Dispatches a background unit of `tasks` children into session `s`.
 pub fn unit(ledger: &Ledger, tasks: u32) -> DelegationId {
     let new = NewDelegation {
+        id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(tasks),

@@ -47,6 +47,11 @@ pub fn record_dispatch(
         ..new
     };
     let admission = ledger.dispatch(new, capacity(config), now)?;
+    // A unit recorded already (a dispatch sent again under its id) has its transcripts, and
+    // perhaps its children's output in them.
+    if admission.already_recorded {
+        return Ok(admission);
+    }
     if let Err(e) = transcript::create_unit(root, &admission.delegation) {
         tracing::warn!(delegation = %admission.delegation.id, error = %e, "cannot create transcripts");
     }

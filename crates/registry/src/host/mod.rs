@@ -200,6 +200,7 @@ impl Host {
         let inner = self.inner.clone();
         let _gate = inner.launch_gate.lock().await;
         let new = NewDelegation {
+            id: None,
             session: request.session.clone(),
             channel: request.channel,
             spec: request.spec,

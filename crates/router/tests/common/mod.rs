@@ -64,6 +64,7 @@ pub const ROOMY: Capacity = Capacity {
 /// Dispatches a background unit of `tasks` children into `session`.
 pub fn unit(ledger: &Ledger, session: &str, tasks: u32, delivery: DeliveryMode) -> DelegationId {
     let new = NewDelegation {
+        id: None,
         session: Some(sid(session)),
         channel: Channel::Background,
         spec: spec(tasks, delivery),

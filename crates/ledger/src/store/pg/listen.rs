@@ -20,11 +20,11 @@ impl Pg {
     /// A listener on the ledger's notifications of `what`: activity (hosts) and/or events
     /// (consumers).
     pub(crate) fn listen(&self, what: &[Listen]) -> Result<Listener> {
-        let channels: Vec<&'static str> = what
+        let channels: Vec<String> = what
             .iter()
             .map(|listen| match listen {
-                Listen::Activity => ACTIVITY_CHANNEL,
-                Listen::Events => EVENTS_CHANNEL,
+                Listen::Activity => self.target.channel(ACTIVITY_CHANNEL),
+                Listen::Events => self.target.channel(EVENTS_CHANNEL),
             })
             .collect();
         let (target, tls) = (self.target.clone(), self.tls.clone());
@@ -61,7 +61,7 @@ pub enum Notice {
 pub struct Listener {
     pub(super) target: PgTarget,
     pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
-    pub(super) channels: Vec<&'static str>,
+    pub(super) channels: Vec<String>,
     pub(super) client: Option<Client>,
     /// Reconnection attempts that failed in a row, and when the next may be made.
     pub(super) failures: u32,
@@ -81,9 +81,10 @@ impl std::fmt::Debug for Listener {
 pub(super) fn listening(
     target: &PgTarget,
     tls: &tokio_postgres_rustls::MakeRustlsConnect,
-    channels: &[&'static str],
+    channels: &[String],
 ) -> std::result::Result<Client, Refused> {
     let mut client = connect_within(target, tls)?;
+    // A channel is `hermes_…` or a namespace's (`[a-z_][a-z0-9_]*_…`): no quoting needed.
     for channel in channels {
         client
             .batch_execute(&format!("LISTEN {channel}"))
@@ -141,8 +142,9 @@ impl Listener {
                 }
             };
             let mut notices = Vec::new();
+            let events = self.target.channel(EVENTS_CHANNEL);
             let notice = |n: postgres::Notification| {
-                if n.channel() == EVENTS_CHANNEL {
+                if n.channel() == events {
                     Notice::Event(n.payload().to_owned())
                 } else {
                     Notice::Activity

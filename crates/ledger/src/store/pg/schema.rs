@@ -5,6 +5,7 @@ use postgres::Client;
 use postgres::error::SqlState;
 
 use super::pool::*;
+use super::url::{PgTarget, quote_ident};
 use crate::error::{LedgerError, Result};
 
 /// The schema version this build creates and reads.
@@ -74,7 +75,7 @@ INSERT INTO hermes_schema (version) VALUES (1);
 impl Pg {
     /// Creates the schema on first use, or checks its version, under an advisory lock.
     pub(super) fn prepare_schema(&self, client: &mut Client) -> Result<()> {
-        let found = schema_version(client).map_err(|err| self.unavailable(&err))?;
+        let found = schema_version(&self.target, client).map_err(|err| self.unavailable(&err))?;
         match found {
             Some(SCHEMA_VERSION) => Ok(()),
             Some(found) if found > SCHEMA_VERSION => Err(self.newer(found)),
@@ -99,8 +100,29 @@ impl Pg {
             .map_err(fail)?;
         let result = (|| {
             let mut txn = client.transaction().map_err(fail)?;
-            match schema_version_in(&mut txn).map_err(fail)? {
-                None => txn.batch_execute(SCHEMA_V1).map_err(fail)?,
+            match schema_version_in(&self.target, &mut txn).map_err(fail)? {
+                None => {
+                    // A namespace's tables go in a schema of its own, created here unless an
+                    // operator made it already (creating needs the database's CREATE right).
+                    if let Some(namespace) = &self.target.namespace {
+                        let schema = quote_ident(namespace.as_str());
+                        let exists = txn
+                            .query_opt(
+                                "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                                &[&namespace.as_str()],
+                            )
+                            .map_err(fail)?
+                            .is_some();
+                        if !exists {
+                            txn.batch_execute(&format!("CREATE SCHEMA {schema}"))
+                                .map_err(fail)?;
+                        }
+                        // For this transaction only (a pooler may hand the session on).
+                        txn.batch_execute(&format!("SET LOCAL search_path TO {schema}"))
+                            .map_err(fail)?;
+                    }
+                    txn.batch_execute(SCHEMA_V1).map_err(fail)?
+                }
                 Some(SCHEMA_VERSION) => {}
                 Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
                 Some(found) => {
@@ -136,25 +158,38 @@ impl Pg {
 /// simple-protocol query (nothing to prepare), a missing table answering `None` (the two
 /// prepared statements it replaces cost four).
 pub(super) fn schema_version(
+    target: &PgTarget,
     client: &mut Client,
 ) -> std::result::Result<Option<i32>, postgres::Error> {
-    match client.simple_query("SELECT max(version) FROM hermes_schema") {
+    match client.simple_query(&target.qualify("SELECT max(version) FROM hermes_schema")) {
         Ok(messages) => Ok(messages.iter().find_map(|message| match message {
             postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse().ok()),
             _ => None,
         })),
-        Err(err) if err.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+        Err(err)
+            if err.code() == Some(&SqlState::UNDEFINED_TABLE)
+                || err.code() == Some(&SqlState::INVALID_SCHEMA_NAME) =>
+        {
+            Ok(None)
+        }
         Err(err) => Err(err),
     }
 }
 
 pub(super) fn schema_version_in(
+    target: &PgTarget,
     txn: &mut postgres::Transaction<'_>,
 ) -> std::result::Result<Option<i32>, postgres::Error> {
-    let exists = txn.query_one("SELECT to_regclass('hermes_schema') IS NOT NULL", &[])?;
+    let exists = txn.query_one(
+        &*target.qualify("SELECT to_regclass('hermes_schema') IS NOT NULL"),
+        &[],
+    )?;
     if !exists.get::<_, bool>(0) {
         return Ok(None);
     }
-    let row = txn.query_opt("SELECT max(version) FROM hermes_schema", &[])?;
+    let row = txn.query_opt(
+        &*target.qualify("SELECT max(version) FROM hermes_schema"),
+        &[],
+    )?;
     Ok(row.and_then(|row| row.get::<_, Option<i32>>(0)))
 }

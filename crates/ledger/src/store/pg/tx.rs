@@ -89,7 +89,8 @@ impl Tx<'_, '_> {
             .ok_or_else(|| LedgerError::Invalid("the transaction has ended".into()))?;
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
-        txn.query_typed(sql, &typed).map_err(|e| self.fail(&e))
+        txn.query_typed(&self.pg.target.qualify(sql), &typed)
+            .map_err(|e| self.fail(&e))
     }
 
     pub(super) fn write(&self, sql: &'static str, params: &[&dyn Param]) -> Result<()> {

@@ -21,6 +21,9 @@ pub struct PgTarget {
     pub(super) display: String,
     /// `host:port`, for the one-line error when the server cannot be reached.
     pub(super) server: String,
+    /// The deployment's namespace (`ledger.namespace`); `None`: the default, `hermes`, whose
+    /// tables are where hermes always kept them (the `search_path`, normally `public`).
+    pub(super) namespace: Option<settings::Namespace>,
 }
 
 impl std::fmt::Debug for PgTarget {
@@ -92,7 +95,71 @@ impl PgTarget {
             config,
             display,
             server,
+            namespace: None,
         })
+    }
+
+    /// The same database, in the deployment namespace `namespace` (`ledger.namespace`): a
+    /// PostgreSQL schema of that name holding this deployment's tables, created by migration.
+    /// The default namespace keeps the tables where every hermes before namespaces put them.
+    pub fn in_namespace(mut self, namespace: &settings::Namespace) -> PgTarget {
+        self.namespace = (!namespace.is_default()).then(|| namespace.clone());
+        self
+    }
+
+    /// The deployment namespace (`hermes` by default).
+    pub fn namespace(&self) -> &str {
+        self.namespace
+            .as_ref()
+            .map_or(settings::Namespace::DEFAULT, |ns| ns.as_str())
+    }
+
+    /// The notification channel `channel` (`hermes_activity`, `hermes_events`) of this
+    /// namespace: `NAME_activity`, `NAME_events` (the default namespace's are the old names).
+    pub(super) fn channel(&self, channel: &str) -> String {
+        match &self.namespace {
+            None => channel.to_owned(),
+            Some(ns) => format!(
+                "{ns}_{}",
+                channel.strip_prefix("hermes_").unwrap_or(channel)
+            ),
+        }
+    }
+
+    /// `sql` with every table of hermes' (`hermes_…` not qualified already, and not a column
+    /// qualifier `hermes_x.column`) qualified by the namespace's schema; unchanged in the
+    /// default namespace. A namespace is `[a-z_][a-z0-9_]*` (checked by `settings`), so
+    /// quoting it is enough.
+    pub(super) fn qualify<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
+        let Some(namespace) = &self.namespace else {
+            return std::borrow::Cow::Borrowed(sql);
+        };
+        let schema = quote_ident(namespace.as_str());
+        let bytes = sql.as_bytes();
+        let mut out = String::with_capacity(sql.len() + 64);
+        let mut last = 0;
+        let mut from = 0;
+        while let Some(found) = sql[from..].find("hermes_") {
+            let at = from + found;
+            from = at + "hermes_".len();
+            let before = at.checked_sub(1).map(|i| bytes[i]);
+            let joined = before.is_some_and(|b| b.is_ascii_alphanumeric() || b"_.\"$".contains(&b));
+            let end = at
+                + sql[at..]
+                    .bytes()
+                    .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                    .count();
+            let column_qualifier = bytes.get(end) == Some(&b'.');
+            if joined || column_qualifier {
+                continue;
+            }
+            out.push_str(&sql[last..at]);
+            out.push_str(&schema);
+            out.push('.');
+            last = at;
+        }
+        out.push_str(&sql[last..]);
+        std::borrow::Cow::Owned(out)
     }
 
     /// `postgres://user@host:port/dbname`, without the password.
@@ -347,5 +414,65 @@ impl rustls::client::danger::ServerCertVerifier for Unverified {
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `name` as a quoted SQL identifier (`"name"`, any `"` doubled).
+pub(super) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(namespace: &str) -> PgTarget {
+        let ns = settings::Namespace::parse("test", namespace).expect("a namespace");
+        PgTarget::parse("postgres://u@h/d", None)
+            .expect("parses")
+            .in_namespace(&ns)
+    }
+
+    #[test]
+    fn a_namespace_qualifies_hermes_tables_and_nothing_else() {
+        let t = target("team_a");
+        assert_eq!(t.namespace(), "team_a");
+        assert_eq!(
+            t.qualify("SELECT record FROM hermes_units u JOIN hermes_children c ON c.unit = u.id"),
+            r#"SELECT record FROM "team_a".hermes_units u JOIN "team_a".hermes_children c ON c.unit = u.id"#
+        );
+        assert_eq!(
+            t.qualify(
+                "INSERT INTO hermes_meta (key, value) VALUES ($1, 1) \
+                 ON CONFLICT (key) DO UPDATE SET value = hermes_meta.value + 1"
+            ),
+            "INSERT INTO \"team_a\".hermes_meta (key, value) VALUES ($1, 1) \
+             ON CONFLICT (key) DO UPDATE SET value = hermes_meta.value + 1",
+            "a column's table qualifier names the target as it is"
+        );
+        assert_eq!(
+            t.qualify("SELECT to_regclass('hermes_schema') IS NOT NULL"),
+            r#"SELECT to_regclass('"team_a".hermes_schema') IS NOT NULL"#
+        );
+        assert_eq!(
+            t.qualify(r#"SELECT 1 FROM "x".hermes_units, my_hermes_units"#),
+            r#"SELECT 1 FROM "x".hermes_units, my_hermes_units"#,
+            "qualified or longer names are left alone"
+        );
+        assert_eq!(t.channel("hermes_events"), "team_a_events");
+        assert_eq!(t.channel("hermes_activity"), "team_a_activity");
+    }
+
+    #[test]
+    fn the_default_namespace_is_the_tables_and_channels_hermes_always_used() {
+        for t in [
+            target("hermes"),
+            PgTarget::parse("postgres://u@h/d", None).expect("parses"),
+        ] {
+            assert_eq!(t.namespace(), "hermes");
+            let sql = "SELECT record FROM hermes_units";
+            assert!(matches!(t.qualify(sql), std::borrow::Cow::Borrowed(s) if s == sql));
+            assert_eq!(t.channel("hermes_events"), "hermes_events");
+        }
     }
 }

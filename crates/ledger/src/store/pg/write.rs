@@ -161,7 +161,8 @@ impl WriteTx for Tx<'_, '_> {
             ],
         )?;
         if event.state == crate::model::EventState::Pending {
-            self.write("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &session])?;
+            let channel = self.pg.target.channel(EVENTS_CHANNEL);
+            self.write("SELECT pg_notify($1, $2)", &[&channel, &session])?;
         }
         Ok(())
     }
@@ -187,7 +188,8 @@ impl WriteTx for Tx<'_, '_> {
              ON CONFLICT (key) DO UPDATE SET value = hermes_meta.value + 1",
             &[&META_ACTIVITY],
         )?;
-        self.write("SELECT pg_notify($1, '')", &[&ACTIVITY_CHANNEL])
+        let channel = self.pg.target.channel(ACTIVITY_CHANNEL);
+        self.write("SELECT pg_notify($1, '')", &[&channel])
     }
 
     fn set_meta(&self, key: &str, value: u64) -> Result<()> {

@@ -1,0 +1,336 @@
+//! PostgreSQL as operators run it (SPEC §11.1, issue #22), end to end: the real `hermes`
+//! binary reaching the throwaway server, through a fault proxy when a test needs one. These
+//! run on PostgreSQL whatever the backend under test.
+
+mod common;
+
+use common::Hermes;
+use ledger::testing::{fresh_database, pg_admin_url};
+use pgcluster::FaultProxy;
+
+/// The simple-query message that commits a transaction, as the client sends it.
+const COMMIT: &[u8] = b"COMMIT\0";
+
+/// A fresh database reached through a proxy the test drives, in the clear so that the proxy
+/// can see which message is a COMMIT.
+fn through_proxy() -> (Hermes, FaultProxy) {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let via = format!(
+        "{via}{}sslmode=disable",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    (Hermes::sharing(&via), proxy)
+}
+
+const ECHO: [&str; 3] = ["--", "echo", "once"];
+
+#[test]
+fn a_dispatch_whose_answer_was_lost_names_its_id_and_sent_again_with_it_is_recorded_once() {
+    let (h, proxy) = through_proxy();
+    // The session exists, so the dispatch is the command's first COMMIT.
+    h.ledger()
+        .ensure_session(
+            &ledger::SessionId::new("P").expect("id"),
+            ledger::Timestamp(now_ms()),
+        )
+        .expect("the session");
+    let dispatch = |extra: &[&str], command: &[&str]| {
+        let mut args = vec!["delegate", "--session", "P", "--pool", "p", "--json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(command);
+        h.run(&args)
+    };
+    proxy.lose_reply_to(COMMIT);
+    let lost = dispatch(&[], &ECHO);
+    assert_eq!(proxy.faults(), 1, "the answer to COMMIT was lost");
+    lost.assert_one_error_line(6);
+    let error = lost.json();
+    let id = error["delegation_id"].as_str().expect("the id").to_owned();
+    assert_eq!(error["recorded"], "unknown", "{error}");
+    assert!(
+        lost.stderr.contains(&format!("--id {id}")),
+        "{}",
+        lost.stderr
+    );
+    assert!(lost.stderr.contains("may or may not"), "{}", lost.stderr);
+
+    let again = dispatch(&["--id", &id], &ECHO);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let answer = again.json();
+    assert_eq!(answer["delegation_id"], id.as_str());
+    assert_eq!(answer["already_recorded"], true, "{answer}");
+    assert_eq!(answer["status"], "queued");
+    let listing = h.json(&["delegation", "list", "--session", "P", "--json"]);
+    assert_eq!(listing["queued_count"], 1, "one unit: {listing}");
+
+    // The id of another dispatch, or a malformed one, is refused.
+    let other = dispatch(&["--id", &id], &["--", "echo", "twice"]);
+    other.assert_one_error_line(2);
+    assert!(
+        other.stderr.contains("different dispatch"),
+        "{}",
+        other.stderr
+    );
+    let malformed = dispatch(&["--id", "deleg_XYZ"], &ECHO);
+    malformed.assert_one_error_line(2);
+    assert!(malformed.stderr.contains("--id"), "{}", malformed.stderr);
+    let listing = h.json(&["delegation", "list", "--session", "P", "--json"]);
+    assert_eq!(listing["queued_count"], 1, "still one unit: {listing}");
+}
+
+/// The time now, in the ledger's milliseconds.
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
+    u64::try_from(since.as_millis()).expect("fits")
+}
+
+#[test]
+fn a_session_dispatch_sent_again_under_its_id_starts_nothing_and_says_so() {
+    let h = Hermes::sharing(&fresh_database(&pg_admin_url()));
+    let id = "deleg_00000000c0de";
+    let args = [
+        "delegate",
+        "--session",
+        "S",
+        "--id",
+        id,
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo one",
+    ];
+    let first = h.run(&args);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.json()["delegation_id"], id);
+    assert_eq!(first.json()["already_recorded"], false);
+    let host = first.json()["host_pid"].as_u64().expect("a host runs it");
+    let again = h.run(&args);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let answer = again.json();
+    assert_eq!(answer["delegation_id"], id);
+    assert_eq!(answer["already_recorded"], true, "{answer}");
+    assert_eq!(answer["host_pid"], host, "the unit's own host, no other");
+    let without_json: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    let text = h.run(&without_json);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains("already recorded"), "{}", text.stdout);
+    let drained = h.run(&["drain", "--session", "S", "--wait", "30"]);
+    assert_eq!(drained.code, 0, "{}", drained.stderr);
+    assert_eq!(
+        drained.stdout.matches("│ one").count(),
+        1,
+        "{}",
+        drained.stdout
+    );
+}
+
+/// A home of its own on the database of `url`, in the deployment namespace `namespace`.
+fn deployment(url: &str, namespace: &str) -> Hermes {
+    let h = Hermes::sharing(url);
+    h.write(
+        "config.toml",
+        &format!("[ledger]\nnamespace = \"{namespace}\"\n"),
+    );
+    h
+}
+
+#[test]
+fn two_deployments_on_one_database_keep_their_sessions_hosts_and_results_apart() {
+    let url = fresh_database(&pg_admin_url());
+    let (a, b) = (deployment(&url, "team_a"), deployment(&url, "team_b"));
+    let info = a.json(&["ledger", "info", "--json"]);
+    assert_eq!(info["namespace"], "team_a", "{info}");
+    // The same session name in both: A's child is still running when B's session ends.
+    // A's child finishes only once the test says so.
+    let go = a.path().join("go");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo from-a",
+        go.display()
+    );
+    let slow = a.run(&[
+        "delegate",
+        "--session",
+        "S",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(slow.code, 0, "{}", slow.stderr);
+    let a_id = slow.json()["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let fast = b.run(&[
+        "delegate",
+        "--session",
+        "S",
+        "--json",
+        "--",
+        "echo",
+        "from-b",
+    ]);
+    assert_eq!(fast.code, 0, "{}", fast.stderr);
+    assert_ne!(
+        fast.json()["host_pid"],
+        slow.json()["host_pid"],
+        "B's unit runs in B's own host"
+    );
+    let b_drained = b.run(&["drain", "--session", "S", "--wait", "30"]);
+    assert_eq!(b_drained.code, 0, "{}", b_drained.stderr);
+    assert!(
+        b_drained.stdout.contains("│ from-b"),
+        "{}",
+        b_drained.stdout
+    );
+    assert!(!b_drained.stdout.contains("from-a"), "{}", b_drained.stdout);
+    assert_eq!(
+        a.json(&["delegation", "status", &a_id, "--json"])["status"],
+        "running",
+        "A's child still runs"
+    );
+    let ended = b.run(&["session", "end", "S"]);
+    assert_eq!(ended.code, 0, "{}", ended.stderr);
+    assert_eq!(
+        a.json(&["delegation", "status", &a_id, "--json"])["status"],
+        "running",
+        "B's session end left A's child alone"
+    );
+    std::fs::write(&go, "").expect("lets A's child finish");
+    let a_drained = a.run(&["drain", "--session", "S", "--wait", "30"]);
+    assert_eq!(a_drained.code, 0, "{}", a_drained.stderr);
+    assert_eq!(
+        a_drained.stdout.matches("│ from-a").count(),
+        1,
+        "{}",
+        a_drained.stdout
+    );
+    assert!(!a_drained.stdout.contains("from-b"), "{}", a_drained.stdout);
+    let status = a.json(&["delegation", "status", &a_id, "--json"]);
+    assert_eq!(status["status"], "completed", "not interrupted: {status}");
+    let sessions = a.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"][0]["state"], "active", "{sessions}");
+    assert_eq!(
+        b.run(&["drain", "--session", "S"]).code,
+        5,
+        "B's S has ended"
+    );
+    // A bad namespace is refused, naming the key.
+    let bad = a.run_env(
+        &["ledger", "info"],
+        &[("HERMES_LEDGER_NAMESPACE", "Team-A")],
+    );
+    bad.assert_one_error_line(2);
+    assert!(
+        bad.stderr.contains("HERMES_LEDGER_NAMESPACE"),
+        "{}",
+        bad.stderr
+    );
+}
+
+/// A process the test started, killed when the test ends however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the_next_unit() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    // The dispatcher reaches the server directly; the worker's machine through the proxy.
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let timings = [
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+    ];
+    let log = machine.path().join("worker.log");
+    let mut command = machine.command(&["worker", "--pool", "p", "--capacity", "1"]);
+    command
+        .envs(timings)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the worker's log"));
+    let mut worker = Killed(command.spawn().expect("the worker starts"));
+    let pid = u64::from(worker.0.id());
+    let live_worker = |h: &Hermes| {
+        h.json(&["worker", "list", "--json"])["workers"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|w| w["pid"] == pid))
+    };
+    let limit = Duration::from_secs(60);
+    common::wait_for(limit, "the worker to register", || {
+        live_worker(&dispatcher).then_some(())
+    });
+    let dispatch = |script: &str| {
+        let run = dispatcher.run_env(
+            &[
+                "delegate",
+                "--session",
+                "W",
+                "--pool",
+                "p",
+                "--json",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            &timings,
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.json()["delegation_id"].as_str().expect("id").to_owned()
+    };
+    let status = |id: &str| dispatcher.json(&["delegation", "status", id, "--json"]);
+    let before = dispatch("sleep 120");
+    common::wait_for(limit, "the first unit to run", || {
+        (status(&before)["status"] == "running").then_some(())
+    });
+
+    // The outage: nothing the worker sends is answered, until it has fenced itself.
+    proxy.black_hole();
+    common::wait_for(limit, "the worker to fence itself", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("lost its lease").then_some(())
+    });
+    proxy.pass();
+    proxy.drop_all();
+
+    common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
+        (status(&before)["status"] == "unknown").then_some(())
+    });
+    common::wait_for(limit, "the worker to re-register", || {
+        live_worker(&dispatcher).then_some(())
+    });
+    let after = dispatch("echo after the outage");
+    let mut drained = String::new();
+    common::wait_for(limit, "the next unit's result", || {
+        let run = dispatcher.run(&["drain", "--session", "W", "--wait", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        drained.push_str(&run.stdout);
+        drained.contains("│ after the outage").then_some(())
+    });
+    let done = status(&after);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["worker"]["pid"], pid,
+        "the same worker process ran it: {done}"
+    );
+    assert!(
+        worker.0.try_wait().expect("waits").is_none(),
+        "the worker still runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("re-registered with a fresh epoch"), "{text}");
+}
