@@ -8,15 +8,16 @@
 //!
 //! Waiting ([`Router::wait_ready`]) sleeps until the earliest of: the next deferral deadline,
 //! the next poll of the ledger (new events published by other processes can only be seen by
-//! polling), and the caller's deadline. It never spins. Time comes from a [`Clock`]:
-//! [`SystemClock`] in production, [`ManualClock`] in tests.
+//! polling), and the caller's deadline. It never spins. Time comes from a [`Clock`] (`stdx`'s,
+//! the one every crate uses): [`stdx::SystemClock`] in production, [`stdx::ManualClock`] in
+//! tests.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use stdx::{Clock, Signal, lock};
 
 use ledger::{
     ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DelegationId, DropReason, Event, EventRef,
@@ -31,181 +32,6 @@ use crate::ownership::Access;
 use crate::ready::{self, Offer, Plan, Snapshot};
 use crate::scheduler::{DeferKey, Scheduler};
 use ledger::Boundary;
-
-/// Where a consumer's time comes from, and how it sleeps.
-pub trait Clock: Send + Sync {
-    /// The current time.
-    fn now(&self) -> Timestamp;
-
-    /// Sleeps until `until`, or until `watch` is signalled (then it returns at once).
-    fn sleep_until(&self, until: Timestamp, watch: &Watch<'_>);
-}
-
-/// The wall clock (leases are compared across processes, so it must be the system's time).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        )
-    }
-
-    fn sleep_until(&self, until: Timestamp, watch: &Watch<'_>) {
-        let target = UNIX_EPOCH + Duration::from_millis(until.as_millis());
-        loop {
-            let left = match target.duration_since(SystemTime::now()) {
-                Ok(left) if !left.is_zero() => left,
-                _ => return,
-            };
-            if watch.wait(left) {
-                return;
-            }
-        }
-    }
-}
-
-type SleepHook = Box<dyn FnMut(Timestamp) + Send>;
-
-/// A clock that only moves when told to, for deterministic tests: sleeping jumps straight to the
-/// wake-up time and records it.
-pub struct ManualClock {
-    now: Mutex<Timestamp>,
-    sleeps: Mutex<Vec<Timestamp>>,
-    hook: Mutex<Option<SleepHook>>,
-}
-
-impl fmt::Debug for ManualClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ManualClock")
-            .field("now", &self.now())
-            .field("sleeps", &self.sleeps())
-            .finish_non_exhaustive()
-    }
-}
-
-impl ManualClock {
-    /// A clock reading `start`.
-    pub fn new(start: Timestamp) -> ManualClock {
-        ManualClock {
-            now: Mutex::new(start),
-            sleeps: Mutex::new(Vec::new()),
-            hook: Mutex::new(None),
-        }
-    }
-
-    /// Sets the time.
-    pub fn set(&self, now: Timestamp) {
-        *lock(&self.now) = now;
-    }
-
-    /// Moves the time on by `ms` milliseconds.
-    pub fn advance(&self, ms: u64) {
-        let mut now = lock(&self.now);
-        *now = now.plus_ms(ms);
-    }
-
-    /// Every time a sleeper asked to be woken at, in order.
-    pub fn sleeps(&self) -> Vec<Timestamp> {
-        lock(&self.sleeps).clone()
-    }
-
-    /// Runs `hook` with the wake-up time each time someone sleeps, after the clock has jumped
-    /// there (so a test can make other consumers act "while" this one sleeps).
-    pub fn on_sleep(&self, hook: impl FnMut(Timestamp) + Send + 'static) {
-        *lock(&self.hook) = Some(Box::new(hook));
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        *lock(&self.now)
-    }
-
-    fn sleep_until(&self, until: Timestamp, watch: &Watch<'_>) {
-        if watch.signalled() {
-            return;
-        }
-        lock(&self.sleeps).push(until);
-        {
-            let mut now = lock(&self.now);
-            *now = (*now).max(until);
-        }
-        // The hook runs outside the lock, so it may use this clock itself.
-        let hook = lock(&self.hook).take();
-        if let Some(mut hook) = hook {
-            hook(until);
-            lock(&self.hook).get_or_insert(hook);
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Generations {
-    interrupt: u64,
-    nudge: u64,
-}
-
-/// Wakes sleepers: an *interrupt* ends a wait, a *nudge* makes it look at the ledger again.
-#[derive(Debug, Default)]
-struct Signal {
-    generations: Mutex<Generations>,
-    changed: Condvar,
-}
-
-impl Signal {
-    fn current(&self) -> Generations {
-        *lock(&self.generations)
-    }
-
-    fn interrupt(&self) {
-        lock(&self.generations).interrupt += 1;
-        self.changed.notify_all();
-    }
-
-    /// Nudges, returning the new nudge generation.
-    fn nudge(&self) -> u64 {
-        let generation = {
-            let mut generations = lock(&self.generations);
-            generations.nudge += 1;
-            generations.nudge
-        };
-        self.changed.notify_all();
-        generation
-    }
-}
-
-/// What a sleeping [`Clock`] watches: it must return early once this is signalled.
-#[derive(Debug)]
-pub struct Watch<'a> {
-    signal: &'a Signal,
-    seen: Generations,
-}
-
-impl Watch<'_> {
-    /// Whether the sleeper was interrupted or nudged since the watch began.
-    pub fn signalled(&self) -> bool {
-        self.signal.current() != self.seen
-    }
-
-    fn interrupted(&self) -> bool {
-        self.signal.current().interrupt != self.seen.interrupt
-    }
-
-    /// Blocks for at most `timeout`; true if it returned because it was signalled.
-    pub fn wait(&self, timeout: Duration) -> bool {
-        let guard = lock(&self.signal.generations);
-        let (guard, _) = self
-            .signal
-            .changed
-            .wait_timeout_while(guard, timeout, |now| *now == self.seen)
-            .unwrap_or_else(PoisonError::into_inner);
-        *guard != self.seen
-    }
-}
 
 /// Who consumes, for which session, and how (SPEC §9 `delivery.*`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -430,10 +256,7 @@ impl Router {
                 // Our own deferral moved the earliest deadline; that is no news to us.
                 seen.nudge += 1;
             }
-            let watch = Watch {
-                signal: &self.signal,
-                seen,
-            };
+            let watch = self.signal.watch(seen);
             if outcome.needs_attention() || now >= deadline || watch.interrupted() {
                 return Ok(outcome);
             }
@@ -549,7 +372,7 @@ impl Router {
     }
 
     /// Renews the claim every heartbeat from a background thread until the returned guard is
-    /// stopped or dropped. Use a clock that really sleeps ([`SystemClock`]).
+    /// stopped or dropped. Use a clock that really sleeps ([`stdx::SystemClock`]).
     pub fn keep_alive(
         &self,
         token: ClaimToken,
@@ -567,10 +390,7 @@ impl Router {
                 let mut beat = Heartbeat::new(clock.now(), every_ms);
                 let mut renewals = 0u32;
                 loop {
-                    let watch = Watch {
-                        signal: &signal,
-                        seen,
-                    };
+                    let watch = signal.watch(seen);
                     clock.sleep_until(beat.next_at(), &watch);
                     if watch.signalled() {
                         return Ok(renewals);
@@ -923,10 +743,6 @@ impl Drop for KeepAlive {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -935,51 +751,7 @@ mod tests {
     fn a_router_is_shared_between_threads() {
         fn shareable<T: Send + Sync>() {}
         shareable::<Router>();
-        shareable::<ManualClock>();
         shareable::<KeepAlive>();
-    }
-
-    #[test]
-    fn a_manual_clock_jumps_to_each_wake_up_and_records_it() {
-        let clock = ManualClock::new(Timestamp(10));
-        let signal = Signal::default();
-        let watch = Watch {
-            signal: &signal,
-            seen: signal.current(),
-        };
-        clock.sleep_until(Timestamp(50), &watch);
-        clock.sleep_until(Timestamp(40), &watch);
-        assert_eq!(clock.now(), Timestamp(50), "time never goes back");
-        assert_eq!(clock.sleeps(), vec![Timestamp(50), Timestamp(40)]);
-        signal.nudge();
-        clock.sleep_until(Timestamp(90), &watch);
-        assert_eq!(
-            clock.now(),
-            Timestamp(50),
-            "a signalled sleeper does not sleep"
-        );
-    }
-
-    #[test]
-    fn a_signal_cuts_a_real_sleep_short() {
-        let signal = Arc::new(Signal::default());
-        let seen = signal.current();
-        let sleeper = {
-            let signal = Arc::clone(&signal);
-            thread::spawn(move || {
-                let watch = Watch {
-                    signal: &signal,
-                    seen,
-                };
-                SystemClock.sleep_until(SystemClock.now().plus_ms(60_000), &watch);
-                watch.interrupted()
-            })
-        };
-        while !sleeper.is_finished() {
-            signal.interrupt();
-            thread::sleep(Duration::from_millis(5));
-        }
-        assert!(sleeper.join().expect("sleeper"));
     }
 
     #[test]
