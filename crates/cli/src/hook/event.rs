@@ -12,7 +12,7 @@
 use ledger::SessionId;
 use router::RouterError;
 
-use super::agents::{self, Action, Agent, HookEvent, Start};
+use super::agents::{self, Action, HookEvent, Profile, Start};
 use super::input::{self, HookInput};
 use crate::args::HookCommand;
 use crate::binding::{self, Bindings, Naming};
@@ -65,7 +65,7 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     })?;
     let value = input::read_stdin(input::DEADLINE)?;
     let input = HookInput::of(agent, &value);
-    tracing::debug!(event = event.name, agent = agent.name(), ?input, "hook");
+    tracing::debug!(event = event.name, agent = agent.name, ?input, "hook");
     // A subagent's tool call or stop is inside the main thread's turn: only the main thread's
     // boundaries deliver, so the result reaches the conversation, not a subagent.
     if input.subagent && matches!(event.action, Action::Deliver(_) | Action::Stop) {
@@ -87,14 +87,14 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
 /// session id, bound to the agent process (with the sessions it adopted).
 fn conversation(
     home: &Home,
-    profile: &dyn Agent,
+    profile: &Profile,
     input: &HookInput,
     event: &HookEvent,
 ) -> anyhow::Result<Vec<SessionId>> {
     if input.session_id_malformed {
         return Err(fail(
             Code::Usage,
-            format!("the hook's {} is not a string", profile.session_field()),
+            format!("the hook's {} is not a string", profile.session_field),
         ));
     }
     if let Some(id) = env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()) {
@@ -107,12 +107,12 @@ fn conversation(
             Code::Usage,
             format!(
                 "the hook's JSON has no {} and HERMES_SESSION_ID is not set",
-                profile.session_field()
+                profile.session_field
             ),
         ));
     };
     SessionId::new(raw.to_owned())
-        .map_err(|e| fail(Code::Usage, format!("{}: {e}", profile.session_field())))?;
+        .map_err(|e| fail(Code::Usage, format!("{}: {e}", profile.session_field)))?;
     let bindings = Bindings::new(&home.dir);
     let agent = binding::agent_process();
     if event.action == Action::End {
@@ -124,9 +124,7 @@ fn conversation(
         (Action::Start, _) => Naming::OtherStart,
         _ => Naming::Hook,
     };
-    Ok(bindings
-        .bind(agent, profile.name(), raw, naming)?
-        .sessions())
+    Ok(bindings.bind(agent, profile.name, raw, naming)?.sessions())
 }
 
 /// A session start: a resumed conversation its agent had ended takes work again (what was
@@ -151,7 +149,7 @@ fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Res
 /// answer and acknowledges what was printed (the rest waits). Nothing ready: no output.
 fn deliver(
     home: &Home,
-    agent: &dyn Agent,
+    agent: &Profile,
     event: &HookEvent,
     sessions: &[SessionId],
     boundary: formatter::Boundary,
@@ -177,7 +175,7 @@ fn deliver(
         &taken.router,
         taken.claimed,
         boundary,
-        agent.budget(),
+        agent.budget,
         |text| output::print_json(&agent.answer(event, text)),
     )?;
     tracing::debug!(shown, "hook delivered");
