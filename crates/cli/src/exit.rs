@@ -132,9 +132,7 @@ pub fn code_of(err: &anyhow::Error) -> Code {
 
 /// The one line a failure prints: `hermes: ` and the error with its causes.
 pub fn one_line(err: &anyhow::Error) -> String {
-    let text = format!("{err:#}");
-    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    format!("hermes: {line}")
+    format!("hermes: {}", stdx::one_line(&format!("{err:#}")))
 }
 
 /// Prints the error as one line on stderr and gives the exit code.

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use stdx::lock;
+
 use crate::error::{LedgerError, Result};
 use crate::events::held;
 use crate::ledger::Ledger;
@@ -173,10 +175,4 @@ fn lease_left(seen: &Seen, tokens: &[ClaimToken], now: Timestamp) -> Duration {
         .map(|(_, expires_at)| Duration::from_millis(expires_at.0.saturating_sub(now.0)))
         .min()
         .unwrap_or(UNREAD_LEASE)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -23,7 +23,9 @@
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
+
+use stdx::lock;
 
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::ledger::Ledger;
@@ -46,12 +48,6 @@ struct State {
     done: HashMap<u64, Result<()>>,
     leading: bool,
     next_id: u64,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Ledger {

@@ -8,13 +8,13 @@ use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timesta
 
 use crate::agent::{AgentCli, AgentStream, Report};
 use crate::capture::{Capture, STDERR_TAIL_BYTES, TailBuffer};
-use crate::clock::Clock;
 use crate::config::Config;
 use crate::progress::{Malformed, Message, Token};
 use crate::reader::{Pipe, read_pipe};
 use crate::spawn::{SpawnRequest, spawn};
 use crate::stall::SampleFailed;
 use crate::transcript::{Stream, TaskLog};
+use stdx::Clock;
 
 pub(crate) use crate::supervise::{RunningChild, exit_reason, next_sweep};
 

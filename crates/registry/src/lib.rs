@@ -39,7 +39,6 @@
 pub mod agent;
 pub mod capture;
 mod child;
-pub mod clock;
 pub mod config;
 pub mod counts;
 mod error;
@@ -56,9 +55,9 @@ pub mod transcript;
 mod unit;
 
 pub use child::ChildProgress;
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::Config;
 pub use error::RegistryError;
 pub use host::{DispatchRequest, Dispatched, Host, HostOptions, record_dispatch};
 pub use reaper::{OsReaper, read_tail};
+pub use stdx::{Clock, ManualClock, SystemClock};
 pub use unit::{UnitProgress, UnitReport};

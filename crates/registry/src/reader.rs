@@ -12,9 +12,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::agent::{AgentStream, Sink};
 use crate::child::LiveChild;
-use crate::clock::Clock;
 use crate::progress::{Line, LineAssembler, Malformed, parse_line};
 use crate::transcript::{LINE_MAX, LineSplitter, Stream, TaskLog, hms};
+use stdx::Clock;
 
 /// Bytes read at a time.
 const CHUNK: usize = 64 * 1024;

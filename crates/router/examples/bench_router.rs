@@ -119,6 +119,7 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
 }
 
 /// The system clock, recording how late each sleep returned after its wake-up time.
+#[derive(Debug)]
 struct Measuring {
     late_ms: Mutex<Vec<f64>>,
 }

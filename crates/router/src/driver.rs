@@ -8,257 +8,39 @@
 //!
 //! Waiting ([`Router::wait_ready`]) sleeps until the earliest of: the next deferral deadline,
 //! the next poll of the ledger (new events published by other processes can only be seen by
-//! polling), and the caller's deadline. It never spins. Time comes from a [`Clock`]:
-//! [`SystemClock`] in production, [`ManualClock`] in tests.
+//! polling), and the caller's deadline. It never spins. Time comes from a [`Clock`] (`stdx`'s,
+//! the one every crate uses): [`stdx::SystemClock`] in production, [`stdx::ManualClock`] in
+//! tests.
+//!
+//! This file is the [`Router`] and its API; `driver/` holds its parts: `boundary.rs` (one
+//! boundary under the routing reservation: plan, render, claim, classify refusals),
+//! `snapshot.rs` (the one read a boundary looks at), `follow.rs` (the thread that follows the
+//! ledger's notifications), `keep_alive.rs` (renewing a presented claim from a thread) and
+//! `config.rs` (`RouterConfig`, `WaitStats`).
 
-use std::collections::{HashMap, HashSet};
-use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use ledger::{
-    ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DelegationId, DropReason, Event, EventRef,
-    Ledger, SessionId, SessionState, Timestamp, Transition,
-};
+use ledger::{Boundary, ClaimToken, Delegation, Event, Ledger, Timestamp, Transition};
+use stdx::{Clock, Signal, lock};
 
-use crate::classify::{self, Deferral};
 use crate::error::RouterError;
 use crate::heartbeat::Heartbeat;
-use crate::outcome::{BoundaryOutcome, ClaimedEnvelope, RenderFailure};
-use crate::ownership::Access;
-use crate::ready::{self, Offer, Plan, Snapshot};
+use crate::outcome::BoundaryOutcome;
+use crate::ready::{self, Plan};
 use crate::scheduler::{DeferKey, Scheduler};
-use ledger::Boundary;
 
-/// Where a consumer's time comes from, and how it sleeps.
-pub trait Clock: Send + Sync {
-    /// The current time.
-    fn now(&self) -> Timestamp;
+mod boundary;
+mod config;
+mod follow;
+mod keep_alive;
+mod snapshot;
 
-    /// Sleeps until `until`, or until `watch` is signalled (then it returns at once).
-    fn sleep_until(&self, until: Timestamp, watch: &Watch<'_>);
-}
+pub use config::{RouterConfig, WaitStats};
+pub use keep_alive::KeepAlive;
 
-/// The wall clock (leases are compared across processes, so it must be the system's time).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        )
-    }
-
-    fn sleep_until(&self, until: Timestamp, watch: &Watch<'_>) {
-        let target = UNIX_EPOCH + Duration::from_millis(until.as_millis());
-        loop {
-            let left = match target.duration_since(SystemTime::now()) {
-                Ok(left) if !left.is_zero() => left,
-                _ => return,
-            };
-            if watch.wait(left) {
-                return;
-            }
-        }
-    }
-}
-
-type SleepHook = Box<dyn FnMut(Timestamp) + Send>;
-
-/// A clock that only moves when told to, for deterministic tests: sleeping jumps straight to the
-/// wake-up time and records it.
-pub struct ManualClock {
-    now: Mutex<Timestamp>,
-    sleeps: Mutex<Vec<Timestamp>>,
-    hook: Mutex<Option<SleepHook>>,
-}
-
-impl fmt::Debug for ManualClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ManualClock")
-            .field("now", &self.now())
-            .field("sleeps", &self.sleeps())
-            .finish_non_exhaustive()
-    }
-}
-
-impl ManualClock {
-    /// A clock reading `start`.
-    pub fn new(start: Timestamp) -> ManualClock {
-        ManualClock {
-            now: Mutex::new(start),
-            sleeps: Mutex::new(Vec::new()),
-            hook: Mutex::new(None),
-        }
-    }
-
-    /// Sets the time.
-    pub fn set(&self, now: Timestamp) {
-        *lock(&self.now) = now;
-    }
-
-    /// Moves the time on by `ms` milliseconds.
-    pub fn advance(&self, ms: u64) {
-        let mut now = lock(&self.now);
-        *now = now.plus_ms(ms);
-    }
-
-    /// Every time a sleeper asked to be woken at, in order.
-    pub fn sleeps(&self) -> Vec<Timestamp> {
-        lock(&self.sleeps).clone()
-    }
-
-    /// Runs `hook` with the wake-up time each time someone sleeps, after the clock has jumped
-    /// there (so a test can make other consumers act "while" this one sleeps).
-    pub fn on_sleep(&self, hook: impl FnMut(Timestamp) + Send + 'static) {
-        *lock(&self.hook) = Some(Box::new(hook));
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        *lock(&self.now)
-    }
-
-    fn sleep_until(&self, until: Timestamp, watch: &Watch<'_>) {
-        if watch.signalled() {
-            return;
-        }
-        lock(&self.sleeps).push(until);
-        {
-            let mut now = lock(&self.now);
-            *now = (*now).max(until);
-        }
-        // The hook runs outside the lock, so it may use this clock itself.
-        let hook = lock(&self.hook).take();
-        if let Some(mut hook) = hook {
-            hook(until);
-            lock(&self.hook).get_or_insert(hook);
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Generations {
-    interrupt: u64,
-    nudge: u64,
-}
-
-/// Wakes sleepers: an *interrupt* ends a wait, a *nudge* makes it look at the ledger again.
-#[derive(Debug, Default)]
-struct Signal {
-    generations: Mutex<Generations>,
-    changed: Condvar,
-}
-
-impl Signal {
-    fn current(&self) -> Generations {
-        *lock(&self.generations)
-    }
-
-    fn interrupt(&self) {
-        lock(&self.generations).interrupt += 1;
-        self.changed.notify_all();
-    }
-
-    /// Nudges, returning the new nudge generation.
-    fn nudge(&self) -> u64 {
-        let generation = {
-            let mut generations = lock(&self.generations);
-            generations.nudge += 1;
-            generations.nudge
-        };
-        self.changed.notify_all();
-        generation
-    }
-}
-
-/// What a sleeping [`Clock`] watches: it must return early once this is signalled.
-#[derive(Debug)]
-pub struct Watch<'a> {
-    signal: &'a Signal,
-    seen: Generations,
-}
-
-impl Watch<'_> {
-    /// Whether the sleeper was interrupted or nudged since the watch began.
-    pub fn signalled(&self) -> bool {
-        self.signal.current() != self.seen
-    }
-
-    fn interrupted(&self) -> bool {
-        self.signal.current().interrupt != self.seen.interrupt
-    }
-
-    /// Blocks for at most `timeout`; true if it returned because it was signalled.
-    pub fn wait(&self, timeout: Duration) -> bool {
-        let guard = lock(&self.signal.generations);
-        let (guard, _) = self
-            .signal
-            .changed
-            .wait_timeout_while(guard, timeout, |now| *now == self.seen)
-            .unwrap_or_else(PoisonError::into_inner);
-        *guard != self.seen
-    }
-}
-
-/// Who consumes, for which session, and how (SPEC §9 `delivery.*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RouterConfig {
-    /// The session whose events this consumer receives (and no other).
-    pub session: SessionId,
-    /// The consumer's name, recorded on its claims.
-    pub consumer: String,
-    /// Lease length of every claim and renewal, in milliseconds (`claim_lease_seconds`).
-    pub lease_ms: u64,
-    /// How often a presented claim is renewed, in milliseconds (`heartbeat_seconds`).
-    pub heartbeat_ms: u64,
-    /// How often a waiting consumer polls the ledger for newly published events, in
-    /// milliseconds; `None` waits for deferral deadlines, nudges and the caller's deadline only.
-    pub poll_interval_ms: Option<u64>,
-}
-
-impl RouterConfig {
-    /// Default poll interval: idle results appear well within a second.
-    pub const DEFAULT_POLL_MS: u64 = 200;
-
-    /// The defaults of SPEC §9 for a consumer `consumer` of `session`.
-    pub fn new(session: SessionId, consumer: impl Into<String>) -> RouterConfig {
-        RouterConfig::from_settings(session, consumer, &settings::Settings::default())
-    }
-
-    /// A consumer `consumer` of `session` with the lease and renewal period of `settings`
-    /// (renewals at least twice per lease, [`settings::Delivery::renew_every`]).
-    pub fn from_settings(
-        session: SessionId,
-        consumer: impl Into<String>,
-        settings: &settings::Settings,
-    ) -> RouterConfig {
-        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        RouterConfig {
-            session,
-            consumer: consumer.into(),
-            lease_ms: ms(settings.delivery.claim_lease),
-            heartbeat_ms: ms(settings.delivery.renew_every()),
-            poll_interval_ms: Some(RouterConfig::DEFAULT_POLL_MS),
-        }
-    }
-}
-
-/// Wake-ups of [`Router::wait_ready`] so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WaitStats {
-    /// Every time a wait woke from sleep.
-    pub wakeups: u64,
-    /// Wake-ups while nothing was due: before any deferral deadline, poll time or the caller's
-    /// deadline, and without a nudge or interrupt. Zero unless a clock wakes early.
-    pub idle_wakeups: u64,
-}
+use follow::FOLLOWING_POLL_MS;
 
 #[derive(Debug, Default)]
 struct State {
@@ -279,45 +61,14 @@ pub struct Router {
     idle_wakeups: AtomicU64,
     /// Set while a thread follows the ledger's notifications for this session (PostgreSQL);
     /// cleared to stop it.
-    following: Arc<std::sync::atomic::AtomicBool>,
+    following: Arc<AtomicBool>,
     /// Whether the first wait tried to start following.
-    follow_tried: std::sync::atomic::AtomicBool,
+    follow_tried: AtomicBool,
 }
-
-/// How long a waiting consumer that is woken by the ledger's notifications still polls, in
-/// case one was lost while its connection was down.
-const FOLLOWING_POLL_MS: u64 = 2_000;
-
-/// How long one wait of the following thread lasts before it checks whether to stop.
-const FOLLOW_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Drop for Router {
     fn drop(&mut self) {
         self.following.store(false, Ordering::SeqCst);
-    }
-}
-
-/// Nudges `signal` whenever an event of `session` becomes deliverable (or the listener had to
-/// reconnect and may have missed one), until `following` is cleared.
-fn follow(
-    mut listener: ledger::Listener,
-    session: SessionId,
-    signal: Arc<Signal>,
-    following: Arc<std::sync::atomic::AtomicBool>,
-) {
-    while following.load(Ordering::SeqCst) {
-        // A lost connection: the listener reconnects on a later wait, pausing between failed
-        // attempts; polling (every FOLLOWING_POLL_MS) covers the gap.
-        if let Ok(notices) = listener.wait(FOLLOW_SLICE) {
-            let ours = notices.iter().any(|notice| match notice {
-                ledger::Notice::Event(of) => of == session.as_str(),
-                ledger::Notice::Reconnected => true,
-                ledger::Notice::Activity => false,
-            });
-            if ours {
-                signal.nudge();
-            }
-        }
     }
 }
 
@@ -337,26 +88,8 @@ impl Router {
             signal: Arc::new(Signal::default()),
             wakeups: AtomicU64::new(0),
             idle_wakeups: AtomicU64::new(0),
-            following: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            follow_tried: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// On a ledger that pushes notifications (PostgreSQL), starts the thread that follows them
-    /// for this consumer's session, once, before its first wait: a consumer that never waits
-    /// (a `drain` without `--wait`) opens no listening connection.
-    fn follow_notifications(&self) {
-        if self.follow_tried.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        if let Ok(Some(listener)) = self.ledger.listen(&[ledger::Listen::Events]) {
-            self.following.store(true, Ordering::SeqCst);
-            let (session, signal, following) = (
-                self.config.session.clone(),
-                Arc::clone(&self.signal),
-                Arc::clone(&self.following),
-            );
-            std::thread::spawn(move || follow(listener, session, signal, following));
+            following: Arc::new(AtomicBool::new(false)),
+            follow_tried: AtomicBool::new(false),
         }
     }
 
@@ -430,10 +163,7 @@ impl Router {
                 // Our own deferral moved the earliest deadline; that is no news to us.
                 seen.nudge += 1;
             }
-            let watch = Watch {
-                signal: &self.signal,
-                seen,
-            };
+            let watch = self.signal.watch(seen);
             if outcome.needs_attention() || now >= deadline || watch.interrupted() {
                 return Ok(outcome);
             }
@@ -547,384 +277,6 @@ impl Router {
         beat.renewed(now);
         Ok(Some(expires_at))
     }
-
-    /// Renews the claim every heartbeat from a background thread until the returned guard is
-    /// stopped or dropped. Use a clock that really sleeps ([`SystemClock`]).
-    pub fn keep_alive(
-        &self,
-        token: ClaimToken,
-        clock: Arc<dyn Clock>,
-    ) -> Result<KeepAlive, RouterError> {
-        let stop = Arc::new(Signal::default());
-        let seen = stop.current();
-        let ledger = Arc::clone(&self.ledger);
-        let lease_ms = self.config.lease_ms;
-        let every_ms = self.config.heartbeat_ms;
-        let signal = Arc::clone(&stop);
-        let thread = thread::Builder::new()
-            .name("hermes-heartbeat".into())
-            .spawn(move || {
-                let mut beat = Heartbeat::new(clock.now(), every_ms);
-                let mut renewals = 0u32;
-                loop {
-                    let watch = Watch {
-                        signal: &signal,
-                        seen,
-                    };
-                    clock.sleep_until(beat.next_at(), &watch);
-                    if watch.signalled() {
-                        return Ok(renewals);
-                    }
-                    let now = clock.now();
-                    if beat.is_due(now) {
-                        ledger.renew(token, lease_ms, now)?;
-                        beat.renewed(now);
-                        renewals += 1;
-                    }
-                }
-            })
-            .map_err(|err| RouterError::Heartbeat {
-                token,
-                reason: err.to_string(),
-            })?;
-        Ok(KeepAlive {
-            token,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// One boundary under the routing reservation. Also returns the nudge generation this call
-    /// produced, if it moved the earliest deferral deadline earlier (waiters must re-plan).
-    fn take<T, E>(
-        &self,
-        boundary: Boundary,
-        now: Timestamp,
-        render: &mut Render<'_, T, E>,
-    ) -> Result<(BoundaryOutcome<T, E>, Option<u64>), RouterError> {
-        let mut state = lock(&self.state);
-        let before = state.scheduler.next_deadline();
-        let result = self.take_locked(&mut state, boundary, now, render);
-        let after = state.scheduler.next_deadline();
-        let nudge = after
-            .is_some_and(|a| before.is_none_or(|b| a < b))
-            .then(|| self.signal.nudge());
-        drop(state);
-        result.map(|outcome| (outcome, nudge))
-    }
-
-    fn take_locked<T, E>(
-        &self,
-        state: &mut State,
-        boundary: Boundary,
-        now: Timestamp,
-        render: &mut Render<'_, T, E>,
-    ) -> Result<BoundaryOutcome<T, E>, RouterError> {
-        let snapshot = self.snapshot(now)?;
-        // Our own claims that no open event carries any more were settled (or fenced).
-        let leased: HashSet<ClaimToken> = snapshot
-            .events
-            .iter()
-            .filter_map(|e| e.lease.as_ref().map(|l| l.token))
-            .collect();
-        state.outstanding.retain(|token| leased.contains(token));
-        let plan = ready::plan(
-            snapshot,
-            &self.config.session,
-            boundary,
-            now,
-            &state.outstanding,
-        );
-        match plan.access {
-            Access::Open => {}
-            Access::Unknown => {
-                state.scheduler.clear();
-                return Ok(BoundaryOutcome::empty(boundary));
-            }
-            Access::Ended => {
-                state.scheduler.clear();
-                state.outstanding.clear();
-                if !plan.leftovers.is_empty() {
-                    self.ledger
-                        .drop_events(&plan.leftovers, DropReason::SessionEnded, now)?;
-                }
-                return Err(RouterError::SessionEnded(self.config.session.clone()));
-            }
-        }
-
-        // Re-classify: what is due comes out; whatever the snapshot still shows held by someone
-        // else goes (back) in at its holder's current expiry, so a renewed lease is deferred
-        // again; entries the snapshot no longer shows held (acked, dropped, released, expired)
-        // are discarded.
-        state.scheduler.pop_due(now);
-        let held: HashSet<DeferKey> = plan.held.iter().map(Deferral::key).collect();
-        state.scheduler.retain(|key, _| held.contains(key));
-        for deferral in &plan.held {
-            state.scheduler.defer(deferral.key(), deferral.retry_at);
-        }
-
-        let mut outcome = BoundaryOutcome::empty(boundary);
-        outcome.deferred.extend(
-            plan.held
-                .into_iter()
-                .filter(|d| boundary.offers(d.delivery)),
-        );
-        if let Err(err) = self.claim_offers(state, plan.offers, now, render, &mut outcome) {
-            // Nothing of this boundary was shown yet: give every claim of it back.
-            for envelope in &outcome.delivered {
-                state.outstanding.remove(&envelope.token);
-                let _ = self.ledger.defer(envelope.token);
-            }
-            return Err(err);
-        }
-        dedup_deferred(&mut outcome.deferred);
-        Ok(outcome)
-    }
-
-    /// Renders every offer, then claims all that rendered in one transaction (one durable commit
-    /// for the whole boundary). An offer refused for some keys is classified key by key and its
-    /// remaining keys are tried again at once, on their own.
-    fn claim_offers<T, E>(
-        &self,
-        state: &mut State,
-        offers: Vec<Offer>,
-        now: Timestamp,
-        render: &mut Render<'_, T, E>,
-        outcome: &mut BoundaryOutcome<T, E>,
-    ) -> Result<(), RouterError> {
-        let mut rendered_offers = Vec::with_capacity(offers.len());
-        for offer in offers {
-            match render(&offer.delegation, &offer.events) {
-                Ok(rendered) => rendered_offers.push((offer, rendered)),
-                Err(error) => outcome.failed.push(RenderFailure {
-                    delegation_id: offer.delegation.id.clone(),
-                    keys: offer.events.iter().map(|e| e.key).collect(),
-                    error,
-                }),
-            }
-        }
-        if rendered_offers.is_empty() {
-            return Ok(());
-        }
-        let requests: Vec<ClaimRequest> = rendered_offers
-            .iter()
-            .map(|(offer, _)| self.request(&offer.events))
-            .collect();
-        let results = self.ledger.claim_many(&requests, now)?;
-        for ((offer, rendered), result) in rendered_offers.into_iter().zip(results) {
-            let Offer {
-                delegation,
-                mut events,
-            } = offer;
-            match result {
-                ClaimOutcome::Claimed(claim) => {
-                    accept(state, outcome, delegation, claim, rendered);
-                }
-                ClaimOutcome::Refused(refused) => {
-                    absorb_refusal(state, &delegation, &refused, &mut events, outcome);
-                    if !events.is_empty() {
-                        self.claim_offer(
-                            state,
-                            Offer { delegation, events },
-                            now,
-                            render,
-                            outcome,
-                        )?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn request(&self, events: &[Event]) -> ClaimRequest {
-        ClaimRequest {
-            keys: events.iter().map(Event::event_ref).collect(),
-            consumer: self.config.consumer.clone(),
-            session: Some(self.config.session.clone()),
-            lease_ms: self.config.lease_ms,
-        }
-    }
-
-    /// Renders and claims one offer. A claim refused for some keys is classified key by key and
-    /// the rest is tried again at once: a ready child is never held back for a sibling.
-    fn claim_offer<T, E>(
-        &self,
-        state: &mut State,
-        offer: Offer,
-        now: Timestamp,
-        render: &mut Render<'_, T, E>,
-        outcome: &mut BoundaryOutcome<T, E>,
-    ) -> Result<(), RouterError> {
-        let Offer {
-            delegation,
-            mut events,
-        } = offer;
-        while !events.is_empty() {
-            let rendered = match render(&delegation, &events) {
-                Ok(rendered) => rendered,
-                Err(error) => {
-                    outcome.failed.push(RenderFailure {
-                        delegation_id: delegation.id.clone(),
-                        keys: events.iter().map(|e| e.key).collect(),
-                        error,
-                    });
-                    return Ok(());
-                }
-            };
-            match self.ledger.claim(&self.request(&events), now)? {
-                ClaimOutcome::Claimed(claim) => {
-                    accept(state, outcome, delegation, claim, rendered);
-                    return Ok(());
-                }
-                ClaimOutcome::Refused(refused) => {
-                    if refused.is_empty() {
-                        return Ok(());
-                    }
-                    absorb_refusal(state, &delegation, &refused, &mut events, outcome);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads the session, its open events and their units.
-    fn snapshot(&self, now: Timestamp) -> Result<Snapshot, RouterError> {
-        let session = &self.config.session;
-        let record = self.ledger.session(session)?;
-        let Some(record) = record else {
-            return Ok(Snapshot::default());
-        };
-        if record.state == SessionState::Ended {
-            return Ok(Snapshot {
-                events: self.ledger.open_events(session)?,
-                session: Some(record),
-                units: Vec::new(),
-            });
-        }
-        // One read of every open event, then the record of each unit with something ready (the
-        // render function needs it); held units need none.
-        let events = self.ledger.open_events(session)?;
-        let mut units: Vec<Delegation> = Vec::new();
-        let mut known: HashSet<DelegationId> = HashSet::new();
-        for event in &events {
-            if !event.is_deliverable(now) || !known.insert(event.delegation_id.clone()) {
-                continue;
-            }
-            if let Some(unit) = self.ledger.delegation(&event.delegation_id)? {
-                units.push(unit);
-            }
-        }
-        Ok(Snapshot {
-            session: Some(record),
-            events,
-            units,
-        })
-    }
-}
-
-/// Records a successful claim as one of this boundary's delivered envelopes.
-fn accept<T, E>(
-    state: &mut State,
-    outcome: &mut BoundaryOutcome<T, E>,
-    delegation: Delegation,
-    claim: ledger::Claim,
-    rendered: T,
-) {
-    state.outstanding.insert(claim.token);
-    outcome.delivered.push(ClaimedEnvelope {
-        token: claim.token,
-        expires_at: claim.expires_at,
-        delegation,
-        events: claim.events,
-        rendered,
-    });
-}
-
-/// Classifies a refused claim key by key (deferring what someone else holds, discarding what
-/// is gone) and removes the refused keys from `events`.
-fn absorb_refusal<T, E>(
-    state: &mut State,
-    delegation: &Delegation,
-    refused: &[(EventRef, ledger::Refusal)],
-    events: &mut Vec<Event>,
-    outcome: &mut BoundaryOutcome<T, E>,
-) {
-    let classified = classify::classify_refusals(refused, delegation.spec.delivery);
-    for deferral in classified.deferred {
-        state.scheduler.defer(deferral.key(), deferral.retry_at);
-        if outcome.boundary.offers(deferral.delivery) {
-            outcome.deferred.push(deferral);
-        }
-    }
-    outcome.discarded.extend(classified.discarded);
-    let gone: HashSet<&EventRef> = refused.iter().map(|(key, _)| key).collect();
-    events.retain(|e| !gone.contains(&e.event_ref()));
-}
-
-/// Keeps the last deferral per key (a claim refusal is newer than the snapshot).
-fn dedup_deferred(deferred: &mut Vec<Deferral>) {
-    let mut last: HashMap<DeferKey, usize> = HashMap::new();
-    for (at, deferral) in deferred.iter().enumerate() {
-        last.insert(deferral.key(), at);
-    }
-    let mut at = 0;
-    deferred.retain(|deferral| {
-        let keep = last.get(&deferral.key()) == Some(&at);
-        at += 1;
-        keep
-    });
-}
-
-/// Renews one claim every heartbeat from a thread until stopped or dropped.
-#[derive(Debug)]
-pub struct KeepAlive {
-    token: ClaimToken,
-    stop: Arc<Signal>,
-    thread: Option<JoinHandle<Result<u32, ledger::LedgerError>>>,
-}
-
-impl KeepAlive {
-    /// The claim it keeps alive.
-    pub fn token(&self) -> ClaimToken {
-        self.token
-    }
-
-    /// Whether the heartbeat thread has ended by itself (renewing failed; [`KeepAlive::stop`]
-    /// says why).
-    pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
-    }
-
-    /// Stops renewing; how many renewals were made, or why renewing failed (a lost claim means
-    /// another consumer took the events: do not ack).
-    pub fn stop(mut self) -> Result<u32, RouterError> {
-        self.finish()
-    }
-
-    fn finish(&mut self) -> Result<u32, RouterError> {
-        self.stop.interrupt();
-        match self.thread.take() {
-            None => Ok(0),
-            Some(thread) => match thread.join() {
-                Ok(result) => Ok(result?),
-                Err(_) => Err(RouterError::Heartbeat {
-                    token: self.token,
-                    reason: "the heartbeat thread panicked".into(),
-                }),
-            },
-        }
-    }
-}
-
-impl Drop for KeepAlive {
-    fn drop(&mut self) {
-        let _ = self.finish();
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -935,64 +287,6 @@ mod tests {
     fn a_router_is_shared_between_threads() {
         fn shareable<T: Send + Sync>() {}
         shareable::<Router>();
-        shareable::<ManualClock>();
         shareable::<KeepAlive>();
-    }
-
-    #[test]
-    fn a_manual_clock_jumps_to_each_wake_up_and_records_it() {
-        let clock = ManualClock::new(Timestamp(10));
-        let signal = Signal::default();
-        let watch = Watch {
-            signal: &signal,
-            seen: signal.current(),
-        };
-        clock.sleep_until(Timestamp(50), &watch);
-        clock.sleep_until(Timestamp(40), &watch);
-        assert_eq!(clock.now(), Timestamp(50), "time never goes back");
-        assert_eq!(clock.sleeps(), vec![Timestamp(50), Timestamp(40)]);
-        signal.nudge();
-        clock.sleep_until(Timestamp(90), &watch);
-        assert_eq!(
-            clock.now(),
-            Timestamp(50),
-            "a signalled sleeper does not sleep"
-        );
-    }
-
-    #[test]
-    fn a_signal_cuts_a_real_sleep_short() {
-        let signal = Arc::new(Signal::default());
-        let seen = signal.current();
-        let sleeper = {
-            let signal = Arc::clone(&signal);
-            thread::spawn(move || {
-                let watch = Watch {
-                    signal: &signal,
-                    seen,
-                };
-                SystemClock.sleep_until(SystemClock.now().plus_ms(60_000), &watch);
-                watch.interrupted()
-            })
-        };
-        while !sleeper.is_finished() {
-            signal.interrupt();
-            thread::sleep(Duration::from_millis(5));
-        }
-        assert!(sleeper.join().expect("sleeper"));
-    }
-
-    #[test]
-    fn dedup_keeps_the_newest_deferral_per_key() {
-        let unit = DelegationId::from_bits(1);
-        let deferral = |n: u32, at: u64| Deferral {
-            delegation_id: unit.clone(),
-            keys: vec![ledger::EventKey::Task(n)],
-            retry_at: Timestamp(at),
-            delivery: ledger::DeliveryMode::AfterTurn,
-        };
-        let mut list = vec![deferral(0, 1), deferral(1, 2), deferral(0, 3)];
-        dedup_deferred(&mut list);
-        assert_eq!(list, vec![deferral(1, 2), deferral(0, 3)]);
     }
 }

@@ -26,9 +26,7 @@ pub mod ready;
 pub mod scheduler;
 
 pub use classify::{Classified, Deferral, Discard, RETRY_SKEW_MS, Standing, Verdict};
-pub use driver::{
-    Clock, KeepAlive, ManualClock, Router, RouterConfig, SystemClock, WaitStats, Watch,
-};
+pub use driver::{KeepAlive, Router, RouterConfig, WaitStats};
 pub use error::RouterError;
 pub use heartbeat::Heartbeat;
 pub use ledger::Boundary;
@@ -36,3 +34,4 @@ pub use outcome::{BoundaryOutcome, ClaimedEnvelope, RenderFailure};
 pub use ownership::Access;
 pub use ready::{Offer, Plan, Snapshot, plan, ready_set};
 pub use scheduler::{DeferKey, Scheduled, Scheduler};
+pub use stdx::{Clock, ManualClock, SystemClock, Watch};

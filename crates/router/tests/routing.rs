@@ -843,6 +843,7 @@ fn a_claim_given_back_by_one_path_is_taken_by_the_other_at_once() {
 }
 
 /// The system clock, noting when a sleeper goes to sleep.
+#[derive(Debug)]
 struct Noting(Arc<AtomicBool>);
 
 impl Clock for Noting {

@@ -1,7 +1,7 @@
 //! Agent profiles: what one hook-driven agent CLI sends, expects and keeps (SPEC §13.1–§13.2).
 //!
-//! Each agent is one file under `agents/` implementing [`Agent`], listed once in [`AGENTS`].
-//! A profile says how the agent's hook events map onto hermes' boundaries, which input fields
+//! Each agent is one file under `agents/` holding one constant [`Profile`], listed once in
+//! [`AGENTS`]. A profile says how the agent's hook events map onto hermes' boundaries, which input fields
 //! name the conversation and a subagent, the shape of an answer, how many characters of an
 //! answer the agent keeps, and which files `hermes hook install NAME` writes. Everything else
 //! (binding, claiming, fitting, acknowledging) is written once, in `event.rs` and `deliver.rs`.
@@ -12,9 +12,10 @@
 //! sessions to end by idleness (`host.idle_exit_seconds`), their results pending for a resume.
 
 use formatter::Boundary;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::exit::Code;
+use crate::hook::install::{self, Install};
 
 mod claude;
 mod cline;
@@ -24,18 +25,18 @@ mod cursor;
 mod gemini;
 
 /// Every agent hermes speaks to, by name.
-pub const AGENTS: &[&dyn Agent] = &[
-    &claude::Claude,
-    &codex::Codex,
-    &gemini::Gemini,
-    &copilot::Copilot,
-    &cursor::Cursor,
-    &cline::Cline,
+pub const AGENTS: &[&Profile] = &[
+    &claude::CLAUDE,
+    &codex::CODEX,
+    &gemini::GEMINI,
+    &copilot::COPILOT,
+    &cursor::CURSOR,
+    &cline::CLINE,
 ];
 
 /// The profile called `name`.
-pub fn find(name: &str) -> Option<&'static dyn Agent> {
-    AGENTS.iter().copied().find(|a| a.name() == name)
+pub fn find(name: &str) -> Option<&'static Profile> {
+    AGENTS.iter().copied().find(|a| a.name == name)
 }
 
 /// What hermes does at one hook event.
@@ -51,6 +52,13 @@ pub enum Action {
     End,
 }
 
+impl Action {
+    /// A tool boundary's delivery.
+    pub const TOOL: Action = Action::Deliver(Boundary::Tool);
+    /// A turn boundary's delivery.
+    pub const TURN: Action = Action::Deliver(Boundary::Turn);
+}
+
 /// One hook event of an agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HookEvent {
@@ -60,6 +68,17 @@ pub struct HookEvent {
     pub name: &'static str,
     /// What hermes does.
     pub action: Action,
+}
+
+impl HookEvent {
+    /// The agent's event `name`, whose hook runs `hermes hook COMMAND`, doing `action`.
+    pub const fn new(command: &'static str, name: &'static str, action: Action) -> HookEvent {
+        HookEvent {
+            command,
+            name,
+            action,
+        }
+    }
 }
 
 /// How a session start came about.
@@ -106,67 +125,184 @@ impl InstallOptions {
     }
 }
 
-/// One hook-driven agent CLI.
-pub trait Agent: Sync {
+/// One hook-driven agent CLI: the facts of its documentation, as data. What hermes does with
+/// them is written once, in the functions of [`Profile`] and in `install.rs`.
+#[derive(Debug)]
+pub struct Profile {
     /// Its name on the command line (`claude`).
-    fn name(&self) -> &'static str;
+    pub name: &'static str,
     /// Its hook events.
-    fn events(&self) -> &'static [HookEvent];
+    pub events: &'static [HookEvent],
     /// The executable names its CLI runs as: the binding walks up to the nearest of them.
-    fn executables(&self) -> &'static [&'static str];
+    pub executables: &'static [&'static str],
     /// Characters of one answer the agent keeps, the carrier and headers included.
-    fn budget(&self) -> usize;
+    pub budget: usize,
     /// The input field naming the conversation.
-    fn session_field(&self) -> &'static str;
+    pub session_field: &'static str,
     /// The input field that is set when a subagent (not the main thread) made the call, if
     /// the agent's hooks run for subagents at all.
-    fn subagent_field(&self) -> Option<&'static str>;
+    pub subagent_field: Option<&'static str>,
     /// The input field naming the event (informational).
-    fn event_field(&self) -> &'static str {
-        "hook_event_name"
-    }
+    pub event_field: &'static str,
+    /// How a session start says whether it is a resume.
+    pub start: StartRule,
+    /// How the agent says that a stop hook already kept it going.
+    pub stop_active: StopActive,
+    /// The shape of an answer.
+    pub answer: Answer,
+    /// What `hermes hook install NAME` writes.
+    pub install: Install,
+}
+
+/// How a session start says how it came about: the value of an input field.
+#[derive(Clone, Copy, Debug)]
+pub struct StartRule {
+    /// The field; `None`: every start is [`Start::Fresh`].
+    pub field: Option<&'static str>,
+    /// The value that means [`Start::Resume`].
+    pub resume: &'static str,
+    /// The values that mean [`Start::Fresh`] (so does a missing field).
+    pub fresh: &'static [&'static str],
+    /// What any other value means.
+    pub other: Start,
+}
+
+impl StartRule {
+    /// Claude's `source` field (`startup`, `resume`, `clear`, `compact`), which Codex and
+    /// Gemini share.
+    pub const SOURCE: StartRule = StartRule {
+        field: Some("source"),
+        resume: "resume",
+        fresh: &["startup"],
+        other: Start::Other,
+    };
+    /// No field: every start is a new conversation.
+    pub const ALWAYS_FRESH: StartRule = StartRule {
+        field: None,
+        resume: "",
+        fresh: &[],
+        other: Start::Fresh,
+    };
+}
+
+/// How an agent says that a stop hook already kept it going.
+#[derive(Clone, Copy, Debug)]
+pub enum StopActive {
+    /// It does not say (every stop may be kept going).
+    Never,
+    /// A boolean field that is `true` then.
+    Flag(&'static str),
+    /// A counter field of stops kept going in a row, more than zero then.
+    Count(&'static str),
+}
+
+impl StopActive {
+    /// Claude's `stop_hook_active`, which Codex and Gemini share.
+    pub const STOP_HOOK_ACTIVE: StopActive = StopActive::Flag("stop_hook_active");
+}
+
+/// The shape of the answer that hands a text over.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer {
+    /// `hookSpecificOutput.additionalContext` under the event's name (Claude's shape); at a
+    /// stop, `{"decision": stop_decision, "reason": text}`.
+    AdditionalContext {
+        /// The decision that keeps the agent going (`block`, Gemini's `deny`).
+        stop_decision: &'static str,
+    },
+    /// `{"decision": "block", "reason": text}` at every event.
+    Block,
+    /// `{"followup_message": text}`, sent as the next user message.
+    Followup,
+    /// `{"cancel": false, "contextModification": text}`; the agent takes *every* non-zero
+    /// exit as "block", so a failing hook answers `{"cancel": false}` and exits 0 (Cline).
+    ContextModification,
+}
+
+impl Profile {
     /// How a session start came about.
-    fn start(&self, input: &Value) -> Start;
+    pub fn start(&self, input: &Value) -> Start {
+        let rule = &self.start;
+        match rule
+            .field
+            .and_then(|f| input.get(f))
+            .and_then(Value::as_str)
+        {
+            None => Start::Fresh,
+            Some(value) if value == rule.resume => Start::Resume,
+            Some(value) if rule.fresh.contains(&value) => Start::Fresh,
+            Some(_) => rule.other,
+        }
+    }
+
     /// Whether the agent goes on because a stop hook already kept it going.
-    fn stop_active(&self, input: &Value) -> bool;
+    pub fn stop_active(&self, input: &Value) -> bool {
+        match self.stop_active {
+            StopActive::Never => false,
+            StopActive::Flag(field) => input.get(field).and_then(Value::as_bool) == Some(true),
+            StopActive::Count(field) => input
+                .get(field)
+                .and_then(Value::as_u64)
+                .is_some_and(|n| n > 0),
+        }
+    }
+
     /// The answer handing `text` over at `event`.
-    fn answer(&self, event: &HookEvent, text: &str) -> Value;
+    pub fn answer(&self, event: &HookEvent, text: &str) -> Value {
+        match self.answer {
+            Answer::AdditionalContext { stop_decision } => match event.action {
+                Action::Stop => json!({"decision": stop_decision, "reason": text}),
+                _ => json!({"hookSpecificOutput": {
+                    "hookEventName": event.name,
+                    "additionalContext": text,
+                }}),
+            },
+            Answer::Block => json!({"decision": "block", "reason": text}),
+            Answer::Followup => json!({ "followup_message": text }),
+            Answer::ContextModification => {
+                json!({"cancel": false, "contextModification": text})
+            }
+        }
+    }
+
     /// What a failing hook prints on stdout, exiting 0, for an agent that treats *every*
     /// non-zero exit as "block" (Cline); `None`: hermes' failures exit 1, which the agent
     /// takes as a non-blocking error.
-    fn fail_open(&self) -> Option<Value> {
-        None
+    pub fn fail_open(&self) -> Option<Value> {
+        match self.answer {
+            Answer::ContextModification => Some(json!({"cancel": false})),
+            _ => None,
+        }
     }
+
     /// Writes (or prints) the agent's MCP and hook configuration.
-    fn install(&self, options: &InstallOptions) -> anyhow::Result<Code>;
+    pub fn install(&self, options: &InstallOptions) -> anyhow::Result<Code> {
+        install::install(self, options)
+    }
 }
 
 /// Whether `agent` has a tool boundary whose answer the model reads.
-pub fn has_tool_boundary(agent: &dyn Agent) -> bool {
+pub fn has_tool_boundary(agent: &Profile) -> bool {
     agent
-        .events()
+        .events
         .iter()
         .any(|e| e.action == Action::Deliver(Boundary::Tool))
 }
 
 /// Whether `agent` tells hermes when a conversation ends.
 #[cfg(test)]
-pub fn has_session_end(agent: &dyn Agent) -> bool {
-    agent.events().iter().any(|e| e.action == Action::End)
+pub fn has_session_end(agent: &Profile) -> bool {
+    agent.events.iter().any(|e| e.action == Action::End)
 }
 
 /// The event of `agent` that the `hermes hook` subcommand `command` runs.
-pub fn event(agent: &dyn Agent, command: &str) -> Option<HookEvent> {
-    agent
-        .events()
-        .iter()
-        .copied()
-        .find(|e| e.command == command)
+pub fn event(agent: &Profile, command: &str) -> Option<HookEvent> {
+    agent.events.iter().copied().find(|e| e.command == command)
 }
 
 /// Every executable name of every agent.
 pub fn executables() -> impl Iterator<Item = &'static str> {
-    AGENTS.iter().flat_map(|a| a.executables().iter().copied())
+    AGENTS.iter().flat_map(|a| a.executables.iter().copied())
 }
 
 /// Whether the agent profile `name` gets `inject` results at its turn boundary instead (it
@@ -183,7 +319,7 @@ mod tests {
     fn each_agent_offers_the_boundaries_its_documentation_names() {
         let table: Vec<(&str, bool, bool)> = AGENTS
             .iter()
-            .map(|a| (a.name(), has_tool_boundary(*a), has_session_end(*a)))
+            .map(|a| (a.name, has_tool_boundary(a), has_session_end(a)))
             .collect();
         assert_eq!(
             table,
@@ -199,13 +335,13 @@ mod tests {
         for agent in AGENTS {
             assert!(
                 agent
-                    .events()
+                    .events
                     .iter()
                     .any(|e| matches!(e.action, Action::Deliver(Boundary::Turn) | Action::Stop)),
                 "{} delivers at some turn boundary",
-                agent.name()
+                agent.name
             );
-            assert!(agent.budget() >= 2_000, "{}", agent.name());
+            assert!(agent.budget >= 2_000, "{}", agent.name);
         }
         assert!(inject_falls_back("cursor") && inject_falls_back("copilot"));
         assert!(!inject_falls_back("claude") && !inject_falls_back("nobody"));

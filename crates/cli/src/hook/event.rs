@@ -12,7 +12,7 @@
 use ledger::SessionId;
 use router::RouterError;
 
-use super::agents::{self, Action, Agent, HookEvent, Start};
+use super::agents::{self, Action, HookEvent, Profile, Start};
 use super::input::{self, HookInput};
 use crate::args::HookCommand;
 use crate::binding::{self, Bindings, Naming};
@@ -66,7 +66,7 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     })?;
     let value = input::read_stdin(input::DEADLINE)?;
     let input = HookInput::of(agent, &value);
-    tracing::debug!(event = event.name, agent = agent.name(), ?input, "hook");
+    tracing::debug!(event = event.name, agent = agent.name, ?input, "hook");
     // A subagent's tool call or stop is inside the main thread's turn: only the main thread's
     // boundaries deliver, so the result reaches the conversation, not a subagent.
     if input.subagent && matches!(event.action, Action::Deliver(_) | Action::Stop) {
@@ -88,14 +88,14 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
 /// session id, bound to the agent process (with the sessions it adopted).
 fn conversation(
     home: &Home,
-    profile: &dyn Agent,
+    profile: &Profile,
     input: &HookInput,
     event: &HookEvent,
 ) -> anyhow::Result<Vec<SessionId>> {
     if input.session_id_malformed {
         return Err(fail(
             Code::Usage,
-            format!("the hook's {} is not a string", profile.session_field()),
+            format!("the hook's {} is not a string", profile.session_field),
         ));
     }
     if let Some(id) = env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()) {
@@ -108,12 +108,12 @@ fn conversation(
             Code::Usage,
             format!(
                 "the hook's JSON has no {} and HERMES_SESSION_ID is not set",
-                profile.session_field()
+                profile.session_field
             ),
         ));
     };
     SessionId::new(raw.to_owned())
-        .map_err(|e| fail(Code::Usage, format!("{}: {e}", profile.session_field())))?;
+        .map_err(|e| fail(Code::Usage, format!("{}: {e}", profile.session_field)))?;
     let bindings = Bindings::new(&home.dir);
     let agent = binding::agent_process();
     if event.action == Action::End {
@@ -125,9 +125,7 @@ fn conversation(
         (Action::Start, _) => Naming::OtherStart,
         _ => Naming::Hook,
     };
-    Ok(bindings
-        .bind(agent, profile.name(), raw, naming)?
-        .sessions())
+    Ok(bindings.bind(agent, profile.name, raw, naming)?.sessions())
 }
 
 /// A session start: a resumed conversation its agent had ended takes work again (what was
@@ -153,7 +151,7 @@ fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Res
 /// session's headless host does the claim and the ack when it runs (see `relay`).
 fn deliver(
     home: &Home,
-    agent: &dyn Agent,
+    agent: &Profile,
     event: &HookEvent,
     sessions: &[SessionId],
     boundary: formatter::Boundary,
@@ -165,7 +163,7 @@ fn deliver(
         sessions,
         boundary,
         &consumer,
-        agent.budget(),
+        agent.budget,
         answer,
     )? {
         Outcome::Unavailable => {}
@@ -195,7 +193,7 @@ fn deliver(
         &taken.router,
         taken.claimed,
         boundary,
-        agent.budget(),
+        agent.budget,
         answer,
     )?;
     tracing::debug!(shown, "hook delivered");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::agents::{Agent, Start};
+use super::agents::{Profile, Start};
 use crate::exit::{Code, fail};
 
 /// How long a hook waits for its JSON.
@@ -37,23 +37,23 @@ pub struct HookInput {
 
 impl HookInput {
     /// The fields `agent` names, from its JSON `value`.
-    pub fn of(agent: &dyn Agent, value: &Value) -> HookInput {
+    pub fn of(agent: &Profile, value: &Value) -> HookInput {
         HookInput {
             session_id: value
-                .get(agent.session_field())
+                .get(agent.session_field)
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             session_id_malformed: value
-                .get(agent.session_field())
+                .get(agent.session_field)
                 .is_some_and(|v| !v.is_string()),
             subagent: agent
-                .subagent_field()
+                .subagent_field
                 .and_then(|f| value.get(f))
                 .is_some_and(|v| !v.is_null() && v.as_str() != Some("")),
             start: Some(agent.start(value)),
             stop_active: agent.stop_active(value),
             event_name: value
-                .get(agent.event_field())
+                .get(agent.event_field)
                 .and_then(Value::as_str)
                 .map(str::to_owned),
         }

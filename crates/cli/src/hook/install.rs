@@ -1,16 +1,7 @@
 //! `hermes hook install NAME`: registers `hermes mcp` and the hooks with an agent CLI, merged
-//! into the files it reads. The agent's profile says which files and what goes in them; this
-//! module does the merging, the same for every agent:
-//!
-//! - hermes' own entries are recognized wherever they point (a hook whose command is
-//!   `…/hermes hook EVENT …`, the server named `hermes`) and updated in place, so moving the
-//!   binary and installing again leaves no hook on the old path; a user's other keys in them
-//!   (an `env`, a `timeout`) are kept;
-//! - everything else is left as it was, in the order it was written; a UTF-8 byte-order mark
-//!   is accepted and kept;
-//! - what cannot be merged (a `hooks` that is not an object, an event whose value is not a
-//!   list) is refused with one line naming the key, and nothing is written;
-//! - running it twice changes nothing.
+//! into the files it reads. The agent's profile ([`Install`]) says which files and what goes in
+//! them; [`install`] is the one routine that reads them, merges (`merge.rs`), prints or writes,
+//! and says what it did, for every agent.
 //!
 //! The command written is `hermes` (found on PATH), so a committed settings file works for
 //! everyone; `--absolute` (or `--local`, for the uncommitted per-user file) writes this
@@ -19,16 +10,23 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use formatter::Boundary;
 
-use super::agents::{self, InstallOptions};
-pub use super::doc::Doc;
+use super::agents::{self, Action, InstallOptions, Profile};
+use super::merge::{self, Doc, File, Hook};
 use crate::args::HookInstallArgs;
 use crate::exit::{Code, fail};
+use crate::output;
+
+pub use super::merge::Layout;
+
+/// The name hermes' MCP server is registered under, with every agent.
+const SERVER: &str = "hermes";
 
 /// Runs `hook install`.
 pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
     let Some(agent) = agents::find(&args.agent) else {
-        let known: Vec<&str> = agents::AGENTS.iter().map(|a| a.name()).collect();
+        let known: Vec<&str> = agents::AGENTS.iter().map(|a| a.name).collect();
         return Err(fail(
             Code::Usage,
             format!(
@@ -38,12 +36,12 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
             ),
         ));
     };
-    if args.local && agent.name() != "claude" {
+    if args.local && !agent.install.has_local() {
         return Err(fail(
             Code::Usage,
             format!(
                 "--local writes Claude Code's .claude/settings.local.json; {} has no such file (use --user for its user-level configuration)",
-                agent.name()
+                agent.name
             ),
         ));
     }
@@ -98,284 +96,6 @@ pub fn on_path() -> bool {
     })
 }
 
-/// A settings file as read: its document and whether it began with a byte-order mark.
-#[derive(Debug)]
-pub struct File {
-    /// Where it lives.
-    pub path: PathBuf,
-    /// Its content (an empty object when it does not exist).
-    pub doc: Doc,
-    bom: bool,
-}
-
-impl File {
-    /// A file with nothing in it yet.
-    pub fn empty(path: &Path) -> File {
-        File {
-            path: path.to_owned(),
-            doc: Doc::object(),
-            bom: false,
-        }
-    }
-
-    /// Reads `path`: a JSON object, empty, or missing. Anything else is refused, naming it.
-    pub fn read(path: &Path) -> anyhow::Result<File> {
-        let text = read_text(path)?;
-        let (bom, body) = match text.strip_prefix('\u{feff}') {
-            Some(rest) => (true, rest),
-            None => (false, text.as_str()),
-        };
-        let doc = if body.trim().is_empty() {
-            Doc::object()
-        } else {
-            match serde_json::from_str::<Doc>(body) {
-                Ok(doc) if doc.is_object() => doc,
-                Ok(_) => return Err(refuse(path, "the file", "is not a JSON object")),
-                Err(e) => return Err(refuse(path, "the file", &format!("is not JSON ({e})"))),
-            }
-        };
-        Ok(File {
-            path: path.to_owned(),
-            doc,
-            bom,
-        })
-    }
-
-    /// The file's new text.
-    pub fn text(&self) -> anyhow::Result<String> {
-        let mut text = String::new();
-        if self.bom {
-            text.push('\u{feff}');
-        }
-        text.push_str(&serde_json::to_string_pretty(&self.doc).context("cannot encode JSON")?);
-        text.push('\n');
-        Ok(text)
-    }
-
-    /// Writes it (creating its directory), atomically: a temporary file renamed into place.
-    pub fn write(&self) -> anyhow::Result<()> {
-        write_text(&self.path, &self.text()?)
-    }
-}
-
-/// Writes `text` to `path` (creating its directory), atomically: a temporary file renamed
-/// into place.
-pub fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let tmp = path.with_extension("hermes-tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// The text of `path`; empty when it does not exist.
-pub fn read_text(path: &Path) -> anyhow::Result<String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
-}
-
-/// One line refusing to merge into `path` because of `key`.
-pub fn refuse(path: &Path, key: &str, why: &str) -> anyhow::Error {
-    fail(
-        Code::Usage,
-        format!(
-            "{}: {key} {why}; hermes cannot merge into it and wrote nothing (fix it, or use hermes hook install --print)",
-            path.display()
-        ),
-    )
-}
-
-/// The object at `key` of `doc` (created when missing); refused when it is something else.
-pub fn object_at<'a>(doc: &'a mut Doc, key: &str, path: &Path) -> anyhow::Result<&'a mut Doc> {
-    let value = doc
-        .entry(key, Doc::object)
-        .ok_or_else(|| refuse(path, "the file", "is not a JSON object"))?;
-    if !value.is_object() {
-        return Err(refuse(path, &format!("\"{key}\""), "is not an object"));
-    }
-    Ok(value)
-}
-
-/// Registers the MCP server `name` in the object `servers`: its `type` (`kind`, for agents
-/// whose entries have one), `command` and `args` are hermes'; any other key the user put in the
-/// entry stays. Returns the entry, for keys an agent adds.
-pub fn upsert_server<'a>(
-    servers: &'a mut Doc,
-    name: &str,
-    command: &str,
-    args: &[&str],
-    kind: Option<&str>,
-    path: &Path,
-) -> anyhow::Result<&'a mut Doc> {
-    let entry = servers
-        .entry(name, Doc::object)
-        .ok_or_else(|| refuse(path, "the servers", "are not an object"))?;
-    if !entry.is_object() {
-        return Err(refuse(
-            path,
-            &format!("the server \"{name}\""),
-            "is not an object",
-        ));
-    }
-    if let Some(kind) = kind {
-        entry.set("type", Doc::string(kind));
-    }
-    entry.set("command", Doc::string(command));
-    entry.set(
-        "args",
-        Doc::Array(args.iter().map(|a| Doc::string(*a)).collect()),
-    );
-    Ok(entry)
-}
-
-/// Adds `item` to the list at `key` (created when missing); refused when it is no list.
-pub fn ensure_listed(doc: &mut Doc, key: &str, item: &str, path: &Path) -> anyhow::Result<()> {
-    let list = doc
-        .entry(key, || Doc::Array(Vec::new()))
-        .ok_or_else(|| refuse(path, "the file", "is not a JSON object"))?;
-    let Doc::Array(items) = list else {
-        return Err(refuse(path, &format!("\"{key}\""), "is not a list"));
-    };
-    if !items.iter().any(|i| i.as_str() == Some(item)) {
-        items.push(Doc::string(item));
-    }
-    Ok(())
-}
-
-/// One hook to register: under the agent's event `event`, the command `command` (which runs
-/// `hermes hook SUBCOMMAND`), with `matcher` when the event takes one; `entry` is the whole
-/// hook entry written when hermes has none there yet (the command and the timeout, in the
-/// agent's own keys and units).
-#[derive(Clone, Debug)]
-pub struct Hook<'a> {
-    pub event: &'a str,
-    pub subcommand: &'a str,
-    pub command: String,
-    pub matcher: Option<&'a str>,
-    pub entry: Doc,
-}
-
-/// A hook entry: `type: "command"`, the command under `command_key`, and `extra` keys (a
-/// timeout in the agent's unit, a name).
-pub fn command_entry(command_key: &str, command: &str, extra: &[(&str, Doc)]) -> Doc {
-    let mut entry = Doc::object();
-    entry.set("type", Doc::string("command"));
-    entry.set(command_key, Doc::string(command));
-    for (key, value) in extra {
-        entry.set(key, value.clone());
-    }
-    entry
-}
-
-/// A number, for a timeout.
-pub fn number(n: u64) -> Doc {
-    Doc::Number(n.into())
-}
-
-/// How an agent lists the hooks of one event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Claude's shape (Codex and Gemini share it): a list of groups, each with an optional
-    /// `matcher` and a `hooks` list of entries.
-    Groups,
-    /// A flat list of entries (Copilot, Cursor).
-    Flat,
-}
-
-/// Registers `hooks` in the object `hooks_obj`, laid out as `layout`, each entry's command
-/// under `command_key`. A hook of hermes for the same subcommand, wherever it points, is
-/// updated in place (its other keys kept); otherwise one is added.
-pub fn upsert_hooks(
-    hooks_obj: &mut Doc,
-    hooks: &[Hook<'_>],
-    layout: Layout,
-    command_key: &str,
-    path: &Path,
-) -> anyhow::Result<()> {
-    // Check every event first, so a refusal writes nothing.
-    for hook in hooks {
-        if let Some(value) = hooks_obj.get(hook.event)
-            && !matches!(value, Doc::Array(_))
-        {
-            return Err(refuse(
-                path,
-                &format!("\"hooks\".\"{}\"", hook.event),
-                "is not a list",
-            ));
-        }
-    }
-    for hook in hooks {
-        let Some(Doc::Array(items)) = hooks_obj.entry(hook.event, || Doc::Array(Vec::new())) else {
-            continue;
-        };
-        let mut found = false;
-        let mut update = |h: &mut Doc| {
-            if h.get(command_key)
-                .and_then(Doc::as_str)
-                .is_some_and(|c| is_hermes_hook(c, hook.subcommand))
-            {
-                h.set(command_key, Doc::string(hook.command.clone()));
-                found = true;
-            }
-        };
-        match layout {
-            Layout::Groups => {
-                for group in items.iter_mut() {
-                    if let Some(Doc::Array(list)) = group.get_mut("hooks") {
-                        list.iter_mut().for_each(&mut update);
-                    }
-                }
-            }
-            Layout::Flat => items.iter_mut().for_each(&mut update),
-        }
-        if found {
-            continue;
-        }
-        match layout {
-            Layout::Groups => {
-                let mut group = Doc::object();
-                if let Some(matcher) = hook.matcher {
-                    group.set("matcher", Doc::string(matcher));
-                }
-                group.set("hooks", Doc::Array(vec![hook.entry.clone()]));
-                items.push(group);
-            }
-            Layout::Flat => items.push(hook.entry.clone()),
-        }
-    }
-    Ok(())
-}
-
-/// Reads the files at `paths` (or, with `print`, starts them empty: `--print` shows the
-/// snippets alone, merged into nothing).
-pub fn files(paths: &[PathBuf], print: bool) -> anyhow::Result<Vec<File>> {
-    paths
-        .iter()
-        .map(|p| {
-            if print {
-                Ok(File::empty(p))
-            } else {
-                File::read(p)
-            }
-        })
-        .collect()
-}
-
-/// Prints each file's snippet under a `# PATH` line.
-pub fn print_files(files: &[&File], note: &str) -> anyhow::Result<Code> {
-    let mut text = String::new();
-    for file in files {
-        text.push_str(&format!("# {}\n{}", file.path.display(), file.text()?));
-    }
-    text.push_str(note);
-    crate::output::print(&text)?;
-    Ok(Code::Ok)
-}
-
 /// The hint printed when the written command is `hermes` but no `hermes` is on PATH.
 pub fn path_note(absolute: bool) -> &'static str {
     if absolute || on_path() {
@@ -384,125 +104,341 @@ pub fn path_note(absolute: bool) -> &'static str {
     "note: `hermes` is not on PATH, so the agent cannot start it: put it there (cargo install --path crates/cli) or install again with --absolute (this binary's path)\n"
 }
 
-/// Whether `command` runs hermes' hook `subcommand`: its program is called `hermes` (at any
-/// path), followed by `hook SUBCOMMAND`.
-pub fn is_hermes_hook(command: &str, subcommand: &str) -> bool {
-    let Some(words) = shlex::split(command) else {
-        return false;
-    };
-    let program = words.first().map(|w| w.rsplit('/').next().unwrap_or(w));
-    program == Some("hermes")
-        && words.get(1).map(String::as_str) == Some("hook")
-        && words.get(2).map(String::as_str) == Some(subcommand)
+/// What `hermes hook install NAME` writes for one agent.
+#[derive(Debug)]
+pub struct Install {
+    /// Where the MCP server is registered, and how.
+    pub server: Server,
+    /// Where the hooks go, and how.
+    pub hooks: Hooks,
+    /// Printed after `--print`'s snippets (`{quoted}` is the program, quoted for a shell).
+    pub print_note: &'static str,
+    /// The line after "registered …": what the user does next (`{project}` is the project
+    /// directory, `{quoted}` the program).
+    pub advice: &'static str,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn doc(text: &str) -> Doc {
-        serde_json::from_str(text).expect("JSON")
+impl Install {
+    /// Whether `--local` has a file to write (Claude's uncommitted settings).
+    pub fn has_local(&self) -> bool {
+        matches!(self.hooks, Hooks::Json { local: Some(_), .. })
     }
+}
 
-    fn hook(command: &str) -> Hook<'static> {
-        Hook {
-            event: "PostToolUse",
-            subcommand: "post-tool-use",
-            command: command.to_owned(),
-            matcher: Some("*"),
-            entry: command_entry("command", command, &[("timeout", number(10))]),
+/// A file (or directory) under the project, or under the home with `--user`.
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    /// Its path under the project.
+    pub project: &'static [&'static str],
+    /// Its path under the home with `--user`; `None`: the project's even then.
+    pub user: Option<&'static [&'static str]>,
+}
+
+impl Place {
+    /// The same path under the project and, with `--user`, under the home.
+    pub const fn both(parts: &'static [&'static str]) -> Place {
+        Place {
+            project: parts,
+            user: Some(parts),
         }
     }
 
-    #[test]
-    fn hermes_hooks_are_recognized_wherever_they_point() {
-        assert!(is_hermes_hook("hermes hook stop", "stop"));
-        assert!(is_hermes_hook(
-            "/old/bin/hermes hook stop --agent claude",
-            "stop"
-        ));
-        assert!(is_hermes_hook("'/a b/hermes' hook stop", "stop"));
-        assert!(!is_hermes_hook("hermes hook stop-x", "stop"));
-        assert!(!is_hermes_hook("/bin/not-hermes hook stop", "stop"));
-        assert!(!is_hermes_hook("echo hermes hook stop", "stop"));
+    /// Where it is for `options`.
+    fn path(&self, options: &InstallOptions) -> anyhow::Result<PathBuf> {
+        let (root, parts) = match self.user {
+            Some(parts) if options.user => (options.root()?, parts),
+            _ => (options.project.clone(), self.project),
+        };
+        Ok(parts.iter().fold(root, |path, part| path.join(part)))
+    }
+}
+
+/// Where and how the MCP server `hermes` (running `hermes mcp`) is registered.
+#[derive(Debug)]
+pub enum Server {
+    /// Under `mcpServers` of a JSON file.
+    Json {
+        file: Place,
+        /// The entry's `type`, for agents whose entries have one.
+        kind: Option<&'static str>,
+        /// Whether the entry lists its tools, all of them (`tools: ["*"]`).
+        all_tools: bool,
+    },
+    /// A `[mcp_servers.hermes]` table of a TOML file (Codex's `config.toml`).
+    Toml { file: Place },
+}
+
+/// Where and how the hooks are registered.
+#[derive(Debug)]
+pub enum Hooks {
+    /// Under `hooks` of a JSON file: event → entries.
+    Json {
+        file: Place,
+        /// The file `--local` writes instead (under the same root).
+        local: Option<&'static [&'static str]>,
+        layout: Layout,
+        entry: Entry,
+        /// The matcher of a tool event's group, if the agent's groups take one.
+        tool_matcher: Option<&'static str>,
+        /// Whether the file starts with `"version": 1`.
+        versioned: bool,
+        /// A list of the same file that must name a project's server for it to run (Claude's
+        /// `enabledMcpjsonServers`); not written with `--user`.
+        enable_server: Option<&'static str>,
+    },
+    /// One executable script per event, named after it, in a directory.
+    Scripts {
+        dir: Place,
+        /// The agent's name in the script's comment.
+        title: &'static str,
+    },
+}
+
+/// The hook entry hermes writes when it has none for an event yet.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// Whether it starts with `"type": "command"`.
+    pub typed: bool,
+    /// The key the command goes under.
+    pub command_key: &'static str,
+    /// Whether it carries `"name": "hermes-SUBCOMMAND"`.
+    pub named: bool,
+    /// Its timeout's key and value, in the agent's unit.
+    pub timeout: Option<(&'static str, u64)>,
+}
+
+impl Entry {
+    /// `"type": "command"`, the command under `command_key`, and `timeout` (its key and value).
+    pub const fn typed(command_key: &'static str, timeout: Option<(&'static str, u64)>) -> Entry {
+        Entry {
+            typed: true,
+            command_key,
+            named: false,
+            timeout,
+        }
     }
 
-    #[test]
-    fn a_moved_binary_updates_its_hook_in_place_and_keeps_the_users_keys() {
-        let path = Path::new("/p/settings.json");
-        let mut hooks = doc(
-            r#"{"PostToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"/old/hermes hook post-tool-use","timeout":30}]}]}"#,
-        );
-        upsert_hooks(
-            &mut hooks,
-            &[hook("hermes hook post-tool-use --agent claude")],
-            Layout::Groups,
-            "command",
-            path,
+    fn build(&self, command: &str, subcommand: &str) -> Doc {
+        let mut extra = Vec::new();
+        if self.named {
+            extra.push(("name", Doc::string(format!("hermes-{subcommand}"))));
+        }
+        if let Some((key, value)) = self.timeout {
+            extra.push((key, merge::number(value)));
+        }
+        if self.typed {
+            return merge::command_entry(self.command_key, command, &extra);
+        }
+        let mut entry = Doc::object();
+        entry.set(self.command_key, Doc::string(command));
+        for (key, value) in extra {
+            entry.set(key, value);
+        }
+        entry
+    }
+}
+
+/// The file the server is registered in, read and merged.
+enum ServerFile {
+    Json(File),
+    Toml {
+        path: PathBuf,
+        was: String,
+        text: String,
+    },
+}
+
+impl ServerFile {
+    fn path(&self) -> &Path {
+        match self {
+            ServerFile::Json(file) => &file.path,
+            ServerFile::Toml { path, .. } => path,
+        }
+    }
+
+    fn text(&self) -> anyhow::Result<String> {
+        match self {
+            ServerFile::Json(file) => file.text(),
+            ServerFile::Toml { text, .. } => Ok(text.clone()),
+        }
+    }
+
+    fn write(&self) -> anyhow::Result<()> {
+        match self {
+            ServerFile::Json(file) => file.write(),
+            ServerFile::Toml { path, was, text } if text != was => merge::write_text(path, text),
+            ServerFile::Toml { .. } => Ok(()),
+        }
+    }
+}
+
+/// Writes (or, with `--print`, prints) `profile`'s MCP server and hooks, merged into the
+/// files already there, and says what it did.
+pub fn install(profile: &Profile, options: &InstallOptions) -> anyhow::Result<Code> {
+    let program = program(options.absolute)?;
+    let quoted = quoted(&program)?;
+    let spec = &profile.install;
+    let mut server = match &spec.server {
+        Server::Json {
+            file,
+            kind,
+            all_tools,
+        } => {
+            let mut file = File::open(&file.path(options)?, options.print)?;
+            let servers = merge::object_at(&mut file.doc, "mcpServers", &file.path)?;
+            let entry =
+                merge::upsert_server(servers, SERVER, &program, &["mcp"], *kind, &file.path)?;
+            if *all_tools && entry.get("tools").is_none() {
+                entry.set("tools", Doc::Array(vec![Doc::string("*")]));
+            }
+            ServerFile::Json(file)
+        }
+        Server::Toml { file } => {
+            let path = file.path(options)?;
+            let was = if options.print {
+                String::new()
+            } else {
+                merge::read_text(&path)?
+            };
+            let text = merge::with_toml_server(&was, SERVER, &program, &path)?;
+            ServerFile::Toml { path, was, text }
+        }
+    };
+    let names: Vec<&str> = profile.events.iter().map(|e| e.name).collect();
+    let mut shown = vec![(server.path().display().to_string(), server.text()?)];
+    let (what, place, hooks_file, scripts) = match &spec.hooks {
+        Hooks::Json {
+            file,
+            local,
+            layout,
+            entry,
+            tool_matcher,
+            versioned,
+            enable_server,
+        } => {
+            let path = match local {
+                Some(parts) if options.local => Place::both(parts).path(options)?,
+                _ => file.path(options)?,
+            };
+            // One file for both (Gemini's settings): the hooks go into the server's document.
+            let mut own = match &server {
+                ServerFile::Json(f) if f.path == path => None,
+                _ => Some(File::open(&path, options.print)?),
+            };
+            let target = match (&mut own, &mut server) {
+                (Some(file), _) | (None, ServerFile::Json(file)) => file,
+                (None, ServerFile::Toml { path, .. }) => {
+                    anyhow::bail!("internal error: {} is not a JSON file", path.display())
+                }
+            };
+            if let Some(key) = enable_server
+                && !options.user
+            {
+                merge::ensure_listed(&mut target.doc, key, SERVER, &target.path)?;
+            }
+            if *versioned && target.doc.get("version").is_none() {
+                target.doc.set("version", merge::number(1));
+            }
+            let hooks: Vec<Hook<'_>> = profile
+                .events
+                .iter()
+                .map(|e| {
+                    let command = format!("{quoted} hook {} --agent {}", e.command, profile.name);
+                    Hook {
+                        event: e.name,
+                        subcommand: e.command,
+                        entry: entry.build(&command, e.command),
+                        command,
+                        matcher: tool_matcher
+                            .filter(|_| matches!(e.action, Action::Deliver(Boundary::Tool))),
+                    }
+                })
+                .collect();
+            let hooks_obj = merge::object_at(&mut target.doc, "hooks", &target.path)?;
+            merge::upsert_hooks(hooks_obj, &hooks, *layout, entry.command_key, &target.path)?;
+            let text = target.text()?;
+            match &own {
+                Some(_) => shown.push((path.display().to_string(), text)),
+                None => shown[0].1 = text,
+            }
+            ("hooks", path, own, Vec::new())
+        }
+        Hooks::Scripts { dir, title } => {
+            let dir = dir.path(options)?;
+            let scripts: Vec<(PathBuf, &str, String)> = profile
+                .events
+                .iter()
+                .map(|e| {
+                    let body = format!(
+                        "#!/bin/sh\n# Written by `hermes hook install {name}`: hands hermes' background results to {title}.\nexec {quoted} hook {} --agent {name}\n",
+                        e.command,
+                        name = profile.name,
+                    );
+                    (dir.join(e.name), e.command, body)
+                })
+                .collect();
+            for (path, _, body) in &scripts {
+                shown.push((format!("{} (executable)", path.display()), body.clone()));
+            }
+            ("hook scripts", dir, None, scripts)
+        }
+    };
+    if options.print {
+        let mut text = String::new();
+        for (label, snippet) in &shown {
+            text.push_str(&format!("# {label}\n{snippet}"));
+        }
+        text.push_str(&spec.print_note.replace("{quoted}", &quoted));
+        output::print(&text)?;
+        return Ok(Code::Ok);
+    }
+    // A script of the user's under one of these names cannot be merged: refuse before
+    // writing anything.
+    let mut current = Vec::new();
+    for (path, subcommand, _) in &scripts {
+        let text = merge::read_text(path)?;
+        if !text.is_empty() && !merge::is_hermes_script(&text, subcommand) {
+            return Err(fail(
+                Code::Usage,
+                format!(
+                    "{}: a hook script of yours is already there; hermes cannot merge into it and wrote nothing (run `hermes hook {subcommand} --agent {name}` from it, or use hermes hook install {name} --print)",
+                    path.display(),
+                    name = profile.name,
+                ),
+            ));
+        }
+        current.push(text);
+    }
+    server.write()?;
+    if let Some(file) = &hooks_file {
+        file.write()?;
+    }
+    for ((path, _, body), text) in scripts.iter().zip(&current) {
+        if text != body {
+            merge::write_text(path, body)?;
+        }
+        merge::make_executable(path)?;
+    }
+    let registered = if hooks_file.is_none() && scripts.is_empty() {
+        format!(
+            "registered the MCP server `{SERVER}` and the {what} {} in {}",
+            names.join(", "),
+            place.display()
         )
-        .expect("merges");
-        assert_eq!(
-            serde_json::to_string(&hooks).expect("JSON"),
-            r#"{"PostToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"hermes hook post-tool-use --agent claude","timeout":30}]}]}"#
-        );
-    }
-
-    #[test]
-    fn what_cannot_be_merged_is_refused_naming_the_key() {
-        let path = Path::new("/p/settings.json");
-        let mut hooks = doc(r#"{"PostToolUse":{"matcher":"*"}}"#);
-        let err = upsert_hooks(
-            &mut hooks,
-            &[hook("hermes hook post-tool-use")],
-            Layout::Groups,
-            "command",
-            path,
+    } else {
+        format!(
+            "registered the MCP server `{SERVER}` in {} and the {what} {} in {}",
+            server.path().display(),
+            names.join(", "),
+            place.display()
         )
-        .expect_err("refused");
-        assert!(
-            format!("{err}").contains("\"hooks\".\"PostToolUse\""),
-            "{err}"
-        );
-        let mut root = doc(r#"{"enabledMcpjsonServers":"hermes"}"#);
-        let err =
-            ensure_listed(&mut root, "enabledMcpjsonServers", "hermes", path).expect_err("refused");
-        assert!(format!("{err}").contains("enabledMcpjsonServers"), "{err}");
-        let mut root = doc(r#"{"hooks":[]}"#);
-        let err = object_at(&mut root, "hooks", path).expect_err("refused");
-        assert!(format!("{err}").contains("\"hooks\""), "{err}");
-    }
-
-    #[test]
-    fn a_servers_entry_keeps_the_users_env() {
-        let path = Path::new("/p/.mcp.json");
-        let mut servers = doc(
-            r#"{"hermes":{"command":"/old/hermes","args":["mcp"],"env":{"HERMES_HOME":"/h"}}}"#,
-        );
-        upsert_server(
-            &mut servers,
-            "hermes",
-            "hermes",
-            &["mcp"],
-            Some("stdio"),
-            path,
-        )
-        .expect("merges");
-        assert_eq!(
-            serde_json::to_string(&servers).expect("JSON"),
-            r#"{"hermes":{"command":"hermes","args":["mcp"],"env":{"HERMES_HOME":"/h"},"type":"stdio"}}"#
-        );
-    }
-
-    #[test]
-    fn a_byte_order_mark_is_read_and_kept() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("s.json");
-        std::fs::write(&path, "\u{feff}{\"b\":1,\"a\":2}").expect("write");
-        let file = File::read(&path).expect("reads");
-        assert!(
-            file.text()
-                .expect("text")
-                .starts_with("\u{feff}{\n  \"b\": 1,")
-        );
-    }
+    };
+    let advice = spec
+        .advice
+        .replace("{project}", &options.project.display().to_string())
+        .replace("{quoted}", &quoted);
+    let mut text = format!("{registered}\n{advice}\n");
+    text.push_str(path_note(options.absolute));
+    output::print(&text)?;
+    Ok(Code::Ok)
 }

@@ -8,6 +8,7 @@ mod doc;
 mod event;
 mod input;
 mod install;
+mod merge;
 
 pub use agents::executables as agent_executables;
 pub use agents::inject_falls_back;

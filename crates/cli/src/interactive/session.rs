@@ -18,6 +18,7 @@ use router::{Boundary, Router, RouterConfig, RouterError};
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{Config, DefaultEditor, Editor};
+use stdx::one_line;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
@@ -588,10 +589,6 @@ impl Turns {
 
 fn parse_id(id: &str) -> anyhow::Result<DelegationId> {
     DelegationId::new(id).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

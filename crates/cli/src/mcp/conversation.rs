@@ -8,10 +8,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher as _, Hasher as _};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use ledger::{Delegation, DelegationId, HostClaim, Ledger, ProcessId, SessionId};
 use router::{Router, RouterConfig};
+use stdx::lock;
 
 use crate::binding::{Bindings, Resolved};
 use crate::exit::{Code, fail};
@@ -41,10 +42,6 @@ pub struct Conversation {
     hosted: Mutex<HashSet<SessionId>>,
     inline: Mutex<HashSet<DelegationId>>,
     routers: Mutex<HashMap<SessionId, Arc<Router>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What the server needs to know to find its conversation.

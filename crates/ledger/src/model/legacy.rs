@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -106,13 +107,15 @@ impl From<DispatchSpecV2> for DispatchSpec {
     }
 }
 
-/// A unit as formats 1 and 2 stored it (its dispatch had no pool).
+/// A unit as formats 1 to 3 stored it: laid out as today's, but for its dispatch, laid out as
+/// `S` (formats 1 and 2: [`DispatchSpecV2`], with no pool; format 3:
+/// [`legacy_v3::DispatchSpecV3`], with no agent, adapter or depth).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct DelegationV2 {
+pub(crate) struct DelegationOf<S> {
     pub id: DelegationId,
     pub session: Option<SessionId>,
     pub channel: Channel,
-    pub spec: DispatchSpecV2,
+    pub spec: S,
     pub status: UnitStatus,
     pub dispatched_at: Timestamp,
     pub started_at: Option<Timestamp>,
@@ -123,8 +126,11 @@ pub(crate) struct DelegationV2 {
     pub transcript_dir: Option<String>,
 }
 
-impl From<DelegationV2> for Delegation {
-    fn from(old: DelegationV2) -> Delegation {
+/// A unit as formats 1 and 2 stored it (its dispatch had no pool).
+pub(crate) type DelegationV2 = DelegationOf<DispatchSpecV2>;
+
+impl<S: Into<DispatchSpec>> From<DelegationOf<S>> for Delegation {
+    fn from(old: DelegationOf<S>) -> Delegation {
         Delegation {
             id: old.id,
             session: old.session,
@@ -175,70 +181,62 @@ impl From<ChildV2> for Child {
     }
 }
 
+/// How to read the postcard bytes of one format's record as today's record `T`.
+type Layout<T> = fn(&[u8]) -> Result<T, DecodeError>;
+
+/// Reads `bytes` laid out as `Old` and makes today's record of it.
+fn read<Old: DeserializeOwned + Into<T>, T>(bytes: &[u8]) -> Result<T, DecodeError> {
+    postcard::from_bytes::<Old>(bytes)
+        .map(Old::into)
+        .map_err(|err| DecodeError::Damaged(err.to_string()))
+}
+
+/// Decodes a stored record whose layout depends on the format it was written in: `layout`
+/// says, for a format, how to read it. A failure names the file and `what` was being read.
+fn decode_any<T>(
+    path: &Path,
+    what: &str,
+    bytes: &[u8],
+    layout: impl FnOnce(u8) -> Layout<T>,
+) -> Result<T> {
+    codec::decode_versioned(bytes, |version, rest| layout(version)(rest))
+        .map_err(|err| codec::ledger_error(path, what, err))
+}
+
 /// A host record of any format (format 1 had no fencing epoch, locality or lease; format 2 no
 /// worker pool).
 pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
-    codec::decode_versioned(bytes, |version, rest| {
-        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        match version {
-            1 => postcard::from_bytes::<HostV1>(rest)
-                .map(Host::from)
-                .map_err(damaged),
-            2 => postcard::from_bytes::<HostV2>(rest)
-                .map(Host::from)
-                .map_err(damaged),
-            _ => postcard::from_bytes::<Host>(rest).map_err(damaged),
-        }
+    decode_any(path, "host", bytes, |version| match version {
+        1 => read::<HostV1, _>,
+        2 => read::<HostV2, _>,
+        _ => read::<Host, _>,
     })
-    .map_err(|err| codec::ledger_error(path, "host", err))
 }
 
 /// A unit of any format (formats 1 and 2 had no pool on its dispatch, format 3 no agent,
 /// adapter or depth).
 pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation> {
-    codec::decode_versioned(bytes, |version, rest| {
-        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        match version {
-            ..3 => postcard::from_bytes::<DelegationV2>(rest)
-                .map(Delegation::from)
-                .map_err(damaged),
-            3 => postcard::from_bytes::<legacy_v3::DelegationV3>(rest)
-                .map(Delegation::from)
-                .map_err(damaged),
-            _ => postcard::from_bytes::<Delegation>(rest).map_err(damaged),
-        }
+    decode_any(path, "delegation", bytes, |version| match version {
+        ..3 => read::<DelegationV2, _>,
+        3 => read::<legacy_v3::DelegationV3, _>,
+        _ => read::<Delegation, _>,
     })
-    .map_err(|err| codec::ledger_error(path, "delegation", err))
 }
 
 /// An event of any format (formats 1 to 3 had no model or usage on its outcomes).
 pub(crate) fn decode_event(path: &Path, bytes: &[u8]) -> Result<Event> {
-    codec::decode_versioned(bytes, |version, rest| {
-        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        if version < 4 {
-            postcard::from_bytes::<legacy_v3::EventV3>(rest)
-                .map(Event::from)
-                .map_err(damaged)
-        } else {
-            postcard::from_bytes::<Event>(rest).map_err(damaged)
-        }
+    decode_any(path, "event", bytes, |version| match version {
+        ..4 => read::<legacy_v3::EventV3, _>,
+        _ => read::<Event, _>,
     })
-    .map_err(|err| codec::ledger_error(path, "event", err))
 }
 
 /// A child of any format (formats 1 and 2 had no machine).
 pub(crate) fn decode_child(path: &Path, bytes: &[u8]) -> Result<Child> {
-    codec::decode_versioned(bytes, |version, rest| {
-        let damaged = |err: postcard::Error| DecodeError::Damaged(err.to_string());
-        if version < 3 {
-            postcard::from_bytes::<ChildV2>(rest)
-                .map(Child::from)
-                .map_err(damaged)
-        } else {
-            postcard::from_bytes::<Child>(rest).map_err(damaged)
-        }
+    decode_any(path, "child", bytes, |version| match version {
+        ..3 => read::<ChildV2, _>,
+        _ => read::<Child, _>,
     })
-    .map_err(|err| codec::ledger_error(path, "child", err))
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Channel, ChildOutcome, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec,
-    DropReason, Event, EventKey, EventPayload, EventState, ExitDetail, Lease, ProcessId, Role,
-    SessionId, TaskSpec, Timestamp, UnitStatus,
+    ChildOutcome, ChildStatus, DelegationId, DeliveryMode, DispatchSpec, DropReason, Event,
+    EventKey, EventPayload, EventState, ExitDetail, Lease, Role, SessionId, TaskSpec, Timestamp,
+    UnitStatus,
 };
 
 /// A task as formats 1 to 3 stored it (no agent, no adapter).
@@ -69,40 +69,7 @@ impl From<DispatchSpecV3> for DispatchSpec {
 }
 
 /// A unit as format 3 stored it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct DelegationV3 {
-    pub id: DelegationId,
-    pub session: Option<SessionId>,
-    pub channel: Channel,
-    pub spec: DispatchSpecV3,
-    pub status: UnitStatus,
-    pub dispatched_at: Timestamp,
-    pub started_at: Option<Timestamp>,
-    pub ended_at: Option<Timestamp>,
-    pub host: Option<ProcessId>,
-    pub queue_seq: Option<u64>,
-    pub interrupt: Option<String>,
-    pub transcript_dir: Option<String>,
-}
-
-impl From<DelegationV3> for Delegation {
-    fn from(old: DelegationV3) -> Delegation {
-        Delegation {
-            id: old.id,
-            session: old.session,
-            channel: old.channel,
-            spec: old.spec.into(),
-            status: old.status,
-            dispatched_at: old.dispatched_at,
-            started_at: old.started_at,
-            ended_at: old.ended_at,
-            host: old.host,
-            queue_seq: old.queue_seq,
-            interrupt: old.interrupt,
-            transcript_dir: old.transcript_dir,
-        }
-    }
-}
+pub(crate) type DelegationV3 = super::legacy::DelegationOf<DispatchSpecV3>;
 
 /// A child's outcome as formats 1 to 3 stored it (no model, no usage).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -208,6 +175,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::model::Channel;
     use crate::model::legacy::{decode_delegation, decode_event};
 
     fn at_format<T: Serialize>(version: u8, value: &T) -> Vec<u8> {

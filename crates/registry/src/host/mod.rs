@@ -32,11 +32,11 @@ use ledger::{
 use tokio::sync::{Notify, watch};
 
 use crate::child::Context;
-use crate::clock::Clock;
 use crate::config::{Config, millis};
 use crate::error::RegistryError;
 use crate::transcript;
 use crate::unit::{UnitProgress, UnitReport};
+use stdx::Clock;
 
 use activity::watch_activity;
 pub(crate) use inner::Inner;

@@ -18,179 +18,54 @@
 //!   enabled through `enabledMcpjsonServers`; user settings are `~/.claude/settings.json`, and
 //!   user-scoped MCP servers `~/.claude.json`'s `mcpServers`.
 
-use formatter::Boundary;
-use serde_json::{Value, json};
-
-use super::{Action, Agent, HookEvent, InstallOptions, Start};
-use crate::exit::Code;
-use crate::hook::install::{self, Hook, Layout};
-use crate::output;
+use super::{Action, Answer, HookEvent, Profile, StartRule, StopActive};
+use crate::hook::install::{Entry, Hooks, Install, Layout, Place, Server};
 
 /// Claude Code's profile.
-pub struct Claude;
+pub const CLAUDE: Profile = Profile {
+    name: "claude",
+    events: EVENTS,
+    executables: &["claude"],
+    // Claude keeps 10,000 characters of `additionalContext`; hermes stays clear of the edge.
+    budget: 9_500,
+    session_field: "session_id",
+    subagent_field: Some("agent_id"),
+    event_field: "hook_event_name",
+    start: StartRule::SOURCE,
+    stop_active: StopActive::STOP_HOOK_ACTIVE,
+    answer: Answer::AdditionalContext {
+        stop_decision: "block",
+    },
+    install: Install {
+        server: Server::Json {
+            file: Place {
+                project: &[".mcp.json"],
+                user: Some(&[".claude.json"]),
+            },
+            kind: Some("stdio"),
+            all_tools: false,
+        },
+        hooks: Hooks::Json {
+            file: Place::both(&[".claude", "settings.json"]),
+            local: Some(&[".claude", "settings.local.json"]),
+            layout: Layout::Groups,
+            // Seconds Claude gives each hook before it gives up on it.
+            entry: Entry::typed("command", Some(("timeout", 10))),
+            tool_matcher: Some("*"),
+            versioned: false,
+            enable_server: Some("enabledMcpjsonServers"),
+        },
+        print_note: "# (or: claude mcp add hermes -- {quoted} mcp)\n",
+        advice: "start claude in {project} and approve the `hermes` server if asked",
+    },
+};
 
 /// Its hook events.
 const EVENTS: &[HookEvent] = &[
-    HookEvent {
-        command: "session-start",
-        name: "SessionStart",
-        action: Action::Start,
-    },
-    HookEvent {
-        command: "user-prompt-submit",
-        name: "UserPromptSubmit",
-        action: Action::Deliver(Boundary::Turn),
-    },
-    HookEvent {
-        command: "post-tool-use",
-        name: "PostToolUse",
-        action: Action::Deliver(Boundary::Tool),
-    },
-    HookEvent {
-        command: "post-tool-use-failure",
-        name: "PostToolUseFailure",
-        action: Action::Deliver(Boundary::Tool),
-    },
-    HookEvent {
-        command: "stop",
-        name: "Stop",
-        action: Action::Stop,
-    },
-    HookEvent {
-        command: "session-end",
-        name: "SessionEnd",
-        action: Action::End,
-    },
+    HookEvent::new("session-start", "SessionStart", Action::Start),
+    HookEvent::new("user-prompt-submit", "UserPromptSubmit", Action::TURN),
+    HookEvent::new("post-tool-use", "PostToolUse", Action::TOOL),
+    HookEvent::new("post-tool-use-failure", "PostToolUseFailure", Action::TOOL),
+    HookEvent::new("stop", "Stop", Action::Stop),
+    HookEvent::new("session-end", "SessionEnd", Action::End),
 ];
-
-/// Claude keeps 10,000 characters of `additionalContext`; hermes stays clear of the edge.
-const BUDGET: usize = 9_500;
-
-/// Seconds Claude gives each hook before it gives up on it.
-const HOOK_TIMEOUT: u64 = 10;
-
-/// The name the MCP server is registered under.
-const SERVER: &str = "hermes";
-
-impl Agent for Claude {
-    fn name(&self) -> &'static str {
-        "claude"
-    }
-
-    fn events(&self) -> &'static [HookEvent] {
-        EVENTS
-    }
-
-    fn executables(&self) -> &'static [&'static str] {
-        &["claude"]
-    }
-
-    fn budget(&self) -> usize {
-        BUDGET
-    }
-
-    fn session_field(&self) -> &'static str {
-        "session_id"
-    }
-
-    fn subagent_field(&self) -> Option<&'static str> {
-        Some("agent_id")
-    }
-
-    fn start(&self, input: &Value) -> Start {
-        match input.get("source").and_then(Value::as_str) {
-            Some("resume") => Start::Resume,
-            Some("startup") | None => Start::Fresh,
-            Some(_) => Start::Other,
-        }
-    }
-
-    fn stop_active(&self, input: &Value) -> bool {
-        input.get("stop_hook_active").and_then(Value::as_bool) == Some(true)
-    }
-
-    fn answer(&self, event: &HookEvent, text: &str) -> Value {
-        match event.action {
-            Action::Stop => json!({"decision": "block", "reason": text}),
-            _ => json!({"hookSpecificOutput": {
-                "hookEventName": event.name,
-                "additionalContext": text,
-            }}),
-        }
-    }
-
-    fn install(&self, options: &InstallOptions) -> anyhow::Result<Code> {
-        let program = install::program(options.absolute)?;
-        let quoted = install::quoted(&program)?;
-        let hooks: Vec<Hook<'_>> = EVENTS
-            .iter()
-            .map(|e| {
-                let command = format!("{quoted} hook {} --agent claude", e.command);
-                Hook {
-                    event: e.name,
-                    subcommand: e.command,
-                    entry: install::command_entry(
-                        "command",
-                        &command,
-                        &[("timeout", install::number(HOOK_TIMEOUT))],
-                    ),
-                    command,
-                    matcher: matches!(e.action, Action::Deliver(Boundary::Tool)).then_some("*"),
-                }
-            })
-            .collect();
-        let root = options.root()?;
-        let settings_name = if options.local {
-            "settings.local.json"
-        } else {
-            "settings.json"
-        };
-        let mcp_path = if options.user {
-            root.join(".claude.json")
-        } else {
-            root.join(".mcp.json")
-        };
-        let paths = [mcp_path, root.join(".claude").join(settings_name)];
-        let [mut mcp, mut settings]: [install::File; 2] = install::files(&paths, options.print)?
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("internal error: two files"))?;
-        let servers = install::object_at(&mut mcp.doc, "mcpServers", &mcp.path)?;
-        install::upsert_server(
-            servers,
-            SERVER,
-            &program,
-            &["mcp"],
-            Some("stdio"),
-            &mcp.path,
-        )?;
-        if !options.user {
-            install::ensure_listed(
-                &mut settings.doc,
-                "enabledMcpjsonServers",
-                SERVER,
-                &settings.path,
-            )?;
-        }
-        let hooks_obj = install::object_at(&mut settings.doc, "hooks", &settings.path)?;
-        install::upsert_hooks(hooks_obj, &hooks, Layout::Groups, "command", &settings.path)?;
-        if options.print {
-            return install::print_files(
-                &[&mcp, &settings],
-                &format!("# (or: claude mcp add {SERVER} -- {quoted} mcp)\n"),
-            );
-        }
-        mcp.write()?;
-        settings.write()?;
-        let names: Vec<&str> = EVENTS.iter().map(|e| e.name).collect();
-        let mut text = format!(
-            "registered the MCP server `{SERVER}` in {} and the hooks {} in {}\nstart claude in {} and approve the `{SERVER}` server if asked\n",
-            mcp.path.display(),
-            names.join(", "),
-            settings.path.display(),
-            options.project.display(),
-        );
-        text.push_str(install::path_note(options.absolute));
-        output::print(&text)?;
-        Ok(Code::Ok)
-    }
-}

@@ -22,182 +22,48 @@
 //! - the CLI's MCP servers are `mcpServers` of `.cline/mcp.json` (`{command, args, type:
 //!   "stdio"}`); the VS Code extension keeps them in its MCP settings.
 
-use std::path::{Path, PathBuf};
-
-use formatter::Boundary;
-use serde_json::{Value, json};
-
-use super::{Action, Agent, HookEvent, InstallOptions, Start};
-use crate::exit::{Code, fail};
-use crate::hook::install;
-use crate::output;
+use super::{Action, Answer, HookEvent, Profile, Start, StartRule, StopActive};
+use crate::hook::install::{Hooks, Install, Place, Server};
 
 /// Cline's profile.
-pub struct Cline;
+pub const CLINE: Profile = Profile {
+    name: "cline",
+    events: EVENTS,
+    executables: &["cline"],
+    // Cline keeps 50 KB of `contextModification`; in characters, with room for wide ones.
+    budget: 12_000,
+    session_field: "taskId",
+    subagent_field: None,
+    event_field: "hookName",
+    start: StartRule {
+        field: Some("hookName"),
+        resume: "TaskResume",
+        fresh: &[],
+        other: Start::Fresh,
+    },
+    stop_active: StopActive::Never,
+    answer: Answer::ContextModification,
+    install: Install {
+        server: Server::Json {
+            file: Place::both(&[".cline", "mcp.json"]),
+            kind: Some("stdio"),
+            all_tools: false,
+        },
+        hooks: Hooks::Scripts {
+            dir: Place {
+                project: &[".clinerules", "hooks"],
+                user: Some(&["Documents", "Cline", "Rules", "Hooks"]),
+            },
+            title: "Cline",
+        },
+        print_note: "",
+        advice: "turn hooks on in Cline's settings if they are off (the VS Code extension takes its MCP servers from its MCP settings: add `{quoted} mcp` there); Cline has no hook that ends a conversation, so its session ends when idle and its results wait for a resume",
+    },
+};
 
 const EVENTS: &[HookEvent] = &[
-    HookEvent {
-        command: "session-start",
-        name: "TaskStart",
-        action: Action::Start,
-    },
-    HookEvent {
-        command: "session-start",
-        name: "TaskResume",
-        action: Action::Start,
-    },
-    HookEvent {
-        command: "user-prompt-submit",
-        name: "UserPromptSubmit",
-        action: Action::Deliver(Boundary::Turn),
-    },
-    HookEvent {
-        command: "post-tool-use",
-        name: "PostToolUse",
-        action: Action::Deliver(Boundary::Tool),
-    },
+    HookEvent::new("session-start", "TaskStart", Action::Start),
+    HookEvent::new("session-start", "TaskResume", Action::Start),
+    HookEvent::new("user-prompt-submit", "UserPromptSubmit", Action::TURN),
+    HookEvent::new("post-tool-use", "PostToolUse", Action::TOOL),
 ];
-
-/// Cline keeps 50 KB of `contextModification`; in characters, with room for wide ones.
-const BUDGET: usize = 12_000;
-
-const SERVER: &str = "hermes";
-
-impl Agent for Cline {
-    fn name(&self) -> &'static str {
-        "cline"
-    }
-
-    fn events(&self) -> &'static [HookEvent] {
-        EVENTS
-    }
-
-    fn executables(&self) -> &'static [&'static str] {
-        &["cline"]
-    }
-
-    fn budget(&self) -> usize {
-        BUDGET
-    }
-
-    fn session_field(&self) -> &'static str {
-        "taskId"
-    }
-
-    fn subagent_field(&self) -> Option<&'static str> {
-        None
-    }
-
-    fn event_field(&self) -> &'static str {
-        "hookName"
-    }
-
-    fn start(&self, input: &Value) -> Start {
-        match input.get("hookName").and_then(Value::as_str) {
-            Some("TaskResume") => Start::Resume,
-            _ => Start::Fresh,
-        }
-    }
-
-    fn stop_active(&self, _input: &Value) -> bool {
-        false
-    }
-
-    fn answer(&self, _event: &HookEvent, text: &str) -> Value {
-        json!({"cancel": false, "contextModification": text})
-    }
-
-    fn fail_open(&self) -> Option<Value> {
-        Some(json!({"cancel": false}))
-    }
-
-    fn install(&self, options: &InstallOptions) -> anyhow::Result<Code> {
-        let program = install::program(options.absolute)?;
-        let quoted = install::quoted(&program)?;
-        let root = options.root()?;
-        let dir = if options.user {
-            root.join("Documents")
-                .join("Cline")
-                .join("Rules")
-                .join("Hooks")
-        } else {
-            root.join(".clinerules").join("hooks")
-        };
-        let scripts: Vec<(PathBuf, &str, String)> = EVENTS
-            .iter()
-            .map(|e| {
-                let body = format!(
-                    "#!/bin/sh\n# Written by `hermes hook install cline`: hands hermes' background results to Cline.\nexec {quoted} hook {} --agent cline\n",
-                    e.command
-                );
-                (dir.join(e.name), e.command, body)
-            })
-            .collect();
-        let mut mcp =
-            install::files(&[root.join(".cline").join("mcp.json")], options.print)?.remove(0);
-        let servers = install::object_at(&mut mcp.doc, "mcpServers", &mcp.path)?;
-        install::upsert_server(
-            servers,
-            SERVER,
-            &program,
-            &["mcp"],
-            Some("stdio"),
-            &mcp.path,
-        )?;
-        if options.print {
-            let mut text = format!("# {}\n{}", mcp.path.display(), mcp.text()?);
-            for (path, _, body) in &scripts {
-                text.push_str(&format!("# {} (executable)\n{body}", path.display()));
-            }
-            output::print(&text)?;
-            return Ok(Code::Ok);
-        }
-        // A script of the user's under one of these names cannot be merged: refuse before
-        // writing anything.
-        let mut current = Vec::new();
-        for (path, subcommand, _) in &scripts {
-            let text = install::read_text(path)?;
-            if !text.is_empty() && !is_hermes_script(&text, subcommand) {
-                return Err(fail(
-                    Code::Usage,
-                    format!(
-                        "{}: a hook script of yours is already there; hermes cannot merge into it and wrote nothing (run `hermes hook {subcommand} --agent cline` from it, or use hermes hook install cline --print)",
-                        path.display()
-                    ),
-                ));
-            }
-            current.push(text);
-        }
-        mcp.write()?;
-        for ((path, _, body), text) in scripts.iter().zip(&current) {
-            if text != body {
-                install::write_text(path, body)?;
-            }
-            make_executable(path)?;
-        }
-        let mut text = format!(
-            "registered the MCP server `{SERVER}` in {} and the hook scripts TaskStart, TaskResume, UserPromptSubmit, PostToolUse in {}\nturn hooks on in Cline's settings if they are off (the VS Code extension takes its MCP servers from its MCP settings: add `{quoted} mcp` there); Cline has no hook that ends a conversation, so its session ends when idle and its results wait for a resume\n",
-            mcp.path.display(),
-            dir.display(),
-        );
-        text.push_str(install::path_note(options.absolute));
-        output::print(&text)?;
-        Ok(Code::Ok)
-    }
-}
-
-/// Whether the script `text` is hermes' hook for `subcommand` (a line running it).
-fn is_hermes_script(text: &str, subcommand: &str) -> bool {
-    text.lines().any(|line| {
-        let line = line.trim();
-        let line = line.strip_prefix("exec ").unwrap_or(line);
-        install::is_hermes_hook(line, subcommand)
-    })
-}
-
-fn make_executable(path: &Path) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .with_context(|| format!("cannot make {} executable", path.display()))
-}

@@ -20,145 +20,56 @@
 //! - MCP servers are `mcpServers` of `~/.copilot/mcp-config.json` (user) or a repository's
 //!   `.github/mcp.json`, a local server `{type: "stdio", command, args, tools: ["*"]}`.
 
-use serde_json::{Value, json};
-
-use super::{Action, Agent, HookEvent, InstallOptions, Start};
-use crate::exit::Code;
-use crate::hook::install::{self, Doc, Hook, Layout};
-use crate::output;
+use super::{Action, Answer, HookEvent, Profile, StartRule, StopActive};
+use crate::hook::install::{Entry, Hooks, Install, Layout, Place, Server};
 
 /// GitHub Copilot CLI's profile.
-pub struct Copilot;
+pub const COPILOT: Profile = Profile {
+    name: "copilot",
+    events: EVENTS,
+    executables: &["copilot"],
+    budget: 9_500,
+    session_field: "sessionId",
+    subagent_field: None,
+    event_field: "hook_event_name",
+    start: StartRule {
+        field: Some("source"),
+        resume: "resume",
+        fresh: &["startup", "new"],
+        other: super::Start::Other,
+    },
+    stop_active: StopActive::Never,
+    answer: Answer::Block,
+    install: Install {
+        server: Server::Json {
+            file: Place {
+                project: &[".github", "mcp.json"],
+                user: Some(&[".copilot", "mcp-config.json"]),
+            },
+            kind: Some("stdio"),
+            all_tools: true,
+        },
+        hooks: Hooks::Json {
+            // Hooks are a repository's: `--user` moves only the server.
+            file: Place {
+                project: &[".github", "hooks", "hermes.json"],
+                user: None,
+            },
+            local: None,
+            layout: Layout::Flat,
+            // Seconds Copilot gives each hook.
+            entry: Entry::typed("bash", Some(("timeoutSec", 10))),
+            tool_matcher: None,
+            versioned: true,
+            enable_server: None,
+        },
+        print_note: "",
+        advice: "Copilot reads no hook's answer after a tool call or a prompt, so results arrive when the agent finishes a turn (agentStop), inject ones too",
+    },
+};
 
 const EVENTS: &[HookEvent] = &[
-    HookEvent {
-        command: "session-start",
-        name: "sessionStart",
-        action: Action::Start,
-    },
-    HookEvent {
-        command: "stop",
-        name: "agentStop",
-        action: Action::Stop,
-    },
-    HookEvent {
-        command: "session-end",
-        name: "sessionEnd",
-        action: Action::End,
-    },
+    HookEvent::new("session-start", "sessionStart", Action::Start),
+    HookEvent::new("stop", "agentStop", Action::Stop),
+    HookEvent::new("session-end", "sessionEnd", Action::End),
 ];
-
-const BUDGET: usize = 9_500;
-
-/// Seconds Copilot gives each hook.
-const HOOK_TIMEOUT: u64 = 10;
-
-const SERVER: &str = "hermes";
-
-impl Agent for Copilot {
-    fn name(&self) -> &'static str {
-        "copilot"
-    }
-
-    fn events(&self) -> &'static [HookEvent] {
-        EVENTS
-    }
-
-    fn executables(&self) -> &'static [&'static str] {
-        &["copilot"]
-    }
-
-    fn budget(&self) -> usize {
-        BUDGET
-    }
-
-    fn session_field(&self) -> &'static str {
-        "sessionId"
-    }
-
-    fn subagent_field(&self) -> Option<&'static str> {
-        None
-    }
-
-    fn start(&self, input: &Value) -> Start {
-        match input.get("source").and_then(Value::as_str) {
-            Some("resume") => Start::Resume,
-            Some("startup" | "new") | None => Start::Fresh,
-            Some(_) => Start::Other,
-        }
-    }
-
-    fn stop_active(&self, _input: &Value) -> bool {
-        false
-    }
-
-    fn answer(&self, _event: &HookEvent, text: &str) -> Value {
-        json!({"decision": "block", "reason": text})
-    }
-
-    fn install(&self, options: &InstallOptions) -> anyhow::Result<Code> {
-        let program = install::program(options.absolute)?;
-        let quoted = install::quoted(&program)?;
-        let hooks: Vec<Hook<'_>> = EVENTS
-            .iter()
-            .map(|e| {
-                let command = format!("{quoted} hook {} --agent copilot", e.command);
-                Hook {
-                    event: e.name,
-                    subcommand: e.command,
-                    entry: install::command_entry(
-                        "bash",
-                        &command,
-                        &[("timeoutSec", install::number(HOOK_TIMEOUT))],
-                    ),
-                    command,
-                    matcher: None,
-                }
-            })
-            .collect();
-        let mcp_path = if options.user {
-            options.root()?.join(".copilot").join("mcp-config.json")
-        } else {
-            options.project.join(".github").join("mcp.json")
-        };
-        // Hooks are a repository's: `--user` moves only the server.
-        let hooks_path = options
-            .project
-            .join(".github")
-            .join("hooks")
-            .join("hermes.json");
-        let mut files = install::files(&[mcp_path, hooks_path], options.print)?;
-        let (mcp, hooks_file) = files.split_at_mut(1);
-        let (mcp, hooks_file) = (&mut mcp[0], &mut hooks_file[0]);
-        let servers = install::object_at(&mut mcp.doc, "mcpServers", &mcp.path)?;
-        let entry = install::upsert_server(
-            servers,
-            SERVER,
-            &program,
-            &["mcp"],
-            Some("stdio"),
-            &mcp.path,
-        )?;
-        if entry.get("tools").is_none() {
-            entry.set("tools", Doc::Array(vec![Doc::string("*")]));
-        }
-        if hooks_file.doc.get("version").is_none() {
-            hooks_file.doc.set("version", install::number(1));
-        }
-        let hooks_obj = install::object_at(&mut hooks_file.doc, "hooks", &hooks_file.path)?;
-        install::upsert_hooks(hooks_obj, &hooks, Layout::Flat, "bash", &hooks_file.path)?;
-        if options.print {
-            return install::print_files(&[mcp, hooks_file], "");
-        }
-        mcp.write()?;
-        hooks_file.write()?;
-        let mut text = format!(
-            "registered the MCP server `{SERVER}` in {} and the hooks sessionStart, agentStop, sessionEnd in {}\nCopilot reads no hook's answer after a tool call or a prompt, so results arrive when the agent finishes a turn (agentStop), inject ones too\n",
-            mcp.path.display(),
-            hooks_file.path.display(),
-        );
-        text.push_str(install::path_note(options.absolute));
-        output::print(&text)?;
-        Ok(Code::Ok)
-    }
-}

@@ -4,7 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use postgres::{Client, IsolationLevel};
@@ -57,11 +57,7 @@ pub(crate) struct Pg {
     pub(super) backoff: Mutex<Backoff>,
 }
 
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+pub(super) use stdx::lock;
 
 impl Drop for Pg {
     fn drop(&mut self) {
@@ -339,5 +335,5 @@ pub(super) fn one_line(err: &postgres::Error) -> String {
         }
         source = inner.source();
     }
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    stdx::one_line(&text)
 }
