@@ -168,15 +168,21 @@ impl Inner {
         }
     }
 
-    pub(super) async fn poll_interrupts(&self) {
+    /// Interrupts the children other processes asked to interrupt. Returns whether the
+    /// requests could be read.
+    pub(super) async fn poll_interrupts(&self) -> bool {
         let me = self.me;
         match self.call(move |l| l.interrupt_requests(me)).await {
             Ok(requests) => {
                 for (id, reason) in requests {
                     self.interrupt_local(|d, _| *d == id, &reason);
                 }
+                true
             }
-            Err(e) => tracing::warn!(error = %e, "cannot read interrupt requests"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read interrupt requests");
+                false
+            }
         }
     }
 }

@@ -147,11 +147,12 @@ impl Inner {
 
     /// Starts this host's queued units that reached the head of the queue, and running units
     /// recorded for this host by other processes.
-    pub(super) async fn pick_up(self: &Arc<Inner>) {
+    pub(super) async fn pick_up(self: &Arc<Inner>) -> bool {
         let _gate = self.launch_gate.lock().await;
         let (me, cap) = (self.me, capacity(&self.ctx.config));
+        let mut clean = true;
         if let Some(worker) = self.options.worker.clone() {
-            self.take_from_pool(worker).await;
+            clean &= self.take_from_pool(worker).await;
         }
         loop {
             let now = self.ctx.clock.now();
@@ -163,6 +164,7 @@ impl Inner {
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot start queued units");
+                    clean = false;
                     break;
                 }
             }
@@ -183,15 +185,20 @@ impl Inner {
                     self.launch(unit, parent);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "cannot list units"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list units");
+                clean = false;
+            }
         }
+        clean
     }
 }
 
 impl Inner {
     /// A worker takes units of its pool, oldest first, while it has free slots, and runs them.
     /// Called with the launch gate held.
-    pub(super) async fn take_from_pool(self: &Arc<Inner>, worker: WorkerPool) {
+    /// Returns whether the pool could be read.
+    pub(super) async fn take_from_pool(self: &Arc<Inner>, worker: WorkerPool) -> bool {
         let (me, writer) = (self.me, self.host_id);
         while self.taking.load(Ordering::SeqCst) {
             let now = self.ctx.clock.now();
@@ -208,13 +215,14 @@ impl Inner {
                 Ok(None) => break,
                 Err(RegistryError::Ledger(LedgerError::LeaseLost(_))) => {
                     self.fence("another process judged this worker dead");
-                    break;
+                    return false;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot take units from the pool");
-                    break;
+                    return false;
                 }
             }
         }
+        true
     }
 }

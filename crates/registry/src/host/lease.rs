@@ -21,6 +21,8 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
     let mut last_renewal = inner.ctx.clock.now();
     let mut last_progress = Timestamp(0);
     let mut last_sweep = Timestamp(0);
+    // The change stamp at the start of the last clean pass over interrupts and pick-up.
+    let mut state_read: Option<(u64, Timestamp)> = None;
     let reaper = crate::reaper::OsReaper::new();
     loop {
         let now = inner.ctx.clock.now();
@@ -58,9 +60,22 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             last_progress = now;
             inner.persist_progress().await;
         }
-        inner.poll_interrupts().await;
-        if inner.options.kind != HostKind::Inline {
-            inner.pick_up().await;
+        // Interrupt requests and work to pick up are ledger state alone: while the change
+        // stamp says nothing was committed since a pass that read them cleanly, that pass
+        // still holds (every dispatch, interrupt and finished child is a commit). A pass runs
+        // anyway after `STATE_RECHECK` sweeps, and always where there is no stamp.
+        let stamp = inner.ledger.change_stamp();
+        let current = matches!(
+            (stamp, state_read),
+            (Some(stamp), Some((seen, at)))
+                if stamp == seen && now.ms_since(at) < STATE_RECHECK * millis(config.sweep_interval)
+        );
+        if !current {
+            let mut clean = inner.poll_interrupts().await;
+            if inner.options.kind != HostKind::Inline {
+                clean &= inner.pick_up().await;
+            }
+            state_read = if clean { stamp.map(|s| (s, now)) } else { None };
         }
         tokio::select! {
             () = tokio::time::sleep(config.sweep_interval) => {}
@@ -72,6 +87,10 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
         }
     }
 }
+
+/// After how many sweep intervals interrupts and pick-up are read again even though the
+/// ledger's change stamp stood still.
+const STATE_RECHECK: u64 = 10;
 
 /// How often, at most, the fence looks at the clock.
 const FENCE_TICK: Duration = Duration::from_millis(100);
