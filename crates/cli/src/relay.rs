@@ -74,17 +74,11 @@ struct Shown {
 /// The socket of `session`'s host under the hermes home `dir`; `None` when the path would not
 /// fit in a socket address.
 pub fn socket_path(dir: &Path, session: &SessionId) -> Option<PathBuf> {
-    let path = dir
-        .join("run")
-        .join(format!("{:016x}.sock", fnv1a(session.as_str().as_bytes())));
+    let path = dir.join("run").join(format!(
+        "{:016x}.sock",
+        stdx::fnv1a(session.as_str().as_bytes())
+    ));
     (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
-}
-
-/// FNV-1a: a hash that stays the same across builds (the hook and the host may be two).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// A host's socket, removed when dropped.

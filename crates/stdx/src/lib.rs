@@ -7,11 +7,13 @@
 //! built from.
 
 mod clock;
+mod hash;
 mod sync;
 mod text;
 mod time;
 
 pub use clock::{Clock, Generations, ManualClock, Signal, SystemClock, Watch};
+pub use hash::fnv1a;
 pub use sync::lock;
 pub use text::one_line;
 pub use time::Timestamp;

@@ -405,6 +405,13 @@ fn host_sockets(h: &Hermes) -> Vec<std::path::PathBuf> {
         .unwrap_or_default()
 }
 
+/// Waits until a host offers its hooks a socket.
+fn wait_for_host_socket(h: &Hermes) {
+    wait_for(Duration::from_secs(20), "the host's socket", || {
+        (!host_sockets(h).is_empty()).then_some(())
+    });
+}
+
 /// The I/O counts a process recorded with `HERMES_DEBUG_SYNC_COUNT`.
 fn io_counts(file: &std::path::Path) -> Value {
     let text = std::fs::read_to_string(file).expect("counts recorded");
@@ -425,9 +432,7 @@ fn context_of(run: &Run) -> String {
 fn a_hook_delivers_through_its_sessions_host_without_a_ledger_of_its_own() {
     let h = Hermes::new();
     ready_result(&h, "conv-relay", "after_turn", "relayed-result");
-    wait_for(Duration::from_secs(20), "the host's socket", || {
-        (!host_sockets(&h).is_empty()).then_some(())
-    });
+    wait_for_host_socket(&h);
     let counts = h.path().join("counts.jsonl");
     let counts_env = counts.to_str().expect("utf-8 path");
     let env = [
@@ -480,9 +485,7 @@ fn a_hook_delivers_through_its_sessions_host_without_a_ledger_of_its_own() {
 fn what_a_hook_could_not_print_its_host_gives_back() {
     let h = Hermes::new();
     ready_result(&h, "conv-closed", "after_turn", "given-back");
-    wait_for(Duration::from_secs(20), "the host's socket", || {
-        (!host_sockets(&h).is_empty()).then_some(())
-    });
+    wait_for_host_socket(&h);
     let body = payload("conv-closed", "UserPromptSubmit");
     let mut c = h.command(&["hook", "user-prompt-submit"]);
     let mut child = c
@@ -513,9 +516,7 @@ fn what_a_hook_could_not_print_its_host_gives_back() {
 fn a_dead_hosts_socket_is_passed_by() {
     let h = Hermes::new();
     ready_result(&h, "conv-dead", "after_turn", "outlived-its-host");
-    wait_for(Duration::from_secs(20), "the host's socket", || {
-        (!host_sockets(&h).is_empty()).then_some(())
-    });
+    wait_for_host_socket(&h);
     for pid in h.host_pids() {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid"));
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);

@@ -113,9 +113,7 @@ impl RedbStore {
             .as_ref()?;
         let mut header = [0u8; HEADER_BYTES];
         let n = file.read_at(&mut header, 0).ok()?;
-        Some(header[..n].iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        }))
+        Some(stdx::fnv1a(&header[..n]))
     }
 
     /// Whether the file was opened for writing (on its first write).
