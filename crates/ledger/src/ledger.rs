@@ -67,8 +67,8 @@ pub struct Ledger {
     /// Durable commits made through this handle.
     pub(crate) commits: AtomicU64,
     rng: Mutex<fastrand::Rng>,
-    /// When this process last ran the recovery sweep.
-    pub(crate) last_sweep: Mutex<Option<crate::model::Timestamp>>,
+    /// When this process last ran the recovery sweep, and what its last quiet one saw.
+    pub(crate) sweeps: Mutex<crate::recovery::Sweeps>,
     /// Every write fails while set (`fault-injection` only).
     #[cfg(feature = "fault-injection")]
     fail_writes: std::sync::atomic::AtomicBool,
@@ -155,7 +155,7 @@ impl Ledger {
             backend,
             config,
             group: GroupCommit::default(),
-            last_sweep: Mutex::new(None),
+            sweeps: Mutex::default(),
             commits: AtomicU64::new(0),
             rng: Mutex::new(rng),
             #[cfg(feature = "fault-injection")]

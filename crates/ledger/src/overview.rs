@@ -5,6 +5,8 @@
 //! events of many units are fetched in bulk (one statement each on PostgreSQL), never row by
 //! row, so a refresh costs the same few round trips with 5 or 500 live units.
 
+use std::collections::HashSet;
+
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{Child, Delegation, DelegationId, Event, Host, Stalling, UnitStatus};
@@ -85,14 +87,32 @@ impl Ledger {
                 .into_iter()
                 .filter_map(|id| id.parse().ok())
                 .collect();
-            let wanted: Vec<DelegationId> = ids.iter().filter(|id| !held(id)).cloned().collect();
+            // The live units were read with their events just now: taken from there, not
+            // read and decoded a second time.
+            let live_ids: HashSet<&DelegationId> = live
+                .running
+                .iter()
+                .chain(&live.queued)
+                .map(|v| &v.unit.id)
+                .collect();
+            let wanted: Vec<DelegationId> = ids
+                .iter()
+                .filter(|id| !held(id) && !live_ids.contains(id))
+                .cloned()
+                .collect();
             let mut units = r.delegations_of(&wanted)?;
+            let mut events = r.events_of(&wanted)?;
+            for view in live.running.iter().chain(&live.queued) {
+                if !held(&view.unit.id) {
+                    units.push(view.unit.clone());
+                    events.extend(view.events.iter().cloned());
+                }
+            }
             units.sort_by(|a, b| {
                 b.dispatched_at
                     .cmp(&a.dispatched_at)
                     .then_with(|| b.id.cmp(&a.id))
             });
-            let events = r.events_of(&wanted)?;
             Ok(Census {
                 live,
                 ids,

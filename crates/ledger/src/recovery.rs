@@ -68,6 +68,37 @@ pub struct RecoveryReport {
     pub returned_to_pool: Vec<DelegationId>,
 }
 
+/// What a process remembers of its recovery sweeps.
+#[derive(Debug, Default)]
+pub(crate) struct Sweeps {
+    /// When it last ran one.
+    at: Option<Timestamp>,
+    /// What its last sweep that found no dead host read, while nothing was committed since.
+    quiet: Option<QuietSweep>,
+}
+
+/// The hosts a sweep judged alive, as of a change stamp. While the ledger's stamp stays the
+/// same, the same records and units would be read again: only time (a lease running out) and
+/// the processes (one exiting) can make one of them dead, and that is judged without a read.
+#[derive(Debug)]
+struct QuietSweep {
+    stamp: u64,
+    /// Every host record.
+    hosts: Vec<Host>,
+    /// The processes units name as their host without a record, judged by pid.
+    unrecorded: Vec<ProcessId>,
+}
+
+impl QuietSweep {
+    fn all_alive(&self, here: &Locality, now: Timestamp, reaper: &dyn Reaper) -> bool {
+        !self
+            .hosts
+            .iter()
+            .any(|h| h.is_dead(here, now, &|p| reaper.is_alive(p)))
+            && self.unrecorded.iter().all(|p| reaper.is_alive(*p))
+    }
+}
+
 /// What recovery did with a dead host's running unit.
 enum Orphan {
     /// It ended (`unknown`, or `cancelled` children).
@@ -88,18 +119,15 @@ impl Ledger {
         force: bool,
     ) -> Result<RecoveryReport> {
         {
-            let mut last = self
-                .last_sweep
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut sweeps = stdx::lock(&self.sweeps);
             let due = force
-                || last.is_none_or(|last: Timestamp| {
+                || sweeps.at.is_none_or(|last: Timestamp| {
                     now.ms_since(last) >= self.config.recovery_interval_ms || last > now
                 });
             if !due {
                 return Ok(RecoveryReport::default());
             }
-            *last = Some(now);
+            sweeps.at = Some(now);
         }
         let mut report = RecoveryReport {
             ran: true,
@@ -118,6 +146,16 @@ impl Ledger {
         report: &mut RecoveryReport,
     ) -> Result<()> {
         let here = reaper.locality();
+        // Read before the transaction: a commit in between makes it differ next time.
+        let stamp = self.change_stamp();
+        if let Some(stamp) = stamp
+            && stdx::lock(&self.sweeps)
+                .quiet
+                .as_ref()
+                .is_some_and(|q| q.stamp == stamp && q.all_alive(&here, now, reaper))
+        {
+            return Ok(());
+        }
         let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
         let records: HashMap<ProcessId, Host> = hosts.into_iter().map(|h| (h.process, h)).collect();
         // Each recorded host is judged once; a unit naming a host with no record (one still
@@ -130,6 +168,17 @@ impl Ledger {
             Some(_) => dead_hosts.iter().any(|h| h.process == process),
             None => !reaper.is_alive(process),
         };
+        let quiet = stamp.map(|stamp| QuietSweep {
+            stamp,
+            hosts: records.values().cloned().collect(),
+            unrecorded: units
+                .iter()
+                .filter_map(|u| u.host)
+                .filter(|p| !records.contains_key(p))
+                .collect(),
+        });
+        let found_dead = !dead_hosts.is_empty() || units.iter().any(|u| u.host.is_some_and(dead));
+        stdx::lock(&self.sweeps).quiet = quiet.filter(|_| !found_dead);
         for unit in units {
             let Some(host) = unit.host.filter(|h| dead(*h)) else {
                 continue;

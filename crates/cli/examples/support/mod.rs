@@ -12,7 +12,10 @@ pub fn release_binary() -> Result<PathBuf> {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let exe = target.join("release").join("hermes");
     let status = Command::new(env!("CARGO"))
+        // Built beside this example, as `cargo run --example` resolved its features: a build of
+        // the binary alone resolves them without the dev-dependencies and relinks it each time.
         .args(["build", "--release", "-p", "cli", "--bin", "hermes"])
+        .args(["--example", env!("CARGO_CRATE_NAME")])
         .stdout(Stdio::null())
         .status()
         .context("cargo build")?;

@@ -49,16 +49,16 @@ pub struct Scrapes {
 /// holds and only the rendering (ages, liveness, this process's counters) is done again.
 pub fn snapshot(ledger: &Ledger, limits: &Limits, scrapes: &mut Scrapes) -> anyhow::Result<String> {
     let stamp = ledger.change_stamp();
-    let (census, totals) = match (&scrapes.last, stamp) {
-        (Some((seen, census, totals)), Some(stamp)) if *seen == stamp => (census, totals),
-        _ => {
-            let census = ledger.census_except(&|id| scrapes.tally.holds(id))?;
-            let totals = scrapes.tally.absorb(&census);
-            scrapes.last = stamp.map(|stamp| (stamp, census.clone(), totals.clone()));
-            return Ok(render_now(&census, &totals, limits));
-        }
-    };
-    Ok(render_now(census, totals, limits))
+    if let (Some((seen, census, totals)), Some(stamp)) = (&scrapes.last, stamp)
+        && *seen == stamp
+    {
+        return Ok(render_now(census, totals, limits));
+    }
+    let census = ledger.census_except(&|id| scrapes.tally.holds(id))?;
+    let totals = scrapes.tally.absorb(&census);
+    let text = render_now(&census, &totals, limits);
+    scrapes.last = stamp.map(|stamp| (stamp, census, totals));
+    Ok(text)
 }
 
 fn render_now(census: &Census, totals: &Totals, limits: &Limits) -> String {

@@ -23,18 +23,33 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
     let mut last_sweep = Timestamp(0);
     // The change stamp at the start of the last clean pass over interrupts and pick-up.
     let mut state_read: Option<(u64, Timestamp)> = None;
+    // Whether something woke the loop (a dispatch, an interrupt, a finished child): then the
+    // pass runs whatever the stamp says.
+    let mut woken = true;
     let reaper = crate::reaper::OsReaper::new();
     loop {
         let now = inner.ctx.clock.now();
         if now.ms_since(last_renewal) >= millis(config.heartbeat_interval) {
             last_renewal = now;
             let (me, host_id, lease) = (inner.me, inner.host_id, millis(config.lease));
+            let before = inner.ledger.change_stamp();
             match inner
                 .call(move |l| l.renew_host(me, host_id, lease, now))
                 .await
             {
-                // The lease runs from when the renewal was asked for.
-                Ok(_) => inner.renewed_at.store(now.0, Ordering::SeqCst),
+                Ok(_) => {
+                    // The lease runs from when the renewal was asked for.
+                    inner.renewed_at.store(now.0, Ordering::SeqCst);
+                    // This host's own renewal changes nothing a pass reads: a clean pass that
+                    // was current just before it stays current (what another process records
+                    // meanwhile for a host bumps the activity counter, whose wake forces a
+                    // pass; anything else waits at most `STATE_RECHECK` sweeps).
+                    if let Some((seen, at)) = state_read
+                        && Some(seen) == before
+                    {
+                        state_read = inner.ledger.change_stamp().map(|s| (s, at));
+                    }
+                }
                 Err(RegistryError::Ledger(LedgerError::LeaseLost(_))) => {
                     crate::counts::lease_renewal_failed();
                     inner.fence("another process judged this host dead and recovered its units");
@@ -65,11 +80,12 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
         // still holds (every dispatch, interrupt and finished child is a commit). A pass runs
         // anyway after `STATE_RECHECK` sweeps, and always where there is no stamp.
         let stamp = inner.ledger.change_stamp();
-        let current = matches!(
-            (stamp, state_read),
-            (Some(stamp), Some((seen, at)))
-                if stamp == seen && now.ms_since(at) < STATE_RECHECK * millis(config.sweep_interval)
-        );
+        let current = !woken
+            && matches!(
+                (stamp, state_read),
+                (Some(stamp), Some((seen, at)))
+                    if stamp == seen && now.ms_since(at) < STATE_RECHECK * millis(config.sweep_interval)
+            );
         if !current {
             let mut clean = inner.poll_interrupts().await;
             if inner.options.kind != HostKind::Inline {
@@ -77,11 +93,11 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             }
             state_read = if clean { stamp.map(|s| (s, now)) } else { None };
         }
-        tokio::select! {
-            () = tokio::time::sleep(config.sweep_interval) => {}
-            () = inner.wake.notified() => {}
+        woken = tokio::select! {
+            () = tokio::time::sleep(config.sweep_interval) => false,
+            () = inner.wake.notified() => true,
             _ = stop.changed() => return,
-        }
+        };
         if *stop.borrow() {
             return;
         }
