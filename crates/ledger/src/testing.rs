@@ -167,7 +167,7 @@ pub fn connection_is_encrypted(url: &str) -> bool {
         .backend
         .pg()
         .expect("a PostgreSQL ledger")
-        .query_bool("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .query_value::<bool>("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
         .expect("pg_stat_ssl answers")
 }
 
@@ -274,7 +274,7 @@ pub fn session_setting(url: &str, name: &str) -> String {
     let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
         .expect("the ledger connects");
     let pg = ledger.backend.pg().expect("a PostgreSQL ledger");
-    pg.query_text(&format!("SELECT current_setting('{name}')"))
+    pg.query_value::<String>(&format!("SELECT current_setting('{name}')"))
         .expect("reads the setting")
 }
 
