@@ -142,6 +142,21 @@ pub fn present(
         }
     }
     give_back(ledger, &rest);
+    show_and_settle(ledger, router, &shown, false, || show(&fitted.text))?;
+    Ok(shown.len())
+}
+
+/// Keeps the claims of `shown` alive while `show` runs (SPEC §6: renewed every heartbeat, so an
+/// output that blocks longer than the lease cannot let another consumer deliver them too), then
+/// settles them as [`settle`] does: acks all (unless `hold`) if `show` succeeded, gives all back
+/// if it failed.
+pub fn show_and_settle(
+    ledger: &Ledger,
+    router: &Router,
+    shown: &[Claimed],
+    hold: bool,
+    show: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
     let beats: Vec<router::KeepAlive> = shown
         .iter()
@@ -153,17 +168,16 @@ pub fn present(
             }
         })
         .collect();
-    let result = show(&fitted.text);
+    let result = show();
     for beat in beats {
         let token = beat.token();
         if let Err(e) = beat.stop() {
-            // Settling below reports the lost claim.
+            // Settling below reports the lost claim (for `drain`, exit 3).
             tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
         }
     }
-    settle(ledger, &shown, false, result.is_ok())?;
-    result?;
-    Ok(shown.len())
+    settle(ledger, shown, hold, result.is_ok())?;
+    result
 }
 
 /// How to read all of a shortened envelope, in one line.

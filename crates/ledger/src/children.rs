@@ -443,12 +443,7 @@ pub(crate) fn unknown_outcome(
     let started = child.status == ChildStatus::Running;
     ChildOutcome {
         index: child.index,
-        goal: unit
-            .spec
-            .tasks
-            .get(child.index as usize)
-            .map(|t| t.goal.clone())
-            .unwrap_or_default(),
+        goal: unit.goal_of(child.index).to_owned(),
         status: if started {
             ChildStatus::Unknown
         } else {

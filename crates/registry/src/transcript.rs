@@ -29,6 +29,14 @@ pub fn task_log_path(dir: &Path, index: u32) -> PathBuf {
     dir.join(format!("task-{index}.log"))
 }
 
+/// The transcripts of every child of `unit` under `root`, in task order.
+pub fn task_logs(root: &Path, unit: &Delegation) -> Vec<PathBuf> {
+    let dir = unit_dir(root, &unit.id);
+    (0..unit.task_count())
+        .map(|index| task_log_path(&dir, index))
+        .collect()
+}
+
 /// The raw stream of an agent child `index` in `dir`, beside its transcript (SPEC §14).
 pub fn task_raw_path(dir: &Path, index: u32) -> PathBuf {
     dir.join(format!("task-{index}.jsonl"))

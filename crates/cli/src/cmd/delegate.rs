@@ -126,7 +126,10 @@ fn answer(
     host_pid: Option<u32>,
 ) -> anyhow::Result<Code> {
     let unit = &admission.delegation;
-    let transcripts = transcripts_of(config, unit);
+    let transcripts: Vec<String> = registry::transcript::task_logs(&config.transcript_root, unit)
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect();
     let workers = match unit.pool() {
         Some(pool) => {
             let workers = reports::live_workers(ledger, pool)?;
@@ -245,18 +248,6 @@ fn dispatch_text(
     }
     text.push_str(&format!("  results: hermes drain --session {session}\n"));
     text
-}
-
-/// The live transcripts of a unit's children.
-fn transcripts_of(config: &registry::Config, unit: &ledger::Delegation) -> Vec<String> {
-    let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
-    (0..unit.task_count())
-        .map(|i| {
-            registry::transcript::task_log_path(&dir, i)
-                .display()
-                .to_string()
-        })
-        .collect()
 }
 
 /// S's host, if it is alive (its lease and, from this locality, its process).

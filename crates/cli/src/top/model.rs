@@ -424,12 +424,7 @@ fn child_line(
         .collect();
     ChildLine {
         index: child.index,
-        goal: unit
-            .spec
-            .tasks
-            .get(child.index as usize)
-            .map(|t| t.goal.clone())
-            .unwrap_or_default(),
+        goal: unit.goal_of(child.index).to_owned(),
         status: if running && stalling.is_some() {
             "stalling".to_owned()
         } else {
