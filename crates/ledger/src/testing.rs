@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::{Ledger, LedgerConfig, Location, PgTarget, TokenSource};
+use crate::model::{Channel, DispatchSpec, SessionId, TaskSpec};
+use crate::{Ledger, LedgerConfig, Location, NewDelegation, PgTarget, TokenSource};
 
 /// The variable naming the backend under test.
 pub const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
@@ -352,5 +353,25 @@ mod tests {
             "postgres://u:p@h:5/t1?sslmode=require"
         );
         assert_eq!(with_dbname("postgres://u@h:5", "t1"), "postgres://u@h:5/t1");
+    }
+}
+
+/// A dispatch of `tasks` children that each run `true`, their goals `task 0`, `task 1`, ….
+pub fn spec(tasks: u32) -> DispatchSpec {
+    let tasks = (0..tasks)
+        .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
+        .collect();
+    DispatchSpec::new("goal", tasks)
+}
+
+/// A background unit of `session` that runs `spec`, named by no process yet.
+pub fn background_unit(session: SessionId, spec: DispatchSpec) -> NewDelegation {
+    NewDelegation {
+        id: None,
+        session: Some(session),
+        channel: Channel::Background,
+        spec,
+        host: None,
+        transcript_root: None,
     }
 }

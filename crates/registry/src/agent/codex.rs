@@ -20,10 +20,6 @@ impl AgentCli for Codex {
         "codex"
     }
 
-    fn program(&self) -> &'static str {
-        "codex"
-    }
-
     fn argv(&self, prompt: &str, model: Option<&str>, _tools: &[String]) -> Vec<String> {
         let mut argv: Vec<String> = vec!["codex".into(), "exec".into(), "--json".into()];
         if let Some(model) = model {

@@ -18,10 +18,6 @@ impl AgentCli for Gemini {
         "gemini"
     }
 
-    fn program(&self) -> &'static str {
-        "gemini"
-    }
-
     fn argv(&self, prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String> {
         let mut argv: Vec<String> = ["gemini", "-p", prompt, "--output-format", "stream-json"]
             .map(str::to_owned)
