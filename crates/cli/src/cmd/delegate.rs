@@ -15,26 +15,12 @@ use registry::RegistryError;
 use crate::args::DelegateArgs;
 use crate::dispatch_args;
 use crate::exit::{Code, fail};
-use crate::home::{Home, env_var, now};
+use crate::home::{Home, now, session_of};
 use crate::output;
 use crate::reports;
 
 /// How long `delegate` waits for a headless host it started to claim the session.
 const HOST_START_LIMIT: Duration = Duration::from_secs(10);
-
-/// The session of `delegate`/`drain`: `--session`, else `HERMES_SESSION_ID`.
-pub fn session_of(flag: Option<&str>) -> anyhow::Result<SessionId> {
-    let raw = match flag {
-        Some(s) => s.to_owned(),
-        None => env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()).ok_or_else(|| {
-            fail(
-                Code::Usage,
-                "no session: pass --session S or set HERMES_SESSION_ID (for a one-shot run without a session use hermes -z)",
-            )
-        })?,
-    };
-    SessionId::new(raw).map_err(|e| fail(Code::Usage, e.to_string()))
-}
 
 /// Runs `delegate`.
 pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {

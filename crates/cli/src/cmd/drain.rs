@@ -8,10 +8,9 @@ use std::time::Duration;
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
 
 use crate::args::{BoundaryArg, DrainArgs};
-use crate::cmd::delegate::session_of;
 use crate::deliver::{self, Round};
 use crate::exit::Code;
-use crate::home::{Home, now, render_context};
+use crate::home::{Home, now, render_context, session_of};
 use crate::output;
 
 /// Runs `drain`.
