@@ -342,20 +342,6 @@ pub fn query_bools(url: &str, sql: &str) -> Vec<bool> {
     .unwrap_or_default()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_database_name_replaces_the_urls_own_keeping_its_options() {
-        assert_eq!(
-            with_dbname("postgres://u:p@h:5/postgres?sslmode=require", "t1"),
-            "postgres://u:p@h:5/t1?sslmode=require"
-        );
-        assert_eq!(with_dbname("postgres://u@h:5", "t1"), "postgres://u@h:5/t1");
-    }
-}
-
 /// A dispatch of `tasks` children that each run `true`, their goals `task 0`, `task 1`, ….
 pub fn spec(tasks: u32) -> DispatchSpec {
     let tasks = (0..tasks)
@@ -373,5 +359,19 @@ pub fn background_unit(session: SessionId, spec: DispatchSpec) -> NewDelegation 
         spec,
         host: None,
         transcript_root: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_name_replaces_the_urls_own_keeping_its_options() {
+        assert_eq!(
+            with_dbname("postgres://u:p@h:5/postgres?sslmode=require", "t1"),
+            "postgres://u:p@h:5/t1?sslmode=require"
+        );
+        assert_eq!(with_dbname("postgres://u@h:5", "t1"), "postgres://u@h:5/t1");
     }
 }
