@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::model::{Channel, DispatchSpec, SessionId, TaskSpec};
+use crate::model::{
+    Channel, Delegation, DelegationId, DispatchSpec, SessionId, TaskSpec, Timestamp, UnitStatus,
+};
 use crate::{Ledger, LedgerConfig, Location, NewDelegation, PgTarget, TokenSource};
 
 /// The variable naming the backend under test.
@@ -348,6 +350,25 @@ pub fn spec(tasks: u32) -> DispatchSpec {
         .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
         .collect();
     DispatchSpec::new("goal", tasks)
+}
+
+/// A recorded unit `id` that runs `spec`, dispatched and running since `at`: background, of no
+/// session and no host (set what a test needs with `..`).
+pub fn running_unit(id: DelegationId, spec: DispatchSpec, at: Timestamp) -> Delegation {
+    Delegation {
+        id,
+        session: None,
+        channel: Channel::Background,
+        spec,
+        status: UnitStatus::Running,
+        dispatched_at: at,
+        started_at: None,
+        ended_at: None,
+        host: None,
+        queue_seq: None,
+        interrupt: None,
+        transcript_dir: None,
+    }
 }
 
 /// A background unit of `session` that runs `spec`, named by no process yet.

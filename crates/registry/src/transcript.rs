@@ -525,33 +525,23 @@ impl LineSplitter {
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use ledger::{DispatchSpec, TaskSpec, UnitStatus};
+    use ledger::{DispatchSpec, TaskSpec};
 
     use super::*;
 
     /// A unit of `tasks` echo children, for tests.
     pub(crate) fn unit(tasks: usize) -> Delegation {
+        let tasks = (0..tasks)
+            .map(|i| {
+                let argv = vec!["echo".into(), format!("{i}")];
+                TaskSpec::new(format!("goal {i}\nsecond line"), argv)
+            })
+            .collect();
+        let spec = DispatchSpec::new("g", tasks);
+        let at = Timestamp(1_764_441_835_000);
         Delegation {
-            id: DelegationId::from_bits(0xabc),
-            session: None,
             channel: ledger::Channel::Inline,
-            spec: DispatchSpec::new(
-                "g",
-                (0..tasks)
-                    .map(|i| {
-                        let argv = vec!["echo".into(), format!("{i}")];
-                        TaskSpec::new(format!("goal {i}\nsecond line"), argv)
-                    })
-                    .collect(),
-            ),
-            status: UnitStatus::Running,
-            dispatched_at: Timestamp(1_764_441_835_000),
-            started_at: None,
-            ended_at: None,
-            host: None,
-            queue_seq: None,
-            interrupt: None,
-            transcript_dir: None,
+            ..ledger::testing::running_unit(DelegationId::from_bits(0xabc), spec, at)
         }
     }
 }
