@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use formatter::Boundary;
-use ledger::{Delegation, Event, Ledger, SessionId, Timestamp};
+use ledger::{ClaimToken, Delegation, Event, Ledger, SessionId, Timestamp};
 use router::{Router, RouterConfig, RouterError, SystemClock};
 
 /// What one boundary gave `drain`: the envelopes now held, and those someone else holds.
@@ -142,28 +142,60 @@ pub fn present(
         }
     }
     give_back(ledger, &rest);
+    show_and_settle(ledger, router, &shown, false, || show(&fitted.text))?;
+    Ok(shown.len())
+}
+
+/// Keeps the claims of `shown` alive while `show` runs (SPEC §6: renewed every heartbeat, so an
+/// output that blocks longer than the lease cannot let another consumer deliver them too), then
+/// settles them as [`settle`] does: acks all (unless `hold`) if `show` succeeded, gives all back
+/// if it failed.
+pub fn show_and_settle(
+    ledger: &Ledger,
+    router: &Router,
+    shown: &[Claimed],
+    hold: bool,
+    show: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let tokens: Vec<ClaimToken> = shown.iter().map(|t| t.token).collect();
+    // Settling below reports a claim lost meanwhile (for `drain`, exit 3).
+    let (result, _lost) = kept_alive(router, &tokens, show);
+    settle(ledger, shown, hold, result.is_ok())?;
+    result
+}
+
+/// Runs `show` while the claims of `tokens` are renewed every heartbeat (SPEC §6), then stops
+/// the renewals. Returns what `show` returned and the claims lost while it ran (another
+/// consumer took their events: they must not be acked). A claim whose renewal cannot start is
+/// shown all the same; its settlement says whether it still held.
+pub fn kept_alive<R>(
+    router: &Router,
+    tokens: &[ClaimToken],
+    show: impl FnOnce() -> R,
+) -> (R, Vec<ClaimToken>) {
     let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
-    let beats: Vec<router::KeepAlive> = shown
+    let beats: Vec<router::KeepAlive> = tokens
         .iter()
-        .filter_map(|t| match router.keep_alive(t.token, Arc::clone(&clock)) {
-            Ok(beat) => Some(beat),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot renew a claim while presenting it");
-                None
-            }
-        })
+        .filter_map(
+            |token| match router.keep_alive(*token, Arc::clone(&clock)) {
+                Ok(beat) => Some(beat),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot renew a claim while presenting it");
+                    None
+                }
+            },
+        )
         .collect();
-    let result = show(&fitted.text);
+    let result = show();
+    let mut lost = Vec::new();
     for beat in beats {
         let token = beat.token();
         if let Err(e) = beat.stop() {
-            // Settling below reports the lost claim.
             tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
+            lost.push(token);
         }
     }
-    settle(ledger, &shown, false, result.is_ok())?;
-    result?;
-    Ok(shown.len())
+    (result, lost)
 }
 
 /// How to read all of a shortened envelope, in one line.

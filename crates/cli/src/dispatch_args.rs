@@ -4,25 +4,7 @@ use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
 
 use crate::args::{DeliveryArg, DispatchArgs, RoleArg};
 use crate::exit::{Code, fail};
-use crate::tasks_file::{self, TasksFile};
-
-/// `leaf` / `orchestrator`.
-pub fn parse_role(text: &str) -> Option<Role> {
-    match text {
-        "leaf" => Some(Role::Leaf),
-        "orchestrator" => Some(Role::Orchestrator),
-        _ => None,
-    }
-}
-
-/// `after_turn` (or `after-turn`, as the flag is often typed) / `inject`.
-pub fn parse_delivery(text: &str) -> Option<DeliveryMode> {
-    match text {
-        "after_turn" | "after-turn" => Some(DeliveryMode::AfterTurn),
-        "inject" => Some(DeliveryMode::Inject),
-        _ => None,
-    }
-}
+use crate::tasks_file::{self, TasksFile, parse_delivery, parse_role};
 
 fn role(arg: Option<RoleArg>) -> Role {
     match arg {

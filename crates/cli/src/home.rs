@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
-use ledger::{Ledger, Timestamp};
+use ledger::{Ledger, SessionId, Timestamp};
 use registry::{Clock, SystemClock, housekeeping};
 
 use settings::Settings;
 
 use crate::config::{self, home_dir};
+use crate::exit::{Code, fail};
 
 /// Everything a command needs from its surroundings.
 #[derive(Debug)]
@@ -25,6 +26,20 @@ pub struct Home {
 /// The process environment, as a lookup function.
 pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
+}
+
+/// The session of `delegate`/`drain`: `--session`, else `HERMES_SESSION_ID`.
+pub fn session_of(flag: Option<&str>) -> anyhow::Result<SessionId> {
+    let raw = match flag {
+        Some(s) => s.to_owned(),
+        None => env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()).ok_or_else(|| {
+            fail(
+                Code::Usage,
+                "no session: pass --session S or set HERMES_SESSION_ID (for a one-shot run without a session use hermes -z)",
+            )
+        })?,
+    };
+    SessionId::new(raw).map_err(|e| fail(Code::Usage, e.to_string()))
 }
 
 /// The file-mode creation mask hermes was started with. hermes itself runs with `077`, so every

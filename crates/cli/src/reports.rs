@@ -118,7 +118,7 @@ pub fn child_json(
     at: ledger::Timestamp,
 ) -> Value {
     let task = unit.spec.tasks.get(child.index as usize);
-    let goal = task.map(|t| t.goal.clone()).unwrap_or_default();
+    let goal = unit.goal_of(child.index);
     let found = outcome_of(events, child.index);
     let usage = found.and_then(|(_, o)| o.usage.as_ref()).map(|u| {
         json!({

@@ -1,9 +1,28 @@
 //! The JSON tasks file of `--tasks FILE|-` (SPEC §8): unknown fields refused, empty lists,
 //! goals and commands refused with the path of the bad field.
 
+use ledger::{DeliveryMode, Role};
 use serde::Deserialize;
 
 use crate::exit::{Code, fail};
+
+/// `leaf` / `orchestrator`.
+pub fn parse_role(text: &str) -> Option<Role> {
+    match text {
+        "leaf" => Some(Role::Leaf),
+        "orchestrator" => Some(Role::Orchestrator),
+        _ => None,
+    }
+}
+
+/// `after_turn` (or `after-turn`, as the flag is often typed) / `inject`.
+pub fn parse_delivery(text: &str) -> Option<DeliveryMode> {
+    match text {
+        "after_turn" | "after-turn" => Some(DeliveryMode::AfterTurn),
+        "inject" => Some(DeliveryMode::Inject),
+        _ => None,
+    }
+}
 
 /// A tasks file.
 #[derive(Debug, Deserialize)]
@@ -87,7 +106,7 @@ pub fn check(file: TasksFile, origin: &str) -> anyhow::Result<TasksFile> {
             return Err(bad(format!("tasks[{i}].command[0]"), "is empty"));
         }
         if let Some(role) = &task.role
-            && crate::dispatch_args::parse_role(role).is_none()
+            && parse_role(role).is_none()
         {
             return Err(bad(
                 format!("tasks[{i}].role"),
@@ -96,7 +115,7 @@ pub fn check(file: TasksFile, origin: &str) -> anyhow::Result<TasksFile> {
         }
     }
     if let Some(delivery) = &file.delivery
-        && crate::dispatch_args::parse_delivery(delivery).is_none()
+        && parse_delivery(delivery).is_none()
     {
         return Err(bad("delivery".into(), "must be after_turn or inject"));
     }

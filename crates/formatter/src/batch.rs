@@ -4,7 +4,7 @@ use std::fmt;
 
 use ledger::{Channel, ChildOutcome, ChildStatus};
 
-use crate::body::{reason_text, write_body};
+use crate::body::{reason_text, write_body, write_transcript};
 use crate::envelope::Envelope;
 use crate::reminder::{Reminder, write_dispatched, write_reminder};
 use crate::text::{EXCERPT_MAX_CHARS, GOAL_MAX_CHARS, has_content, one_line};
@@ -118,13 +118,7 @@ fn write_task<W: fmt::Write + ?Sized>(
         writeln!(w, "Usage: {}", crate::text::usage(usage))?;
     }
     write_body(w, outcome)?;
-    if has_content(&outcome.transcript) {
-        writeln!(
-            w,
-            "Live transcript: {}",
-            one_line(&outcome.transcript, EXCERPT_MAX_CHARS)
-        )?;
-    } else {
+    if !write_transcript(w, outcome)? {
         writeln!(w, "Live transcript: (none)")?;
     }
     Ok(())

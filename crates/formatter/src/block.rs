@@ -4,10 +4,10 @@ use std::fmt;
 
 use ledger::{Channel, ChildOutcome};
 
-use crate::body::{calls, write_body};
+use crate::body::{calls, write_body, write_transcript};
 use crate::envelope::Envelope;
 use crate::reminder::{Reminder, write_dispatched, write_reminder};
-use crate::text::{EXCERPT_MAX_CHARS, has_content, one_line};
+use crate::text::{EXCERPT_MAX_CHARS, one_line};
 use crate::time::{RenderContext, human_duration};
 
 /// The first line of a single-child block, before the delegation id.
@@ -52,12 +52,6 @@ pub(crate) fn write_single<W: fmt::Write + ?Sized>(
     }
     writeln!(w, "{RESULT_RULE}")?;
     write_body(w, outcome)?;
-    if has_content(&outcome.transcript) {
-        writeln!(
-            w,
-            "Live transcript: {}",
-            one_line(&outcome.transcript, EXCERPT_MAX_CHARS)
-        )?;
-    }
+    write_transcript(w, outcome)?;
     Ok(())
 }

@@ -8,6 +8,23 @@ use ledger::{ChildOutcome, ChildStatus, ExitDetail, StallPhase, TimeoutPhase};
 use crate::text::{EXCERPT_MAX_CHARS, has_content, one_line, write_quoted};
 use crate::time::seconds;
 
+/// Writes the `Live transcript:` line of `outcome` when it names a transcript; returns whether
+/// it did.
+pub(crate) fn write_transcript<W: fmt::Write + ?Sized>(
+    w: &mut W,
+    outcome: &ChildOutcome,
+) -> Result<bool, fmt::Error> {
+    if !has_content(&outcome.transcript) {
+        return Ok(false);
+    }
+    writeln!(
+        w,
+        "Live transcript: {}",
+        one_line(&outcome.transcript, EXCERPT_MAX_CHARS)
+    )?;
+    Ok(true)
+}
+
 /// Writes the body of `outcome`. Ends with a line break; never empty.
 pub(crate) fn write_body<W: fmt::Write + ?Sized>(w: &mut W, outcome: &ChildOutcome) -> fmt::Result {
     match outcome.status {

@@ -33,6 +33,16 @@ struct Civil {
     second: u32,
 }
 
+impl Civil {
+    /// `2024-12-31T23:59:59`, with `between` instead of the `T`.
+    fn date_time(&self, between: char) -> String {
+        format!(
+            "{:04}-{:02}-{:02}{between}{:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+}
+
 /// The proleptic Gregorian date `days` days after 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -77,16 +87,7 @@ fn epoch_seconds(ts: Timestamp) -> i64 {
 /// ```
 pub fn rfc3339(ts: Timestamp) -> String {
     let c = civil(epoch_seconds(ts));
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        c.year,
-        c.month,
-        c.day,
-        c.hour,
-        c.minute,
-        c.second,
-        ts.as_millis() % 1_000
-    )
+    format!("{}.{:03}Z", c.date_time('T'), ts.as_millis() % 1_000)
 }
 
 /// `ts` as a local time at `utc_offset_seconds` from UTC: `2024-12-31 23:59:59 +01:00`.
@@ -96,13 +97,8 @@ pub fn local_time(ts: Timestamp, utc_offset_seconds: i32) -> String {
     let sign = if offset < 0 { '-' } else { '+' };
     let minutes = offset.unsigned_abs() / 60;
     format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {sign}{:02}:{:02}",
-        c.year,
-        c.month,
-        c.day,
-        c.hour,
-        c.minute,
-        c.second,
+        "{} {sign}{:02}:{:02}",
+        c.date_time(' '),
         minutes / 60,
         minutes % 60
     )
@@ -166,23 +162,15 @@ mod tests {
 
     #[test]
     fn rfc3339_known_values() {
-        assert_eq!(rfc3339(Timestamp(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            rfc3339(Timestamp(951_782_400_000)),
-            "2000-02-29T00:00:00.000Z"
-        );
-        assert_eq!(
-            rfc3339(Timestamp(1_735_689_599_250)),
-            "2024-12-31T23:59:59.250Z"
-        );
-        assert_eq!(
-            rfc3339(Timestamp(1_700_000_000_007)),
-            "2023-11-14T22:13:20.007Z"
-        );
-        assert_eq!(
-            rfc3339(Timestamp(4_102_444_800_000)),
-            "2100-01-01T00:00:00.000Z"
-        );
+        for (ms, text) in [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (1_735_689_599_250, "2024-12-31T23:59:59.250Z"),
+            (1_700_000_000_007, "2023-11-14T22:13:20.007Z"),
+            (4_102_444_800_000, "2100-01-01T00:00:00.000Z"),
+        ] {
+            assert_eq!(rfc3339(Timestamp(ms)), text, "{ms}");
+        }
     }
 
     #[test]

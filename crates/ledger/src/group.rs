@@ -264,7 +264,6 @@ mod tests {
     use crate::ledger::{LedgerConfig, TokenSource};
     use crate::model::Capacity;
     use crate::model::*;
-    use crate::units::NewDelegation;
 
     const T0: Timestamp = Timestamp(1_700_000_000_000);
     const ROOMY: Capacity = Capacity {
@@ -295,17 +294,7 @@ mod tests {
     }
 
     fn dispatch(ledger: &Ledger, tasks: u32) -> DelegationId {
-        let tasks = (0..tasks)
-            .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
-            .collect();
-        let new = NewDelegation {
-            id: None,
-            session: Some(session()),
-            channel: Channel::Background,
-            spec: DispatchSpec::new("goal", tasks),
-            host: None,
-            transcript_root: None,
-        };
+        let new = crate::testing::background_unit(session(), crate::testing::spec(tasks));
         ledger
             .dispatch(new, ROOMY, T0)
             .expect("dispatch")

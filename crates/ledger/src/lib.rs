@@ -16,10 +16,12 @@
 //! and is the only crate that names redb or a PostgreSQL client.
 
 mod ack;
+mod children;
 mod codec;
 mod error;
 mod events;
 mod group;
+mod interrupts;
 mod ledger;
 pub mod model;
 mod observe;
@@ -91,6 +93,6 @@ impl Location {
         }
     }
 }
-pub use units::{
-    Admission, FinishChild, InterruptTarget, Interrupts, NewDelegation, ProgressUpdate,
-};
+pub use children::{FinishChild, ProgressUpdate};
+pub use interrupts::{InterruptTarget, Interrupts};
+pub use units::{Admission, NewDelegation};

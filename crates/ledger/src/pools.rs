@@ -181,7 +181,7 @@ pub(crate) fn return_to_pool(w: &Writer<'_>, mut unit: Delegation) -> Result<Del
         unit.queue_seq = Some(seq);
     }
     crate::units::set_host(w, &mut unit, None)?;
-    // Waiting again: no tally, so no writer can finish it (see `units::check_owner`).
+    // Waiting again: no tally, so no writer can finish it (see `children::check_owner`).
     w.remove_tally(&unit.id)?;
     w.bump_activity()?;
     Ok(unit.id)

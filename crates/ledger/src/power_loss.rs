@@ -25,7 +25,7 @@ use crate::events::{ClaimOutcome, ClaimRequest};
 use crate::ledger::{Ledger, LedgerConfig, TokenSource};
 use crate::model::Capacity;
 use crate::model::*;
-use crate::units::NewDelegation;
+use crate::testing::{background_unit, spec};
 
 /// The simulated disk.
 #[derive(Debug)]
@@ -266,17 +266,7 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
         let result: Result<(), LedgerError> = match rng.u8(0..10) {
             0 | 1 => {
                 let tasks = rng.u32(1..4);
-                let tasks_spec = (0..tasks)
-                    .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
-                    .collect();
-                let new = NewDelegation {
-                    id: None,
-                    session: Some(session()),
-                    channel: Channel::Background,
-                    spec: DispatchSpec::new("goal", tasks_spec),
-                    host: None,
-                    transcript_root: None,
-                };
+                let new = background_unit(session(), spec(tasks));
                 ledger.dispatch(new, ROOMY, now).map(|a| {
                     p.units.insert(a.delegation.id, tasks);
                 })
@@ -515,14 +505,10 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
         );
     }
     // And the reopened file takes writes.
-    let new = NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: DispatchSpec::new("after", vec![TaskSpec::new("t", vec!["true".into()])]),
-        host: None,
-        transcript_root: None,
-    };
+    let new = background_unit(
+        session(),
+        DispatchSpec::new("after", vec![TaskSpec::new("t", vec!["true".into()])]),
+    );
     let dispatched = ledger.dispatch(new, ROOMY, T0.plus_ms(20_000_000));
     check(
         dispatched.is_ok(),

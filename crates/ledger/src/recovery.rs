@@ -11,13 +11,13 @@
 
 use std::collections::HashMap;
 
+use crate::children::{force_finish, unknown_outcome};
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
     Child, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId, Timestamp, UnitStatus,
 };
 use crate::sessions::{Liveness, is_live};
-use crate::units::{force_finish, unknown_outcome};
 
 /// Lines of transcript kept for a child whose outcome is unknown.
 pub const TAIL_LINES: usize = 20;

@@ -1,13 +1,13 @@
 //! Sessions and the hosts that run their children.
 
 use crate::error::{LedgerError, Result};
+use crate::interrupts::InterruptTarget;
 use crate::ledger::Ledger;
 use crate::model::{
     DelegationId, DropReason, Host, HostId, Locality, ProcessId, Session, SessionId, SessionState,
     Timestamp,
 };
 use crate::store::Writer;
-use crate::units::InterruptTarget;
 
 /// What ending a session did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl Ledger {
                     end.dropped_events += 1;
                 }
             }
-            let stopped = crate::units::interrupt_in(
+            let stopped = crate::interrupts::interrupt_in(
                 w,
                 &InterruptTarget::Session(id.clone()),
                 SESSION_END,

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::{Ledger, LedgerConfig, Location, PgTarget, TokenSource};
+use crate::model::{
+    Channel, Delegation, DelegationId, DispatchSpec, SessionId, TaskSpec, Timestamp, UnitStatus,
+};
+use crate::{Ledger, LedgerConfig, Location, NewDelegation, PgTarget, TokenSource};
 
 /// The variable naming the backend under test.
 pub const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
@@ -167,7 +170,7 @@ pub fn connection_is_encrypted(url: &str) -> bool {
         .backend
         .pg()
         .expect("a PostgreSQL ledger")
-        .query_bool("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .query_value::<bool>("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
         .expect("pg_stat_ssl answers")
 }
 
@@ -274,7 +277,7 @@ pub fn session_setting(url: &str, name: &str) -> String {
     let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
         .expect("the ledger connects");
     let pg = ledger.backend.pg().expect("a PostgreSQL ledger");
-    pg.query_text(&format!("SELECT current_setting('{name}')"))
+    pg.query_value::<String>(&format!("SELECT current_setting('{name}')"))
         .expect("reads the setting")
 }
 
@@ -339,6 +342,45 @@ pub fn query_bools(url: &str, sql: &str) -> Vec<bool> {
         Ok::<Vec<bool>, postgres::Error>((0..row.len()).map(|i| row.get::<_, bool>(i)).collect())
     })
     .unwrap_or_default()
+}
+
+/// A dispatch of `tasks` children that each run `true`, their goals `task 0`, `task 1`, ….
+pub fn spec(tasks: u32) -> DispatchSpec {
+    let tasks = (0..tasks)
+        .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
+        .collect();
+    DispatchSpec::new("goal", tasks)
+}
+
+/// A recorded unit `id` that runs `spec`, dispatched and running since `at`: background, of no
+/// session and no host (set what a test needs with `..`).
+pub fn running_unit(id: DelegationId, spec: DispatchSpec, at: Timestamp) -> Delegation {
+    Delegation {
+        id,
+        session: None,
+        channel: Channel::Background,
+        spec,
+        status: UnitStatus::Running,
+        dispatched_at: at,
+        started_at: None,
+        ended_at: None,
+        host: None,
+        queue_seq: None,
+        interrupt: None,
+        transcript_dir: None,
+    }
+}
+
+/// A background unit of `session` that runs `spec`, named by no process yet.
+pub fn background_unit(session: SessionId, spec: DispatchSpec) -> NewDelegation {
+    NewDelegation {
+        id: None,
+        session: Some(session),
+        channel: Channel::Background,
+        spec,
+        host: None,
+        transcript_root: None,
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use std::io::{self, Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -209,21 +210,10 @@ fn pump_up(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply: 
     let mut window: Vec<u8> = Vec::new();
     let mut sent = 0u64;
     loop {
-        if shared.stop.load(Ordering::SeqCst) {
-            return cut(shared, &from, &to);
-        }
-        let n = match from.read(&mut buf) {
-            Ok(0) => return drop((to.shutdown(Shutdown::Write), from.shutdown(Shutdown::Read))),
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue;
-            }
-            Err(_) => return cut(shared, &from, &to),
+        let n = match read_some(shared, &mut from, &to, &mut buf) {
+            ControlFlow::Break(()) => return,
+            ControlFlow::Continue(None) => continue,
+            ControlFlow::Continue(Some(n)) => n,
         };
         let data = &buf[..n];
         let mut state = lock(shared);
@@ -266,21 +256,10 @@ fn pump_down(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        if shared.stop.load(Ordering::SeqCst) {
-            return cut(shared, &from, &to);
-        }
-        let n = match from.read(&mut buf) {
-            Ok(0) => return drop((to.shutdown(Shutdown::Write), from.shutdown(Shutdown::Read))),
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue;
-            }
-            Err(_) => return cut(shared, &from, &to),
+        let n = match read_some(shared, &mut from, &to, &mut buf) {
+            ControlFlow::Break(()) => return,
+            ControlFlow::Continue(None) => continue,
+            ControlFlow::Continue(Some(n)) => n,
         };
         if lose_reply.load(Ordering::SeqCst) {
             // The server answered the trapped message: the client never hears it.
@@ -291,6 +270,40 @@ fn pump_down(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply
         }
         if to.write_all(&buf[..n]).is_err() {
             return cut(shared, &from, &to);
+        }
+    }
+}
+
+/// One read of a pump from `from` into `buf`: `Some(n)` bytes, `None` nothing yet (poll again),
+/// or `Break` when the pump ends — a stop asked for or a failed read cut both streams, the end of
+/// `from` closes that half.
+fn read_some(
+    shared: &Shared,
+    from: &mut TcpStream,
+    to: &TcpStream,
+    buf: &mut [u8],
+) -> ControlFlow<(), Option<usize>> {
+    if shared.stop.load(Ordering::SeqCst) {
+        cut(shared, from, to);
+        return ControlFlow::Break(());
+    }
+    match from.read(buf) {
+        Ok(0) => {
+            let _ = (to.shutdown(Shutdown::Write), from.shutdown(Shutdown::Read));
+            ControlFlow::Break(())
+        }
+        Ok(n) => ControlFlow::Continue(Some(n)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            ControlFlow::Continue(None)
+        }
+        Err(_) => {
+            cut(shared, from, to);
+            ControlFlow::Break(())
         }
     }
 }

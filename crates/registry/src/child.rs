@@ -324,15 +324,15 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
             ctx.clock.clone(),
         )),
     ];
-    Started::Running(Box::new(RunningChild::new(
+    Started::Running(Box::new(RunningChild {
         plan,
         live,
-        ctx.clone(),
-        spawned.child,
-        spawned.process,
-        now,
+        ctx: ctx.clone(),
+        child: spawned.child,
+        process: spawned.process,
+        started_at: now,
         readers,
-    )))
+    }))
 }
 
 /// `text` kept to `max` bytes (head and tail around a marker naming `transcript`).

@@ -34,39 +34,22 @@ struct Ending {
     kill_at: Timestamp,
 }
 
-/// A child that runs.
+/// A child that runs, as `child::start` made it.
 #[derive(Debug)]
 pub(crate) struct RunningChild {
-    plan: ChildPlan,
-    live: Arc<LiveChild>,
-    ctx: Context,
-    child: Child,
-    process: ProcessId,
-    started_at: Timestamp,
-    readers: Vec<JoinHandle<()>>,
+    /// What it runs and where its transcript goes.
+    pub(crate) plan: ChildPlan,
+    /// What is known about it while it runs, shared with its readers and the host.
+    pub(crate) live: Arc<LiveChild>,
+    pub(crate) ctx: Context,
+    pub(crate) child: Child,
+    pub(crate) process: ProcessId,
+    pub(crate) started_at: Timestamp,
+    /// The tasks reading its stdout, stderr and progress pipe.
+    pub(crate) readers: Vec<JoinHandle<()>>,
 }
 
 impl RunningChild {
-    pub(crate) fn new(
-        plan: ChildPlan,
-        live: Arc<LiveChild>,
-        ctx: Context,
-        child: Child,
-        process: ProcessId,
-        started_at: Timestamp,
-        readers: Vec<JoinHandle<()>>,
-    ) -> RunningChild {
-        RunningChild {
-            plan,
-            live,
-            ctx,
-            child,
-            process,
-            started_at,
-            readers,
-        }
-    }
-
     pub(crate) fn process(&self) -> ProcessId {
         self.process
     }

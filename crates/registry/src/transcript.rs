@@ -29,6 +29,14 @@ pub fn task_log_path(dir: &Path, index: u32) -> PathBuf {
     dir.join(format!("task-{index}.log"))
 }
 
+/// The transcripts of every child of `unit` under `root`, in task order.
+pub fn task_logs(root: &Path, unit: &Delegation) -> Vec<PathBuf> {
+    let dir = unit_dir(root, &unit.id);
+    (0..unit.task_count())
+        .map(|index| task_log_path(&dir, index))
+        .collect()
+}
+
 /// The raw stream of an agent child `index` in `dir`, beside its transcript (SPEC §14).
 pub fn task_raw_path(dir: &Path, index: u32) -> PathBuf {
     dir.join(format!("task-{index}.jsonl"))
@@ -517,33 +525,23 @@ impl LineSplitter {
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use ledger::{DispatchSpec, TaskSpec, UnitStatus};
+    use ledger::{DispatchSpec, TaskSpec};
 
     use super::*;
 
     /// A unit of `tasks` echo children, for tests.
     pub(crate) fn unit(tasks: usize) -> Delegation {
+        let tasks = (0..tasks)
+            .map(|i| {
+                let argv = vec!["echo".into(), format!("{i}")];
+                TaskSpec::new(format!("goal {i}\nsecond line"), argv)
+            })
+            .collect();
+        let spec = DispatchSpec::new("g", tasks);
+        let at = Timestamp(1_764_441_835_000);
         Delegation {
-            id: DelegationId::from_bits(0xabc),
-            session: None,
             channel: ledger::Channel::Inline,
-            spec: DispatchSpec::new(
-                "g",
-                (0..tasks)
-                    .map(|i| {
-                        let argv = vec!["echo".into(), format!("{i}")];
-                        TaskSpec::new(format!("goal {i}\nsecond line"), argv)
-                    })
-                    .collect(),
-            ),
-            status: UnitStatus::Running,
-            dispatched_at: Timestamp(1_764_441_835_000),
-            started_at: None,
-            ended_at: None,
-            host: None,
-            queue_seq: None,
-            interrupt: None,
-            transcript_dir: None,
+            ..ledger::testing::running_unit(DelegationId::from_bits(0xabc), spec, at)
         }
     }
 }

@@ -1,9 +1,8 @@
 //! Builders for the unit tests' ledger values.
 
 use ledger::{
-    Channel, ChildOutcome, ChildStatus, ClaimToken, Delegation, DelegationId, DeliveryMode,
-    DispatchSpec, Event, EventKey, EventPayload, EventState, Lease, SessionId, Timestamp,
-    UnitStatus,
+    ChildOutcome, ChildStatus, ClaimToken, Delegation, DelegationId, DeliveryMode, DispatchSpec,
+    Event, EventKey, EventPayload, EventState, Lease, SessionId, Timestamp,
 };
 
 pub(crate) fn sid(id: &str) -> SessionId {
@@ -15,22 +14,13 @@ pub(crate) fn unit_id(bits: u64) -> DelegationId {
 }
 
 pub(crate) fn delegation(bits: u64, session: &str, delivery: DeliveryMode) -> Delegation {
+    let spec = DispatchSpec {
+        delivery,
+        ..DispatchSpec::new("goal", Vec::new())
+    };
     Delegation {
-        id: unit_id(bits),
         session: Some(sid(session)),
-        channel: Channel::Background,
-        spec: DispatchSpec {
-            delivery,
-            ..DispatchSpec::new("goal", Vec::new())
-        },
-        status: UnitStatus::Running,
-        dispatched_at: Timestamp(0),
-        started_at: None,
-        ended_at: None,
-        host: None,
-        queue_seq: None,
-        interrupt: None,
-        transcript_dir: None,
+        ..ledger::testing::running_unit(unit_id(bits), spec, Timestamp(0))
     }
 }
 

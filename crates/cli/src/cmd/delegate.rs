@@ -15,26 +15,12 @@ use registry::RegistryError;
 use crate::args::DelegateArgs;
 use crate::dispatch_args;
 use crate::exit::{Code, fail};
-use crate::home::{Home, env_var, now};
+use crate::home::{Home, now, session_of};
 use crate::output;
 use crate::reports;
 
 /// How long `delegate` waits for a headless host it started to claim the session.
 const HOST_START_LIMIT: Duration = Duration::from_secs(10);
-
-/// The session of `delegate`/`drain`: `--session`, else `HERMES_SESSION_ID`.
-pub fn session_of(flag: Option<&str>) -> anyhow::Result<SessionId> {
-    let raw = match flag {
-        Some(s) => s.to_owned(),
-        None => env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()).ok_or_else(|| {
-            fail(
-                Code::Usage,
-                "no session: pass --session S or set HERMES_SESSION_ID (for a one-shot run without a session use hermes -z)",
-            )
-        })?,
-    };
-    SessionId::new(raw).map_err(|e| fail(Code::Usage, e.to_string()))
-}
 
 /// Runs `delegate`.
 pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
@@ -126,7 +112,10 @@ fn answer(
     host_pid: Option<u32>,
 ) -> anyhow::Result<Code> {
     let unit = &admission.delegation;
-    let transcripts = transcripts_of(config, unit);
+    let transcripts: Vec<String> = registry::transcript::task_logs(&config.transcript_root, unit)
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect();
     let workers = match unit.pool() {
         Some(pool) => {
             let workers = reports::live_workers(ledger, pool)?;
@@ -245,18 +234,6 @@ fn dispatch_text(
     }
     text.push_str(&format!("  results: hermes drain --session {session}\n"));
     text
-}
-
-/// The live transcripts of a unit's children.
-fn transcripts_of(config: &registry::Config, unit: &ledger::Delegation) -> Vec<String> {
-    let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
-    (0..unit.task_count())
-        .map(|i| {
-            registry::transcript::task_log_path(&dir, i)
-                .display()
-                .to_string()
-        })
-        .collect()
 }
 
 /// S's host, if it is alive (its lease and, from this locality, its process).

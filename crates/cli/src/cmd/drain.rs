@@ -6,13 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
-use router::KeepAlive;
 
 use crate::args::{BoundaryArg, DrainArgs};
-use crate::cmd::delegate::session_of;
 use crate::deliver::{self, Round};
 use crate::exit::Code;
-use crate::home::{Home, now, render_context};
+use crate::home::{Home, now, render_context, session_of};
 use crate::output;
 
 /// Runs `drain`.
@@ -49,30 +47,9 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         Some(_) => home.sweeping(&ledger, take)?,
         None => take()?,
     };
-    // SPEC §6: the claims are renewed every heartbeat while they are presented, so a stdout
-    // that blocks longer than the lease cannot let another consumer deliver them too.
-    let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
-    let beats: Vec<KeepAlive> = round
-        .delivered
-        .iter()
-        .filter_map(|t| match router.keep_alive(t.token, Arc::clone(&clock)) {
-            Ok(beat) => Some(beat),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot renew a claim while presenting it");
-                None
-            }
-        })
-        .collect();
-    let printed = present(&round, args, &session, boundary);
-    for beat in beats {
-        let token = beat.token();
-        if let Err(e) = beat.stop() {
-            // Settling below reports the lost claim (exit 3).
-            tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
-        }
-    }
-    deliver::settle(&ledger, &round.delivered, args.hold, printed.is_ok())?;
-    printed?;
+    deliver::show_and_settle(&ledger, &router, &round.delivered, args.hold, || {
+        present(&round, args, &session, boundary)
+    })?;
     Ok(Code::Ok)
 }
 

@@ -3,12 +3,12 @@
 //! once the text was written, and given back (deferred) if it could not be shown.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use formatter::Envelope;
-use ledger::{Delegation, Event};
+use ledger::{ClaimToken, Delegation, Event};
 use router::{Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
 
+use crate::deliver::kept_alive;
 use crate::home::{now, render_context};
 
 /// A claimed envelope, rendered before it was claimed.
@@ -64,26 +64,8 @@ pub fn present(
     if claimed.is_empty() {
         return;
     }
-    let clock: Arc<dyn router::Clock> = Arc::new(SystemClock);
-    let keep: Vec<_> = claimed
-        .iter()
-        .filter_map(|c| match router.keep_alive(c.token, clock.clone()) {
-            Ok(keep) => Some(keep),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot renew a claim while presenting it");
-                None
-            }
-        })
-        .collect();
-    let shown = show(&text(&claimed, boundary));
-    let mut lost = Vec::new();
-    for keep in keep {
-        let token = keep.token();
-        if let Err(e) = keep.stop() {
-            tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
-            lost.push(token);
-        }
-    }
+    let tokens: Vec<ClaimToken> = claimed.iter().map(|c| c.token).collect();
+    let (shown, lost) = kept_alive(router, &tokens, || show(&text(&claimed, boundary)));
     for c in &claimed {
         if lost.contains(&c.token) {
             continue;

@@ -49,7 +49,11 @@ pub async fn background(
             let config = home.registry();
             let (host, admission) =
                 crate::cmd::delegate::into_session_host(&home, &ledger, &config, &s, spec, None)?;
-            let transcripts = transcripts(&config, &admission.delegation);
+            let transcripts: Vec<String> =
+                registry::transcript::task_logs(&config.transcript_root, &admission.delegation)
+                    .iter()
+                    .map(|path| path.display().to_string())
+                    .collect();
             Ok((admission, transcripts, host))
         })
         .await;
@@ -101,15 +105,4 @@ pub async fn background(
         map.insert("note".into(), inject_note(agent).into());
     }
     ok_json(&answer)
-}
-
-fn transcripts(config: &registry::Config, unit: &ledger::Delegation) -> Vec<String> {
-    let dir = registry::transcript::unit_dir(&config.transcript_root, &unit.id);
-    (0..unit.task_count())
-        .map(|i| {
-            registry::transcript::task_log_path(&dir, i)
-                .display()
-                .to_string()
-        })
-        .collect()
 }

@@ -193,13 +193,15 @@ fn host_of<'a>(unit: &Delegation, hosts: &'a [Host]) -> Option<&'a Host> {
         .and_then(|p| hosts.iter().find(|h| h.process == p))
 }
 
-fn lease_health<'a>(
-    hosts: impl Iterator<Item = &'a Host>,
+/// The lease health of the hosts of `live` that `serves` picks.
+fn lease_health(
+    live: &[&Host],
+    serves: impl Fn(&Host) -> bool,
     now: Timestamp,
     limits: &Limits,
 ) -> LeaseHealth {
     let (mut late, mut left): (Option<u64>, Option<u64>) = (None, None);
-    for host in hosts {
+    for host in live.iter().copied().filter(|h| serves(h)) {
         let since = now.ms_since(host.heartbeat_at);
         if since > 2 * limits.heartbeat_ms {
             late = Some(late.map_or(since, |l| l.max(since)));
@@ -212,6 +214,27 @@ fn lease_health<'a>(
         (None, Some(left_ms)) => LeaseHealth::Ok { left_ms },
         (None, None) => LeaseHealth::None,
     }
+}
+
+/// How many units of `running` and of `queued` each line has, by the name `line_of` gives a
+/// unit's line (a unit it gives none is on no line).
+fn unit_counts(
+    running: &[UnitView],
+    queued: &[UnitView],
+    line_of: impl Fn(&UnitView) -> Option<String>,
+) -> BTreeMap<String, (usize, usize)> {
+    let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for view in running {
+        if let Some(name) = line_of(view) {
+            counts.entry(name).or_default().0 += 1;
+        }
+    }
+    for view in queued {
+        if let Some(name) = line_of(view) {
+            counts.entry(name).or_default().1 += 1;
+        }
+    }
+    counts
 }
 
 fn machines(
@@ -239,27 +262,13 @@ fn machines(
     // Session units of background hosts take a machine's slots; pool and inline ones do not.
     let takes_slot =
         |v: &UnitView| v.unit.pool().is_none() && v.unit.channel == ledger::Channel::Background;
-    for (views, running) in [(running, true), (queued, false)] {
-        for view in views.iter().filter(|v| takes_slot(v)) {
-            let Some(name) = machine_of(view, hosts) else {
-                continue;
-            };
-            let entry = out.entry(name.clone()).or_insert_with(|| line(&name));
-            if running {
-                entry.used += 1;
-            } else {
-                entry.queued += 1;
-            }
-        }
+    let slot_of = |v: &UnitView| takes_slot(v).then(|| machine_of(v, hosts)).flatten();
+    for (name, counts) in unit_counts(running, queued, slot_of) {
+        let entry = out.entry(name.clone()).or_insert_with(|| line(&name));
+        (entry.used, entry.queued) = counts;
     }
     for entry in out.values_mut() {
-        entry.lease = lease_health(
-            live.iter()
-                .copied()
-                .filter(|h| h.locality.hostname == entry.name),
-            now,
-            limits,
-        );
+        entry.lease = lease_health(live, |h| h.locality.hostname == entry.name, now, limits);
     }
     out.into_values().collect()
 }
@@ -289,24 +298,14 @@ fn pools(
             entry.capacity += worker.capacity;
         }
     }
-    for (views, running) in [(running, true), (queued, false)] {
-        for pool in views.iter().filter_map(|v| v.unit.pool()) {
-            let entry = out.entry(pool.to_owned()).or_insert_with(|| line(pool));
-            if running {
-                entry.used += 1;
-            } else {
-                entry.queued += 1;
-            }
-        }
+    let pool_of = |v: &UnitView| v.unit.pool().map(str::to_owned);
+    for (pool, counts) in unit_counts(running, queued, pool_of) {
+        let entry = out.entry(pool.clone()).or_insert_with(|| line(&pool));
+        (entry.used, entry.queued) = counts;
     }
     for entry in out.values_mut() {
-        entry.lease = lease_health(
-            live.iter()
-                .copied()
-                .filter(|h| h.worker.as_ref().is_some_and(|w| w.pool == entry.name)),
-            now,
-            limits,
-        );
+        let serves = |h: &Host| h.worker.as_ref().is_some_and(|w| w.pool == entry.name);
+        entry.lease = lease_health(live, serves, now, limits);
     }
     out.into_values().collect()
 }
@@ -424,12 +423,7 @@ fn child_line(
         .collect();
     ChildLine {
         index: child.index,
-        goal: unit
-            .spec
-            .tasks
-            .get(child.index as usize)
-            .map(|t| t.goal.clone())
-            .unwrap_or_default(),
+        goal: unit.goal_of(child.index).to_owned(),
         status: if running && stalling.is_some() {
             "stalling".to_owned()
         } else {

@@ -42,6 +42,14 @@ impl Delegation {
         self.spec.tasks.len() as u32
     }
 
+    /// The goal of its child `index` (empty when it has no such task).
+    pub fn goal_of(&self, index: u32) -> &str {
+        self.spec
+            .tasks
+            .get(index as usize)
+            .map_or("", |t| t.goal.as_str())
+    }
+
     /// The worker pool that runs it, if it is a pool unit.
     pub fn pool(&self) -> Option<&str> {
         self.spec.pool.as_deref()

@@ -1,8 +1,8 @@
 //! The backend seam: typed reads and writes inside one transaction.
 //!
-//! Every ledger operation (`events.rs`, `units.rs`, `sessions.rs`, `recovery.rs`, `queries.rs`)
-//! is written once, against [`ReadTx`] and [`WriteTx`]; the rules it applies live in those files
-//! and in `rules.rs`, never in a backend. A backend supplies only transactional storage of the
+//! Every ledger operation (`events.rs`, `units.rs`, `children.rs`, `sessions.rs`, `recovery.rs`,
+//! `queries.rs`, …) is written once, against [`ReadTx`] and [`WriteTx`]; the rules it applies
+//! live in those files and in `rules.rs`, never in a backend. A backend supplies only transactional storage of the
 //! ledger's records and the indexes over them:
 //!
 //! - `redb/` — the embedded default: one file, typed redb tables, index tables kept in step;

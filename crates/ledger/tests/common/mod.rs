@@ -32,10 +32,7 @@ pub fn registered_host(ledger: &Ledger, pid: u32) -> ProcessId {
 }
 
 pub fn spec(tasks: u32) -> DispatchSpec {
-    let tasks = (0..tasks)
-        .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
-        .collect();
-    DispatchSpec::new("goal", tasks)
+    ledger::testing::spec(tasks)
 }
 
 pub fn outcome(index: u32, status: ChildStatus, at: Timestamp) -> ChildOutcome {

@@ -25,10 +25,6 @@ impl AgentCli for Claude {
         "claude"
     }
 
-    fn program(&self) -> &'static str {
-        "claude"
-    }
-
     fn argv(&self, prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String> {
         let mut argv: Vec<String> = [
             "claude",

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::event::Event;
 use super::profile::{AgentCli, ReadState};
-use super::stream::{object, short, str_at};
+use super::stream::{read_object_line, short, str_at};
 
 /// Codex CLI.
 #[derive(Debug)]
@@ -17,10 +17,6 @@ pub struct Codex;
 
 impl AgentCli for Codex {
     fn name(&self) -> &'static str {
-        "codex"
-    }
-
-    fn program(&self) -> &'static str {
         "codex"
     }
 
@@ -45,11 +41,7 @@ impl AgentCli for Codex {
     }
 
     fn read(&self, line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
-        let Some(line) = object(line) else {
-            return false;
-        };
-        read_object(&line, state, out);
-        true
+        read_object_line(line, state, out, read_object)
     }
 }
 

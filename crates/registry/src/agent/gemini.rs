@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::event::Event;
 use super::profile::{AgentCli, ReadState};
-use super::stream::{object, short, str_at};
+use super::stream::{read_object_line, short, str_at};
 
 /// Gemini CLI.
 #[derive(Debug)]
@@ -15,10 +15,6 @@ pub struct Gemini;
 
 impl AgentCli for Gemini {
     fn name(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn program(&self) -> &'static str {
         "gemini"
     }
 
@@ -59,11 +55,7 @@ impl AgentCli for Gemini {
     }
 
     fn read(&self, line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
-        let Some(line) = object(line) else {
-            return false;
-        };
-        read_object(&line, state, out);
-        true
+        read_object_line(line, state, out, read_object)
     }
 }
 

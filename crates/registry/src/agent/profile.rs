@@ -35,8 +35,10 @@ impl ReadState {
 pub trait AgentCli: Sync + std::fmt::Debug {
     /// The profile's name (`--agent NAME`), which is also its adapter's (`--adapter NAME`).
     fn name(&self) -> &'static str;
-    /// The executable.
-    fn program(&self) -> &'static str;
+    /// The executable: the profile's name unless the agent says otherwise.
+    fn program(&self) -> &'static str {
+        self.name()
+    }
     /// The argv that runs `prompt` headless, streaming JSON, with `model` and the allowed
     /// `tools` (empty: the agent's defaults) where the agent has such flags.
     fn argv(&self, prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String>;

@@ -205,8 +205,23 @@ pub fn usage_words(usage: &ledger::Usage) -> String {
     text
 }
 
+/// Reads one line of a stream of JSON objects through `read_object`; `false` if the line is
+/// not a JSON object (the [`AgentCli::read`] of such a stream).
+pub(crate) fn read_object_line(
+    line: &[u8],
+    state: &mut ReadState,
+    out: &mut Vec<Event>,
+    read_object: fn(&Value, &mut ReadState, &mut Vec<Event>),
+) -> bool {
+    let Some(line) = object(line) else {
+        return false;
+    };
+    read_object(&line, state, out);
+    true
+}
+
 /// The line as a JSON object, if it is one.
-pub(crate) fn object(line: &[u8]) -> Option<Value> {
+fn object(line: &[u8]) -> Option<Value> {
     match serde_json::from_slice::<Value>(line) {
         Ok(value @ Value::Object(_)) => Some(value),
         _ => None,

@@ -116,8 +116,11 @@ impl Pg {
         Ok(pg)
     }
 
-    /// Runs a one-value boolean query on a pooled connection (tests).
-    pub(crate) fn query_bool(&self, sql: &str) -> Result<bool> {
+    /// Runs a one-value query on a pooled connection (tests).
+    pub(crate) fn query_value<T>(&self, sql: &str) -> Result<T>
+    where
+        T: for<'r> postgres::types::FromSql<'r> + Send,
+    {
         off_runtime(|| {
             let mut conn = self.take()?;
             let row = conn
@@ -125,20 +128,7 @@ impl Pg {
                 .query_one(sql, &[])
                 .map_err(|e| self.statement_error(&e))?;
             self.put_back(conn);
-            Ok(row.get::<_, bool>(0))
-        })
-    }
-
-    /// Runs a one-value text query on a pooled connection (tests).
-    pub(crate) fn query_text(&self, sql: &str) -> Result<String> {
-        off_runtime(|| {
-            let mut conn = self.take()?;
-            let row = conn
-                .client
-                .query_one(sql, &[])
-                .map_err(|e| self.statement_error(&e))?;
-            self.put_back(conn);
-            Ok(row.get::<_, String>(0))
+            Ok(row.get::<_, T>(0))
         })
     }
 

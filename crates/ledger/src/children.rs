@@ -1,0 +1,473 @@
+//! Children: their start, progress and stalls, finalization exactly once (a per-unit tally
+//! row keeps finishing a child O(1) in the batch's size), and the fencing check on every host
+//! write (`check_owner`).
+
+use std::collections::BTreeSet;
+
+use crate::error::{LedgerError, Result};
+use crate::events::publish_in;
+use crate::ledger::Ledger;
+
+use crate::model::{
+    Child, ChildOutcome, ChildStatus, Delegation, DelegationId, EventKey, EventPayload, ExitDetail,
+    HostId, ProcessId, Progress, Stalling, Timestamp, UnitStatus, UnitTally,
+};
+use crate::store::{Writer, is_task_of};
+use crate::units::Owner;
+
+/// A batch of progress to persist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgressUpdate {
+    /// The unit.
+    pub delegation_id: DelegationId,
+    /// The child.
+    pub index: u32,
+    /// Its token now.
+    pub progress: Progress,
+    /// Its last output (at most `TAIL_CHARS`), if it changed: stored so that recovery on any
+    /// machine has a tail even where the transcript is out of reach.
+    pub tail: Option<String>,
+}
+
+/// What finishing a child did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FinishChild {
+    /// Whether its `task:N` event was published now (false: it was already final, nothing
+    /// happened).
+    pub published: bool,
+    /// The unit's status when this made the unit terminal.
+    pub unit_status: Option<UnitStatus>,
+}
+
+impl Ledger {
+    /// Records that a child's process started; `writer` is the host's fencing epoch.
+    pub fn child_started(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        index: u32,
+        process: ProcessId,
+        now: Timestamp,
+    ) -> Result<()> {
+        let id = id.clone();
+        self.write_grouped(move |_, w| {
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
+            let mut child = w
+                .child(&id, index)?
+                .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
+            if child.status.is_terminal() {
+                return Ok(((), false));
+            }
+            child.status = ChildStatus::Running;
+            child.process = Some(process);
+            child.started_at = Some(now);
+            // Where its transcript is: the machine of the host that started it.
+            child.machine = match unit.host {
+                Some(host) => w.host(host)?.map(|h| h.locality.hostname),
+                None => None,
+            }
+            .filter(|name| !name.is_empty());
+            w.put_child(&child)?;
+            Ok(((), true))
+        })
+    }
+
+    /// Persists progress tokens (and tails) of running children, in one transaction. Updates
+    /// about units `writer` no longer owns are not applied; their units are returned.
+    pub fn record_progress(
+        &self,
+        writer: HostId,
+        updates: &[ProgressUpdate],
+    ) -> Result<Vec<DelegationId>> {
+        if updates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let updates = updates.to_vec();
+        self.write_grouped(move |_, w| {
+            let mut fenced: Vec<DelegationId> = Vec::new();
+            // Units already checked this round: a unit's children come together, and its owner
+            // is read once for all of them.
+            let mut owned: Vec<&DelegationId> = Vec::new();
+            let mut wrote = false;
+            for update in &updates {
+                let id = &update.delegation_id;
+                if fenced.contains(id) {
+                    continue;
+                }
+                if !owned.contains(&id) {
+                    let Some(unit) = w.delegation(id.as_str())? else {
+                        continue;
+                    };
+                    if check_owner(w, &unit, writer).is_err() {
+                        fenced.push(id.clone());
+                        continue;
+                    }
+                    owned.push(id);
+                }
+                if let Some(mut child) = w.child(id, update.index)?
+                    && !child.status.is_terminal()
+                {
+                    child.progress = update.progress.clone();
+                    w.put_child(&child)?;
+                    wrote = true;
+                    if let Some(tail) = &update.tail {
+                        w.put_child_tail(id, update.index, tail)?;
+                    }
+                }
+            }
+            Ok((fenced, wrote))
+        })
+    }
+
+    /// Finalizes one child exactly once: marks it terminal and publishes its `task:N` event in
+    /// one transaction. A child that is already final (force-finalized, say) publishes nothing.
+    /// The unit becomes terminal when its last child does.
+    ///
+    /// `writer` is the finishing host's fencing epoch: a host that no longer owns the unit (it
+    /// was recovered, or handed over) gets `LedgerError::Fenced` and nothing is written.
+    pub fn finish_child(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+        now: Timestamp,
+    ) -> Result<FinishChild> {
+        self.finish_child_with_progress(writer, id, outcome, None, now)
+    }
+
+    /// [`Ledger::finish_child`], persisting the child's final progress token in the same
+    /// transaction, so `delegation status` shows what the child really did last rather than
+    /// the last periodic snapshot.
+    pub fn finish_child_with_progress(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+        progress: Option<Progress>,
+        now: Timestamp,
+    ) -> Result<FinishChild> {
+        if !outcome.status.is_terminal() {
+            return Err(LedgerError::Invalid(format!(
+                "cannot finish task {} of {id} with status {}",
+                outcome.index, outcome.status
+            )));
+        }
+        let id = id.clone();
+        self.write_grouped(move |_, w| {
+            let id = &id;
+            // A unit that is not terminal has a tally: this child and the tally are all that
+            // is read (the tally names the unit's host too). Units recorded by an older build
+            // have none and are read whole.
+            let tally = w.tally(id)?;
+            let unit = match tally {
+                Some(_) => None,
+                None => Some(
+                    w.delegation(id.as_str())?
+                        .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?,
+                ),
+            };
+            match (&tally, &unit) {
+                (Some(tally), _) => check_host(w, id, tally.host, writer)?,
+                (None, Some(unit)) => check_owner(w, unit, writer)?,
+                (None, None) => check_host(w, id, None, writer)?,
+            }
+            let mut child = w
+                .child(id, outcome.index)?
+                .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
+            if child.status.is_terminal() {
+                return Ok((
+                    FinishChild {
+                        published: false,
+                        unit_status: None,
+                    },
+                    false,
+                ));
+            }
+            if let Some(progress) = progress.clone() {
+                child.progress = progress;
+            }
+            apply_outcome(&mut child, &outcome);
+            w.put_child(&child)?;
+            let key = EventKey::Task(outcome.index);
+            let status = outcome.status;
+            let unit_status = match (tally, unit) {
+                (Some(mut tally), _) => {
+                    let owner = Owner {
+                        id,
+                        session: tally.session.as_ref(),
+                        delivery: tally.delivery,
+                    };
+                    publish_in(w, owner, key, EventPayload::Task(outcome.clone()), now)?;
+                    tally.add(status);
+                    settle_tallied(w, id, tally, now)?
+                }
+                (None, Some(unit)) => {
+                    publish_in(
+                        w,
+                        Owner::of(&unit),
+                        key,
+                        EventPayload::Task(outcome.clone()),
+                        now,
+                    )?;
+                    settle_unit(w, unit, now)?
+                }
+                (None, None) => None,
+            };
+            Ok((
+                FinishChild {
+                    published: true,
+                    unit_status,
+                },
+                true,
+            ))
+        })
+    }
+
+    /// Records that child `stalling.index` of `id` is stalling (SIGTERM sent), so status views
+    /// show its stall fields during the grace period. Returns whether it was recorded (not if
+    /// the child is already final).
+    pub fn child_stalling(&self, id: &DelegationId, stalling: &Stalling) -> Result<bool> {
+        self.write_then(|w| {
+            let recorded = w
+                .child(id, stalling.index)?
+                .is_some_and(|c| !c.status.is_terminal());
+            if recorded {
+                w.put_stall(id, stalling)?;
+            }
+            Ok((recorded, recorded))
+        })
+    }
+
+    /// The children of a unit that were found stalling, by index (a child that ended since
+    /// keeps its record; its outcome says how it ended).
+    pub fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
+        self.read(|r| r.stalls(id))
+    }
+
+    /// Force-finalizes a unit: every child not yet final gets the outcome given for it in
+    /// `missing` (or `unknown` if none was given), all in one `terminal` event. Returns the
+    /// unit's status, or `None` if it was already terminal.
+    /// `writer` is the host's fencing epoch, checked as for [`Ledger::finish_child`].
+    pub fn finish_unit(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        missing: Vec<ChildOutcome>,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<Option<UnitStatus>> {
+        self.write_then(|w| {
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
+            if unit.status.is_terminal() {
+                return Ok((None, false));
+            }
+            let status = force_finish(w, unit, missing.clone(), reason, now)?;
+            Ok((Some(status), true))
+        })
+    }
+
+    /// Whether every child of the unit has its own `task:N` event or is covered by the
+    /// `terminal` event. Extra or out-of-range keys never make a unit look complete.
+    pub fn is_fully_recorded(&self, id: &DelegationId) -> Result<bool> {
+        self.read(|r| {
+            let unit = r
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            let events = r.events(id)?;
+            Ok(recorded(&unit, &events).len() == unit.task_count() as usize)
+        })
+    }
+}
+
+/// The children of `unit` that `events` account for.
+pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTreeSet<u32> {
+    let n = unit.task_count();
+    let mut seen = BTreeSet::new();
+    for event in events {
+        match (&event.key, &event.payload) {
+            (key, EventPayload::Task(outcome))
+                if is_task_of(*key, n) && *key == EventKey::Task(outcome.index) =>
+            {
+                seen.insert(outcome.index);
+            }
+            (EventKey::Terminal, EventPayload::Terminal { children, .. }) => {
+                seen.extend(children.iter().map(|c| c.index).filter(|i| *i < n));
+            }
+            _ => {}
+        }
+    }
+    seen
+}
+
+fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
+    child.status = outcome.status;
+    child.ended_at = Some(outcome.ended_at);
+    child.exit_code = outcome.exit_code;
+    child.signal = outcome.signal;
+    child.started_at = child.started_at.or(outcome.started_at);
+    child.progress.api_calls = child.progress.api_calls.max(outcome.api_calls);
+    child.progress.current_tool = None;
+}
+
+/// Refuses a host's write about `unit` unless the host (`writer`, its fencing epoch) still owns
+/// it: the unit names the host's process and that process's record carries the same epoch. A
+/// unit no host owns (recorded by hand, as tools and tests do) takes any writer: a host's units
+/// always name it, and a dead host's units keep naming it after its record is gone. A pool unit
+/// with no host waits for a worker and takes no writer (it has no tally either while it waits,
+/// so `finish_child` reads it whole and checks it here).
+fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> {
+    if unit.host.is_none() && unit.pool().is_some() {
+        return Err(LedgerError::Fenced {
+            delegation: unit.id.clone(),
+            host: writer,
+        });
+    }
+    check_host(w, &unit.id, unit.host, writer)
+}
+
+/// [`check_owner`] for the unit `id` whose host is `host`.
+fn check_host(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    host: Option<ProcessId>,
+    writer: HostId,
+) -> Result<()> {
+    let owns = match host {
+        Some(process) => w.host(process)?.is_some_and(|h| h.host_id == writer),
+        None => true,
+    };
+    if owns {
+        Ok(())
+    } else {
+        Err(LedgerError::Fenced {
+            delegation: id.clone(),
+            host: writer,
+        })
+    }
+}
+
+/// Records the tally; once every child finished, marks the unit terminal (reading it once)
+/// and returns its final status.
+fn settle_tallied(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    tally: UnitTally,
+    now: Timestamp,
+) -> Result<Option<UnitStatus>> {
+    if tally.finished_count() < u64::from(tally.task_count) {
+        w.put_tally(id, &tally)?;
+        return Ok(None);
+    }
+    w.remove_tally(id)?;
+    let Some(mut unit) = w.delegation(id.as_str())? else {
+        return Ok(None);
+    };
+    if unit.status.is_terminal() {
+        return Ok(None);
+    }
+    unit.status = UnitStatus::from_counts(&tally.finished);
+    unit.ended_at = Some(now);
+    w.put_delegation(&unit)?;
+    Ok(Some(unit.status))
+}
+
+/// Marks the unit terminal if every child is; returns its final status if it became terminal.
+fn settle_unit(w: &Writer<'_>, mut unit: Delegation, now: Timestamp) -> Result<Option<UnitStatus>> {
+    if unit.status.is_terminal() {
+        return Ok(None);
+    }
+    let children = w.children(&unit.id)?;
+    if children.iter().any(|c| !c.status.is_terminal()) {
+        return Ok(None);
+    }
+    let statuses: Vec<ChildStatus> = children.iter().map(|c| c.status).collect();
+    unit.status = UnitStatus::from_children(&statuses);
+    unit.ended_at = Some(now);
+    w.put_delegation(&unit)?;
+    Ok(Some(unit.status))
+}
+
+/// Force-finalizes `unit` inside `w` (see `Ledger::finish_unit`).
+pub(crate) fn force_finish(
+    w: &Writer<'_>,
+    unit: Delegation,
+    missing: Vec<ChildOutcome>,
+    reason: &str,
+    now: Timestamp,
+) -> Result<UnitStatus> {
+    let mut covered = Vec::new();
+    for mut child in w.children(&unit.id)? {
+        if child.status.is_terminal() {
+            continue;
+        }
+        let outcome = missing
+            .iter()
+            .find(|o| o.index == child.index && o.status.is_terminal())
+            .cloned()
+            .unwrap_or_else(|| unknown_outcome(&unit, &child, reason, now));
+        apply_outcome(&mut child, &outcome);
+        w.put_child(&child)?;
+        covered.push(outcome);
+    }
+    let statuses: Vec<ChildStatus> = w.children(&unit.id)?.iter().map(|c| c.status).collect();
+    let status = UnitStatus::from_children(&statuses);
+    if !covered.is_empty() {
+        let payload = EventPayload::Terminal {
+            unit_status: status,
+            reason: reason.to_owned(),
+            children: covered,
+        };
+        publish_in(w, Owner::of(&unit), EventKey::Terminal, payload, now)?;
+    }
+    w.remove_tally(&unit.id)?;
+    let mut unit = unit;
+    unit.status = status;
+    unit.ended_at = Some(now);
+    w.put_delegation(&unit)?;
+    Ok(status)
+}
+
+/// The outcome recorded for a child whose fate is not known.
+pub(crate) fn unknown_outcome(
+    unit: &Delegation,
+    child: &Child,
+    reason: &str,
+    now: Timestamp,
+) -> ChildOutcome {
+    let started = child.status == ChildStatus::Running;
+    ChildOutcome {
+        index: child.index,
+        goal: unit.goal_of(child.index).to_owned(),
+        status: if started {
+            ChildStatus::Unknown
+        } else {
+            ChildStatus::Cancelled
+        },
+        exit_code: None,
+        signal: None,
+        started_at: child.started_at,
+        ended_at: now,
+        api_calls: child.progress.api_calls,
+        result: String::new(),
+        stderr_tail: None,
+        transcript_tail: None,
+        transcript: child.transcript.clone().unwrap_or_default(),
+        detail: if started {
+            ExitDetail::Unknown {
+                reason: reason.to_owned(),
+            }
+        } else {
+            ExitDetail::Cancelled {
+                reason: reason.to_owned(),
+            }
+        },
+        model: None,
+        usage: None,
+    }
+}
