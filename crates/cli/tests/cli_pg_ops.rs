@@ -232,3 +232,105 @@ fn two_deployments_on_one_database_keep_their_sessions_hosts_and_results_apart()
         bad.stderr
     );
 }
+
+/// A process the test started, killed when the test ends however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the_next_unit() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    // The dispatcher reaches the server directly; the worker's machine through the proxy.
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let timings = [
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+    ];
+    let log = machine.path().join("worker.log");
+    let mut command = machine.command(&["worker", "--pool", "p", "--capacity", "1"]);
+    command
+        .envs(timings)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the worker's log"));
+    let mut worker = Killed(command.spawn().expect("the worker starts"));
+    let pid = u64::from(worker.0.id());
+    let live_worker = |h: &Hermes| {
+        h.json(&["worker", "list", "--json"])["workers"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|w| w["pid"] == pid))
+    };
+    let limit = Duration::from_secs(60);
+    common::wait_for(limit, "the worker to register", || {
+        live_worker(&dispatcher).then_some(())
+    });
+    let dispatch = |script: &str| {
+        let run = dispatcher.run_env(
+            &[
+                "delegate",
+                "--session",
+                "W",
+                "--pool",
+                "p",
+                "--json",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            &timings,
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.json()["delegation_id"].as_str().expect("id").to_owned()
+    };
+    let status = |id: &str| dispatcher.json(&["delegation", "status", id, "--json"]);
+    let before = dispatch("sleep 120");
+    common::wait_for(limit, "the first unit to run", || {
+        (status(&before)["status"] == "running").then_some(())
+    });
+
+    // The outage: nothing the worker sends is answered, until it has fenced itself.
+    proxy.black_hole();
+    common::wait_for(limit, "the worker to fence itself", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("lost its lease").then_some(())
+    });
+    proxy.pass();
+    proxy.drop_all();
+
+    common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
+        (status(&before)["status"] == "unknown").then_some(())
+    });
+    common::wait_for(limit, "the worker to re-register", || {
+        live_worker(&dispatcher).then_some(())
+    });
+    let after = dispatch("echo after the outage");
+    let mut drained = String::new();
+    common::wait_for(limit, "the next unit's result", || {
+        let run = dispatcher.run(&["drain", "--session", "W", "--wait", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        drained.push_str(&run.stdout);
+        drained.contains("│ after the outage").then_some(())
+    });
+    let done = status(&after);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["worker"]["pid"], pid,
+        "the same worker process ran it: {done}"
+    );
+    assert!(
+        worker.0.try_wait().expect("waits").is_none(),
+        "the worker still runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("re-registered with a fresh epoch"), "{text}");
+}

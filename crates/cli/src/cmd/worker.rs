@@ -58,17 +58,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
         // Watch the signals before registering, so a stop that comes at once is not lost.
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-        let host = Host::start(
-            ledger,
-            home.registry(),
-            Arc::new(SystemClock),
-            HostOptions {
-                kind: HostKind::Worker,
-                session: None,
-                worker: Some(pool.clone()),
-            },
-        )
-        .await?;
+        let mut host = start(&ledger, &home, &pool).await?;
         if let Some(listener) = metrics {
             crate::metrics::serve::spawn(
                 listener,
@@ -90,14 +80,29 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
                 _ = int.recv() => break,
             }
             if host.is_fenced() {
-                return Err(fail(
-                    Code::WorkFailed,
-                    format!(
-                        "worker {} of pool {} lost its lease and stopped its children; their units are recovered by other hermes processes",
-                        host.process().pid,
+                // A long outage ends no worker (SPEC §11.1): once the ledger answers again and
+                // the fenced epoch's units were recovered, it carries on under a fresh one.
+                let pid = host.process().pid;
+                tracing::warn!(pool = %pool.pool, pid, "worker fenced; re-registering with a fresh epoch once the ledger answers");
+                if !quiet {
+                    eprintln!(
+                        "hermes: worker {pid} of pool {} lost its lease and stopped its children (their units are recovered); re-registering once the ledger answers",
                         pool.pool
-                    ),
-                ));
+                    );
+                }
+                let Some(fresh) = rejoin(&ledger, &home, &pool, &host, &mut term, &mut int).await
+                else {
+                    // Stopped while waiting: nothing runs and nothing is claimed.
+                    return anyhow::Ok(());
+                };
+                host = fresh;
+                tracing::info!(pool = %pool.pool, pid, "worker re-registered with a fresh epoch");
+                if !quiet {
+                    eprintln!(
+                        "hermes: worker {pid} of pool {} re-registered with a fresh epoch",
+                        pool.pool
+                    );
+                }
             }
         }
         if !quiet {
@@ -119,6 +124,94 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
         anyhow::Ok(())
     })?;
     Ok(Code::Ok)
+}
+
+/// Starts the worker's host: a fresh fencing epoch, registered, taking units of `pool`.
+async fn start(
+    ledger: &Arc<ledger::Ledger>,
+    home: &Home,
+    pool: &WorkerPool,
+) -> Result<Host, registry::RegistryError> {
+    Host::start(
+        Arc::clone(ledger),
+        home.registry(),
+        Arc::new(SystemClock),
+        HostOptions {
+            kind: HostKind::Worker,
+            session: None,
+            worker: Some(pool.clone()),
+        },
+    )
+    .await
+}
+
+/// The longest pause between two attempts at re-registering a fenced worker.
+const REJOIN_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// Re-registers a worker whose host `fenced` fenced itself, once the ledger answers and the
+/// fenced epoch's units were recovered: its lease has run out, and a recovery sweep (this
+/// one, or any other process's) ended its running units `unknown` and put what it took but
+/// never started back in the pool. Registering before that would make those units look owned
+/// by a live host, since the new epoch has the same process. `None`: SIGTERM or SIGINT came
+/// while waiting.
+async fn rejoin(
+    ledger: &Arc<ledger::Ledger>,
+    home: &Home,
+    pool: &WorkerPool,
+    fenced: &Host,
+    term: &mut tokio::signal::unix::Signal,
+    int: &mut tokio::signal::unix::Signal,
+) -> Option<Host> {
+    let (me, old_epoch) = (fenced.process(), fenced.host_id());
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let (ledger2, config) = (Arc::clone(ledger), home.registry());
+        // Blocking ledger calls, off the runtime; a call the server never answers must not
+        // keep the signals from being heard.
+        let ready = tokio::task::spawn_blocking(move || -> ledger::Result<bool> {
+            let at = now();
+            if let Some(record) = ledger2.host(me)?
+                && record.host_id == old_epoch
+                && record.lease_expires_at > at
+            {
+                return Ok(false);
+            }
+            registry::housekeeping::sweep(
+                &ledger2,
+                &registry::OsReaper::new(),
+                &config,
+                at,
+                false,
+            )?;
+            let listing = ledger2.list(None, 0)?;
+            let owned = listing
+                .running
+                .iter()
+                .chain(&listing.queued)
+                .any(|unit| unit.host == Some(me));
+            Ok(!owned)
+        });
+        let ready = tokio::select! {
+            joined = ready => joined,
+            _ = term.recv() => return None,
+            _ = int.recv() => return None,
+        };
+        match ready {
+            Ok(Ok(true)) => match start(ledger, home, pool).await {
+                Ok(host) => return Some(host),
+                Err(e) => tracing::warn!(error = %e, "cannot re-register the worker yet"),
+            },
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the ledger does not answer yet"),
+            Err(e) => tracing::warn!(error = %e, "the re-registration check failed"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = term.recv() => return None,
+            _ = int.recv() => return None,
+        }
+        pause = (pause * 2).min(REJOIN_MAX_PAUSE);
+    }
 }
 
 /// Stops a worker: no more units are taken (those it never took stay in the pool), running
