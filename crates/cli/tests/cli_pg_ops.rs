@@ -293,8 +293,13 @@ fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the
     };
     let status = |id: &str| dispatcher.json(&["delegation", "status", id, "--json"]);
     let before = dispatch("sleep 120");
-    common::wait_for(limit, "the first unit to run", || {
-        (status(&before)["status"] == "running").then_some(())
+    // Its child's start recorded, not only the unit taken (a taken unit is `running` at
+    // once): a unit whose child's start the outage kept from the ledger was, for recovery,
+    // never started, and goes back to the pool instead of ending `unknown`.
+    common::wait_for(limit, "the first unit's child to start", || {
+        let unit = status(&before);
+        (unit["tasks"][0]["status"] == "running" && unit["tasks"][0]["pid"].is_u64())
+            .then_some(())
     });
 
     // The outage: nothing the worker sends is answered, until it has fenced itself.
