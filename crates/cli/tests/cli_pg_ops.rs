@@ -298,8 +298,7 @@ fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the
     // never started, and goes back to the pool instead of ending `unknown`.
     common::wait_for(limit, "the first unit's child to start", || {
         let unit = status(&before);
-        (unit["tasks"][0]["status"] == "running" && unit["tasks"][0]["pid"].is_u64())
-            .then_some(())
+        (unit["tasks"][0]["status"] == "running" && unit["tasks"][0]["pid"].is_u64()).then_some(())
     });
 
     // The outage: nothing the worker sends is answered, until it has fenced itself.
@@ -338,4 +337,135 @@ fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the
     );
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("re-registered with a fresh epoch"), "{text}");
+}
+
+/// A headless host of session `H` started on a machine that reaches the server through a
+/// proxy, with a short lease and one child at a time, its log, and the pid of its process.
+fn proxied_host(machine: &Hermes, timings: &[(&str, &str)]) -> (Killed, std::path::PathBuf, u64) {
+    let log = machine.path().join("host.log");
+    let mut command = machine.command(&["host", "--session", "H"]);
+    command
+        .envs(timings.iter().copied())
+        .env("HERMES_HOST_IDLE_EXIT_SECONDS", "60")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the host's log"));
+    let host = Killed(command.spawn().expect("the host starts"));
+    let pid = u64::from(host.0.id());
+    (host, log, pid)
+}
+
+#[test]
+fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_work() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let timings = [
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+        ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1"),
+    ];
+    let (mut host, log, pid) = proxied_host(&machine, &timings);
+    let session = ledger::SessionId::new("H").expect("id");
+    let hosted = || {
+        let ledger = dispatcher.ledger();
+        let process = ledger.session(&session).ok()??.host?;
+        (u64::from(process.pid) == pid && ledger.host(process).ok()?.is_some()).then_some(())
+    };
+    let limit = Duration::from_secs(60);
+    common::wait_for(limit, "the host to register", hosted);
+    let dispatch = |script: &str| {
+        let args = [
+            "delegate",
+            "--session",
+            "H",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ];
+        let run = dispatcher.run_env(&args, &timings);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.json()["delegation_id"].as_str().expect("id").to_owned()
+    };
+    let status = |id: &str| dispatcher.json(&["delegation", "status", id, "--json"]);
+    let before = dispatch("sleep 120");
+    common::wait_for(limit, "the first unit's child to start", || {
+        status(&before)["tasks"][0]["pid"].is_u64().then_some(())
+    });
+    // One child at a time: this one waits, assigned to the host, through the outage.
+    let after = dispatch("echo after the outage");
+    assert_eq!(status(&after)["status"], "queued");
+
+    proxy.black_hole();
+    common::wait_for(limit, "the host to fence itself", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("lost its lease").then_some(())
+    });
+    proxy.pass();
+    proxy.drop_all();
+
+    common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
+        (status(&before)["status"] == "unknown").then_some(())
+    });
+    let mut drained = String::new();
+    common::wait_for(limit, "the queued unit's result", || {
+        let run = dispatcher.run(&["drain", "--session", "H", "--wait", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        drained.push_str(&run.stdout);
+        drained.contains("│ after the outage").then_some(())
+    });
+    let done = status(&after);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["host_pid"], pid,
+        "the same host process ran it: {done}"
+    );
+    assert!(
+        host.0.try_wait().expect("waits").is_none(),
+        "the host still runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("re-registered with a fresh epoch"), "{text}");
+    common::wait_for(limit, "the host to host the session again", hosted);
+}
+
+#[test]
+fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let timings = [
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+    ];
+    let (mut host, log, _) = proxied_host(&machine, &timings);
+    let args = ["delegate", "--session", "H", "--json", "--", "sleep", "120"];
+    let run = dispatcher.run_env(&args, &timings);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let status = || dispatcher.json(&["delegation", "status", &id, "--json"]);
+    let limit = Duration::from_secs(60);
+    common::wait_for(limit, "the unit's child to start", || {
+        status()["tasks"][0]["pid"].is_u64().then_some(())
+    });
+    proxy.black_hole();
+    common::wait_for(limit, "the host to fence itself", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("lost its lease").then_some(())
+    });
+    proxy.pass();
+    proxy.drop_all();
+    let exited = common::wait_for(limit, "the host to exit", || {
+        host.0.try_wait().expect("waits")
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(exited.success(), "{exited}: {text}");
+    assert!(text.contains("has no work left"), "{text}");
+    assert_eq!(status()["status"], "unknown");
 }

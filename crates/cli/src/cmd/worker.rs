@@ -10,13 +10,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use ledger::{HostKind, WorkerPool};
 use registry::{Host, HostOptions, SystemClock};
 use serde_json::json;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{WorkerArgs, WorkerCommand};
+use crate::cmd::rejoin::{self, Backoff, Signals};
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
 use crate::output::{self, time};
@@ -56,8 +55,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
     let runtime = crate::home::runtime()?;
     runtime.block_on(async move {
         // Watch the signals before registering, so a stop that comes at once is not lost.
-        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-        let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+        let mut signals = Signals::watch()?;
         let mut host = start(&ledger, &home, &pool).await?;
         if let Some(listener) = metrics {
             crate::metrics::serve::spawn(
@@ -76,8 +74,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
-                _ = term.recv() => break,
-                _ = int.recv() => break,
+                () = signals.received() => break,
             }
             if host.is_fenced() {
                 // A long outage ends no worker (SPEC §11.1): once the ledger answers again and
@@ -90,7 +87,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
                         pool.pool
                     );
                 }
-                let Some(fresh) = rejoin(&ledger, &home, &pool, &host, &mut term, &mut int).await
+                let Some(fresh) = rejoin(&ledger, &home, &pool, &host, &mut signals).await
                 else {
                     // Stopped while waiting: nothing runs and nothing is claimed.
                     return anyhow::Ok(());
@@ -120,7 +117,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
                 }
             );
         }
-        stop(&host, drain, &mut term, &mut int).await;
+        stop(&host, drain, &mut signals).await;
         anyhow::Ok(())
     })?;
     Ok(Code::Ok)
@@ -145,92 +142,46 @@ async fn start(
     .await
 }
 
-/// The longest pause between two attempts at re-registering a fenced worker.
-const REJOIN_MAX_PAUSE: Duration = Duration::from_secs(2);
-
 /// Re-registers a worker whose host `fenced` fenced itself, once the ledger answers and the
-/// fenced epoch's units were recovered: its lease has run out, and a recovery sweep (this
-/// one, or any other process's) ended its running units `unknown` and put what it took but
-/// never started back in the pool. Registering before that would make those units look owned
-/// by a live host, since the new epoch has the same process. `None`: SIGTERM or SIGINT came
-/// while waiting.
+/// fenced epoch's units were recovered (`rejoin::await_recovery`). `None`: SIGTERM or SIGINT
+/// came while waiting.
 async fn rejoin(
     ledger: &Arc<ledger::Ledger>,
     home: &Home,
     pool: &WorkerPool,
     fenced: &Host,
-    term: &mut tokio::signal::unix::Signal,
-    int: &mut tokio::signal::unix::Signal,
+    signals: &mut Signals,
 ) -> Option<Host> {
-    let (me, old_epoch) = (fenced.process(), fenced.host_id());
-    let mut pause = Duration::from_millis(100);
+    let config = home.registry();
+    if !rejoin::await_recovery(ledger, &config, fenced.process(), fenced.host_id(), signals).await {
+        return None;
+    }
+    let mut backoff = Backoff::new();
     loop {
-        let (ledger2, config) = (Arc::clone(ledger), home.registry());
-        // Blocking ledger calls, off the runtime; a call the server never answers must not
-        // keep the signals from being heard.
-        let ready = tokio::task::spawn_blocking(move || -> ledger::Result<bool> {
-            let at = now();
-            if let Some(record) = ledger2.host(me)?
-                && record.host_id == old_epoch
-                && record.lease_expires_at > at
-            {
-                return Ok(false);
-            }
-            registry::housekeeping::sweep(
-                &ledger2,
-                &registry::OsReaper::new(),
-                &config,
-                at,
-                false,
-            )?;
-            let listing = ledger2.list(None, 0)?;
-            let owned = listing
-                .running
-                .iter()
-                .chain(&listing.queued)
-                .any(|unit| unit.host == Some(me));
-            Ok(!owned)
-        });
-        let ready = tokio::select! {
-            joined = ready => joined,
-            _ = term.recv() => return None,
-            _ = int.recv() => return None,
-        };
-        match ready {
-            Ok(Ok(true)) => match start(ledger, home, pool).await {
+        tokio::select! {
+            started = start(ledger, home, pool) => match started {
                 Ok(host) => return Some(host),
                 Err(e) => tracing::warn!(error = %e, "cannot re-register the worker yet"),
             },
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "the ledger does not answer yet"),
-            Err(e) => tracing::warn!(error = %e, "the re-registration check failed"),
+            () = signals.received() => return None,
         }
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            _ = term.recv() => return None,
-            _ = int.recv() => return None,
+        if !backoff.pause(signals).await {
+            return None;
         }
-        pause = (pause * 2).min(REJOIN_MAX_PAUSE);
     }
 }
 
 /// Stops a worker: no more units are taken (those it never took stay in the pool), running
 /// children may finish within `drain` (a second SIGTERM/SIGINT cuts that short), then what
 /// still runs is interrupted with `worker_shutdown` and finalized, and the worker unregisters.
-async fn stop(
-    host: &Host,
-    drain: Duration,
-    term: &mut tokio::signal::unix::Signal,
-    int: &mut tokio::signal::unix::Signal,
-) {
+async fn stop(host: &Host, drain: Duration, signals: &mut Signals) {
     host.stop_taking().await;
     let started = Instant::now();
     tracing::info!(running = host.running().len(), ?drain, "worker stopping");
     while !host.running().is_empty() && started.elapsed() < drain && !host.is_fenced() {
         tokio::select! {
             () = tokio::time::sleep(POLL.min(drain.saturating_sub(started.elapsed()))) => {}
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+            () = signals.received() => break,
         }
     }
     host.shutdown(SHUTDOWN_REASON).await;
