@@ -340,8 +340,13 @@ fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the
 }
 
 /// A headless host of session `H` started on a machine that reaches the server through a
-/// proxy, with a short lease and one child at a time, its log, and the pid of its process.
-fn proxied_host(machine: &Hermes, timings: &[(&str, &str)]) -> (Killed, std::path::PathBuf, u64) {
+/// proxy (with `timings`, and no idle exit while the test runs), its log and its pid, once it
+/// hosts the session: a `delegate` before that would start a host of its own.
+fn proxied_host(
+    dispatcher: &Hermes,
+    machine: &Hermes,
+    timings: &[(&str, &str)],
+) -> (Killed, std::path::PathBuf, u64) {
     let log = machine.path().join("host.log");
     let mut command = machine.command(&["host", "--session", "H"]);
     command
@@ -351,7 +356,18 @@ fn proxied_host(machine: &Hermes, timings: &[(&str, &str)]) -> (Killed, std::pat
         .stderr(std::fs::File::create(&log).expect("the host's log"));
     let host = Killed(command.spawn().expect("the host starts"));
     let pid = u64::from(host.0.id());
+    wait_hosted(dispatcher, pid, "the host to register");
     (host, log, pid)
+}
+
+/// Waits until process `pid` hosts session `H` and has registered.
+fn wait_hosted(dispatcher: &Hermes, pid: u64, what: &str) {
+    let session = ledger::SessionId::new("H").expect("id");
+    common::wait_for(std::time::Duration::from_secs(60), what, || {
+        let ledger = dispatcher.ledger();
+        let process = ledger.session(&session).ok()??.host?;
+        (u64::from(process.pid) == pid && ledger.host(process).ok()?.is_some()).then_some(())
+    });
 }
 
 #[test]
@@ -366,15 +382,8 @@ fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_
         ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
         ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1"),
     ];
-    let (mut host, log, pid) = proxied_host(&machine, &timings);
-    let session = ledger::SessionId::new("H").expect("id");
-    let hosted = || {
-        let ledger = dispatcher.ledger();
-        let process = ledger.session(&session).ok()??.host?;
-        (u64::from(process.pid) == pid && ledger.host(process).ok()?.is_some()).then_some(())
-    };
+    let (mut host, log, pid) = proxied_host(&dispatcher, &machine, &timings);
     let limit = Duration::from_secs(60);
-    common::wait_for(limit, "the host to register", hosted);
     let dispatch = |script: &str| {
         let args = [
             "delegate",
@@ -430,7 +439,7 @@ fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_
     );
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("re-registered with a fresh epoch"), "{text}");
-    common::wait_for(limit, "the host to host the session again", hosted);
+    wait_hosted(&dispatcher, pid, "the host to host the session again");
 }
 
 #[test]
@@ -444,7 +453,7 @@ fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered(
         ("HERMES_HOST_LEASE_SECONDS", "3"),
         ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
     ];
-    let (mut host, log, _) = proxied_host(&machine, &timings);
+    let (mut host, log, _) = proxied_host(&dispatcher, &machine, &timings);
     let args = ["delegate", "--session", "H", "--json", "--", "sleep", "120"];
     let run = dispatcher.run_env(&args, &timings);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -468,4 +477,49 @@ fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered(
     assert!(exited.success(), "{exited}: {text}");
     assert!(text.contains("has no work left"), "{text}");
     assert_eq!(status()["status"], "unknown");
+}
+
+#[test]
+fn a_headless_host_whose_connections_fail_for_less_than_its_lease_keeps_hosting() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    // The default lease (30 s): the outage below is far shorter, so the host never fences.
+    let (mut host, log, pid) = proxied_host(&dispatcher, &machine, &[]);
+    let limit = Duration::from_secs(60);
+    // Every connection is cut as soon as it sends anything: each of the idle host's looks
+    // at its units fails, on a fresh connection or not.
+    let before = proxy.faults();
+    proxy.cut_after(0);
+    common::wait_for(limit, "the host's ledger calls to fail", || {
+        (proxy.faults() >= before + 3).then_some(())
+    });
+    proxy.pass();
+    assert!(
+        host.0.try_wait().expect("waits").is_none(),
+        "the host still runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let args = [
+        "delegate",
+        "--session",
+        "H",
+        "--json",
+        "--",
+        "echo",
+        "still hosted",
+    ];
+    let run = dispatcher.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut drained = String::new();
+    common::wait_for(limit, "the unit's result", || {
+        let run = dispatcher.run(&["drain", "--session", "H", "--wait", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        drained.push_str(&run.stdout);
+        drained.contains("│ still hosted").then_some(())
+    });
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let done = dispatcher.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(done["host_pid"], pid, "the same host ran it: {done}");
 }
