@@ -232,3 +232,294 @@ fn two_deployments_on_one_database_keep_their_sessions_hosts_and_results_apart()
         bad.stderr
     );
 }
+
+/// A process the test started, killed when the test ends however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the_next_unit() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    // The dispatcher reaches the server directly; the worker's machine through the proxy.
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let timings = [
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+    ];
+    let log = machine.path().join("worker.log");
+    let mut command = machine.command(&["worker", "--pool", "p", "--capacity", "1"]);
+    command
+        .envs(timings)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the worker's log"));
+    let mut worker = Killed(command.spawn().expect("the worker starts"));
+    let pid = u64::from(worker.0.id());
+    let live_worker = |h: &Hermes| {
+        h.json(&["worker", "list", "--json"])["workers"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|w| w["pid"] == pid))
+    };
+    let limit = Duration::from_secs(60);
+    common::wait_for(limit, "the worker to register", || {
+        live_worker(&dispatcher).then_some(())
+    });
+    let dispatch = |script: &str| {
+        let run = dispatcher.run_env(
+            &[
+                "delegate",
+                "--session",
+                "W",
+                "--pool",
+                "p",
+                "--json",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            &timings,
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.json()["delegation_id"].as_str().expect("id").to_owned()
+    };
+    let status = |id: &str| dispatcher.json(&["delegation", "status", id, "--json"]);
+    let before = dispatch("sleep 120");
+    // Its child's start recorded, not only the unit taken (a taken unit is `running` at
+    // once): a unit whose child's start the outage kept from the ledger was, for recovery,
+    // never started, and goes back to the pool instead of ending `unknown`.
+    common::wait_for(limit, "the first unit's child to start", || {
+        let unit = status(&before);
+        (unit["tasks"][0]["status"] == "running" && unit["tasks"][0]["pid"].is_u64()).then_some(())
+    });
+
+    // The outage: nothing the worker sends is answered, until it has fenced itself.
+    proxy.black_hole();
+    common::wait_for(limit, "the worker to fence itself", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("lost its lease").then_some(())
+    });
+    proxy.pass();
+    proxy.drop_all();
+
+    common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
+        (status(&before)["status"] == "unknown").then_some(())
+    });
+    common::wait_for(limit, "the worker to re-register", || {
+        live_worker(&dispatcher).then_some(())
+    });
+    let after = dispatch("echo after the outage");
+    let mut drained = String::new();
+    common::wait_for(limit, "the next unit's result", || {
+        let run = dispatcher.run(&["drain", "--session", "W", "--wait", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        drained.push_str(&run.stdout);
+        drained.contains("│ after the outage").then_some(())
+    });
+    let done = status(&after);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["worker"]["pid"], pid,
+        "the same worker process ran it: {done}"
+    );
+    assert!(
+        worker.0.try_wait().expect("waits").is_none(),
+        "the worker still runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("re-registered with a fresh epoch"), "{text}");
+}
+
+/// A headless host of session `H` started on a machine that reaches the server through a
+/// proxy (with `timings`, and no idle exit while the test runs), its log and its pid, once it
+/// hosts the session: a `delegate` before that would start a host of its own.
+fn proxied_host(
+    dispatcher: &Hermes,
+    machine: &Hermes,
+    timings: &[(&str, &str)],
+) -> (Killed, std::path::PathBuf, u64) {
+    let log = machine.path().join("host.log");
+    let mut command = machine.command(&["host", "--session", "H"]);
+    command
+        .envs(timings.iter().copied())
+        .env("HERMES_HOST_IDLE_EXIT_SECONDS", "60")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("the host's log"));
+    let host = Killed(command.spawn().expect("the host starts"));
+    let pid = u64::from(host.0.id());
+    wait_hosted(dispatcher, pid, "the host to register");
+    (host, log, pid)
+}
+
+/// Waits until process `pid` hosts session `H` and has registered.
+fn wait_hosted(dispatcher: &Hermes, pid: u64, what: &str) {
+    let session = ledger::SessionId::new("H").expect("id");
+    common::wait_for(std::time::Duration::from_secs(60), what, || {
+        let ledger = dispatcher.ledger();
+        let process = ledger.session(&session).ok()??.host?;
+        (u64::from(process.pid) == pid && ledger.host(process).ok()?.is_some()).then_some(())
+    });
+}
+
+#[test]
+fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_work() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let timings = [
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+        ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1"),
+    ];
+    let (mut host, log, pid) = proxied_host(&dispatcher, &machine, &timings);
+    let limit = Duration::from_secs(60);
+    let dispatch = |script: &str| {
+        let args = [
+            "delegate",
+            "--session",
+            "H",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ];
+        let run = dispatcher.run_env(&args, &timings);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.json()["delegation_id"].as_str().expect("id").to_owned()
+    };
+    let status = |id: &str| dispatcher.json(&["delegation", "status", id, "--json"]);
+    let before = dispatch("sleep 120");
+    common::wait_for(limit, "the first unit's child to start", || {
+        status(&before)["tasks"][0]["pid"].is_u64().then_some(())
+    });
+    // One child at a time: this one waits, assigned to the host, through the outage.
+    let after = dispatch("echo after the outage");
+    assert_eq!(status(&after)["status"], "queued");
+
+    proxy.black_hole();
+    common::wait_for(limit, "the host to fence itself", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("lost its lease").then_some(())
+    });
+    proxy.pass();
+    proxy.drop_all();
+
+    common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
+        (status(&before)["status"] == "unknown").then_some(())
+    });
+    let mut drained = String::new();
+    common::wait_for(limit, "the queued unit's result", || {
+        let run = dispatcher.run(&["drain", "--session", "H", "--wait", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        drained.push_str(&run.stdout);
+        drained.contains("│ after the outage").then_some(())
+    });
+    let done = status(&after);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["host_pid"], pid,
+        "the same host process ran it: {done}"
+    );
+    assert!(
+        host.0.try_wait().expect("waits").is_none(),
+        "the host still runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("re-registered with a fresh epoch"), "{text}");
+    wait_hosted(&dispatcher, pid, "the host to host the session again");
+}
+
+#[test]
+fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let timings = [
+        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+        ("HERMES_HOST_LEASE_SECONDS", "3"),
+        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+    ];
+    let (mut host, log, _) = proxied_host(&dispatcher, &machine, &timings);
+    let args = ["delegate", "--session", "H", "--json", "--", "sleep", "120"];
+    let run = dispatcher.run_env(&args, &timings);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let status = || dispatcher.json(&["delegation", "status", &id, "--json"]);
+    let limit = Duration::from_secs(60);
+    common::wait_for(limit, "the unit's child to start", || {
+        status()["tasks"][0]["pid"].is_u64().then_some(())
+    });
+    proxy.black_hole();
+    common::wait_for(limit, "the host to fence itself", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("lost its lease").then_some(())
+    });
+    proxy.pass();
+    proxy.drop_all();
+    let exited = common::wait_for(limit, "the host to exit", || {
+        host.0.try_wait().expect("waits")
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(exited.success(), "{exited}: {text}");
+    assert!(text.contains("has no work left"), "{text}");
+    assert_eq!(status()["status"], "unknown");
+}
+
+#[test]
+fn a_headless_host_whose_connections_fail_for_less_than_its_lease_keeps_hosting() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    // The default lease (30 s): the outage below is far shorter, so the host never fences.
+    let (mut host, log, pid) = proxied_host(&dispatcher, &machine, &[]);
+    let limit = Duration::from_secs(60);
+    // Every connection is cut as soon as it sends anything: each of the idle host's looks
+    // at its units fails, on a fresh connection or not.
+    let before = proxy.faults();
+    proxy.cut_after(0);
+    common::wait_for(limit, "the host's ledger calls to fail", || {
+        (proxy.faults() >= before + 3).then_some(())
+    });
+    proxy.pass();
+    assert!(
+        host.0.try_wait().expect("waits").is_none(),
+        "the host still runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let args = [
+        "delegate",
+        "--session",
+        "H",
+        "--json",
+        "--",
+        "echo",
+        "still hosted",
+    ];
+    let run = dispatcher.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut drained = String::new();
+    common::wait_for(limit, "the unit's result", || {
+        let run = dispatcher.run(&["drain", "--session", "H", "--wait", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        drained.push_str(&run.stdout);
+        drained.contains("│ still hosted").then_some(())
+    });
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let done = dispatcher.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(done["host_pid"], pid, "the same host ran it: {done}");
+}

@@ -1,15 +1,17 @@
 //! `hermes host --session S`: the headless host. Runs S's background units (those recorded for
 //! this process by `delegate`) and exits once nothing has run, queued or arrived for
-//! `host.idle_exit_seconds`.
+//! `host.idle_exit_seconds`. A host that fenced itself (a long outage) hosts the session again
+//! with a fresh epoch once its old units were recovered, if the session still has queued
+//! units; otherwise it exits.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use ledger::{HostClaim, HostKind, Ledger, ProcessId, SessionId};
 use registry::{Host, HostOptions, OsReaper, SystemClock};
 
 use crate::args::HostArgs;
+use crate::cmd::rejoin::{self, Backoff, Signals};
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
 
@@ -27,21 +29,10 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         .transpose()?;
     let ledger = home.ledger()?;
     let me = registry::procs::current_process();
-    match ledger.claim_session_host(&session, me, &OsReaper::new(), now())? {
-        HostClaim::HeldBy(other) => {
-            tracing::info!(%session, host = %other, "session already hosted; exiting");
-            if !quiet {
-                eprintln!(
-                    "hermes: session {session} is already hosted by process {}; nothing to do",
-                    other.pid
-                );
-            }
-            return Ok(Code::Ok);
-        }
-        HostClaim::Acquired | HostClaim::AlreadyHeld => {}
+    if let Some(other) = take_session(&ledger, &session, me)? {
+        held_by(&session, other, quiet);
+        return Ok(Code::Ok);
     }
-    let adopted = ledger.adopt_units(&session, me)?;
-    tracing::info!(%session, pid = me.pid, adopted, "headless host started");
     let runtime = crate::home::runtime()?;
     let idle_exit = home.settings.host.idle_exit;
     let limits = crate::top::model::Limits::from_settings(&home.settings);
@@ -49,23 +40,14 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         crate::metrics::process::install();
     }
     runtime.block_on(async move {
+        let mut signals = Signals::watch()?;
         if let Some(listener) = metrics {
             crate::metrics::serve::spawn(
                 listener,
                 crate::metrics::process::source(ledger.clone(), limits),
             )?;
         }
-        let host = Host::start(
-            ledger.clone(),
-            home.registry(),
-            Arc::new(SystemClock),
-            HostOptions {
-                kind: HostKind::Headless,
-                session: Some(session.clone()),
-                worker: None,
-            },
-        )
-        .await?;
+        let mut host = start(&ledger, &home, &session).await?;
         // The hooks of this session deliver through this process (`relay`): no ledger of their
         // own to open and close. Without the socket they deliver by themselves.
         let _relay = crate::relay::serve(
@@ -76,42 +58,187 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         )
         .inspect_err(|e| tracing::warn!(error = %format!("{e:#}"), "hooks of this session deliver without the host"))
         .ok();
-        let reason = serve_until_idle(&host, &ledger, &session, idle_exit).await?;
-        tracing::info!(%session, reason, "headless host stopping");
-        host.shutdown(reason).await;
-        anyhow::Ok(())
+        loop {
+            if let Some(reason) =
+                serve_until_idle(&host, &ledger, &session, idle_exit, &mut signals).await
+            {
+                tracing::info!(%session, reason, "headless host stopping");
+                host.shutdown(reason).await;
+                return anyhow::Ok(());
+            }
+            // Fenced. A long outage ends no host whose session has work (SPEC §11.1): once the
+            // ledger answers again and the fenced epoch's units were recovered, it carries on
+            // under a fresh one.
+            tracing::warn!(%session, pid = me.pid, "host fenced; hosting again with a fresh epoch once the ledger answers, if the session has work");
+            if !quiet {
+                eprintln!(
+                    "hermes: the host of session {session} lost its lease and stopped its children (their units are recovered); hosting again once the ledger answers, if the session has work"
+                );
+            }
+            match rejoin(&ledger, &home, &session, &host, &mut signals).await {
+                Rejoined::Host(fresh) => host = fresh,
+                Rejoined::Stopped => return Ok(()),
+                Rejoined::NoWork => {
+                    tracing::info!(%session, "the fenced host's session has no work; exiting");
+                    if !quiet {
+                        eprintln!(
+                            "hermes: session {session} has no work left for its host; exiting"
+                        );
+                    }
+                    return Ok(());
+                }
+                Rejoined::HeldBy(other) => {
+                    held_by(&session, other, quiet);
+                    return Ok(());
+                }
+            }
+            tracing::info!(%session, pid = me.pid, "host re-registered with a fresh epoch");
+            if !quiet {
+                eprintln!("hermes: the host of session {session} re-registered with a fresh epoch");
+            }
+        }
     })?;
     Ok(Code::Ok)
 }
 
+/// Makes this process `me` the host of `session` and hands it the session's queued units.
+/// `Some(other)`: another live process hosts it, and nothing changed.
+fn take_session(
+    ledger: &Ledger,
+    session: &SessionId,
+    me: ProcessId,
+) -> ledger::Result<Option<ProcessId>> {
+    match ledger.claim_session_host(session, me, &OsReaper::new(), now())? {
+        HostClaim::HeldBy(other) => return Ok(Some(other)),
+        HostClaim::Acquired | HostClaim::AlreadyHeld => {}
+    }
+    let adopted = ledger.adopt_units(session, me)?;
+    tracing::info!(%session, pid = me.pid, adopted, "headless host started");
+    Ok(None)
+}
+
+fn held_by(session: &SessionId, other: ProcessId, quiet: bool) {
+    tracing::info!(%session, host = %other, "session already hosted; exiting");
+    if !quiet {
+        eprintln!(
+            "hermes: session {session} is already hosted by process {}; nothing to do",
+            other.pid
+        );
+    }
+}
+
+/// Starts the host of `session`: a fresh fencing epoch, registered, running its units.
+async fn start(
+    ledger: &Arc<Ledger>,
+    home: &Home,
+    session: &SessionId,
+) -> Result<Host, registry::RegistryError> {
+    Host::start(
+        Arc::clone(ledger),
+        home.registry(),
+        Arc::new(SystemClock),
+        HostOptions {
+            kind: HostKind::Headless,
+            session: Some(session.clone()),
+            worker: None,
+        },
+    )
+    .await
+}
+
+/// How a fenced headless host's wait ended.
+enum Rejoined {
+    /// It hosts the session again under a fresh epoch.
+    Host(Host),
+    /// SIGTERM or SIGINT came while it waited.
+    Stopped,
+    /// Its session has no queued unit left to run.
+    NoWork,
+    /// Another live process hosts the session now.
+    HeldBy(ProcessId),
+}
+
+/// Once the ledger answers and the fenced epoch's units were recovered
+/// (`rejoin::await_recovery`), hosts `session` again with a fresh epoch if it has queued
+/// units for a host to run.
+async fn rejoin(
+    ledger: &Arc<Ledger>,
+    home: &Home,
+    session: &SessionId,
+    fenced: &Host,
+    signals: &mut Signals,
+) -> Rejoined {
+    let me = fenced.process();
+    if !rejoin::await_recovery(ledger, &home.registry(), me, fenced.host_id(), signals).await {
+        return Rejoined::Stopped;
+    }
+    let mut backoff = Backoff::new();
+    loop {
+        let (ledger2, session2) = (Arc::clone(ledger), session.clone());
+        let take = move || -> anyhow::Result<Option<Rejoined>> {
+            if !session_has_work(&ledger2, &session2)? {
+                return Ok(Some(Rejoined::NoWork));
+            }
+            Ok(take_session(&ledger2, &session2, me)?.map(Rejoined::HeldBy))
+        };
+        match rejoin::blocking(signals, take).await {
+            None => return Rejoined::Stopped,
+            Some(Ok(Some(done))) => return done,
+            Some(Ok(None)) => {
+                tokio::select! {
+                    started = start(ledger, home, session) => match started {
+                        Ok(host) => return Rejoined::Host(host),
+                        Err(e) => tracing::warn!(error = %e, "cannot register the host again yet"),
+                    },
+                    () = signals.received() => return Rejoined::Stopped,
+                }
+            }
+            Some(Err(e)) => {
+                tracing::warn!(error = %format!("{e:#}"), "the ledger does not answer yet")
+            }
+        }
+        if !backoff.pause(signals).await {
+            return Rejoined::Stopped;
+        }
+    }
+}
+
+/// Whether `session` has queued units for its host to run (pool units are the workers').
+fn session_has_work(ledger: &Ledger, session: &SessionId) -> ledger::Result<bool> {
+    Ok(ledger
+        .list(None, 0)?
+        .queued
+        .iter()
+        .any(|u| u.session.as_ref() == Some(session) && u.pool().is_none()))
+}
+
 /// Keeps `host` running its units until nothing has run, queued or arrived for it for
-/// `idle_exit` and it could retire (then `"idle_exit"`), or until SIGTERM/SIGINT
-/// (`"host_stopped"`). The caller shuts the host down with the reason.
+/// `idle_exit` and it could retire (then `Some("idle_exit")`), until SIGTERM/SIGINT
+/// (`Some("host_stopped")`), or until it fenced itself (`None`). The caller shuts the host
+/// down with the reason. A ledger that does not answer counts as work: the host stays.
 pub async fn serve_until_idle(
     host: &Host,
     ledger: &Ledger,
     session: &SessionId,
     idle_exit: Duration,
-) -> anyhow::Result<&'static str> {
+    signals: &mut Signals,
+) -> Option<&'static str> {
     let me = host.process();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot watch SIGTERM")?;
     let mut last_busy = Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
-            _ = term.recv() => return Ok("host_stopped"),
-            _ = tokio::signal::ctrl_c() => return Ok("host_stopped"),
+            () = signals.received() => return Some("host_stopped"),
         }
         if host.is_fenced() {
-            return Err(fail(
-                Code::WorkFailed,
-                format!(
-                    "the host of session {session} lost its lease and stopped its children; their units are recovered by other hermes processes"
-                ),
-            ));
+            return None;
         }
-        if !host.running().is_empty() || has_work(ledger, me)? {
+        let busy = !host.running().is_empty()
+            || has_work(ledger, me).unwrap_or_else(|e| {
+                tracing::warn!(error = %format!("{e:#}"), "cannot read this host's units");
+                true
+            });
+        if busy {
             last_busy = Instant::now();
             continue;
         }
@@ -120,12 +247,12 @@ pub async fn serve_until_idle(
         }
         // Retire atomically: only if nothing is assigned to this host, and from then on
         // nothing can be (a racing `delegate` gets `HostGone` and starts a new host).
-        if !ledger.retire_host(me)? {
-            tracing::info!(%session, "work arrived while leaving; staying");
-            last_busy = Instant::now();
-            continue;
+        match ledger.retire_host(me) {
+            Ok(true) => return Some("idle_exit"),
+            Ok(false) => tracing::info!(%session, "work arrived while leaving; staying"),
+            Err(e) => tracing::warn!(error = %e, "cannot retire the host; staying"),
         }
-        return Ok("idle_exit");
+        last_busy = Instant::now();
     }
 }
 

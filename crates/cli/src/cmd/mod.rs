@@ -8,6 +8,7 @@ pub mod drain;
 pub mod host;
 pub mod ledger;
 pub mod metrics;
+pub mod rejoin;
 pub mod run;
 pub mod session;
 pub mod top;

@@ -10,13 +10,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use ledger::{HostKind, WorkerPool};
 use registry::{Host, HostOptions, SystemClock};
 use serde_json::json;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{WorkerArgs, WorkerCommand};
+use crate::cmd::rejoin::{self, Backoff, Signals};
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
 use crate::output::{self, time};
@@ -56,19 +55,8 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
     let runtime = crate::home::runtime()?;
     runtime.block_on(async move {
         // Watch the signals before registering, so a stop that comes at once is not lost.
-        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-        let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-        let host = Host::start(
-            ledger,
-            home.registry(),
-            Arc::new(SystemClock),
-            HostOptions {
-                kind: HostKind::Worker,
-                session: None,
-                worker: Some(pool.clone()),
-            },
-        )
-        .await?;
+        let mut signals = Signals::watch()?;
+        let mut host = start(&ledger, &home, &pool).await?;
         if let Some(listener) = metrics {
             crate::metrics::serve::spawn(
                 listener,
@@ -86,18 +74,32 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
-                _ = term.recv() => break,
-                _ = int.recv() => break,
+                () = signals.received() => break,
             }
             if host.is_fenced() {
-                return Err(fail(
-                    Code::WorkFailed,
-                    format!(
-                        "worker {} of pool {} lost its lease and stopped its children; their units are recovered by other hermes processes",
-                        host.process().pid,
+                // A long outage ends no worker (SPEC §11.1): once the ledger answers again and
+                // the fenced epoch's units were recovered, it carries on under a fresh one.
+                let pid = host.process().pid;
+                tracing::warn!(pool = %pool.pool, pid, "worker fenced; re-registering with a fresh epoch once the ledger answers");
+                if !quiet {
+                    eprintln!(
+                        "hermes: worker {pid} of pool {} lost its lease and stopped its children (their units are recovered); re-registering once the ledger answers",
                         pool.pool
-                    ),
-                ));
+                    );
+                }
+                let Some(fresh) = rejoin(&ledger, &home, &pool, &host, &mut signals).await
+                else {
+                    // Stopped while waiting: nothing runs and nothing is claimed.
+                    return anyhow::Ok(());
+                };
+                host = fresh;
+                tracing::info!(pool = %pool.pool, pid, "worker re-registered with a fresh epoch");
+                if !quiet {
+                    eprintln!(
+                        "hermes: worker {pid} of pool {} re-registered with a fresh epoch",
+                        pool.pool
+                    );
+                }
             }
         }
         if !quiet {
@@ -115,29 +117,71 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
                 }
             );
         }
-        stop(&host, drain, &mut term, &mut int).await;
+        stop(&host, drain, &mut signals).await;
         anyhow::Ok(())
     })?;
     Ok(Code::Ok)
 }
 
+/// Starts the worker's host: a fresh fencing epoch, registered, taking units of `pool`.
+async fn start(
+    ledger: &Arc<ledger::Ledger>,
+    home: &Home,
+    pool: &WorkerPool,
+) -> Result<Host, registry::RegistryError> {
+    Host::start(
+        Arc::clone(ledger),
+        home.registry(),
+        Arc::new(SystemClock),
+        HostOptions {
+            kind: HostKind::Worker,
+            session: None,
+            worker: Some(pool.clone()),
+        },
+    )
+    .await
+}
+
+/// Re-registers a worker whose host `fenced` fenced itself, once the ledger answers and the
+/// fenced epoch's units were recovered (`rejoin::await_recovery`). `None`: SIGTERM or SIGINT
+/// came while waiting.
+async fn rejoin(
+    ledger: &Arc<ledger::Ledger>,
+    home: &Home,
+    pool: &WorkerPool,
+    fenced: &Host,
+    signals: &mut Signals,
+) -> Option<Host> {
+    let config = home.registry();
+    if !rejoin::await_recovery(ledger, &config, fenced.process(), fenced.host_id(), signals).await {
+        return None;
+    }
+    let mut backoff = Backoff::new();
+    loop {
+        tokio::select! {
+            started = start(ledger, home, pool) => match started {
+                Ok(host) => return Some(host),
+                Err(e) => tracing::warn!(error = %e, "cannot re-register the worker yet"),
+            },
+            () = signals.received() => return None,
+        }
+        if !backoff.pause(signals).await {
+            return None;
+        }
+    }
+}
+
 /// Stops a worker: no more units are taken (those it never took stay in the pool), running
 /// children may finish within `drain` (a second SIGTERM/SIGINT cuts that short), then what
 /// still runs is interrupted with `worker_shutdown` and finalized, and the worker unregisters.
-async fn stop(
-    host: &Host,
-    drain: Duration,
-    term: &mut tokio::signal::unix::Signal,
-    int: &mut tokio::signal::unix::Signal,
-) {
+async fn stop(host: &Host, drain: Duration, signals: &mut Signals) {
     host.stop_taking().await;
     let started = Instant::now();
     tracing::info!(running = host.running().len(), ?drain, "worker stopping");
     while !host.running().is_empty() && started.elapsed() < drain && !host.is_fenced() {
         tokio::select! {
             () = tokio::time::sleep(POLL.min(drain.saturating_sub(started.elapsed()))) => {}
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+            () = signals.received() => break,
         }
     }
     host.shutdown(SHUTDOWN_REASON).await;
