@@ -243,18 +243,28 @@ impl Drop for Killed {
     }
 }
 
+/// Timings under which a host or worker fences itself within seconds of losing the server,
+/// and its units are recovered soon after.
+const FENCING: [(&str, &str); 3] = [
+    ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
+    ("HERMES_HOST_LEASE_SECONDS", "3"),
+    ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
+];
+
+/// A fresh database, a proxy in front of it, a home that reaches the server directly (the
+/// dispatcher) and one that reaches it through the proxy (the machine an outage cuts off).
+fn outage_rig() -> (FaultProxy, Hermes, Hermes) {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    (proxy, Hermes::sharing(&url), Hermes::sharing(&via))
+}
+
 #[test]
 fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the_next_unit() {
     use std::time::Duration;
-    let url = fresh_database(&pg_admin_url());
-    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
     // The dispatcher reaches the server directly; the worker's machine through the proxy.
-    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
-    let timings = [
-        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
-        ("HERMES_HOST_LEASE_SECONDS", "3"),
-        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
-    ];
+    let (proxy, dispatcher, machine) = outage_rig();
+    let timings = FENCING;
     let log = machine.path().join("worker.log");
     let mut command = machine.command(&["worker", "--pool", "p", "--capacity", "1"]);
     command
@@ -373,15 +383,12 @@ fn wait_hosted(dispatcher: &Hermes, pid: u64, what: &str) {
 #[test]
 fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_work() {
     use std::time::Duration;
-    let url = fresh_database(&pg_admin_url());
-    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
-    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let (proxy, dispatcher, machine) = outage_rig();
     let timings = [
-        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
-        ("HERMES_HOST_LEASE_SECONDS", "3"),
-        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
-        ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1"),
-    ];
+        &FENCING[..],
+        &[("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1")],
+    ]
+    .concat();
     let (mut host, log, pid) = proxied_host(&dispatcher, &machine, &timings);
     let limit = Duration::from_secs(60);
     let dispatch = |script: &str| {
@@ -445,14 +452,8 @@ fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_
 #[test]
 fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered() {
     use std::time::Duration;
-    let url = fresh_database(&pg_admin_url());
-    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
-    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
-    let timings = [
-        ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
-        ("HERMES_HOST_LEASE_SECONDS", "3"),
-        ("HERMES_HOST_RECOVERY_INTERVAL_SECONDS", "0.5"),
-    ];
+    let (proxy, dispatcher, machine) = outage_rig();
+    let timings = FENCING;
     let (mut host, log, _) = proxied_host(&dispatcher, &machine, &timings);
     let args = ["delegate", "--session", "H", "--json", "--", "sleep", "120"];
     let run = dispatcher.run_env(&args, &timings);
@@ -482,9 +483,7 @@ fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered(
 #[test]
 fn a_headless_host_whose_connections_fail_for_less_than_its_lease_keeps_hosting() {
     use std::time::Duration;
-    let url = fresh_database(&pg_admin_url());
-    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
-    let (dispatcher, machine) = (Hermes::sharing(&url), Hermes::sharing(&via));
+    let (proxy, dispatcher, machine) = outage_rig();
     // The default lease (30 s): the outage below is far shorter, so the host never fences.
     let (mut host, log, pid) = proxied_host(&dispatcher, &machine, &[]);
     let limit = Duration::from_secs(60);

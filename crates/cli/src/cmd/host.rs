@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ledger::{HostClaim, HostKind, Ledger, ProcessId, SessionId};
-use registry::{Host, HostOptions, OsReaper, SystemClock};
+use registry::{Host, HostOptions, OsReaper};
 
 use crate::args::HostArgs;
 use crate::cmd::rejoin::{self, Backoff, Signals};
@@ -133,10 +133,9 @@ async fn start(
     home: &Home,
     session: &SessionId,
 ) -> Result<Host, registry::RegistryError> {
-    Host::start(
-        Arc::clone(ledger),
-        home.registry(),
-        Arc::new(SystemClock),
+    rejoin::start(
+        ledger,
+        home,
         HostOptions {
             kind: HostKind::Headless,
             session: Some(session.clone()),

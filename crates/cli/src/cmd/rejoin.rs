@@ -11,7 +11,23 @@ use anyhow::Context as _;
 use ledger::{HostId, Ledger, ProcessId};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::home::now;
+use crate::home::{Home, now};
+
+/// Starts a host of this process, as a worker or a headless host says in `options`: a fresh
+/// fencing epoch, registered, running its units. The first start and each rejoin use it.
+pub async fn start(
+    ledger: &Arc<Ledger>,
+    home: &Home,
+    options: registry::HostOptions,
+) -> Result<registry::Host, registry::RegistryError> {
+    registry::Host::start(
+        Arc::clone(ledger),
+        home.registry(),
+        Arc::new(registry::SystemClock),
+        options,
+    )
+    .await
+}
 
 /// The first pause between two looks at the ledger.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);

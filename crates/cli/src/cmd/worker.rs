@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ledger::{HostKind, WorkerPool};
-use registry::{Host, HostOptions, SystemClock};
+use registry::{Host, HostOptions};
 use serde_json::json;
 
 use crate::args::{WorkerArgs, WorkerCommand};
@@ -129,10 +129,9 @@ async fn start(
     home: &Home,
     pool: &WorkerPool,
 ) -> Result<Host, registry::RegistryError> {
-    Host::start(
-        Arc::clone(ledger),
-        home.registry(),
-        Arc::new(SystemClock),
+    rejoin::start(
+        ledger,
+        home,
         HostOptions {
             kind: HostKind::Worker,
             session: None,
