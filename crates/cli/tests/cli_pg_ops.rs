@@ -259,6 +259,22 @@ fn outage_rig() -> (FaultProxy, Hermes, Hermes) {
     (proxy, Hermes::sharing(&url), Hermes::sharing(&via))
 }
 
+/// An outage seen from the machine behind `proxy`: nothing it sends is answered until `who`
+/// logged in `log` that it fenced itself; then the server answers again, on new connections.
+fn outage_until_fenced(proxy: &FaultProxy, log: &std::path::Path, who: &str) {
+    proxy.black_hole();
+    common::wait_for(
+        std::time::Duration::from_secs(60),
+        &format!("{who} to fence itself"),
+        || {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            text.contains("lost its lease").then_some(())
+        },
+    );
+    proxy.pass();
+    proxy.drop_all();
+}
+
 #[test]
 fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the_next_unit() {
     use std::time::Duration;
@@ -311,14 +327,7 @@ fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the
         (unit["tasks"][0]["status"] == "running" && unit["tasks"][0]["pid"].is_u64()).then_some(())
     });
 
-    // The outage: nothing the worker sends is answered, until it has fenced itself.
-    proxy.black_hole();
-    common::wait_for(limit, "the worker to fence itself", || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        text.contains("lost its lease").then_some(())
-    });
-    proxy.pass();
-    proxy.drop_all();
+    outage_until_fenced(&proxy, &log, "the worker");
 
     common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
         (status(&before)["status"] == "unknown").then_some(())
@@ -415,13 +424,7 @@ fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_
     let after = dispatch("echo after the outage");
     assert_eq!(status(&after)["status"], "queued");
 
-    proxy.black_hole();
-    common::wait_for(limit, "the host to fence itself", || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        text.contains("lost its lease").then_some(())
-    });
-    proxy.pass();
-    proxy.drop_all();
+    outage_until_fenced(&proxy, &log, "the host");
 
     common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
         (status(&before)["status"] == "unknown").then_some(())
@@ -464,13 +467,7 @@ fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered(
     common::wait_for(limit, "the unit's child to start", || {
         status()["tasks"][0]["pid"].is_u64().then_some(())
     });
-    proxy.black_hole();
-    common::wait_for(limit, "the host to fence itself", || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        text.contains("lost its lease").then_some(())
-    });
-    proxy.pass();
-    proxy.drop_all();
+    outage_until_fenced(&proxy, &log, "the host");
     let exited = common::wait_for(limit, "the host to exit", || {
         host.0.try_wait().expect("waits")
     });
