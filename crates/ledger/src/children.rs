@@ -228,9 +228,19 @@ impl Ledger {
 
     /// Records that child `stalling.index` of `id` is stalling (SIGTERM sent), so status views
     /// show its stall fields during the grace period. Returns whether it was recorded (not if
-    /// the child is already final).
-    pub fn child_stalling(&self, id: &DelegationId, stalling: &Stalling) -> Result<bool> {
+    /// the child is already final). `writer` is the host's fencing epoch, checked as for
+    /// [`Ledger::child_started`].
+    pub fn child_stalling(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        stalling: &Stalling,
+    ) -> Result<bool> {
         self.write_then(|w| {
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
             let recorded = w
                 .child(id, stalling.index)?
                 .is_some_and(|c| !c.status.is_terminal());

@@ -8,13 +8,24 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
     ClaimRecord, ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload,
-    EventRef, EventState, ExitDetail, Lease, Refusal, SessionId, SessionState, Timestamp,
+    EventRef, EventState, ExitDetail, Lease, Refusal, Session, SessionId, SessionState, Timestamp,
     Transition,
 };
 use crate::rules::{self, KeyCheck};
 use crate::sessions::SESSION_END;
 use crate::store::Writer;
 use crate::units::Owner;
+
+/// What a boundary looks at ([`Ledger::boundary_view`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BoundaryView {
+    /// The session's record (`None`: the ledger does not know it).
+    pub session: Option<Session>,
+    /// Every open (pending or claimed) event of the session, live leases included.
+    pub events: Vec<Event>,
+    /// The unit of each event a consumer could claim now, once each.
+    pub units: Vec<Delegation>,
+}
 
 /// An event to publish by hand (units publish through `finish_child`/`finish_unit`).
 #[derive(Clone, Debug, PartialEq)]
@@ -122,6 +133,32 @@ impl Ledger {
                 }
             }
             Ok(out)
+        })
+    }
+
+    /// What a boundary of `session` looks at, in one read: the session's record, every open
+    /// event (live leases included) and the unit of each event a consumer could claim at `now`
+    /// (an ended session's units are not needed: nothing of it is delivered).
+    pub fn boundary_view(&self, session: &SessionId, now: Timestamp) -> Result<BoundaryView> {
+        self.read(|r| {
+            let Some(record) = r.session(session)? else {
+                return Ok(BoundaryView::default());
+            };
+            let events = r.open_event_records(Some(session))?;
+            let mut units: Vec<Delegation> = Vec::new();
+            if record.state != SessionState::Ended {
+                let mut known: BTreeSet<&DelegationId> = BTreeSet::new();
+                for event in &events {
+                    if event.is_deliverable(now) && known.insert(&event.delegation_id) {
+                        units.extend(r.delegation(event.delegation_id.as_str())?);
+                    }
+                }
+            }
+            Ok(BoundaryView {
+                session: Some(record),
+                events,
+                units,
+            })
         })
     }
 

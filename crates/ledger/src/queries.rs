@@ -2,7 +2,9 @@
 
 use crate::error::Result;
 use crate::ledger::Ledger;
-use crate::model::{Child, Delegation, DelegationId, SessionId, SessionState, UnitStatus};
+use crate::model::{
+    Child, Delegation, DelegationId, ProcessId, SessionId, SessionState, UnitStatus,
+};
 
 /// Units by state, for `delegation list`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -82,6 +84,17 @@ impl Ledger {
                 });
             }
             Ok((text, machine))
+        })
+    }
+
+    /// The unfinished units placed on the host `process` (queued or running), in one read:
+    /// what a host adopts, cancels on shutdown, or waits for before it may exit.
+    pub fn units_of_host(&self, process: ProcessId) -> Result<Vec<Delegation>> {
+        self.read(|r| {
+            Ok(r.active_units()?
+                .into_iter()
+                .filter(|u| u.host == Some(process))
+                .collect())
         })
     }
 

@@ -34,7 +34,10 @@ fn the_overview_gives_each_unit_its_own_children_stalls_and_events() {
         },
         since: T0.plus_ms(8),
     };
-    assert!(l.child_stalling(&batch, &stalling).expect("stalling"));
+    assert!(
+        l.child_stalling(owner(l, &batch), &batch, &stalling)
+            .expect("stalling")
+    );
 
     let overview = l.overview(10).expect("overview");
     let running: Vec<&DelegationId> = overview.running.iter().map(|v| &v.unit.id).collect();

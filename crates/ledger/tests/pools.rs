@@ -402,6 +402,13 @@ fn a_unit_a_dead_worker_never_started_goes_back_to_its_place_in_the_pool() {
         .ledger
         .finish_unit(w1.host_id, &first, Vec::new(), "x", T0.plus_ms(11));
     assert!(matches!(late, Err(LedgerError::Fenced { .. })), "{late:?}");
+    let stalling = Stalling {
+        index: 0,
+        detail: ExitDetail::None,
+        since: T0.plus_ms(11),
+    };
+    let late = f.ledger.child_stalling(w1.host_id, &first, &stalling);
+    assert!(matches!(late, Err(LedgerError::Fenced { .. })), "{late:?}");
     let w2 = worker(&f.ledger, 20, "a", 1, LONG);
     assert_eq!(take(&f.ledger, &w2, 1).expect("taken again").id, first);
     f.ledger

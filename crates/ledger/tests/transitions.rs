@@ -184,6 +184,28 @@ fn claims_fail_closed_across_sessions() {
 }
 
 #[test]
+fn a_boundary_view_reads_every_open_event_but_only_the_units_ready_to_claim() {
+    let f = fixture();
+    let (held, ready) = (unit(&f.ledger, 1), unit(&f.ledger, 1));
+    finish(&f.ledger, &held, 0, T0);
+    finish(&f.ledger, &ready, 0, T0);
+    claimed(claim(&f.ledger, &[key(&held, 0)], 1_000, T0));
+    let view = f.ledger.boundary_view(&session(), T0.plus_ms(1)).unwrap();
+    assert_eq!(view.session.as_ref().map(|s| &s.id), Some(&session()));
+    assert_eq!(view.events.len(), 2, "the live claim is open too");
+    let units: Vec<&DelegationId> = view.units.iter().map(|u| &u.id).collect();
+    assert_eq!(units, vec![&ready], "a live lease's unit is not needed yet");
+    // Once the lease ran out, its unit is read too.
+    let later = f.ledger.boundary_view(&session(), T0.plus_ms(1_001)).unwrap();
+    assert_eq!(later.units.len(), 2);
+    let unknown = SessionId::new("nobody").unwrap();
+    assert_eq!(
+        f.ledger.boundary_view(&unknown, T0).unwrap(),
+        BoundaryView::default()
+    );
+}
+
+#[test]
 fn the_eighth_release_drops_with_attempts_exhausted() {
     let f = fixture();
     let id = unit(&f.ledger, 1);
@@ -799,7 +821,11 @@ fn a_stalling_child_is_recorded_until_it_is_final() {
         detail: detail.clone(),
         since: T0,
     };
-    assert!(f.ledger.child_stalling(&id, &stalling).unwrap());
+    assert!(
+        f.ledger
+            .child_stalling(owner(&f.ledger, &id), &id, &stalling)
+            .unwrap()
+    );
     assert_eq!(f.ledger.stalls(&id).unwrap(), vec![stalling.clone()]);
     finish(&f.ledger, &id, 0, T0);
     let stalled = ChildOutcome {
@@ -813,7 +839,11 @@ fn a_stalling_child_is_recorded_until_it_is_final() {
         index: 0,
         ..stalling
     };
-    assert!(!f.ledger.child_stalling(&id, &late).unwrap());
+    assert!(
+        !f.ledger
+            .child_stalling(owner(&f.ledger, &id), &id, &late)
+            .unwrap()
+    );
 }
 
 #[test]

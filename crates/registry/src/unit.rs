@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::child::{self, ChildPlan, ChildProgress, LiveChild, Started, exit_reason};
-use crate::host::Inner;
+use crate::host::Publisher;
 use crate::spawn::SpawnRequest;
 use crate::transcript::{self, Manifest, TaskLog};
 
@@ -104,12 +104,12 @@ fn inherited_names() -> impl Iterator<Item = String> {
 
 /// Runs a unit to its end and reports how it ended.
 pub(crate) async fn run(
-    host: Arc<Inner>,
+    host: Publisher,
     unit: Delegation,
     parent: Option<SessionId>,
     mut parts: UnitParts,
 ) -> UnitReport {
-    let root = host.ctx.config.transcript_root.clone();
+    let root = host.context().config.transcript_root.clone();
     let dir = match transcript::create_unit(&root, &unit) {
         Ok(dir) => dir,
         Err(e) => {
@@ -119,17 +119,22 @@ pub(crate) async fn run(
     };
     let mut manifest = Manifest::for_unit(&dir, &unit);
     manifest.started = Some(transcript::rfc3339(
-        unit.started_at.unwrap_or_else(|| host.ctx.clock.now()),
+        unit.started_at
+            .unwrap_or_else(|| host.context().clock.now()),
     ));
     write_manifest(&manifest, &dir);
 
     let count = unit.task_count();
-    let parallelism = host.ctx.config.parallelism();
+    let parallelism = host.context().config.parallelism();
     // A zero timeout means none, as `child_timeout_seconds = 0` does.
     let timeout_ms = unit
         .spec
         .timeout_ms
-        .or(host.ctx.config.child_timeout.map(crate::config::millis))
+        .or(host
+            .context()
+            .config
+            .child_timeout
+            .map(crate::config::millis))
         .filter(|ms| *ms > 0);
     let mut outcomes: BTreeMap<u32, ChildOutcome> = BTreeMap::new();
     let mut unit_status: Option<UnitStatus> = None;
@@ -137,9 +142,9 @@ pub(crate) async fn run(
     let mut running: JoinSet<(ChildOutcome, Option<ledger::FinishChild>)> = JoinSet::new();
     let mut next = 0u32;
     let mut interrupt_open = true;
-    let sweep = host.ctx.config.sweep_interval;
-    let first = child::next_sweep(host.ctx.clock.now(), crate::config::millis(sweep))
-        .ms_since(host.ctx.clock.now());
+    let sweep = host.context().config.sweep_interval;
+    let first = child::next_sweep(host.context().clock.now(), crate::config::millis(sweep))
+        .ms_since(host.context().clock.now());
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::now() + std::time::Duration::from_millis(first),
         sweep,
@@ -164,7 +169,7 @@ pub(crate) async fn run(
             let live = parts.children[index as usize].clone();
             let task = &unit.spec.tasks[index as usize];
             let log_path = transcript::task_log_path(&dir, index);
-            let max = host.ctx.config.transcript_max_bytes;
+            let max = host.context().config.transcript_max_bytes;
             let log = TaskLog::open(log_path.clone(), max).unwrap_or_else(|e| {
                 tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
                 TaskLog::disabled(log_path)
@@ -195,7 +200,7 @@ pub(crate) async fn run(
                     cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
                     env: child_env(&unit, index, parent.as_ref()),
                     env_remove,
-                    umask: host.ctx.config.child_umask,
+                    umask: host.context().config.child_umask,
                 },
                 timeout_ms,
                 log: Arc::new(log),
@@ -207,7 +212,7 @@ pub(crate) async fn run(
             let interrupt = parts.interrupt.clone();
             let id = unit.id.clone();
             running.spawn(async move {
-                let outcome = match child::start(plan, live.clone(), &host.ctx) {
+                let outcome = match child::start(plan, live.clone(), host.context()) {
                     Started::Failed(outcome) => *outcome,
                     Started::Running(child) => {
                         host.child_started(&id, index, child.process(), child.started_at())
@@ -270,7 +275,7 @@ pub(crate) async fn run(
         Some(status) => status,
         None => host.settle_unit(&unit, unpublished, &outcomes).await,
     };
-    manifest.completed = Some(transcript::rfc3339(host.ctx.clock.now()));
+    manifest.completed = Some(transcript::rfc3339(host.context().clock.now()));
     manifest.status = Some(status.as_str());
     write_manifest(&manifest, &dir);
     send_progress(&parts, status);
@@ -284,7 +289,7 @@ pub(crate) async fn run(
 
 /// The outcome of a child that never started because its unit was interrupted first.
 fn not_started(
-    host: &Inner,
+    host: &Publisher,
     unit: &Delegation,
     dir: &std::path::Path,
     index: u32,
@@ -301,7 +306,12 @@ fn not_started(
         detail: ExitDetail::Interrupted {
             reason: reason.to_owned(),
         },
-        ..ChildOutcome::new(index, goal, ChildStatus::Interrupted, host.ctx.clock.now())
+        ..ChildOutcome::new(
+            index,
+            goal,
+            ChildStatus::Interrupted,
+            host.context().clock.now(),
+        )
     }
 }
 

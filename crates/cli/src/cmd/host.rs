@@ -257,10 +257,5 @@ pub async fn serve_until_idle(
 
 /// Whether the ledger holds unfinished units for this host.
 fn has_work(ledger: &Ledger, me: ProcessId) -> anyhow::Result<bool> {
-    let listing = ledger.list(None, 0)?;
-    Ok(listing
-        .running
-        .iter()
-        .chain(&listing.queued)
-        .any(|u| u.host == Some(me)))
+    Ok(!ledger.units_of_host(me)?.is_empty())
 }

@@ -137,11 +137,5 @@ pub fn recovered(
         return Ok(false);
     }
     registry::housekeeping::sweep(ledger, &registry::OsReaper::new(), config, at, false)?;
-    let listing = ledger.list(None, 0)?;
-    let owned = listing
-        .running
-        .iter()
-        .chain(&listing.queued)
-        .any(|unit| unit.host == Some(me));
-    Ok(!owned)
+    Ok(ledger.units_of_host(me)?.is_empty())
 }

@@ -1,16 +1,9 @@
 //! Fencing and interrupts: a host that lost its lease kills its children and stops writing;
 //! interrupts asked for by other processes are found and acted on.
 
-use std::time::Duration;
-
 use std::sync::atomic::Ordering;
 
-use ledger::{
-    ChildOutcome, ChildStatus, Delegation, DelegationId, FinishChild, LedgerError, ProcessId,
-    Progress, SessionId, Timestamp, UnitStatus,
-};
-
-use crate::error::RegistryError;
+use ledger::{DelegationId, SessionId};
 
 use super::inner::Inner;
 
@@ -53,121 +46,6 @@ impl Inner {
         }
     }
 
-    pub(crate) async fn child_started(
-        &self,
-        id: &DelegationId,
-        index: u32,
-        process: ProcessId,
-        at: Timestamp,
-    ) {
-        let (id, writer) = (id.clone(), self.host_id);
-        if let Err(e) = self
-            .call(move |l| l.child_started(writer, &id, index, process, at))
-            .await
-        {
-            tracing::warn!(error = %e, "cannot record a child's start");
-        }
-    }
-
-    /// Publishes a child's outcome; `None` if the ledger kept failing.
-    pub(crate) async fn child_stalling(&self, id: &DelegationId, stalling: ledger::Stalling) {
-        let id = id.clone();
-        if let Err(e) = self.call(move |l| l.child_stalling(&id, &stalling)).await {
-            tracing::warn!(error = %e, "cannot record that a child is stalling");
-        }
-    }
-
-    /// `progress` is the child's final token, persisted with the outcome.
-    pub(crate) async fn finish_child(
-        &self,
-        id: &DelegationId,
-        outcome: ChildOutcome,
-        progress: Option<Progress>,
-    ) -> Option<FinishChild> {
-        let mut attempt = 0u32;
-        loop {
-            attempt = attempt.saturating_add(1);
-            let (id2, o, p, writer) = (id.clone(), outcome.clone(), progress.clone(), self.host_id);
-            let now = self.ctx.clock.now();
-            match self
-                .call(move |l| l.finish_child_with_progress(writer, &id2, o, p, now))
-                .await
-            {
-                Ok(finish) => return Some(finish),
-                Err(
-                    e @ (RegistryError::Fenced(_)
-                    | RegistryError::Ledger(LedgerError::Fenced { .. })),
-                ) => {
-                    // Recovered elsewhere, or this host fenced itself: the outcome is not ours to
-                    // record any more.
-                    tracing::warn!(delegation = %id, index = outcome.index, error = %e, "outcome refused: this host no longer owns the unit");
-                    return None;
-                }
-                Err(e) => {
-                    // Whatever the failure (an unreachable server, a lock timeout, a revoked
-                    // grant, a full disk), a finished child's result is never forgotten: it is
-                    // retried, each failure logged, for as long as this host holds its lease.
-                    // Once the host fences, the call above refuses and this loop ends; the
-                    // unit is left to recovery.
-                    // A refusal about the unit itself (it is gone, its session ended) does not
-                    // change by retrying: a few attempts, then the unit's finalization.
-                    tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot record a finished child's outcome; retrying");
-                    if !is_storage(&e) && attempt >= PUBLISH_ATTEMPTS {
-                        return None;
-                    }
-                    tokio::time::sleep(retry_pause(attempt)).await;
-                }
-            }
-        }
-    }
-
-    /// Makes sure the unit is terminal after its children ran; returns its status.
-    pub(crate) async fn settle_unit(
-        &self,
-        unit: &Delegation,
-        unpublished: Vec<ChildOutcome>,
-        outcomes: &std::collections::BTreeMap<u32, ChildOutcome>,
-    ) -> UnitStatus {
-        let mut attempt = 0u32;
-        loop {
-            attempt = attempt.saturating_add(1);
-            let (id, writer, unpublished) = (unit.id.clone(), self.host_id, unpublished.clone());
-            let now = self.ctx.clock.now();
-            let settled = self
-                .call(move |l| {
-                    if let Some(status) =
-                        l.finish_unit(writer, &id, unpublished, "finalized_by_host", now)?
-                    {
-                        return Ok(Some(status));
-                    }
-                    Ok(l.delegation(&id)?
-                        .map(|d| d.status)
-                        .filter(|s| s.is_terminal()))
-                })
-                .await;
-            match settled {
-                Ok(Some(status)) => return status,
-                Ok(None)
-                | Err(
-                    RegistryError::Fenced(_) | RegistryError::Ledger(LedgerError::Fenced { .. }),
-                ) => {
-                    // Not ours to finalize (any more): the unit's own record decides.
-                    let statuses: Vec<ChildStatus> = outcomes.values().map(|o| o.status).collect();
-                    return UnitStatus::from_children(&statuses);
-                }
-                Err(e) if !is_storage(&e) && attempt >= PUBLISH_ATTEMPTS => {
-                    tracing::warn!(delegation = %unit.id, attempt, error = %e, "cannot finalize a finished unit");
-                    let statuses: Vec<ChildStatus> = outcomes.values().map(|o| o.status).collect();
-                    return UnitStatus::from_children(&statuses);
-                }
-                Err(e) => {
-                    tracing::warn!(delegation = %unit.id, attempt, error = %e, "cannot finalize a finished unit; retrying");
-                    tokio::time::sleep(retry_pause(attempt)).await;
-                }
-            }
-        }
-    }
-
     /// Interrupts the children other processes asked to interrupt. Returns whether the
     /// requests could be read.
     pub(super) async fn poll_interrupts(&self) -> bool {
@@ -185,24 +63,4 @@ impl Inner {
             }
         }
     }
-}
-
-/// The pause before the next attempt at recording a result: growing from 100 ms to
-/// [`MAX_RETRY_PAUSE`].
-fn retry_pause(attempt: u32) -> Duration {
-    Duration::from_millis(100)
-        .saturating_mul(1 << attempt.min(6))
-        .min(MAX_RETRY_PAUSE)
-}
-
-/// The longest pause between two attempts at recording a result.
-const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
-
-/// Attempts at recording a result that the ledger refused for a reason about the unit itself
-/// (not its storage or server).
-const PUBLISH_ATTEMPTS: u32 = 3;
-
-/// Whether `e` is the ledger's storage or server failing (retried while the lease holds).
-fn is_storage(e: &RegistryError) -> bool {
-    matches!(e, RegistryError::Ledger(err) if err.is_unavailable())
 }

@@ -18,6 +18,7 @@ use crate::transcript;
 use crate::unit::{self, UnitParts, UnitProgress};
 
 use super::KEPT_REPORTS;
+use super::Publisher;
 use super::inner::{Inner, UnitEntry};
 
 /// Records a unit in the ledger and creates its transcripts, without running it: for a process
@@ -125,7 +126,8 @@ impl Inner {
         };
         let inner = self.clone();
         tokio::spawn(async move {
-            let report = Arc::new(unit::run(inner.clone(), unit, parent, parts).await);
+            let report =
+                Arc::new(unit::run(Publisher::new(inner.clone()), unit, parent, parts).await);
             let id = report.delegation_id.clone();
             {
                 let mut units = inner.lock();
@@ -169,14 +171,15 @@ impl Inner {
                 }
             }
         }
-        match self.call(|l| l.list(None, 0)).await {
-            Ok(listing) => {
+        match self.call(move |l| l.units_of_host(me)).await {
+            Ok(placed) => {
                 let adopt: Vec<Delegation> = {
                     let units = self.lock();
-                    listing
-                        .running
+                    placed
                         .into_iter()
-                        .filter(|u| u.host == Some(me) && u.channel == Channel::Background)
+                        .filter(|u| {
+                            u.status != UnitStatus::Queued && u.channel == Channel::Background
+                        })
                         .filter(|u| !units.launched.contains(&u.id))
                         .collect()
                 };

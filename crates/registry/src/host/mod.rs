@@ -17,6 +17,7 @@ mod inner;
 mod intake;
 mod lease;
 mod progress;
+mod publish;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,7 @@ pub(crate) use inner::Inner;
 use inner::Units;
 pub use intake::record_dispatch;
 use lease::{fence_on_time, maintain};
+pub(crate) use publish::Publisher;
 
 /// Finished units whose reports a host keeps for [`Host::wait`].
 const KEPT_REPORTS: usize = 256;
@@ -324,9 +326,8 @@ impl Host {
             return Ok(false);
         }
         let me = self.inner.me;
-        let listing = self.inner.call(|l| l.list(None, 0)).await?;
-        let mine = |u: &Delegation| u.host == Some(me);
-        Ok(!listing.queued.iter().any(mine) && !listing.running.iter().any(mine))
+        let placed = self.inner.call(move |l| l.units_of_host(me)).await?;
+        Ok(placed.is_empty())
     }
 
     /// Interrupts units: queued ones are cancelled, running ones get SIGTERM to their process
@@ -362,8 +363,11 @@ impl Host {
         let r = reason.to_owned();
         let cancelled = inner
             .call(move |l| {
-                let queued = l.list(None, 0)?.queued;
-                for unit in queued.into_iter().filter(|u| u.host == Some(me)) {
+                let placed = l.units_of_host(me)?;
+                for unit in placed
+                    .into_iter()
+                    .filter(|u| u.status == UnitStatus::Queued)
+                {
                     l.request_interrupt(&InterruptTarget::Delegation(unit.id), &r, now)?;
                 }
                 Ok(())
