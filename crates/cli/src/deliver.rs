@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use formatter::Boundary;
 use ledger::{ClaimToken, Delegation, Event, Ledger, SessionId, Timestamp};
-use router::{Router, RouterConfig, RouterError, SystemClock};
+use router::{AfterShown, Router, RouterConfig, RouterError, SystemClock};
 
 /// What one boundary gave `drain`: the envelopes now held, and those someone else holds.
 pub type Round = router::BoundaryOutcome<(), Infallible>;
@@ -96,7 +96,7 @@ pub fn take_conversation(
             Err(e) => {
                 // Give back what the earlier sessions yielded: nothing was shown.
                 if let Some(t) = &taken {
-                    give_back(ledger, &t.claimed);
+                    t.router.give_back(&tokens(&t.claimed));
                 }
                 return Err(e);
             }
@@ -112,7 +112,6 @@ pub fn take_conversation(
 /// `show` runs, then acknowledge all of it in one commit — or, if `show` failed, give all of
 /// it back. Returns how many envelopes were shown.
 pub fn present(
-    ledger: &Ledger,
     router: &Router,
     claimed: Vec<Claimed>,
     boundary: Boundary,
@@ -141,61 +140,14 @@ pub fn present(
             rest.push(c);
         }
     }
-    give_back(ledger, &rest);
-    show_and_settle(ledger, router, &shown, false, || show(&fitted.text))?;
+    router.give_back(&tokens(&rest));
+    router.present(&tokens(&shown), AfterShown::Ack, || show(&fitted.text))??;
     Ok(shown.len())
 }
 
-/// Keeps the claims of `shown` alive while `show` runs (SPEC §6: renewed every heartbeat, so an
-/// output that blocks longer than the lease cannot let another consumer deliver them too), then
-/// settles them as [`settle`] does: acks all (unless `hold`) if `show` succeeded, gives all back
-/// if it failed.
-pub fn show_and_settle(
-    ledger: &Ledger,
-    router: &Router,
-    shown: &[Claimed],
-    hold: bool,
-    show: impl FnOnce() -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let tokens: Vec<ClaimToken> = shown.iter().map(|t| t.token).collect();
-    // Settling below reports a claim lost meanwhile (for `drain`, exit 3).
-    let (result, _lost) = kept_alive(router, &tokens, show);
-    settle(ledger, shown, hold, result.is_ok())?;
-    result
-}
-
-/// Runs `show` while the claims of `tokens` are renewed every heartbeat (SPEC §6), then stops
-/// the renewals. Returns what `show` returned and the claims lost while it ran (another
-/// consumer took their events: they must not be acked). A claim whose renewal cannot start is
-/// shown all the same; its settlement says whether it still held.
-pub fn kept_alive<R>(
-    router: &Router,
-    tokens: &[ClaimToken],
-    show: impl FnOnce() -> R,
-) -> (R, Vec<ClaimToken>) {
-    let clock: Arc<dyn router::Clock> = Arc::new(router::SystemClock);
-    let beats: Vec<router::KeepAlive> = tokens
-        .iter()
-        .filter_map(
-            |token| match router.keep_alive(*token, Arc::clone(&clock)) {
-                Ok(beat) => Some(beat),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot renew a claim while presenting it");
-                    None
-                }
-            },
-        )
-        .collect();
-    let result = show();
-    let mut lost = Vec::new();
-    for beat in beats {
-        let token = beat.token();
-        if let Err(e) = beat.stop() {
-            tracing::warn!(%token, error = %e, "a claim was lost while it was presented");
-            lost.push(token);
-        }
-    }
-    (result, lost)
+/// The claim tokens of `claimed`, for the router's settling calls.
+pub fn tokens(claimed: &[Claimed]) -> Vec<ClaimToken> {
+    claimed.iter().map(|c| c.token).collect()
 }
 
 /// How to read all of a shortened envelope, in one line.
@@ -216,27 +168,4 @@ fn how_to_read(t: &Claimed) -> String {
         text.push_str(&transcripts.join(", "));
     }
     text
-}
-
-/// Acks what was shown (unless held), all in one durable commit; gives back what could not be
-/// shown.
-pub fn settle(ledger: &Ledger, taken: &[Claimed], hold: bool, shown: bool) -> anyhow::Result<()> {
-    if !shown {
-        give_back(ledger, taken);
-    } else if !hold && !taken.is_empty() {
-        let tokens: Vec<_> = taken.iter().map(|t| t.token).collect();
-        for result in ledger.ack_many(&tokens, crate::home::now())? {
-            result?;
-        }
-    }
-    Ok(())
-}
-
-/// Gives claims back unshown (the attempt is not counted).
-fn give_back(ledger: &Ledger, taken: &[Claimed]) {
-    for t in taken {
-        if let Err(e) = ledger.defer(t.token) {
-            tracing::warn!(delegation = %t.delegation.id, error = %e, "cannot give a claim back");
-        }
-    }
 }

@@ -185,7 +185,6 @@ fn answer(
         }
     };
     let presented = deliver::present(
-        ledger,
         &taken.router,
         taken.claimed,
         request.boundary,

@@ -196,7 +196,10 @@ fn a_boundary_view_reads_every_open_event_but_only_the_units_ready_to_claim() {
     let units: Vec<&DelegationId> = view.units.iter().map(|u| &u.id).collect();
     assert_eq!(units, vec![&ready], "a live lease's unit is not needed yet");
     // Once the lease ran out, its unit is read too.
-    let later = f.ledger.boundary_view(&session(), T0.plus_ms(1_001)).unwrap();
+    let later = f
+        .ledger
+        .boundary_view(&session(), T0.plus_ms(1_001))
+        .unwrap();
     assert_eq!(later.units.len(), 2);
     let unknown = SessionId::new("nobody").unwrap();
     assert_eq!(

@@ -35,10 +35,12 @@ mod boundary;
 mod config;
 mod follow;
 mod keep_alive;
+mod present;
 mod snapshot;
 
 pub use config::{RouterConfig, WaitStats};
 pub use keep_alive::KeepAlive;
+pub use present::AfterShown;
 
 use follow::FOLLOWING_POLL_MS;
 

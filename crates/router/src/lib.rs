@@ -26,7 +26,7 @@ pub mod ready;
 pub mod scheduler;
 
 pub use classify::{Classified, Deferral, Discard, RETRY_SKEW_MS, Standing, Verdict};
-pub use driver::{KeepAlive, Router, RouterConfig, WaitStats};
+pub use driver::{AfterShown, KeepAlive, Router, RouterConfig, WaitStats};
 pub use error::RouterError;
 pub use heartbeat::Heartbeat;
 pub use ledger::Boundary;

@@ -16,7 +16,8 @@ use ledger::{
     DelegationId, DeliveryMode, DropReason, Event, EventKey, EventState, Ledger, Timestamp,
 };
 use router::{
-    Boundary, Clock, Discard, ManualClock, Router, RouterConfig, RouterError, SystemClock,
+    AfterShown, Boundary, Clock, Discard, ManualClock, Router, RouterConfig, RouterError,
+    SystemClock,
 };
 
 const AFTER: DeliveryMode = DeliveryMode::AfterTurn;
@@ -855,4 +856,62 @@ impl Clock for Noting {
         self.0.store(true, Ordering::SeqCst);
         SystemClock.sleep_until(until, watch);
     }
+}
+
+#[test]
+fn present_acks_every_shown_claim_in_one_commit_and_gives_all_back_when_showing_failed() {
+    let f = fixture();
+    let (a, b) = (
+        unit(&f.ledger, "s", 1, AFTER),
+        unit(&f.ledger, "s", 1, AFTER),
+    );
+    finish(&f.ledger, &a, 0, T0);
+    finish(&f.ledger, &b, 0, T0);
+    let consumer = router(&f.ledger, "s", "interactive");
+    let clock = SystemClock;
+
+    // Showing failed: both go back unshown, their attempt given back.
+    let out = consumer
+        .take_ready(Boundary::Turn, clock.now(), render)
+        .unwrap();
+    let tokens: Vec<_> = out.delivered.iter().map(|c| c.token).collect();
+    assert_eq!(tokens.len(), 2);
+    let shown = consumer
+        .present(&tokens, AfterShown::Ack, || {
+            Err::<(), _>("the terminal went away")
+        })
+        .unwrap();
+    assert_eq!(shown, Err("the terminal went away"));
+    for id in [&a, &b] {
+        assert_eq!(state(&f.ledger, &key(id, 0)), EventState::Pending);
+        let event = f.ledger.event(&key(id, 0)).unwrap().unwrap();
+        assert_eq!(event.attempts, 0, "a give-back counts no attempt");
+    }
+
+    // Held: shown, still claimed.
+    let out = consumer
+        .take_ready(Boundary::Turn, clock.now(), render)
+        .unwrap();
+    let tokens: Vec<_> = out.delivered.iter().map(|c| c.token).collect();
+    consumer
+        .present(&tokens, AfterShown::Hold, || Ok::<_, ()>(()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(state(&f.ledger, &key(&a, 0)), EventState::Claimed);
+
+    // Shown: acked, except a claim that no longer holds, which is the error once the other
+    // was acked.
+    consumer.release(tokens[0], clock.now()).unwrap();
+    let settled = consumer.present(&tokens, AfterShown::Ack, || Ok::<_, ()>(7));
+    assert!(
+        matches!(settled, Err(RouterError::ClaimLost(t)) if t == tokens[0]),
+        "{settled:?}"
+    );
+    let (lost, kept) = if out.delivered[0].delegation.id == a {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    assert_eq!(state(&f.ledger, &key(lost, 0)), EventState::Pending);
+    assert_eq!(state(&f.ledger, &key(kept, 0)), EventState::Delivered);
 }

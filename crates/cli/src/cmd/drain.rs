@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
 
+use router::AfterShown;
+
 use crate::args::{BoundaryArg, DrainArgs};
 use crate::deliver::{self, Round};
 use crate::exit::Code;
@@ -47,9 +49,15 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         Some(_) => home.sweeping(&ledger, take)?,
         None => take()?,
     };
-    deliver::show_and_settle(&ledger, &router, &round.delivered, args.hold, || {
+    // Settling reports a claim lost while it was shown: exit 3.
+    let after = if args.hold {
+        AfterShown::Hold
+    } else {
+        AfterShown::Ack
+    };
+    router.present(&deliver::tokens(&round.delivered), after, || {
         present(&round, args, &session, boundary)
-    })?;
+    })??;
     Ok(Code::Ok)
 }
 

@@ -188,14 +188,7 @@ fn deliver(
     let Some(taken) = taken.filter(|t| !t.claimed.is_empty()) else {
         return Ok(Code::Ok);
     };
-    let shown = deliver::present(
-        &ledger,
-        &taken.router,
-        taken.claimed,
-        boundary,
-        agent.budget,
-        answer,
-    )?;
+    let shown = deliver::present(&taken.router, taken.claimed, boundary, agent.budget, answer)?;
     tracing::debug!(shown, "hook delivered");
     Ok(Code::Ok)
 }

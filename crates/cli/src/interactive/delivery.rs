@@ -1,14 +1,14 @@
 //! Taking the session's ready results at a boundary through the router, presenting them and
-//! settling them two-phase: each claim is renewed by a heartbeat while it is presented, acked
-//! once the text was written, and given back (deferred) if it could not be shown.
+//! settling them through the one protocol ([`Router::present`]): the claims are renewed by a
+//! heartbeat while they are presented, acked in one commit once the text was written, and
+//! given back (deferred) if it could not be shown.
 
 use std::convert::Infallible;
 
 use formatter::Envelope;
 use ledger::{ClaimToken, Delegation, Event};
-use router::{Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
+use router::{AfterShown, Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
 
-use crate::deliver::kept_alive;
 use crate::home::{now, render_context};
 
 /// A claimed envelope, rendered before it was claimed.
@@ -54,7 +54,8 @@ pub fn text(claimed: &[Claimed], boundary: Boundary) -> String {
 }
 
 /// Presents `claimed` with `show` (true if the text was written) and settles every claim:
-/// renewed while `show` runs, acked if shown, deferred if not.
+/// renewed while `show` runs, acked in one commit if shown, given back if not
+/// ([`Router::present`]).
 pub fn present(
     router: &Router,
     claimed: Vec<Claimed>,
@@ -65,27 +66,16 @@ pub fn present(
         return;
     }
     let tokens: Vec<ClaimToken> = claimed.iter().map(|c| c.token).collect();
-    let (shown, lost) = kept_alive(router, &tokens, || show(&text(&claimed, boundary)));
-    for c in &claimed {
-        if lost.contains(&c.token) {
-            continue;
-        }
-        let settled = if shown {
-            router.ack(c.token, now()).map(drop)
-        } else {
-            router.defer(c.token).map(drop)
-        };
-        if let Err(e) = settled {
-            tracing::warn!(delegation = %c.delegation.id, error = %e, "cannot settle a delivery");
-        }
+    let shown = router.present(&tokens, AfterShown::Ack, || {
+        show(&text(&claimed, boundary)).then_some(()).ok_or(())
+    });
+    if let Err(e) = shown {
+        tracing::warn!(error = %e, "cannot settle a delivery");
     }
 }
 
 /// Gives claims back unshown (the attempt is not counted).
 pub fn give_back(router: &Router, claimed: Vec<Claimed>) {
-    for c in claimed {
-        if let Err(e) = router.defer(c.token) {
-            tracing::warn!(delegation = %c.delegation.id, error = %e, "cannot give a claim back");
-        }
-    }
+    let tokens: Vec<ClaimToken> = claimed.iter().map(|c| c.token).collect();
+    router.give_back(&tokens);
 }

@@ -67,7 +67,6 @@ pub fn take(
     let Some(sessions) = conversation.current(wanted)? else {
         return Ok(String::new());
     };
-    let ledger = conversation.ledger();
     let mut taken = Vec::new();
     for (i, session) in sessions.all.iter().enumerate() {
         let router = conversation.router(session);
@@ -76,7 +75,9 @@ pub fn take(
             // An adopted session that has ended has nothing to give.
             Err(RouterError::SessionEnded(_)) if i > 0 => {}
             Err(e) => {
-                deliver::settle(ledger, &taken, false, false)?;
+                conversation
+                    .router(&sessions.current)
+                    .give_back(&deliver::tokens(&taken));
                 return Err(e.into());
             }
         }
@@ -84,7 +85,7 @@ pub fn take(
     let total = taken.len();
     let router = conversation.router(&sessions.current);
     let mut text = String::new();
-    let shown = deliver::present(ledger, &router, taken, boundary, ANSWER_BUDGET, |t| {
+    let shown = deliver::present(&router, taken, boundary, ANSWER_BUDGET, |t| {
         text = t.to_owned();
         Ok(())
     })?;
