@@ -3,8 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ledger::{DeliveryMode, Role};
 use settings::Bounds;
+
+use crate::tasks_file::{parse_delivery, parse_role};
 
 /// hermes: durable background delegation for agent conversations.
 #[derive(Debug, Parser)]
@@ -63,14 +67,14 @@ pub struct DispatchArgs {
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Vec<String>,
     /// The child's role.
-    #[arg(long, value_enum)]
-    pub role: Option<RoleArg>,
+    #[arg(long, value_parser = role())]
+    pub role: Option<Role>,
     /// The model the child uses.
     #[arg(long)]
     pub model: Option<String>,
     /// When the result is delivered.
-    #[arg(long, value_enum)]
-    pub delivery: Option<DeliveryArg>,
+    #[arg(long, value_parser = delivery())]
+    pub delivery: Option<DeliveryMode>,
     /// Wall-clock limit per child, in seconds (0: the configured default).
     #[arg(long, value_name = "SECS", value_parser = timeout)]
     pub timeout: Option<Duration>,
@@ -110,19 +114,22 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum RoleArg {
-    Leaf,
-    Orchestrator,
+/// `--role`: the names a tasks file takes, read into the ledger's type.
+fn role() -> impl TypedValueParser<Value = Role> {
+    PossibleValuesParser::new(["leaf", "orchestrator"])
+        .try_map(|text| parse_role(&text).ok_or("must be leaf or orchestrator"))
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DeliveryArg {
-    /// At the next turn boundary.
-    #[value(name = "after_turn", alias = "after-turn")]
-    AfterTurn,
-    /// At the next tool boundary too, behind the tool-boundary carrier.
-    Inject,
+/// `--delivery`: the names a tasks file takes (`after-turn` too), read into the ledger's type.
+fn delivery() -> impl TypedValueParser<Value = DeliveryMode> {
+    PossibleValuesParser::new([
+        PossibleValue::new("after_turn")
+            .alias("after-turn")
+            .help("At the next turn boundary"),
+        PossibleValue::new("inject")
+            .help("At the next tool boundary too, behind the tool-boundary carrier"),
+    ])
+    .try_map(|text| parse_delivery(&text).ok_or("must be after_turn or inject"))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -458,7 +465,7 @@ fn wait(raw: &str) -> Result<Duration, String> {
     seconds(Bounds::WAIT, raw)
 }
 
-pub fn timeout(raw: &str) -> Result<Duration, String> {
+fn timeout(raw: &str) -> Result<Duration, String> {
     seconds(Bounds::TIMEOUT, raw)
 }
 

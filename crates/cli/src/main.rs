@@ -8,7 +8,7 @@ mod binding;
 mod cmd;
 mod config;
 mod deliver;
-mod dispatch_args;
+mod dispatch;
 mod exit;
 mod home;
 mod hook;

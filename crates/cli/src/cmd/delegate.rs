@@ -13,7 +13,7 @@ use ledger::{
 use registry::RegistryError;
 
 use crate::args::DelegateArgs;
-use crate::dispatch_args;
+use crate::dispatch::Draft;
 use crate::exit::{Code, fail};
 use crate::home::{Home, now, session_of};
 use crate::output;
@@ -30,7 +30,7 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
         .as_deref()
         .map(|raw| DelegationId::new(raw).map_err(|e| fail(Code::Usage, format!("--id: {e}"))))
         .transpose()?;
-    let spec = dispatch_args::spec(&args.dispatch)?;
+    let spec = Draft::from_args(&args.dispatch)?.build()?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
     // The id is drawn before anything is written, so that a failure whose outcome is unknown

@@ -10,7 +10,7 @@ use ledger::{HostKind, SessionId, UnitStatus};
 use registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
 use crate::args::RunArgs;
-use crate::dispatch_args;
+use crate::dispatch::Draft;
 use crate::exit::{Code, fail};
 use crate::home::{Home, env_var, now, render_context};
 use crate::output;
@@ -36,7 +36,7 @@ fn inline(
     parent: Option<SessionId>,
     kind: &str,
 ) -> anyhow::Result<Code> {
-    let spec = dispatch_args::spec(&args.dispatch)?;
+    let spec = Draft::from_args(&args.dispatch)?.build()?;
     if let Some(pool) = &spec.pool {
         return Err(fail(
             Code::Usage,

@@ -27,7 +27,7 @@ use super::line::{self, Command, Parsed};
 use super::progress::{self, Announced};
 use super::{delivery, foreground, poller, views};
 use crate::args::DispatchArgs;
-use crate::dispatch_args;
+use crate::dispatch::Draft;
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
 
@@ -401,19 +401,12 @@ impl Turns {
                 "--tasks - reads standard input, which is this prompt; give the tasks file's path"
             ));
         }
+        let mut draft = Draft::from_args(dispatch)?;
         // Without --goal the goal is the command line, quoted the way it was typed.
-        let quoted;
-        let dispatch = match (&dispatch.goal, &dispatch.tasks) {
-            (None, None) if !dispatch.command.is_empty() => {
-                quoted = DispatchArgs {
-                    goal: shlex::try_join(dispatch.command.iter().map(String::as_str)).ok(),
-                    ..dispatch.clone()
-                };
-                &quoted
-            }
-            _ => dispatch,
-        };
-        let spec = dispatch_args::spec(dispatch)?;
+        if draft.goal.is_none() && draft.batch.is_none() && !draft.command.is_empty() {
+            draft.goal = shlex::try_join(draft.command.iter().map(String::as_str)).ok();
+        }
+        let spec = draft.build()?;
         let goal = formatter::one_line(&spec.goal, 80);
         let dispatched = self.runtime.block_on(
             self.host

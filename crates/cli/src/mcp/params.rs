@@ -118,6 +118,24 @@ pub enum Delivery {
     Inject,
 }
 
+impl From<Role> for ledger::Role {
+    fn from(role: Role) -> Self {
+        match role {
+            Role::Leaf => ledger::Role::Leaf,
+            Role::Orchestrator => ledger::Role::Orchestrator,
+        }
+    }
+}
+
+impl From<Delivery> for ledger::DeliveryMode {
+    fn from(delivery: Delivery) -> Self {
+        match delivery {
+            Delivery::AfterTurn => ledger::DeliveryMode::AfterTurn,
+            Delivery::Inject => ledger::DeliveryMode::Inject,
+        }
+    }
+}
+
 /// `delegation_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
