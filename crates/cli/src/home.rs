@@ -114,7 +114,7 @@ impl Home {
                 &registry::OsReaper::new(),
                 &self.registry(),
                 now(),
-                false,
+                ledger::Sweep::IfDue,
             )?;
         }
         Ok(Arc::new(ledger))
@@ -157,7 +157,9 @@ impl Home {
             let reaper = registry::OsReaper::new();
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
             {
-                if let Err(e) = housekeeping::sweep(&ledger, &reaper, &config, now(), false) {
+                if let Err(e) =
+                    housekeeping::sweep(&ledger, &reaper, &config, now(), ledger::Sweep::IfDue)
+                {
                     tracing::warn!(error = %e, "recovery sweep failed");
                 }
             }

@@ -49,7 +49,7 @@ pub use observe::{CommitObserver, observe_commits};
 pub use overview::{Census, Overview, UnitView};
 pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
 pub use queries::{Listing, SessionSummary};
-pub use recovery::{Reaper, RecoveryReport, TAIL_CHARS, TAIL_LINES, tail_of};
+pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
 pub use store::Listen;
 pub use store::pg::{Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url};

@@ -109,18 +109,27 @@ enum Orphan {
     Untouched,
 }
 
+/// When [`Ledger::recover`] sweeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sweep {
+    /// Unless this process swept within `recovery_interval_ms` (what periodic callers ask).
+    IfDue,
+    /// Now, whenever the last one was (a resume, a test, an operator's command).
+    Now,
+}
+
 impl Ledger {
-    /// Runs the recovery sweep unless this process ran one within `recovery_interval_ms` (or
-    /// `force`). It reads first and writes only what it changes.
+    /// Runs the recovery sweep, unless `when` is [`Sweep::IfDue`] and this process ran one
+    /// within `recovery_interval_ms`. It reads first and writes only what it changes.
     pub fn recover(
         &self,
         reaper: &dyn Reaper,
         now: Timestamp,
-        force: bool,
+        when: Sweep,
     ) -> Result<RecoveryReport> {
         {
             let mut sweeps = stdx::lock(&self.sweeps);
-            let due = force
+            let due = when == Sweep::Now
                 || sweeps.at.is_none_or(|last: Timestamp| {
                     now.ms_since(last) >= self.config.recovery_interval_ms || last > now
                 });

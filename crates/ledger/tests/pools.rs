@@ -305,7 +305,7 @@ fn a_dead_workers_running_unit_ends_unknown_and_its_late_writes_are_refused() {
     // Its lease runs out: it is dead wherever it ran.
     let report = f
         .ledger
-        .recover(&Pids(true), T0.plus_ms(2_000), true)
+        .recover(&Pids(true), T0.plus_ms(2_000), ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert!(report.returned_to_pool.is_empty());
@@ -361,7 +361,7 @@ fn a_unit_a_dead_worker_never_started_goes_back_to_its_place_in_the_pool() {
     let before = f.ledger.activity().unwrap();
     let report = f
         .ledger
-        .recover(&Pids(false), T0.plus_ms(10), true)
+        .recover(&Pids(false), T0.plus_ms(10), ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.returned_to_pool, vec![first.clone()]);
     assert_ne!(

@@ -149,7 +149,10 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
         alive: HashSet::from([host]),
         killed: Mutex::default(),
     };
-    let report = f.ledger.recover(&alive, T0.plus_ms(10), true).unwrap();
+    let report = f
+        .ledger
+        .recover(&alive, T0.plus_ms(10), ledger::Sweep::Now)
+        .unwrap();
     assert!(
         report.ran && report.finalized.is_empty(),
         "a live host's units are left alone"
@@ -160,8 +163,16 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
         killed: Mutex::default(),
     };
     // Rate limited: a sweep within the interval does nothing.
-    assert!(!f.ledger.recover(&dead, T0.plus_ms(20), false).unwrap().ran);
-    let report = f.ledger.recover(&dead, T0.plus_ms(10_000), false).unwrap();
+    assert!(
+        !f.ledger
+            .recover(&dead, T0.plus_ms(20), ledger::Sweep::IfDue)
+            .unwrap()
+            .ran
+    );
+    let report = f
+        .ledger
+        .recover(&dead, T0.plus_ms(10_000), ledger::Sweep::IfDue)
+        .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert_eq!(
         *dead.killed.lock().unwrap(),
@@ -201,7 +212,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
     // A second sweep finds nothing more to do.
     assert!(
         f.ledger
-            .recover(&dead, T0.plus_ms(20_000), true)
+            .recover(&dead, T0.plus_ms(20_000), ledger::Sweep::Now)
             .unwrap()
             .finalized
             .is_empty()
@@ -223,19 +234,25 @@ fn old_pending_events_expire_and_old_units_are_purged() {
     let id = unit(&f.ledger, 2);
     finish(&f.ledger, &id, 0, T0);
     finish(&f.ledger, &id, 1, T0.plus_ms(900));
-    let report = f.ledger.recover(&reaper, T0.plus_ms(1_500), true).unwrap();
+    let report = f
+        .ledger
+        .recover(&reaper, T0.plus_ms(1_500), ledger::Sweep::Now)
+        .unwrap();
     assert_eq!(report.expired_events, 1);
     let event = f.ledger.event(&key(&id, 0)).unwrap().unwrap();
     assert_eq!(event.drop_reason, Some(DropReason::ReplayExpired));
     assert_eq!(state(&f.ledger, &key(&id, 1)), EventState::Pending);
     assert_eq!(
         f.ledger
-            .recover(&reaper, T0.plus_ms(5_500), true)
+            .recover(&reaper, T0.plus_ms(5_500), ledger::Sweep::Now)
             .unwrap()
             .purged_units,
         0
     );
-    let report = f.ledger.recover(&reaper, T0.plus_ms(6_000), true).unwrap();
+    let report = f
+        .ledger
+        .recover(&reaper, T0.plus_ms(6_000), ledger::Sweep::Now)
+        .unwrap();
     assert_eq!(report.purged_units, 1);
     assert!(f.ledger.delegation(&id).unwrap().is_none());
     assert!(f.ledger.events(&id).unwrap().is_empty());
@@ -254,7 +271,10 @@ fn a_host_in_another_locality_is_never_judged_by_pid_while_its_lease_is_fresh() 
     let id = hosted_unit(&f.ledger, &host, 1, child);
     // Neither pid exists here: that proves nothing about another pid namespace.
     let nobody = reaper(&[]);
-    let report = f.ledger.recover(&nobody, T0.plus_ms(10_000), true).unwrap();
+    let report = f
+        .ledger
+        .recover(&nobody, T0.plus_ms(10_000), ledger::Sweep::Now)
+        .unwrap();
     assert!(report.finalized.is_empty(), "{report:?}");
     assert_eq!(report.dead_hosts, 0);
     assert_eq!(
@@ -293,7 +313,7 @@ fn an_expired_lease_elsewhere_ends_the_unit_unknown_with_the_stored_tail_and_kil
     let confusable = reaper(&[child, host.process]);
     let report = f
         .ledger
-        .recover(&confusable, T0.plus_ms(30_001), true)
+        .recover(&confusable, T0.plus_ms(30_001), ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert!(
@@ -323,7 +343,10 @@ fn a_dead_hosts_late_writes_are_refused_and_its_lease_cannot_be_renewed() {
     let host = host_at(&f.ledger, 400, here(), LONG);
     let id = hosted_unit(&f.ledger, &host, 2, child);
     // kill -9 of a host here is noticed by pid, long before any lease.
-    let report = f.ledger.recover(&reaper(&[]), T0.plus_ms(1), true).unwrap();
+    let report = f
+        .ledger
+        .recover(&reaper(&[]), T0.plus_ms(1), ledger::Sweep::Now)
+        .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     let late = f.ledger.finish_child(
         host.host_id,
@@ -385,7 +408,7 @@ fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
     let before = f.ledger.activity().unwrap();
     let report = f
         .ledger
-        .recover(&reaper(&[live.process]), T0.plus_ms(1), true)
+        .recover(&reaper(&[live.process]), T0.plus_ms(1), ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.adopted, vec![id.clone()]);
     assert!(report.finalized.is_empty());
@@ -432,7 +455,7 @@ fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritt
     // Once A is recovered (its unit finalized, its record gone), B may register.
     let report = f
         .ledger
-        .recover(&reaper(&[]), T0.plus_ms(60_000), true)
+        .recover(&reaper(&[]), T0.plus_ms(60_000), ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id]);
     f.ledger.register_host(&later).expect("registers");

@@ -28,9 +28,9 @@ pub fn sweep(
     reaper: &crate::OsReaper,
     config: &Config,
     now: ledger::Timestamp,
-    force: bool,
+    when: ledger::Sweep,
 ) -> ledger::Result<RecoveryReport> {
-    let report = ledger.recover(reaper, now, force)?;
+    let report = ledger.recover(reaper, now, when)?;
     if !report.finalized.is_empty() || !report.adopted.is_empty() {
         tracing::info!(finalized = ?report.finalized, adopted = ?report.adopted, "recovered units of dead hosts");
     }

@@ -136,6 +136,12 @@ pub fn recovered(
     {
         return Ok(false);
     }
-    registry::housekeeping::sweep(ledger, &registry::OsReaper::new(), config, at, false)?;
+    registry::housekeeping::sweep(
+        ledger,
+        &registry::OsReaper::new(),
+        config,
+        at,
+        ledger::Sweep::IfDue,
+    )?;
     Ok(ledger.units_of_host(me)?.is_empty())
 }

@@ -196,7 +196,13 @@ fn resume_session(
             ));
         }
     }
-    let report = registry::housekeeping::sweep(ledger, &OsReaper::new(), registry, now(), true)?;
+    let report = registry::housekeeping::sweep(
+        ledger,
+        &OsReaper::new(),
+        registry,
+        now(),
+        ledger::Sweep::Now,
+    )?;
     let mut finalized = 0;
     for unit in &report.finalized {
         if ledger

@@ -65,7 +65,9 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             last_sweep = now;
             let (reaper, config) = (reaper.clone(), config.clone());
             let swept = inner
-                .call(move |l| crate::housekeeping::sweep(l, &reaper, &config, now, false))
+                .call(move |l| {
+                    crate::housekeeping::sweep(l, &reaper, &config, now, ledger::Sweep::IfDue)
+                })
                 .await;
             if let Err(e) = swept {
                 tracing::warn!(error = %e, "recovery sweep failed");
