@@ -1,11 +1,9 @@
 //! The recovery sweep, with a fake operating system.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use common::*;
+use crate::common::*;
 use ledger::*;
 
 struct FakeReaper {

@@ -1,8 +1,6 @@
 //! Every transition of SPEC §4, one test each.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ledger::*;
 
 #[test]

@@ -1,5 +1,4 @@
 //! Shared helpers for the ledger's tests.
-#![allow(dead_code)]
 
 use ledger::*;
 
@@ -45,7 +44,8 @@ pub fn outcome(index: u32, status: ChildStatus, at: Timestamp) -> ChildOutcome {
 }
 
 pub struct Fixture {
-    pub dir: tempfile::TempDir,
+    /// Holds the redb file's directory for the test's length.
+    _dir: tempfile::TempDir,
     pub ledger: Ledger,
     pub location: Location,
     /// Drops the test's database (PostgreSQL) once the test is done; declared last, so the
@@ -70,7 +70,7 @@ pub fn fixture_with(config: LedgerConfig) -> Fixture {
     let (location, _, database) = ledger::testing::TestBackend::from_env().fresh_owned(dir.path());
     let ledger = ledger::testing::open_location(&location, config, 7);
     Fixture {
-        dir,
+        _dir: dir,
         ledger,
         location,
         _database: database,

@@ -1,11 +1,9 @@
 //! Worker pools (SPEC §12): pool queues, taking a unit atomically, capacity, fencing of a dead
 //! worker, and units going back to their pool.
 
-mod common;
-
 use std::sync::{Arc, Barrier};
 
-use common::*;
+use crate::common::*;
 use ledger::*;
 
 /// Registers a live worker of `pool` (pid `pid`) whose lease runs until `lease_until`.

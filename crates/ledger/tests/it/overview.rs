@@ -2,9 +2,7 @@
 //! with its own children, stalls and events, read in bulk in one transaction, on both
 //! backends.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ledger::*;
 
 #[test]

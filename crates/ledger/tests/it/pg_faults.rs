@@ -2,9 +2,7 @@
 //! that drops connections, loses answers or black-holes traffic when a test says so. These run
 //! against the throwaway test server whatever the backend under test.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ledger::testing::{fresh_database, pg_admin_url};
 use ledger::*;
 use pgcluster::FaultProxy;

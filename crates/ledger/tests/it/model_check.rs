@@ -1,11 +1,9 @@
 //! Property test: random operation sequences, with an injected clock, against a small
 //! in-memory model of the delivery state machine. The two must agree after every step.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use ledger::*;
 use proptest::prelude::*;
 

@@ -1,0 +1,13 @@
+//! The ledger's integration tests, one binary: each module a subject, all over the public API
+//! (and `ledger::testing`), on the backend `HERMES_TEST_BACKEND` names.
+
+mod common;
+
+mod files;
+mod model_check;
+mod overview;
+mod pg_faults;
+mod pools;
+mod postgres;
+mod recovery;
+mod transitions;
