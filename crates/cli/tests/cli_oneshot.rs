@@ -298,6 +298,62 @@ fn ledger_info_and_migrate_say_which_ledger_without_a_password() {
             assert_eq!(migrated["schema_version"], ledger::SCHEMA_VERSION);
         }
     }
+    // `info` asks the ledger itself, creating nothing: after the migration it finds the version
+    // the migration put there.
+    let after = h.json(&["ledger", "info", "--json"]);
+    assert_eq!(after["reachable"], true, "{after}");
+    assert_eq!(
+        after["schema_version"], migrated["schema_version"],
+        "{after}"
+    );
+    assert_eq!(
+        after["supported_schema_version"],
+        migrated["schema_version"]
+    );
+    assert!(
+        h.run(&["ledger", "info"])
+            .stdout
+            .contains(&format!(": schema version {}", migrated["schema_version"])),
+        "says the version"
+    );
     let bad = h.run_env(&["ledger", "info"], &[("HERMES_LEDGER_URL", "mysql://x")]);
     bad.assert_one_error_line(2);
+    // A server nobody answers at is unavailable: one line, exit 6.
+    let gone = h.run_env(
+        &["ledger", "info", "--json"],
+        &[("HERMES_LEDGER_URL", "postgres://hermes@127.0.0.1:1/hermes")],
+    );
+    gone.assert_one_error_line(6);
+    assert!(gone.stderr.contains("cannot reach"), "{}", gone.stderr);
+}
+
+#[test]
+fn ledger_info_on_a_new_ledger_finds_no_schema_and_creates_none() {
+    let h = Hermes::new();
+    // An empty database on PostgreSQL (the suite's own come with the schema already).
+    let empty = h
+        .on_postgres()
+        .then(|| ledger::testing::fresh_empty_database(&ledger::testing::pg_admin_url()));
+    let env: Vec<(&str, &str)> = empty
+        .iter()
+        .map(|url| ("HERMES_LEDGER_URL", url.as_str()))
+        .collect();
+    for _ in 0..2 {
+        let info = h.run_env(&["ledger", "info", "--json"], &env);
+        assert_eq!(info.code, 0, "{}", info.stderr);
+        let info = info.json();
+        assert_eq!(info["reachable"], true, "{info}");
+        assert_eq!(info["schema_version"], serde_json::Value::Null, "{info}");
+    }
+    assert!(
+        !h.path().join("ledger.redb").exists(),
+        "info created nothing"
+    );
+    let said = h.run_env(&["ledger", "info"], &env).stdout;
+    assert!(said.contains("no ledger yet"), "{said}");
+    if !h.on_postgres() {
+        // A damaged file is said to be damaged, exit 6.
+        std::fs::write(h.path().join("ledger.redb"), b"not a ledger").expect("writes");
+        h.run(&["ledger", "info"]).assert_one_error_line(6);
+    }
 }

@@ -115,6 +115,14 @@ impl Ledger {
         }
     }
 
+    /// Looks at the ledger at `location` without creating, migrating or writing anything
+    /// (`hermes ledger info`): the schema version a PostgreSQL database records or an existing
+    /// redb file's format version; `None` where there is no ledger yet. Fails as opening
+    /// would: an unreachable server (saying what it said), a damaged or newer file.
+    pub fn probe(location: &crate::Location) -> Result<Option<u32>> {
+        Backend::probe(location)
+    }
+
     /// Creates or migrates the schema now (`hermes ledger migrate`); returns the schema version
     /// in force afterwards. A redb file has nothing to migrate: its format version.
     pub fn migrate(&self) -> Result<u32> {

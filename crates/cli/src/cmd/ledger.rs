@@ -1,4 +1,5 @@
-//! `hermes ledger migrate|info`.
+//! `hermes ledger migrate|info`: `info` says which ledger, whether it is reachable and which
+//! version it holds, and changes nothing.
 
 use serde_json::json;
 
@@ -41,12 +42,36 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<Code> {
             }
         }
         LedgerCommand::Info { json } => {
+            // Reachable or not, and which version is there: nothing is created or migrated.
+            // An unreachable server, a damaged or newer file: one line, exit 6.
+            let version = ledger::Ledger::probe(&location)?;
+            let supported = match &location {
+                ledger::Location::File(_) => u32::from(ledger::FORMAT_VERSION),
+                ledger::Location::Postgres(_) => u32::try_from(ledger::SCHEMA_VERSION).unwrap_or(0),
+            };
             if json {
-                output::print_json(
-                    &json!({ "backend": backend, "ledger": at, "namespace": namespace }),
-                )?;
+                output::print_json(&json!({
+                    "backend": backend,
+                    "ledger": at,
+                    "namespace": namespace,
+                    "reachable": true,
+                    "schema_version": version,
+                    "supported_schema_version": supported,
+                }))?;
             } else {
-                output::print(&format!("{backend} {place}\n"))?;
+                let state = match version {
+                    None => "no ledger yet (the first command that writes creates it)".to_owned(),
+                    Some(v) if v > supported => format!(
+                        "schema version {v}, newer than this hermes ({supported}): upgrade hermes"
+                    ),
+                    Some(v) if v < supported => {
+                        format!(
+                            "schema version {v} (hermes ledger migrate brings it to {supported})"
+                        )
+                    }
+                    Some(v) => format!("schema version {v}"),
+                };
+                output::print(&format!("{backend} {place}: {state}\n"))?;
             }
         }
     }

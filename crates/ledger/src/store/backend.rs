@@ -123,6 +123,23 @@ impl Backend {
         }
     }
 
+    /// The version recorded at `location` (`None`: no ledger there yet), read without creating,
+    /// migrating or writing anything: an existing redb file is opened (read-only until a
+    /// write, and nothing writes), a PostgreSQL server asked over one connection.
+    pub(crate) fn probe(location: &crate::Location) -> Result<Option<u32>> {
+        match location {
+            crate::Location::File(path) if !path.exists() => Ok(None),
+            crate::Location::File(path) => {
+                RedbStore::open(path)?;
+                Ok(Some(u32::from(FORMAT_VERSION)))
+            }
+            crate::Location::Postgres(target) => {
+                Ok(Pg::probe((**target).clone())?
+                    .map(|version| u32::try_from(version).unwrap_or(0)))
+            }
+        }
+    }
+
     /// Creates or migrates the schema now; the version in force afterwards. A redb file has
     /// nothing to migrate: its format version.
     pub(crate) fn migrate(&self) -> Result<u32> {

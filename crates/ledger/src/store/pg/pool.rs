@@ -98,15 +98,31 @@ pub(super) enum Failure {
 }
 
 impl Pg {
-    /// Connects to `target` (checking, creating or migrating the schema).
-    pub(crate) fn connect(target: PgTarget) -> Result<Pg> {
-        let pg = Pg {
+    /// A pool for `target` with no connection yet.
+    fn new(target: PgTarget) -> Pg {
+        Pg {
             path: PathBuf::from(target.display()),
             tls: tls_connector(),
             target,
             idle: Mutex::new(Vec::new()),
             backoff: Mutex::new(Backoff::default()),
-        };
+        }
+    }
+
+    /// Connects to `target` and reads the schema version recorded (`None`: hermes never
+    /// created its schema there), creating and migrating nothing.
+    pub(crate) fn probe(target: PgTarget) -> Result<Option<i32>> {
+        let pg = Pg::new(target);
+        off_runtime(|| {
+            let mut conn = pg.take()?;
+            super::schema::schema_version(&pg.target, &mut conn.client)
+                .map_err(|err| pg.unavailable(&err))
+        })
+    }
+
+    /// Connects to `target` (checking, creating or migrating the schema).
+    pub(crate) fn connect(target: PgTarget) -> Result<Pg> {
+        let pg = Pg::new(target);
         off_runtime(|| {
             let mut conn = pg.take()?;
             pg.prepare_schema(&mut conn.client)?;
