@@ -35,6 +35,36 @@ fn sslmode_require_encrypts_and_disable_does_not() {
     assert!(ledger.session(&session).expect("reads").is_some());
 }
 
+/// The test server's URL with its host replaced by the directory of its Unix-domain socket
+/// (`data/` of the cluster: `unix_socket_directories`), in the `?host=` form libpq documents
+/// for a socket directory (libpq-connect, "Connection URIs").
+fn over_the_socket(url: &str) -> String {
+    let socket_dir = ledger::testing::pg_server().dir.join("data");
+    let (scheme_user, rest) = url.split_once('@').expect("the URL has a user");
+    let (authority, path) = rest.split_once('/').expect("the URL names a database");
+    let port = authority.rsplit_once(':').map_or("5432", |(_, port)| port);
+    format!(
+        "{scheme_user}@/{path}?host={}&port={port}",
+        socket_dir.display()
+    )
+}
+
+#[test]
+fn a_unix_socket_url_connects_in_the_clear_whatever_sslmode_says() {
+    let url = fresh_database(&pg_admin_url());
+    for sslmode in ["", "&sslmode=prefer", "&sslmode=require"] {
+        let unix = format!("{}{sslmode}", over_the_socket(&url));
+        // libpq ignores sslmode on Unix-domain sockets (libpq-connect, "sslmode").
+        assert!(!connection_is_encrypted(&unix), "{unix}");
+        let ledger = connect(&unix).unwrap_or_else(|e| panic!("{unix}: {e}"));
+        let session = SessionId::new("socket").expect("id");
+        ledger
+            .ensure_session(&session, Timestamp(1))
+            .expect("writes");
+        assert!(ledger.session(&session).expect("reads").is_some());
+    }
+}
+
 #[test]
 fn the_password_comes_from_the_url_or_pgpassword_and_is_never_shown() {
     let url = fresh_database(&pg_admin_url());

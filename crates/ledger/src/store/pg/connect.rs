@@ -35,7 +35,15 @@ pub(super) fn connect_within(
     let settings = session_settings(config.get_options().unwrap_or_default());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let connected = config.connect(tls).and_then(|mut client| {
+        // Over Unix-domain sockets only, the URL's parse set `sslmode` to disable (as libpq
+        // ignores it there); no TLS connector is made either, having no server name to check.
+        let in_the_clear = config.get_ssl_mode() == postgres::config::SslMode::Disable;
+        let connected = if in_the_clear {
+            config.connect(postgres::NoTls)
+        } else {
+            config.connect(tls)
+        };
+        let connected = connected.and_then(|mut client| {
             if !settings.is_empty() {
                 client.batch_execute(&settings)?;
             }

@@ -72,6 +72,18 @@ impl PgTarget {
             ));
         }
         deadlines(&mut config);
+        // libpq ignores `sslmode` on Unix-domain sockets (SSL is for TCP/IP connections only:
+        // libpq-connect, "sslmode"); a TLS handshake there has no server name to verify and
+        // fails. A URL of sockets only connects in the clear, as libpq does.
+        #[cfg(unix)]
+        if !config.get_hosts().is_empty()
+            && config
+                .get_hosts()
+                .iter()
+                .all(|h| matches!(h, postgres::config::Host::Unix(_)))
+        {
+            config.ssl_mode(postgres::config::SslMode::Disable);
+        }
         if config.get_application_name().is_none() {
             config.application_name("hermes");
         }
