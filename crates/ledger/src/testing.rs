@@ -161,6 +161,12 @@ pub fn pg_admin_url() -> String {
     pg_server().admin_url.clone()
 }
 
+/// The certificate authority that signed the test server's certificate (`data/ca.crt` of the
+/// cluster), for `sslrootcert`.
+pub fn pg_authority() -> PathBuf {
+    pg_server().dir.join("data").join("ca.crt")
+}
+
 /// Whether a ledger connection to `url` is encrypted (the server's own view of it).
 pub fn connection_is_encrypted(url: &str) -> bool {
     let target = PgTarget::parse(url, None).expect("the test URL parses");

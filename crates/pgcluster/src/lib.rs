@@ -256,29 +256,73 @@ impl Cluster {
         fs::remove_file(&pwfile).context("removing the password file")?;
         checked("initdb", initdb)?;
 
-        // A self-signed certificate, made by the server's user so it owns the key.
-        let key = self.data().join("server.key");
-        let openssl = self
-            .as_server(Path::new("openssl"))
-            .args([
-                "req",
-                "-x509",
-                "-nodes",
-                "-days",
-                "3650",
-                "-subj",
-                "/CN=127.0.0.1",
-            ])
-            .args(["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
-            .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(self.data().join("server.crt"))
-            .output();
-        checked("openssl req (the server's certificate)", openssl).context(
-            "openssl makes the server's certificate; `.ci/run` installs it when missing",
-        )?;
+        // A certificate authority of the cluster's own (`data/ca.crt`, which tests verify the
+        // server against) and the server's certificate signed by it for 127.0.0.1, all made by
+        // the server's user so it owns the keys.
+        let data = self.data();
+        let key = data.join("server.key");
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+        let openssl = |what: &str, args: &[&std::ffi::OsStr]| {
+            let output = self.as_server(Path::new("openssl")).args(args).output();
+            checked(what, output).context(
+                "openssl makes the server's certificate; `.ci/run` installs it when missing",
+            )
+        };
+        let os = |s: &'static str| std::ffi::OsStr::new(s);
+        let path = |name: &str| data.join(name).into_os_string();
+        let (ca_key, ca_crt, csr, ext) = (
+            path("ca.key"),
+            path("ca.crt"),
+            path("server.csr"),
+            path("server.ext"),
+        );
+        fs::write(
+            &ext,
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n\
+             keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .context("writing the certificate's extensions")?;
+        let mut ca = vec![
+            os("req"),
+            os("-x509"),
+            os("-nodes"),
+            os("-days"),
+            os("3650"),
+        ];
+        ca.extend([os("-subj"), os("/CN=hermes test CA")]);
+        ca.extend(ec.map(os));
+        ca.extend([os("-keyout"), &ca_key, os("-out"), &ca_crt]);
+        openssl("openssl req (the test CA)", &ca)?;
+        let mut request = vec![
+            os("req"),
+            os("-new"),
+            os("-nodes"),
+            os("-subj"),
+            os("/CN=127.0.0.1"),
+        ];
+        request.extend(ec.map(os));
+        request.extend([os("-keyout"), key.as_os_str(), os("-out"), &csr]);
+        openssl("openssl req (the server's key)", &request)?;
+        let server_crt = path("server.crt");
+        let sign = [
+            os("x509"),
+            os("-req"),
+            os("-in"),
+            &csr,
+            os("-CA"),
+            &ca_crt,
+            os("-CAkey"),
+            &ca_key,
+            os("-set_serial"),
+            os("1"),
+            os("-days"),
+            os("3650"),
+            os("-extfile"),
+            &ext,
+            os("-out"),
+            &server_crt,
+        ];
+        openssl("openssl x509 (the server's certificate)", &sign)?;
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600))?;
 
         // Appending and rewriting keep each file's owner.

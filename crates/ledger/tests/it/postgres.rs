@@ -35,6 +35,58 @@ fn sslmode_require_encrypts_and_disable_does_not() {
     assert!(ledger.session(&session).expect("reads").is_some());
 }
 
+#[test]
+fn verify_full_and_verify_ca_check_the_servers_certificate_against_sslrootcert() {
+    let url = fresh_database(&pg_admin_url());
+    let ca = ledger::testing::pg_authority();
+    let root = |file: &std::path::Path| format!("sslrootcert={}", file.display());
+    // The server's certificate is for 127.0.0.1, signed by the cluster's CA.
+    for mode in ["verify-full", "verify-ca"] {
+        let verified = with_option(&url, &format!("sslmode={mode}&{}", root(&ca)));
+        assert!(connection_is_encrypted(&verified), "{mode}");
+        let ledger = connect(&verified).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert!(ledger.session(&SessionId::new("v").expect("id")).is_ok());
+    }
+    // Another name for the same address: verify-full refuses the certificate, verify-ca (which
+    // checks only who signed it) takes it (libpq-connect, "sslmode").
+    let elsewhere = url.replacen("@127.0.0.1:", "@db.invalid:", 1);
+    let named = |mode: &str| {
+        with_option(
+            &elsewhere,
+            &format!("hostaddr=127.0.0.1&sslmode={mode}&{}", root(&ca)),
+        )
+    };
+    let refused = connect(&named("verify-full")).expect_err("the name does not match");
+    assert!(
+        matches!(&refused, LedgerError::Unavailable { reason, .. } if reason.contains("certificate")),
+        "{refused}"
+    );
+    connect(&named("verify-ca")).expect("verify-ca takes any name the CA signed");
+    // Trusting the wrong authority (the server's own certificate is no CA) fails the handshake.
+    let wrong = ca.with_file_name("server.crt");
+    let untrusted = connect(&with_option(
+        &url,
+        &format!("sslmode=verify-full&{}", root(&wrong)),
+    ))
+    .expect_err("not signed by what is trusted");
+    assert!(untrusted.to_string().contains("certificate"), "{untrusted}");
+    // A root file that is not there is said to be, naming the parameter.
+    let missing = PgTarget::parse(
+        &with_option(
+            &url,
+            "sslmode=verify-full&sslrootcert=/nonexistent/root.crt",
+        ),
+        None,
+    )
+    .expect_err("no such file");
+    assert!(
+        missing
+            .to_string()
+            .contains("sslrootcert /nonexistent/root.crt"),
+        "{missing}"
+    );
+}
+
 /// The test server's URL with its host replaced by the directory of its Unix-domain socket
 /// (`data/` of the cluster: `unix_socket_directories`), in the `?host=` form libpq documents
 /// for a socket directory (libpq-connect, "Connection URIs").

@@ -23,6 +23,7 @@ mod listen;
 mod pool;
 mod read;
 mod schema;
+mod tls;
 mod tx;
 mod url;
 mod write;

@@ -102,7 +102,7 @@ impl Pg {
     fn new(target: PgTarget) -> Pg {
         Pg {
             path: PathBuf::from(target.display()),
-            tls: tls_connector(),
+            tls: target.tls.clone(),
             target,
             idle: Mutex::new(Vec::new()),
             backoff: Mutex::new(Backoff::default()),

@@ -2,9 +2,9 @@
 //! `sslmode` asks for.
 
 use std::str::FromStr;
-use std::sync::Arc;
 
 use super::pool::*;
+use super::tls::{Check, Roots, Verify};
 use crate::error::{LedgerError, Result};
 
 /// Whether `url` names a PostgreSQL ledger.
@@ -24,6 +24,8 @@ pub struct PgTarget {
     /// The deployment's namespace (`ledger.namespace`); `None`: the default, `hermes`, whose
     /// tables are where hermes always kept them (the `search_path`, normally `public`).
     pub(super) namespace: Option<settings::Namespace>,
+    /// The TLS its `sslmode` asks for (`tls::connector`).
+    pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
 }
 
 impl std::fmt::Debug for PgTarget {
@@ -60,7 +62,8 @@ impl PgTarget {
                 "expected a postgres:// or postgresql:// URL".into(),
             ));
         }
-        let url = &env.complete_authority(url)?;
+        let (url, verify) = verification(url, env)?;
+        let url = &env.complete_authority(&url)?;
         let mut config = postgres::Config::from_str(url).map_err(|err| {
             // The parser's message quotes at most an option name or value, never the URL.
             invalid(format!("not a valid PostgreSQL URL ({err})"))
@@ -103,11 +106,15 @@ impl PgTarget {
                 .or(config.get_user())
                 .unwrap_or_default()
         );
+        // Over sockets only there is no TLS to verify (libpq ignores sslmode there too).
+        let verify = verify.filter(|_| config.get_ssl_mode() != postgres::config::SslMode::Disable);
+        let tls = super::tls::connector(verify.as_ref())?;
         Ok(PgTarget {
             config,
             display,
             server,
             namespace: None,
+            tls,
         })
     }
 
@@ -206,6 +213,10 @@ pub struct PgEnv {
     pub dbname: Option<String>,
     /// `PGSSLMODE`.
     pub sslmode: Option<String>,
+    /// `PGSSLROOTCERT`.
+    pub sslrootcert: Option<String>,
+    /// `HOME`, for libpq's default `sslrootcert` (`~/.postgresql/root.crt`).
+    pub home: Option<String>,
     /// `PGPASSWORD`.
     pub password: Option<String>,
 }
@@ -218,6 +229,7 @@ impl std::fmt::Debug for PgEnv {
             .field("user", &self.user)
             .field("dbname", &self.dbname)
             .field("sslmode", &self.sslmode)
+            .field("sslrootcert", &self.sslrootcert)
             .field("password", &self.password.as_ref().map(|_| "…"))
             .finish()
     }
@@ -234,6 +246,8 @@ impl PgEnv {
             user: get("PGUSER"),
             dbname: get("PGDATABASE"),
             sslmode: get("PGSSLMODE"),
+            sslrootcert: get("PGSSLROOTCERT"),
+            home: get("HOME"),
             password: get("PGPASSWORD"),
         }
     }
@@ -314,10 +328,10 @@ impl PgEnv {
             let mode = match mode.trim() {
                 "disable" => postgres::config::SslMode::Disable,
                 "prefer" | "allow" => postgres::config::SslMode::Prefer,
-                "require" => postgres::config::SslMode::Require,
+                "require" | "verify-ca" | "verify-full" => postgres::config::SslMode::Require,
                 other => {
                     return Err(invalid(format!(
-                        "PGSSLMODE: {other:?} is not supported (use disable, prefer or require)"
+                        "PGSSLMODE: {other:?} is not supported (use disable, prefer, require, verify-ca or verify-full)"
                     )));
                 }
             };
@@ -330,6 +344,85 @@ impl PgEnv {
         }
         Ok(())
     }
+}
+
+/// Takes `sslmode=verify-ca|verify-full` and `sslrootcert` out of `url`'s query (the URL parser
+/// knows neither), or from `PGSSLMODE`/`PGSSLROOTCERT` where the URL says nothing, and leaves
+/// `sslmode=require` for the parser: the encryption they imply. Without `sslrootcert` the
+/// authorities are libpq's default file, `~/.postgresql/root.crt`.
+fn verification(url: &str, env: &PgEnv) -> Result<(String, Option<Verify>)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut kept: Vec<String> = Vec::new();
+    let (mut mode, mut root) = (None, None);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("sslmode", value)) if value.starts_with("verify-") => {
+                mode = Some(value.to_owned());
+                kept.push("sslmode=require".to_owned());
+            }
+            Some(("sslmode", value)) => {
+                mode = Some(value.to_owned());
+                kept.push(pair.to_owned());
+            }
+            Some(("sslrootcert", value)) => root = Some(percent_decoded(value)),
+            _ => kept.push(pair.to_owned()),
+        }
+    }
+    let check = match mode
+        .or_else(|| env.sslmode.clone())
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("verify-ca") => Some(Check::Authority),
+        Some("verify-full") => Some(Check::Full),
+        Some(other) if other.starts_with("verify-") => {
+            return Err(LedgerError::Invalid(format!(
+                "ledger.url: sslmode {other:?} is not supported (use disable, prefer, require, verify-ca or verify-full)"
+            )));
+        }
+        _ => None,
+    };
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    let verify = check.map(|check| {
+        let roots = match root.or_else(|| env.sslrootcert.clone()) {
+            Some(root) if root == "system" => Roots::System,
+            Some(root) => Roots::File(root.into()),
+            None => Roots::File(
+                std::path::Path::new(env.home.as_deref().unwrap_or("~"))
+                    .join(".postgresql/root.crt"),
+            ),
+        };
+        Verify { check, roots }
+    });
+    Ok((url, verify))
+}
+
+/// A URL query value with its `%XX` escapes decoded (invalid ones kept as written).
+fn percent_decoded(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Every round trip gets a deadline (SPEC §11.1): the login its connect timeout (the URL's, or
@@ -349,86 +442,6 @@ fn deadlines(config: &mut postgres::Config) {
         .keepalives_retries(KEEPALIVE_RETRIES);
 }
 
-/// A TLS connector for `sslmode=prefer|require`: encrypted, the server's certificate not
-/// verified (libpq's meaning of those modes).
-pub(super) fn tls_connector() -> tokio_postgres_rustls::MakeRustlsConnect {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map(|builder| {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
-                .with_no_client_auth()
-        });
-    match config {
-        Ok(config) => tokio_postgres_rustls::MakeRustlsConnect::new(config),
-        // ring supports the default protocol versions; unreachable in practice.
-        Err(_) => tokio_postgres_rustls::MakeRustlsConnect::new(
-            rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .unwrap_or_else(|_| unreachable!("TLS 1.3 is supported by ring"))
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Unverified(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))))
-            .with_no_client_auth(),
-        ),
-    }
-}
-
-/// Accepts any server certificate (as libpq's `sslmode=require` does) while still checking the
-/// handshake's signatures.
-#[derive(Debug)]
-pub(super) struct Unverified(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> std::result::Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// `name` as a quoted SQL identifier (`"name"`, any `"` doubled).
 pub(super) fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -443,6 +456,54 @@ mod tests {
         PgTarget::parse("postgres://u@h/d", None)
             .expect("parses")
             .in_namespace(&ns)
+    }
+
+    #[test]
+    fn verify_modes_come_from_the_url_or_pgsslmode_and_leave_require_to_the_parser() {
+        let env = PgEnv {
+            sslmode: Some("verify-ca".into()),
+            sslrootcert: Some("/etc/env-root.crt".into()),
+            home: Some("/home/op".into()),
+            ..PgEnv::default()
+        };
+        let (url, verify) = verification(
+            "postgres://u@h/d?sslmode=verify-full&sslrootcert=%2Fa%20b.crt&x=1",
+            &env,
+        )
+        .expect("parses");
+        assert_eq!(url, "postgres://u@h/d?sslmode=require&x=1");
+        assert_eq!(
+            verify,
+            Some(Verify {
+                check: Check::Full,
+                roots: Roots::File("/a b.crt".into())
+            })
+        );
+        let (url, verify) = verification("postgres://u@h/d", &env).expect("parses");
+        assert_eq!(url, "postgres://u@h/d");
+        assert_eq!(
+            verify,
+            Some(Verify {
+                check: Check::Authority,
+                roots: Roots::File("/etc/env-root.crt".into())
+            })
+        );
+        let only_home = PgEnv {
+            sslrootcert: None,
+            ..env.clone()
+        };
+        let (_, verify) =
+            verification("postgres://u@h/d?sslrootcert=system", &only_home).expect("parses");
+        assert_eq!(verify.map(|v| v.roots), Some(Roots::System));
+        let (_, verify) = verification("postgres://u@h/d", &only_home).expect("parses");
+        assert_eq!(
+            verify.map(|v| v.roots),
+            Some(Roots::File("/home/op/.postgresql/root.crt".into())),
+            "libpq's default file"
+        );
+        let (_, none) = verification("postgres://u@h/d?sslmode=require", &env).expect("parses");
+        assert_eq!(none, None, "the URL's sslmode wins over PGSSLMODE");
+        assert!(verification("postgres://u@h/d?sslmode=verify-some", &env).is_err());
     }
 
     #[test]
