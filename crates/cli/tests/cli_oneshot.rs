@@ -357,3 +357,56 @@ fn ledger_info_on_a_new_ledger_finds_no_schema_and_creates_none() {
         h.run(&["ledger", "info"]).assert_one_error_line(6);
     }
 }
+
+#[test]
+fn a_child_never_gets_the_ledgers_password_and_its_hermes_finds_it_in_the_password_file() {
+    let h = Hermes::new();
+    // The password, wherever this process had it: PGPASSWORD, and on PostgreSQL the URL too.
+    let password = h
+        .ledger_url
+        .as_deref()
+        .and_then(|url| url.split_once("://"))
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .map_or("not-the-ledgers".to_owned(), |(_, password)| {
+            password.to_owned()
+        });
+    // libpq's password file (libpq, "The Password File"), only its owner may read it.
+    let passfile = h.write("pgpass", &format!("*:*:*:*:{password}\n"));
+    std::fs::set_permissions(
+        &passfile,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .expect("chmod");
+    let script = format!(
+        "printf 'pgpassword=%s\\n' \"${{PGPASSWORD:-none}}\"; \
+         printf 'url=%s\\n' \"${{HERMES_LEDGER_URL:-none}}\"; \
+         {} delegation list --json >/dev/null && echo nested-hermes-reached-the-ledger",
+        env!("CARGO_BIN_EXE_hermes")
+    );
+    let run = h.run_env(
+        &["-z", "--json", "--", "sh", "-c", &script],
+        &[
+            ("PGPASSWORD", password.as_str()),
+            ("PGPASSFILE", passfile.to_str().expect("path")),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result = run.json()["tasks"][0]["result"]
+        .as_str()
+        .expect("result")
+        .to_owned();
+    assert!(!result.contains(&password), "{result}");
+    assert!(result.contains("pgpassword=none"), "{result}");
+    match &h.ledger_url {
+        Some(url) => {
+            let bare = ledger::url_without_password(url);
+            assert!(result.contains(&format!("url={bare}")), "{result}");
+        }
+        None => assert!(result.contains("url=none"), "{result}"),
+    }
+    assert!(
+        result.contains("nested-hermes-reached-the-ledger"),
+        "{result}"
+    );
+}

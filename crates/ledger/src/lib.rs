@@ -52,7 +52,9 @@ pub use queries::{Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
 pub use store::Listen;
-pub use store::pg::{Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url};
+pub use store::pg::{
+    Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url, url_without_password,
+};
 pub use store::redb::{IoCounts, io_counts, panic_is_caught};
 
 /// Where a ledger lives: `ledger.url` unset → the home's redb file; a `postgres://` URL → a

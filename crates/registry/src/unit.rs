@@ -86,7 +86,12 @@ pub(crate) fn env_removed(
     parent: Option<&SessionId>,
     inherited: impl IntoIterator<Item = String>,
 ) -> Vec<String> {
-    let mut removed = vec!["HERMES_PARENT_SESSION_ID".to_owned()];
+    // The ledger's credentials are never a child's (SPEC §11.1); its URL it gets without them
+    // (`ledger_url_for_children`).
+    let mut removed = vec![
+        "HERMES_PARENT_SESSION_ID".to_owned(),
+        "PGPASSWORD".to_owned(),
+    ];
     if parent.is_none() {
         removed.extend(
             inherited
@@ -95,6 +100,15 @@ pub(crate) fn env_removed(
         );
     }
     removed
+}
+
+/// The ledger's URL as children get it, when this process's has a password: without it. A
+/// hermes inside the child reaches the same ledger and finds the password in libpq's password
+/// file (`PGPASSFILE`, `~/.pgpass`), never in its environment (SPEC §11.1).
+fn ledger_url_for_children(url: Option<String>) -> Option<(String, String)> {
+    let url = url?;
+    let bare = ledger::url_without_password(&url);
+    (bare != url).then(|| (settings::LEDGER_URL_VAR.to_owned(), bare))
 }
 
 /// The names of this process's environment variables.
@@ -198,7 +212,12 @@ pub(crate) async fn run(
                 spawn: SpawnRequest {
                     argv: task.command.clone(),
                     cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
-                    env: child_env(&unit, index, parent.as_ref()),
+                    env: child_env(&unit, index, parent.as_ref())
+                        .into_iter()
+                        .chain(ledger_url_for_children(
+                            std::env::var(settings::LEDGER_URL_VAR).ok(),
+                        ))
+                        .collect(),
                     env_remove,
                     umask: host.context().config.child_umask,
                 },
@@ -374,7 +393,7 @@ mod tests {
         };
         assert_eq!(
             env_removed(Some(&parent), inherited()),
-            ["HERMES_PARENT_SESSION_ID"]
+            ["HERMES_PARENT_SESSION_ID", "PGPASSWORD"]
         );
         // Cron (no parent): nothing ties the child to a session, inherited or not.
         assert_eq!(child_env(&unit, 0, None).len(), 4);
@@ -382,9 +401,27 @@ mod tests {
             env_removed(None, inherited()),
             [
                 "HERMES_PARENT_SESSION_ID",
+                "PGPASSWORD",
                 "HERMES_SESSION_ID",
                 "HERMES_SESSION_TOKEN"
             ]
         );
+    }
+
+    #[test]
+    fn children_get_the_ledgers_url_without_its_password() {
+        assert_eq!(
+            ledger_url_for_children(Some("postgres://h:secret@db/x?sslmode=require".into())),
+            Some((
+                "HERMES_LEDGER_URL".to_owned(),
+                "postgres://h@db/x?sslmode=require".to_owned()
+            ))
+        );
+        // Nothing to take out: the inherited variable stands.
+        assert_eq!(
+            ledger_url_for_children(Some("postgres://h@db/x".into())),
+            None
+        );
+        assert_eq!(ledger_url_for_children(None), None);
     }
 }

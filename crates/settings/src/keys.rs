@@ -11,6 +11,9 @@ pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger"];
 /// The one text key: where the ledger lives (`ledger.url`, `HERMES_LEDGER_URL`).
 pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
 
+/// The variable that sets [`LEDGER_URL`].
+pub const LEDGER_URL_VAR: &str = "HERMES_LEDGER_URL";
+
 /// The deployment's namespace on a shared PostgreSQL database (`ledger.namespace`,
 /// `HERMES_LEDGER_NAMESPACE`).
 pub const LEDGER_NAMESPACE: (&str, &str) = ("ledger", "namespace");

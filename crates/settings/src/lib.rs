@@ -16,7 +16,7 @@ use std::time::Duration;
 
 pub use agents::AgentCommand;
 pub use bounds::{Bounds, Unit};
-pub use keys::{KEYS, Key, SECTIONS};
+pub use keys::{KEYS, Key, LEDGER_URL_VAR, SECTIONS};
 
 /// Everything that can be wrong with the settings. Each message names the file and key, or the
 /// environment variable, at fault.

@@ -19,6 +19,7 @@
 //! that runtime cannot be blocked on from there.
 
 mod connect;
+mod credentials;
 mod listen;
 mod pool;
 mod read;
@@ -28,6 +29,7 @@ mod tx;
 mod url;
 mod write;
 
+pub use credentials::url_without_password;
 pub use listen::{Listener, Notice};
 pub(crate) use pool::{Pg, off_runtime};
 pub use schema::SCHEMA_VERSION;

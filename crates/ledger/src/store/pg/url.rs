@@ -215,8 +215,11 @@ pub struct PgEnv {
     pub sslmode: Option<String>,
     /// `PGSSLROOTCERT`.
     pub sslrootcert: Option<String>,
-    /// `HOME`, for libpq's default `sslrootcert` (`~/.postgresql/root.crt`).
+    /// `HOME`, for libpq's default `sslrootcert` (`~/.postgresql/root.crt`) and password file
+    /// (`~/.pgpass`).
     pub home: Option<String>,
+    /// `PGPASSFILE`.
+    pub passfile: Option<String>,
     /// `PGPASSWORD`.
     pub password: Option<String>,
 }
@@ -230,6 +233,7 @@ impl std::fmt::Debug for PgEnv {
             .field("dbname", &self.dbname)
             .field("sslmode", &self.sslmode)
             .field("sslrootcert", &self.sslrootcert)
+            .field("passfile", &self.passfile)
             .field("password", &self.password.as_ref().map(|_| "…"))
             .finish()
     }
@@ -248,6 +252,7 @@ impl PgEnv {
             sslmode: get("PGSSLMODE"),
             sslrootcert: get("PGSSLROOTCERT"),
             home: get("HOME"),
+            passfile: get("PGPASSFILE"),
             password: get("PGPASSWORD"),
         }
     }
@@ -341,6 +346,30 @@ impl PgEnv {
             && let Some(password) = self.password.as_deref().filter(|p| !p.is_empty())
         {
             config.password(password);
+        }
+        // Last, libpq's password file: where a child's hermes, given the URL without the
+        // password (`url_without_password`), finds it.
+        if config.get_password().is_none()
+            && let Some(file) =
+                super::credentials::passfile(self.passfile.as_deref(), self.home.as_deref())
+        {
+            let host = match config.get_hosts().first() {
+                Some(postgres::config::Host::Tcp(host)) => host.clone(),
+                #[cfg(unix)]
+                Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+                None => "localhost".to_owned(),
+            };
+            let user = config.get_user().unwrap_or_default().to_owned();
+            let database = config.get_dbname().unwrap_or(&user).to_owned();
+            let wanted = super::credentials::Wanted {
+                host: &host,
+                port: config.get_ports().first().copied().unwrap_or(5432),
+                database: &database,
+                user: &user,
+            };
+            if let Some(password) = super::credentials::lookup(&file, &wanted) {
+                config.password(password);
+            }
         }
         Ok(())
     }
