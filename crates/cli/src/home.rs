@@ -1,7 +1,7 @@
 //! The hermes home: `$HERMES_HOME` (created 0700) with `ledger.redb`, `config.toml` and
 //! `cache/`, the settings in force, and the ledger opened and swept.
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -188,8 +188,43 @@ impl Home {
     pub fn registry(&self) -> registry::Config {
         registry::Config {
             child_umask: user_umask(),
+            child_env: self.child_passfile().into_iter().collect(),
             ..registry::Config::from_settings(&self.dir, &self.settings)
         }
+    }
+
+    /// `PGPASSFILE` for children, when the ledger has a password: a password file of this
+    /// home's own (`run/ledger.pgpass`, 0600), so a hermes a child runs reaches the ledger while
+    /// no child's environment holds the password (SPEC §11.1). Written only when it changed.
+    fn child_passfile(&self) -> Option<(String, String)> {
+        let Ok(ledger::Location::Postgres(target)) = self.ledger_location() else {
+            return None;
+        };
+        let line = target.passfile_line()?;
+        let run = self.dir.join("run");
+        let path = run.join("ledger.pgpass");
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(line.as_str()) {
+            let written = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&run)
+                .and_then(|()| {
+                    use std::io::Write as _;
+                    let mut file = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .mode(0o600)
+                        .open(&path)?;
+                    file.write_all(line.as_bytes())
+                });
+            if let Err(e) = written {
+                tracing::warn!(file = %path.display(), error = %e, "cannot write the children's password file: a hermes a child runs cannot reach the ledger");
+                return None;
+            }
+            make_private(&path);
+        }
+        Some(("PGPASSFILE".to_owned(), path.display().to_string()))
     }
 
     /// Where the headless host of `session` logs.

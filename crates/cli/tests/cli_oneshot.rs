@@ -381,6 +381,7 @@ fn a_child_never_gets_the_ledgers_password_and_its_hermes_finds_it_in_the_passwo
     let script = format!(
         "printf 'pgpassword=%s\\n' \"${{PGPASSWORD:-none}}\"; \
          printf 'url=%s\\n' \"${{HERMES_LEDGER_URL:-none}}\"; \
+         printf 'passfile=%s\\n' \"${{PGPASSFILE:-none}}\"; \
          {} delegation list --json >/dev/null && echo nested-hermes-reached-the-ledger",
         env!("CARGO_BIN_EXE_hermes")
     );
@@ -402,6 +403,16 @@ fn a_child_never_gets_the_ledgers_password_and_its_hermes_finds_it_in_the_passwo
         Some(url) => {
             let bare = ledger::url_without_password(url);
             assert!(result.contains(&format!("url={bare}")), "{result}");
+            // The password file children get is hermes' own, for this ledger only, 0600.
+            let own = h.path().join("run").join("ledger.pgpass");
+            assert!(
+                result.contains(&format!("passfile={}", own.display())),
+                "{result}"
+            );
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(&own).expect("written").permissions(),
+            );
+            assert_eq!(mode & 0o777, 0o600);
         }
         None => assert!(result.contains("url=none"), "{result}"),
     }

@@ -104,7 +104,8 @@ pub(crate) fn env_removed(
 
 /// The ledger's URL as children get it, when this process's has a password: without it. A
 /// hermes inside the child reaches the same ledger and finds the password in libpq's password
-/// file (`PGPASSFILE`, `~/.pgpass`), never in its environment (SPEC §11.1).
+/// file (`PGPASSFILE`, which the command line points at one of its own: `Config::child_env`),
+/// never in its environment (SPEC §11.1).
 fn ledger_url_for_children(url: Option<String>) -> Option<(String, String)> {
     let url = url?;
     let bare = ledger::url_without_password(&url);
@@ -217,6 +218,7 @@ pub(crate) async fn run(
                         .chain(ledger_url_for_children(
                             std::env::var(settings::LEDGER_URL_VAR).ok(),
                         ))
+                        .chain(host.context().config.child_env.iter().cloned())
                         .collect(),
                     env_remove,
                     umask: host.context().config.child_umask,

@@ -118,6 +118,41 @@ impl PgTarget {
         })
     }
 
+    /// The password file line (libpq's `host:port:database:user:password`, `:` and `\\`
+    /// escaped) that gives this target's password for exactly this server, database and user;
+    /// `None` without a password.
+    pub fn passfile_line(&self) -> Option<String> {
+        let password = self.config.get_password()?;
+        let escape = |field: &str| field.replace('\\', "\\\\").replace(':', "\\:");
+        let host = match self.config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(host)) => host.clone(),
+            #[cfg(unix)]
+            Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+            None => "localhost".to_owned(),
+        };
+        let user = self.config.get_user().unwrap_or_default();
+        let fields = [
+            host,
+            self.config
+                .get_ports()
+                .first()
+                .copied()
+                .unwrap_or(5432)
+                .to_string(),
+            self.config.get_dbname().unwrap_or(user).to_owned(),
+            user.to_owned(),
+            String::from_utf8_lossy(password).into_owned(),
+        ];
+        Some(
+            fields
+                .iter()
+                .map(|f| escape(f))
+                .collect::<Vec<_>>()
+                .join(":")
+                + "\n",
+        )
+    }
+
     /// The same database, in the deployment namespace `namespace` (`ledger.namespace`): a
     /// PostgreSQL schema of that name holding this deployment's tables, created by migration.
     /// The default namespace keeps the tables where every hermes before namespaces put them.
@@ -485,6 +520,24 @@ mod tests {
         PgTarget::parse("postgres://u@h/d", None)
             .expect("parses")
             .in_namespace(&ns)
+    }
+
+    #[test]
+    fn the_passfile_line_gives_the_password_back_for_exactly_this_target() {
+        use super::super::credentials::{Wanted, find};
+        let target = PgTarget::parse("postgres://u:p%3Aw%5Cx@db:6543/x", None).expect("parses");
+        let line = target.passfile_line().expect("a password");
+        assert_eq!(line, "db:6543:x:u:p\\:w\\\\x\n");
+        let wanted = |database| Wanted {
+            host: "db",
+            port: 6543,
+            database,
+            user: "u",
+        };
+        assert_eq!(find(&line, &wanted("x")).as_deref(), Some("p:w\\x"));
+        assert_eq!(find(&line, &wanted("other")), None);
+        let bare = PgTarget::parse("postgres://u@db/x", None).expect("parses");
+        assert_eq!(bare.passfile_line(), None);
     }
 
     #[test]
