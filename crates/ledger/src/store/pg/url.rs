@@ -90,12 +90,7 @@ impl PgTarget {
         if config.get_application_name().is_none() {
             config.application_name("hermes");
         }
-        let host = match config.get_hosts().first() {
-            Some(postgres::config::Host::Tcp(host)) => host.clone(),
-            #[cfg(unix)]
-            Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
-            None => "localhost".to_owned(),
-        };
+        let host = first_host(&config);
         let port = config.get_ports().first().copied().unwrap_or(5432);
         let server = format!("{host}:{port}");
         let display = format!(
@@ -124,12 +119,7 @@ impl PgTarget {
     pub fn passfile_line(&self) -> Option<String> {
         let password = self.config.get_password()?;
         let escape = |field: &str| field.replace('\\', "\\\\").replace(':', "\\:");
-        let host = match self.config.get_hosts().first() {
-            Some(postgres::config::Host::Tcp(host)) => host.clone(),
-            #[cfg(unix)]
-            Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
-            None => "localhost".to_owned(),
-        };
+        let host = first_host(&self.config);
         let user = self.config.get_user().unwrap_or_default();
         let fields = [
             host,
@@ -388,12 +378,7 @@ impl PgEnv {
             && let Some(file) =
                 super::credentials::passfile(self.passfile.as_deref(), self.home.as_deref())
         {
-            let host = match config.get_hosts().first() {
-                Some(postgres::config::Host::Tcp(host)) => host.clone(),
-                #[cfg(unix)]
-                Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
-                None => "localhost".to_owned(),
-            };
+            let host = first_host(config);
             let user = config.get_user().unwrap_or_default().to_owned();
             let database = config.get_dbname().unwrap_or(&user).to_owned();
             let wanted = super::credentials::Wanted {
@@ -407,6 +392,17 @@ impl PgEnv {
             }
         }
         Ok(())
+    }
+}
+
+/// The first host `config` names (a Unix-socket directory as its path), `localhost` if none:
+/// what messages name and the password file is matched against.
+fn first_host(config: &postgres::Config) -> String {
+    match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(host)) => host.clone(),
+        #[cfg(unix)]
+        Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
     }
 }
 
