@@ -19,7 +19,6 @@ mod output;
 mod progress_view;
 mod relay;
 mod reports;
-mod session_host;
 mod tasks_file;
 mod top;
 
