@@ -146,7 +146,7 @@ pub fn present(
 }
 
 /// The claim tokens of `claimed`, for the router's settling calls.
-pub fn tokens(claimed: &[Claimed]) -> Vec<ClaimToken> {
+pub fn tokens<T>(claimed: &[router::ClaimedEnvelope<T>]) -> Vec<ClaimToken> {
     claimed.iter().map(|c| c.token).collect()
 }
 

@@ -21,6 +21,8 @@ pub struct Home {
     pub dir: PathBuf,
     /// The settings in force.
     pub settings: Settings,
+    /// The children's `PGPASSFILE`, worked out (and the file written) once per process.
+    child_passfile: OnceLock<Option<(String, String)>>,
 }
 
 /// The process environment, as a lookup function.
@@ -89,7 +91,11 @@ impl Home {
         }
         warn_if_shared(&dir);
         let settings = config::load(&dir.join("config.toml"), config::environment())?;
-        Ok(Home { dir, settings })
+        Ok(Home {
+            dir,
+            settings,
+            child_passfile: OnceLock::new(),
+        })
     }
 
     /// `cache/`.
@@ -174,15 +180,21 @@ impl Home {
     pub fn registry(&self) -> registry::Config {
         registry::Config {
             child_umask: user_umask(),
-            child_env: self.child_passfile().into_iter().collect(),
+            child_env: self
+                .child_passfile
+                .get_or_init(|| self.write_child_passfile())
+                .iter()
+                .cloned()
+                .collect(),
             ..registry::Config::from_settings(&self.dir, &self.settings)
         }
     }
 
     /// `PGPASSFILE` for children, when the ledger has a password: a password file of this
     /// home's own (`run/ledger.pgpass`, 0600), so a hermes a child runs reaches the ledger while
-    /// no child's environment holds the password (SPEC §11.1). Written only when it changed.
-    fn child_passfile(&self) -> Option<(String, String)> {
+    /// no child's environment holds the password (SPEC §11.1). Written only when it changed;
+    /// [`Home::registry`] asks once per process.
+    fn write_child_passfile(&self) -> Option<(String, String)> {
         let Ok(ledger::Location::Postgres(target)) = self.ledger_location() else {
             return None;
         };

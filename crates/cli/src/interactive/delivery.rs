@@ -6,9 +6,10 @@
 use std::convert::Infallible;
 
 use formatter::Envelope;
-use ledger::{ClaimToken, Delegation, Event};
+use ledger::{Delegation, Event};
 use router::{AfterShown, Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
 
+use crate::deliver::tokens;
 use crate::home::{now, render_context};
 
 /// A claimed envelope, rendered before it was claimed.
@@ -65,8 +66,7 @@ pub fn present(
     if claimed.is_empty() {
         return;
     }
-    let tokens: Vec<ClaimToken> = claimed.iter().map(|c| c.token).collect();
-    let shown = router.present(&tokens, AfterShown::Ack, || {
+    let shown = router.present(&tokens(&claimed), AfterShown::Ack, || {
         show(&text(&claimed, boundary)).then_some(()).ok_or(())
     });
     if let Err(e) = shown {
@@ -76,6 +76,5 @@ pub fn present(
 
 /// Gives claims back unshown (the attempt is not counted).
 pub fn give_back(router: &Router, claimed: Vec<Claimed>) {
-    let tokens: Vec<ClaimToken> = claimed.iter().map(|c| c.token).collect();
-    router.give_back(&tokens);
+    router.give_back(&tokens(&claimed));
 }
