@@ -167,6 +167,20 @@ pub fn pg_authority() -> PathBuf {
     pg_server().dir.join("data").join("ca.crt")
 }
 
+/// PgBouncer's pool modes, for [`pg_bouncer`].
+pub use pgcluster::PoolMode;
+
+/// PgBouncer in `mode` in front of the test server, with at most `pool_size` server
+/// connections per database (SPEC §11.1: hermes behind a pooler). Dropping it stops it.
+pub fn pg_bouncer(mode: PoolMode, pool_size: u32) -> pgcluster::Bouncer {
+    let server = pg_server();
+    let cluster =
+        pgcluster::Cluster::attach(&server.admin_url, server.dir.clone(), server.bin.clone())
+            .expect("the test server's URL names it");
+    pgcluster::Bouncer::start(&cluster, mode, pool_size)
+        .unwrap_or_else(|err| panic!("this test needs PgBouncer and it did not start: {err:#}"))
+}
+
 /// Whether a ledger connection to `url` is encrypted (the server's own view of it).
 pub fn connection_is_encrypted(url: &str) -> bool {
     let target = PgTarget::parse(url, None).expect("the test URL parses");

@@ -29,6 +29,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod bouncer;
 mod error;
 mod os;
 mod proxy;
@@ -37,6 +38,7 @@ use os::{
     checked, free_port, is_root, parse_url, random_hex, server_binaries, tail, user_ids, user_name,
 };
 
+pub use bouncer::{Bouncer, PoolMode};
 use error::{Context, bail};
 pub use error::{Error, Result};
 pub use proxy::{FaultProxy, Mode};
@@ -191,6 +193,16 @@ impl Cluster {
     /// The port it listens on (127.0.0.1).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The role's password.
+    pub(crate) fn password(&self) -> &str {
+        &self.password
+    }
+
+    /// Who runs the server, when that is not this process's user.
+    pub(crate) fn server_user(&self) -> Option<&str> {
+        self.server_user.as_deref()
     }
 
     fn data(&self) -> PathBuf {

@@ -7,6 +7,7 @@ mod files;
 mod model_check;
 mod overview;
 mod pg_faults;
+mod pg_pooler;
 mod pools;
 mod postgres;
 mod recovery;

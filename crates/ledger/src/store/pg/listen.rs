@@ -16,9 +16,23 @@ pub(crate) const ACTIVITY_CHANNEL: &str = "hermes_activity";
 /// The channel `NOTIFY`ed when an event becomes deliverable; the payload is its session.
 pub(crate) const EVENTS_CHANNEL: &str = "hermes_events";
 
+/// How long a new listener waits for its own probe notification before concluding that
+/// notifications cannot reach it (a pooler in transaction mode). On a direct connection or
+/// a session pooler the probe arrives within a round trip or two.
+const PROBE_WAIT: Duration = Duration::from_millis(500);
+/// How often a listener that cannot hear notifications tells its caller to look.
+pub(crate) const DEAF_POLL: Duration = Duration::from_millis(250);
+
 impl Pg {
     /// A listener on the ledger's notifications of `what`: activity (hosts) and/or events
-    /// (consumers).
+    /// (consumers), on `ledger.listen_url` when one is set, else on the ledger's own URL.
+    ///
+    /// It first checks that a notification reaches it at all: it listens on a probe channel of
+    /// its own and has another connection notify it. Through a pooler in transaction mode
+    /// `LISTEN` takes effect on whichever server connection ran it, and what that connection
+    /// hears later reaches no client (<https://www.pgbouncer.org/features.html>): then the
+    /// listener listens on nothing (which would only leak onto the pooler's connections) and
+    /// tells its caller to look every [`DEAF_POLL`], and a warning says how to do better.
     pub(crate) fn listen(&self, what: &[Listen]) -> Result<Listener> {
         let channels: Vec<String> = what
             .iter()
@@ -27,21 +41,68 @@ impl Pg {
                 Listen::Events => self.target.channel(EVENTS_CHANNEL),
             })
             .collect();
-        let (target, tls) = (self.target.clone(), self.tls.clone());
-        let client = off_runtime(|| listening(&target, &tls, &channels)).map_err(|refused| {
-            LedgerError::Unavailable {
-                path: self.path.clone(),
-                reason: refused.reason(&self.target.server),
+        let target = self.target.listen_target().clone();
+        let tls = target.tls.clone();
+        let refused = |refused: Refused| LedgerError::Unavailable {
+            path: self.path.clone(),
+            reason: refused.reason(&target.server),
+        };
+        let probe = format!(
+            "{}_{:06x}",
+            self.target.channel("hermes_probe"),
+            fastrand::u32(..0x100_0000)
+        );
+        let client = off_runtime(|| -> Result<Option<Client>> {
+            let mut client =
+                listening(&target, &tls, std::slice::from_ref(&probe)).map_err(refused)?;
+            if !self.probe_reaches(&mut client, &probe)? {
+                tracing::warn!(
+                    server = %target.server,
+                    "notifications do not reach this connection (a pooler in transaction mode?): \
+                     polling every {} ms instead; set ledger.listen_url to a direct connection",
+                    DEAF_POLL.as_millis()
+                );
+                return Ok(None);
             }
+            for channel in &channels {
+                client
+                    .batch_execute(&format!("LISTEN {channel}"))
+                    .map_err(|err| refused(Refused::Error(err)))?;
+            }
+            Ok(Some(client))
         })?;
         Ok(Listener {
+            deaf: client.is_none(),
             target,
             tls,
             channels,
-            client: Some(client),
+            client,
             failures: 0,
             retry_at: None,
         })
+    }
+
+    /// Whether a notification on `probe`, sent from one of the pool's connections, reaches
+    /// `client` (which listens on it) within [`PROBE_WAIT`].
+    fn probe_reaches(&self, client: &mut Client, probe: &str) -> Result<bool> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut conn = self.take()?;
+        // One simple-protocol statement: nothing a transaction pooler could trip on.
+        conn.client
+            .simple_query(&format!("SELECT pg_notify('{probe}', '')"))
+            .map_err(|err| self.statement_error(&err))?;
+        self.put_back(conn);
+        let deadline = std::time::Instant::now() + PROBE_WAIT;
+        let mut notifications = client.notifications();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match notifications.timeout_iter(left).next() {
+                Ok(Some(n)) if n.channel() == probe => return Ok(true),
+                Ok(Some(_)) => continue,
+                Ok(None) => return Ok(false),
+                Err(err) => return Err(self.unavailable(&err)),
+            }
+        }
     }
 }
 
@@ -53,7 +114,8 @@ pub enum Notice {
     Activity,
     /// An event of this session (`""`: of an inline unit) became deliverable.
     Event(String),
-    /// The listening connection was re-established: notices may have been missed, so look.
+    /// The listening connection was re-established, or notifications cannot reach this
+    /// listener at all (a pooler in transaction mode): notices may have been missed, so look.
     Reconnected,
 }
 
@@ -63,6 +125,8 @@ pub struct Listener {
     pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
     pub(super) channels: Vec<String>,
     pub(super) client: Option<Client>,
+    /// Notifications cannot reach it (see [`Pg::listen`]): it polls instead.
+    pub(super) deaf: bool,
     /// Reconnection attempts that failed in a row, and when the next may be made.
     pub(super) failures: u32,
     pub(super) retry_at: Option<Instant>,
@@ -94,12 +158,23 @@ pub(super) fn listening(
 }
 
 impl Listener {
+    /// Whether notifications reach this listener; `false` behind a pooler in transaction
+    /// mode without `ledger.listen_url`, where [`Listener::wait`] returns
+    /// [`Notice::Reconnected`] every [`DEAF_POLL`] so its caller looks.
+    pub fn hears_notifications(&self) -> bool {
+        !self.deaf
+    }
+
     /// Blocks until a notification arrives or `timeout` passes; returns what arrived (empty on
     /// timeout). A dropped connection is re-established on a later call, which then returns
     /// [`Notice::Reconnected`] at once; attempts that fail are spaced by a growing pause
     /// (waited out within `timeout`), so a caller simply calls again.
     pub fn wait(&mut self, timeout: Duration) -> Result<Vec<Notice>> {
         use postgres::fallible_iterator::FallibleIterator;
+        if self.deaf {
+            std::thread::sleep(timeout.min(DEAF_POLL));
+            return Ok(vec![Notice::Reconnected]);
+        }
         off_runtime(|| {
             let unavailable = |err: &postgres::Error| LedgerError::Unavailable {
                 path: PathBuf::from(self.target.display()),

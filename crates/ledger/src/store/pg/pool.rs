@@ -139,11 +139,14 @@ impl Pg {
     {
         off_runtime(|| {
             let mut conn = self.take()?;
-            let row = conn
+            let rows = conn
                 .client
-                .query_one(sql, &[])
+                .query_typed(sql, &[])
                 .map_err(|e| self.statement_error(&e))?;
             self.put_back(conn);
+            let row = rows
+                .first()
+                .ok_or_else(|| LedgerError::Invalid(format!("no row from {sql}")))?;
             Ok(row.get::<_, T>(0))
         })
     }

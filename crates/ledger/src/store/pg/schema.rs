@@ -3,6 +3,7 @@
 
 use postgres::Client;
 use postgres::error::SqlState;
+use postgres::types::Type;
 
 use super::pool::*;
 use super::url::{PgTarget, quote_ident};
@@ -93,51 +94,52 @@ impl Pg {
 
     /// Brings the schema to `SCHEMA_VERSION` (one process at a time: the others wait on the
     /// advisory lock, then find it done).
+    ///
+    /// The lock is a transaction-level one, taken inside the migration's own transaction, and
+    /// every statement is a simple-protocol or unnamed one: behind a pooler in transaction
+    /// mode, where the transaction is the only thing that stays on one server connection, a
+    /// session-level lock would be taken on one backend and released on another (or never),
+    /// and a named prepared statement would meet another client's of the same name
+    /// (<https://www.pgbouncer.org/features.html>).
     pub(crate) fn migrate(&self, client: &mut Client) -> Result<()> {
         let fail = |err: postgres::Error| self.statement_error(&err);
-        client
-            .execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK])
+        let mut txn = client.transaction().map_err(fail)?;
+        txn.batch_execute(&format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"))
             .map_err(fail)?;
-        let result = (|| {
-            let mut txn = client.transaction().map_err(fail)?;
-            match schema_version_in(&self.target, &mut txn).map_err(fail)? {
-                None => {
-                    // A namespace's tables go in a schema of its own, created here unless an
-                    // operator made it already (creating needs the database's CREATE right).
-                    if let Some(namespace) = &self.target.namespace {
-                        let schema = quote_ident(namespace.as_str());
-                        let exists = txn
-                            .query_opt(
-                                "SELECT 1 FROM pg_namespace WHERE nspname = $1",
-                                &[&namespace.as_str()],
-                            )
-                            .map_err(fail)?
-                            .is_some();
-                        if !exists {
-                            txn.batch_execute(&format!("CREATE SCHEMA {schema}"))
-                                .map_err(fail)?;
-                        }
-                        // For this transaction only (a pooler may hand the session on).
-                        txn.batch_execute(&format!("SET LOCAL search_path TO {schema}"))
+        match schema_version_in(&self.target, &mut txn).map_err(fail)? {
+            None => {
+                // A namespace's tables go in a schema of its own, created here unless an
+                // operator made it already (creating needs the database's CREATE right).
+                if let Some(namespace) = &self.target.namespace {
+                    let schema = quote_ident(namespace.as_str());
+                    let exists = !txn
+                        .query_typed(
+                            "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                            &[(&namespace.as_str(), Type::TEXT)],
+                        )
+                        .map_err(fail)?
+                        .is_empty();
+                    if !exists {
+                        txn.batch_execute(&format!("CREATE SCHEMA {schema}"))
                             .map_err(fail)?;
                     }
-                    txn.batch_execute(SCHEMA_V1).map_err(fail)?
+                    // For this transaction only (a pooler may hand the session on).
+                    txn.batch_execute(&format!("SET LOCAL search_path TO {schema}"))
+                        .map_err(fail)?;
                 }
-                Some(SCHEMA_VERSION) => {}
-                Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
-                Some(found) => {
-                    return Err(LedgerError::Invalid(format!(
-                        "{}: schema version {found} has no migration to {SCHEMA_VERSION}",
-                        self.path.display()
-                    )));
-                }
+                txn.batch_execute(SCHEMA_V1).map_err(fail)?
             }
-            txn.commit().map_err(fail)
-        })();
-        let unlocked = client
-            .execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK])
-            .map_err(fail);
-        result.and(unlocked.map(drop))
+            Some(SCHEMA_VERSION) => {}
+            Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
+            Some(found) => {
+                return Err(LedgerError::Invalid(format!(
+                    "{}: schema version {found} has no migration to {SCHEMA_VERSION}",
+                    self.path.display()
+                )));
+            }
+        }
+        // Ending the transaction (here, or by dropping it on an error above) releases the lock.
+        txn.commit().map_err(fail)
     }
 
     /// `hermes ledger migrate`: brings the schema to this build's version now (`migrate`
@@ -180,16 +182,16 @@ pub(super) fn schema_version_in(
     target: &PgTarget,
     txn: &mut postgres::Transaction<'_>,
 ) -> std::result::Result<Option<i32>, postgres::Error> {
-    let exists = txn.query_one(
-        &*target.qualify("SELECT to_regclass('hermes_schema') IS NOT NULL"),
+    let exists = txn.query_typed(
+        &target.qualify("SELECT to_regclass('hermes_schema') IS NOT NULL"),
         &[],
     )?;
-    if !exists.get::<_, bool>(0) {
+    if !exists.first().is_some_and(|row| row.get::<_, bool>(0)) {
         return Ok(None);
     }
-    let row = txn.query_opt(
-        &*target.qualify("SELECT max(version) FROM hermes_schema"),
+    let rows = txn.query_typed(
+        &target.qualify("SELECT max(version) FROM hermes_schema"),
         &[],
     )?;
-    Ok(row.and_then(|row| row.get::<_, Option<i32>>(0)))
+    Ok(rows.first().and_then(|row| row.get::<_, Option<i32>>(0)))
 }

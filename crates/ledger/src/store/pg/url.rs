@@ -26,6 +26,9 @@ pub struct PgTarget {
     pub(super) namespace: Option<settings::Namespace>,
     /// The TLS its `sslmode` asks for (`tls::connector`).
     pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
+    /// Where `LISTEN` goes (`ledger.listen_url`: a direct connection past a pooler in
+    /// transaction mode); `None`: here.
+    pub(super) listen: Option<Box<PgTarget>>,
 }
 
 impl std::fmt::Debug for PgTarget {
@@ -110,6 +113,7 @@ impl PgTarget {
             server,
             namespace: None,
             tls,
+            listen: None,
         })
     }
 
@@ -149,6 +153,19 @@ impl PgTarget {
     pub fn in_namespace(mut self, namespace: &settings::Namespace) -> PgTarget {
         self.namespace = (!namespace.is_default()).then(|| namespace.clone());
         self
+    }
+
+    /// The same ledger, its notifications listened for at `direct` (`ledger.listen_url`): a
+    /// connection to the same database that bypasses a pooler in transaction mode, where
+    /// `LISTEN` cannot work (SPEC §11.1, "Behind a pooler").
+    pub fn listening_at(mut self, direct: PgTarget) -> PgTarget {
+        self.listen = Some(Box::new(direct));
+        self
+    }
+
+    /// Where this ledger's listeners connect.
+    pub(super) fn listen_target(&self) -> &PgTarget {
+        self.listen.as_deref().unwrap_or(self)
     }
 
     /// The deployment namespace (`hermes` by default).
@@ -220,6 +237,7 @@ impl PgTarget {
             other.config.get_user().unwrap_or_default(),
             other.server
         );
+        other.listen = other.listen.map(|l| Box::new(l.with_dbname(dbname)));
         other
     }
 }
