@@ -132,11 +132,18 @@ impl Home {
         // libpq's variables fill in what the URL leaves out (SPEC §11.1).
         let env = ledger::PgEnv::from_vars(|name| std::env::var(name).ok());
         let location = ledger::Location::from_url_env(url, &self.dir.join("ledger.redb"), &env)?;
-        // Each deployment on a shared database keeps to its namespace (SPEC §11.1).
+        // Each deployment on a shared database keeps to its namespace, and its listeners go
+        // past a pooler in transaction mode when `ledger.listen_url` says where (SPEC §11.1).
         Ok(match location {
-            ledger::Location::Postgres(target) => ledger::Location::Postgres(Box::new(
-                target.in_namespace(&self.settings.ledger.namespace),
-            )),
+            ledger::Location::Postgres(target) => {
+                let mut target = target.in_namespace(&self.settings.ledger.namespace);
+                if let Some(listen) = &self.settings.ledger.listen_url {
+                    let direct = ledger::PgTarget::parse_env(listen.expose(), &env)
+                        .map_err(|e| anyhow::anyhow!("ledger.listen_url: {e}"))?;
+                    target = target.listening_at(direct);
+                }
+                ledger::Location::Postgres(Box::new(target))
+            }
             file => file,
         })
     }
@@ -198,7 +205,7 @@ impl Home {
         let Ok(ledger::Location::Postgres(target)) = self.ledger_location() else {
             return None;
         };
-        let line = target.passfile_line()?;
+        let line = target.passfile_lines()?;
         let run = self.dir.join("run");
         let path = run.join("ledger.pgpass");
         if std::fs::read_to_string(&path).ok().as_deref() != Some(line.as_str()) {

@@ -519,3 +519,99 @@ fn a_headless_host_whose_connections_fail_for_less_than_its_lease_keeps_hosting(
     let done = dispatcher.json(&["delegation", "status", &id, "--json"]);
     assert_eq!(done["host_pid"], pid, "the same host ran it: {done}");
 }
+
+/// The database part of `url`.
+fn dbname(url: &str) -> &str {
+    let base = url.split('?').next().unwrap_or(url);
+    base.rsplit('/').next().unwrap_or_default()
+}
+
+/// Whether a backend of `direct`'s database last ran `LISTEN` on one of hermes' own channels
+/// (a listener that connected past the pooler; one behind it never listens on them).
+fn listening_directly(direct: &str) -> bool {
+    ledger::testing::query_bools(
+        direct,
+        "SELECT count(*) > 0 FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN hermes\\_events%'",
+    ) == vec![true]
+}
+
+/// Behind PgBouncer in transaction mode, with fewer server connections than hermes has
+/// clients (README "Behind a pooler"; what the mode breaks: <https://www.pgbouncer.org/features.html>):
+/// the schema is made and migrated, a session's units are dispatched and hosted, and a waiting
+/// drain gets each result once: first polling (no notification gets through the pooler, so
+/// nothing listens on hermes' channels), then with `ledger.listen_url` naming a direct
+/// connection, where the waiting drain listens.
+#[test]
+fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_once() {
+    let bouncer = ledger::testing::pg_bouncer(ledger::testing::PoolMode::Transaction, 3);
+    let direct = ledger::testing::fresh_empty_database(&pg_admin_url());
+    let h = Hermes::sharing(&bouncer.url(dbname(&direct)));
+    let migrated = h.json(&["ledger", "migrate", "--json"]);
+    assert_eq!(migrated["schema_version"], 1, "{migrated}");
+    let info = h.json(&["ledger", "info", "--json"]);
+    assert_eq!(info["reachable"], true, "{info}");
+    for round in ["polled", "listened"] {
+        if round == "listened" {
+            h.write(
+                "config.toml",
+                &format!("[ledger]\nlisten_url = \"{direct}\"\n"),
+            );
+        }
+        let waiting = h
+            .command(&["drain", "--session", "P", "--wait", "30"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("drain starts");
+        if round == "listened" {
+            common::wait_for(
+                std::time::Duration::from_secs(10),
+                "the waiting drain to listen on the direct connection",
+                || listening_directly(&direct).then_some(()),
+            );
+        }
+        let ids: Vec<String> = (0..3)
+            .map(|n| {
+                let word = format!("{round}-{n}");
+                let sent = h.run(&["delegate", "--session", "P", "--json", "--", "echo", &word]);
+                assert_eq!(sent.code, 0, "{}\n{}", sent.stderr, bouncer.log());
+                sent.json()["delegation_id"]
+                    .as_str()
+                    .expect("id")
+                    .to_owned()
+            })
+            .collect();
+        let first = waiting.wait_with_output().expect("drain ends");
+        assert!(
+            first.status.success(),
+            "{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        let mut seen = String::from_utf8_lossy(&first.stdout).into_owned();
+        while (0..3).any(|n| !seen.contains(&format!("│ {round}-{n}"))) {
+            let drained = h.run(&["drain", "--session", "P", "--wait", "30"]);
+            assert_eq!(drained.code, 0, "{}\n{}", drained.stderr, bouncer.log());
+            seen.push_str(&drained.stdout);
+        }
+        for n in 0..3 {
+            assert_eq!(
+                seen.matches(&format!("│ {round}-{n}")).count(),
+                1,
+                "each result once: {seen}"
+            );
+        }
+        for id in &ids {
+            let status = h.json(&["delegation", "status", id, "--json"]);
+            assert_eq!(status["status"], "completed", "{status}");
+        }
+        if round == "polled" {
+            assert!(
+                !listening_directly(&direct),
+                "nothing listens behind the pooler"
+            );
+        }
+    }
+    let end = h.run(&["session", "end", "P"]);
+    assert_eq!(end.code, 0, "{}", end.stderr);
+}

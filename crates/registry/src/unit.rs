@@ -87,7 +87,7 @@ pub(crate) fn env_removed(
     inherited: impl IntoIterator<Item = String>,
 ) -> Vec<String> {
     // The ledger's credentials are never a child's (SPEC §11.1); its URL it gets without them
-    // (`ledger_url_for_children`).
+    // (`ledger_urls_for_children`).
     let mut removed = vec![
         "HERMES_PARENT_SESSION_ID".to_owned(),
         "PGPASSWORD".to_owned(),
@@ -102,14 +102,21 @@ pub(crate) fn env_removed(
     removed
 }
 
-/// The ledger's URL as children get it, when this process's has a password: without it. A
+/// The ledger's URLs (`HERMES_LEDGER_URL`, `HERMES_LEDGER_LISTEN_URL`) as children get them,
+/// when this process's have a password: without it. A
 /// hermes inside the child reaches the same ledger and finds the password in libpq's password
 /// file (`PGPASSFILE`, which the command line points at one of its own: `Config::child_env`),
 /// never in its environment (SPEC §11.1).
-fn ledger_url_for_children(url: Option<String>) -> Option<(String, String)> {
-    let url = url?;
-    let bare = ledger::url_without_password(&url);
-    (bare != url).then(|| (settings::LEDGER_URL_VAR.to_owned(), bare))
+fn ledger_urls_for_children(
+    var: impl Fn(&str) -> Option<String>,
+) -> impl Iterator<Item = (String, String)> {
+    [settings::LEDGER_URL_VAR, settings::LEDGER_LISTEN_URL_VAR]
+        .into_iter()
+        .filter_map(move |name| {
+            let url = var(name)?;
+            let bare = ledger::url_without_password(&url);
+            (bare != url).then(|| (name.to_owned(), bare))
+        })
 }
 
 /// The names of this process's environment variables.
@@ -215,9 +222,7 @@ pub(crate) async fn run(
                     cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
                     env: child_env(&unit, index, parent.as_ref())
                         .into_iter()
-                        .chain(ledger_url_for_children(
-                            std::env::var(settings::LEDGER_URL_VAR).ok(),
-                        ))
+                        .chain(ledger_urls_for_children(|name| std::env::var(name).ok()))
                         .chain(host.context().config.child_env.iter().cloned())
                         .collect(),
                     env_remove,
@@ -411,19 +416,37 @@ mod tests {
     }
 
     #[test]
-    fn children_get_the_ledgers_url_without_its_password() {
+    fn children_get_the_ledgers_urls_without_their_passwords() {
+        let vars = |url: &'static str, listen: Option<&'static str>| {
+            move |name: &str| match name {
+                "HERMES_LEDGER_URL" => Some(url.to_owned()),
+                "HERMES_LEDGER_LISTEN_URL" => listen.map(str::to_owned),
+                _ => None,
+            }
+        };
+        let got: Vec<_> = ledger_urls_for_children(vars(
+            "postgres://h:secret@bouncer/x?sslmode=require",
+            Some("postgres://h:other@db/x"),
+        ))
+        .collect();
         assert_eq!(
-            ledger_url_for_children(Some("postgres://h:secret@db/x?sslmode=require".into())),
-            Some((
-                "HERMES_LEDGER_URL".to_owned(),
-                "postgres://h@db/x?sslmode=require".to_owned()
-            ))
+            got,
+            [
+                (
+                    "HERMES_LEDGER_URL".to_owned(),
+                    "postgres://h@bouncer/x?sslmode=require".to_owned()
+                ),
+                (
+                    "HERMES_LEDGER_LISTEN_URL".to_owned(),
+                    "postgres://h@db/x".to_owned()
+                )
+            ]
         );
-        // Nothing to take out: the inherited variable stands.
+        // Nothing to take out: the inherited variables stand.
         assert_eq!(
-            ledger_url_for_children(Some("postgres://h@db/x".into())),
-            None
+            ledger_urls_for_children(vars("postgres://h@db/x", None)).count(),
+            0
         );
-        assert_eq!(ledger_url_for_children(None), None);
+        assert_eq!(ledger_urls_for_children(|_| None).count(), 0);
     }
 }

@@ -14,6 +14,14 @@ pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
 /// The variable that sets [`LEDGER_URL`].
 pub const LEDGER_URL_VAR: &str = "HERMES_LEDGER_URL";
 
+/// Where a PostgreSQL ledger's listeners connect when `ledger.url` goes through a pooler in
+/// transaction mode, which cannot pass notifications on (`ledger.listen_url`,
+/// `HERMES_LEDGER_LISTEN_URL`): a direct connection to the same database.
+pub const LEDGER_LISTEN_URL: (&str, &str) = ("ledger", "listen_url");
+
+/// The variable that sets [`LEDGER_LISTEN_URL`].
+pub const LEDGER_LISTEN_URL_VAR: &str = "HERMES_LEDGER_LISTEN_URL";
+
 /// The deployment's namespace on a shared PostgreSQL database (`ledger.namespace`,
 /// `HERMES_LEDGER_NAMESPACE`).
 pub const LEDGER_NAMESPACE: (&str, &str) = ("ledger", "namespace");
@@ -303,6 +311,15 @@ pub(crate) fn apply_file(
                 settings.ledger.url = Some(crate::LedgerUrl::parse(&what, text)?);
                 continue;
             }
+            if (section.as_str(), name.as_str()) == LEDGER_LISTEN_URL {
+                let what = format!("config {origin}: `ledger.listen_url`");
+                let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
+                    what: what.clone(),
+                    expected: "a string".into(),
+                })?;
+                settings.ledger.listen_url = Some(crate::LedgerUrl::parse(&what, text)?);
+                continue;
+            }
             if (section.as_str(), name.as_str()) == LEDGER_NAMESPACE {
                 let what = format!("config {origin}: `ledger.namespace` = {value}");
                 let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
@@ -371,6 +388,15 @@ pub(crate) fn apply_variable(
             crate::Namespace::default()
         } else {
             crate::Namespace::parse(&format!("{name}={raw:?}"), raw)?
+        };
+        return Ok(());
+    }
+    if (section, key_name) == LEDGER_LISTEN_URL {
+        // An empty value means "unset": listeners use `ledger.url`.
+        settings.ledger.listen_url = if raw.trim().is_empty() {
+            None
+        } else {
+            Some(crate::LedgerUrl::parse(name, raw)?)
         };
         return Ok(());
     }

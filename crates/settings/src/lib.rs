@@ -16,7 +16,7 @@ use std::time::Duration;
 
 pub use agents::AgentCommand;
 pub use bounds::{Bounds, Unit};
-pub use keys::{KEYS, Key, LEDGER_URL_VAR, SECTIONS};
+pub use keys::{KEYS, Key, LEDGER_LISTEN_URL_VAR, LEDGER_URL_VAR, SECTIONS};
 
 /// Everything that can be wrong with the settings. Each message names the file and key, or the
 /// environment variable, at fault.
@@ -88,6 +88,9 @@ pub struct LedgerSection {
     /// `ledger.url`: unset → the home's embedded redb file; a `postgres://` or
     /// `postgresql://` URL → a PostgreSQL database shared by any number of machines.
     pub url: Option<LedgerUrl>,
+    /// `ledger.listen_url`: where listeners connect when `url` goes through a pooler in
+    /// transaction mode (a direct connection to the same database); unset → `url`.
+    pub listen_url: Option<LedgerUrl>,
     /// `ledger.namespace`: the deployment's PostgreSQL schema (default `hermes`, the tables
     /// hermes has always used). Ignored by the embedded ledger: one home is one deployment.
     pub namespace: Namespace,

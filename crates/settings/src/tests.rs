@@ -346,3 +346,32 @@ fn the_ledger_namespace_defaults_to_hermes_and_is_a_checked_identifier_from_file
     assert!(err.to_string().contains("ledger.namespace"), "{err}");
     assert!(load("", &[("HERMES_LEDGER_NAMESPACE", &"n".repeat(48))]).is_ok());
 }
+
+#[test]
+fn ledger_listen_url_comes_from_the_file_or_the_environment_and_must_be_postgres() {
+    let file = load(
+        "[ledger]\nurl = \"postgres://u@bouncer:6432/h\"\nlisten_url = \"postgres://u@db:5432/h\"\n",
+        &[],
+    )
+    .expect("loads");
+    assert_eq!(
+        file.ledger.listen_url.expect("set").expose(),
+        "postgres://u@db:5432/h"
+    );
+    let env = load("", &[("HERMES_LEDGER_LISTEN_URL", "postgresql://e@db/h")]).expect("loads");
+    assert_eq!(
+        env.ledger.listen_url.expect("set").expose(),
+        "postgresql://e@db/h"
+    );
+    let unset = load(
+        "[ledger]\nlisten_url = \"postgres://u@db/h\"\n",
+        &[("HERMES_LEDGER_LISTEN_URL", "")],
+    )
+    .expect("empty unsets");
+    assert_eq!(unset.ledger.listen_url, None);
+    let err = load("", &[("HERMES_LEDGER_LISTEN_URL", "db:5432")]).expect_err("refused");
+    assert!(
+        err.to_string().contains("HERMES_LEDGER_LISTEN_URL"),
+        "{err}"
+    );
+}

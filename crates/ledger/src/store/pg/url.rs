@@ -117,10 +117,19 @@ impl PgTarget {
         })
     }
 
-    /// The password file line (libpq's `host:port:database:user:password`, `:` and `\\`
-    /// escaped) that gives this target's password for exactly this server, database and user;
-    /// `None` without a password.
-    pub fn passfile_line(&self) -> Option<String> {
+    /// The password file's lines (libpq's `host:port:database:user:password`, `:` and `\\`
+    /// escaped) that give this target's password for exactly this server, database and user,
+    /// and its listeners' (`ledger.listen_url`) for theirs; `None` without a password.
+    pub fn passfile_lines(&self) -> Option<String> {
+        let own = self.passfile_line();
+        let listen = self.listen.as_ref().and_then(|l| l.passfile_line());
+        match (own, listen) {
+            (Some(own), Some(listen)) if own != listen => Some(own + &listen),
+            (own, listen) => own.or(listen),
+        }
+    }
+
+    fn passfile_line(&self) -> Option<String> {
         let password = self.config.get_password()?;
         let escape = |field: &str| field.replace('\\', "\\\\").replace(':', "\\:");
         let host = first_host(&self.config);
@@ -552,6 +561,15 @@ mod tests {
         assert_eq!(find(&line, &wanted("other")), None);
         let bare = PgTarget::parse("postgres://u@db/x", None).expect("parses");
         assert_eq!(bare.passfile_line(), None);
+        // Past a pooler, the listeners' direct connection has a line of its own.
+        let pooled = PgTarget::parse("postgres://u:p@bouncer:6432/x", None)
+            .expect("parses")
+            .listening_at(PgTarget::parse("postgres://u:q@db:5432/x", None).expect("parses"));
+        assert_eq!(
+            pooled.passfile_lines().as_deref(),
+            Some("bouncer:6432:x:u:p\ndb:5432:x:u:q\n")
+        );
+        assert_eq!(bare.passfile_lines(), None);
     }
 
     #[test]
