@@ -615,3 +615,63 @@ fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_on
     let end = h.run(&["session", "end", "P"]);
     assert_eq!(end.code, 0, "{}", end.stderr);
 }
+
+/// A server out of connections for hermes' role: the `delegate` whose new host cannot connect
+/// says so itself, on stderr with exit 6 (the ledger cannot be reached), rather than exit 1
+/// with the reason only in the host's log (issue #22, defect 9).
+#[test]
+fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit_6() {
+    let db = fresh_database(&pg_admin_url());
+    let role = format!("capped_{}", std::process::id());
+    ledger::testing::execute_sql(
+        &db,
+        &format!(
+            "CREATE ROLE {role} LOGIN PASSWORD 'pw'; \
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO {role};"
+        ),
+    );
+    let port = db
+        .rsplit_once(':')
+        .expect("a port")
+        .1
+        .split('/')
+        .next()
+        .expect("port");
+    let url = format!(
+        "postgres://{role}:pw@127.0.0.1:{port}/{}?sslmode=disable",
+        dbname(&db)
+    );
+    let h = Hermes::sharing(&url);
+    let slow = h.run(&["delegate", "--session", "a", "--", "sleep", "30"]);
+    assert_eq!(slow.code, 0, "{}", slow.stderr);
+    // Room for what session a's host holds and one more: the next delegate connects, and the
+    // host it starts cannot.
+    // Its listener is the last connection it opens.
+    let listening = format!(
+        "SELECT count(*) > 0 FROM pg_stat_activity \
+         WHERE usename = '{role}' AND query LIKE 'LISTEN hermes%'"
+    );
+    common::wait_for(
+        std::time::Duration::from_secs(10),
+        "session a's host to listen",
+        || (ledger::testing::query_bools(&db, &listening) == vec![true]).then_some(()),
+    );
+    let held = ledger::testing::connections_of(&db, &role);
+    ledger::testing::execute_sql(
+        &db,
+        &format!("ALTER ROLE {role} CONNECTION LIMIT {}", held + 1),
+    );
+    let refused = h.run(&["delegate", "--session", "b", "--", "true"]);
+    assert_eq!(refused.code, 6, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("headless host for session b could not start")
+            && refused.stderr.contains("too many connections"),
+        "{}",
+        refused.stderr
+    );
+    ledger::testing::execute_sql(&db, &format!("ALTER ROLE {role} CONNECTION LIMIT -1"));
+    let end = h.run(&["session", "end", "a"]);
+    assert_eq!(end.code, 0, "{}", end.stderr);
+}

@@ -338,6 +338,29 @@ pub fn refused_event_writes(url: &str) -> i64 {
     .unwrap_or(0)
 }
 
+/// Runs `sql` (any number of statements) on the database of `url`, as its superuser.
+pub fn execute_sql(url: &str, sql: &str) {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        client.batch_execute(sql)
+    })
+    .unwrap_or_else(|err| panic!("{sql}: {err}"));
+}
+
+/// How many backends of `role` are connected to the database of `url`.
+pub fn connections_of(url: &str, role: &str) -> usize {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND usename = $1",
+            &[&role],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
 /// How many server connections to the database of `url` last ran exactly `query` (say
 /// `LISTEN hermes_events`: the consumers waiting on it).
 pub fn connections_that_ran(url: &str, query: &str) -> usize {

@@ -246,6 +246,22 @@ fn live_host(ledger: &Ledger, session: &SessionId) -> anyhow::Result<Option<Proc
         .then_some(host))
 }
 
+/// The last error line a host wrote to its log from byte `from` on (its own run), without the
+/// `hermes: ` prefix; warnings are not errors.
+fn host_error(log: &std::path::Path, from: u64) -> Option<String> {
+    use std::io::{Read as _, Seek as _};
+    let mut file = std::fs::File::open(log).ok()?;
+    file.seek(std::io::SeekFrom::Start(from)).ok()?;
+    let mut text = String::new();
+    // A host that failed at once wrote a few lines; a flood is not read whole.
+    file.take(64 * 1024).read_to_string(&mut text).ok()?;
+    text.lines()
+        .rev()
+        .filter_map(|line| line.strip_prefix("hermes: "))
+        .find(|line| !line.starts_with("warning:"))
+        .map(str::to_owned)
+}
+
 /// Starts `hermes host --session S` detached, and waits until it (or another) hosts S.
 fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Result<ProcessId> {
     let exe = std::env::current_exe().context("cannot find the hermes executable")?;
@@ -255,6 +271,8 @@ fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resu
         .append(true)
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
+    // Where this host's lines begin in the log: what it says if it cannot start is reported here.
+    let log_start = log.metadata().map_or(0, |m| m.len());
     let log2 = log.try_clone().context("cannot share the host log")?;
     let mut command = Command::new(exe);
     // The host starts with the user's mask, which it gives to the children it runs.
@@ -281,10 +299,20 @@ fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resu
         if let Ok(Some(status)) = child.try_wait()
             && live_host(ledger, session)?.is_none()
         {
+            // The host's own error (a ledger it could not reach: too many connections, an
+            // outage) is the reason, and its exit code says which kind (SPEC §8).
+            let code = match status.code() {
+                Some(6) => Code::LedgerUnavailable,
+                _ => Code::WorkFailed,
+            };
+            let why = host_error(&log_path, log_start).map_or_else(
+                || format!("exited ({status})"),
+                |why| format!("could not start: {why}"),
+            );
             return Err(fail(
-                Code::WorkFailed,
+                code,
                 format!(
-                    "the headless host for session {session} exited ({status}) before taking the session; see {}",
+                    "the headless host for session {session} {why}; see {}",
                     log_path.display()
                 ),
             ));
