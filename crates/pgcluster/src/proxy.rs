@@ -41,7 +41,9 @@ struct State {
     mode: Option<Mode>,
     trap: Option<Trap>,
     cut_after: Option<u64>,
-    conns: Vec<(TcpStream, TcpStream)>,
+    /// Each open connection's two streams and whether it was faulted already (a connection
+    /// counts once in `faults`, however many of its pumps then fail).
+    conns: Vec<(TcpStream, TcpStream, Arc<AtomicBool>)>,
 }
 
 struct Shared {
@@ -136,10 +138,8 @@ impl FaultProxy {
     /// Drops every open connection now (later ones are served as the mode says).
     pub fn drop_all(&self) {
         let conns = std::mem::take(&mut lock(&self.shared).conns);
-        for (client, server) in conns {
-            self.shared.faults.fetch_add(1, Ordering::SeqCst);
-            let _ = client.shutdown(Shutdown::Both);
-            let _ = server.shutdown(Shutdown::Both);
+        for (client, server, faulted) in conns {
+            cut(&self.shared, &faulted, &client, &server);
         }
     }
 
@@ -183,34 +183,44 @@ fn serve(shared: &Arc<Shared>, client: TcpStream) {
         client.try_clone(),
         server.try_clone(),
     ) else {
-        return cut(shared, &client, &server);
+        return cut(shared, &AtomicBool::new(false), &client, &server);
     };
-    lock(shared).conns.push((c, s));
+    let faulted = Arc::new(AtomicBool::new(false));
+    lock(shared).conns.push((c, s, Arc::clone(&faulted)));
     let lose_reply = Arc::new(AtomicBool::new(false));
     let up = {
         let shared = Arc::clone(shared);
-        let lose_reply = Arc::clone(&lose_reply);
+        let (lose_reply, faulted) = (Arc::clone(&lose_reply), Arc::clone(&faulted));
         let (from, to) = (client_copy, server_copy);
-        thread::spawn(move || pump_up(&shared, from, to, &lose_reply))
+        thread::spawn(move || pump_up(&shared, &faulted, from, to, &lose_reply))
     };
-    pump_down(shared, server, client, &lose_reply);
+    pump_down(shared, &faulted, server, client, &lose_reply);
     let _ = up.join();
 }
 
-fn cut(shared: &Shared, a: &TcpStream, b: &TcpStream) {
-    shared.faults.fetch_add(1, Ordering::SeqCst);
+/// Drops a connection, counting it in `faults` unless it was faulted before.
+fn cut(shared: &Shared, faulted: &AtomicBool, a: &TcpStream, b: &TcpStream) {
+    if !faulted.swap(true, Ordering::SeqCst) {
+        shared.faults.fetch_add(1, Ordering::SeqCst);
+    }
     let _ = a.shutdown(Shutdown::Both);
     let _ = b.shutdown(Shutdown::Both);
 }
 
 /// Client to server: applies the traps, the cut and the black hole.
-fn pump_up(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply: &AtomicBool) {
+fn pump_up(
+    shared: &Shared,
+    faulted: &AtomicBool,
+    mut from: TcpStream,
+    mut to: TcpStream,
+    lose_reply: &AtomicBool,
+) {
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = vec![0u8; 16 * 1024];
     let mut window: Vec<u8> = Vec::new();
     let mut sent = 0u64;
     loop {
-        let n = match read_some(shared, &mut from, &to, &mut buf) {
+        let n = match read_some(shared, faulted, &mut from, &to, &mut buf) {
             ControlFlow::Break(()) => return,
             ControlFlow::Continue(None) => continue,
             ControlFlow::Continue(Some(n)) => n,
@@ -234,7 +244,7 @@ fn pump_up(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply: 
             match state.trap.take() {
                 Some(Trap::DropBefore(_)) => {
                     drop(state);
-                    return cut(shared, &from, &to);
+                    return cut(shared, faulted, &from, &to);
                 }
                 _ => lose_reply.store(true, Ordering::SeqCst),
             }
@@ -242,34 +252,40 @@ fn pump_up(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply: 
         sent += n as u64;
         if state.cut_after.is_some_and(|limit| sent > limit) {
             drop(state);
-            return cut(shared, &from, &to);
+            return cut(shared, faulted, &from, &to);
         }
         drop(state);
         if to.write_all(data).is_err() {
-            return cut(shared, &from, &to);
+            return cut(shared, faulted, &from, &to);
         }
     }
 }
 
 /// Server to client: honours the black hole and a swallowed answer.
-fn pump_down(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply: &AtomicBool) {
+fn pump_down(
+    shared: &Shared,
+    faulted: &AtomicBool,
+    mut from: TcpStream,
+    mut to: TcpStream,
+    lose_reply: &AtomicBool,
+) {
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match read_some(shared, &mut from, &to, &mut buf) {
+        let n = match read_some(shared, faulted, &mut from, &to, &mut buf) {
             ControlFlow::Break(()) => return,
             ControlFlow::Continue(None) => continue,
             ControlFlow::Continue(Some(n)) => n,
         };
         if lose_reply.load(Ordering::SeqCst) {
             // The server answered the trapped message: the client never hears it.
-            return cut(shared, &from, &to);
+            return cut(shared, faulted, &from, &to);
         }
         if lock(shared).mode == Some(Mode::BlackHole) {
             continue;
         }
         if to.write_all(&buf[..n]).is_err() {
-            return cut(shared, &from, &to);
+            return cut(shared, faulted, &from, &to);
         }
     }
 }
@@ -279,12 +295,13 @@ fn pump_down(shared: &Shared, mut from: TcpStream, mut to: TcpStream, lose_reply
 /// `from` closes that half.
 fn read_some(
     shared: &Shared,
+    faulted: &AtomicBool,
     from: &mut TcpStream,
     to: &TcpStream,
     buf: &mut [u8],
 ) -> ControlFlow<(), Option<usize>> {
     if shared.stop.load(Ordering::SeqCst) {
-        cut(shared, from, to);
+        cut(shared, faulted, from, to);
         return ControlFlow::Break(());
     }
     match from.read(buf) {
@@ -302,7 +319,7 @@ fn read_some(
             ControlFlow::Continue(None)
         }
         Err(_) => {
-            cut(shared, from, to);
+            cut(shared, faulted, from, to);
             ControlFlow::Break(())
         }
     }
