@@ -96,13 +96,20 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<Admission> {
         check_new(&new)?;
-        self.write_then(|w| dispatch_in(self, w, &new, capacity, now))
+        self.write_then(|w| dispatch_in(self, w, &new, capacity, &Starting::default(), now))
     }
 
     /// Registers `host` ([`Ledger::register_host`]) and records its first unit `new`
     /// ([`Ledger::dispatch`]) in one commit: what a one-shot run's host does, so that
     /// registering costs no durable commit of its own. Both or neither are written: a refused
     /// dispatch leaves no host record behind.
+    ///
+    /// An inline unit's first children (as many as `capacity.max_running`, its batch's
+    /// parallelism) are recorded `running` on the host's machine, with no process yet: the host
+    /// starts them as soon as this returns, and records each one's pid later (with its finish,
+    /// for a short child). Should the host die first, recovery finds them running and kills
+    /// whatever carries their marker (`Reaper::kill_child`), and they end `unknown`, never
+    /// `cancelled`: they may have run.
     pub fn register_and_dispatch(
         &self,
         host: &Host,
@@ -113,7 +120,14 @@ impl Ledger {
         check_new(&new)?;
         self.write_then(|w| {
             crate::sessions::register_in(w, host)?;
-            let (admission, _) = dispatch_in(self, w, &new, capacity, now)?;
+            let starting = Starting {
+                count: match new.channel {
+                    Channel::Inline => capacity.max_running.max(1),
+                    Channel::Background => 0,
+                },
+                machine: Some(host.locality.hostname.clone()).filter(|name| !name.is_empty()),
+            };
+            let (admission, _) = dispatch_in(self, w, &new, capacity, &starting, now)?;
             Ok((admission, true))
         })
     }
@@ -212,6 +226,14 @@ fn check_new(new: &NewDelegation) -> Result<()> {
     Ok(())
 }
 
+/// The children a dispatch records as running: the first `count`, which the dispatching
+/// process starts the moment the commit is durable, on `machine`.
+#[derive(Debug, Default)]
+struct Starting {
+    count: u32,
+    machine: Option<String>,
+}
+
 /// Records `new` inside `w` (see [`Ledger::dispatch`]); returns what was decided and whether
 /// anything was written.
 fn dispatch_in(
@@ -219,6 +241,7 @@ fn dispatch_in(
     w: &Writer<'_>,
     new: &NewDelegation,
     capacity: Capacity,
+    starting: &Starting,
     now: Timestamp,
 ) -> Result<(Admission, bool)> {
     // A dispatch sent again under the id it was given: the first attempt landed.
@@ -309,12 +332,17 @@ fn dispatch_in(
         w.bump_activity()?;
     }
     for index in 0..unit.task_count() {
+        let starts = index < starting.count;
         w.put_child(&Child {
             delegation_id: id.clone(),
             index,
-            status: ChildStatus::Pending,
+            status: if starts {
+                ChildStatus::Running
+            } else {
+                ChildStatus::Pending
+            },
             process: None,
-            started_at: None,
+            started_at: starts.then_some(now),
             ended_at: None,
             exit_code: None,
             signal: None,
@@ -322,7 +350,7 @@ fn dispatch_in(
             transcript: transcript_dir
                 .as_ref()
                 .map(|dir| format!("{dir}/task-{index}.log")),
-            machine: None,
+            machine: starts.then(|| starting.machine.clone()).flatten(),
         })?;
     }
     Ok((

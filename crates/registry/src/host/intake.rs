@@ -90,6 +90,17 @@ impl Inner {
         unit: Delegation,
         parent: Option<SessionId>,
     ) -> watch::Receiver<UnitProgress> {
+        self.launch_recorded(unit, parent, 0)
+    }
+
+    /// [`Inner::launch`] of a unit whose first `recorded_running` children its dispatch
+    /// recorded running (`Ledger::register_and_dispatch`).
+    pub(super) fn launch_recorded(
+        self: &Arc<Inner>,
+        unit: Delegation,
+        parent: Option<SessionId>,
+        recorded_running: u32,
+    ) -> watch::Receiver<UnitProgress> {
         let mut units = self.lock();
         if let Some(entry) = units.running.get(&unit.id) {
             return entry.progress.clone();
@@ -138,6 +149,7 @@ impl Inner {
             children,
             interrupt: interrupt_rx,
             progress: progress_tx,
+            recorded_running,
         };
         let inner = self.clone();
         tokio::spawn(async move {

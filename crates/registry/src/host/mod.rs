@@ -207,6 +207,11 @@ impl Host {
         };
         let now = inner.ctx.clock.now();
         let config = inner.ctx.config.clone();
+        // Registering, an inline unit's first children are recorded running by the dispatch.
+        let recorded_running = match (&registering, request.channel) {
+            (Some(_), Channel::Inline) => inner.ctx.config.max_concurrent_children.max(1),
+            _ => 0,
+        };
         let admission = inner
             .call_raw(move |l| record_dispatch_as(l, &config, new, now, registering.as_ref()))
             .await?;
@@ -215,8 +220,9 @@ impl Host {
         let transcripts = (0..unit.task_count())
             .map(|i| transcript::task_log_path(&dir, i))
             .collect();
-        let progress = (unit.status == UnitStatus::Running)
-            .then(|| inner.launch(unit.clone(), request.parent_session));
+        let progress = (unit.status == UnitStatus::Running).then(|| {
+            inner.launch_recorded(unit.clone(), request.parent_session, recorded_running)
+        });
         Ok(Dispatched {
             delegation: unit,
             queue_position: admission.queue_position,
