@@ -85,7 +85,10 @@ fn a_killed_oneshot_runs_child_is_killed_and_its_unit_reported_by_the_next_comma
     let pid_file = h.path().join("child.pid");
     let script = format!("echo $$ > {}; exec sleep 120", pid_file.display());
     let mut oneshot = h.command(&["-z", "--", "sh", "-c", &script]);
-    oneshot.envs(TIMINGS).stdout(Stdio::null()).stderr(Stdio::null());
+    oneshot
+        .envs(TIMINGS)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     let mut oneshot = oneshot.spawn().expect("hermes -z starts");
     let child = wait_for(Duration::from_secs(10), "the child to start", || {
         std::fs::read_to_string(&pid_file)

@@ -58,10 +58,7 @@ fn a_oneshot_run_makes_three_commits_and_leaves_no_host_behind() {
         &[("HERMES_DEBUG_SYNC_COUNT", counts_env)],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let id = run.json()["delegation_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
     let text = std::fs::read_to_string(&counts).expect("counts recorded");
     let io: serde_json::Value =
         serde_json::from_str(text.lines().last().expect("one line")).expect("JSON counts");

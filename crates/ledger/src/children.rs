@@ -217,10 +217,16 @@ impl Ledger {
             if let Some(progress) = progress.clone() {
                 child.progress = progress;
             }
-            if let Some(process) = started {
-                child.process.get_or_insert(process);
-                // The child's own start, not its dispatch's.
-                child.started_at = outcome.started_at.or(child.started_at);
+            match started {
+                Some(process) => {
+                    child.process.get_or_insert(process);
+                    // The child's own start, not its dispatch's.
+                    child.started_at = outcome.started_at.or(child.started_at);
+                }
+                // Recorded running by its dispatch but never started (it could not, or its
+                // unit was interrupted first): its outcome says whether it ever ran.
+                None if child.process.is_none() => child.started_at = outcome.started_at,
+                None => {}
             }
             apply_outcome(&mut child, &outcome);
             w.put_child(&child)?;

@@ -396,11 +396,7 @@ impl Ledger {
 }
 
 /// Settles an inline unit's deliverable events inside `w` (see [`Ledger::settle_inline`]).
-fn settle_inline_in(
-    w: &Writer<'_>,
-    id: &DelegationId,
-    now: Timestamp,
-) -> Result<Vec<Transition>> {
+fn settle_inline_in(w: &Writer<'_>, id: &DelegationId, now: Timestamp) -> Result<Vec<Transition>> {
     let unit = w
         .delegation(id.as_str())?
         .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;

@@ -175,7 +175,9 @@ pub(crate) async fn run(
             while next < count {
                 let outcome = not_started(&host, &unit, &dir, next, reason);
                 parts.children[next as usize].set_status(ChildStatus::Interrupted);
-                let finish = host.finish_child(&unit.id, outcome.clone(), None, None).await;
+                let finish = host
+                    .finish_child(&unit.id, outcome.clone(), None, None)
+                    .await;
                 running.spawn(async move { (outcome, finish) });
                 next += 1;
             }

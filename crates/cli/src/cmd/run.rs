@@ -60,9 +60,14 @@ fn inline(
             worker: None,
         };
         let request = DispatchRequest::inline(spec, parent);
-        let (host, dispatched) =
-            Host::start_dispatching(ledger.clone(), config, Arc::new(SystemClock), options, request)
-                .await?;
+        let (host, dispatched) = Host::start_dispatching(
+            ledger.clone(),
+            config,
+            Arc::new(SystemClock),
+            options,
+            request,
+        )
+        .await?;
         let id = dispatched.delegation.id.clone();
         let view = dispatched
             .progress

@@ -481,7 +481,10 @@ impl Liveness for RecordingReaper {
 
 impl Reaper for RecordingReaper {
     fn kill_child(&self, _: &DelegationId, child: &Child) {
-        self.asked.lock().unwrap().push((child.index, child.process));
+        self.asked
+            .lock()
+            .unwrap()
+            .push((child.index, child.process));
     }
     fn transcript_tail(&self, _: &str) -> Option<String> {
         None
@@ -551,16 +554,24 @@ fn a_oneshot_host_registers_with_its_dispatch_and_leaves_with_its_settlement() {
         (first.status, first.process, first.started_at),
         (ChildStatus::Completed, Some(pid), Some(T0.plus_ms(1)))
     );
-    for index in 1..3 {
-        f.ledger
-            .finish_child(
-                host.host_id,
-                &id,
-                outcome(index, ChildStatus::Completed, T0.plus_ms(6)),
-                T0.plus_ms(6),
-            )
-            .unwrap();
-    }
+    // One that could not start (recorded running by the dispatch) keeps no start.
+    let failed = ChildOutcome {
+        started_at: None,
+        ..outcome(1, ChildStatus::Error, T0.plus_ms(6))
+    };
+    f.ledger
+        .finish_child(host.host_id, &id, failed, T0.plus_ms(6))
+        .unwrap();
+    let second = f.ledger.children(&id).unwrap().remove(1);
+    assert_eq!((second.process, second.started_at), (None, None));
+    f.ledger
+        .finish_child(
+            host.host_id,
+            &id,
+            outcome(2, ChildStatus::Completed, T0.plus_ms(6)),
+            T0.plus_ms(6),
+        )
+        .unwrap();
     let before = f.ledger.commits();
     let settled = f
         .ledger

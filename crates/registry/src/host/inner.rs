@@ -11,9 +11,9 @@ use tokio::sync::{Notify, watch};
 
 use crate::child::{Context, LiveChild};
 use crate::config::{Config, millis};
-use stdx::Clock;
 use crate::error::RegistryError;
 use crate::unit::{UnitProgress, UnitReport};
+use stdx::Clock;
 
 use super::HostOptions;
 

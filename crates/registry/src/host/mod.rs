@@ -220,9 +220,8 @@ impl Host {
         let transcripts = (0..unit.task_count())
             .map(|i| transcript::task_log_path(&dir, i))
             .collect();
-        let progress = (unit.status == UnitStatus::Running).then(|| {
-            inner.launch_recorded(unit.clone(), request.parent_session, recorded_running)
-        });
+        let progress = (unit.status == UnitStatus::Running)
+            .then(|| inner.launch_recorded(unit.clone(), request.parent_session, recorded_running));
         Ok(Dispatched {
             delegation: unit,
             queue_position: admission.queue_position,
