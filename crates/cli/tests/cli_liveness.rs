@@ -74,6 +74,51 @@ fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_comman
     );
 }
 
+/// A one-shot run killed with SIGKILL while its child runs: the next command's sweep finds the
+/// run dead by its pid, kills the child — found by its marker when the run died before it
+/// recorded the child's pid, which a one-shot run records with the child's finish or a second
+/// after its start — and reports the unit `unknown`, its child `unknown` (it ran), not
+/// `cancelled`.
+#[test]
+fn a_killed_oneshot_runs_child_is_killed_and_its_unit_reported_by_the_next_command() {
+    let h = Hermes::new();
+    let pid_file = h.path().join("child.pid");
+    let script = format!("echo $$ > {}; exec sleep 120", pid_file.display());
+    let mut oneshot = h.command(&["-z", "--", "sh", "-c", &script]);
+    oneshot
+        .envs(TIMINGS)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut oneshot = oneshot.spawn().expect("hermes -z starts");
+    let child = wait_for(Duration::from_secs(10), "the child to start", || {
+        std::fs::read_to_string(&pid_file)
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    });
+    oneshot.kill().expect("kill -9");
+    oneshot.wait().expect("reaped");
+    let id = wait_for(Duration::from_secs(10), "the unit in the list", || {
+        let list = h.json(&["delegation", "list", "--all", "--json"]);
+        ["running", "recent"].iter().find_map(|part| {
+            list[part]
+                .as_array()?
+                .first()?
+                .get("delegation_id")?
+                .as_str()
+                .map(str::to_owned)
+        })
+    });
+    // Every short command sweeps at its start (at most every half second here).
+    wait_for(Duration::from_secs(30), "the child to be killed", || {
+        let status = h.run_env(&["delegation", "status", &id, "--json"], &TIMINGS);
+        (!process_alive(child) && status.json()["status"] == "unknown").then_some(())
+    });
+    let status = status(&h, &id);
+    assert_eq!(status["tasks"][0]["status"], "unknown", "{status}");
+}
+
 /// A process tree in its own pid namespace, killed (with everything in it) when dropped.
 struct Namespace(Child);
 

@@ -42,6 +42,41 @@ fn oneshot_prints_the_result_block_and_leaves_nothing_pending() {
     assert_eq!(list["max_concurrent_children"], 3);
 }
 
+/// A one-shot run makes three commits and no more: its dispatch (which registers its host and
+/// records its child running), the child's finish (with its pid), and, once the result was
+/// printed, the settlement (its host leaving in it). On redb, with the file's writable open and
+/// close, that is at most 12 syncs (it was 17–18 with six commits).
+#[test]
+fn a_oneshot_run_makes_three_commits_and_leaves_no_host_behind() {
+    let h = Hermes::new();
+    // The first run creates the ledger; the second is measured.
+    assert_eq!(h.run(&["-z", "--", "true"]).code, 0);
+    let counts = h.path().join("counts.jsonl");
+    let counts_env = counts.to_str().expect("utf-8 path");
+    let run = h.run_env(
+        &["-z", "--json", "--", "true"],
+        &[("HERMES_DEBUG_SYNC_COUNT", counts_env)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let text = std::fs::read_to_string(&counts).expect("counts recorded");
+    let io: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("one line")).expect("JSON counts");
+    assert_eq!(io["commits"].as_u64(), Some(3), "{io}");
+    if !h.on_postgres() {
+        assert!(io["syncs"].as_u64().is_some_and(|n| n <= 12), "{io}");
+    }
+    let status = h.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(status["tasks"][0]["delivery"]["state"], "delivered");
+    assert!(status["tasks"][0]["pid"].as_u64().is_some(), "{status}");
+    assert!(
+        status["tasks"][0]["started_at"].as_str().is_some(),
+        "{status}"
+    );
+    let overview = h.ledger().overview(0).expect("overview");
+    assert!(overview.hosts.is_empty(), "{:?}", overview.hosts);
+}
+
 #[test]
 fn a_batch_where_one_child_fails_exits_1_shows_both_and_leaves_nothing_pending() {
     let h = Hermes::new();

@@ -149,6 +149,34 @@ impl Ledger {
         progress: Option<Progress>,
         now: Timestamp,
     ) -> Result<FinishChild> {
+        self.finish_child_in(writer, id, outcome, progress, None, now)
+    }
+
+    /// [`Ledger::finish_child_with_progress`] for a child whose process was never recorded
+    /// ([`Ledger::child_started`]): a short child of an inline unit, recorded running by its
+    /// dispatch ([`Ledger::register_and_dispatch`]), whose pid goes in with its outcome, in
+    /// the same commit.
+    pub fn finish_started_child(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        process: ProcessId,
+        outcome: ChildOutcome,
+        progress: Option<Progress>,
+        now: Timestamp,
+    ) -> Result<FinishChild> {
+        self.finish_child_in(writer, id, outcome, progress, Some(process), now)
+    }
+
+    fn finish_child_in(
+        &self,
+        writer: HostId,
+        id: &DelegationId,
+        outcome: ChildOutcome,
+        progress: Option<Progress>,
+        started: Option<ProcessId>,
+        now: Timestamp,
+    ) -> Result<FinishChild> {
         if !outcome.status.is_terminal() {
             return Err(LedgerError::Invalid(format!(
                 "cannot finish task {} of {id} with status {}",
@@ -188,6 +216,17 @@ impl Ledger {
             }
             if let Some(progress) = progress.clone() {
                 child.progress = progress;
+            }
+            match started {
+                Some(process) => {
+                    child.process.get_or_insert(process);
+                    // The child's own start, not its dispatch's.
+                    child.started_at = outcome.started_at.or(child.started_at);
+                }
+                // Recorded running by its dispatch but never started (it could not, or its
+                // unit was interrupted first): its outcome says whether it ever ran.
+                None if child.process.is_none() => child.started_at = outcome.started_at,
+                None => {}
             }
             apply_outcome(&mut child, &outcome);
             w.put_child(&child)?;

@@ -8,8 +8,8 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
     ClaimRecord, ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload,
-    EventRef, EventState, ExitDetail, Lease, Refusal, Session, SessionId, SessionState, Timestamp,
-    Transition,
+    EventRef, EventState, ExitDetail, Lease, ProcessId, Refusal, Session, SessionId, SessionState,
+    Timestamp, Transition,
 };
 use crate::rules::{self, KeyCheck};
 use crate::sessions::SESSION_END;
@@ -371,33 +371,56 @@ impl Ledger {
     pub fn settle_inline(&self, id: &DelegationId, now: Timestamp) -> Result<Vec<Transition>> {
         let id = id.clone();
         self.write_grouped(move |_, w| {
-            let unit = w
-                .delegation(id.as_str())?
-                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
-            if unit.session.is_some() {
-                return Err(LedgerError::Invalid(format!(
-                    "{id} belongs to a session; deliver it through a claim"
-                )));
-            }
-            let mut transitions = Vec::new();
-            for mut event in w.events(&id)? {
-                if !event.is_deliverable(now) {
-                    continue;
-                }
-                let from = event.state;
-                if let Some(lease) = event.lease.take() {
-                    w.remove_claim(lease.token)?;
-                }
-                // Claimed and acked at once: one attempt, delivered.
-                event.attempts += 1;
-                rules::ack(&mut event, now);
-                w.put_event(&event)?;
-                transitions.push(rules::transition(&event, from));
-            }
+            let transitions = settle_inline_in(w, &id, now)?;
             let wrote = !transitions.is_empty();
             Ok((transitions, wrote))
         })
     }
+
+    /// [`Ledger::settle_inline`] and [`Ledger::unregister_host`] of the inline run's host
+    /// `host`, in one commit: the last write of a one-shot run, once it printed its result, so
+    /// that leaving costs no durable commit of its own. A unit that is not settled here (it
+    /// belongs to a session) leaves the host registered and changes nothing.
+    pub fn settle_inline_leaving(
+        &self,
+        id: &DelegationId,
+        host: ProcessId,
+        now: Timestamp,
+    ) -> Result<Vec<Transition>> {
+        self.write_then(|w| {
+            let transitions = settle_inline_in(w, id, now)?;
+            crate::sessions::release_host(w, host)?;
+            Ok((transitions, true))
+        })
+    }
+}
+
+/// Settles an inline unit's deliverable events inside `w` (see [`Ledger::settle_inline`]).
+fn settle_inline_in(w: &Writer<'_>, id: &DelegationId, now: Timestamp) -> Result<Vec<Transition>> {
+    let unit = w
+        .delegation(id.as_str())?
+        .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+    if unit.session.is_some() {
+        return Err(LedgerError::Invalid(format!(
+            "{id} belongs to a session; deliver it through a claim"
+        )));
+    }
+    let mut transitions = Vec::new();
+    for mut event in w.events(id)? {
+        if !event.is_deliverable(now) {
+            continue;
+        }
+        let from = event.state;
+        if let Some(lease) = event.lease.take() {
+            w.remove_claim(lease.token)?;
+        }
+        // Claimed and acked at once: one attempt, delivered.
+        event.attempts += 1;
+        rules::ack(&mut event, now);
+        w.put_event(&event)?;
+        transitions.push(rules::transition(&event, from));
+    }
+    Ok(transitions)
 }
 
 /// Applies `change` to every key `token` still holds inside `w`, or fails with `ClaimLost`

@@ -27,8 +27,9 @@ pub const TAIL_CHARS: usize = 2_000;
 /// What recovery needs from the operating system of the caller's locality: the registry's
 /// `OsReaper` in production, fakes in tests. The ledger itself never touches a process.
 pub trait Reaper: Liveness {
-    /// Kills what is provably child `child` of dead host's unit `unit`: called only for children
-    /// of hosts in the caller's own locality.
+    /// Kills what is provably child `child` of dead host's unit `unit`: called only for running
+    /// children of hosts in the caller's own locality, also for one whose process was never
+    /// recorded (`child.process` is `None`: then only what carries its marker).
     fn kill_child(&self, unit: &DelegationId, child: &Child);
     /// The last lines of a transcript of this machine, if it can be read here.
     fn transcript_tail(&self, path: &str) -> Option<String>;
@@ -208,7 +209,8 @@ impl Ledger {
             let mut tails = Vec::new();
             for child in children.iter().filter(|c| !c.status.is_terminal()) {
                 if local {
-                    if child.status == ChildStatus::Running && child.process.is_some() {
+                    // With or without a recorded pid: a running child's marker finds it.
+                    if child.status == ChildStatus::Running {
                         reaper.kill_child(&unit.id, child);
                         report.killed_children += 1;
                     }

@@ -130,26 +130,7 @@ impl Ledger {
     /// units to this process. The caller then gets [`LedgerError::HostCollision`] and should
     /// start again (as a new process, with another pid or start time).
     pub fn register_host(&self, host: &Host) -> Result<()> {
-        self.write(|w| {
-            if let Some(existing) = w.host(host.process)?
-                && existing.host_id != host.host_id
-                && existing.locality != host.locality
-                && existing.locality != Locality::default()
-            {
-                let live = existing.lease_expires_at > host.registered_at;
-                let owns_units = w
-                    .active_units()?
-                    .iter()
-                    .any(|u| u.host == Some(host.process));
-                if live || owns_units {
-                    return Err(LedgerError::HostCollision {
-                        process: host.process,
-                        machine: existing.locality.hostname.clone(),
-                    });
-                }
-            }
-            w.put_host(host)
-        })
+        self.write(|w| register_in(w, host))
     }
 
     /// Renews a host's lease until `now + lease_ms`: one small write. Fails with
@@ -259,8 +240,30 @@ pub(crate) fn is_live(
     }
 }
 
+/// Records `host` inside `w` (see [`Ledger::register_host`]).
+pub(crate) fn register_in(w: &Writer<'_>, host: &Host) -> Result<()> {
+    if let Some(existing) = w.host(host.process)?
+        && existing.host_id != host.host_id
+        && existing.locality != host.locality
+        && existing.locality != Locality::default()
+    {
+        let live = existing.lease_expires_at > host.registered_at;
+        let owns_units = w
+            .active_units()?
+            .iter()
+            .any(|u| u.host == Some(host.process));
+        if live || owns_units {
+            return Err(LedgerError::HostCollision {
+                process: host.process,
+                machine: existing.locality.hostname.clone(),
+            });
+        }
+    }
+    w.put_host(host)
+}
+
 /// Removes a host's record and clears its session's host if it is this one.
-fn release_host(w: &Writer<'_>, process: ProcessId) -> Result<()> {
+pub(crate) fn release_host(w: &Writer<'_>, process: ProcessId) -> Result<()> {
     if let Some(host) = w.host(process)?
         && let Some(id) = &host.session
         && let Some(mut session) = w.session(id)?

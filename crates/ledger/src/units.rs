@@ -6,7 +6,7 @@ use crate::ledger::Ledger;
 
 use crate::model::{
     Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec,
-    ProcessId, Progress, SessionId, Timestamp, UnitStatus, UnitTally,
+    Host, ProcessId, Progress, SessionId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::Writer;
@@ -95,132 +95,40 @@ impl Ledger {
         capacity: Capacity,
         now: Timestamp,
     ) -> Result<Admission> {
-        if new.spec.tasks.is_empty() {
-            return Err(LedgerError::Invalid(
-                "a unit needs at least one task".into(),
-            ));
-        }
-        if new.spec.tasks.len() >= 1_000_000 {
-            return Err(LedgerError::Invalid(
-                "a unit may have at most 999,999 tasks".into(),
-            ));
-        }
-        if let Some(pool) = &new.spec.pool {
-            crate::pools::check_pool_unit(pool, new.channel, new.session.as_ref())?;
-        }
+        check_new(&new)?;
+        self.write_then(|w| dispatch_in(self, w, &new, capacity, &Starting::default(), now))
+    }
+
+    /// Registers `host` ([`Ledger::register_host`]) and records its first unit `new`
+    /// ([`Ledger::dispatch`]) in one commit: what a one-shot run's host does, so that
+    /// registering costs no durable commit of its own. Both or neither are written: a refused
+    /// dispatch leaves no host record behind.
+    ///
+    /// An inline unit's first children (as many as `capacity.max_running`, its batch's
+    /// parallelism) are recorded `running` on the host's machine, with no process yet: the host
+    /// starts them as soon as this returns, and records each one's pid later (with its finish,
+    /// for a short child). Should the host die first, recovery finds them running and kills
+    /// whatever carries their marker (`Reaper::kill_child`), and they end `unknown`, never
+    /// `cancelled`: they may have run.
+    pub fn register_and_dispatch(
+        &self,
+        host: &Host,
+        new: NewDelegation,
+        capacity: Capacity,
+        now: Timestamp,
+    ) -> Result<Admission> {
+        check_new(&new)?;
         self.write_then(|w| {
-            // A dispatch sent again under the id it was given: the first attempt landed.
-            if let Some(id) = &new.id
-                && let Some(existing) = w.delegation(id.as_str())?
-            {
-                return same_dispatch(existing, &new).map(|admission| (admission, false));
-            }
-            let session = match &new.session {
-                Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
-                None => None,
-            };
-            // A background unit goes to a host that is live for the ledger: registered, or the
-            // session's recorded host. A host that retired (`retire_host`) gets nothing more, so
-            // no unit is ever left with a host that has decided to exit. A pool unit has no host
-            // until a worker takes it.
-            let pool = new.spec.pool.clone();
-            let host = if pool.is_some() { None } else { new.host };
-            if let (Channel::Background, Some(host)) = (new.channel, host) {
-                let hosts_session = session.as_ref().is_some_and(|s| s.host == Some(host));
-                if !hosts_session && w.host(host)?.is_none() {
-                    return Err(LedgerError::HostGone(host));
-                }
-            }
-            let id = match &new.id {
-                Some(id) => id.clone(),
-                None => loop {
-                    let id = self.next_delegation_id();
-                    if !w.delegation_exists(id.as_str())? {
-                        break id;
-                    }
+            crate::sessions::register_in(w, host)?;
+            let starting = Starting {
+                count: match new.channel {
+                    Channel::Inline => capacity.max_running.max(1),
+                    Channel::Background => 0,
                 },
+                machine: Some(host.locality.hostname.clone()).filter(|name| !name.is_empty()),
             };
-            let (status, queue_seq, queue_position) = match new.channel {
-                Channel::Inline => (UnitStatus::Running, None, None),
-                Channel::Background => {
-                    // Session units queue per machine; each pool has a FIFO queue of its own
-                    // (one table, told apart by the unit's pool), and a pool unit always waits
-                    // for a worker.
-                    let (active, hosts) = (w.active_units()?, w.hosts()?);
-                    let machines = Machines::of(&hosts);
-                    let admit = match pool.as_deref() {
-                        Some(pool) => rules::admit_to_pool(&active, pool, capacity),
-                        None => {
-                            let machine = machines.of_host(new.host);
-                            rules::admit(&active, &machines, machine, capacity)
-                        }
-                    };
-                    match admit {
-                        Admit::Run => (UnitStatus::Running, None, None),
-                        Admit::Full => {
-                            return Err(LedgerError::QueueFull {
-                                max: capacity.max_queued,
-                            });
-                        }
-                        Admit::Queue { ahead } => {
-                            let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
-                            w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
-                            (UnitStatus::Queued, Some(seq), Some(ahead + 1))
-                        }
-                    }
-                }
-            };
-            let transcript_dir = new
-                .transcript_root
-                .as_ref()
-                .map(|root| format!("{root}/{id}"));
-            let unit = Delegation {
-                id: id.clone(),
-                session: new.session.clone(),
-                channel: new.channel,
-                status,
-                dispatched_at: now,
-                started_at: (status == UnitStatus::Running).then_some(now),
-                ended_at: None,
-                host,
-                queue_seq,
-                interrupt: None,
-                transcript_dir: transcript_dir.clone(),
-                spec: new.spec.clone(),
-            };
-            w.put_delegation(&unit)?;
-            // A pool unit gets its tally when a worker takes it (see `children::check_owner`).
-            if unit.pool().is_none() {
-                w.put_tally(&id, &UnitTally::for_unit(&unit))?;
-            }
-            if unit.channel == Channel::Background {
-                w.bump_activity()?;
-            }
-            for index in 0..unit.task_count() {
-                w.put_child(&Child {
-                    delegation_id: id.clone(),
-                    index,
-                    status: ChildStatus::Pending,
-                    process: None,
-                    started_at: None,
-                    ended_at: None,
-                    exit_code: None,
-                    signal: None,
-                    progress: Progress::default(),
-                    transcript: transcript_dir
-                        .as_ref()
-                        .map(|dir| format!("{dir}/task-{index}.log")),
-                    machine: None,
-                })?;
-            }
-            Ok((
-                Admission {
-                    delegation: unit,
-                    queue_position,
-                    already_recorded: false,
-                },
-                true,
-            ))
+            let (admission, _) = dispatch_in(self, w, &new, capacity, &starting, now)?;
+            Ok((admission, true))
         })
     }
 
@@ -298,6 +206,161 @@ impl Ledger {
     pub fn activity(&self) -> Result<u64> {
         Ok(self.read(|r| r.meta(META_ACTIVITY))?.unwrap_or(0))
     }
+}
+
+/// What dispatch refuses before it opens a transaction.
+fn check_new(new: &NewDelegation) -> Result<()> {
+    if new.spec.tasks.is_empty() {
+        return Err(LedgerError::Invalid(
+            "a unit needs at least one task".into(),
+        ));
+    }
+    if new.spec.tasks.len() >= 1_000_000 {
+        return Err(LedgerError::Invalid(
+            "a unit may have at most 999,999 tasks".into(),
+        ));
+    }
+    if let Some(pool) = &new.spec.pool {
+        crate::pools::check_pool_unit(pool, new.channel, new.session.as_ref())?;
+    }
+    Ok(())
+}
+
+/// The children a dispatch records as running: the first `count`, which the dispatching
+/// process starts the moment the commit is durable, on `machine`.
+#[derive(Debug, Default)]
+struct Starting {
+    count: u32,
+    machine: Option<String>,
+}
+
+/// Records `new` inside `w` (see [`Ledger::dispatch`]); returns what was decided and whether
+/// anything was written.
+fn dispatch_in(
+    ledger: &Ledger,
+    w: &Writer<'_>,
+    new: &NewDelegation,
+    capacity: Capacity,
+    starting: &Starting,
+    now: Timestamp,
+) -> Result<(Admission, bool)> {
+    // A dispatch sent again under the id it was given: the first attempt landed.
+    if let Some(id) = &new.id
+        && let Some(existing) = w.delegation(id.as_str())?
+    {
+        return same_dispatch(existing, new).map(|admission| (admission, false));
+    }
+    let session = match &new.session {
+        Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
+        None => None,
+    };
+    // A background unit goes to a host that is live for the ledger: registered, or the
+    // session's recorded host. A host that retired (`retire_host`) gets nothing more, so
+    // no unit is ever left with a host that has decided to exit. A pool unit has no host
+    // until a worker takes it.
+    let pool = new.spec.pool.clone();
+    let host = if pool.is_some() { None } else { new.host };
+    if let (Channel::Background, Some(host)) = (new.channel, host) {
+        let hosts_session = session.as_ref().is_some_and(|s| s.host == Some(host));
+        if !hosts_session && w.host(host)?.is_none() {
+            return Err(LedgerError::HostGone(host));
+        }
+    }
+    let id = match &new.id {
+        Some(id) => id.clone(),
+        None => loop {
+            let id = ledger.next_delegation_id();
+            if !w.delegation_exists(id.as_str())? {
+                break id;
+            }
+        },
+    };
+    let (status, queue_seq, queue_position) = match new.channel {
+        Channel::Inline => (UnitStatus::Running, None, None),
+        Channel::Background => {
+            // Session units queue per machine; each pool has a FIFO queue of its own
+            // (one table, told apart by the unit's pool), and a pool unit always waits
+            // for a worker.
+            let (active, hosts) = (w.active_units()?, w.hosts()?);
+            let machines = Machines::of(&hosts);
+            let admit = match pool.as_deref() {
+                Some(pool) => rules::admit_to_pool(&active, pool, capacity),
+                None => {
+                    let machine = machines.of_host(new.host);
+                    rules::admit(&active, &machines, machine, capacity)
+                }
+            };
+            match admit {
+                Admit::Run => (UnitStatus::Running, None, None),
+                Admit::Full => {
+                    return Err(LedgerError::QueueFull {
+                        max: capacity.max_queued,
+                    });
+                }
+                Admit::Queue { ahead } => {
+                    let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
+                    w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
+                    (UnitStatus::Queued, Some(seq), Some(ahead + 1))
+                }
+            }
+        }
+    };
+    let transcript_dir = new
+        .transcript_root
+        .as_ref()
+        .map(|root| format!("{root}/{id}"));
+    let unit = Delegation {
+        id: id.clone(),
+        session: new.session.clone(),
+        channel: new.channel,
+        status,
+        dispatched_at: now,
+        started_at: (status == UnitStatus::Running).then_some(now),
+        ended_at: None,
+        host,
+        queue_seq,
+        interrupt: None,
+        transcript_dir: transcript_dir.clone(),
+        spec: new.spec.clone(),
+    };
+    w.put_delegation(&unit)?;
+    // A pool unit gets its tally when a worker takes it (see `children::check_owner`).
+    if unit.pool().is_none() {
+        w.put_tally(&id, &UnitTally::for_unit(&unit))?;
+    }
+    if unit.channel == Channel::Background {
+        w.bump_activity()?;
+    }
+    for index in 0..unit.task_count() {
+        let starts = index < starting.count;
+        w.put_child(&Child {
+            delegation_id: id.clone(),
+            index,
+            status: if starts {
+                ChildStatus::Running
+            } else {
+                ChildStatus::Pending
+            },
+            process: None,
+            started_at: starts.then_some(now),
+            ended_at: None,
+            exit_code: None,
+            signal: None,
+            progress: Progress::default(),
+            transcript: transcript_dir
+                .as_ref()
+                .map(|dir| format!("{dir}/task-{index}.log")),
+            machine: starts.then(|| starting.machine.clone()).flatten(),
+        })?;
+    }
+    Ok((
+        Admission {
+            delegation: unit,
+            queue_position,
+            already_recorded: false,
+        },
+        true,
+    ))
 }
 
 /// Moves a unit to another host (or to none), keeping its tally in step.

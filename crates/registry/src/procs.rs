@@ -43,21 +43,22 @@ pub trait ProcessTable {
 
 /// Signals what is provably a dead host's child `child` (marked `marker`): the recorded process
 /// itself if it still runs, and every live process carrying the marker (its descendants, even
-/// after the leader died or moved to another group). A process that merely sits in the old
-/// process group, or reuses the recorded pid, is left alone. Returns how many were signalled.
+/// after the leader died or moved to another group; the child itself when its pid was never
+/// recorded). A process that merely sits in the old process group, or reuses the recorded pid,
+/// is left alone. Returns how many were signalled.
 ///
 /// The caller checks that the child ran in its own locality: in another pid namespace or on
 /// another machine the numbers mean nothing here.
 pub fn signal_orphan(
     table: &dyn ProcessTable,
-    child: ProcessId,
+    child: Option<ProcessId>,
     marker: &str,
     signal: Signal,
 ) -> usize {
     table
         .processes()
         .into_iter()
-        .filter(|p| p.process == child || p.marker.as_deref() == Some(marker))
+        .filter(|p| Some(p.process) == child || p.marker.as_deref() == Some(marker))
         .filter(|p| table.signal(p.process, signal))
         .count()
 }
@@ -277,7 +278,7 @@ mod tests {
             processes,
             signalled: RefCell::new(Vec::new()),
         };
-        signal_orphan(&table, CHILD, MARK, Signal::SIGKILL);
+        signal_orphan(&table, Some(CHILD), MARK, Signal::SIGKILL);
         table.signalled.into_inner()
     }
 
@@ -375,7 +376,7 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(marker_of(grandchild).as_deref(), Some(marker.as_str()));
-        let n = signal_orphan(&OsProcesses, recorded, &marker, Signal::SIGKILL);
+        let n = signal_orphan(&OsProcesses, Some(recorded), &marker, Signal::SIGKILL);
         assert_eq!(n, 1, "only the marked grandchild");
         while alive(grandchild) && std::time::Instant::now() < deadline {
             std::thread::yield_now();

@@ -43,11 +43,11 @@ impl Liveness for OsReaper {
 
 impl Reaper for OsReaper {
     fn kill_child(&self, unit: &DelegationId, child: &Child) {
-        if let Some(process) = child.process {
-            let marker = procs::child_marker(unit, child.index);
-            let killed = procs::signal_orphan(&OsProcesses, process, &marker, Signal::SIGKILL);
-            tracing::info!(delegation = %unit, index = child.index, killed, "killed a dead host's child");
-        }
+        // A child recorded running without a pid (an inline unit's, between its dispatch and
+        // the record of its pid) is found by its marker alone.
+        let marker = procs::child_marker(unit, child.index);
+        let killed = procs::signal_orphan(&OsProcesses, child.process, &marker, Signal::SIGKILL);
+        tracing::info!(delegation = %unit, index = child.index, killed, "killed a dead host's child");
     }
 
     fn transcript_tail(&self, path: &str) -> Option<String> {

@@ -45,6 +45,8 @@ pub(crate) struct UnitParts {
     pub(crate) children: Vec<Arc<LiveChild>>,
     pub(crate) interrupt: watch::Receiver<Option<String>>,
     pub(crate) progress: watch::Sender<UnitProgress>,
+    /// How many of its first children its dispatch recorded running, with no pid yet.
+    pub(crate) recorded_running: u32,
 }
 
 /// The environment variables a unit's children get.
@@ -180,7 +182,9 @@ pub(crate) async fn run(
             while next < count {
                 let outcome = not_started(&host, &unit, &dir, next, reason);
                 parts.children[next as usize].set_status(ChildStatus::Interrupted);
-                let finish = host.finish_child(&unit.id, outcome.clone(), None).await;
+                let finish = host
+                    .finish_child(&unit.id, outcome.clone(), None, None)
+                    .await;
                 running.spawn(async move { (outcome, finish) });
                 next += 1;
             }
@@ -237,12 +241,21 @@ pub(crate) async fn run(
             let host = host.clone();
             let interrupt = parts.interrupt.clone();
             let id = unit.id.clone();
+            // The first children of an inline unit that its dispatch recorded running
+            // (`Ledger::register_and_dispatch`; recovery finds them by their marker): a short
+            // one's pid goes in with its outcome, a longer one's after `START_RECORD_DELAY`.
+            let deferred = index < parts.recorded_running;
             running.spawn(async move {
+                let mut started = None;
                 let outcome = match child::start(plan, live.clone(), host.context()) {
                     Started::Failed(outcome) => *outcome,
                     Started::Running(child) => {
-                        host.child_started(&id, index, child.process(), child.started_at())
-                            .await;
+                        let (process, at) = (child.process(), child.started_at());
+                        if deferred {
+                            started = Some(process);
+                        } else {
+                            host.child_started(&id, index, process, at).await;
+                        }
                         // Recorded at once (one short write), so status views show the stall
                         // fields during the grace period, not only after SIGKILL.
                         let (stall_host, stall_id) = (host.clone(), id.clone());
@@ -256,12 +269,26 @@ pub(crate) async fn run(
                                 stall_host.child_stalling(&stall_id, stalling).await;
                             });
                         };
-                        child.supervise(interrupt, on_stalling).await
+                        let supervised = child.supervise(interrupt, on_stalling);
+                        tokio::pin!(supervised);
+                        match started {
+                            Some(process) => tokio::select! {
+                                outcome = &mut supervised => outcome,
+                                () = tokio::time::sleep(START_RECORD_DELAY) => {
+                                    host.child_started(&id, index, process, at).await;
+                                    started = None;
+                                    supervised.await
+                                }
+                            },
+                            None => supervised.await,
+                        }
                     }
                 };
                 // The final token goes with the outcome: the periodic snapshot may be older.
                 let progress = Some(live.snapshot().progress);
-                let finish = host.finish_child(&id, outcome.clone(), progress).await;
+                let finish = host
+                    .finish_child(&id, outcome.clone(), progress, started)
+                    .await;
                 (outcome, finish)
             });
             write_manifest(&manifest, &dir);
@@ -312,6 +339,11 @@ pub(crate) async fn run(
         transcript_dir: dir,
     }
 }
+
+/// How long an inline child that its dispatch recorded running runs before its pid is
+/// recorded on its own; one that ends sooner has it recorded with its outcome, in one commit.
+/// Recovery does not wait for it: it finds such a child by its marker.
+const START_RECORD_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The outcome of a child that never started because its unit was interrupted first.
 fn not_started(

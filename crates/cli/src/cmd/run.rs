@@ -50,25 +50,24 @@ fn inline(
     let ledger = home.ledger()?;
     let config = home.registry();
     let runtime = crate::home::runtime()?;
-    let report = runtime.block_on(async {
-        let host = Host::start(
+    // The host registers in its unit's dispatch commit and leaves in the commit that settles
+    // the unit's events, once they were printed: a one-shot run makes three commits (the
+    // dispatch, each child's finish, the settlement), none of them for the host alone.
+    let (host, report) = runtime.block_on(async {
+        let options = HostOptions {
+            kind: HostKind::Inline,
+            session: None,
+            worker: None,
+        };
+        let request = DispatchRequest::inline(spec, parent);
+        let (host, dispatched) = Host::start_dispatching(
             ledger.clone(),
             config,
             Arc::new(SystemClock),
-            HostOptions {
-                kind: HostKind::Inline,
-                session: None,
-                worker: None,
-            },
+            options,
+            request,
         )
         .await?;
-        let dispatched = match host.dispatch(DispatchRequest::inline(spec, parent)).await {
-            Ok(d) => d,
-            Err(e) => {
-                host.shutdown("dispatch_refused").await;
-                return Err(anyhow::Error::new(e));
-            }
-        };
         let id = dispatched.delegation.id.clone();
         let view = dispatched
             .progress
@@ -76,21 +75,36 @@ fn inline(
         let report = tokio::select! {
             report = host.wait(&id) => report,
             _ = tokio::signal::ctrl_c() => {
-                host.shutdown("interrupted_by_user").await;
+                host.stop("interrupted_by_user").await;
                 host.wait(&id).await
             }
         };
         if let Some(view) = view {
             let _ = tokio::time::timeout(Duration::from_secs(1), view).await;
         }
-        host.shutdown("done").await;
-        report.ok_or_else(|| anyhow::anyhow!("{id} ended without a report"))
+        host.stop("done").await;
+        let report = report.ok_or_else(|| anyhow::anyhow!("{id} ended without a report"));
+        anyhow::Ok((host, report))
     })?;
-    let id = report.delegation_id.clone();
-    let finished = finish(&ledger, &report, args.json)?;
+    let me = host.process();
+    let finished = report.and_then(|report| {
+        let finished = finish(&ledger, &report, args.json)?;
+        Ok((report.delegation_id, finished))
+    });
+    let (id, finished) = match finished {
+        Ok(done) => done,
+        Err(e) => {
+            // Nothing was shown: the host leaves, its unit's events stay as they are.
+            if let Err(left) = ledger.unregister_host(me) {
+                tracing::warn!(error = %left, "cannot unregister the host");
+            }
+            return Err(e);
+        }
+    };
     let printed = output::print(&finished.text);
-    // The caller has the result (or nobody is reading): either way nothing waits for delivery.
-    ledger.settle_inline(&id, now())?;
+    // The caller has the result (or nobody is reading): either way nothing waits for delivery,
+    // and the host leaves in the same commit.
+    ledger.settle_inline_leaving(&id, me, now())?;
     // A failed job exits 1 whatever happened to stdout; a successful one reports a failed write
     // (a closed pipe is not a failure: `report` maps it to 0).
     match (finished.failure, printed) {

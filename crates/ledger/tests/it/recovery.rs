@@ -464,3 +464,181 @@ fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritt
     };
     f.ledger.register_host(&again).expect("re-registers");
 }
+
+/// A reaper that records every child it is asked to kill, pid or not.
+struct RecordingReaper {
+    asked: Mutex<Vec<(u32, Option<ProcessId>)>>,
+}
+
+impl Liveness for RecordingReaper {
+    fn locality(&self) -> Locality {
+        here()
+    }
+    fn is_alive(&self, _: ProcessId) -> bool {
+        false
+    }
+}
+
+impl Reaper for RecordingReaper {
+    fn kill_child(&self, _: &DelegationId, child: &Child) {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((child.index, child.process));
+    }
+    fn transcript_tail(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// A one-shot run's host registers in its unit's dispatch commit, which records the unit's
+/// first children running before they have a pid; the run leaves in the commit that settles
+/// the unit's events.
+#[test]
+fn a_oneshot_host_registers_with_its_dispatch_and_leaves_with_its_settlement() {
+    let f = fixture();
+    let host = Host {
+        kind: HostKind::Inline,
+        session: None,
+        lease_expires_at: LONG,
+        ..host_at(&f.ledger, 300, here(), LONG)
+    };
+    f.ledger.unregister_host(host.process).unwrap();
+    let new = NewDelegation {
+        id: None,
+        session: None,
+        channel: Channel::Inline,
+        spec: spec(3),
+        host: Some(host.process),
+        transcript_root: Some("/t".into()),
+    };
+    let two = Capacity {
+        max_running: 2,
+        max_queued: 10,
+    };
+    let before = f.ledger.commits();
+    let id = f
+        .ledger
+        .register_and_dispatch(&host, new, two, T0)
+        .unwrap()
+        .delegation
+        .id;
+    assert_eq!(f.ledger.commits(), before + 1, "one commit");
+    assert_eq!(f.ledger.host(host.process).unwrap(), Some(host.clone()));
+    let children = f.ledger.children(&id).unwrap();
+    let states: Vec<_> = children
+        .iter()
+        .map(|c| (c.status, c.process, c.started_at, c.machine.as_deref()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (ChildStatus::Running, None, Some(T0), Some("a")),
+            (ChildStatus::Running, None, Some(T0), Some("a")),
+            (ChildStatus::Pending, None, None, None),
+        ],
+        "as many running as the batch runs at once"
+    );
+    // A short child's pid goes in with its outcome.
+    let pid = ProcessId {
+        pid: 301,
+        start_time: 7,
+    };
+    let mut done = outcome(0, ChildStatus::Completed, T0.plus_ms(5));
+    done.started_at = Some(T0.plus_ms(1));
+    f.ledger
+        .finish_started_child(host.host_id, &id, pid, done, None, T0.plus_ms(5))
+        .unwrap();
+    let first = f.ledger.children(&id).unwrap().remove(0);
+    assert_eq!(
+        (first.status, first.process, first.started_at),
+        (ChildStatus::Completed, Some(pid), Some(T0.plus_ms(1)))
+    );
+    // One that could not start (recorded running by the dispatch) keeps no start.
+    let failed = ChildOutcome {
+        started_at: None,
+        ..outcome(1, ChildStatus::Error, T0.plus_ms(6))
+    };
+    f.ledger
+        .finish_child(host.host_id, &id, failed, T0.plus_ms(6))
+        .unwrap();
+    let second = f.ledger.children(&id).unwrap().remove(1);
+    assert_eq!((second.process, second.started_at), (None, None));
+    f.ledger
+        .finish_child(
+            host.host_id,
+            &id,
+            outcome(2, ChildStatus::Completed, T0.plus_ms(6)),
+            T0.plus_ms(6),
+        )
+        .unwrap();
+    let before = f.ledger.commits();
+    let settled = f
+        .ledger
+        .settle_inline_leaving(&id, host.process, T0.plus_ms(7))
+        .unwrap();
+    assert_eq!(settled.len(), 3);
+    assert_eq!(f.ledger.commits(), before + 1, "one commit");
+    assert_eq!(f.ledger.host(host.process).unwrap(), None);
+    assert!(
+        f.ledger
+            .events(&id)
+            .unwrap()
+            .iter()
+            .all(|e| e.state == EventState::Delivered)
+    );
+}
+
+/// A one-shot run that dies after its dispatch, before it recorded its child's pid: recovery
+/// still asks to kill the child (the reaper finds it by its marker) and reports it `unknown`,
+/// since it may have run, never `cancelled`.
+#[test]
+fn a_running_child_without_a_pid_is_killed_by_recovery_and_ends_unknown() {
+    let f = fixture();
+    let host = Host {
+        kind: HostKind::Inline,
+        session: None,
+        ..host_at(&f.ledger, 310, here(), LONG)
+    };
+    f.ledger.unregister_host(host.process).unwrap();
+    let new = NewDelegation {
+        id: None,
+        session: None,
+        channel: Channel::Inline,
+        spec: spec(2),
+        host: Some(host.process),
+        transcript_root: Some("/t".into()),
+    };
+    let one = Capacity {
+        max_running: 1,
+        max_queued: 10,
+    };
+    let id = f
+        .ledger
+        .register_and_dispatch(&host, new, one, T0)
+        .unwrap()
+        .delegation
+        .id;
+    let dead = RecordingReaper {
+        asked: Mutex::default(),
+    };
+    let report = f
+        .ledger
+        .recover(&dead, T0.plus_ms(10), ledger::Sweep::Now)
+        .unwrap();
+    assert_eq!(report.finalized, vec![id.clone()]);
+    assert_eq!(*dead.asked.lock().unwrap(), vec![(0, None)]);
+    let statuses: Vec<_> = f
+        .ledger
+        .children(&id)
+        .unwrap()
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(statuses, [ChildStatus::Unknown, ChildStatus::Cancelled]);
+    assert_eq!(
+        f.ledger.delegation(&id).unwrap().unwrap().status,
+        UnitStatus::Unknown
+    );
+    assert_eq!(f.ledger.host(host.process).unwrap(), None, "forgotten");
+}

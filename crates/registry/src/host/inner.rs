@@ -10,8 +10,10 @@ use ledger::{DelegationId, HostId, HostKind, Ledger, ProcessId, Progress, Sessio
 use tokio::sync::{Notify, watch};
 
 use crate::child::{Context, LiveChild};
+use crate::config::{Config, millis};
 use crate::error::RegistryError;
 use crate::unit::{UnitProgress, UnitReport};
+use stdx::Clock;
 
 use super::HostOptions;
 
@@ -55,6 +57,53 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The state of a host about to start, and the record it registers with (a fresh fencing
+    /// epoch, this process, its locality and a lease from now).
+    pub(super) fn prepare(
+        ledger: Arc<Ledger>,
+        mut config: Config,
+        clock: Arc<dyn Clock>,
+        options: HostOptions,
+    ) -> (Arc<Inner>, ledger::Host) {
+        if let Some(worker) = &options.worker {
+            // A worker's capacity is its own: it bounds its units and their batches.
+            config.max_concurrent_children = worker.capacity.max(1);
+        }
+        let me = crate::procs::current_process();
+        let now = clock.now();
+        let host_id = ledger.next_host_id();
+        let record = ledger::Host {
+            process: me,
+            kind: options.kind,
+            session: options.session.clone(),
+            registered_at: now,
+            heartbeat_at: now,
+            host_id,
+            locality: crate::procs::current_locality(),
+            lease_expires_at: now.plus_ms(millis(config.lease)),
+            worker: options.worker.clone(),
+        };
+        let inner = Arc::new(Inner {
+            ledger,
+            ctx: Context {
+                config: Arc::new(config),
+                clock,
+            },
+            me,
+            host_id,
+            fenced: AtomicBool::new(false),
+            renewed_at: AtomicU64::new(now.0),
+            taking: AtomicBool::new(true),
+            options,
+            units: Mutex::new(Units::default()),
+            launch_gate: tokio::sync::Mutex::new(()),
+            wake: Notify::new(),
+            stop: watch::channel(false).0,
+            launches: watch::channel(0).0,
+        });
+        (inner, record)
+    }
+
     /// Whether this host is a worker (bound to no session).
     pub(crate) fn is_worker(&self) -> bool {
         self.options.kind == HostKind::Worker

@@ -31,6 +31,18 @@ pub fn record_dispatch(
     new: NewDelegation,
     now: Timestamp,
 ) -> Result<Admission, RegistryError> {
+    record_dispatch_as(ledger, config, new, now, None)
+}
+
+/// [`record_dispatch`], registering the host `registering` in the same commit
+/// ([`Ledger::register_and_dispatch`]) when it is given.
+pub(super) fn record_dispatch_as(
+    ledger: &Ledger,
+    config: &Config,
+    new: NewDelegation,
+    now: Timestamp,
+    registering: Option<&ledger::Host>,
+) -> Result<Admission, RegistryError> {
     if let Some(index) = new.spec.tasks.iter().position(|t| t.command.is_empty()) {
         return Err(RegistryError::EmptyCommand { index });
     }
@@ -47,7 +59,10 @@ pub fn record_dispatch(
         transcript_root: Some(root.display().to_string()),
         ..new
     };
-    let admission = ledger.dispatch(new, capacity(config), now)?;
+    let admission = match registering {
+        Some(host) => ledger.register_and_dispatch(host, new, capacity(config), now)?,
+        None => ledger.dispatch(new, capacity(config), now)?,
+    };
     // A unit recorded already (a dispatch sent again under its id) has its transcripts, and
     // perhaps its children's output in them.
     if admission.already_recorded {
@@ -74,6 +89,17 @@ impl Inner {
         self: &Arc<Inner>,
         unit: Delegation,
         parent: Option<SessionId>,
+    ) -> watch::Receiver<UnitProgress> {
+        self.launch_recorded(unit, parent, 0)
+    }
+
+    /// [`Inner::launch`] of a unit whose first `recorded_running` children its dispatch
+    /// recorded running (`Ledger::register_and_dispatch`).
+    pub(super) fn launch_recorded(
+        self: &Arc<Inner>,
+        unit: Delegation,
+        parent: Option<SessionId>,
+        recorded_running: u32,
     ) -> watch::Receiver<UnitProgress> {
         let mut units = self.lock();
         if let Some(entry) = units.running.get(&unit.id) {
@@ -123,6 +149,7 @@ impl Inner {
             children,
             interrupt: interrupt_rx,
             progress: progress_tx,
+            recorded_running,
         };
         let inner = self.clone();
         tokio::spawn(async move {

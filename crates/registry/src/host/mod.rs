@@ -20,20 +20,19 @@ mod progress;
 mod publish;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use ledger::{
     Channel, ChildOutcome, Delegation, DelegationId, DispatchSpec, HostId, HostKind,
     InterruptTarget, Interrupts, Ledger, NewDelegation, ProcessId, SessionId, UnitStatus,
     WorkerPool,
 };
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
-use crate::child::Context;
-use crate::config::{Config, millis};
+use crate::config::Config;
 use crate::error::RegistryError;
 use crate::transcript;
 use crate::unit::{UnitProgress, UnitReport};
@@ -41,8 +40,8 @@ use stdx::Clock;
 
 use activity::watch_activity;
 pub(crate) use inner::Inner;
-use inner::Units;
 pub use intake::record_dispatch;
+use intake::record_dispatch_as;
 use lease::{fence_on_time, maintain};
 pub(crate) use publish::Publisher;
 
@@ -121,57 +120,45 @@ impl Host {
     /// interrupts, queue). Must be called inside a tokio runtime.
     pub async fn start(
         ledger: Arc<Ledger>,
-        mut config: Config,
+        config: Config,
         clock: Arc<dyn Clock>,
         options: HostOptions,
     ) -> Result<Host, RegistryError> {
-        if let Some(worker) = &options.worker {
-            // A worker's capacity is its own: it bounds its units and their batches.
-            config.max_concurrent_children = worker.capacity.max(1);
-        }
-        let me = crate::procs::current_process();
-        let now = clock.now();
-        let host_id = ledger.next_host_id();
-        let record = ledger::Host {
-            process: me,
-            kind: options.kind,
-            session: options.session.clone(),
-            registered_at: now,
-            heartbeat_at: now,
-            host_id,
-            locality: crate::procs::current_locality(),
-            lease_expires_at: now.plus_ms(millis(config.lease)),
-            worker: options.worker.clone(),
-        };
-        let inner = Arc::new(Inner {
-            ledger,
-            ctx: Context {
-                config: Arc::new(config),
-                clock,
-            },
-            me,
-            host_id,
-            fenced: AtomicBool::new(false),
-            renewed_at: AtomicU64::new(now.0),
-            taking: AtomicBool::new(true),
-            options,
-            units: Mutex::new(Units::default()),
-            launch_gate: tokio::sync::Mutex::new(()),
-            wake: Notify::new(),
-            stop: watch::channel(false).0,
-            launches: watch::channel(0).0,
-        });
+        let (inner, record) = Inner::prepare(ledger, config, clock, options);
         inner.call(move |l| l.register_host(&record)).await?;
         // Queued units of this session whose earlier host went away are this host's now.
         if let Some(session) = inner.options.session.clone() {
+            let me = inner.me;
             inner.call(move |l| l.adopt_units(&session, me)).await?;
         }
+        Ok(Host::begin(inner))
+    }
+
+    /// Starts a host for one unit it dispatches at once (`-z`, cron): the host is registered in
+    /// the dispatch's own commit ([`Ledger::register_and_dispatch`]), so a one-shot run pays
+    /// no commit for registering. A refused dispatch registers nothing and starts no host. The
+    /// host leaves with [`Host::stop`] and its caller's last write
+    /// ([`Ledger::settle_inline_leaving`]), or with [`Host::shutdown`].
+    pub async fn start_dispatching(
+        ledger: Arc<Ledger>,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        options: HostOptions,
+        request: DispatchRequest,
+    ) -> Result<(Host, Dispatched), RegistryError> {
+        let (inner, record) = Inner::prepare(ledger, config, clock, options);
+        let dispatched = Host::dispatch_as(&inner, request, Some(record)).await?;
+        Ok((Host::begin(inner), dispatched))
+    }
+
+    /// Starts the tasks of a registered host.
+    fn begin(inner: Arc<Inner>) -> Host {
         tokio::spawn(maintain(inner.clone()));
         tokio::spawn(fence_on_time(inner.clone()));
         if inner.options.kind != HostKind::Inline {
             tokio::spawn(watch_activity(inner.clone()));
         }
-        Ok(Host { inner })
+        Host { inner }
     }
 
     /// This host's process identity.
@@ -199,7 +186,16 @@ impl Host {
     /// starts when it is the oldest queued unit and a slot is free. Past `max_queued` the ledger
     /// refuses it (`LedgerError::QueueFull`).
     pub async fn dispatch(&self, request: DispatchRequest) -> Result<Dispatched, RegistryError> {
-        let inner = self.inner.clone();
+        Host::dispatch_as(&self.inner, request, None).await
+    }
+
+    /// Dispatches a unit hosted by `inner`, registering the host in the same commit when
+    /// `registering` is its record.
+    async fn dispatch_as(
+        inner: &Arc<Inner>,
+        request: DispatchRequest,
+        registering: Option<ledger::Host>,
+    ) -> Result<Dispatched, RegistryError> {
         let _gate = inner.launch_gate.lock().await;
         let new = NewDelegation {
             id: None,
@@ -211,8 +207,13 @@ impl Host {
         };
         let now = inner.ctx.clock.now();
         let config = inner.ctx.config.clone();
+        // Registering, an inline unit's first children are recorded running by the dispatch.
+        let recorded_running = match (&registering, request.channel) {
+            (Some(_), Channel::Inline) => inner.ctx.config.max_concurrent_children.max(1),
+            _ => 0,
+        };
         let admission = inner
-            .call_raw(move |l| record_dispatch(l, &config, new, now))
+            .call_raw(move |l| record_dispatch_as(l, &config, new, now, registering.as_ref()))
             .await?;
         let unit = admission.delegation;
         let dir = transcript::unit_dir(&inner.ctx.config.transcript_root, &unit.id);
@@ -220,7 +221,7 @@ impl Host {
             .map(|i| transcript::task_log_path(&dir, i))
             .collect();
         let progress = (unit.status == UnitStatus::Running)
-            .then(|| inner.launch(unit.clone(), request.parent_session));
+            .then(|| inner.launch_recorded(unit.clone(), request.parent_session, recorded_running));
         Ok(Dispatched {
             delegation: unit,
             queue_position: admission.queue_position,
@@ -357,6 +358,19 @@ impl Host {
     /// Stops the host: queued units of this host are cancelled, running ones interrupted with
     /// `reason` (SIGTERM, SIGKILL after `kill_grace`) and finalized, then the host unregisters.
     pub async fn shutdown(&self, reason: &str) {
+        self.stop(reason).await;
+        let me = self.inner.me;
+        if let Err(e) = self.inner.call(move |l| l.unregister_host(me)).await {
+            tracing::warn!(error = %e, "cannot unregister the host");
+        }
+    }
+
+    /// [`Host::shutdown`] without the unregistering: the host runs nothing more and renews its
+    /// lease no more, and its record stays until the caller removes it with its own last write
+    /// ([`Ledger::settle_inline_leaving`]). Left behind, the record is a dead host's: the next
+    /// sweep on this machine removes it once this process is gone, elsewhere once its lease ran
+    /// out.
+    pub async fn stop(&self, reason: &str) {
         let inner = self.inner.clone();
         let me = inner.me;
         let now = inner.ctx.clock.now();
@@ -395,8 +409,5 @@ impl Host {
             tracing::warn!("some units did not finish during shutdown");
         }
         inner.stop.send_replace(true);
-        if let Err(e) = inner.call(move |l| l.unregister_host(me)).await {
-            tracing::warn!(error = %e, "cannot unregister the host");
-        }
     }
 }

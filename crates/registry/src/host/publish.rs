@@ -69,12 +69,14 @@ impl Publisher {
 
     /// Publishes a child's outcome; `None` if the ledger kept failing or refused it (the unit
     /// is then finalized with [`Publisher::settle_unit`], or left to recovery).
-    /// `progress` is the child's final token, persisted with the outcome.
+    /// `progress` is the child's final token, persisted with the outcome; `started` its
+    /// process, when its start was never recorded on its own (a short inline child).
     pub(crate) async fn finish_child(
         &self,
         id: &DelegationId,
         outcome: ChildOutcome,
         progress: Option<Progress>,
+        started: Option<ProcessId>,
     ) -> Option<FinishChild> {
         let mut attempt = 0u32;
         loop {
@@ -88,7 +90,10 @@ impl Publisher {
             let now = self.inner.ctx.clock.now();
             match self
                 .inner
-                .call(move |l| l.finish_child_with_progress(writer, &id2, o, p, now))
+                .call(move |l| match started {
+                    Some(process) => l.finish_started_child(writer, &id2, process, o, p, now),
+                    None => l.finish_child_with_progress(writer, &id2, o, p, now),
+                })
                 .await
             {
                 Ok(finish) => return Some(finish),
