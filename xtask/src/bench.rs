@@ -1,20 +1,39 @@
 //! `cargo xtask bench`: the figures in `docs/benchmarks.md`, every one from an optimized build.
 //!
 //! xtask only orchestrates (it is itself built without optimization): it runs the SQLite
-//! reference (`../shared/bench/sqlite_ledger_ref.py`, beside the workspace) interleaved with
-//! the ledger's figures (`crates/ledger/examples/bench_ledger.rs` and the contended figures as
-//! release `ledger-worker` processes on one file), three rounds, medians reported with their
-//! runs; then each crate's `examples/bench_*.rs` harness in release mode; and merges their JSON
-//! objects into one, with the ratios of the medians to the reference's.
+//! reference (`shared/bench/sqlite_ledger_ref.py`, in the shared folder beside the workspace)
+//! interleaved with the ledger's figures (`crates/ledger/examples/bench_ledger.rs` and the
+//! contended figures as release `ledger-worker` processes on one file), three rounds, medians
+//! reported with their runs; then each crate's `examples/bench_*.rs` harness in release mode
+//! (not with `--rounds-only`); and merges their JSON objects into one, with the ratios of the
+//! medians to the reference's.
 //!
 //! The run has a throwaway PostgreSQL of its own ([`pg::Cluster`], stopped at the end, fsync
-//! on): every bench example gets its admin URL as `HERMES_BENCH_PG_URL`
-//! (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`), to create its databases from (the
-//! `pg_*` figures, each on a fresh database), and the contended figures run the same
-//! `ledger-worker` processes on a redb file and then on a fresh database of it
+//! on, `pg_stat_statements` preloaded): every bench example gets its admin URL as
+//! `HERMES_BENCH_PG_URL` (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`), to create its
+//! databases from (the `pg_*` figures, each on a fresh database), and the contended figures run
+//! the same `ledger-worker` processes on a redb file and then on a fresh database of it
 //! (`pg_contended_events_per_s`), interleaved with the reference like the rest.
+//!
+//! The PostgreSQL ledger is also compared with the plain-SQL floor on the same server
+//! (`shared/bench/pg_floor_ref.py`: one autocommit statement per publish, claim and ack, run by
+//! the Python of `target/bench-venv`, a virtual environment with psycopg that the first run
+//! makes and later runs reuse), each run on a fresh, empty database, in the same rounds right
+//! after the figure it is compared with: `pg_floor_cycle_per_s` (one client, as long as
+//! `pg_cycle_per_s` runs) after `bench_ledger`, `pg_floor_contended_events_per_s` (one producer
+//! process and as many consumer processes as the contended figure has drains, as many events)
+//! after the contended figures; `ratio_pg_cycle_vs_floor` and `ratio_pg_contended_vs_floor` are
+//! ratios of the medians.
+//!
+//! Round trips are counted by the server, not estimated: `pg_stat_statements` (with
+//! `track_utility`, so `BEGIN`, `COMMIT`, `ROLLBACK`, `LISTEN` and `SET` count as statements),
+//! reset for the measured database before the measured phase, its `calls` summed for that
+//! database after it, divided by the events delivered: `pg_round_trips_per_event_cycle` (in
+//! `bench_ledger`), `pg_round_trips_per_event_contended` (every process of the contended
+//! figure, from their first connection to the last ack), and the floor's own
+//! (`pg_floor_round_trips_per_event_*`) as a check of the method (its cycle is 3 statements).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
@@ -27,32 +46,66 @@ use crate::pg;
 /// The admin URL of the run's PostgreSQL, in every command's environment.
 const PG_URL_VAR: &str = "HERMES_BENCH_PG_URL";
 
-/// The reference, relative to the workspace root.
-const REFERENCE: &str = "../shared/bench/sqlite_ledger_ref.py";
+/// The SQLite reference, in the shared folder beside the workspace ([`shared_script`]).
+const REFERENCE: &str = "sqlite_ledger_ref.py";
 /// Publish → claim → ack cycles the reference runs.
 const REFERENCE_CYCLES: &str = "2000";
+/// The plain-SQL PostgreSQL floor, beside the reference.
+const FLOOR: &str = "pg_floor_ref.py";
+/// The floor's one-client cycle runs this long: the window of `bench_ledger`'s `pg_cycle_per_s`.
+const FLOOR_CYCLE_SECONDS: &str = "3";
 /// Interleaved rounds of the reference and the ledger's figures.
 const ROUNDS: usize = 3;
+/// The product path across processes (`product_path`): units of `PRODUCT_TASKS` children
+/// finished by one host process and drained by `PRODUCT_DRAINS` consumer processes. The floor's
+/// contended run takes the same number of events and consumers.
+const PRODUCT_UNITS: u32 = 500;
+const PRODUCT_TASKS: u32 = 8;
+const PRODUCT_DRAINS: usize = 4;
+/// The run's server counts every statement of every database (`pg_stat_statements`, utility
+/// statements such as `BEGIN` and `COMMIT` included), for the `*_round_trips_*` and
+/// `pg_cli_statements_per_event` figures; the ledger and the floor pay its cost alike.
+const STATEMENT_COUNTING: &str = "
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.track = top
+pg_stat_statements.track_utility = on
+pg_stat_statements.max = 20000
+";
 
-pub(crate) fn run(as_json: bool) -> Result<()> {
-    let cluster = pg::start()?;
-    let measured = measure(&cluster.url(), as_json);
+/// What `cargo xtask bench` was asked for.
+pub(crate) struct Options {
+    /// One JSON line instead of a table.
+    pub(crate) json: bool,
+    /// Only the interleaved rounds against the references (SQLite and the PostgreSQL floor),
+    /// not the crates' harnesses: for working on those figures.
+    pub(crate) rounds_only: bool,
+}
+
+pub(crate) fn run(options: Options) -> Result<()> {
+    let cluster = pg::start_with(STATEMENT_COUNTING)?;
+    let measured = measure(&cluster.url(), &options);
     let stopped = cluster.stop();
     measured?;
     Ok(stopped?)
 }
 
-fn measure(pg_url: &str, as_json: bool) -> Result<()> {
+fn measure(pg_url: &str, options: &Options) -> Result<()> {
     let mut figures = Map::new();
+    let worker = ledger_worker(pg_url)?;
+    let floor = Floor::prepare()?;
     // The disk is shared and its fsync cost drifts from minute to minute: the reference and the
-    // ledger's figures run interleaved, ROUNDS times, and each figure is the median of its runs.
+    // ledger's figures run interleaved, ROUNDS times, and each figure is the median of its runs;
+    // the PostgreSQL floor runs right after each of the ledger's PostgreSQL figures it is
+    // compared with.
     let mut references = Vec::new();
     let mut rounds: Vec<Map<String, Value>> = Vec::new();
     for _ in 0..ROUNDS {
         references.push(reference()?);
         let mut round = Map::new();
         merge(&mut round, run_example(pg_url, "ledger", "bench_ledger")?);
-        contended(pg_url, &mut round)?;
+        floor.cycle(&worker, pg_url, &mut round)?;
+        contended(&worker, pg_url, &mut round)?;
+        floor.contended(&worker, pg_url, &mut round)?;
         rounds.push(round);
     }
     references.push(reference()?);
@@ -90,7 +143,25 @@ fn measure(pg_url: &str, as_json: bool) -> Result<()> {
             figures.insert(key.into(), json!(round(value / reference)));
         }
     }
-    for (package, example) in [
+    // The PostgreSQL ledger against the plain-SQL floor on the same server: ratios of medians.
+    for (key, figure, floor) in [
+        (
+            "ratio_pg_cycle_vs_floor",
+            "pg_cycle_per_s",
+            "pg_floor_cycle_per_s",
+        ),
+        (
+            "ratio_pg_contended_vs_floor",
+            "pg_contended_events_per_s",
+            "pg_floor_contended_events_per_s",
+        ),
+    ] {
+        let value = |name: &str| figures.get(name).and_then(Value::as_f64);
+        if let (Some(value), Some(floor)) = (value(figure), value(floor)) {
+            figures.insert(key.into(), json!(round(value / floor)));
+        }
+    }
+    let harnesses = [
         ("registry", "bench_registry"),
         ("registry", "bench_adapters"),
         ("router", "bench_router"),
@@ -100,11 +171,14 @@ fn measure(pg_url: &str, as_json: bool) -> Result<()> {
         ("cli", "bench_pools"),
         // `hermes top` and the metrics (issue 25).
         ("cli", "bench_top"),
-    ] {
-        merge(&mut figures, run_example(pg_url, package, example)?);
+    ];
+    if !options.rounds_only {
+        for (package, example) in harnesses {
+            merge(&mut figures, run_example(pg_url, package, example)?);
+        }
     }
     let value = Value::Object(figures);
-    if as_json {
+    if options.json {
         println!("{value}");
     } else if let Value::Object(map) = &value {
         for (key, figure) in map {
@@ -153,16 +227,27 @@ fn run_example(pg_url: &str, package: &str, example: &str) -> Result<Value> {
     json_of(&format!("{package}/{example}"), &out.stdout)
 }
 
+/// `shared/bench/NAME` in the nearest folder above the workspace that has it: `../shared` beside
+/// a checkout, `../../shared` for a worktree one folder further down.
+fn shared_script(name: &str) -> Result<PathBuf> {
+    let root = workspace_root();
+    root.ancestors()
+        .skip(1)
+        .map(|dir| dir.join("shared/bench").join(name))
+        .find(|path| path.exists())
+        .with_context(|| {
+            format!(
+                "the bench script {name} is missing: the ledger figures are compared with it (it \
+                 lives in the shared folder beside the workspace, as ../shared/bench/{name}, \
+                 looked for above {})",
+                root.display()
+            )
+        })
+}
+
 /// The SQLite reference's cycles per second.
 fn reference() -> Result<f64> {
-    let script = workspace_root().join(REFERENCE);
-    if !script.exists() {
-        bail!(
-            "the SQLite reference {} is missing: the ledger figures are compared with it (it \
-             lives in the shared folder beside the workspace, as {REFERENCE})",
-            script.display()
-        );
-    }
+    let script = shared_script(REFERENCE)?;
     eprintln!("xtask: bench the SQLite reference ({REFERENCE} {REFERENCE_CYCLES})");
     let out = Command::new("python3")
         .arg(&script)
@@ -178,10 +263,10 @@ fn reference() -> Result<f64> {
         .context("the SQLite reference printed no sqlite_ref_cycle_per_s")
 }
 
-/// The contended figures: processes sharing one ledger (a redb file, then a fresh PostgreSQL
-/// database of the run's server).
-fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
-    eprintln!("xtask: bench contended ledger-worker processes");
+/// The release `ledger-worker`, built now: the contended figures' processes, and what creates
+/// databases and reads the server's statement counts for xtask, which names no PostgreSQL
+/// crate (`ledger::testing` through it).
+fn ledger_worker(pg_url: &str) -> Result<PathBuf> {
     let status = cargo(pg_url)
         .args(["build", "--quiet", "--release", "-p", "tests"])
         .args(["--bin", "ledger-worker"])
@@ -189,34 +274,61 @@ fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
     if !status.success() {
         bail!("building ledger-worker failed");
     }
-    let worker = workspace_root().join("target/release/ledger-worker");
+    Ok(workspace_root().join("target/release/ledger-worker"))
+}
+
+/// What `ledger-worker ARGS` printed (trimmed), failing if it failed.
+fn worker_says(worker: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new(worker)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running ledger-worker {}", args[0]))?;
+    if !out.status.success() {
+        bail!("ledger-worker {} failed ({})", args[0], out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The statements the server ran in `database` since `reset-statements`, per event.
+fn statements_per_event(worker: &Path, pg_url: &str, database: &str, events: f64) -> Result<f64> {
+    let count: f64 = worker_says(worker, &["statements", pg_url, database])?
+        .parse()
+        .context("ledger-worker statements printed no number")?;
+    Ok(count / events.max(1.0))
+}
+
+/// The contended figures: processes sharing one ledger (a redb file, then a fresh PostgreSQL
+/// database of the run's server, whose statements are counted).
+fn contended(worker: &Path, pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
+    eprintln!("xtask: bench contended ledger-worker processes");
     let dir = tempfile::tempdir()?;
 
     let db = path_arg(&dir.path().join("product.redb"))?;
     figures.insert(
         "ledger_contended_events_per_s".into(),
-        json!(round(product_path(&worker, &db, dir.path())?)),
+        json!(round(product_path(worker, &db, dir.path())?)),
     );
-    // The same processes on PostgreSQL: xtask names no PostgreSQL crate, so the worker creates
-    // the database (`ledger::testing::fresh_database`) and prints its URL.
-    let out = Command::new(&worker)
-        .args(["fresh-database", pg_url])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running ledger-worker fresh-database")?;
-    if !out.status.success() {
-        bail!("ledger-worker could not create a database ({})", out.status);
-    }
-    let database = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // The same processes on PostgreSQL, on a database with hermes' schema: every statement
+    // from the processes' first connection to the last ack is counted.
+    let database = worker_says(worker, &["fresh-database", pg_url])?;
+    worker_says(worker, &["reset-statements", pg_url, &database])?;
     figures.insert(
         "pg_contended_events_per_s".into(),
-        json!(round(product_path(&worker, &database, dir.path())?)),
+        json!(round(product_path(worker, &database, dir.path())?)),
+    );
+    let events = f64::from(PRODUCT_UNITS * PRODUCT_TASKS);
+    figures.insert(
+        "pg_round_trips_per_event_contended".into(),
+        json!(round(statements_per_event(
+            worker, pg_url, &database, events
+        )?)),
     );
 
     // The adversarial shape: one event per claim, consumers racing for the same keys.
     const N: u32 = 1_000;
     let db = path_arg(&dir.path().join("single.redb"))?;
-    let out = Command::new(&worker)
+    let out = Command::new(worker)
         .args(["dispatch", &db, "bench", &N.to_string()])
         .output()?;
     if !out.status.success() {
@@ -225,9 +337,9 @@ fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
     let unit = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let start = Instant::now();
     let consumers = (0..4)
-        .map(|_| spawn(&worker, &["consume", &db, "bench", &unit, &N.to_string()]))
+        .map(|_| spawn(worker, &["consume", &db, "bench", &unit, &N.to_string()]))
         .collect::<Result<Vec<_>>>()?;
-    let publisher = spawn(&worker, &["publish", &db, &unit, &N.to_string()])?;
+    let publisher = spawn(worker, &["publish", &db, &unit, &N.to_string()])?;
     wait_all(std::iter::once(publisher).chain(consumers))?;
     figures.insert(
         "ledger_contended_single_key_events_per_s".into(),
@@ -242,11 +354,11 @@ fn contended(pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
 /// per second, timed from before the processes start to the last durable ack (each drain
 /// prints when its acks were durable), so the drains' wait to notice the end is not counted.
 fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
-    let units = 500u32;
+    let units = PRODUCT_UNITS;
     let done = dir.join(format!("product-{}.done", epoch_ms()));
     let done = path_arg(&done)?;
     let start_ms = epoch_ms();
-    let drains = (0..4)
+    let drains = (0..PRODUCT_DRAINS)
         .map(|_| {
             Command::new(worker)
                 .args(["drain", db, "bench", &done])
@@ -257,7 +369,15 @@ fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
         .collect::<Result<Vec<_>>>()?;
     let host = spawn(
         worker,
-        &["host", db, "bench", &units.to_string(), "8", "4", &done],
+        &[
+            "host",
+            db,
+            "bench",
+            &units.to_string(),
+            &PRODUCT_TASKS.to_string(),
+            "4",
+            &done,
+        ],
     )?;
     wait_all(std::iter::once(host))?;
     let mut last_ack_ms = start_ms;
@@ -278,14 +398,140 @@ fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
             }
         }
     }
-    if delivered != u64::from(units) * 8 {
-        bail!(
-            "the drains acked {delivered} envelopes' events, expected {}",
-            units * 8
-        );
+    let events = units * PRODUCT_TASKS;
+    if delivered != u64::from(events) {
+        bail!("the drains acked {delivered} envelopes' events, expected {events}");
     }
     let elapsed_s = last_ack_ms.saturating_sub(start_ms).max(1) as f64 / 1000.0;
-    Ok(f64::from(units * 8) / elapsed_s)
+    Ok(f64::from(events) / elapsed_s)
+}
+
+/// The plain-SQL floor (`shared/bench/pg_floor_ref.py`, psycopg), run by the Python of a
+/// virtual environment of the bench's own (`target/bench-venv`, made once and reused), each
+/// run on a fresh, empty database of the run's server, its statements counted like the
+/// ledger's.
+struct Floor {
+    python: PathBuf,
+    script: PathBuf,
+}
+
+impl Floor {
+    /// Finds the script and makes the virtual environment if it has no psycopg yet.
+    fn prepare() -> Result<Floor> {
+        let script = shared_script(FLOOR)?;
+        let venv = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+            .join("bench-venv");
+        let python = venv.join("bin/python");
+        let has_psycopg = |python: &Path| {
+            Command::new(python)
+                .args(["-c", "import psycopg"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !has_psycopg(&python) {
+            eprintln!(
+                "xtask: making {} with psycopg for the PostgreSQL floor",
+                venv.display()
+            );
+            let made = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .context("running python3 -m venv (the PostgreSQL floor needs it)")?;
+            if !made.success() {
+                bail!(
+                    "python3 -m venv {} failed; Debian needs python3-venv",
+                    venv.display()
+                );
+            }
+            let installed = Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", "psycopg[binary]"])
+                .status()
+                .context("running pip in the bench's virtual environment")?;
+            if !installed.success() || !has_psycopg(&python) {
+                bail!(
+                    "pip could not install psycopg[binary] into {} (it comes from PyPI)",
+                    venv.display()
+                );
+            }
+        }
+        Ok(Floor { python, script })
+    }
+
+    /// The floor's one-client cycle for `FLOOR_CYCLE_SECONDS`, as `pg_cycle_per_s` runs.
+    fn cycle(&self, worker: &Path, pg_url: &str, figures: &mut Map<String, Value>) -> Result<()> {
+        let (out, statements) = self.measure(worker, pg_url, "cycle", &[FLOOR_CYCLE_SECONDS])?;
+        figures.insert(
+            "pg_floor_cycle_per_s".into(),
+            out["floor_cycle_per_s"].clone(),
+        );
+        figures.insert(
+            "pg_floor_round_trips_per_event_cycle".into(),
+            json!(statements),
+        );
+        Ok(())
+    }
+
+    /// The floor's contended run: one producer process and `PRODUCT_DRAINS` consumer
+    /// processes, `PRODUCT_UNITS × PRODUCT_TASKS` events, as `pg_contended_events_per_s` runs.
+    fn contended(
+        &self,
+        worker: &Path,
+        pg_url: &str,
+        figures: &mut Map<String, Value>,
+    ) -> Result<()> {
+        let events = (PRODUCT_UNITS * PRODUCT_TASKS).to_string();
+        let consumers = PRODUCT_DRAINS.to_string();
+        let (out, statements) =
+            self.measure(worker, pg_url, "contended", &[&events, &consumers])?;
+        figures.insert(
+            "pg_floor_contended_events_per_s".into(),
+            out["floor_contended_events_per_s"].clone(),
+        );
+        figures.insert(
+            "pg_floor_round_trips_per_event_contended".into(),
+            json!(statements),
+        );
+        Ok(())
+    }
+
+    /// `setup`, then `MODE DB ARGS` on a fresh database with its statements counted: the JSON
+    /// it printed and the statements per job it reported.
+    fn measure(
+        &self,
+        worker: &Path,
+        pg_url: &str,
+        mode: &str,
+        args: &[&str],
+    ) -> Result<(Value, f64)> {
+        let database = worker_says(worker, &["fresh-empty-database", pg_url])?;
+        self.script(&["setup", &database])?;
+        worker_says(worker, &["reset-statements", pg_url, &database])?;
+        let mut full = vec![mode, &database];
+        full.extend_from_slice(args);
+        let out = self.script(&full)?;
+        let jobs = out["jobs"]
+            .as_f64()
+            .with_context(|| format!("{FLOOR} {mode} printed no jobs"))?;
+        let statements = statements_per_event(worker, pg_url, &database, jobs)?;
+        Ok((out, round(statements)))
+    }
+
+    fn script(&self, args: &[&str]) -> Result<Value> {
+        eprintln!("xtask: bench the PostgreSQL floor ({FLOOR} {})", args[0]);
+        let out = Command::new(&self.python)
+            .arg(&self.script)
+            .args(args)
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {FLOOR} {}", args[0]))?;
+        if !out.status.success() {
+            bail!("{FLOOR} {} failed ({})", args[0], out.status);
+        }
+        json_of(FLOOR, &out.stdout)
+    }
 }
 
 fn path_arg(path: &Path) -> Result<String> {

@@ -6,7 +6,9 @@
 //! cargo xtask test [ARGS…]    `cargo test ARGS…` with a throwaway PostgreSQL's variables set
 //! cargo xtask pg start|stop|env
 //!                             a throwaway PostgreSQL for a shell (prints `export` lines)
-//! cargo xtask bench [--json]  run the benchmarks and print their figures
+//! cargo xtask bench [--json] [--rounds-only]
+//!                             run the benchmarks and print their figures (`--rounds-only`: the
+//!                             interleaved rounds against the references, not the harnesses)
 //! ```
 
 mod bench;
@@ -34,11 +36,14 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("test") => test(&args[1..]),
         Some("pg") => pg::run(&args[1..]),
-        Some("bench") => bench::run(args.iter().any(|a| a == "--json")),
+        Some("bench") => bench::run(bench::Options {
+            json: args.iter().any(|a| a == "--json"),
+            rounds_only: args.iter().any(|a| a == "--rounds-only"),
+        }),
         _ => {
             eprintln!(
                 "usage: cargo xtask ci | cargo xtask test [CARGO TEST ARGS…] | \
-                 cargo xtask pg start|stop|env | cargo xtask bench [--json]"
+                 cargo xtask pg start|stop|env | cargo xtask bench [--json] [--rounds-only]"
             );
             return ExitCode::from(2);
         }

@@ -31,8 +31,13 @@ use crate::boundaries::workspace_root;
 /// Starts a throwaway cluster for one xtask run (see `pgcluster`), which xtask outlives a Ctrl-C
 /// to stop.
 pub(crate) fn start() -> Result<Cluster> {
+    start_with("")
+}
+
+/// [`start`] with `settings` appended to the cluster's `postgresql.conf`.
+pub(crate) fn start_with(settings: &str) -> Result<Cluster> {
     outlive_ctrl_c();
-    Ok(Cluster::start()?)
+    Ok(Cluster::start_with(settings)?)
 }
 
 /// Lets xtask outlive a Ctrl-C, so the cluster is still stopped: the terminal interrupts the

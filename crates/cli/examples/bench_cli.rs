@@ -10,6 +10,13 @@
 //! `HERMES_LEDGER_URL` naming a fresh database of the PostgreSQL server whose admin URL is in
 //! `HERMES_BENCH_PG_URL` (`cargo xtask bench` starts one and sets it; without it this example
 //! stops with a message before measuring anything).
+//!
+//! `pg_cli_statements_per_event`: the product path on PostgreSQL with hermes' defaults, in a
+//! fresh home on a fresh database: `hermes delegate` of `CLI_UNITS` units of `true` into one
+//! session (the first starts its headless host, which runs them), then `hermes drain --wait`
+//! until all of them were delivered; every statement the server ran in that database from the
+//! first `delegate` to the last ack (connections' set-up, the host's sweeps and heartbeats, the
+//! drains; `BEGIN`/`COMMIT` included), as `pg_stat_statements` counts them, per unit.
 
 mod support;
 
@@ -28,6 +35,8 @@ use serde_json::{Value, json};
 
 /// The admin URL of the PostgreSQL server the `pg_*` figures create their database on.
 const PG_URL_VAR: &str = "HERMES_BENCH_PG_URL";
+/// The units `pg_cli_statements_per_event` delegates and drains.
+const CLI_UNITS: usize = 20;
 
 fn main() -> Result<()> {
     // Checked first: a missing server stops the run before it measures anything.
@@ -46,6 +55,7 @@ fn main() -> Result<()> {
         exe: exe.clone(),
         home: home.path().to_owned(),
         ledger_url: None,
+        fast_sweeps: true,
     };
     let mut figures = serde_json::Map::new();
 
@@ -134,9 +144,10 @@ fn main() -> Result<()> {
     // (`HERMES_LEDGER_URL`), with a running host for the session.
     let pg_home = support::private_home()?;
     let pg = Bench {
-        exe,
+        exe: exe.clone(),
         home: pg_home.path().to_owned(),
         ledger_url: Some(ledger::testing::fresh_database(&admin)),
+        fast_sweeps: true,
     };
     pg.ok(&["delegate", "--session", "B", "--", "true"])?;
     wait(|| Ok(pg.pending("B")? == 1))?;
@@ -156,8 +167,55 @@ fn main() -> Result<()> {
     if pg.pending("B")? != 0 {
         bail!("drain left events pending on PostgreSQL");
     }
+    drop(pg);
+    figures.insert(
+        "pg_cli_statements_per_event".into(),
+        json!(statements_per_event(&exe, &admin)?),
+    );
     println!("{}", Value::Object(figures));
     Ok(())
+}
+
+/// `pg_cli_statements_per_event` (see the module docs).
+fn statements_per_event(exe: &Path, admin: &str) -> Result<f64> {
+    let home = support::private_home()?;
+    let url = ledger::testing::fresh_database(admin);
+    let bench = Bench {
+        exe: exe.to_owned(),
+        home: home.path().to_owned(),
+        ledger_url: Some(url.clone()),
+        fast_sweeps: false,
+    };
+    ledger::testing::reset_statements(admin, &url);
+    for _ in 0..CLI_UNITS {
+        bench.ok(&["delegate", "--session", "B", "--", "true"])?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (mut delivered, mut drains) = (0, 0);
+    while delivered < CLI_UNITS {
+        if Instant::now() > deadline {
+            bail!("only {delivered} of {CLI_UNITS} units were delivered");
+        }
+        let out: Value = serde_json::from_slice(&bench.ok(&[
+            "drain",
+            "--session",
+            "B",
+            "--json",
+            "--wait",
+            "10",
+        ])?)?;
+        drains += 1;
+        delivered += out["envelopes"].as_array().map_or(0, Vec::len);
+    }
+    let statements = ledger::testing::statements_run(admin, &url);
+    if delivered != CLI_UNITS {
+        bail!("{delivered} envelopes delivered for {CLI_UNITS} units");
+    }
+    eprintln!(
+        "bench_cli: {CLI_UNITS} units delegated and delivered in {drains} drains: {statements} \
+         statements"
+    );
+    Ok((statements as f64 / CLI_UNITS as f64 * 100.0).round() / 100.0)
 }
 
 struct Bench {
@@ -165,17 +223,21 @@ struct Bench {
     home: PathBuf,
     /// `HERMES_LEDGER_URL`: `None` → the home's redb file.
     ledger_url: Option<String>,
+    /// The host sweeps every 50 ms and runs up to 16 children (the timed figures), or keeps
+    /// hermes' defaults (the statement count).
+    fast_sweeps: bool,
 }
 
 impl Bench {
     fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.exe);
-        c.args(args)
-            .env("HERMES_HOME", &self.home)
-            .env("HERMES_HOST_SWEEP_INTERVAL_MS", "50")
-            .env("HERMES_HOST_IDLE_EXIT_SECONDS", "600")
-            .env("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "16")
-            .env_remove("HERMES_SESSION_ID")
+        c.args(args).env("HERMES_HOME", &self.home);
+        if self.fast_sweeps {
+            c.env("HERMES_HOST_SWEEP_INTERVAL_MS", "50")
+                .env("HERMES_HOST_IDLE_EXIT_SECONDS", "600")
+                .env("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "16");
+        }
+        c.env_remove("HERMES_SESSION_ID")
             .env_remove("HERMES_LEDGER_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -18,6 +18,10 @@
 //! - `pool_sleep_units_per_s_1_worker`, `pool_sleep_units_per_s_3_workers` (and their
 //!   `pool_sleep_scaling_3_vs_1_worker`): the same bursts with `sleep 0.5` as the child, so the
 //!   workers' slots are what limits rather than CPU.
+//! - `pool_burst_36x05_seconds`: `BURST_UNITS` (36) units of `sleep 0.5` dispatched the same
+//!   way to three workers of `CAPACITY` (4) slots, each in its own pid namespace: seconds from
+//!   the first dispatch until the last of them was delivered (three waves of 12: 1.5 s of
+//!   children at best).
 //! - `pool_pickup_ms_p50/p99`: an idle worker; from starting `hermes delegate` to its child
 //!   (`date +%s%N`) running, `PICKUP_SAMPLES` samples one after another.
 //!   `pool_dispatch_cmd_ms_p50` is the `hermes delegate` command's own wall time; stderr also
@@ -46,6 +50,8 @@ const DISPATCHERS: usize = 4;
 const PICKUP_SAMPLES: usize = 40;
 /// The child of the `pool_sleep_*` figures.
 const SLOW_CHILD: &[&str] = &["sleep", "0.5"];
+/// The units of `pool_burst_36x05_seconds`: three waves on three workers of `CAPACITY` slots.
+const BURST_UNITS: usize = 36;
 const LIMIT: Duration = Duration::from_secs(300);
 
 fn main() -> Result<()> {
@@ -104,6 +110,11 @@ fn main() -> Result<()> {
     figures.insert(
         "pool_sleep_scaling_3_vs_1_worker".into(),
         json!(round(slow_three / slow_one)),
+    );
+    let burst = Bench::new(&exe, &admin)?.timed_burst(3, SLOW_CHILD, BURST_UNITS)?;
+    figures.insert(
+        "pool_burst_36x05_seconds".into(),
+        json!(round(burst.as_secs_f64())),
     );
     let (p50, p99, command) = Bench::new(&exe, &admin)?.pickup()?;
     figures.insert("pool_pickup_ms_p50".into(), json!(p50));
@@ -208,7 +219,14 @@ impl Bench {
     }
 
     /// `burst` with `child` as every unit's command.
-    fn burst_of(mut self, workers: usize, child: &[&str]) -> Result<f64> {
+    fn burst_of(self, workers: usize, child: &[&str]) -> Result<f64> {
+        let elapsed = self.timed_burst(workers, child, UNITS)?;
+        Ok(UNITS as f64 / elapsed.as_secs_f64())
+    }
+
+    /// A burst of `units` units of `child`: the time from the first dispatch to the last
+    /// result drained (to the last dispatch returned, with no workers).
+    fn timed_burst(mut self, workers: usize, child: &[&str], units: usize) -> Result<Duration> {
         self.start_workers(workers)?;
         let next = AtomicUsize::new(0);
         let before = Cpu::now(&self)?;
@@ -218,14 +236,14 @@ impl Bench {
                 .map(|_| {
                     s.spawn(|| -> Result<Vec<String>> {
                         let mut ids = Vec::new();
-                        while next.fetch_add(1, Ordering::Relaxed) < UNITS {
+                        while next.fetch_add(1, Ordering::Relaxed) < units {
                             ids.push(self.dispatch(child)?);
                         }
                         Ok(ids)
                     })
                 })
                 .collect();
-            let drainer = (workers > 0).then(|| s.spawn(|| self.drain(UNITS)));
+            let drainer = (workers > 0).then(|| s.spawn(|| self.drain(units)));
             let mut ids = Vec::new();
             for d in dispatchers {
                 ids.extend(
@@ -243,16 +261,16 @@ impl Bench {
             };
             anyhow::Ok((dispatched, drained))
         })?;
-        let elapsed = match drained {
+        Ok(match drained {
             None => {
-                Cpu::now(&self)?.report_since(&before, workers, dispatched);
+                Cpu::now(&self)?.report_since(&before, workers, units, dispatched);
                 dispatched
             }
             Some(delivered) => {
                 let elapsed = started.elapsed();
-                Cpu::now(&self)?.report_since(&before, workers, elapsed);
+                Cpu::now(&self)?.report_since(&before, workers, units, elapsed);
                 eprintln!(
-                    "bench_pools: {UNITS} units of {child:?} on {workers} worker(s) x \
+                    "bench_pools: {units} units of {child:?} on {workers} worker(s) x \
                      {CAPACITY}: dispatched in {:.2}s, all drained after {:.2}s ({} drain calls)",
                     dispatched.as_secs_f64(),
                     elapsed.as_secs_f64(),
@@ -260,8 +278,7 @@ impl Bench {
                 );
                 elapsed
             }
-        };
-        Ok(UNITS as f64 / elapsed.as_secs_f64())
+        })
     }
 
     /// `UNITS` units queued with no worker running; then the workers start, and the rate is
@@ -430,9 +447,10 @@ impl Cpu {
         })
     }
 
-    /// Prints where the CPU time of a burst went, per unit, and how busy the machine was.
-    fn report_since(&self, before: &Cpu, workers: usize, elapsed: Duration) {
-        let ms = |ticks: u64| ticks as f64 * 10.0 / UNITS as f64;
+    /// Prints where the CPU time of a burst of `units` went, per unit, and how busy the
+    /// machine was.
+    fn report_since(&self, before: &Cpu, workers: usize, units: usize, elapsed: Duration) {
+        let ms = |ticks: u64| ticks as f64 * 10.0 / units as f64;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let busy = (self.machine_busy - before.machine_busy) as f64;
         let total = (self.machine_total - before.machine_total) as f64;

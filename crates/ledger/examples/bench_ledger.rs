@@ -21,6 +21,10 @@
 //!   example stops with a message, before measuring anything). A PostgreSQL ledger has no group
 //!   commit of its own: every operation is its own transaction, and the server shares WAL
 //!   flushes between concurrent commits.
+//! - `pg_round_trips_per_event_cycle`: the statements the server ran for the PostgreSQL cycle
+//!   (`pg_stat_statements`, summed over the cycle's database, counted from the first cycle to
+//!   the last, `BEGIN`/`COMMIT`/`ROLLBACK` included), per cycle (one event each). The server
+//!   must preload `pg_stat_statements`, as the one `cargo xtask bench` starts does.
 //!
 //! `BENCH_QUICK=1` shortens the runs (for smoke tests).
 
@@ -148,8 +152,8 @@ fn consume(ledger: &Ledger) -> Result<usize> {
     Ok(events)
 }
 
-fn cycle(ledger: &Ledger, window: Duration) -> Result<f64> {
-    let unit = dispatch(ledger, 1)?;
+/// Cycles on `unit` (a unit of one task) for `window`: (cycles per second, cycles).
+fn cycle(ledger: &Ledger, unit: &DelegationId, window: Duration) -> Result<(f64, u32)> {
     let start = Instant::now();
     let mut cycles = 0u32;
     while start.elapsed() < window {
@@ -177,7 +181,7 @@ fn cycle(ledger: &Ledger, window: Duration) -> Result<f64> {
         ledger.ack(claim.token, now())?;
         cycles += 1;
     }
-    Ok(f64::from(cycles) / start.elapsed().as_secs_f64())
+    Ok((f64::from(cycles) / start.elapsed().as_secs_f64(), cycles))
 }
 
 /// Units one at a time: (events/s, commits per event).
@@ -246,13 +250,14 @@ fn pg_admin() -> std::result::Result<String, String> {
     }
 }
 
-/// A ledger on a fresh, empty database of the server `admin` names.
-fn fresh_pg(admin: &str) -> Result<Ledger> {
+/// A ledger on a fresh, empty database of the server `admin` names, and its URL.
+fn fresh_pg(admin: &str) -> Result<(Ledger, String)> {
     let url = ledger::testing::fresh_database(admin);
-    Ledger::open_at(
+    let ledger = Ledger::open_at(
         &Location::from_url(Some(&url), std::path::Path::new(""), None)?,
         LedgerConfig::default(),
-    )
+    )?;
+    Ok((ledger, url))
 }
 
 fn main() -> std::process::ExitCode {
@@ -277,17 +282,24 @@ fn run() -> std::result::Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let fresh = |name: &str| Ledger::open(&dir.path().join(name), LedgerConfig::default());
     let redb = |e: LedgerError| format!("redb: {e}");
-    let cycle_per_s = cycle(&fresh("cycle.redb").map_err(redb)?, window).map_err(redb)?;
+    let ledger = fresh("cycle.redb").map_err(redb)?;
+    let unit = dispatch(&ledger, 1).map_err(redb)?;
+    let (cycle_per_s, _) = cycle(&ledger, &unit, window).map_err(redb)?;
     let (isolated_per_s, isolated_commits) =
         isolated(&fresh("isolated.redb").map_err(redb)?, window).map_err(redb)?;
     let (busy_per_s, busy_commits) =
         busy_host(&fresh("busy.redb").map_err(redb)?, units).map_err(redb)?;
     let pg = |e: LedgerError| format!("PostgreSQL: {e}");
-    let pg_cycle_per_s = cycle(&fresh_pg(&admin).map_err(pg)?, window).map_err(pg)?;
+    let (ledger, url) = fresh_pg(&admin).map_err(pg)?;
+    let unit = dispatch(&ledger, 1).map_err(pg)?;
+    // Counted from here: the cycles' statements only, not the database's set-up or dispatch.
+    ledger::testing::reset_statements(&admin, &url);
+    let (pg_cycle_per_s, cycles) = cycle(&ledger, &unit, window).map_err(pg)?;
+    let pg_statements = ledger::testing::statements_run(&admin, &url);
     let (pg_busy_per_s, pg_busy_commits) =
-        busy_host(&fresh_pg(&admin).map_err(pg)?, units).map_err(pg)?;
+        busy_host(&fresh_pg(&admin).map_err(pg)?.0, units).map_err(pg)?;
     let out = format!(
-        "{{\"ledger_cycle_per_s\":{},\"ledger_batch8_events_per_s\":{},\"commits_per_delivered_event\":{},\"ledger_batch8_isolated_events_per_s\":{},\"commits_per_delivered_event_isolated\":{},\"pg_cycle_per_s\":{},\"pg_batch8_events_per_s\":{},\"pg_commits_per_delivered_event\":{}}}",
+        "{{\"ledger_cycle_per_s\":{},\"ledger_batch8_events_per_s\":{},\"commits_per_delivered_event\":{},\"ledger_batch8_isolated_events_per_s\":{},\"commits_per_delivered_event_isolated\":{},\"pg_cycle_per_s\":{},\"pg_batch8_events_per_s\":{},\"pg_commits_per_delivered_event\":{},\"pg_round_trips_per_event_cycle\":{}}}",
         round(cycle_per_s),
         round(busy_per_s),
         round(busy_commits),
@@ -296,6 +308,7 @@ fn run() -> std::result::Result<(), String> {
         round(pg_cycle_per_s),
         round(pg_busy_per_s),
         round(pg_busy_commits),
+        round(pg_statements as f64 / f64::from(cycles.max(1))),
     );
     println!("{out}");
     Ok(())

@@ -376,6 +376,46 @@ pub fn connections_that_ran(url: &str, query: &str) -> usize {
     .map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
+/// Forgets what the server counted for the database of `url` ([`statements_run`] counts from
+/// here), creating the extension in the admin database first. Panics, saying so, when the
+/// server does not preload `pg_stat_statements` (`shared_preload_libraries`, as the server of
+/// `cargo xtask bench` does).
+pub fn reset_statements(admin: &str, url: &str) {
+    let name = database_name(url);
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
+        client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
+        client.execute(
+            "SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database WHERE datname = $1",
+            &[&name],
+        )
+    })
+    .unwrap_or_else(|err| {
+        panic!(
+            "cannot reset the statement counts of {name} (the server must preload \
+             pg_stat_statements: `cargo xtask bench` starts its server so): {err}"
+        )
+    });
+}
+
+/// The statements the server ran in the database of `url` since [`reset_statements`]: the sum
+/// of `pg_stat_statements.calls` over the database's entries (every connection's, utility
+/// statements included; a statement that failed is not counted).
+pub fn statements_run(admin: &str, url: &str) -> u64 {
+    let name = database_name(url);
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT coalesce(sum(s.calls), 0)::bigint FROM pg_stat_statements s \
+             JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1",
+            &[&name],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .map(|n| u64::try_from(n).unwrap_or(0))
+    .unwrap_or_else(|err| panic!("cannot read the statement counts of {name}: {err}"))
+}
+
 /// The boolean columns of the one row `sql` answers in the database of `url` (an empty list
 /// if it cannot be asked).
 pub fn query_bools(url: &str, sql: &str) -> Vec<bool> {

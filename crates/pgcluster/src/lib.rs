@@ -100,6 +100,12 @@ impl Cluster {
     /// Creates, configures and starts a new cluster, returning once it accepts a TLS connection
     /// with the password over TCP.
     pub fn start() -> Result<Cluster> {
+        Cluster::start_with("")
+    }
+
+    /// [`Cluster::start`] with `settings` (lines of `postgresql.conf`, such as
+    /// `shared_preload_libraries = 'pg_stat_statements'`) appended after the cluster's own.
+    pub fn start_with(settings: &str) -> Result<Cluster> {
         let started = Instant::now();
         let bin = server_binaries()?;
         let server_user = if is_root()? {
@@ -121,7 +127,7 @@ impl Cluster {
             password: random_hex(16)?,
             armed: true,
         };
-        cluster.create()?;
+        cluster.create(settings)?;
         cluster.launch()?;
         cluster.check_connections()?;
         eprintln!(
@@ -234,8 +240,8 @@ impl Cluster {
         command
     }
 
-    /// `initdb`, the certificate, `postgresql.conf` and `pg_hba.conf`.
-    fn create(&self) -> Result<()> {
+    /// `initdb`, the certificate, `postgresql.conf` (with `settings` last) and `pg_hba.conf`.
+    fn create(&self, settings: &str) -> Result<()> {
         if let Some(user) = &self.server_user {
             let (uid, gid) = user_ids(user)?;
             std::os::unix::fs::chown(&self.dir, Some(uid), Some(gid))
@@ -346,6 +352,7 @@ impl Cluster {
             "unix_socket_directories = '{}'",
             self.data().display()
         );
+        text.push_str(settings);
         fs::write(&conf, text).context("writing postgresql.conf")?;
         fs::write(self.data().join("pg_hba.conf"), PG_HBA).context("writing pg_hba.conf")?;
         Ok(())
