@@ -44,6 +44,24 @@ fn finished_unit(ledger: &Ledger) -> DelegationId {
     id
 }
 
+/// A listener on `ledger`'s events hears that notifications reach it, and then the event of a
+/// unit finished meanwhile.
+fn hears_a_finished_units_event(ledger: &Ledger) {
+    let mut listener = ledger
+        .listen(&[Listen::Events])
+        .expect("listens")
+        .expect("postgres");
+    assert!(listener.hears_notifications());
+    finished_unit(ledger);
+    let wanted = Notice::Event("s".into());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut heard = Vec::new();
+    while !heard.contains(&wanted) && Instant::now() < deadline {
+        heard.extend(listener.wait(Duration::from_millis(200)).expect("waits"));
+    }
+    assert!(heard.contains(&wanted), "{heard:?}");
+}
+
 #[test]
 fn through_a_transaction_pooler_processes_starting_together_create_the_schema_once_and_work() {
     // Two server connections for eight clients: they share backends, so a named prepared
@@ -127,19 +145,7 @@ fn through_a_session_pooler_everything_works_notifications_included() {
     let direct = fresh_empty_database(&pg_admin_url());
     let url = bouncer.url(&database_of(&direct));
     let ledger = connect(&url).expect("connects");
-    let mut listener = ledger
-        .listen(&[Listen::Events])
-        .expect("listens")
-        .expect("postgres");
-    assert!(listener.hears_notifications());
-    finished_unit(&ledger);
-    let wanted = Notice::Event("s".into());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut heard = Vec::new();
-    while !heard.contains(&wanted) && Instant::now() < deadline {
-        heard.extend(listener.wait(Duration::from_millis(200)).expect("waits"));
-    }
-    assert!(heard.contains(&wanted), "{heard:?}");
+    hears_a_finished_units_event(&ledger);
 }
 
 #[test]
@@ -177,17 +183,5 @@ fn behind_a_transaction_pooler_a_listen_url_takes_the_notifications_past_it() {
         .listening_at(PgTarget::parse(&direct, None).expect("parses"));
     let ledger =
         Ledger::connect(&target, LedgerConfig::default(), TokenSource::Random).expect("connects");
-    let mut listener = ledger
-        .listen(&[Listen::Events])
-        .expect("listens")
-        .expect("postgres");
-    assert!(listener.hears_notifications());
-    finished_unit(&ledger);
-    let wanted = Notice::Event("s".into());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut heard = Vec::new();
-    while !heard.contains(&wanted) && Instant::now() < deadline {
-        heard.extend(listener.wait(Duration::from_millis(200)).expect("waits"));
-    }
-    assert!(heard.contains(&wanted), "{heard:?}");
+    hears_a_finished_units_event(&ledger);
 }
