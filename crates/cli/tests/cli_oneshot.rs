@@ -62,9 +62,13 @@ fn a_oneshot_run_makes_three_commits_and_leaves_no_host_behind() {
     let text = std::fs::read_to_string(&counts).expect("counts recorded");
     let io: serde_json::Value =
         serde_json::from_str(text.lines().last().expect("one line")).expect("JSON counts");
-    assert_eq!(io["commits"].as_u64(), Some(3), "{io}");
+    // Three, or four when the child outlived the start-record delay on a busy machine (its pid
+    // then has a commit of its own, as for any longer child).
+    let commits = io["commits"].as_u64().expect("commits counted");
+    assert!(commits == 3 || commits == 4, "{io}");
     if !h.on_postgres() {
-        assert!(io["syncs"].as_u64().is_some_and(|n| n <= 12), "{io}");
+        let limit = 12 + 2 * (commits - 3);
+        assert!(io["syncs"].as_u64().is_some_and(|n| n <= limit), "{io}");
     }
     let status = h.json(&["delegation", "status", &id, "--json"]);
     assert_eq!(status["tasks"][0]["delivery"]["state"], "delivered");
