@@ -178,6 +178,7 @@ pub fn child_json(
         },
         "transcript": child.transcript,
         "machine": child.machine,
+        "recording": recording(child),
         "result": found.map(|(_, o)| o.result.clone()),
         "transcript_tail": found.and_then(|(_, o)| o.transcript_tail.clone()),
         "delivery": delivery,
@@ -185,6 +186,18 @@ pub fn child_json(
         "model": model,
         "usage": usage,
     })
+}
+
+/// What `delegation status` says of recording a child's outcome: `"retrying since …: why"`
+/// while its host, on this machine, keeps failing to record the outcome of a child that
+/// finished (SPEC §11.1); `None` otherwise, and always on another machine (the host keeps it
+/// beside the transcript).
+pub fn recording(child: &Child) -> Option<String> {
+    if child.status.is_terminal() {
+        return None;
+    }
+    let kept = registry::unrecorded::read(child.transcript.as_deref()?, child.index)?;
+    Some(kept.describe())
 }
 
 /// `delegation list --json`: running, queued and recent units with their counts.

@@ -4,9 +4,12 @@
 
 mod common;
 
-use common::Hermes;
+use std::time::Duration;
+
+use common::{Hermes, wait_for};
 use ledger::testing::{fresh_database, pg_admin_url};
 use pgcluster::FaultProxy;
+use serde_json::Value;
 
 /// The simple-query message that commits a transaction, as the client sends it.
 const COMMIT: &[u8] = b"COMMIT\0";
@@ -277,7 +280,6 @@ fn outage_until_fenced(proxy: &FaultProxy, log: &std::path::Path, who: &str) {
 
 #[test]
 fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the_next_unit() {
-    use std::time::Duration;
     // The dispatcher reaches the server directly; the worker's machine through the proxy.
     let (proxy, dispatcher, machine) = outage_rig();
     let timings = FENCING;
@@ -391,7 +393,6 @@ fn wait_hosted(dispatcher: &Hermes, pid: u64, what: &str) {
 
 #[test]
 fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_work() {
-    use std::time::Duration;
     let (proxy, dispatcher, machine) = outage_rig();
     let timings = [
         &FENCING[..],
@@ -454,7 +455,6 @@ fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_
 
 #[test]
 fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered() {
-    use std::time::Duration;
     let (proxy, dispatcher, machine) = outage_rig();
     let timings = FENCING;
     let (mut host, log, _) = proxied_host(&dispatcher, &machine, &timings);
@@ -479,7 +479,6 @@ fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered(
 
 #[test]
 fn a_headless_host_whose_connections_fail_for_less_than_its_lease_keeps_hosting() {
-    use std::time::Duration;
     let (proxy, dispatcher, machine) = outage_rig();
     // The default lease (30 s): the outage below is far shorter, so the host never fences.
     let (mut host, log, pid) = proxied_host(&dispatcher, &machine, &[]);
@@ -674,4 +673,72 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
     ledger::testing::execute_sql(&db, &format!("ALTER ROLE {role} CONNECTION LIMIT -1"));
     let end = h.run(&["session", "end", "a"]);
     assert_eq!(end.code, 0, "{}", end.stderr);
+}
+
+/// SPEC §11.1: while its host cannot record a finished child's result (here every event write
+/// refused with `disk_full`), `delegation status` on the host's machine says so, and stops
+/// saying so once the result is recorded.
+#[test]
+fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
+    let url = fresh_database(&pg_admin_url());
+    let h = Hermes::sharing(&url);
+    let go = h.path().join("go");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo the result",
+        go.display()
+    );
+    let dispatched = h.json(&[
+        "delegate",
+        "--session",
+        "R",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let id = dispatched["delegation_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let status = || h.json(&["delegation", "status", &id, "--json"]);
+    wait_for(Duration::from_secs(10), "the child runs", || {
+        status()["tasks"][0]["pid"].as_u64()
+    });
+    assert_eq!(status()["tasks"][0]["recording"], Value::Null);
+
+    ledger::testing::fail_event_writes(&url, true);
+    std::fs::write(&go, b"").expect("the child may finish");
+    let recording = wait_for(
+        Duration::from_secs(15),
+        "status says it is retrying",
+        || {
+            status()["tasks"][0]["recording"]
+                .as_str()
+                .map(str::to_owned)
+        },
+    );
+    assert!(
+        recording.starts_with("retrying since ") && recording.contains("could not extend file"),
+        "{recording}"
+    );
+    let text = h.run(&["delegation", "status", &id]);
+    assert!(
+        text.stdout.contains("recording: retrying since "),
+        "{}",
+        text.stdout
+    );
+
+    ledger::testing::fail_event_writes(&url, false);
+    let done = wait_for(Duration::from_secs(20), "the result is recorded", || {
+        let value = status();
+        (value["status"] == "completed").then_some(value)
+    });
+    assert_eq!(done["tasks"][0]["recording"], Value::Null, "{done}");
+    assert!(
+        done["tasks"][0]["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("the result")),
+        "{done}"
+    );
 }

@@ -7,7 +7,9 @@
 //! started: `cancelled`), after its surviving children are killed where that is provably safe
 //! (the [`Reaper`] decides, from the same locality only); its queued units are never cancelled
 //! for its death: they go to the session's live host, or wait for the next one. A pool unit a
-//! dead worker took but never started goes back to its pool.
+//! dead worker took but never started goes back to its pool. A child whose host saw it finish
+//! but could not record its outcome before it fenced or died is recorded with that outcome,
+//! when its host kept it on this machine (SPEC §11.1), not as `unknown`.
 
 use std::collections::HashMap;
 
@@ -15,7 +17,8 @@ use crate::children::{force_finish, unknown_outcome};
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Child, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId, Timestamp, UnitStatus,
+    Child, ChildOutcome, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId,
+    Timestamp, UnitStatus,
 };
 use crate::sessions::{Liveness, is_live};
 
@@ -33,6 +36,13 @@ pub trait Reaper: Liveness {
     fn kill_child(&self, unit: &DelegationId, child: &Child);
     /// The last lines of a transcript of this machine, if it can be read here.
     fn transcript_tail(&self, path: &str) -> Option<String>;
+    /// The outcome the dead host kept on this machine for its child `child` of `unit` because
+    /// it could not record it before it fenced or died (SPEC §11.1), if there is one: recovery
+    /// records it, with its result and tails, instead of `unknown`.
+    fn unrecorded_outcome(&self, unit: &DelegationId, child: &Child) -> Option<ChildOutcome> {
+        let _ = (unit, child);
+        None
+    }
 }
 
 /// The last `TAIL_LINES` lines of `text`, at most `TAIL_CHARS` characters, cut on a character
@@ -108,6 +118,15 @@ enum Orphan {
     ReturnedToPool,
     /// Someone else settled it first.
     Untouched,
+}
+
+/// What recovery found on this machine of a dead host's running unit, outside any
+/// transaction: the tails of its children's transcripts, and the outcomes its host kept because
+/// it could not record them.
+#[derive(Debug, Default)]
+struct Found {
+    tails: Vec<(u32, Option<String>)>,
+    left: Vec<ChildOutcome>,
 }
 
 /// When [`Ledger::recover`] sweeps.
@@ -206,22 +225,25 @@ impl Ledger {
                 .get(&host)
                 .is_none_or(|h| h.locality == here || h.locality == Locality::default());
             let children = self.children(&unit.id)?;
-            let mut tails = Vec::new();
+            let mut found = Found::default();
             for child in children.iter().filter(|c| !c.status.is_terminal()) {
                 if local {
                     // With or without a recorded pid: a running child's marker finds it.
                     if child.status == ChildStatus::Running {
                         reaper.kill_child(&unit.id, child);
                         report.killed_children += 1;
+                        found
+                            .left
+                            .extend(reaper.unrecorded_outcome(&unit.id, child));
                     }
                     let tail = child
                         .transcript
                         .as_deref()
                         .and_then(|p| reaper.transcript_tail(p));
-                    tails.push((child.index, tail));
+                    found.tails.push((child.index, tail));
                 }
             }
-            match self.finalize_orphan(&unit.id, host, tails, now)? {
+            match self.finalize_orphan(&unit.id, host, found, now)? {
                 Orphan::Finalized => report.finalized.push(unit.id),
                 Orphan::ReturnedToPool => report.returned_to_pool.push(unit.id),
                 Orphan::Untouched => {}
@@ -287,15 +309,17 @@ impl Ledger {
 
     /// Finalizes a dead host's running unit: every child with no event ends `unknown` (never
     /// started: `cancelled`) in one `terminal` event, with the tail read here or, failing that,
-    /// the one its host stored. Wakes the hosts, since a slot came free. A pool unit the dead
-    /// worker took but never started a child of goes back to its pool instead.
+    /// the one its host stored — unless its host left the outcome it could not record on this
+    /// machine, which is recorded as it was. Wakes the hosts, since a slot came free. A pool
+    /// unit the dead worker took but never started a child of goes back to its pool instead.
     fn finalize_orphan(
         &self,
         id: &DelegationId,
         dead: ProcessId,
-        tails: Vec<(u32, Option<String>)>,
+        found: Found,
         now: Timestamp,
     ) -> Result<Orphan> {
+        let Found { tails, left } = found;
         self.write_then(|w| {
             let Some(unit) = w.delegation(id.as_str())? else {
                 return Ok((Orphan::Untouched, false));
@@ -311,6 +335,14 @@ impl Ledger {
             let mut missing = Vec::new();
             for child in children {
                 if child.status.is_terminal() {
+                    continue;
+                }
+                if let Some(kept) = left
+                    .iter()
+                    .find(|o| o.index == child.index && o.status.is_terminal())
+                {
+                    tracing::info!(delegation = %id, index = child.index, status = kept.status.as_str(), "recorded the outcome a dead host could not");
+                    missing.push(kept.clone());
                     continue;
                 }
                 let mut outcome = unknown_outcome(&unit, &child, "owner_died", now);

@@ -81,6 +81,12 @@ pub fn update_manifest(ledger: &Ledger, id: &DelegationId) -> bool {
                 continue;
             };
             entry.status = child.status.as_str();
+            // Recorded now (recovery took the outcome its host kept, if there was one).
+            if child.status.is_terminal()
+                && let Some(transcript) = &child.transcript
+            {
+                crate::unrecorded::remove(transcript);
+            }
             let outcome = events
                 .iter()
                 .filter(|e| e.key == EventKey::Task(child.index) || e.key == EventKey::Terminal)

@@ -53,6 +53,7 @@ pub mod stall;
 mod supervise;
 pub mod transcript;
 mod unit;
+pub mod unrecorded;
 
 pub use child::ChildProgress;
 pub use config::Config;

@@ -1,11 +1,12 @@
 //! The operating system's answers to the ledger's recovery questions: where this process runs,
 //! whether a process of this locality still runs, what may be killed of a dead host's child,
-//! and the tail of a transcript on this machine.
+//! the tail of a transcript on this machine, and the outcomes a dead host kept here because it
+//! could not record them ([`crate::unrecorded`]).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
-use ledger::{Child, DelegationId, Liveness, Locality, ProcessId, Reaper};
+use ledger::{Child, ChildOutcome, DelegationId, Liveness, Locality, ProcessId, Reaper};
 use nix::sys::signal::Signal;
 
 use crate::procs::{self, OsProcesses};
@@ -52,6 +53,11 @@ impl Reaper for OsReaper {
 
     fn transcript_tail(&self, path: &str) -> Option<String> {
         read_tail(path)
+    }
+
+    fn unrecorded_outcome(&self, _unit: &DelegationId, child: &Child) -> Option<ChildOutcome> {
+        let kept = crate::unrecorded::read(child.transcript.as_deref()?, child.index)?;
+        Some(kept.outcome)
     }
 }
 

@@ -121,6 +121,22 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
         ledger::testing::refused_event_writes(&url)
     );
     assert!(!host.is_fenced(), "its lease still renews");
+    // Meanwhile the outcome waits beside its transcript, saying why (`delegation status`).
+    let transcript = ledger.children(&id).expect("children")[0]
+        .transcript
+        .clone()
+        .expect("a transcript");
+    let kept = registry::unrecorded::read(&transcript, 0).expect("the outcome is kept");
+    assert!(
+        kept.attempts >= 1 && kept.outcome.result.contains("the result"),
+        "{kept:?}"
+    );
+    assert!(
+        kept.describe().starts_with("retrying since ")
+            && kept.describe().contains("could not extend file"),
+        "{}",
+        kept.describe()
+    );
     ledger::testing::fail_event_writes(&url, false);
     let recorded = |ledger: &Ledger| {
         ledger
@@ -136,4 +152,90 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
     let events = ledger.events(&id).expect("events");
     let outcome = &events[0].payload.outcomes()[0];
     assert!(outcome.result.contains("the result"), "{outcome:?}");
+    assert_eq!(
+        registry::unrecorded::read(&transcript, 0),
+        None,
+        "recorded: no longer kept"
+    );
+}
+
+/// SPEC §11.1: a host that fences while it still fails to record a finished child's result
+/// leaves that result to recovery on its machine, which records the child as it ended (exit 0,
+/// its output) rather than `unknown`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
+    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let (proxy, via) = pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let (partitioned, outside) = (connect(&via), connect(&url));
+    let home = tempfile::tempdir().expect("tempdir");
+    let host = host_on(partitioned, home.path(), "fenced").await;
+    let go = home.path().join("go");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo the result",
+        go.display()
+    );
+    let dispatched = host
+        .dispatch(DispatchRequest::background(
+            SessionId::new("fenced").expect("session"),
+            spec(&[&sh(&script)]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = dispatched.delegation.id.clone();
+    let running = |ledger: &Ledger| {
+        ledger
+            .children(&id)
+            .is_ok_and(|c| c[0].status == ChildStatus::Running && c[0].process.is_some())
+    };
+    assert!(eventually(Duration::from_secs(10), || running(&outside)).await);
+    let transcript = outside.children(&id).expect("children")[0]
+        .transcript
+        .clone()
+        .expect("a transcript");
+
+    ledger::testing::fail_event_writes(&url, true);
+    std::fs::write(&go, b"").expect("the child may finish");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            registry::unrecorded::read(&transcript, 0).is_some()
+        })
+        .await,
+        "the refused outcome is kept beside its transcript"
+    );
+    // Then the host loses its server altogether, and fences on its own clock.
+    proxy.black_hole();
+    assert!(eventually(Duration::from_secs(10), || host.is_fenced()).await);
+    ledger::testing::fail_event_writes(&url, false);
+
+    // Once its lease ran out, a sweep on this machine recovers the unit with the kept outcome.
+    let config = quick_config(home.path());
+    let reaper = registry::OsReaper::new();
+    let recovered = eventually(Duration::from_secs(10), || {
+        let now = registry::Clock::now(&SystemClock);
+        registry::housekeeping::sweep(&outside, &reaper, &config, now, ledger::Sweep::Now)
+            .is_ok_and(|report| report.finalized.contains(&id))
+    })
+    .await;
+    assert!(recovered, "the fenced host's unit is recovered");
+    let unit = outside.delegation(&id).expect("read").expect("unit");
+    assert_eq!(unit.status, UnitStatus::Completed, "not unknown: {unit:?}");
+    let child = &outside.children(&id).expect("children")[0];
+    assert_eq!(
+        (child.status, child.exit_code),
+        (ChildStatus::Completed, Some(0))
+    );
+    let events = outside.events(&id).expect("events");
+    let outcome = events
+        .iter()
+        .flat_map(|e| e.payload.outcomes())
+        .find(|o| o.index == 0)
+        .expect("the child's outcome is published");
+    assert!(outcome.result.contains("the result"), "{outcome:?}");
+    assert_eq!(
+        registry::unrecorded::read(&transcript, 0),
+        None,
+        "recorded by recovery: no longer kept"
+    );
+    // Ends the hung calls, so that the runtime can shut down.
+    drop(proxy);
 }

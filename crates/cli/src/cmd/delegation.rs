@@ -166,6 +166,9 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
         {
             text.push_str(&format!("          {words}\n"));
         }
+        if let Some(recording) = reports::recording(child) {
+            text.push_str(&format!("          recording: {recording}\n"));
+        }
         if let Some(t) = &child.transcript {
             text.push_str(&format!("          transcript: {t}\n"));
         }

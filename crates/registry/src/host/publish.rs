@@ -12,6 +12,7 @@ use ledger::{
 
 use crate::child::Context;
 use crate::error::RegistryError;
+use crate::unrecorded::{self, Unrecorded};
 
 use super::inner::Inner;
 
@@ -79,6 +80,9 @@ impl Publisher {
         started: Option<ProcessId>,
     ) -> Option<FinishChild> {
         let mut attempt = 0u32;
+        // From the first failure on, the outcome is also kept beside its transcript (what
+        // `delegation status` and, should this host fence, recovery read on this machine).
+        let mut kept: Option<Unrecorded> = None;
         loop {
             attempt = attempt.saturating_add(1);
             let (id2, o, p, writer) = (
@@ -96,14 +100,21 @@ impl Publisher {
                 })
                 .await
             {
-                Ok(finish) => return Some(finish),
+                Ok(finish) => {
+                    if kept.is_some() {
+                        unrecorded::remove(&outcome.transcript);
+                        tracing::info!(delegation = %id, index = outcome.index, attempt, "recorded a finished child's outcome after failed attempts");
+                    }
+                    return Some(finish);
+                }
                 Err(
                     e @ (RegistryError::Fenced(_)
                     | RegistryError::Ledger(LedgerError::Fenced { .. })),
                 ) => {
                     // Recovered elsewhere, or this host fenced itself: the outcome is not ours to
-                    // record any more.
-                    tracing::warn!(delegation = %id, index = outcome.index, error = %e, "outcome refused: this host no longer owns the unit");
+                    // record any more. One kept beside its transcript stays for recovery on
+                    // this machine, which records it rather than `unknown`.
+                    tracing::warn!(delegation = %id, index = outcome.index, error = %e, unrecorded = kept.is_some(), "outcome refused: this host no longer owns the unit");
                     return None;
                 }
                 Err(e) => {
@@ -115,7 +126,19 @@ impl Publisher {
                     // A refusal about the unit itself (it is gone, its session ended) does not
                     // change by retrying: a few attempts, then the unit's finalization.
                     tracing::warn!(delegation = %id, index = outcome.index, attempt, error = %e, "cannot record a finished child's outcome; retrying");
+                    let entry = kept.get_or_insert_with(|| Unrecorded {
+                        outcome: outcome.clone(),
+                        since: now,
+                        attempts: 0,
+                        error: String::new(),
+                    });
+                    entry.attempts = attempt;
+                    entry.error = stdx::one_line(&e.to_string());
+                    if let Err(io) = entry.write() {
+                        tracing::warn!(delegation = %id, index = outcome.index, error = %io, "cannot keep an unrecorded outcome beside its transcript");
+                    }
                     if !is_storage(&e) && attempt >= PUBLISH_ATTEMPTS {
+                        // Left to `settle_unit`, which records it with the unit.
                         return None;
                     }
                     tokio::time::sleep(retry_pause(attempt)).await;
@@ -134,14 +157,14 @@ impl Publisher {
         let mut attempt = 0u32;
         loop {
             attempt = attempt.saturating_add(1);
-            let (id, writer, unpublished) =
+            let (id, writer, outcomes_left) =
                 (unit.id.clone(), self.inner.host_id, unpublished.clone());
             let now = self.inner.ctx.clock.now();
             let settled = self
                 .inner
                 .call(move |l| {
                     if let Some(status) =
-                        l.finish_unit(writer, &id, unpublished, "finalized_by_host", now)?
+                        l.finish_unit(writer, &id, outcomes_left, "finalized_by_host", now)?
                     {
                         return Ok(Some(status));
                     }
@@ -151,7 +174,12 @@ impl Publisher {
                 })
                 .await;
             match settled {
-                Ok(Some(status)) => return status,
+                Ok(Some(status)) => {
+                    for outcome in &unpublished {
+                        unrecorded::remove(&outcome.transcript);
+                    }
+                    return status;
+                }
                 Ok(None)
                 | Err(
                     RegistryError::Fenced(_) | RegistryError::Ledger(LedgerError::Fenced { .. }),
