@@ -13,9 +13,10 @@ use settings::Settings;
 
 use crate::config::{self, home_dir};
 use crate::exit::{Code, fail};
+use crate::session_host;
 
 /// Everything a command needs from its surroundings.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Home {
     /// The home directory.
     pub dir: PathBuf,
@@ -107,7 +108,20 @@ impl Home {
     /// swept within `host.recovery_interval_seconds` (SPEC §10: short-lived commands sweep at
     /// start, rate-limited to that interval). The limit is the mtime of `cache/last-sweep`: a
     /// hint, never synced, so a command with nothing to write still syncs nothing.
+    ///
+    /// Sessions the sweep left with queued units and no host (their host of this machine died)
+    /// get a new headless host ([`session_host::host_orphans`]).
     pub fn ledger(&self) -> anyhow::Result<Arc<Ledger>> {
+        self.swept_ledger(None)
+    }
+
+    /// [`Home::ledger`] for a process about to host `session` itself: it starts no other host
+    /// for that session, whose queued units wait for it.
+    pub fn hosting_ledger(&self, session: &SessionId) -> anyhow::Result<Arc<Ledger>> {
+        self.swept_ledger(Some(session))
+    }
+
+    fn swept_ledger(&self, hosting: Option<&SessionId>) -> anyhow::Result<Arc<Ledger>> {
         let ledger = self.open_ledger()?;
         let hint = self.cache().join("last-sweep");
         let interval = self.settings.host.recovery_interval;
@@ -115,13 +129,14 @@ impl Home {
         if housekeeping::stamp_due(&hint, interval, at) {
             // Stamp first, so commands starting together do not all sweep.
             let _ = housekeeping::touch(&hint, at);
-            housekeeping::sweep(
+            let report = housekeeping::sweep(
                 &ledger,
                 &registry::OsReaper::new(),
                 &self.registry(),
                 now(),
                 ledger::Sweep::IfDue,
             )?;
+            session_host::host_orphans(self, &ledger, &report, hosting);
         }
         Ok(Arc::new(ledger))
     }
@@ -165,15 +180,14 @@ impl Home {
     pub fn sweeping<T>(&self, ledger: &Arc<Ledger>, f: impl FnOnce() -> T) -> T {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let every = self.settings.host.recovery_interval;
-        let (ledger, config) = (Arc::clone(ledger), self.registry());
+        let (ledger, config, home) = (Arc::clone(ledger), self.registry(), self.clone());
         let sweeper = std::thread::spawn(move || {
             let reaper = registry::OsReaper::new();
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
             {
-                if let Err(e) =
-                    housekeeping::sweep(&ledger, &reaper, &config, now(), ledger::Sweep::IfDue)
-                {
-                    tracing::warn!(error = %e, "recovery sweep failed");
+                match housekeeping::sweep(&ledger, &reaper, &config, now(), ledger::Sweep::IfDue) {
+                    Ok(report) => session_host::host_orphans(&home, &ledger, &report, None),
+                    Err(e) => tracing::warn!(error = %e, "recovery sweep failed"),
                 }
             }
         });

@@ -19,6 +19,7 @@ mod output;
 mod progress_view;
 mod relay;
 mod reports;
+mod session_host;
 mod tasks_file;
 mod top;
 

@@ -79,6 +79,77 @@ fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_comman
 /// recorded the child's pid, which a one-shot run records with the child's finish or a second
 /// after its start — and reports the unit `unknown`, its child `unknown` (it ran), not
 /// `cancelled`.
+/// SPEC §11.1, issue #22 defect 7: a session whose host died here with a queued unit, and
+/// no dispatch to start it another, gets one from the next command of this machine that sweeps.
+#[test]
+fn a_dead_hosts_queued_unit_gets_a_new_host_from_the_next_command_that_sweeps() {
+    let h = Hermes::new();
+    let a = h.run_env(
+        &["delegate", "--session", "A", "--json", "--", "sleep", "120"],
+        &TIMINGS,
+    );
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    let a = a.json();
+    let a_id = a["delegation_id"].as_str().expect("id").to_owned();
+    let host = a["host_pid"].as_u64().expect("A's host pid");
+    wait_for(Duration::from_secs(10), "A's child to start", || {
+        status(&h, &a_id)["tasks"][0]["pid"].as_u64()
+    });
+    let started = h.path().join("queued-started");
+    let queued = h.run_env(
+        &[
+            "delegate",
+            "--session",
+            "A",
+            "--json",
+            "--",
+            "touch",
+            started.to_str().expect("path"),
+        ],
+        &TIMINGS,
+    );
+    assert_eq!(queued.code, 0, "{}", queued.stderr);
+    let queued = queued.json();
+    assert_eq!(
+        queued["status"], "queued",
+        "the first unit holds the only slot"
+    );
+    let queued_id = queued["delegation_id"].as_str().expect("id").to_owned();
+
+    Command::new("kill")
+        .args(["-9", &host.to_string()])
+        .status()
+        .expect("kill runs");
+    wait_for(Duration::from_secs(10), "the host to die", || {
+        (!process_alive(host)).then_some(())
+    });
+    // The session's queued unit has no host now, and no dispatch comes to start one: the next
+    // command that sweeps (a look at the list, here) starts the session a host.
+    wait_for(Duration::from_secs(30), "the queued unit to run", || {
+        let list = h.run_env(&["delegation", "list", "--json"], &TIMINGS);
+        assert_eq!(list.code, 0, "{}", list.stderr);
+        started.exists().then_some(())
+    });
+    let done = wait_for(Duration::from_secs(10), "the queued unit to finish", || {
+        let s = status(&h, &queued_id);
+        (s["status"] == "completed").then_some(s)
+    });
+    let new_host = done["host_pid"].as_u64().expect("the new host's pid");
+    assert_ne!(new_host, host, "{done}");
+    assert_eq!(status(&h, &a_id)["status"], "unknown");
+    let drained = h.run(&["drain", "--session", "A", "--json"]).json();
+    let ids: Vec<&str> = drained["envelopes"]
+        .as_array()
+        .expect("envelopes")
+        .iter()
+        .filter_map(|e| e["delegation_id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&a_id.as_str()) && ids.contains(&queued_id.as_str()),
+        "{drained}"
+    );
+}
+
 #[test]
 fn a_killed_oneshot_runs_child_is_killed_and_its_unit_reported_by_the_next_command() {
     let h = Hermes::new();

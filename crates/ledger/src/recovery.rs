@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
     Child, ChildOutcome, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId,
-    Timestamp, UnitStatus,
+    SessionId, Timestamp, UnitStatus,
 };
 use crate::sessions::{Liveness, is_live};
 
@@ -77,6 +77,10 @@ pub struct RecoveryReport {
     pub dead_hosts: usize,
     /// Pool units a dead worker had taken but not started, back in their pool.
     pub returned_to_pool: Vec<DelegationId>,
+    /// Sessions left with queued units and no host: their host, of this locality, is gone
+    /// (its process too, so it will not rejoin) and no other host of theirs lives. The ledger
+    /// starts no process; the sweeping process of this machine starts each a host.
+    pub hostless: Vec<SessionId>,
 }
 
 /// What a process remembers of its recovery sweeps.
@@ -118,6 +122,12 @@ enum Orphan {
     ReturnedToPool,
     /// Someone else settled it first.
     Untouched,
+}
+
+/// Whether a queued unit waits for a host of its session: a background unit of no pool (a
+/// pool's units wait for its workers; an inline unit has no session).
+fn needs_host(unit: &crate::model::Delegation) -> bool {
+    unit.channel == crate::model::Channel::Background && unit.spec.pool.is_none()
 }
 
 /// What recovery found on this machine of a dead host's running unit, outside any
@@ -212,8 +222,21 @@ impl Ledger {
             let Some(host) = unit.host.filter(|h| dead(*h)) else {
                 continue;
             };
+            let local = records
+                .get(&host)
+                .is_none_or(|h| h.locality == here || h.locality == Locality::default());
             if unit.status == UnitStatus::Queued {
-                if self.hand_over(&unit.id, host, reaper, now)? {
+                if let Some(heir) = self.hand_over(&unit.id, host, reaper, now)? {
+                    // A host that fenced but still runs rejoins by itself (SPEC §11.1); one of
+                    // another machine is that machine's to replace, where the unit's files are.
+                    if heir.is_none()
+                        && local
+                        && !reaper.is_alive(host)
+                        && let Some(session) = unit.session.as_ref().filter(|_| needs_host(&unit))
+                        && !report.hostless.contains(session)
+                    {
+                        report.hostless.push(session.clone());
+                    }
                     report.adopted.push(unit.id);
                 }
                 continue;
@@ -221,9 +244,6 @@ impl Ledger {
             // Kill first, outside any transaction, and only what is provably the dead host's
             // (same locality; the reaper checks pid + start time or the child's marker); the
             // write below re-checks everything.
-            let local = records
-                .get(&host)
-                .is_none_or(|h| h.locality == here || h.locality == Locality::default());
             let children = self.children(&unit.id)?;
             let mut found = Found::default();
             for child in children.iter().filter(|c| !c.status.is_terminal()) {
@@ -278,20 +298,21 @@ impl Ledger {
     }
 
     /// Gives a dead host's queued unit to its session's live host (or to none, for the next
-    /// host of the session to adopt), and wakes the hosts. Never cancels it.
+    /// host of the session to adopt), and wakes the hosts. Never cancels it. Returns the heir
+    /// (`Some(None)`: handed to no host), `None` if the unit was not the dead host's any more.
     fn hand_over(
         &self,
         id: &DelegationId,
         dead: ProcessId,
         liveness: &dyn Liveness,
         now: Timestamp,
-    ) -> Result<bool> {
+    ) -> Result<Option<Option<ProcessId>>> {
         self.write_then(|w| {
             let Some(mut unit) = w.delegation(id.as_str())? else {
-                return Ok((false, false));
+                return Ok((None, false));
             };
             if unit.status != UnitStatus::Queued || unit.host != Some(dead) {
-                return Ok((false, false));
+                return Ok((None, false));
             }
             let heir = match &unit.session {
                 Some(session) => w
@@ -303,7 +324,7 @@ impl Ledger {
             };
             crate::units::set_host(w, &mut unit, heir)?;
             w.bump_activity()?;
-            Ok((true, true))
+            Ok((Some(heir), true))
         })
     }
 

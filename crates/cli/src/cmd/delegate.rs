@@ -1,12 +1,6 @@
 //! `hermes delegate --session S`: background dispatch into a session. The unit is recorded in
 //! the ledger for S's host, starting a headless `hermes host --session S` first when S has none.
 
-use std::fs::OpenOptions;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-use anyhow::Context as _;
 use ledger::{
     Channel, DelegationId, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, UnitStatus,
 };
@@ -18,9 +12,7 @@ use crate::exit::{Code, fail};
 use crate::home::{Home, now, session_of};
 use crate::output;
 use crate::reports;
-
-/// How long `delegate` waits for a headless host it started to claim the session.
-const HOST_START_LIMIT: Duration = Duration::from_secs(10);
+use crate::session_host;
 
 /// Runs `delegate`.
 pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
@@ -196,9 +188,9 @@ pub fn into_session_host(
     // `idle_exit_seconds` before it may retire.
     let mut attempts = 0;
     loop {
-        let host = match live_host(ledger, session)? {
+        let host = match session_host::live(ledger, session)? {
             Some(host) => host,
-            None => start_host(home, ledger, session)?,
+            None => session_host::start(home, ledger, session)?,
         };
         let new = NewDelegation {
             id: id.clone(),
@@ -234,99 +226,4 @@ fn dispatch_text(
     }
     text.push_str(&format!("  results: hermes drain --session {session}\n"));
     text
-}
-
-/// S's host, if it is alive (its lease and, from this locality, its process).
-fn live_host(ledger: &Ledger, session: &SessionId) -> anyhow::Result<Option<ProcessId>> {
-    let Some(host) = ledger.session(session)?.and_then(|s| s.host) else {
-        return Ok(None);
-    };
-    Ok(ledger
-        .host_is_live(host, &registry::OsReaper::new(), now())?
-        .then_some(host))
-}
-
-/// The last error line a host wrote to its log from byte `from` on (its own run), without the
-/// `hermes: ` prefix; warnings are not errors.
-fn host_error(log: &std::path::Path, from: u64) -> Option<String> {
-    use std::io::{Read as _, Seek as _};
-    let mut file = std::fs::File::open(log).ok()?;
-    file.seek(std::io::SeekFrom::Start(from)).ok()?;
-    let mut text = String::new();
-    // A host that failed at once wrote a few lines; a flood is not read whole.
-    file.take(64 * 1024).read_to_string(&mut text).ok()?;
-    text.lines()
-        .rev()
-        .filter_map(|line| line.strip_prefix("hermes: "))
-        .find(|line| !line.starts_with("warning:"))
-        .map(str::to_owned)
-}
-
-/// Starts `hermes host --session S` detached, and waits until it (or another) hosts S.
-fn start_host(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Result<ProcessId> {
-    let exe = std::env::current_exe().context("cannot find the hermes executable")?;
-    let log_path = home.host_log(session.as_str());
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("cannot open {}", log_path.display()))?;
-    // Where this host's lines begin in the log: what it says if it cannot start is reported here.
-    let log_start = log.metadata().map_or(0, |m| m.len());
-    let log2 = log.try_clone().context("cannot share the host log")?;
-    let mut command = Command::new(exe);
-    // The host starts with the user's mask, which it gives to the children it runs.
-    crate::home::with_user_umask(&mut command);
-    let mut child = command
-        .args(["host", "--session", session.as_str(), "-v"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2))
-        .process_group(0)
-        .spawn()
-        .context("cannot start the headless host")?;
-    let started = Instant::now();
-    loop {
-        // Hosting counts once the host has registered too: its record says which machine it is
-        // on, which admission needs (capacity is per machine).
-        if let Some(host) = live_host(ledger, session)?
-            && ledger.host(host)?.is_some()
-        {
-            // The host outlives us; reap it if it already ended so no zombie is left meanwhile.
-            let _ = child.try_wait();
-            return Ok(host);
-        }
-        if let Ok(Some(status)) = child.try_wait()
-            && live_host(ledger, session)?.is_none()
-        {
-            // The host's own error (a ledger it could not reach: too many connections, an
-            // outage) is the reason, and its exit code says which kind (SPEC §8).
-            let code = match status.code() {
-                Some(6) => Code::LedgerUnavailable,
-                _ => Code::WorkFailed,
-            };
-            let why = host_error(&log_path, log_start).map_or_else(
-                || format!("exited ({status})"),
-                |why| format!("could not start: {why}"),
-            );
-            return Err(fail(
-                code,
-                format!(
-                    "the headless host for session {session} {why}; see {}",
-                    log_path.display()
-                ),
-            ));
-        }
-        if started.elapsed() > HOST_START_LIMIT {
-            return Err(fail(
-                Code::WorkFailed,
-                format!(
-                    "the headless host for session {session} did not start within {}s; see {}",
-                    HOST_START_LIMIT.as_secs(),
-                    log_path.display()
-                ),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }

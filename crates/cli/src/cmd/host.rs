@@ -27,7 +27,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         .metrics_listen
         .map(crate::metrics::serve::bind)
         .transpose()?;
-    let ledger = home.ledger()?;
+    let ledger = home.hosting_ledger(&session)?;
     let me = registry::procs::current_process();
     if let Some(other) = take_session(&ledger, &session, me)? {
         held_by(&session, other, quiet);

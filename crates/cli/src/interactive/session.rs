@@ -40,7 +40,11 @@ const HISTORY_LINES: usize = 1000;
 /// Runs the interactive session: a new one, or `resume` re-attached.
 pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    // A resumed session's queued units wait for this process, which hosts it.
+    let ledger = match resume.and_then(|raw| SessionId::new(raw).ok()) {
+        Some(resumed) => home.hosting_ledger(&resumed)?,
+        None => home.ledger()?,
+    };
     let me = registry::procs::current_process();
     let (session, greeting) = match resume {
         Some(raw) => resume_session(&ledger, &home.registry(), raw, me)?,

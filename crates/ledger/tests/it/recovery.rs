@@ -416,6 +416,73 @@ fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
     assert_ne!(f.ledger.activity().unwrap(), before, "hosts are woken");
 }
 
+/// A unit of the session queued on `host` (no room to run).
+fn queued_on(ledger: &Ledger, host: &Host) -> DelegationId {
+    let new = NewDelegation {
+        id: None,
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(1),
+        host: Some(host.process),
+        transcript_root: None,
+    };
+    let full = Capacity {
+        max_running: 0,
+        max_queued: 10,
+    };
+    ledger.dispatch(new, full, T0).unwrap().delegation.id
+}
+
+/// SPEC §11.1, issue #22 defect 7: a session whose host of this machine died (its process
+/// gone) with queued units and no other host is reported `hostless`, for the sweeping process
+/// to start it a host; one whose host still runs after fencing (it rejoins by itself), or ran
+/// on another machine (that machine's to replace), is not.
+#[test]
+fn a_session_left_with_queued_units_by_a_host_gone_here_is_reported_hostless() {
+    let after_lease = T0.plus_ms(10);
+    for (case, locality, process_alive, hostless) in [
+        ("gone here", here(), false, true),
+        ("fenced, still running here", here(), true, false),
+        ("on another machine", elsewhere(), false, false),
+    ] {
+        let f = fixture();
+        let dead = host_at(&f.ledger, 500, locality, T0.plus_ms(5));
+        let id = queued_on(&f.ledger, &dead);
+        let alive: &[ProcessId] = if process_alive { &[dead.process] } else { &[] };
+        let report = f
+            .ledger
+            .recover(&reaper(alive), after_lease, ledger::Sweep::Now)
+            .unwrap();
+        assert_eq!(report.adopted, vec![id.clone()], "{case}");
+        let expected = if hostless {
+            vec![session()]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(report.hostless, expected, "{case}");
+        let unit = f.ledger.delegation(&id).unwrap().unwrap();
+        assert_eq!(
+            (unit.status, unit.host),
+            (UnitStatus::Queued, None),
+            "{case}: waits for the next host"
+        );
+    }
+    // With a live host of the session to take them, nothing is hostless.
+    let f = fixture();
+    let dead = host_at(&f.ledger, 500, here(), LONG);
+    let live = host_at(&f.ledger, 600, here(), LONG);
+    queued_on(&f.ledger, &dead);
+    f.ledger
+        .claim_session_host(&session(), live.process, &reaper(&[live.process]), T0)
+        .unwrap();
+    let report = f
+        .ledger
+        .recover(&reaper(&[live.process]), T0.plus_ms(1), ledger::Sweep::Now)
+        .unwrap();
+    assert_eq!(report.adopted.len(), 1);
+    assert!(report.hostless.is_empty(), "{report:?}");
+}
+
 #[test]
 fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritten() {
     let f = fixture();
