@@ -246,8 +246,10 @@ struct Promises {
     units: BTreeMap<DelegationId, u32>,
     published: BTreeSet<EventRef>,
     delivered: BTreeSet<EventRef>,
-    /// Tokens that were fenced (a newer claim took a key) or settled.
+    /// Tokens that were fenced (a newer claim took a key) or settled other than by an ack.
     dead_tokens: BTreeSet<ClaimToken>,
+    /// Tokens that acked: another ack by them is a no-op that says so.
+    acked_tokens: BTreeSet<ClaimToken>,
     /// Live claims: token → keys.
     live: BTreeMap<ClaimToken, Vec<EventRef>>,
     /// The holder of each claimed key.
@@ -384,7 +386,8 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
                 };
                 settled.map(|_| {
                     let keys = p.live.remove(&token).unwrap_or_default();
-                    p.dead_tokens.insert(token);
+                    let tokens = if ack { &mut p.acked_tokens } else { &mut p.dead_tokens };
+                    tokens.insert(token);
                     for key in keys {
                         p.holder.remove(&key);
                         if ack {
@@ -442,9 +445,10 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
         }
         for event in &events {
             let key = event.event_ref();
+            // A delivered event may keep the lease of the claim that acked it.
             let claimed = event.state == EventState::Claimed;
             check(
-                claimed == event.lease.is_some(),
+                claimed == event.lease.is_some() || event.state == EventState::Delivered,
                 format!("{key:?} is {:?} with lease {:?}", event.state, event.lease),
             );
             // A claim record lists every key its token holds. (A fenced token's record is
@@ -495,6 +499,14 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
                 ),
             );
         }
+    }
+    // A token that acked finds its ack again, and writes nothing.
+    for token in &p.acked_tokens {
+        let again = ledger.ack_outcome(*token, T0.plus_ms(10_000_000));
+        check(
+            matches!(&again, Ok(acked) if acked.repeated),
+            format!("token {token} that acked is not recognised: {again:?}"),
+        );
     }
     // Last: settling mutates. A fenced or settled token stays dead.
     for token in &p.dead_tokens {
