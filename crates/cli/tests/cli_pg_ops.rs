@@ -91,12 +91,17 @@ fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_del
         "{via}{}sslmode=disable&connect_timeout=1",
         if via.contains('?') { '&' } else { '?' }
     ));
-    let run = direct.run(&["delegate", "--session", "S", "--json", "--", "echo", "acked"]);
+    let run = direct.run(&[
+        "delegate",
+        "--session",
+        "S",
+        "--json",
+        "--",
+        "echo",
+        "acked",
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let id = run.json()["delegation_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
     let delivery = |h: &Hermes| {
         h.json(&["delegation", "status", &id, "--json"])["tasks"][0]["delivery"].clone()
     };
@@ -106,7 +111,13 @@ fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_del
         || (delivery(&direct)["state"] == "pending").then_some(()),
     );
     let held = direct.json(&[
-        "drain", "--session", "S", "--hold", "--lease", "3", "--json",
+        "drain",
+        "--session",
+        "S",
+        "--hold",
+        "--lease",
+        "3",
+        "--json",
     ]);
     let held_at = std::time::Instant::now();
     let token = held["envelopes"][0]["claim"]
@@ -123,7 +134,10 @@ fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_del
     let again = harness.run(&["delivery", "ack", &token, "--json"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
     let answer = again.json();
-    assert_eq!(answer["repeated"], true, "already acked by this token: {answer}");
+    assert_eq!(
+        answer["repeated"], true,
+        "already acked by this token: {answer}"
+    );
     assert_eq!(answer["transitions"][0]["to"], "delivered", "{answer}");
 
     // Once the lease is over the result is not offered again: it was delivered once.
@@ -133,7 +147,11 @@ fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_del
         || (held_at.elapsed() > std::time::Duration::from_millis(3_500)).then_some(()),
     );
     let drained = direct.json(&["drain", "--session", "S", "--json"]);
-    assert_eq!(drained["envelopes"].as_array().map(Vec::len), Some(0), "{drained}");
+    assert_eq!(
+        drained["envelopes"].as_array().map(Vec::len),
+        Some(0),
+        "{drained}"
+    );
     let after = delivery(&direct);
     assert_eq!(after["state"], "delivered", "{after}");
     assert_eq!(after["attempts"], 1, "{after}");

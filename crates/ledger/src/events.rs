@@ -278,7 +278,8 @@ impl Ledger {
         ))
     }
 
-    /// The claim a token names, if it is still recorded.
+    /// The claim a token names, if it is still recorded (a claim that acked stays recorded
+    /// until retention purges its unit).
     pub fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
         self.read(|r| r.claim_record(token))
     }

@@ -31,7 +31,10 @@ fn an_ack_repeated_by_another_process_is_a_no_op_that_says_so() {
     let commits = other.commits();
     let again = other.ack_outcome(c.token, T0.plus_ms(3_600_000)).unwrap();
     assert!(again.repeated, "already acked by this token");
-    assert_eq!(again.transitions, first.transitions, "what the first ack did");
+    assert_eq!(
+        again.transitions, first.transitions,
+        "what the first ack did"
+    );
     assert_eq!(other.commits(), commits, "nothing was written");
     assert_eq!(other.events(&id).unwrap(), before, "nothing changed");
     // And again, through the batch path every consumer uses.
@@ -98,7 +101,12 @@ fn a_token_fenced_before_it_acked_is_still_lost_in_another_process() {
         matches!(err, LedgerError::ClaimLost(t) if t == old.token),
         "{err}"
     );
-    assert!(other.ack_outcome(new.token, T0.plus_ms(1_003)).unwrap().repeated);
+    assert!(
+        other
+            .ack_outcome(new.token, T0.plus_ms(1_003))
+            .unwrap()
+            .repeated
+    );
 }
 
 #[test]
@@ -172,7 +180,12 @@ fn once_retention_purged_the_unit_the_token_is_forgotten_with_it() {
         "kept, the mark of the ack"
     );
     let other = f.reopen();
-    assert!(other.ack_outcome(c.token, T0.plus_ms(4_000)).unwrap().repeated);
+    assert!(
+        other
+            .ack_outcome(c.token, T0.plus_ms(4_000))
+            .unwrap()
+            .repeated
+    );
     let report = f
         .ledger
         .recover(&NobodyAlive, T0.plus_ms(60_000), Sweep::Now)
