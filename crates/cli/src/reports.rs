@@ -3,8 +3,8 @@
 //! the same shapes (SPEC §8).
 
 use ledger::{
-    Child, ChildOutcome, Delegation, Event, EventKey, ExitDetail, Ledger, Listing, SessionId,
-    Stalling,
+    Child, ChildOutcome, Delegation, Event, EventKey, EventState, ExitDetail, Ledger, Listing,
+    SessionId, Stalling,
 };
 use serde_json::{Value, json};
 
@@ -141,12 +141,15 @@ pub fn child_json(
         .then(|| last.map(|l| at.ms_since(l) as f64 / 1000.0))
         .flatten();
     let delivery = found.map(|(e, _)| {
+        // A delivered event keeps the lease of the claim that acked it: only a claimed one's
+        // is a live claim.
+        let lease = e.lease.as_ref().filter(|_| e.state == EventState::Claimed);
         json!({
             "event_key": e.key.to_string(),
             "state": e.state.as_str(),
             "attempts": e.attempts,
-            "consumer": e.lease.as_ref().map(|l| l.consumer.clone()),
-            "lease_expires_at": time(e.lease.as_ref().map(|l| l.expires_at)),
+            "consumer": lease.map(|l| l.consumer.clone()),
+            "lease_expires_at": time(lease.map(|l| l.expires_at)),
             "delivered_at": time(e.delivered_at),
             "drop_reason": e.drop_reason.as_ref().map(|r| r.as_str().to_owned()),
         })

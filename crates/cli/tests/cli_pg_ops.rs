@@ -82,6 +82,84 @@ fn a_dispatch_whose_answer_was_lost_names_its_id_and_sent_again_with_it_is_recor
     assert_eq!(listing["queued_count"], 1, "still one unit: {listing}");
 }
 
+#[test]
+fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_delivers_once() {
+    // The dispatcher and its host reach the server directly; the harness's acks go through
+    // the proxy, which loses the answer to the ack's COMMIT and then the whole server for
+    // longer than the claim's 3 s lease (each login gives up after 1 s).
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let direct = Hermes::sharing(&url);
+    let harness = Hermes::sharing(&format!(
+        "{via}{}sslmode=disable&connect_timeout=1",
+        if via.contains('?') { '&' } else { '?' }
+    ));
+    let run = direct.run(&[
+        "delegate",
+        "--session",
+        "S",
+        "--json",
+        "--",
+        "echo",
+        "acked",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let delivery = |h: &Hermes| {
+        h.json(&["delegation", "status", &id, "--json"])["tasks"][0]["delivery"].clone()
+    };
+    common::wait_for(
+        std::time::Duration::from_secs(30),
+        "the child's result",
+        || (delivery(&direct)["state"] == "pending").then_some(()),
+    );
+    let held = direct.json(&[
+        "drain",
+        "--session",
+        "S",
+        "--hold",
+        "--lease",
+        "3",
+        "--json",
+    ]);
+    let held_at = std::time::Instant::now();
+    let token = held["envelopes"][0]["claim"]
+        .as_str()
+        .expect("a claim token")
+        .to_owned();
+
+    proxy.lose_reply_to(COMMIT);
+    proxy.then_black_hole();
+    let lost = harness.run(&["delivery", "ack", &token, "--json"]);
+    lost.assert_one_error_line(6);
+    assert_eq!(proxy.faults(), 1, "the answer to the ack's COMMIT was lost");
+    proxy.pass();
+    let again = harness.run(&["delivery", "ack", &token, "--json"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let answer = again.json();
+    assert_eq!(
+        answer["repeated"], true,
+        "already acked by this token: {answer}"
+    );
+    assert_eq!(answer["transitions"][0]["to"], "delivered", "{answer}");
+
+    // Once the lease is over the result is not offered again: it was delivered once.
+    common::wait_for(
+        std::time::Duration::from_secs(30),
+        "the claim's lease to run out",
+        || (held_at.elapsed() > std::time::Duration::from_millis(3_500)).then_some(()),
+    );
+    let drained = direct.json(&["drain", "--session", "S", "--json"]);
+    assert_eq!(
+        drained["envelopes"].as_array().map(Vec::len),
+        Some(0),
+        "{drained}"
+    );
+    let after = delivery(&direct);
+    assert_eq!(after["state"], "delivered", "{after}");
+    assert_eq!(after["attempts"], 1, "{after}");
+}
+
 /// The time now, in the ledger's milliseconds.
 fn now_ms() -> u64 {
     let since = std::time::SystemTime::now()

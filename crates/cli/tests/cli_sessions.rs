@@ -116,6 +116,43 @@ fn a_held_claim_that_is_never_settled_is_offered_again_and_the_old_token_is_fenc
 }
 
 #[test]
+fn a_held_claim_acked_twice_by_separate_processes_says_so_the_second_time() {
+    let h = Hermes::new();
+    let id = delegate(&h, "S", "echo twice acked");
+    wait_for(Duration::from_secs(20), "the child to finish", || {
+        (status(&h, &id)["tasks"][0]["delivery"]["state"] == "pending").then_some(())
+    });
+    let held = h.json(&["drain", "--session", "S", "--hold", "--json"]);
+    let token = held["envelopes"][0]["claim"]
+        .as_str()
+        .expect("a claim token")
+        .to_owned();
+    let first = h.json(&["delivery", "ack", &token, "--json"]);
+    assert_eq!(first["repeated"], false, "{first}");
+    assert_eq!(first["transitions"][0]["to"], "delivered");
+    // The harness could not tell whether that landed and runs it again: a no-op that says so.
+    let again = h.json(&["delivery", "ack", &token, "--json"]);
+    assert_eq!(again["repeated"], true, "{again}");
+    assert_eq!(again["transitions"], first["transitions"]);
+    let text = h.run(&["delivery", "ack", &token]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout.contains("already acked by this token"),
+        "{}",
+        text.stdout
+    );
+    // Acked, the token can no longer give the result back; it was delivered once.
+    h.run(&["delivery", "release", &token])
+        .assert_one_error_line(3);
+    let delivery = &status(&h, &id)["tasks"][0]["delivery"];
+    assert_eq!(delivery["state"], "delivered", "{delivery}");
+    assert_eq!(delivery["attempts"], 1, "{delivery}");
+    assert!(delivery["consumer"].is_null(), "no live claim: {delivery}");
+    let drained = h.json(&["drain", "--session", "S", "--json"]);
+    assert_eq!(drained["envelopes"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
 fn release_defer_and_drop_settle_a_held_claim() {
     let h = Hermes::new();
     let id = delegate(&h, "S", "echo settle me");

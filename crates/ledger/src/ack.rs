@@ -2,14 +2,20 @@
 //! (SPEC §11.1). Every consumer — `drain`, `delivery ack`, the hooks, MCP and the interactive
 //! session — acks through here ([`Ledger::ack`], [`Ledger::ack_many`]).
 //!
+//! An ack leaves a mark of the token that acked: the claim record stays, and each delivered
+//! event keeps that claim's lease (`rules::ack`), until retention purges the unit. So another
+//! ack by the same token — in this call, in another process, at any later time — finds every
+//! key delivered under it (`rules::standing` → `Acked`) and is a no-op that says so
+//! ([`Acked::repeated`]), writing nothing; a token that was fenced, released, deferred or
+//! dropped, or whose keys were partly delivered by another token, is still `ClaimLost`. A
+//! harness whose `hermes delivery ack` exited 6 simply runs it again.
+//!
 //! On PostgreSQL an ack whose outcome is unknown (the connection broke before or during
 //! `COMMIT`) is not guessed at: it is run again with the same token and the same `now` on a
 //! fresh connection, with a growing pause, for as long as the claim's lease lasts. The second
-//! run finds either the claim still held (the first never landed: it acks now), or the keys it
-//! read the first time delivered at exactly that `now` with no lease (the first landed: a
-//! no-op that says so, [`Acked::repeated`]), or the keys held or settled by someone else (the
-//! claim was really lost: `ClaimLost`, as before). A redb ledger never retries: its commit
-//! either happened or failed.
+//! run finds either the claim still held (the first never landed: it acks now), or the keys
+//! acked by this token (the first landed: repeated), or the claim really lost. A redb ledger
+//! never retries: its commit either happened or failed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,10 +24,10 @@ use std::time::{Duration, Instant};
 use stdx::lock;
 
 use crate::error::{LedgerError, Result};
-use crate::events::held;
+use crate::events::standing;
 use crate::ledger::Ledger;
-use crate::model::{ClaimToken, EventRef, EventState, Timestamp, Transition};
-use crate::rules;
+use crate::model::{ClaimToken, EventState, Timestamp, Transition};
+use crate::rules::{self, Standing};
 use crate::store::Writer;
 
 /// How long an ack whose outcome is unknown is retried when the claim's lease was never read
@@ -36,13 +42,13 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 pub struct Acked {
     /// The transitions of the ack (for a repeat: those the first ack made).
     pub transitions: Vec<Transition>,
-    /// The same token had already acked these keys: an earlier attempt whose outcome was
-    /// unknown had committed. Nothing was written now.
+    /// The same token had already acked these keys (an earlier attempt whose outcome was
+    /// unknown had committed, or an earlier ack, in any process). Nothing was written now.
     pub repeated: bool,
 }
 
-/// What the attempts so far learned of each claim: its keys and when its lease ends.
-type Seen = Arc<Mutex<HashMap<ClaimToken, (Vec<EventRef>, Timestamp)>>>;
+/// When the lease of each claim the attempts so far read ends.
+type Seen = Arc<Mutex<HashMap<ClaimToken, Timestamp>>>;
 
 impl Ledger {
     /// Marks every key of the claim delivered.
@@ -50,8 +56,9 @@ impl Ledger {
         self.ack_outcome(token, now).map(|acked| acked.transitions)
     }
 
-    /// Marks every key of the claim delivered, saying whether an earlier attempt of this call
-    /// (whose outcome was unknown) had done it already.
+    /// Marks every key of the claim delivered, saying whether this token had done it already
+    /// (an earlier attempt of this call whose outcome was unknown, or an earlier ack in any
+    /// process): then nothing is written.
     pub fn ack_outcome(&self, token: ClaimToken, now: Timestamp) -> Result<Acked> {
         let mut slots = self.ack_resolved(vec![token], now)?;
         slots
@@ -81,13 +88,12 @@ impl Ledger {
         let mut first_failure: Option<Instant> = None;
         let mut pause = FIRST_PAUSE;
         loop {
-            let repeat = first_failure.is_some();
             let batch = tokens.clone();
             let attempt_seen = Arc::clone(&seen);
             let attempt = self.write_grouped(move |_, w| {
                 let mut results = Vec::with_capacity(batch.len());
                 for token in &batch {
-                    match ack_one(w, *token, now, &attempt_seen, repeat) {
+                    match ack_one(w, *token, now, &attempt_seen) {
                         Err(LedgerError::ClaimLost(lost)) => {
                             results.push(Err(LedgerError::ClaimLost(lost)))
                         }
@@ -114,18 +120,13 @@ impl Ledger {
     }
 }
 
-/// Acks `token` inside `w`. On a repeat, a claim that is gone is looked for among the keys the
-/// earlier attempt read: delivered at `now` by it, the ack is a no-op that says so.
-fn ack_one(
-    w: &Writer<'_>,
-    token: ClaimToken,
-    now: Timestamp,
-    seen: &Seen,
-    repeat: bool,
-) -> Result<Acked> {
-    match held(w, token) {
-        Ok((record, events)) => {
-            lock(seen).insert(token, (record.keys.clone(), record.expires_at));
+/// Acks `token` inside `w`; a token that acked every key already gets the transitions its ack
+/// made, with nothing written.
+fn ack_one(w: &Writer<'_>, token: ClaimToken, now: Timestamp, seen: &Seen) -> Result<Acked> {
+    let (record, events, standing) = standing(w, token)?;
+    lock(seen).insert(token, record.expires_at);
+    match standing {
+        Standing::Holds => {
             let mut transitions = Vec::with_capacity(events.len());
             for mut event in events {
                 let from = event.state;
@@ -133,35 +134,23 @@ fn ack_one(
                 w.put_event(&event)?;
                 transitions.push(rules::transition(&event, from));
             }
-            w.remove_claim(token)?;
+            // The record stays, the mark of this ack, until retention purges the unit.
             Ok(Acked {
                 transitions,
                 repeated: false,
             })
         }
-        Err(LedgerError::ClaimLost(_)) if repeat => {
-            let keys = lock(seen).get(&token).map(|(keys, _)| keys.clone());
-            let Some(keys) = keys else {
-                return Err(LedgerError::ClaimLost(token));
-            };
-            let mut transitions = Vec::with_capacity(keys.len());
-            for key in &keys {
-                let event = w.event(key)?.ok_or(LedgerError::ClaimLost(token))?;
-                let ours = event.state == EventState::Delivered
-                    && event.delivered_at == Some(now)
-                    && event.lease.is_none();
-                if !ours {
-                    return Err(LedgerError::ClaimLost(token));
-                }
-                transitions.push(rules::transition(&event, EventState::Claimed));
-            }
-            tracing::info!(%token, "the ack had committed before its connection broke: already acked by this token");
+        Standing::Acked => {
+            tracing::info!(%token, "already acked by this token: nothing to do");
             Ok(Acked {
-                transitions,
+                transitions: events
+                    .iter()
+                    .map(|event| rules::transition(event, EventState::Claimed))
+                    .collect(),
                 repeated: true,
             })
         }
-        Err(err) => Err(err),
+        Standing::Lost => Err(LedgerError::ClaimLost(token)),
     }
 }
 
@@ -172,7 +161,7 @@ fn lease_left(seen: &Seen, tokens: &[ClaimToken], now: Timestamp) -> Duration {
     tokens
         .iter()
         .filter_map(|token| seen.get(token))
-        .map(|(_, expires_at)| Duration::from_millis(expires_at.0.saturating_sub(now.0)))
+        .map(|expires_at| Duration::from_millis(expires_at.0.saturating_sub(now.0)))
         .min()
         .unwrap_or(UNREAD_LEASE)
 }

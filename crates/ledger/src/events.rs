@@ -11,7 +11,7 @@ use crate::model::{
     EventRef, EventState, ExitDetail, Lease, ProcessId, Refusal, Session, SessionId, SessionState,
     Timestamp, Transition,
 };
-use crate::rules::{self, KeyCheck};
+use crate::rules::{self, KeyCheck, Standing};
 use crate::sessions::SESSION_END;
 use crate::store::Writer;
 use crate::units::Owner;
@@ -278,7 +278,8 @@ impl Ledger {
         ))
     }
 
-    /// The claim a token names, if it is still recorded.
+    /// The claim a token names, if it is still recorded (a claim that acked stays recorded
+    /// until retention purges its unit).
     pub fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
         self.read(|r| r.claim_record(token))
     }
@@ -445,18 +446,32 @@ fn settle_in(
 
 /// The claim and its events, if `token` still holds every key it claimed.
 pub(crate) fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> {
+    match standing(w, token)? {
+        (record, events, Standing::Holds) => Ok((record, events)),
+        _ => Err(LedgerError::ClaimLost(token)),
+    }
+}
+
+/// The claim `token` names, its keys' events and where it stands (`rules::standing`); a token
+/// with no record (never issued, fenced, settled other than by an ack, or purged) or a key
+/// whose event is gone is `ClaimLost`.
+pub(crate) fn standing(
+    w: &Writer<'_>,
+    token: ClaimToken,
+) -> Result<(ClaimRecord, Vec<Event>, Standing)> {
     let record = w
         .claim_record(token)?
         .ok_or(LedgerError::ClaimLost(token))?;
     let mut events = Vec::with_capacity(record.keys.len());
     for key in &record.keys {
-        let event = w.event(key)?.ok_or(LedgerError::ClaimLost(token))?;
-        if !rules::holds(&event, token) {
-            return Err(LedgerError::ClaimLost(token));
-        }
-        events.push(event);
+        events.push(w.event(key)?);
     }
-    Ok((record, events))
+    let standing = rules::standing(token, &events);
+    let events = events
+        .into_iter()
+        .collect::<Option<Vec<Event>>>()
+        .ok_or(LedgerError::ClaimLost(token))?;
+    Ok((record, events, standing))
 }
 
 /// Publishes inside `w`: idempotent per key. An event of an ended session is recorded already

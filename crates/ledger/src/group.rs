@@ -367,7 +367,7 @@ mod tests {
             .expect("finish 1");
         let good = claim(&ledger, &unit, 0);
         let stale = claim(&ledger, &unit, 1);
-        ledger.ack(stale, T0).expect("first ack");
+        ledger.release(stale, T0).expect("released");
         let missing = DelegationId::new("deleg_000000000000").expect("valid id");
 
         let before = ledger.commits.load(Ordering::Relaxed);
@@ -389,7 +389,7 @@ mod tests {
                 )
             }),
             Box::new(move || format!("{:?}", l.ack(good, T0).map(|t| t.len()))),
-            // Fails: the token was settled already.
+            // Fails: the token was released already.
             Box::new(move || format!("{:?}", l.ack(stale, T0).map(|t| t.len()))),
             // Fails: no such unit.
             Box::new(move || {

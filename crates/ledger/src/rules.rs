@@ -70,9 +70,46 @@ pub(crate) fn holds(event: &Event, token: ClaimToken) -> bool {
     event.state == EventState::Claimed && event.lease.as_ref().is_some_and(|l| l.token == token)
 }
 
-/// Ack: delivered.
+/// Whether `token` acked `event`: delivered under its lease. (An event delivered by an inline
+/// run, or by a hermes older than this rule, carries no lease.)
+pub(crate) fn acked_by(event: &Event, token: ClaimToken) -> bool {
+    event.state == EventState::Delivered && event.lease.as_ref().is_some_and(|l| l.token == token)
+}
+
+/// Where a claim stands, from the events of its record's keys as they are now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// The token holds every key: it may settle them.
+    Holds,
+    /// The token acked every key already: another ack by it is a no-op that says so (SPEC
+    /// §11.1), in whatever process and however late, distinct from a lost claim.
+    Acked,
+    /// Fenced (another claim took a key), settled otherwise, or partly delivered by another
+    /// token: the claim is lost.
+    Lost,
+}
+
+/// Where the claim of `token` stands, given each of its keys' events (`None`: gone).
+pub(crate) fn standing(token: ClaimToken, events: &[Option<Event>]) -> Standing {
+    let every = |test: fn(&Event, ClaimToken) -> bool| {
+        events
+            .iter()
+            .all(|e| e.as_ref().is_some_and(|e| test(e, token)))
+    };
+    if every(holds) {
+        Standing::Holds
+    } else if !events.is_empty() && every(acked_by) {
+        Standing::Acked
+    } else {
+        Standing::Lost
+    }
+}
+
+/// Ack: delivered. The lease stays on the event as the mark of the token that acked it, so a
+/// repeat ack by that token is recognised later (SPEC §11.1) and retention finds the claim
+/// record to remove with the unit. Nothing reads a delivered event's lease as a live claim:
+/// a terminal event is never claimable or held.
 pub(crate) fn ack(event: &mut Event, now: Timestamp) {
-    event.lease = None;
     event.state = EventState::Delivered;
     event.delivered_at = Some(now);
 }
@@ -378,6 +415,50 @@ mod tests {
             (t.to, t.drop_reason, acked.delivered_at),
             (EventState::Delivered, None, Some(Timestamp(6)))
         );
+        assert!(acked_by(&acked, ClaimToken(9)), "the acking token is kept");
+        assert!(!holds(&acked, ClaimToken(9)), "but holds nothing any more");
+        assert_eq!(
+            check_claim(&acked, None, 8, Timestamp(7)),
+            KeyCheck::Refused(Refusal::Terminal(EventState::Delivered))
+        );
+    }
+
+    #[test]
+    fn a_claim_stands_held_acked_by_its_own_token_or_lost() {
+        let mine = ClaimToken(9);
+        let held = || Some(event(EventState::Claimed, 1, Some(10)));
+        let acked = || {
+            let mut e = event(EventState::Claimed, 1, Some(10));
+            ack(&mut e, Timestamp(6));
+            Some(e)
+        };
+        assert_eq!(standing(mine, &[held(), held()]), Standing::Holds);
+        assert_eq!(standing(mine, &[acked(), acked()]), Standing::Acked);
+        // Acked by another token, fenced, released, dropped or gone: lost.
+        assert_eq!(standing(ClaimToken(8), &[acked()]), Standing::Lost);
+        let mut fenced = event(EventState::Claimed, 2, Some(10));
+        if let Some(lease) = fenced.lease.as_mut() {
+            lease.token = ClaimToken(8);
+        }
+        assert_eq!(standing(mine, &[Some(fenced)]), Standing::Lost);
+        let mut released = event(EventState::Claimed, 1, Some(10));
+        release(&mut released, 8, Timestamp(5));
+        assert_eq!(standing(mine, &[Some(released)]), Standing::Lost);
+        let mut dropped = event(EventState::Claimed, 1, Some(10));
+        drop_event(&mut dropped, DropReason::Orphaned, Timestamp(5));
+        assert_eq!(standing(mine, &[Some(dropped)]), Standing::Lost);
+        assert_eq!(standing(mine, &[acked(), None]), Standing::Lost);
+        // Partly: one key acked by this token, another still held or delivered by another.
+        assert_eq!(standing(mine, &[acked(), held()]), Standing::Lost);
+        let mut theirs = acked();
+        if let Some(lease) = theirs.as_mut().and_then(|e| e.lease.as_mut()) {
+            lease.token = ClaimToken(8);
+        }
+        assert_eq!(standing(mine, &[acked(), theirs]), Standing::Lost);
+        // An inline run's delivery (no lease) is no token's ack.
+        let mut inline = event(EventState::Delivered, 1, None);
+        inline.delivered_at = Some(Timestamp(6));
+        assert_eq!(standing(mine, &[Some(inline)]), Standing::Lost);
     }
 
     const TWO: Capacity = Capacity {

@@ -40,6 +40,8 @@ enum Trap {
 struct State {
     mode: Option<Mode>,
     trap: Option<Trap>,
+    /// The mode the proxy switches to once the trap fires (the server gone right after it).
+    after_trap: Option<Mode>,
     cut_after: Option<u64>,
     /// Each open connection's two streams and whether it was faulted already (a connection
     /// counts once in `faults`, however many of its pumps then fail).
@@ -128,6 +130,7 @@ impl FaultProxy {
         let mut state = lock(&self.shared);
         state.mode = Some(Mode::Pass);
         state.cut_after = None;
+        state.after_trap = None;
     }
 
     /// Black-holes every connection, new and existing, until [`FaultProxy::pass`].
@@ -159,6 +162,12 @@ impl FaultProxy {
     /// answer and drops that connection (once): the client cannot know whether it took effect.
     pub fn lose_reply_to(&self, pattern: &[u8]) {
         lock(&self.shared).trap = Some(Trap::LoseReply(pattern.to_vec()));
+    }
+
+    /// Once the armed trap fires, black-holes every connection until [`FaultProxy::pass`]: the
+    /// server is unreachable from the moment of the fault, so a client's retries fail too.
+    pub fn then_black_hole(&self) {
+        lock(&self.shared).after_trap = Some(Mode::BlackHole);
     }
 }
 
@@ -241,6 +250,9 @@ fn pump_up(
         let keep = window.len().saturating_sub(64);
         window.drain(..keep);
         if hit {
+            if let Some(mode) = state.after_trap.take() {
+                state.mode = Some(mode);
+            }
             match state.trap.take() {
                 Some(Trap::DropBefore(_)) => {
                     drop(state);
@@ -388,5 +400,26 @@ mod tests {
         assert!(roundtrip(&mut c, b"anyone").is_err(), "nothing answers");
         proxy.pass();
         assert_eq!(proxy.accepted(), 3);
+    }
+
+    #[test]
+    fn it_black_holes_everything_from_the_moment_a_trap_fires_when_told() {
+        let proxy = FaultProxy::start(echo_server()).expect("starts");
+        proxy.lose_reply_to(b"COMMIT");
+        proxy.then_black_hole();
+        let mut a = TcpStream::connect(proxy.addr()).expect("connects");
+        a.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        assert_eq!(roundtrip(&mut a, b"first").expect("echo"), b"first");
+        assert!(roundtrip(&mut a, b"COMMIT").is_err(), "the reply is lost");
+        let mut b = TcpStream::connect(proxy.addr()).expect("connects");
+        b.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        assert!(roundtrip(&mut b, b"after").is_err(), "nothing answers");
+        proxy.pass();
+        let mut c = TcpStream::connect(proxy.addr()).expect("connects");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        assert_eq!(roundtrip(&mut c, b"back").expect("echo"), b"back");
     }
 }

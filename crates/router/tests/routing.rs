@@ -915,3 +915,25 @@ fn present_acks_every_shown_claim_in_one_commit_and_gives_all_back_when_showing_
     assert_eq!(state(&f.ledger, &key(lost, 0)), EventState::Pending);
     assert_eq!(state(&f.ledger, &key(kept, 0)), EventState::Delivered);
 }
+
+#[test]
+fn present_finding_its_claim_acked_already_by_the_same_token_is_no_lost_claim() {
+    let f = fixture();
+    let a = unit(&f.ledger, "s", 1, AFTER);
+    finish(&f.ledger, &a, 0, T0);
+    let consumer = router(&f.ledger, "s", "interactive");
+    let clock = SystemClock;
+    let out = consumer
+        .take_ready(Boundary::Turn, clock.now(), render)
+        .unwrap();
+    let tokens: Vec<_> = out.delivered.iter().map(|c| c.token).collect();
+    assert_eq!(tokens.len(), 1);
+    // The same token's ack landed already (an earlier attempt whose answer was lost).
+    f.ledger.ack(tokens[0], clock.now()).unwrap();
+    let shown = consumer
+        .present(&tokens, AfterShown::Ack, || Ok::<_, ()>(7))
+        .unwrap();
+    assert_eq!(shown, Ok(7), "acked: not reported as a lost claim");
+    let event = f.ledger.event(&key(&a, 0)).unwrap().unwrap();
+    assert_eq!((event.state, event.attempts), (EventState::Delivered, 1));
+}

@@ -17,8 +17,9 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let at = now();
-    // An ack whose commit outcome was unknown is resolved by the ledger; if it had landed, the
-    // ack says so (`"repeated": true`) rather than reporting the claim lost.
+    // A token that acked already — an earlier `delivery ack` whose answer was lost (exit 6), or
+    // any ack in any process while the unit is kept — acks again as a no-op that says so
+    // (`"repeated": true`, exit 0) rather than reporting the claim lost (SPEC §11.1).
     let mut repeated = false;
     let (action, transitions, expires) = match args.action {
         DeliveryAction::Ack => {
@@ -60,7 +61,7 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
         let mut text = String::new();
         if repeated {
             text.push_str(&format!(
-                "claim {token} was already acked by this token (its first commit's answer was lost)\n"
+                "claim {token} was already acked by this token; nothing changed. Its ack did:\n"
             ));
         }
         if let Some(at) = expires {

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{ClaimToken, DropReason, EventRef, EventState, Timestamp};
 
-/// A claim as stored under its token.
+/// A claim as stored under its token. Release, defer, drop and fencing remove it; an ack keeps
+/// it (with its keys' events delivered under its lease) until retention purges the unit, so a
+/// repeat ack by its token is recognised (SPEC §11.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimRecord {
     /// The token.

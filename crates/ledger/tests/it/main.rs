@@ -3,6 +3,7 @@
 
 mod common;
 
+mod acks;
 mod files;
 mod model_check;
 mod overview;

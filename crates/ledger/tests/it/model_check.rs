@@ -47,6 +47,8 @@ struct ModelEvent {
 struct Model {
     events: BTreeMap<u32, ModelEvent>,
     claims: Vec<Vec<u32>>,
+    /// The claims that acked: another ack by them is a no-op that says so.
+    acked: Vec<bool>,
 }
 
 impl Model {
@@ -147,6 +149,7 @@ proptest! {
                                 e.expires = now + lease;
                             }
                             model.claims.push(keys.clone());
+                            model.acked.push(false);
                             tokens.push(c.token);
                         }
                         ClaimOutcome::Refused(_) => prop_assert!(!ok, "ledger refused what the model allows"),
@@ -166,9 +169,12 @@ proptest! {
                 }
                 Op::Ack(c) => {
                     if let Some(token) = tokens.get(c) {
-                        let got = f.ledger.ack(*token, at(now));
-                        let ok = model.settle(c, |e| e.state = EventState::Delivered);
+                        let got = f.ledger.ack_outcome(*token, at(now));
+                        let repeat = model.acked[c];
+                        let ok = repeat || model.settle(c, |e| e.state = EventState::Delivered);
+                        model.acked[c] = ok;
                         prop_assert_eq!(got.is_ok(), ok);
+                        prop_assert_eq!(got.is_ok_and(|a| a.repeated), repeat);
                     }
                 }
                 Op::Release(c) => {

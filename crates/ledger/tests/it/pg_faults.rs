@@ -12,17 +12,24 @@ const COMMIT: &[u8] = b"COMMIT\0";
 
 /// A ledger on a fresh database, reached through a proxy the test drives.
 fn through_proxy() -> (Ledger, FaultProxy) {
+    let (ledger, proxy, _) = through_proxy_with("");
+    (ledger, proxy)
+}
+
+/// A ledger on a fresh database, reached through a proxy the test drives with `params` added
+/// to its URL; and the database's own URL, another process's way to the server.
+fn through_proxy_with(params: &str) -> (Ledger, FaultProxy, String) {
     let url = fresh_database(&pg_admin_url());
     let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
     // In the clear, so that the proxy can see which message is a COMMIT.
     let via = format!(
-        "{via}{}sslmode=disable",
+        "{via}{}sslmode=disable{params}",
         if via.contains('?') { '&' } else { '?' }
     );
     let target = PgTarget::parse(&via, None).expect("the URL parses");
     let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
         .expect("connects through the proxy");
-    (ledger, proxy)
+    (ledger, proxy, url)
 }
 
 /// A finished unit's `task:0`, claimed for a minute.
@@ -89,6 +96,40 @@ fn a_boundary_ack_of_several_claims_survives_a_lost_answer() {
     );
     assert_eq!(state(&ledger, &first), EventState::Delivered);
     assert_eq!(state(&ledger, &second), EventState::Delivered);
+}
+
+#[test]
+fn an_ack_that_gave_up_on_its_unknown_outcome_is_found_acked_by_another_process() {
+    // The server goes away the moment it committed the ack, for longer than the claim's lease:
+    // the acking process gives up, as `hermes delivery ack` exiting 6 does.
+    let (ledger, proxy, url) = through_proxy_with("&connect_timeout=1");
+    let id = unit(&ledger, 1);
+    finish(&ledger, &id, 0, T0);
+    let c = claimed(claim(&ledger, &[key(&id, 0)], 2_000, T0));
+    proxy.lose_reply_to(COMMIT);
+    proxy.then_black_hole();
+    let err = ledger
+        .ack_outcome(c.token, T0.plus_ms(10))
+        .expect_err("its outcome stays unknown while the lease lasts");
+    assert!(matches!(err, LedgerError::Unavailable { .. }), "{err}");
+    assert_eq!(proxy.faults(), 1, "the answer to COMMIT was lost");
+    proxy.pass();
+    // Another process, knowing only the token, acks again: the first had landed.
+    let target = PgTarget::parse(&url, None).expect("the URL parses");
+    let other = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(8))
+        .expect("connects");
+    let commits = other.commits();
+    let again = other
+        .ack_outcome(c.token, T0.plus_ms(60_000))
+        .expect("a repeat ack, not a lost claim");
+    assert!(again.repeated, "already acked by this token");
+    assert_eq!(again.transitions.len(), 1);
+    assert_eq!(other.commits(), commits, "nothing written");
+    // Delivered once: never offered again after the lease.
+    let later = claim(&other, &[key(&id, 0)], 60_000, T0.plus_ms(120_000));
+    assert!(matches!(later, ClaimOutcome::Refused(_)), "{later:?}");
+    assert_eq!(state(&other, &key(&id, 0)), EventState::Delivered);
+    assert_eq!(other.event(&key(&id, 0)).unwrap().unwrap().attempts, 1);
 }
 
 #[test]
