@@ -346,10 +346,11 @@ fn an_sdk_close_leaves_the_conversations_children_running_for_the_resume() {
     );
     let closed = agent.ask(&json!({"op": "sdk_close"}));
     assert_eq!(closed["gone"], true, "{closed}");
-    assert_eq!(
-        status(&h, &id)["status"],
-        "running",
-        "the child survived the close"
+    // Not stopped by the close (on a busy machine its host may not have started it yet).
+    let after_close = status(&h, &id);
+    assert!(
+        matches!(after_close["status"].as_str(), Some("running" | "queued")),
+        "the child survived the close: {after_close}"
     );
     drop(agent);
     let done = wait_ended(&h, &id);
