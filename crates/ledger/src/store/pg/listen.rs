@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use postgres::Client;
+use super::client::Client;
 
 use super::connect::*;
 use super::pool::*;
@@ -85,7 +85,6 @@ impl Pg {
     /// Whether a notification on `probe`, sent from one of the pool's connections, reaches
     /// `client` (which listens on it) within [`PROBE_WAIT`].
     fn probe_reaches(&self, client: &mut Client, probe: &str) -> Result<bool> {
-        use postgres::fallible_iterator::FallibleIterator;
         let mut conn = self.take()?;
         // One simple-protocol statement: nothing a transaction pooler could trip on.
         conn.client
@@ -93,10 +92,9 @@ impl Pg {
             .map_err(|err| self.statement_error(&err))?;
         self.put_back(conn);
         let deadline = std::time::Instant::now() + PROBE_WAIT;
-        let mut notifications = client.notifications();
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match notifications.timeout_iter(left).next() {
+            match client.next_notification(left) {
                 Ok(Some(n)) if n.channel() == probe => return Ok(true),
                 Ok(Some(_)) => continue,
                 Ok(None) => return Ok(false),
@@ -170,7 +168,6 @@ impl Listener {
     /// [`Notice::Reconnected`] at once; attempts that fail are spaced by a growing pause
     /// (waited out within `timeout`), so a caller simply calls again.
     pub fn wait(&mut self, timeout: Duration) -> Result<Vec<Notice>> {
-        use postgres::fallible_iterator::FallibleIterator;
         if self.deaf {
             std::thread::sleep(timeout.min(DEAF_POLL));
             return Ok(vec![Notice::Reconnected]);
@@ -225,22 +222,17 @@ impl Listener {
                     Notice::Activity
                 }
             };
-            let waited = {
-                let mut notifications = client.notifications();
-                let first = notifications.timeout_iter(timeout).next();
-                match first {
-                    Ok(Some(n)) => {
+            let waited = match client.next_notification(timeout) {
+                Ok(Some(n)) => {
+                    notices.push(notice(n));
+                    // Whatever else already arrived, without blocking.
+                    while let Ok(Some(n)) = client.next_notification(Duration::ZERO) {
                         notices.push(notice(n));
-                        // Whatever else already arrived, without blocking.
-                        let mut more = notifications.iter();
-                        while let Ok(Some(n)) = more.next() {
-                            notices.push(notice(n));
-                        }
-                        Ok(())
                     }
-                    Ok(None) => Ok(()),
-                    Err(err) => Err(err),
+                    Ok(())
                 }
+                Ok(None) => Ok(()),
+                Err(err) => Err(err),
             };
             match waited {
                 Ok(()) => {

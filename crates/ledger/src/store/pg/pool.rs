@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use postgres::{Client, IsolationLevel};
+use postgres::IsolationLevel;
+
+use super::client::Client;
 
 use super::connect::*;
 use super::listen::*;
@@ -26,8 +28,12 @@ pub(super) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 pub(super) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
 /// …and the connection is dropped after this many unanswered.
 pub(super) const KEEPALIVE_RETRIES: u32 = 3;
-/// The server ends a statement that runs longer (set per session).
+/// The server ends a statement that runs longer (set per session), unless
+/// `ledger.statement_timeout_seconds` says otherwise.
 pub(super) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most a call waits past the statement timeout for the server's answer before its
+/// connection is taken for broken (`PgTarget::answer_within`).
+pub(super) const ANSWER_MARGIN: Duration = Duration::from_secs(5);
 /// The server ends a session whose transaction stays idle longer (its client hung or vanished
 /// mid-transaction: its locks are released).
 pub(super) const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -271,11 +277,7 @@ impl Pg {
             let committed = Cell::new(false);
             let result = {
                 let Conn { client } = &mut conn;
-                let begun = client
-                    .build_transaction()
-                    .isolation_level(isolation)
-                    .read_only(read_only)
-                    .start();
+                let begun = client.begin(Some(isolation), read_only);
                 match begun {
                     Ok(txn) => {
                         let tx = Tx {
