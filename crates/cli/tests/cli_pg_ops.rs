@@ -675,3 +675,39 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
     let end = h.run(&["session", "end", "a"]);
     assert_eq!(end.code, 0, "{}", end.stderr);
 }
+
+/// SPEC §11.1: a server that takes the login and then never answers (hung, or behind a
+/// partition that black-holes the session): each command gives up once its statement deadline
+/// passes (`ledger.statement_timeout_seconds` 1 s and a margin as long: 2 s), exits 6 and says
+/// so in one line, instead of hanging.
+#[test]
+fn a_command_whose_server_stops_answering_exits_6_within_its_deadline_in_one_line() {
+    let (h, proxy) = through_proxy();
+    let first = h.run(&["delegation", "list"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // Every connection goes silent at the schema check each command makes first.
+    proxy.hang_at(b"hermes_schema");
+    let short = [("HERMES_LEDGER_STATEMENT_TIMEOUT_SECONDS", "1")];
+    let list: &[&str] = &["delegation", "list"];
+    let delegate: &[&str] = &["delegate", "--session", "S", "--", "true"];
+    for args in [list, delegate] {
+        let started = std::time::Instant::now();
+        let run = h.run_env(args, &short);
+        let took = started.elapsed();
+        assert_eq!(run.code, 6, "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("did not answer within 2 s"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            took < std::time::Duration::from_secs(15),
+            "{args:?}: {took:?}"
+        );
+    }
+    assert!(proxy.faults() >= 2, "{}", proxy.faults());
+    proxy.pass();
+    let again = h.run(&["delegation", "list"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+}

@@ -122,10 +122,10 @@ fn a_ledger_whose_connections_were_all_terminated_reconnects_at_its_next_operati
         .listen(&[Listen::Events])
         .expect("listens")
         .expect("PostgreSQL notifies");
-    // Both of its connections (the pooled one and the listener) end together, as when an
-    // operator or a failover ends hermes' backends.
+    // Its connection (the one its calls and its listener share) ends, as when an operator or
+    // a failover ends hermes' backends.
     let ended = ledger::testing::terminate_connections(&url);
-    assert!(ended >= 2, "{ended} connections ended");
+    assert_eq!(ended, 1, "the calls and the listener share one connection");
     finish(&ledger, &id, 0, T0);
     let c = claimed(claim(&ledger, &[key(&id, 0)], 60_000, T0));
     ledger.ack(c.token, T0.plus_ms(1)).expect("acks");
@@ -418,5 +418,94 @@ fn an_idle_listener_outlives_the_call_deadline_and_still_hears() {
             Instant::now() < deadline,
             "the event's notification arrives"
         );
+    }
+}
+
+/// Issue #22, defect 9: a process's calls and listeners share one server connection. Here a
+/// host's listener (activity) and a consumer's (events) wait while calls from several threads
+/// run between their waits; the ledger never holds more than one connection once idle, and
+/// both listeners still hear what concerns them.
+#[test]
+fn a_ledger_its_listeners_and_concurrent_calls_share_one_connection() {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let url = fresh_database(&pg_admin_url());
+    let named = format!(
+        "{url}{}application_name=one_conn",
+        if url.contains('?') { '&' } else { '?' }
+    );
+    let target = PgTarget::parse(&named, None).expect("the URL parses");
+    let ledger = Arc::new(
+        Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+            .expect("connects"),
+    );
+    let mut activity = ledger
+        .listen(&[Listen::Activity])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    let mut events = ledger
+        .listen(&[Listen::Events])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    assert!(activity.hears_notifications() && events.hears_notifications());
+    let heard_activity = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if activity
+                .wait(Duration::from_millis(200))
+                .is_ok_and(|n| n.contains(&Notice::Activity))
+            {
+                return true;
+            }
+        }
+        false
+    });
+    let heard_event = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if events
+                .wait(Duration::from_millis(200))
+                .is_ok_and(|n| n.iter().any(|n| matches!(n, Notice::Event(_))))
+            {
+                return true;
+            }
+        }
+        false
+    });
+    // Calls from several threads while both listeners wait.
+    let callers: Vec<_> = (0..3)
+        .map(|_| {
+            let ledger = Arc::clone(&ledger);
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let id = unit(&ledger, 1);
+                    finish(&ledger, &id, 0, T0);
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.join().expect("the calls succeed");
+    }
+    assert!(
+        heard_activity.join().expect("joins"),
+        "the host's listener hears"
+    );
+    assert!(
+        heard_event.join().expect("joins"),
+        "the consumer's listener hears"
+    );
+    // Once the calls are over, any extra connection they opened was closed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let held = ledger::testing::connections_named(&url, "one_conn");
+        if held == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{held} connections held while idle"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

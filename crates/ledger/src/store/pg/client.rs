@@ -331,6 +331,53 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The notifications received so far (by calls, or waits), taken.
+    pub(super) fn take_notifications(&mut self) -> Vec<Notification> {
+        self.notifications.drain(..).collect()
+    }
+
+    /// Waits up to `timeout` until a notification arrives or `interrupt` is notified, keeping
+    /// what arrives (see [`Client::take_notifications`]). Waiting for notifications is not a
+    /// call: no deadline applies.
+    pub(super) fn wait_notifications(
+        &mut self,
+        timeout: Duration,
+        interrupt: &tokio::sync::Notify,
+    ) -> Result<(), Error> {
+        if !self.notifications.is_empty() {
+            return Ok(());
+        }
+        let Client {
+            runtime,
+            connection,
+            notifications,
+            ..
+        } = self;
+        let Some(runtime) = runtime.as_ref() else {
+            return Ok(());
+        };
+        runtime.block_on(async {
+            let mut timer = pin!(tokio::time::sleep(timeout));
+            let mut interrupted = pin!(interrupt.notified());
+            poll_fn(|cx| {
+                if let Some(err) = drive(connection, notifications, cx) {
+                    return Poll::Ready(Err(err));
+                }
+                if !notifications.is_empty()
+                    || connection.is_none()
+                    || interrupted.as_mut().poll(cx).is_ready()
+                    || timer.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Pending
+            })
+            .await
+        })
+    }
+}
+
 /// Polls `connection` until it has nothing more now, keeping the notifications it delivers;
 /// the error it broke with, if it did (the connection is then dropped, so that every call
 /// still waiting on it fails as closed).

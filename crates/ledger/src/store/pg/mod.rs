@@ -21,7 +21,9 @@
 
 mod client;
 mod connect;
+mod conns;
 mod credentials;
+mod hub;
 mod listen;
 mod pool;
 mod read;
