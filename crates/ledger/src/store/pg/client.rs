@@ -3,7 +3,7 @@
 //! that every round trip has a deadline (SPEC §11.1).
 //!
 //! The deadline: a call (a statement, `BEGIN`, `COMMIT`, `LISTEN`) that receives not one byte
-//! for [`Client::answer_within`] fails as a broken connection, and the connection is dropped.
+//! for `PgTarget::answer_within` fails as a broken connection, and the connection is dropped.
 //! TCP alone cannot notice a peer that acknowledges and never answers (a black-holing proxy, a
 //! hung server, a stopped VM behind a NAT): keepalives see a live peer and `tcp_user_timeout`
 //! only ends data left unacknowledged. The verdict is the client's, which knows when a call is
@@ -191,7 +191,7 @@ impl Client {
 
     /// Runs the call `f` makes, under the deadline: the connection is driven meanwhile
     /// (notifications that arrive are kept), and a call that hears nothing from the server for
-    /// [`Client::answer_within`] fails, the connection with it.
+    /// the deadline given at [`Client::connect`] fails, the connection with it.
     fn call<'a, T, F>(
         &'a mut self,
         f: impl FnOnce(&'a tokio_postgres::Client) -> F,

@@ -43,6 +43,8 @@ pub(super) struct Backoff {
 pub(super) struct Slots {
     pub(super) idle: Vec<Conn>,
     pub(super) busy: usize,
+    /// Calls waiting for a connection: listeners leave it to them.
+    pub(super) calls_waiting: usize,
 }
 
 /// A PostgreSQL ledger's connections, shared by the ledger and its listeners.
@@ -150,10 +152,12 @@ impl Conns {
                 break;
             }
             self.wanted.notify_one();
+            slots.calls_waiting += 1;
             slots = match self.freed.wait_timeout(slots, give_up - now) {
                 Ok((slots, _)) => slots,
                 Err(poisoned) => poisoned.into_inner().0,
             };
+            slots.calls_waiting -= 1;
         }
         slots.busy += 1;
         drop(slots);
@@ -175,9 +179,13 @@ impl Conns {
         drop(conn);
     }
 
-    /// The kept connection if nobody holds it, without waiting or connecting.
+    /// The kept connection if nobody holds it and no call waits for it, without waiting or
+    /// connecting (for a listener).
     pub(super) fn try_take(&self) -> Option<Pooled<'_>> {
         let mut slots = lock(&self.slots);
+        if slots.calls_waiting > 0 {
+            return None;
+        }
         pop_open(&mut slots).map(|conn| self.lend(&mut slots, conn))
     }
 
@@ -276,7 +284,11 @@ impl Conns {
             return Ok(());
         }
         // A channel is `hermes_…` or a namespace's (`[a-z_][a-z0-9_]*_…`): no quoting needed.
-        let sql: String = missing.iter().map(|c| format!("LISTEN {c};")).collect();
+        let sql = missing
+            .iter()
+            .map(|c| format!("LISTEN {c}"))
+            .collect::<Vec<_>>()
+            .join("; ");
         conn.client
             .batch_execute(&sql)
             .map_err(|err| self.statement_error(&err))?;

@@ -673,6 +673,43 @@ mod tests {
     }
 
     #[test]
+    fn the_call_deadline_is_the_statement_timeout_in_force_and_a_margin() {
+        use std::time::Duration;
+        let t = PgTarget::parse("postgres://u@h/d", None).expect("parses");
+        assert_eq!(t.answer_within(), Duration::from_secs(35), "30 s and 5 s");
+        let short = t.clone().with_statement_timeout(Duration::from_secs(1));
+        assert_eq!(short.answer_within(), Duration::from_secs(2), "1 s and 1 s");
+        let url = "postgres://u@h/d?options=-c%20statement_timeout%3D2min";
+        let operators = PgTarget::parse(url, None).expect("parses");
+        assert_eq!(
+            operators.answer_within(),
+            Duration::from_secs(125),
+            "the URL's statement_timeout wins"
+        );
+        for (options, ms) in [
+            ("-c statement_timeout=1500", Some(1_500)),
+            ("-c statement_timeout=3s -c lock_timeout=1s", Some(3_000)),
+            ("-cstatement_timeout='2min'", Some(120_000)),
+            ("-c statement_timeout=0", Some(0)),
+            ("-c statement_timeout=1d", None),
+            ("-c lock_timeout=5s", None),
+        ] {
+            assert_eq!(
+                options_statement_timeout(options),
+                ms.map(Duration::from_millis),
+                "{options}"
+            );
+        }
+        let off = PgTarget::parse("postgres://u@h/d?options=-c%20statement_timeout%3D0", None)
+            .expect("parses");
+        assert_eq!(
+            off.answer_within(),
+            Duration::from_secs(35),
+            "no server limit: the setting's deadline still holds"
+        );
+    }
+
+    #[test]
     fn a_namespace_qualifies_hermes_tables_and_nothing_else() {
         let t = target("team_a");
         assert_eq!(t.namespace(), "team_a");
