@@ -80,14 +80,14 @@ impl Pg {
         })?;
         let mode = match client {
             None => Mode::Deaf,
-            Some(client) => Mode::Apart(Apart {
+            Some(client) => Mode::Apart(Box::new(Apart {
                 target,
                 tls,
                 channels,
                 client: Some(client),
                 failures: 0,
                 retry_at: None,
-            }),
+            })),
         };
         Ok(Listener { mode, events })
     }
@@ -259,7 +259,7 @@ enum Mode {
     /// On the ledger's own connection, subscriber `id` of its hub.
     Shared { conns: Arc<Conns>, id: u64 },
     /// On a connection of its own (`ledger.listen_url`).
-    Apart(Apart),
+    Apart(Box<Apart>),
     /// Notifications cannot reach it (see [`Pg::listen`]): it polls instead.
     Deaf,
 }
