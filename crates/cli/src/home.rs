@@ -151,7 +151,9 @@ impl Home {
         // past a pooler in transaction mode when `ledger.listen_url` says where (SPEC §11.1).
         Ok(match location {
             ledger::Location::Postgres(target) => {
-                let mut target = target.in_namespace(&self.settings.ledger.namespace);
+                let mut target = target
+                    .in_namespace(&self.settings.ledger.namespace)
+                    .with_statement_timeout(self.settings.ledger.statement_timeout);
                 if let Some(listen) = &self.settings.ledger.listen_url {
                     let direct = ledger::PgTarget::parse_env(listen.expose(), &env)
                         .map_err(|e| anyhow::anyhow!("ledger.listen_url: {e}"))?;

@@ -722,16 +722,16 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
     let slow = h.run(&["delegate", "--session", "a", "--", "sleep", "30"]);
     assert_eq!(slow.code, 0, "{}", slow.stderr);
     // Room for what session a's host holds and one more: the next delegate connects, and the
-    // host it starts cannot.
-    // Its listener is the last connection it opens.
-    let listening = format!(
-        "SELECT count(*) > 0 FROM pg_stat_activity \
-         WHERE usename = '{role}' AND query LIKE 'LISTEN hermes%'"
-    );
+    // host it starts cannot. The host holds one connection once it runs the child (its calls
+    // and its listener share it).
+    let running = || {
+        let status = h.json(&["delegation", "list", "--json"]);
+        status.to_string().contains("\"running\"")
+    };
     common::wait_for(
         std::time::Duration::from_secs(10),
-        "session a's host to listen",
-        || (ledger::testing::query_bools(&db, &listening) == vec![true]).then_some(()),
+        "session a's host to run its child on its one connection",
+        || (running() && ledger::testing::connections_of(&db, &role) == 1).then_some(()),
     );
     let held = ledger::testing::connections_of(&db, &role);
     ledger::testing::execute_sql(
@@ -819,4 +819,105 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
             .is_some_and(|r| r.contains("the result")),
         "{done}"
     );
+}
+
+/// SPEC §11.1: a server that takes the login and then never answers (hung, or behind a
+/// partition that black-holes the session): each command gives up once its statement deadline
+/// passes (`ledger.statement_timeout_seconds` 1 s and a margin as long: 2 s), exits 6 and says
+/// so in one line, instead of hanging.
+#[test]
+fn a_command_whose_server_stops_answering_exits_6_within_its_deadline_in_one_line() {
+    let (h, proxy) = through_proxy();
+    let first = h.run(&["delegation", "list"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // Every connection goes silent at the schema check each command makes first.
+    proxy.hang_at(b"hermes_schema");
+    let short = [("HERMES_LEDGER_STATEMENT_TIMEOUT_SECONDS", "1")];
+    let list: &[&str] = &["delegation", "list"];
+    let delegate: &[&str] = &["delegate", "--session", "S", "--", "true"];
+    for args in [list, delegate] {
+        let started = std::time::Instant::now();
+        let run = h.run_env(args, &short);
+        let took = started.elapsed();
+        assert_eq!(run.code, 6, "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("did not answer within 2 s"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            took < std::time::Duration::from_secs(15),
+            "{args:?}: {took:?}"
+        );
+    }
+    assert!(proxy.faults() >= 2, "{}", proxy.faults());
+    proxy.pass();
+    let again = h.run(&["delegation", "list"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+}
+
+/// Issue #22, defect 9: a worker and a session's headless host each hold one server
+/// connection while they run a child (their calls and their listener share it); they held two
+/// or three before. Each process's connections are told apart by the URL's
+/// `application_name`.
+#[test]
+fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child() {
+    use std::time::Duration;
+    let url = fresh_database(&pg_admin_url());
+    let named = |name: &str| {
+        format!(
+            "{url}{}application_name={name}",
+            if url.contains('?') { '&' } else { '?' }
+        )
+    };
+    let dispatcher = Hermes::sharing(&url);
+    let worker_home = Hermes::sharing(&named("pinned_worker"));
+    let host_home = Hermes::sharing(&named("pinned_host"));
+    let mut worker = worker_home.command(&["worker", "--pool", "p", "--capacity", "2"]);
+    worker
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _worker = Killed(worker.spawn().expect("the worker starts"));
+    let mut host = host_home.command(&["host", "--session", "H"]);
+    host.env("HERMES_HOST_IDLE_EXIT_SECONDS", "60")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _host = Killed(host.spawn().expect("the host starts"));
+    let limit = Duration::from_secs(60);
+    common::wait_for(limit, "the worker to register", || {
+        let workers = dispatcher.json(&["worker", "list", "--json"]);
+        workers["workers"]
+            .as_array()
+            .is_some_and(|all| !all.is_empty())
+            .then_some(())
+    });
+    let session = ledger::SessionId::new("H").expect("id");
+    common::wait_for(limit, "the host to host session H", || {
+        dispatcher.ledger().session(&session).ok()??.host.map(drop)
+    });
+    let delegate = |args: &[&str]| {
+        let run = dispatcher.run(args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.json()["delegation_id"].as_str().expect("id").to_owned()
+    };
+    let pooled = delegate(&[
+        "delegate",
+        "--session",
+        "W",
+        "--pool",
+        "p",
+        "--json",
+        "--",
+        "sleep",
+        "60",
+    ]);
+    let hosted = delegate(&["delegate", "--session", "H", "--json", "--", "sleep", "60"]);
+    for (id, name) in [(&pooled, "pinned_worker"), (&hosted, "pinned_host")] {
+        common::wait_for(limit, &format!("{name} to hold one connection"), || {
+            let status = dispatcher.json(&["delegation", "status", id, "--json"]);
+            let running = status["tasks"][0]["pid"].is_u64();
+            (running && ledger::testing::connections_named(&url, name) == 1).then_some(())
+        });
+    }
 }

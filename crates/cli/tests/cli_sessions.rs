@@ -487,9 +487,9 @@ fn status_shows_a_stalling_child_and_its_stall_fields_during_the_grace_period() 
     assert_eq!(task["detail"]["stall_grace_seconds"], 8.0, "{task}");
 }
 
-/// SPEC §11.1 (issue #22, defect 6): a `drain --wait` whose connections, pooled and listening,
-/// are all ended by the server (an operator, a failover) reconnects and delivers, instead of
-/// exiting 6 at its next look.
+/// SPEC §11.1 (issue #22, defect 6): a `drain --wait` whose connection (its calls' and its
+/// listener's) is ended by the server (an operator, a failover), with the host's, reconnects and
+/// delivers, instead of exiting 6 at its next look.
 #[test]
 fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
     let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
@@ -510,14 +510,24 @@ fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
         &script,
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // The drain's connection is told apart by its application_name.
+    let named = format!(
+        "{url}{}application_name=waiting_drain",
+        if url.contains('?') { '&' } else { '?' }
+    );
     let drain = h
         .command(&["drain", "--session", "K", "--wait", "60"])
+        .env("HERMES_LEDGER_URL", &named)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("drain starts");
-    wait_for(Duration::from_secs(20), "the drain to listen", || {
-        (ledger::testing::connections_that_ran(&url, "LISTEN hermes_events") >= 1).then_some(())
+    // It has looked for results: a read, which ends with ROLLBACK (its listener shares that
+    // connection and waits on it between looks).
+    let looked = "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database() \
+                  AND application_name = 'waiting_drain' AND query = 'ROLLBACK'";
+    wait_for(Duration::from_secs(20), "the drain to wait", || {
+        (ledger::testing::query_bools(&url, looked) == vec![true]).then_some(())
     });
     let ended = ledger::testing::terminate_connections(&url);
     assert!(ended >= 2, "{ended} connections ended");

@@ -361,6 +361,22 @@ pub fn connections_of(url: &str, role: &str) -> usize {
     .map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
+/// How many server connections to the database of `url` (other than the one asking) have
+/// `application_name` (`?application_name=…` in a URL names a process's connections).
+pub fn connections_named(url: &str, application_name: &str) -> usize {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name = $1 \
+             AND pid <> pg_backend_pid()",
+            &[&application_name],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
 /// How many server connections to the database of `url` last ran exactly `query` (say
 /// `LISTEN hermes_events`: the consumers waiting on it).
 pub fn connections_that_ran(url: &str, query: &str) -> usize {

@@ -43,6 +43,8 @@ struct State {
     /// The mode the proxy switches to once the trap fires (the server gone right after it).
     after_trap: Option<Mode>,
     cut_after: Option<u64>,
+    /// A connection that sends a message containing this goes silent (`hang_at`).
+    hang_at: Option<Vec<u8>>,
     /// Each open connection's two streams and whether it was faulted already (a connection
     /// counts once in `faults`, however many of its pumps then fail).
     conns: Vec<(TcpStream, TcpStream, Arc<AtomicBool>)>,
@@ -131,11 +133,20 @@ impl FaultProxy {
         state.mode = Some(Mode::Pass);
         state.cut_after = None;
         state.after_trap = None;
+        state.hang_at = None;
     }
 
     /// Black-holes every connection, new and existing, until [`FaultProxy::pass`].
     pub fn black_hole(&self) {
         lock(&self.shared).mode = Some(Mode::BlackHole);
+    }
+
+    /// Every connection that sends a message containing `pattern` goes silent from that
+    /// message on, until [`FaultProxy::pass`]: it and all that follow are swallowed, nothing is
+    /// answered, and the connection stays open (a server that hung mid-session, after the
+    /// login went through). Each such connection counts once in `faults`.
+    pub fn hang_at(&self, pattern: &[u8]) {
+        lock(&self.shared).hang_at = Some(pattern.to_vec());
     }
 
     /// Drops every open connection now (later ones are served as the mode says).
@@ -197,13 +208,15 @@ fn serve(shared: &Arc<Shared>, client: TcpStream) {
     let faulted = Arc::new(AtomicBool::new(false));
     lock(shared).conns.push((c, s, Arc::clone(&faulted)));
     let lose_reply = Arc::new(AtomicBool::new(false));
+    let hung = Arc::new(AtomicBool::new(false));
     let up = {
         let shared = Arc::clone(shared);
         let (lose_reply, faulted) = (Arc::clone(&lose_reply), Arc::clone(&faulted));
+        let hung = Arc::clone(&hung);
         let (from, to) = (client_copy, server_copy);
-        thread::spawn(move || pump_up(&shared, &faulted, from, to, &lose_reply))
+        thread::spawn(move || pump_up(&shared, &faulted, from, to, (&lose_reply, &hung)))
     };
-    pump_down(shared, &faulted, server, client, &lose_reply);
+    pump_down(shared, &faulted, server, client, (&lose_reply, &hung));
     let _ = up.join();
 }
 
@@ -222,7 +235,7 @@ fn pump_up(
     faulted: &AtomicBool,
     mut from: TcpStream,
     mut to: TcpStream,
-    lose_reply: &AtomicBool,
+    (lose_reply, hung): (&AtomicBool, &AtomicBool),
 ) {
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = vec![0u8; 16 * 1024];
@@ -247,8 +260,18 @@ fn pump_up(
             Some(Trap::DropBefore(p) | Trap::LoseReply(p)) => ends_after(&window, p, old),
             None => false,
         };
+        let hangs = state
+            .hang_at
+            .as_ref()
+            .is_some_and(|pattern| ends_after(&window, pattern, old));
         let keep = window.len().saturating_sub(64);
         window.drain(..keep);
+        if hangs && !hung.swap(true, Ordering::SeqCst) && !faulted.swap(true, Ordering::SeqCst) {
+            shared.faults.fetch_add(1, Ordering::SeqCst);
+        }
+        if hung.load(Ordering::SeqCst) && state.hang_at.is_some() {
+            continue;
+        }
         if hit {
             if let Some(mode) = state.after_trap.take() {
                 state.mode = Some(mode);
@@ -279,7 +302,7 @@ fn pump_down(
     faulted: &AtomicBool,
     mut from: TcpStream,
     mut to: TcpStream,
-    lose_reply: &AtomicBool,
+    (lose_reply, hung): (&AtomicBool, &AtomicBool),
 ) {
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = vec![0u8; 16 * 1024];
@@ -293,9 +316,13 @@ fn pump_down(
             // The server answered the trapped message: the client never hears it.
             return cut(shared, faulted, &from, &to);
         }
-        if lock(shared).mode == Some(Mode::BlackHole) {
+        let state = lock(shared);
+        if state.mode == Some(Mode::BlackHole)
+            || hung.load(Ordering::SeqCst) && state.hang_at.is_some()
+        {
             continue;
         }
+        drop(state);
         if to.write_all(&buf[..n]).is_err() {
             return cut(shared, faulted, &from, &to);
         }

@@ -13,7 +13,14 @@ use ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
 use registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
 fn connect(url: &str) -> Arc<Ledger> {
-    let target = ledger::PgTarget::parse(url, None).expect("the URL parses");
+    connect_within(url, Duration::from_secs(30))
+}
+
+/// A ledger whose calls give up on a silent server after `statement_timeout` and a margin.
+fn connect_within(url: &str, statement_timeout: Duration) -> Arc<Ledger> {
+    let target = ledger::PgTarget::parse(url, None)
+        .expect("the URL parses")
+        .with_statement_timeout(statement_timeout);
     let config = ledger::LedgerConfig::default();
     Arc::new(Ledger::connect(&target, config, ledger::TokenSource::Random).expect("connects"))
 }
@@ -36,14 +43,16 @@ async fn host_on(ledger: Arc<Ledger>, home: &Path, session: &str) -> Host {
 }
 
 /// SPEC §11.1: a partition that black-holes traffic (the server accepts and never answers)
-/// blocks every ledger call of the host; its self-fencing runs on its own clock all the same.
+/// holds up every ledger call of the host until the call's deadline; its self-fencing runs on
+/// its own clock all the same, and the calls themselves end on theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
     let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
     let (proxy, via) = pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
-    let (partitioned, outside) = (connect(&via), connect(&url));
+    // A call gives up after 2 s of silence (a statement timeout of 1 s and a margin).
+    let (partitioned, outside) = (connect_within(&via, Duration::from_secs(1)), connect(&url));
     let home = tempfile::tempdir().expect("tempdir");
-    let host = host_on(partitioned, home.path(), "hang").await;
+    let host = host_on(Arc::clone(&partitioned), home.path(), "hang").await;
     let dispatched = host
         .dispatch(DispatchRequest::background(
             SessionId::new("hang").expect("session"),
@@ -76,7 +85,20 @@ async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
         "stopped within the lease: {:?}",
         partitioned_at.elapsed()
     );
-    // Ends the hung calls, so that the runtime can shut down.
+    // The host's own calls do not hang either: one made now gives up on its deadline.
+    let asked = std::time::Instant::now();
+    let read = tokio::task::spawn_blocking(move || partitioned.delegation(&id).map(drop))
+        .await
+        .expect("the call returns");
+    assert!(
+        matches!(read, Err(ledger::LedgerError::Unavailable { .. })),
+        "{read:?}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "the deadline and one reconnection: {:?}",
+        asked.elapsed()
+    );
     drop(proxy);
 }
 

@@ -248,6 +248,13 @@ pub const KEYS: &[Key] = &[
         |s, q| s.host.lease = q.duration(),
     ),
     key(
+        "ledger",
+        "statement_timeout_seconds",
+        30.0,
+        seconds(0.1, 86_400.0),
+        |s, q| s.ledger.statement_timeout = q.duration(),
+    ),
+    key(
         "host",
         "recovery_interval_seconds",
         3.0,

@@ -94,6 +94,10 @@ pub struct LedgerSection {
     /// `ledger.namespace`: the deployment's PostgreSQL schema (default `hermes`, the tables
     /// hermes has always used). Ignored by the embedded ledger: one home is one deployment.
     pub namespace: Namespace,
+    /// `ledger.statement_timeout_seconds`: PostgreSQL ends a statement that runs longer (set
+    /// per session, unless the URL's `options` set it), and a call that hears nothing from the
+    /// server for that long and a margin fails as a broken connection (SPEC §11.1).
+    pub statement_timeout: Duration,
 }
 
 /// A deployment's namespace on a shared PostgreSQL database (`ledger.namespace`,

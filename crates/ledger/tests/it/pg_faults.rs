@@ -163,10 +163,10 @@ fn a_ledger_whose_connections_were_all_terminated_reconnects_at_its_next_operati
         .listen(&[Listen::Events])
         .expect("listens")
         .expect("PostgreSQL notifies");
-    // Both of its connections (the pooled one and the listener) end together, as when an
-    // operator or a failover ends hermes' backends.
+    // Its connection (the one its calls and its listener share) ends, as when an operator or
+    // a failover ends hermes' backends.
     let ended = ledger::testing::terminate_connections(&url);
-    assert!(ended >= 2, "{ended} connections ended");
+    assert_eq!(ended, 1, "the calls and the listener share one connection");
     finish(&ledger, &id, 0, T0);
     let c = claimed(claim(&ledger, &[key(&id, 0)], 60_000, T0));
     ledger.ack(c.token, T0.plus_ms(1)).expect("acks");
@@ -340,4 +340,213 @@ fn a_dispatch_whose_answer_was_lost_names_its_id_and_sent_again_under_it_is_reco
     assert_eq!(again.delegation.id, id);
     let listing = ledger.list(Some(&session()), 10).expect("lists");
     assert_eq!(listing.running.len() + listing.queued.len(), 1, "one unit");
+}
+
+/// A ledger whose statements the server ends after `statement_timeout` (so that a call gives
+/// up on a silent server soon after), reached through a proxy the test drives.
+fn through_proxy_within(statement_timeout: std::time::Duration) -> (Ledger, FaultProxy) {
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let via = format!(
+        "{via}{}sslmode=disable&connect_timeout=1",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    let target = PgTarget::parse(&via, None)
+        .expect("the URL parses")
+        .with_statement_timeout(statement_timeout);
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("connects through the proxy");
+    (ledger, proxy)
+}
+
+#[test]
+fn a_call_the_server_never_answers_fails_as_unavailable_within_its_deadline() {
+    use std::time::{Duration, Instant};
+    // Statements end after 1 s on the server; a call hears nothing for 2 s: it gives up.
+    let (ledger, proxy) = through_proxy_within(Duration::from_secs(1));
+    let ledger = std::sync::Arc::new(ledger);
+    let id = unit(&ledger, 1);
+    proxy.black_hole();
+    let started = Instant::now();
+    let asking = std::sync::Arc::clone(&ledger);
+    let asked = id.clone();
+    let read = within(Duration::from_secs(30), move || {
+        asking.delegation(&asked).map(drop)
+    })
+    .expect("the call has a deadline: it is not left hanging");
+    let err = read.expect_err("nothing answers");
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Unavailable { .. }), "{text}");
+    assert!(text.contains("did not answer"), "{text}");
+    assert!(text.contains(&proxy.addr().to_string()), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the deadline (2 s) and one reconnection under the connect timeout (1 s): {:?}",
+        started.elapsed()
+    );
+    // The server answers again: the next calls reconnect.
+    proxy.pass();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ledger.delegation(&id).is_err() {
+        assert!(Instant::now() < deadline, "the ledger reconnects");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_statement_the_server_never_answers_is_given_up_after_its_deadline_and_said_so() {
+    use std::time::{Duration, Instant};
+    let (ledger, proxy) = through_proxy_within(Duration::from_millis(500));
+    let id = unit(&ledger, 1);
+    // Every connection goes silent at the statement that reads units: the login and BEGIN
+    // are answered, that statement never is (the one retry on a new connection neither).
+    proxy.hang_at(b"hermes_units");
+    let started = Instant::now();
+    let err = ledger.delegation(&id).expect_err("nothing answers");
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Unavailable { .. }), "{text}");
+    assert!(
+        text.contains("did not answer within 1 s (the connection was dropped)"),
+        "{text}"
+    );
+    assert!(
+        proxy.faults() >= 2,
+        "the retry hung too: {}",
+        proxy.faults()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    proxy.pass();
+    ledger.delegation(&id).expect("answered again");
+}
+
+#[test]
+fn an_idle_listener_outlives_the_call_deadline_and_still_hears() {
+    use std::time::{Duration, Instant};
+    let url = fresh_database(&pg_admin_url());
+    // A call would be given up after 0.4 s without an answer.
+    let target = PgTarget::parse(&url, None)
+        .expect("the URL parses")
+        .with_statement_timeout(Duration::from_millis(200));
+    let ledger = Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+        .expect("connects");
+    let mut listener = ledger
+        .listen(&[Listen::Events])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    assert!(listener.hears_notifications());
+    // Idle far longer than a call may wait: nothing is wrong with it.
+    let idle = listener
+        .wait(Duration::from_millis(1_500))
+        .expect("an idle listener is not a hung one");
+    assert!(idle.is_empty(), "{idle:?}");
+    let id = unit(&ledger, 1);
+    finish(&ledger, &id, 0, T0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let notices = listener.wait(Duration::from_millis(200)).expect("waits");
+        assert!(
+            !notices.contains(&Notice::Reconnected),
+            "the connection was kept: {notices:?}"
+        );
+        if notices.iter().any(|n| matches!(n, Notice::Event(_))) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the event's notification arrives"
+        );
+    }
+}
+
+/// Issue #22, defect 9: a process's calls and listeners share one server connection. Here a
+/// host's listener (activity) and a consumer's (events) wait while calls from several threads
+/// run between their waits; the ledger never holds more than one connection once idle, and
+/// both listeners still hear what concerns them.
+#[test]
+fn a_ledger_its_listeners_and_concurrent_calls_share_one_connection() {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let url = fresh_database(&pg_admin_url());
+    let named = format!(
+        "{url}{}application_name=one_conn",
+        if url.contains('?') { '&' } else { '?' }
+    );
+    let target = PgTarget::parse(&named, None).expect("the URL parses");
+    let ledger = Arc::new(
+        Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(7))
+            .expect("connects"),
+    );
+    let mut activity = ledger
+        .listen(&[Listen::Activity])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    let mut events = ledger
+        .listen(&[Listen::Events])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    assert!(activity.hears_notifications() && events.hears_notifications());
+    let heard_activity = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if activity
+                .wait(Duration::from_millis(200))
+                .is_ok_and(|n| n.contains(&Notice::Activity))
+            {
+                return true;
+            }
+        }
+        false
+    });
+    let heard_event = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if events
+                .wait(Duration::from_millis(200))
+                .is_ok_and(|n| n.iter().any(|n| matches!(n, Notice::Event(_))))
+            {
+                return true;
+            }
+        }
+        false
+    });
+    // Calls from several threads while both listeners wait.
+    let callers: Vec<_> = (0..3)
+        .map(|_| {
+            let ledger = Arc::clone(&ledger);
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let id = unit(&ledger, 1);
+                    finish(&ledger, &id, 0, T0);
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.join().expect("the calls succeed");
+    }
+    assert!(
+        heard_activity.join().expect("joins"),
+        "the host's listener hears"
+    );
+    assert!(
+        heard_event.join().expect("joins"),
+        "the consumer's listener hears"
+    );
+    // Once the calls are over, any extra connection they opened was closed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let held = ledger::testing::connections_named(&url, "one_conn");
+        if held == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{held} connections held while idle"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

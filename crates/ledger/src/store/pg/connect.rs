@@ -2,26 +2,28 @@
 //! (SPEC §11.1): the socket, TLS, authentication and startup all fit in the connect timeout,
 //! so an endpoint that accepts and never answers cannot hang a command.
 
-use std::sync::mpsc;
 use std::time::Duration;
 
-use postgres::Client;
 use postgres::error::SqlState;
 
-use super::pool::{CONNECT_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT, STATEMENT_TIMEOUT, one_line};
+use super::client::{Client, no_answer};
+use super::pool::{CONNECT_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT, one_line};
 use super::url::PgTarget;
 
 /// Why a connection could not be opened.
 pub(super) enum Refused {
     /// The server (or the network) answered with an error.
     Error(postgres::Error),
+    /// No socket could be opened (refused, unreachable, no such host).
+    Io(std::io::Error),
     /// Nothing answered within the deadline.
     Silent(Duration),
 }
 
 /// Connects to `target`, the whole login within its connect timeout (the URL's
-/// `connect_timeout`, else [`CONNECT_TIMEOUT`]). A login still hanging then is left to end on
-/// its own thread (the TCP keepalives and user timeout end it once the peer is gone).
+/// `connect_timeout`, else [`CONNECT_TIMEOUT`]), and sets the session's server-side
+/// deadlines; every later call on the connection must hear from the server within
+/// [`PgTarget::answer_within`].
 pub(super) fn connect_within(
     target: &PgTarget,
     tls: &tokio_postgres_rustls::MakeRustlsConnect,
@@ -31,41 +33,27 @@ pub(super) fn connect_within(
         .get_connect_timeout()
         .copied()
         .unwrap_or(CONNECT_TIMEOUT);
-    let (config, tls) = (target.config.clone(), tls.clone());
-    let settings = session_settings(config.get_options().unwrap_or_default());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        // Over Unix-domain sockets only, the URL's parse set `sslmode` to disable (as libpq
-        // ignores it there); no TLS connector is made either, having no server name to check.
-        let in_the_clear = config.get_ssl_mode() == postgres::config::SslMode::Disable;
-        let connected = if in_the_clear {
-            config.connect(postgres::NoTls)
-        } else {
-            config.connect(tls)
-        };
-        let connected = connected.and_then(|mut client| {
-            if !settings.is_empty() {
-                client.batch_execute(&settings)?;
-            }
-            Ok(client)
-        });
-        // The receiver may have given up: the client is then dropped here.
-        let _ = tx.send(connected);
-    });
-    match rx.recv_timeout(deadline) {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(err)) => Err(Refused::Error(err)),
-        Err(_) => Err(Refused::Silent(deadline)),
+    let settings = session_settings(
+        target.config.get_options().unwrap_or_default(),
+        target.statement_timeout,
+    );
+    // Over Unix-domain sockets only, the URL's parse set `sslmode` to disable (as libpq
+    // ignores it there): the client then makes no TLS connection, having no server name.
+    let mut client = Client::connect(&target.config, tls, deadline, target.answer_within())?;
+    if !settings.is_empty() {
+        client.batch_execute(&settings).map_err(Refused::Error)?;
     }
+    Ok(client)
 }
 
-/// The server-side deadlines every session gets: `statement_timeout` ([`STATEMENT_TIMEOUT`])
-/// and `idle_in_transaction_session_timeout` ([`IDLE_IN_TRANSACTION_TIMEOUT`]), each unless the
-/// URL's `options` set it (the operator's choice wins). Set with `SET` once the session is open
-/// rather than as startup `options`, which poolers refuse.
-pub(super) fn session_settings(url_options: &str) -> String {
+/// The server-side deadlines every session gets: `statement_timeout` (`statement_timeout`,
+/// `ledger.statement_timeout_seconds`) and `idle_in_transaction_session_timeout`
+/// ([`IDLE_IN_TRANSACTION_TIMEOUT`]), each unless the URL's `options` set it (the operator's
+/// choice wins). Set with `SET` once the session is open rather than as startup `options`,
+/// which poolers refuse.
+pub(super) fn session_settings(url_options: &str, statement_timeout: Duration) -> String {
     [
-        ("statement_timeout", STATEMENT_TIMEOUT),
+        ("statement_timeout", statement_timeout),
         (
             "idle_in_transaction_session_timeout",
             IDLE_IN_TRANSACTION_TIMEOUT,
@@ -109,6 +97,10 @@ impl Refused {
     pub(super) fn reason(&self, server: &str) -> String {
         match self {
             Refused::Error(err) => describe(err, server),
+            Refused::Io(err) => format!(
+                "cannot reach the PostgreSQL server at {server}: {}",
+                stdx::one_line(&err.to_string())
+            ),
             Refused::Silent(deadline) => format!(
                 "the PostgreSQL server at {server} did not answer the login within {} s",
                 deadline.as_secs_f64()
@@ -120,6 +112,12 @@ impl Refused {
 /// One line for a connection that failed with `err`: what the server said, or that it cannot
 /// be reached.
 pub(super) fn describe(err: &postgres::Error, server: &str) -> String {
+    if let Some(after) = no_answer(err) {
+        return format!(
+            "the PostgreSQL server at {server} did not answer within {} s (the connection was dropped)",
+            after.as_secs_f64()
+        );
+    }
     match server_said(err) {
         Some(said) => format!("the PostgreSQL server at {server} {said}"),
         None => format!(

@@ -14,12 +14,16 @@
 //! gets its own result. `NOTIFY` wakes waiters when
 //! the activity counter moves or an event becomes deliverable.
 //!
-//! The client is the synchronous `postgres` crate, which drives `tokio-postgres` on a small
-//! runtime of its own; a call made from inside a tokio runtime runs on a scoped thread, since
+//! The client is hermes' own synchronous one (`client.rs`), which drives `tokio-postgres` on a
+//! small runtime of each connection's own over a socket it opened itself, so that every round
+//! trip has a deadline; a call made from inside a tokio runtime runs on a scoped thread, since
 //! that runtime cannot be blocked on from there.
 
+mod client;
 mod connect;
+mod conns;
 mod credentials;
+mod hub;
 mod listen;
 mod pool;
 mod read;

@@ -1,19 +1,18 @@
-//! The connections of a PostgreSQL ledger: a small pool, reconnecting with backoff, and the
-//! retry loop every transaction runs in (again after a serialization failure; once more on a
-//! fresh connection when one broke before `COMMIT`).
+//! A PostgreSQL ledger on its connections (`conns.rs`), and the retry loop every transaction
+//! runs in (again after a serialization failure; once more on a fresh connection when one
+//! broke before `COMMIT`).
 
 use std::cell::{Cell, RefCell};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
-use postgres::{Client, IsolationLevel};
+use postgres::IsolationLevel;
 
-use super::connect::*;
-use super::listen::*;
+use super::conns::*;
 use super::tx::*;
 use super::url::*;
-use crate::error::{LedgerError, Result, StorageFault};
+use crate::error::{LedgerError, Result};
 use crate::store::{Counters, Reader, Writer};
 
 /// How long a connection attempt may take.
@@ -26,8 +25,12 @@ pub(super) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 pub(super) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
 /// …and the connection is dropped after this many unanswered.
 pub(super) const KEEPALIVE_RETRIES: u32 = 3;
-/// The server ends a statement that runs longer (set per session).
+/// The server ends a statement that runs longer (set per session), unless
+/// `ledger.statement_timeout_seconds` says otherwise.
 pub(super) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most a call waits past the statement timeout for the server's answer before its
+/// connection is taken for broken (`PgTarget::answer_within`).
+pub(super) const ANSWER_MARGIN: Duration = Duration::from_secs(5);
 /// The server ends a session whose transaction stays idle longer (its client hung or vanished
 /// mid-transaction: its locks are released).
 pub(super) const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -36,44 +39,20 @@ pub(super) const MAX_RETRIES: u32 = 200;
 /// The longest pause between two connection attempts after failures.
 pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// One pooled connection.
-pub(super) struct Conn {
-    pub(super) client: Client,
-}
-
-/// Consecutive connection failures, for backoff.
-#[derive(Default)]
-pub(super) struct Backoff {
-    pub(super) failures: u32,
-    pub(super) not_before: Option<Instant>,
-}
-
-/// A PostgreSQL ledger's connections.
+/// A PostgreSQL ledger: its connections (`conns.rs`), which its listeners share.
 pub(crate) struct Pg {
-    pub(super) target: PgTarget,
-    pub(super) path: PathBuf,
-    pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
-    pub(super) idle: Mutex<Vec<Conn>>,
-    pub(super) backoff: Mutex<Backoff>,
+    pub(super) conns: Arc<Conns>,
+}
+
+impl std::ops::Deref for Pg {
+    type Target = Conns;
+
+    fn deref(&self) -> &Conns {
+        &self.conns
+    }
 }
 
 pub(super) use stdx::lock;
-
-impl Drop for Pg {
-    fn drop(&mut self) {
-        // Closing a client blocks on its runtime: never on a tokio worker thread.
-        let idle = std::mem::take(&mut *lock(&self.idle));
-        off_runtime(move || drop(idle));
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            off_runtime(move || drop(client));
-        }
-    }
-}
 
 /// Runs `f` where the synchronous client may block: on this thread, or on a scoped thread when
 /// this thread belongs to a tokio runtime.
@@ -101,11 +80,7 @@ impl Pg {
     /// A pool for `target` with no connection yet.
     fn new(target: PgTarget) -> Pg {
         Pg {
-            path: PathBuf::from(target.display()),
-            tls: target.tls.clone(),
-            target,
-            idle: Mutex::new(Vec::new()),
-            backoff: Mutex::new(Backoff::default()),
+            conns: Arc::new(Conns::new(target)),
         }
     }
 
@@ -156,72 +131,6 @@ impl Pg {
         &self.path
     }
 
-    pub(super) fn unavailable(&self, err: &postgres::Error) -> LedgerError {
-        LedgerError::Unavailable {
-            path: self.path.clone(),
-            reason: describe(err, &self.target.server),
-        }
-    }
-
-    /// An idle connection, or a new one (unless connecting failed very recently: then the
-    /// caller gets the error at once, and attempts are spaced by a growing pause).
-    pub(super) fn take(&self) -> Result<Conn> {
-        while let Some(conn) = lock(&self.idle).pop() {
-            if !conn.client.is_closed() {
-                return Ok(conn);
-            }
-        }
-        if let Some(not_before) = lock(&self.backoff).not_before
-            && Instant::now() < not_before
-        {
-            return Err(LedgerError::Unavailable {
-                path: self.path.clone(),
-                reason: format!(
-                    "cannot reach the PostgreSQL server at {} (retrying shortly)",
-                    self.target.server
-                ),
-            });
-        }
-        match connect_within(&self.target, &self.tls) {
-            Ok(client) => {
-                *lock(&self.backoff) = Backoff::default();
-                Ok(Conn { client })
-            }
-            Err(refused) => {
-                let mut backoff = lock(&self.backoff);
-                backoff.failures = backoff.failures.saturating_add(1);
-                let pause = Duration::from_millis(50)
-                    .saturating_mul(1 << backoff.failures.min(6))
-                    .min(MAX_BACKOFF);
-                backoff.not_before = Some(Instant::now() + pause);
-                Err(LedgerError::Unavailable {
-                    path: self.path.clone(),
-                    reason: refused.reason(&self.target.server),
-                })
-            }
-        }
-    }
-
-    pub(super) fn put_back(&self, conn: Conn) {
-        if !conn.client.is_closed() {
-            lock(&self.idle).push(conn);
-        }
-    }
-
-    pub(super) fn statement_error(&self, err: &postgres::Error) -> LedgerError {
-        if err.is_closed()
-            || err.as_db_error().is_none() && err.code().is_none()
-            || server_gone(err)
-        {
-            return self.unavailable(err);
-        }
-        let text = match server_said(err) {
-            Some(said) => format!("the PostgreSQL server at {} {said}", self.target.server),
-            None => format!("PostgreSQL at {}: {}", self.target.server, one_line(err)),
-        };
-        LedgerError::Storage(StorageFault::Engine(text))
-    }
-
     /// Runs `f` in one `REPEATABLE READ` read-only transaction.
     pub(crate) fn read<T: Send>(
         &self,
@@ -270,12 +179,8 @@ impl Pg {
             let failure = Cell::new(None);
             let committed = Cell::new(false);
             let result = {
-                let Conn { client } = &mut conn;
-                let begun = client
-                    .build_transaction()
-                    .isolation_level(isolation)
-                    .read_only(read_only)
-                    .start();
+                let client = &mut conn.client;
+                let begun = client.begin(Some(isolation), read_only);
                 match begun {
                     Ok(txn) => {
                         let tx = Tx {
@@ -300,9 +205,7 @@ impl Pg {
                     }
                 }
             };
-            if !conn.client.is_closed() {
-                self.put_back(conn);
-            }
+            self.put_back(conn);
             match (result, failure.get()) {
                 (Ok((value, _)), _) => return Ok(value),
                 (Err(_), Some(Failure::Conflict)) if conflicts < MAX_RETRIES => {
@@ -316,8 +219,7 @@ impl Pg {
                     // ending hermes' backends) most likely broke the idle ones too: the one
                     // retry runs on a new connection, and the idle ones are let go.
                     reconnected = true;
-                    let idle = std::mem::take(&mut *lock(&self.idle));
-                    drop(idle);
+                    self.let_go();
                 }
                 (Err(err), _) => return Err(err),
             }

@@ -1,7 +1,7 @@
 //! hermes' schema in PostgreSQL: its tables, its version, and creating or migrating it under
 //! an advisory lock.
 
-use postgres::Client;
+use super::client::{Client, Transaction};
 use postgres::error::SqlState;
 use postgres::types::Type;
 
@@ -180,7 +180,7 @@ pub(super) fn schema_version(
 
 pub(super) fn schema_version_in(
     target: &PgTarget,
-    txn: &mut postgres::Transaction<'_>,
+    txn: &mut Transaction<'_>,
 ) -> std::result::Result<Option<i32>, postgres::Error> {
     let exists = txn.query_typed(
         &target.qualify("SELECT to_regclass('hermes_schema') IS NOT NULL"),

@@ -17,7 +17,7 @@ use crate::store::{Counters, event_ref};
 /// One transaction on one connection.
 pub(crate) struct Tx<'c, 'p> {
     pub(super) pg: &'p Pg,
-    pub(super) txn: RefCell<Option<postgres::Transaction<'c>>>,
+    pub(super) txn: RefCell<Option<super::client::Transaction<'c>>>,
     pub(super) counters: &'p Counters,
     pub(super) dirty: Cell<bool>,
     /// A statement failed: the server has aborted the transaction.

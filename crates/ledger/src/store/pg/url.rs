@@ -16,7 +16,7 @@ pub fn is_postgres_url(url: &str) -> bool {
 /// password.
 #[derive(Clone)]
 pub struct PgTarget {
-    pub(super) config: postgres::Config,
+    pub(super) config: tokio_postgres::Config,
     /// `postgres://user@host:port/dbname`, for messages.
     pub(super) display: String,
     /// `host:port`, for the one-line error when the server cannot be reached.
@@ -29,6 +29,10 @@ pub struct PgTarget {
     /// Where `LISTEN` goes (`ledger.listen_url`: a direct connection past a pooler in
     /// transaction mode); `None`: here.
     pub(super) listen: Option<Box<PgTarget>>,
+    /// The server ends a statement that runs longer (`ledger.statement_timeout_seconds`,
+    /// set per session); the client gives up on a call a margin later
+    /// ([`PgTarget::answer_within`]).
+    pub(super) statement_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for PgTarget {
@@ -67,7 +71,7 @@ impl PgTarget {
         }
         let (url, verify) = verification(url, env)?;
         let url = &env.complete_authority(&url)?;
-        let mut config = postgres::Config::from_str(url).map_err(|err| {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|err| {
             // The parser's message quotes at most an option name or value, never the URL.
             invalid(format!("not a valid PostgreSQL URL ({err})"))
         })?;
@@ -114,6 +118,7 @@ impl PgTarget {
             namespace: None,
             tls,
             listen: None,
+            statement_timeout: STATEMENT_TIMEOUT,
         })
     }
 
@@ -168,8 +173,33 @@ impl PgTarget {
     /// connection to the same database that bypasses a pooler in transaction mode, where
     /// `LISTEN` cannot work (SPEC §11.1, "Behind a pooler").
     pub fn listening_at(mut self, direct: PgTarget) -> PgTarget {
+        let direct = direct.with_statement_timeout(self.statement_timeout);
         self.listen = Some(Box::new(direct));
         self
+    }
+
+    /// The same ledger, each statement ended by the server after `timeout`
+    /// (`ledger.statement_timeout_seconds`) unless the URL's `options` set `statement_timeout`,
+    /// and each round trip given up by the client when nothing answers a margin later.
+    pub fn with_statement_timeout(mut self, timeout: std::time::Duration) -> PgTarget {
+        self.statement_timeout = timeout;
+        self.listen = self
+            .listen
+            .map(|l| Box::new(l.with_statement_timeout(timeout)));
+        self
+    }
+
+    /// How long a call waits for a byte from the server before the connection is taken for
+    /// broken: the statement timeout in force (the URL's `options`, else
+    /// `ledger.statement_timeout_seconds`) and a margin for the answer to travel, as long again
+    /// as the timeout up to [`ANSWER_MARGIN`]. A server that ended the statement on time has
+    /// answered by then.
+    pub(super) fn answer_within(&self) -> std::time::Duration {
+        let options = self.config.get_options().unwrap_or_default();
+        let timeout = options_statement_timeout(options)
+            .filter(|t| !t.is_zero())
+            .unwrap_or(self.statement_timeout);
+        timeout + timeout.min(ANSWER_MARGIN)
     }
 
     /// Where this ledger's listeners connect.
@@ -356,7 +386,7 @@ impl PgEnv {
         Ok(format!("{scheme}://{userinfo}{hosts}{tail}"))
     }
 
-    fn fill(&self, url: &str, config: &mut postgres::Config) -> Result<()> {
+    fn fill(&self, url: &str, config: &mut tokio_postgres::Config) -> Result<()> {
         let invalid = |why: String| LedgerError::Invalid(why);
         // A Unix-socket directory in PGHOST (a TCP one went into the URL's authority).
         if config.get_hosts().is_empty()
@@ -424,7 +454,7 @@ impl PgEnv {
 
 /// The first host `config` names (a Unix-socket directory as its path), `localhost` if none:
 /// what messages name and the password file is matched against.
-fn first_host(config: &postgres::Config) -> String {
+fn first_host(config: &tokio_postgres::Config) -> String {
     match config.get_hosts().first() {
         Some(postgres::config::Host::Tcp(host)) => host.clone(),
         #[cfg(unix)]
@@ -513,11 +543,13 @@ fn percent_decoded(value: &str) -> String {
 }
 
 /// Every round trip gets a deadline (SPEC §11.1): the login its connect timeout (the URL's, or
-/// [`CONNECT_TIMEOUT`]; enforced by `connect::connect_within`); a peer that stops
+/// [`CONNECT_TIMEOUT`]; enforced by `client::Client::connect`); a peer that stops
 /// acknowledging is dropped by the kernel after [`TCP_USER_TIMEOUT`], an idle one that vanished
-/// after the keepalives; and the server itself ends a statement and an idle transaction on
-/// time (`connect::session_settings`, set on every new session).
-fn deadlines(config: &mut postgres::Config) {
+/// after the keepalives; the server itself ends a statement and an idle transaction on
+/// time (`connect::session_settings`, set on every new session); and a call that hears nothing
+/// for [`PgTarget::answer_within`] fails, its connection dropped (`client.rs`), for a peer
+/// that acknowledges and never answers.
+fn deadlines(config: &mut tokio_postgres::Config) {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -527,6 +559,26 @@ fn deadlines(config: &mut postgres::Config) {
         .keepalives_idle(KEEPALIVE_IDLE)
         .keepalives_interval(KEEPALIVE_INTERVAL)
         .keepalives_retries(KEEPALIVE_RETRIES);
+}
+
+/// The `statement_timeout` the URL's `options` set (`-c statement_timeout=5000`, `=5s`,
+/// `=2min`: PostgreSQL's units, milliseconds when none), if it sets one this can read.
+fn options_statement_timeout(options: &str) -> Option<std::time::Duration> {
+    let value = options
+        .split_whitespace()
+        .filter_map(|word| word.split_once("statement_timeout="))
+        .map(|(_, value)| value.trim_matches(['\'', '"']))
+        .next_back()?;
+    let digits = value.bytes().take_while(u8::is_ascii_digit).count();
+    let number: u64 = value[..digits].parse().ok()?;
+    let ms = match value[digits..].trim() {
+        "" | "ms" => number,
+        "s" => number.checked_mul(1_000)?,
+        "min" => number.checked_mul(60_000)?,
+        "h" => number.checked_mul(3_600_000)?,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_millis(ms))
 }
 
 /// `name` as a quoted SQL identifier (`"name"`, any `"` doubled).
@@ -618,6 +670,43 @@ mod tests {
         let (_, none) = verification("postgres://u@h/d?sslmode=require", &env).expect("parses");
         assert_eq!(none, None, "the URL's sslmode wins over PGSSLMODE");
         assert!(verification("postgres://u@h/d?sslmode=verify-some", &env).is_err());
+    }
+
+    #[test]
+    fn the_call_deadline_is_the_statement_timeout_in_force_and_a_margin() {
+        use std::time::Duration;
+        let t = PgTarget::parse("postgres://u@h/d", None).expect("parses");
+        assert_eq!(t.answer_within(), Duration::from_secs(35), "30 s and 5 s");
+        let short = t.clone().with_statement_timeout(Duration::from_secs(1));
+        assert_eq!(short.answer_within(), Duration::from_secs(2), "1 s and 1 s");
+        let url = "postgres://u@h/d?options=-c%20statement_timeout%3D2min";
+        let operators = PgTarget::parse(url, None).expect("parses");
+        assert_eq!(
+            operators.answer_within(),
+            Duration::from_secs(125),
+            "the URL's statement_timeout wins"
+        );
+        for (options, ms) in [
+            ("-c statement_timeout=1500", Some(1_500)),
+            ("-c statement_timeout=3s -c lock_timeout=1s", Some(3_000)),
+            ("-cstatement_timeout='2min'", Some(120_000)),
+            ("-c statement_timeout=0", Some(0)),
+            ("-c statement_timeout=1d", None),
+            ("-c lock_timeout=5s", None),
+        ] {
+            assert_eq!(
+                options_statement_timeout(options),
+                ms.map(Duration::from_millis),
+                "{options}"
+            );
+        }
+        let off = PgTarget::parse("postgres://u@h/d?options=-c%20statement_timeout%3D0", None)
+            .expect("parses");
+        assert_eq!(
+            off.answer_within(),
+            Duration::from_secs(35),
+            "no server limit: the setting's deadline still holds"
+        );
     }
 
     #[test]
