@@ -184,11 +184,12 @@ fn soak(
     let (proxy, via) =
         pgcluster::FaultProxy::in_front_of(&database_url).context("starting the fault proxy")?;
     proxy.pass();
-    let home = tempfile::Builder::new().prefix("hermes-soak-").tempdir()?;
-    std::fs::set_permissions(
-        home.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )?;
+    // Kept after the run, for the hosts' and workers' logs (`hosts/`, `soak-logs/`).
+    let home = tempfile::Builder::new()
+        .prefix("hermes-soak-")
+        .tempdir()?
+        .keep();
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
     let mut vars: Vec<(String, String)> = TIMINGS
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -196,7 +197,7 @@ fn soak(
     vars.push(("HERMES_LEDGER_URL".into(), via));
     let hermes = Hermes {
         binary: binary.to_owned(),
-        home: home.path().to_owned(),
+        home: home.clone(),
         vars,
     };
     let migrated = procs::run_limited(
@@ -218,7 +219,7 @@ fn soak(
         "xtask: soak: {} s of faults, {SESSIONS} sessions, {WORKERS} workers, {} drains; home {}",
         fault_time.as_secs(),
         SESSIONS * DRAINS_PER_SESSION,
-        home.path().display()
+        home.display()
     );
     let sessions: Vec<String> = (1..=SESSIONS).map(|i| format!("soak-{i}")).collect();
     let worker_pids: Vec<AtomicU32> = (0..WORKERS).map(|_| AtomicU32::new(0)).collect();
@@ -278,10 +279,10 @@ fn soak(
         shared.enter(Phase::Done);
         Ok(())
     })?;
-    let stopped = procs::stop_all(home.path(), Duration::from_secs(20));
+    let stopped = procs::stop_all(&home, Duration::from_secs(20));
     let journal = shared.journal();
     let tally = account::classify(&journal.dispatches, &journal.seen, &ledger);
-    let report = report(
+    let mut report = report(
         options,
         seed,
         fault_time,
@@ -291,6 +292,9 @@ fn soak(
         proxy.faults(),
         stopped,
     );
+    if let Value::Object(map) = &mut report {
+        map.insert("home".into(), json!(home.display().to_string()));
+    }
     if options.json {
         println!("{report}");
     } else {
@@ -428,6 +432,7 @@ fn report(
         "proxy_connections_dropped": proxy_faults,
         "exits": journal.exits,
         "worker_restarts": journal.worker_restarts,
+        "errors": journal.errors,
         "unreadable_drain_outputs": journal.unreadable_outputs,
         "recovery_seconds": account::recovery_seconds(journal.last_fault_end_ms, &journal.seen).map(round),
         "processes_stopped_at_end": stopped,

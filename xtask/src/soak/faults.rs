@@ -68,7 +68,7 @@ pub(super) struct Schedule {
 
 impl Schedule {
     pub(super) const DEFAULT: Schedule = Schedule {
-        step_ms: (60, 260),
+        step_ms: (10, 110),
         black_hole_every_ms: (8_000, 20_000),
         black_hole_ms: (1_000, 6_000),
         restart_every_ms: (25_000, 50_000),
@@ -76,7 +76,7 @@ impl Schedule {
     };
     /// The short mode's: the same kinds, more often, so a 30 s run sees each.
     pub(super) const SHORT: Schedule = Schedule {
-        step_ms: (60, 260),
+        step_ms: (10, 110),
         black_hole_every_ms: (4_000, 8_000),
         black_hole_ms: (1_000, 4_000),
         restart_every_ms: (9_000, 14_000),

@@ -59,6 +59,8 @@ pub(super) struct Journal {
     pub(super) worker_restarts: u64,
     /// Drain outputs that were not the JSON `drain --json` prints.
     pub(super) unreadable_outputs: u64,
+    /// Why commands failed: command → its error line (numbers and ids elided) → count.
+    pub(super) errors: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// State every thread shares.
@@ -184,12 +186,56 @@ pub(super) fn run_limited(
         Err(err) => (None, "lost".to_owned(), String::new(), err.to_string()),
     };
     if !name.is_empty() {
+        if code != Some(0) {
+            let line = stderr
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("hermes:"))
+                .or_else(|| stderr.lines().rev().find(|l| !l.trim().is_empty()))
+                .unwrap_or(if timed_out {
+                    "(killed at its deadline)"
+                } else {
+                    "(nothing on stderr)"
+                });
+            *shared
+                .journal()
+                .errors
+                .entry(name.to_owned())
+                .or_default()
+                .entry(elide(line))
+                .or_default() += 1;
+        }
         shared.count_exit(name, exit);
     }
     Ran {
         code,
         stdout,
         stderr,
+    }
+}
+
+/// An error line with its delegation ids, numbers and quoted details elided, so that lines
+/// saying the same thing count together; at most 200 characters.
+pub(super) fn elide(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.trim().chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars
+                .peek()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '.')
+            {
+                chars.next();
+            }
+            out.push('N');
+        } else {
+            out.push(c);
+        }
+    }
+    let out = out.replace("deleg_N", "deleg_…");
+    match out.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &out[..at]),
+        None => out,
     }
 }
 
@@ -452,4 +498,22 @@ pub(super) fn stop_all(home: &Path, limit: Duration) -> usize {
         signal(pid, Signal::SIGKILL);
     }
     pids.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_lines_that_differ_only_in_ids_and_numbers_count_together() {
+        let a = elide(
+            "hermes: cannot reach the PostgreSQL server at 127.0.0.1:41437: refused; delegation deleg_3f2a9c0d1b7e may or may not have been recorded",
+        );
+        let b = elide(
+            "hermes: cannot reach the PostgreSQL server at 127.0.0.1:3301: refused; delegation deleg_000000000001 may or may not have been recorded",
+        );
+        assert_eq!(a, b);
+        assert!(a.contains("deleg_…"), "{a}");
+        assert_eq!(elide(&"x".repeat(300)).chars().count(), 201);
+    }
 }
