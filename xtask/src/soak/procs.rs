@@ -365,7 +365,12 @@ pub(super) fn drainer(hermes: &Hermes, shared: &Shared, session: &str, seed: u64
         if let Some(wait) = &wait {
             args.extend(["--wait", wait]);
         }
-        let ran = run_limited(shared, "drain", hermes.command(&args), DRAIN_LIMIT);
+        let name = if wait.is_some() {
+            "drain --wait"
+        } else {
+            "drain"
+        };
+        let ran = run_limited(shared, name, hermes.command(&args), DRAIN_LIMIT);
         let at_ms = shared.now_ms();
         record_drained(shared, &ran.stdout, at_ms);
         if wait.is_none() {
