@@ -325,6 +325,9 @@ fn all_settled(hermes: &Hermes, shared: &Shared, sessions: &[String]) -> bool {
     })
 }
 
+/// A unit's id and what the ledger holds for it (`None`: never recorded).
+type Read = (String, Option<LedgerUnit>);
+
 /// `delegation status ID --json` for every id, three at a time.
 fn read_ledger(
     hermes: &Hermes,
@@ -332,7 +335,7 @@ fn read_ledger(
     ids: &[String],
 ) -> Result<BTreeMap<String, LedgerUnit>> {
     let chunks: Vec<&[String]> = ids.chunks(ids.len().div_ceil(3).max(1)).collect();
-    let results: Vec<Result<Vec<(String, Option<LedgerUnit>)>>> = thread::scope(|s| {
+    let results: Vec<Result<Vec<Read>>> = thread::scope(|s| {
         let handles: Vec<_> = chunks
             .iter()
             .map(|chunk| {
@@ -359,7 +362,7 @@ fn read_ledger(
 }
 
 /// One unit as the ledger has it (`None`: never recorded), asked up to five times.
-fn status(hermes: &Hermes, shared: &Shared, id: &str) -> Result<(String, Option<LedgerUnit>)> {
+fn status(hermes: &Hermes, shared: &Shared, id: &str) -> Result<Read> {
     let mut last = String::new();
     for _ in 0..5 {
         let ran = procs::run_limited(

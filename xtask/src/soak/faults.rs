@@ -124,17 +124,17 @@ pub(super) fn inject(
             }
         } else {
             let all = rng.u8(..100) < 15;
-            if let Ok(ended) = admin.terminate(shared, database, all) {
-                if ended > 0 {
-                    shared.count_fault(if all {
-                        "kill_all_backends"
-                    } else {
-                        "kill_backend"
-                    });
-                    let mut journal = shared.journal();
-                    journal.backends_terminated += ended;
-                    journal.last_fault_end_ms = Some(shared.now_ms());
-                }
+            if let Ok(ended) = admin.terminate(shared, database, all)
+                && ended > 0
+            {
+                shared.count_fault(if all {
+                    "kill_all_backends"
+                } else {
+                    "kill_backend"
+                });
+                let mut journal = shared.journal();
+                journal.backends_terminated += ended;
+                journal.last_fault_end_ms = Some(shared.now_ms());
             }
         }
         nap(
