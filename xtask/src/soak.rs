@@ -294,6 +294,7 @@ fn soak(
     );
     if let Value::Object(map) = &mut report {
         map.insert("home".into(), json!(home.display().to_string()));
+        map.insert("logs".into(), json!(procs::log_counts(&home)));
     }
     if options.json {
         println!("{report}");

@@ -489,6 +489,59 @@ pub(super) fn processes_of(home: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// What the hosts' and workers' logs in `home` say happened to them, counted by the lines'
+/// words (a count is 0 if the words change): starts, fences, re-registrations, and retries of
+/// recording a finished child's outcome.
+pub(super) fn log_counts(home: &Path) -> BTreeMap<&'static str, u64> {
+    const PATTERNS: [(&str, &str, &str); 6] = [
+        ("host_starts", "host-", "headless host started"),
+        ("host_fences", "host-", "host fenced: stopping its children"),
+        (
+            "host_rehosted",
+            "host-",
+            "host re-registered with a fresh epoch",
+        ),
+        (
+            "outcome_record_retries",
+            "host-",
+            "cannot record a finished child's outcome",
+        ),
+        (
+            "worker_fences",
+            "worker-",
+            "lost its lease and stopped its children",
+        ),
+        (
+            "worker_reregistered",
+            "worker-",
+            "re-registered with a fresh epoch",
+        ),
+    ];
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for dir in [home.join("cache"), home.join("soak-logs")] {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".log")
+                && let Ok(text) = std::fs::read_to_string(entry.path())
+            {
+                texts.push((name, text));
+            }
+        }
+    }
+    PATTERNS
+        .iter()
+        .map(|(key, file, words)| {
+            let count = texts
+                .iter()
+                .filter(|(name, _)| name.starts_with(file))
+                .flat_map(|(_, text)| text.lines())
+                .filter(|line| line.contains(words))
+                .count();
+            (*key, count as u64)
+        })
+        .collect()
+}
+
 /// Stops every process of `home`: SIGTERM, then SIGKILL for what is left after `limit`.
 pub(super) fn stop_all(home: &Path, limit: Duration) -> usize {
     let pids = processes_of(home);
