@@ -9,11 +9,15 @@
 //! cargo xtask bench [--json] [--rounds-only]
 //!                             run the benchmarks and print their figures (`--rounds-only`: the
 //!                             interleaved rounds against the references, not the harnesses)
+//! cargo xtask soak [--minutes N] [--short] [--seed S] [--json]
+//!                             exactly-once under random PostgreSQL faults (docs/soak.md); not
+//!                             part of ci
 //! ```
 
 mod bench;
 mod boundaries;
 mod pg;
+mod soak;
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -40,10 +44,12 @@ fn main() -> ExitCode {
             json: args.iter().any(|a| a == "--json"),
             rounds_only: args.iter().any(|a| a == "--rounds-only"),
         }),
+        Some("soak") => soak::Options::parse(&args[1..]).and_then(|o| soak::run(&o)),
         _ => {
             eprintln!(
                 "usage: cargo xtask ci | cargo xtask test [CARGO TEST ARGS…] | \
-                 cargo xtask pg start|stop|env | cargo xtask bench [--json] [--rounds-only]"
+                 cargo xtask pg start|stop|env | cargo xtask bench [--json] [--rounds-only] | \
+                 cargo xtask soak [--minutes N] [--short] [--seed S] [--json]"
             );
             return ExitCode::from(2);
         }

@@ -30,6 +30,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod bouncer;
+mod control;
 mod error;
 mod os;
 mod proxy;
@@ -39,6 +40,7 @@ use os::{
 };
 
 pub use bouncer::{Bouncer, PoolMode};
+pub use control::StopMode;
 use error::{Context, bail};
 pub use error::{Error, Result};
 pub use proxy::{FaultProxy, Mode};

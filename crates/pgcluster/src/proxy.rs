@@ -218,6 +218,10 @@ fn serve(shared: &Arc<Shared>, client: TcpStream) {
     };
     pump_down(shared, &faulted, server, client, (&lose_reply, &hung));
     let _ = up.join();
+    // Ended: a later `drop_all` neither holds its streams open nor counts it as a fault.
+    lock(shared)
+        .conns
+        .retain(|(_, _, other)| !Arc::ptr_eq(other, &faulted));
 }
 
 /// Drops a connection, counting it in `faults` unless it was faulted before.
@@ -393,6 +397,28 @@ mod tests {
             }
         });
         addr
+    }
+
+    #[test]
+    fn a_connection_that_ended_by_itself_is_not_dropped_again() {
+        let proxy = FaultProxy::start(echo_server()).expect("starts");
+        for _ in 0..3 {
+            let mut a = TcpStream::connect(proxy.addr()).expect("connects");
+            a.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            assert_eq!(roundtrip(&mut a, b"hello").expect("echo"), b"hello");
+            a.shutdown(Shutdown::Both).expect("closes");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !lock(&proxy.shared).conns.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ended connections are forgotten"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+        proxy.drop_all();
+        assert_eq!(proxy.faults(), 0, "nothing was dropped: all had ended");
     }
 
     fn roundtrip(stream: &mut TcpStream, data: &[u8]) -> io::Result<Vec<u8>> {
