@@ -921,3 +921,72 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
         });
     }
 }
+
+/// SPEC §11.1, issue #22 defect 6: a `drain --wait` whose server becomes unreachable while it
+/// waits (every connection cut, new ones refused) keeps waiting rather than exiting 6, and
+/// delivers what is published once the server is back.
+#[test]
+fn a_waiting_drain_outlasts_an_outage_and_delivers_what_came_after_it() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::Stdio;
+
+    let url = fresh_database(&pg_admin_url());
+    let (proxy, via) = FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let via = format!(
+        "{via}{}sslmode=disable",
+        if via.contains('?') { '&' } else { '?' }
+    );
+    let (waiting, direct) = (Hermes::sharing(&via), Hermes::sharing(&url));
+    let mut drain = waiting.command(&["drain", "--session", "W", "--wait", "60", "--json"]);
+    let mut drain = drain
+        .env("RUST_LOG", "router=debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("drain starts");
+    let (said, heard) = std::sync::mpsc::channel();
+    let stderr = drain.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = said.send(line);
+        }
+    });
+    let mut seen: Vec<String> = Vec::new();
+    let until_said = |what: &str, seen: &mut Vec<String>| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !seen.iter().any(|l| l.contains(what)) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match heard.recv_timeout(left) {
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("the drain never said {what:?}: {seen:?}"),
+            }
+        }
+    };
+    until_said("waiting for results", &mut seen);
+
+    // The outage: every connection cut, every new one cut at its first byte.
+    proxy.cut_after(0);
+    proxy.drop_all();
+    until_said("cannot be reached; waiting", &mut seen);
+    assert_eq!(
+        drain.try_wait().expect("try_wait"),
+        None,
+        "the drain waits on through the outage: {seen:?}"
+    );
+
+    proxy.pass();
+    let dispatched = direct.run(&[
+        "delegate",
+        "--session",
+        "W",
+        "--",
+        "echo",
+        "after-the-outage",
+    ]);
+    assert_eq!(dispatched.code, 0, "{}", dispatched.stderr);
+    let out = drain.wait_with_output().expect("the drain ends");
+    assert!(out.status.success(), "{:?} {seen:?}", out.status);
+    let json: Value = serde_json::from_slice(&out.stdout).expect("drain --json");
+    let text = json["envelopes"].to_string();
+    assert!(text.contains("after-the-outage"), "{json}");
+}

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ledger::{Boundary, ClaimToken, Delegation, Event, Ledger, Timestamp, Transition};
+use ledger::{Boundary, ClaimToken, Delegation, Event, Ledger, LedgerError, Timestamp, Transition};
 use stdx::{Clock, Signal, lock};
 
 use crate::error::RouterError;
@@ -30,6 +30,12 @@ use crate::heartbeat::Heartbeat;
 use crate::outcome::BoundaryOutcome;
 use crate::ready::{self, Plan};
 use crate::scheduler::{DeferKey, Scheduler};
+
+/// The first pause of a wait whose ledger cannot be reached, in milliseconds; it doubles up to
+/// [`UNAVAILABLE_MAX_PAUSE`].
+const UNAVAILABLE_FIRST_PAUSE: u64 = 100;
+/// The longest pause of a wait whose ledger cannot be reached, in milliseconds.
+const UNAVAILABLE_MAX_PAUSE: u64 = 2_000;
 
 mod boundary;
 mod config;
@@ -143,6 +149,11 @@ impl Router {
     /// deferral deadline, poll time or `deadline`, and looks again after a nudge. It returns the
     /// first outcome with something to act on (claimed envelopes or rendering failures), or the
     /// last, empty one.
+    ///
+    /// A ledger that cannot be reached while it waits (a broken connection, a server restart
+    /// or outage: `LedgerError::Unavailable`) does not end the wait: it looks again with a
+    /// pause growing to [`UNAVAILABLE_MAX_PAUSE`], and only a ledger still unreachable at
+    /// `deadline` is the error (SPEC §11.1).
     pub fn wait_ready<T, E, F>(
         &self,
         boundary: Boundary,
@@ -155,12 +166,29 @@ impl Router {
     {
         // Listening before the first look: nothing published after it goes unheard.
         self.follow_notifications();
+        tracing::debug!(session = %self.config.session, deadline = deadline.0, "waiting for results");
         let interrupts = self.signal.current().interrupt;
+        let mut pause = UNAVAILABLE_FIRST_PAUSE;
         loop {
             let mut seen = self.signal.current();
             seen.interrupt = interrupts;
             let now = clock.now();
-            let (outcome, own_nudge) = self.take(boundary, now, &mut render)?;
+            let (outcome, own_nudge) = match self.take(boundary, now, &mut render) {
+                Err(RouterError::Ledger(err @ LedgerError::Unavailable { .. }))
+                    if now < deadline =>
+                {
+                    tracing::warn!(error = %err, "the ledger cannot be reached; waiting for it");
+                    let watch = self.signal.watch(seen);
+                    if watch.interrupted() {
+                        return Err(RouterError::Ledger(err));
+                    }
+                    clock.sleep_until(now.plus_ms(pause).min(deadline), &watch);
+                    pause = (pause * 2).min(UNAVAILABLE_MAX_PAUSE);
+                    continue;
+                }
+                taken => taken?,
+            };
+            pause = UNAVAILABLE_FIRST_PAUSE;
             if own_nudge == Some(seen.nudge + 1) {
                 // Our own deferral moved the earliest deadline; that is no news to us.
                 seen.nudge += 1;
