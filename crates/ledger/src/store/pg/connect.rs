@@ -109,6 +109,19 @@ impl Refused {
     }
 }
 
+/// One line for an established connection that broke with `err` (a backend ended by an
+/// operator, a restart or a failover; a connection cut on the way): what the server said, or
+/// that the connection broke — not that the server cannot be reached, which it was.
+pub(super) fn describe_broken(err: &postgres::Error, server: &str) -> String {
+    if no_answer(err).is_some() || server_said(err).is_some() {
+        return describe(err, server);
+    }
+    format!(
+        "the connection to the PostgreSQL server at {server} broke: {}",
+        one_line(err)
+    )
+}
+
 /// One line for a connection that failed with `err`: what the server said, or that it cannot
 /// be reached.
 pub(super) fn describe(err: &postgres::Error, server: &str) -> String {

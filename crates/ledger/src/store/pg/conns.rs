@@ -128,7 +128,10 @@ impl Conns {
             || err.as_db_error().is_none() && err.code().is_none()
             || server_gone(err)
         {
-            return self.unavailable(err);
+            return LedgerError::Unavailable {
+                path: self.path.clone(),
+                reason: describe_broken(err, &self.target.server),
+            };
         }
         let text = match server_said(err) {
             Some(said) => format!("the PostgreSQL server at {} {said}", self.target.server),
