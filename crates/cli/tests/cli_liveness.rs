@@ -20,27 +20,38 @@ fn status(h: &Hermes, id: &str) -> Value {
     h.json(&["delegation", "status", id, "--json"])
 }
 
-#[test]
-fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_command_run() {
-    let h = Hermes::new();
-    let a = h.run_env(
-        &["delegate", "--session", "A", "--json", "--", "sleep", "120"],
-        &TIMINGS,
-    );
-    assert_eq!(a.code, 0, "{}", a.stderr);
-    let a = a.json();
-    let a_id = a["delegation_id"].as_str().expect("id").to_owned();
-    let a_host = a["host_pid"].as_u64().expect("A's host pid");
-    let a_child = wait_for(Duration::from_secs(10), "A's child to start", || {
-        status(&h, &a_id)["tasks"][0]["pid"].as_u64()
-    });
-
-    let started = h.path().join("b-started");
-    let b = h.run_env(
+/// Dispatches `sleep 120` into `session`, taking the machine's only slot; its id, its host's pid
+/// and its child's, once the child runs.
+fn holding_the_slot(h: &Hermes, session: &str) -> (String, u64, u64) {
+    let run = h.run_env(
         &[
             "delegate",
             "--session",
-            "B",
+            session,
+            "--json",
+            "--",
+            "sleep",
+            "120",
+        ],
+        &TIMINGS,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let answer = run.json();
+    let id = answer["delegation_id"].as_str().expect("id").to_owned();
+    let host = answer["host_pid"].as_u64().expect("the host's pid");
+    let child = wait_for(Duration::from_secs(10), "the child to start", || {
+        status(h, &id)["tasks"][0]["pid"].as_u64()
+    });
+    (id, host, child)
+}
+
+/// Dispatches `touch started` into `session`, which waits in the queue; its id.
+fn queued_behind(h: &Hermes, session: &str, started: &std::path::Path) -> String {
+    let run = h.run_env(
+        &[
+            "delegate",
+            "--session",
+            session,
             "--json",
             "--",
             "touch",
@@ -48,8 +59,21 @@ fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_comman
         ],
         &TIMINGS,
     );
-    assert_eq!(b.code, 0, "{}", b.stderr);
-    assert_eq!(b.json()["status"], "queued", "A holds the only slot");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let answer = run.json();
+    assert_eq!(
+        answer["status"], "queued",
+        "another unit holds the only slot"
+    );
+    answer["delegation_id"].as_str().expect("id").to_owned()
+}
+
+#[test]
+fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_command_run() {
+    let h = Hermes::new();
+    let (a_id, a_host, a_child) = holding_the_slot(&h, "A");
+    let started = h.path().join("b-started");
+    queued_behind(&h, "B", &started);
 
     Command::new("kill")
         .args(["-9", &a_host.to_string()])
@@ -84,37 +108,9 @@ fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_comman
 #[test]
 fn a_dead_hosts_queued_unit_gets_a_new_host_from_the_next_command_that_sweeps() {
     let h = Hermes::new();
-    let a = h.run_env(
-        &["delegate", "--session", "A", "--json", "--", "sleep", "120"],
-        &TIMINGS,
-    );
-    assert_eq!(a.code, 0, "{}", a.stderr);
-    let a = a.json();
-    let a_id = a["delegation_id"].as_str().expect("id").to_owned();
-    let host = a["host_pid"].as_u64().expect("A's host pid");
-    wait_for(Duration::from_secs(10), "A's child to start", || {
-        status(&h, &a_id)["tasks"][0]["pid"].as_u64()
-    });
+    let (a_id, host, _) = holding_the_slot(&h, "A");
     let started = h.path().join("queued-started");
-    let queued = h.run_env(
-        &[
-            "delegate",
-            "--session",
-            "A",
-            "--json",
-            "--",
-            "touch",
-            started.to_str().expect("path"),
-        ],
-        &TIMINGS,
-    );
-    assert_eq!(queued.code, 0, "{}", queued.stderr);
-    let queued = queued.json();
-    assert_eq!(
-        queued["status"], "queued",
-        "the first unit holds the only slot"
-    );
-    let queued_id = queued["delegation_id"].as_str().expect("id").to_owned();
+    let queued_id = queued_behind(&h, "A", &started);
 
     Command::new("kill")
         .args(["-9", &host.to_string()])

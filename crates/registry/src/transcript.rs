@@ -194,19 +194,28 @@ impl Manifest {
 
     /// Writes `manifest.json` in `dir` atomically (a temporary file renamed over it), 0600.
     pub fn write(&self, dir: &Path) -> io::Result<()> {
-        let tmp = dir.join(".manifest.json.tmp");
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        let json = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        file.write_all(&json)?;
-        file.write_all(b"\n")?;
-        drop(file);
-        fs::rename(&tmp, dir.join("manifest.json"))
+        write_json(
+            self,
+            &dir.join(".manifest.json.tmp"),
+            &dir.join("manifest.json"),
+        )
     }
+}
+
+/// Writes `value` as pretty JSON to `path` atomically and privately: to `tmp` (0600), then
+/// renamed over `path`, so a reader sees the old file or the new one, never half of one.
+pub(crate) fn write_json(value: &impl Serialize, tmp: &Path, path: &Path) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(tmp)?;
+    let json = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    file.write_all(&json)?;
+    file.write_all(b"\n")?;
+    drop(file);
+    fs::rename(tmp, path)
 }
 
 /// Which stream a transcript line came from.

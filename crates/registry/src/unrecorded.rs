@@ -13,9 +13,8 @@
 //! Writing it is best effort: a host that cannot write the file still retries the ledger, as
 //! before.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use ledger::{ChildOutcome, Timestamp};
@@ -54,19 +53,7 @@ impl Unrecorded {
         let Some(path) = path_for(&self.outcome.transcript) else {
             return Ok(());
         };
-        let tmp = path.with_extension("json.tmp");
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        let json = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        file.write_all(&json)?;
-        file.write_all(b"\n")?;
-        file.sync_data()?;
-        drop(file);
-        fs::rename(&tmp, &path)
+        crate::transcript::write_json(self, &path.with_extension("json.tmp"), &path)
     }
 }
 

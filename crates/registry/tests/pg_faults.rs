@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
+use ledger::{ChildStatus, DelegationId, HostKind, Ledger, SessionId, UnitStatus};
 use registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
 fn connect(url: &str) -> Arc<Ledger> {
@@ -40,6 +40,35 @@ async fn host_on(ledger: Arc<Ledger>, home: &Path, session: &str) -> Host {
     Host::start(ledger, config, Arc::new(SystemClock), options)
         .await
         .expect("host starts")
+}
+
+/// Dispatches into `session` a child that waits for the file `go`, then prints "the result";
+/// returns its unit once `ledger` sees the child running.
+async fn dispatch_until_told(
+    host: &Host,
+    session: &str,
+    go: &Path,
+    ledger: &Ledger,
+) -> DelegationId {
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo the result",
+        go.display()
+    );
+    let dispatched = host
+        .dispatch(DispatchRequest::background(
+            SessionId::new(session).expect("session"),
+            spec(&[&sh(&script)]),
+        ))
+        .await
+        .expect("dispatches");
+    let id = dispatched.delegation.id.clone();
+    let running = || {
+        ledger
+            .children(&id)
+            .is_ok_and(|c| c[0].status == ChildStatus::Running && c[0].process.is_some())
+    };
+    assert!(eventually(Duration::from_secs(10), running).await);
+    id
 }
 
 /// SPEC §11.1: a partition that black-holes traffic (the server accepts and never answers)
@@ -112,24 +141,7 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
     let home = tempfile::tempdir().expect("tempdir");
     let host = host_on(ledger.clone(), home.path(), "full").await;
     let go = home.path().join("go");
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo the result",
-        go.display()
-    );
-    let dispatched = host
-        .dispatch(DispatchRequest::background(
-            SessionId::new("full").expect("session"),
-            spec(&[&sh(&script)]),
-        ))
-        .await
-        .expect("dispatches");
-    let id = dispatched.delegation.id.clone();
-    let running = |ledger: &Ledger| {
-        ledger
-            .children(&id)
-            .is_ok_and(|c| c[0].status == ChildStatus::Running && c[0].process.is_some())
-    };
-    assert!(eventually(Duration::from_secs(10), || running(&ledger)).await);
+    let id = dispatch_until_told(&host, "full", &go, &ledger).await;
 
     ledger::testing::fail_event_writes(&url, true);
     std::fs::write(&go, b"").expect("the child may finish");
@@ -192,24 +204,7 @@ async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
     let home = tempfile::tempdir().expect("tempdir");
     let host = host_on(partitioned, home.path(), "fenced").await;
     let go = home.path().join("go");
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo the result",
-        go.display()
-    );
-    let dispatched = host
-        .dispatch(DispatchRequest::background(
-            SessionId::new("fenced").expect("session"),
-            spec(&[&sh(&script)]),
-        ))
-        .await
-        .expect("dispatches");
-    let id = dispatched.delegation.id.clone();
-    let running = |ledger: &Ledger| {
-        ledger
-            .children(&id)
-            .is_ok_and(|c| c[0].status == ChildStatus::Running && c[0].process.is_some())
-    };
-    assert!(eventually(Duration::from_secs(10), || running(&outside)).await);
+    let id = dispatch_until_told(&host, "fenced", &go, &outside).await;
     let transcript = outside.children(&id).expect("children")[0]
         .transcript
         .clone()
