@@ -60,7 +60,7 @@ impl Ledger {
     /// (an earlier attempt of this call whose outcome was unknown, or an earlier ack in any
     /// process): then nothing is written.
     pub fn ack_outcome(&self, token: ClaimToken, now: Timestamp) -> Result<Acked> {
-        let mut slots = self.ack_resolved(vec![token], now)?;
+        let mut slots = self.ack_resolved(vec![token], now, UNREAD_LEASE)?;
         slots
             .pop()
             .unwrap_or_else(|| Err(LedgerError::Invalid("an ack lost its result".into())))
@@ -74,7 +74,22 @@ impl Ledger {
         tokens: &[ClaimToken],
         now: Timestamp,
     ) -> Result<Vec<Result<Vec<Transition>>>> {
-        let slots = self.ack_resolved(tokens.to_vec(), now)?;
+        self.ack_many_within(tokens, now, UNREAD_LEASE)
+    }
+
+    /// [`Ledger::ack_many`] by a consumer that knows how long its claims' leases can last at
+    /// most (`lease`: it took and renewed them with that lease): while the claims were never
+    /// read (the server unreachable from the first attempt on, say during a restart), the
+    /// acks are retried for that long rather than [`UNREAD_LEASE`]. A consumer that showed a
+    /// result and gave up acking it earlier would see it delivered again once the lease ran
+    /// out.
+    pub fn ack_many_within(
+        &self,
+        tokens: &[ClaimToken],
+        now: Timestamp,
+        lease: Duration,
+    ) -> Result<Vec<Result<Vec<Transition>>>> {
+        let slots = self.ack_resolved(tokens.to_vec(), now, lease)?;
         Ok(slots
             .into_iter()
             .map(|slot| slot.map(|acked| acked.transitions))
@@ -82,8 +97,13 @@ impl Ledger {
     }
 
     /// The one ack path: one transaction for every token, run again while its outcome is
-    /// unknown and the leases last.
-    fn ack_resolved(&self, tokens: Vec<ClaimToken>, now: Timestamp) -> Result<Vec<Result<Acked>>> {
+    /// unknown and the leases last (`unread`: how long, for claims never read).
+    fn ack_resolved(
+        &self,
+        tokens: Vec<ClaimToken>,
+        now: Timestamp,
+        unread: Duration,
+    ) -> Result<Vec<Result<Acked>>> {
         let seen: Seen = Arc::default();
         let mut first_failure: Option<Instant> = None;
         let mut pause = FIRST_PAUSE;
@@ -110,7 +130,7 @@ impl Ledger {
                 other => return other,
             };
             let since = *first_failure.get_or_insert_with(Instant::now);
-            if since.elapsed() >= lease_left(&seen, &tokens, now) {
+            if since.elapsed() >= lease_left(&seen, &tokens, now, unread) {
                 return Err(err);
             }
             tracing::warn!(error = %err, "the outcome of an ack is unknown; acking again with the same token");
@@ -155,13 +175,13 @@ fn ack_one(w: &Writer<'_>, token: ClaimToken, now: Timestamp, seen: &Seen) -> Re
 }
 
 /// How long, from the first failure, the acks may be retried: the shortest lease left among
-/// the claims read, or [`UNREAD_LEASE`] when none was read.
-fn lease_left(seen: &Seen, tokens: &[ClaimToken], now: Timestamp) -> Duration {
+/// the claims read, or `unread` when none was read.
+fn lease_left(seen: &Seen, tokens: &[ClaimToken], now: Timestamp, unread: Duration) -> Duration {
     let seen = lock(seen);
     tokens
         .iter()
         .filter_map(|token| seen.get(token))
         .map(|expires_at| Duration::from_millis(expires_at.0.saturating_sub(now.0)))
         .min()
-        .unwrap_or(UNREAD_LEASE)
+        .unwrap_or(unread)
 }

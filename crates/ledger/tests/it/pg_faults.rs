@@ -132,6 +132,41 @@ fn an_ack_that_gave_up_on_its_unknown_outcome_is_found_acked_by_another_process(
     assert_eq!(other.event(&key(&id, 0)).unwrap().unwrap().attempts, 1);
 }
 
+/// An ack whose server is unreachable from its first attempt on (a restart, an outage) never
+/// read its claim's lease: a consumer that knows the lease (it took the claim) has the ack
+/// retried that long, not the 10 s a bare ack allows, so a result it showed is not delivered
+/// again after an outage longer than 10 s and shorter than the lease. (The soak's duplicate.)
+#[test]
+fn an_ack_unreachable_from_its_first_attempt_is_retried_for_the_lease_its_consumer_knows() {
+    let (ledger, proxy) = through_proxy();
+    let (event, c) = claimed_result(&ledger);
+    // Every connection cut, every new one cut at its first byte.
+    proxy.cut_after(0);
+    proxy.drop_all();
+    let outage = std::time::Instant::now();
+    let ledger = std::sync::Arc::new(ledger);
+    let acking = std::sync::Arc::clone(&ledger);
+    let ack = std::thread::spawn(move || {
+        acking.ack_many_within(
+            &[c.token],
+            T0.plus_ms(1),
+            std::time::Duration::from_secs(60),
+        )
+    });
+    // Past the 10 s a bare ack would have given up after.
+    while outage.elapsed() < std::time::Duration::from_secs(11) {
+        assert!(!ack.is_finished(), "the ack gave up during the outage");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    proxy.pass();
+    let slots = ack
+        .join()
+        .expect("the ack thread")
+        .expect("acked once the server is back");
+    assert!(slots[0].is_ok(), "{slots:?}");
+    assert_eq!(state(&ledger, &event), EventState::Delivered);
+}
+
 #[test]
 fn a_claim_taken_over_after_its_lease_is_still_lost_not_already_acked() {
     let (ledger, proxy) = through_proxy();

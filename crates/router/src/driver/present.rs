@@ -83,7 +83,13 @@ impl Router {
             }
         }
         let mut first = None;
-        for result in self.ledger.ack_many(tokens, SystemClock.now())? {
+        // Retried, should the server be unreachable, for as long as the claims can last: they
+        // were taken and renewed with this consumer's lease.
+        let lease = std::time::Duration::from_millis(self.config.lease_ms);
+        for result in self
+            .ledger
+            .ack_many_within(tokens, SystemClock.now(), lease)?
+        {
             if let Err(e) = result {
                 first.get_or_insert(e);
             }
