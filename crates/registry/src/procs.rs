@@ -372,7 +372,14 @@ mod tests {
             .expect("grandchild pid");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let alive = |pid: u32| stat(pid).is_some_and(|s| s.state != 'Z');
-        while marker_of(grandchild).is_none() && std::time::Instant::now() < deadline {
+        // Until it is `sleep`: while `sh` and then `setsid` exec, its environment can read as
+        // missing for a moment, and the table below would not see its marker.
+        let is_sleep = |pid: u32| {
+            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        };
+        while !(is_sleep(grandchild) && marker_of(grandchild).is_some())
+            && std::time::Instant::now() < deadline
+        {
             std::thread::yield_now();
         }
         assert_eq!(marker_of(grandchild).as_deref(), Some(marker.as_str()));
