@@ -29,13 +29,8 @@ impl Cluster {
     /// accepts connections again.
     pub fn restart(&self, mode: StopMode) -> crate::Result<()> {
         let out = self
-            .pg_ctl("restart")
+            .pg_ctl_up("restart")
             .args(["-m", mode.as_str()])
-            .arg("-l")
-            .arg(self.log())
-            .arg("-o")
-            .arg(format!("-p {}", self.port))
-            .args(["-w", "-t", &DEADLINE.as_secs().to_string()])
             .output();
         checked("pg_ctl restart", out)?;
         self.wait_ready()
@@ -55,14 +50,7 @@ impl Cluster {
     /// Starts a server [`Cluster::stop_server`] stopped, on its port, returning once it
     /// accepts connections.
     pub fn start_again(&self) -> crate::Result<()> {
-        let out = self
-            .pg_ctl("start")
-            .arg("-l")
-            .arg(self.log())
-            .arg("-o")
-            .arg(format!("-p {}", self.port))
-            .args(["-w", "-t", &DEADLINE.as_secs().to_string()])
-            .output();
+        let out = self.pg_ctl_up("start").output();
         checked("pg_ctl start", out)?;
         self.wait_ready()
     }
@@ -71,6 +59,19 @@ impl Cluster {
     fn pg_ctl(&self, action: &str) -> std::process::Command {
         let mut command = self.as_server(&self.bin.join("pg_ctl"));
         command.arg(action).arg("-D").arg(self.data());
+        command
+    }
+
+    /// `pg_ctl start|restart` of this cluster: logging to its log, on its port, waiting (up
+    /// to the deadline) for the server's "ready" mark in `postmaster.pid`.
+    pub(crate) fn pg_ctl_up(&self, action: &str) -> std::process::Command {
+        let mut command = self.pg_ctl(action);
+        command
+            .arg("-l")
+            .arg(self.log())
+            .arg("-o")
+            .arg(format!("-p {}", self.port))
+            .args(["-w", "-t", &DEADLINE.as_secs().to_string()]);
         command
     }
 }

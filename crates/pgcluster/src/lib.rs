@@ -365,19 +365,7 @@ impl Cluster {
     fn launch(&mut self) -> Result<()> {
         for attempt in 1..=PORT_ATTEMPTS {
             self.port = free_port()?;
-            let out = self
-                .as_server(&self.bin.join("pg_ctl"))
-                .arg("start")
-                .arg("-D")
-                .arg(self.data())
-                .arg("-l")
-                .arg(self.log())
-                .arg("-o")
-                .arg(format!("-p {}", self.port))
-                // pg_ctl waits for the server's "ready" mark in postmaster.pid, polling, up to
-                // the deadline.
-                .args(["-w", "-t", &DEADLINE.as_secs().to_string()])
-                .output();
+            let out = self.pg_ctl_up("start").output();
             match checked("pg_ctl start", out) {
                 Ok(_) => return self.wait_ready(),
                 Err(err) => {

@@ -302,32 +302,13 @@ impl Client {
         if let Some(n) = self.notifications.pop_front() {
             return Ok(Some(n));
         }
-        let Client {
-            runtime,
-            connection,
-            notifications,
-            ..
-        } = self;
-        let Some(runtime) = runtime.as_ref() else {
-            return Ok(None);
-        };
-        runtime.block_on(async {
-            let mut timer = pin!(tokio::time::sleep(timeout));
-            poll_fn(|cx| {
-                let broke = drive(connection, notifications, cx);
-                if let Some(n) = notifications.pop_front() {
-                    return Poll::Ready(Ok(Some(n)));
-                }
-                if let Some(err) = broke {
-                    return Poll::Ready(Err(err));
-                }
-                if connection.is_none() || timer.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Ok(None));
-                }
-                Poll::Pending
-            })
-            .await
-        })
+        // Nothing interrupts this wait but its timeout. A notification that arrived with the
+        // connection's end is still handed out; the next call finds the connection closed.
+        let waited = self.wait_notifications(timeout, &tokio::sync::Notify::new());
+        match self.notifications.pop_front() {
+            Some(n) => Ok(Some(n)),
+            None => waited.map(|()| None),
+        }
     }
 }
 
