@@ -228,10 +228,7 @@ fn two_deployments_on_one_database_keep_their_sessions_hosts_and_results_apart()
     // The same session name in both: A's child is still running when B's session ends.
     // A's child finishes only once the test says so.
     let go = a.path().join("go");
-    let script = format!(
-        "while [ ! -e '{}' ]; do sleep 0.05; done; echo from-a",
-        go.display()
-    );
+    let script = common::until_told(&go, "from-a");
     let slow = a.run(&[
         "delegate",
         "--session",
@@ -761,10 +758,7 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
     let url = fresh_database(&pg_admin_url());
     let h = Hermes::sharing(&url);
     let go = h.path().join("go");
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo the result",
-        go.display()
-    );
+    let script = common::until_told(&go, "the result");
     let dispatched = h.json(&[
         "delegate",
         "--session",

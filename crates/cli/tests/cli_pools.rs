@@ -158,10 +158,7 @@ fn a_burst_runs_on_every_workers_slots_at_once_and_each_result_arrives_once() {
 
     let started = Instant::now();
     // Every child waits for `go`: while they wait, what runs is exactly what the slots allow.
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo done $HERMES_DELEGATION_ID",
-        go.display()
-    );
+    let script = common::until_told(&go, "done $HERMES_DELEGATION_ID");
     let mut ids = BTreeSet::new();
     for _ in 0..12 {
         let d = dispatch(&h, "S", "burst", &script);

@@ -495,10 +495,7 @@ fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
     let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
     let h = Hermes::sharing(&url);
     let go = h.path().join("go");
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo reconnected",
-        go.display()
-    );
+    let script = common::until_told(&go, "reconnected");
     let run = h.run(&[
         "delegate",
         "--session",

@@ -301,3 +301,12 @@ pub fn machine_dispatching(
         .collect();
     (machine, ids)
 }
+
+/// A shell script that waits until the file `go` exists, then prints `then`: a child that
+/// finishes when the test says so.
+pub fn until_told(go: &Path, then: &str) -> String {
+    format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo {then}",
+        go.display()
+    )
+}
