@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    ClaimRecord, ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload,
-    EventRef, EventState, ExitDetail, Lease, ProcessId, Refusal, Session, SessionId, SessionState,
-    Timestamp, Transition,
+    Claim, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId,
+    DropReason, Event, EventKey, EventPayload, EventRef, EventState, ExitDetail, Lease, ProcessId,
+    Published, Session, SessionId, SessionState, Timestamp, Transition,
 };
-use crate::rules::{self, KeyCheck, Standing};
+use crate::rules::{self, KeysCheck, Standing};
 use crate::sessions::SESSION_END;
 use crate::store::Writer;
 use crate::units::Owner;
@@ -38,51 +38,16 @@ pub struct NewEvent {
     pub payload: EventPayload,
 }
 
-/// Whether a publish inserted anything.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Published {
-    /// The event is new.
-    Inserted,
-    /// An event with this key existed; nothing changed.
-    AlreadyPresent,
-}
-
-/// What to claim.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClaimRequest {
-    /// Every key to claim, all or none.
-    pub keys: Vec<EventRef>,
-    /// Who claims.
-    pub consumer: String,
-    /// The claiming consumer's session: when set, events of any other session are refused.
-    pub session: Option<SessionId>,
-    /// Lease length in milliseconds.
-    pub lease_ms: u64,
-}
-
-/// A successful claim.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Claim {
-    /// The fencing token.
-    pub token: ClaimToken,
-    /// When the lease runs out.
-    pub expires_at: Timestamp,
-    /// The claimed events, as they are now (attempts counted).
-    pub events: Vec<Event>,
-}
-
-/// What a claim attempt did.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClaimOutcome {
-    /// Every key is now held by the new token.
-    Claimed(Claim),
-    /// Nothing was claimed; why, per refused key.
-    Refused(Vec<(EventRef, Refusal)>),
-}
-
 impl Ledger {
     /// Publishes an event; idempotent per key.
     pub fn publish(&self, event: NewEvent, now: Timestamp) -> Result<Published> {
+        if let Some(at_once) = self.backend.transitions() {
+            let ended = ended_with_its_session(&event.payload);
+            let id = &event.delegation_id;
+            return self
+                .at_once(|| at_once.publish(id, event.key, &event.payload, ended, now))?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()));
+        }
         self.write_grouped(move |_, w| {
             let id = &event.delegation_id;
             let unit = w
@@ -189,6 +154,14 @@ impl Ledger {
                 "a claim needs at least one key".into(),
             ));
         }
+        if let Some(at_once) = self.backend.transitions() {
+            let requests: Vec<(ClaimRequest, ClaimToken)> = requests
+                .iter()
+                .map(|request| (request.clone(), self.next_token()))
+                .collect();
+            let max = self.config.max_attempts;
+            return self.at_once(|| at_once.claim(&requests, max, now));
+        }
         let requests = requests.to_vec();
         self.write_grouped(move |ledger, w| {
             let mut outcomes = Vec::with_capacity(requests.len());
@@ -209,42 +182,44 @@ impl Ledger {
         request: &ClaimRequest,
         now: Timestamp,
     ) -> Result<(ClaimOutcome, bool)> {
-        let keys: BTreeSet<EventRef> = request.keys.iter().cloned().collect();
-        let mut refused = Vec::new();
-        let mut claimable = Vec::new();
-        let mut changed = false;
+        // Drawn first, whatever the outcome: one token per request, as a backend's
+        // one-statement claim draws them (`store::Transitions::claim`).
+        let token = loop {
+            let token = self.next_token();
+            if w.claim_record(token)?.is_none() {
+                break token;
+            }
+        };
+        let keys: Vec<EventRef> = request
+            .keys
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut found = Vec::with_capacity(keys.len());
         for key in &keys {
-            let Some(mut event) = w.event(key)? else {
-                refused.push((key.clone(), Refusal::Missing));
-                continue;
-            };
-            let check = rules::check_claim(
-                &event,
-                request.session.as_ref(),
-                self.config.max_attempts,
-                now,
-            );
-            match check {
-                KeyCheck::Claimable => claimable.push(event),
-                KeyCheck::Refused(why) => refused.push((key.clone(), why)),
-                KeyCheck::Exhausted => {
+            found.push(w.event(key)?);
+        }
+        let check = rules::check_keys(
+            &keys,
+            found,
+            request.session.as_ref(),
+            self.config.max_attempts,
+            now,
+        );
+        let mut claimable = match check {
+            KeysCheck::Claimable(events) => events,
+            KeysCheck::Refused { refused, exhausted } => {
+                let changed = !exhausted.is_empty();
+                for mut event in exhausted {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
                     rules::drop_event(&mut event, DropReason::AttemptsExhausted, now);
                     w.put_event(&event)?;
-                    changed = true;
-                    refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
                 }
-            }
-        }
-        if !refused.is_empty() {
-            return Ok((ClaimOutcome::Refused(refused), changed));
-        }
-        let token = loop {
-            let token = self.next_token();
-            if w.claim_record(token)?.is_none() {
-                break token;
+                return Ok((ClaimOutcome::Refused(refused), changed));
             }
         };
         let expires_at = now.plus_ms(request.lease_ms);
@@ -263,7 +238,7 @@ impl Ledger {
         }
         w.put_claim(&ClaimRecord {
             token,
-            keys: keys.iter().cloned().collect(),
+            keys,
             consumer: request.consumer.clone(),
             claimed_at: now,
             expires_at,
@@ -507,12 +482,7 @@ pub(crate) fn publish_in(
     // An outcome of a child its session's end interrupted belongs to the run that ended: it is
     // dropped like the session's pending events were, even when the session was reopened
     // (resumed) before the child's end was recorded.
-    let ended_with_its_session = match &event.payload {
-        EventPayload::Task(outcome) => {
-            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == SESSION_END)
-        }
-        EventPayload::Terminal { reason, .. } => reason == SESSION_END,
-    };
+    let ended_with_its_session = ended_with_its_session(&event.payload);
     let session_ended = match unit.session {
         Some(session) => w
             .session(session)?
@@ -524,4 +494,16 @@ pub(crate) fn publish_in(
     }
     w.put_event(&event)?;
     Ok(Published::Inserted)
+}
+
+/// Whether `payload` says its session's end interrupted it: then it belongs to the run that
+/// ended, and is dropped like the session's pending events were, even when the session was
+/// reopened (resumed) before the child's end was recorded.
+fn ended_with_its_session(payload: &EventPayload) -> bool {
+    match payload {
+        EventPayload::Task(outcome) => {
+            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == SESSION_END)
+        }
+        EventPayload::Terminal { reason, .. } => reason == SESSION_END,
+    }
 }

@@ -42,7 +42,7 @@ mod units;
 pub use ack::Acked;
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
-pub use events::{BoundaryView, Claim, ClaimOutcome, ClaimRequest, NewEvent, Published};
+pub use events::{BoundaryView, NewEvent};
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use observe::{CommitObserver, observe_commits};

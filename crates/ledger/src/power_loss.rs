@@ -21,7 +21,7 @@ use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
 
 use crate::error::LedgerError;
-use crate::events::{ClaimOutcome, ClaimRequest};
+use crate::model::{ClaimOutcome, ClaimRequest};
 use crate::ledger::{Ledger, LedgerConfig, TokenSource};
 use crate::model::Capacity;
 use crate::model::*;

@@ -27,8 +27,9 @@ use std::path::Path;
 
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Host,
-    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId, Event,
+    EventKey, EventPayload, EventRef, Host, ProcessId, Published, Session, SessionId, Stalling,
+    Timestamp, UnitTally,
 };
 
 /// The `META` key of the file's format version.
@@ -217,6 +218,48 @@ pub(crate) trait WriteTx: ReadTx {
     fn set_meta(&self, key: &str, value: u64) -> Result<()>;
     /// Removes a unit with its children, events, claims and index rows (retention).
     fn purge_delegation(&self, unit: &Delegation) -> Result<()>;
+}
+
+/// The hot transitions, each one statement on a backend that has them (PostgreSQL's
+/// `store/pg/transitions.sql`: a function per transition, one round trip, at READ COMMITTED
+/// under row locks) instead of the operation's read-decide-write transaction. Each applies the
+/// same rule as the operation it stands for (`rules.rs`; a property test checks that they
+/// agree) and commits on its own. [`Backend::transitions`] is `None` on a backend without them
+/// (redb, whose transactions are local and cheap): the operations run as written.
+pub(crate) trait Transitions {
+    /// `events::publish_in` for an event of the unit `id` (`ended_with_session`: its payload
+    /// says its session's end interrupted it). `None`: there is no such unit.
+    fn publish(
+        &self,
+        id: &DelegationId,
+        key: EventKey,
+        payload: &EventPayload,
+        ended_with_session: bool,
+        now: Timestamp,
+    ) -> Result<Option<Published>>;
+    /// Every request with its fresh token, each all or none on its own keys
+    /// (`rules::check_keys`, then `rules::take` or, for exhausted keys, `rules::drop_event`).
+    fn claim(
+        &self,
+        requests: &[(ClaimRequest, ClaimToken)],
+        max_attempts: u32,
+        now: Timestamp,
+    ) -> Result<Vec<ClaimOutcome>>;
+    /// Acks every token (`rules::standing`, then `rules::ack` where it holds): where each
+    /// stood.
+    fn ack(&self, tokens: &[ClaimToken], now: Timestamp) -> Result<Vec<TokenAck>>;
+}
+
+/// Where one token stood when [`Transitions::ack`] acked it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TokenAck {
+    /// `None`: no claim record (never issued, fenced, settled other than by an ack, purged).
+    /// `Holds`: acked now. `Acked`: acked by this token already, nothing changed.
+    pub(crate) standing: Option<crate::rules::Standing>,
+    /// When the claim's lease ends, if its record was read.
+    pub(crate) expires_at: Option<Timestamp>,
+    /// The claim's keys (for `Holds` and `Acked`), in key order.
+    pub(crate) keys: Vec<EventRef>,
 }
 
 /// A read transaction of either backend.

@@ -19,6 +19,8 @@
 //! trip has a deadline; a call made from inside a tokio runtime runs on a scoped thread, since
 //! that runtime cannot be blocked on from there.
 
+#[cfg(test)]
+mod agree;
 mod client;
 mod connect;
 mod conns;
@@ -27,10 +29,13 @@ mod hub;
 mod listen;
 mod pool;
 mod read;
+mod rows;
 mod schema;
 mod tls;
+mod transitions;
 mod tx;
 mod url;
+mod v2;
 mod write;
 
 pub use credentials::url_without_password;

@@ -1,5 +1,6 @@
 //! The ledger's reads on PostgreSQL (`ReadTx`).
 
+use super::rows::*;
 use super::tx::*;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_host};
@@ -107,7 +108,11 @@ impl ReadTx for Tx<'_, '_> {
 
     fn event(&self, event: &EventRef) -> Result<Option<Event>> {
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE unit = $1 AND code = $2",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE unit = $1 AND code = $2"
+            ),
             &[
                 &event.delegation_id.as_str(),
                 &i64::from(key_code(event.key)),
@@ -118,7 +123,11 @@ impl ReadTx for Tx<'_, '_> {
 
     fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE unit = $1 ORDER BY code",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE unit = $1 ORDER BY code"
+            ),
             &[&id.as_str()],
         )
     }
@@ -134,7 +143,11 @@ impl ReadTx for Tx<'_, '_> {
 
     fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code"
+            ),
             &[&session_part(session)],
         )
     }
@@ -148,11 +161,17 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
-        self.record(
-            "claim",
-            "SELECT record FROM hermes_claims WHERE token = $1",
+        let rows = self.query(
+            concat!(
+                "SELECT ",
+                claim_columns!(),
+                " FROM hermes_claims WHERE token = $1"
+            ),
             &[&token_bytes(token)],
-        )
+        )?;
+        rows.first()
+            .map(|row| claim_of(&self.pg.path, row))
+            .transpose()
     }
 
     fn active_units(&self) -> Result<Vec<Delegation>> {
@@ -251,7 +270,11 @@ impl ReadTx for Tx<'_, '_> {
     fn events_of(&self, ids: &[DelegationId]) -> Result<Vec<Event>> {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE unit = ANY($1) ORDER BY unit, code",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE unit = ANY($1) ORDER BY unit, code"
+            ),
             &[&ids],
         )
     }

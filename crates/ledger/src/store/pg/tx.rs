@@ -10,8 +10,8 @@ use serde::Serialize;
 use super::pool::*;
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
-use crate::model::legacy::{decode_delegation, decode_event};
-use crate::model::{ClaimToken, Delegation, Event, EventRef};
+use crate::model::legacy::decode_delegation;
+use crate::model::{Delegation, Event, EventRef};
 use crate::store::{Counters, event_ref};
 
 /// One transaction on one connection.
@@ -56,6 +56,16 @@ param! {
     bool => Type::BOOL,
     Vec<u8> => Type::BYTEA,
     Vec<String> => Type::TEXT_ARRAY,
+    Option<String> => Type::TEXT,
+    Option<Vec<u8>> => Type::BYTEA,
+    i32 => Type::INT4,
+    Vec<i32> => Type::INT4_ARRAY,
+    Vec<i64> => Type::INT8_ARRAY,
+    Vec<Option<i64>> => Type::INT8_ARRAY,
+    Vec<Option<String>> => Type::TEXT_ARRAY,
+    Vec<Vec<u8>> => Type::BYTEA_ARRAY,
+    Vec<Option<Vec<u8>>> => Type::BYTEA_ARRAY,
+    Vec<&'static str> => Type::TEXT_ARRAY,
 }
 
 impl Tx<'_, '_> {
@@ -129,7 +139,7 @@ impl Tx<'_, '_> {
     ) -> Result<Vec<Event>> {
         self.query(sql, params)?
             .iter()
-            .map(|row| decode_event(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .map(|row| super::rows::event_of(&self.pg.path, row, 0))
             .collect()
     }
 
@@ -169,10 +179,6 @@ pub(super) fn int(n: u64) -> i64 {
 
 pub(super) fn uint(n: i64) -> u64 {
     n as u64
-}
-
-pub(super) fn token_bytes(token: ClaimToken) -> Vec<u8> {
-    token.0.to_be_bytes().to_vec()
 }
 
 pub(super) fn encode<T: Serialize>(value: &T) -> Vec<u8> {

@@ -4,14 +4,15 @@ use std::cell::Cell;
 
 use super::listen::*;
 use super::pool::*;
+use super::rows::*;
 use super::tx::*;
 use crate::error::{LedgerError, Result};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, Host, ProcessId, Session,
     SessionId, Stalling, UnitStatus, UnitTally,
 };
-use crate::store::{META_ACTIVITY, key_code};
-use crate::store::{ReadTx, WriteTx, session_part};
+use crate::store::META_ACTIVITY;
+use crate::store::{ReadTx, WriteTx};
 
 impl WriteTx for Tx<'_, '_> {
     fn dirty(&self) -> &Cell<bool> {
@@ -61,9 +62,13 @@ impl WriteTx for Tx<'_, '_> {
 
     fn put_session(&self, session: &Session) -> Result<()> {
         self.write(
-            "INSERT INTO hermes_sessions (id, record) VALUES ($1, $2) \
-             ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
-            &[&session.id.as_str(), &encode(session)],
+            "INSERT INTO hermes_sessions (id, ended, record) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET ended = EXCLUDED.ended, record = EXCLUDED.record",
+            &[
+                &session.id.as_str(),
+                &(session.state == crate::model::SessionState::Ended),
+                &encode(session),
+            ],
         )
     }
 
@@ -92,11 +97,12 @@ impl WriteTx for Tx<'_, '_> {
             .filter(|_| unit.status == UnitStatus::Queued)
             .map(int);
         self.write(
-            "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, record) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+            "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, \
+             delivery, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              ON CONFLICT (id) DO UPDATE SET session = EXCLUDED.session, \
              status = EXCLUDED.status, dispatched_at = EXCLUDED.dispatched_at, \
-             active = EXCLUDED.active, queue_seq = EXCLUDED.queue_seq, record = EXCLUDED.record",
+             active = EXCLUDED.active, queue_seq = EXCLUDED.queue_seq, \
+             delivery = EXCLUDED.delivery, record = EXCLUDED.record",
             &[
                 &unit.id.as_str(),
                 &unit.session.as_ref().map(SessionId::as_str),
@@ -104,6 +110,7 @@ impl WriteTx for Tx<'_, '_> {
                 &int(unit.dispatched_at.0),
                 &!unit.status.is_terminal(),
                 &queue_seq,
+                &unit.spec.delivery.as_str(),
                 &encode(unit),
             ],
         )
@@ -145,33 +152,66 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_event(&self, event: &Event) -> Result<()> {
-        let session = session_part(event.session.as_ref());
+        let row = EventRow::of(event);
         self.write(
-            "INSERT INTO hermes_events (unit, code, session, state, open, record) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (unit, code) DO UPDATE SET session = EXCLUDED.session, \
-             state = EXCLUDED.state, open = EXCLUDED.open, record = EXCLUDED.record",
+            concat!(
+                "INSERT INTO hermes_events (",
+                event_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+                 ON CONFLICT (unit, code) DO UPDATE SET session = EXCLUDED.session, \
+                 delivery = EXCLUDED.delivery, state = EXCLUDED.state, \
+                 attempts = EXCLUDED.attempts, lease_token = EXCLUDED.lease_token, \
+                 lease_consumer = EXCLUDED.lease_consumer, \
+                 lease_claimed_at = EXCLUDED.lease_claimed_at, \
+                 lease_expires_at = EXCLUDED.lease_expires_at, \
+                 published_at = EXCLUDED.published_at, delivered_at = EXCLUDED.delivered_at, \
+                 dropped_at = EXCLUDED.dropped_at, drop_reason = EXCLUDED.drop_reason, \
+                 payload = EXCLUDED.payload"
+            ),
             &[
-                &event.delegation_id.as_str(),
-                &i64::from(key_code(event.key)),
-                &session,
-                &event.state.as_str(),
-                &!event.state.is_terminal(),
-                &encode(event),
+                &row.unit,
+                &row.code,
+                &row.session,
+                &row.delivery,
+                &row.state,
+                &row.attempts,
+                &row.lease_token,
+                &row.lease_consumer,
+                &row.lease_claimed_at,
+                &row.lease_expires_at,
+                &row.published_at,
+                &row.delivered_at,
+                &row.dropped_at,
+                &row.drop_reason,
+                &row.payload,
             ],
         )?;
         if event.state == crate::model::EventState::Pending {
             let channel = self.pg.target.channel(EVENTS_CHANNEL);
-            self.write("SELECT pg_notify($1, $2)", &[&channel, &session])?;
+            self.write("SELECT pg_notify($1, $2)", &[&channel, &row.session])?;
         }
         Ok(())
     }
 
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
+        let (units, codes) = claim_keys(claim);
         self.write(
-            "INSERT INTO hermes_claims (token, record) VALUES ($1, $2) \
-             ON CONFLICT (token) DO UPDATE SET record = EXCLUDED.record",
-            &[&token_bytes(claim.token), &encode(claim)],
+            concat!(
+                "INSERT INTO hermes_claims (",
+                claim_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (token) DO UPDATE SET consumer = EXCLUDED.consumer, \
+                 claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at, \
+                 units = EXCLUDED.units, codes = EXCLUDED.codes"
+            ),
+            &[
+                &token_bytes(claim.token),
+                &claim.consumer,
+                &int(claim.claimed_at.0),
+                &int(claim.expires_at.0),
+                &units,
+                &codes,
+            ],
         )
     }
 
