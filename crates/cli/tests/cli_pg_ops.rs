@@ -128,7 +128,8 @@ fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_del
         .expect("a claim token")
         .to_owned();
 
-    proxy.lose_reply_to(COMMIT);
+    // An ack is one statement on PostgreSQL: the call of `hermes_ack`, committed on its own.
+    proxy.lose_reply_to(b"hermes_ack($1");
     proxy.then_black_hole();
     let lost = harness.run(&["delivery", "ack", &token, "--json"]);
     lost.assert_one_error_line(6);

@@ -111,12 +111,17 @@ impl Ledger {
             let batch = tokens.clone();
             let attempt_seen = Arc::clone(&seen);
             let attempt = match self.backend.transitions() {
-                Some(at_once) => self.at_once(|| at_once.ack(&batch, now)).map(|acks| {
-                    acks.into_iter()
-                        .zip(&batch)
-                        .map(|(ack, token)| acked_at_once(ack, *token, &attempt_seen))
-                        .collect()
-                }),
+                Some(at_once) => self
+                    .at_once(
+                        || at_once.ack(&batch, now),
+                        |acks| acks.iter().any(|a| a.standing == Some(Standing::Holds)),
+                    )
+                    .map(|acks| {
+                        acks.into_iter()
+                            .zip(&batch)
+                            .map(|(ack, token)| acked_at_once(ack, *token, &attempt_seen))
+                            .collect()
+                    }),
                 None => self.write_grouped(move |_, w| {
                     let mut results = Vec::with_capacity(batch.len());
                     for token in &batch {

@@ -9,7 +9,7 @@ use crate::ledger::Ledger;
 use crate::model::{
     Claim, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId,
     DropReason, Event, EventKey, EventPayload, EventRef, EventState, ExitDetail, Lease, ProcessId,
-    Published, Session, SessionId, SessionState, Timestamp, Transition,
+    Published, Refusal, Session, SessionId, SessionState, Timestamp, Transition,
 };
 use crate::rules::{self, KeysCheck, Standing};
 use crate::sessions::SESSION_END;
@@ -45,7 +45,10 @@ impl Ledger {
             let ended = ended_with_its_session(&event.payload);
             let id = &event.delegation_id;
             return self
-                .at_once(|| at_once.publish(id, event.key, &event.payload, ended, now))?
+                .at_once(
+                    || at_once.publish(id, event.key, &event.payload, ended, now),
+                    |published| *published == Some(Published::Inserted),
+                )?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()));
         }
         self.write_grouped(move |_, w| {
@@ -160,7 +163,10 @@ impl Ledger {
                 .map(|request| (request.clone(), self.next_token()))
                 .collect();
             let max = self.config.max_attempts;
-            return self.at_once(|| at_once.claim(&requests, max, now));
+            return self.at_once(
+                || at_once.claim(&requests, max, now),
+                |outcomes| outcomes.iter().any(wrote),
+            );
         }
         let requests = requests.to_vec();
         self.write_grouped(move |ledger, w| {
@@ -505,5 +511,16 @@ fn ended_with_its_session(payload: &EventPayload) -> bool {
             matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == SESSION_END)
         }
         EventPayload::Terminal { reason, .. } => reason == SESSION_END,
+    }
+}
+
+/// Whether a claim wrote anything: it took its keys, or dropped one whose attempts were used
+/// up (a refusal as terminal, dropped, which may also be an event dropped before).
+fn wrote(outcome: &ClaimOutcome) -> bool {
+    match outcome {
+        ClaimOutcome::Claimed(_) => true,
+        ClaimOutcome::Refused(why) => why
+            .iter()
+            .any(|(_, refusal)| *refusal == Refusal::Terminal(EventState::Dropped)),
     }
 }

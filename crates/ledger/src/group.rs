@@ -260,10 +260,10 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::model::{ClaimOutcome, ClaimRequest};
     use crate::ledger::{LedgerConfig, TokenSource};
     use crate::model::Capacity;
     use crate::model::*;
+    use crate::model::{ClaimOutcome, ClaimRequest};
 
     const T0: Timestamp = Timestamp(1_700_000_000_000);
     const ROOMY: Capacity = Capacity {

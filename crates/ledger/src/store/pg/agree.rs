@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use proptest::prelude::*;
 
 use crate::model::{
-    ChildOutcome, ChildStatus, ClaimRecord, ClaimRequest, ClaimToken, DeliveryMode, DelegationId,
+    ChildOutcome, ChildStatus, ClaimRecord, ClaimRequest, ClaimToken, DelegationId, DeliveryMode,
     Event, EventKey, EventPayload, EventRef, EventState, ExitDetail, Lease, Session, SessionId,
     SessionState, Timestamp,
 };
@@ -26,7 +26,12 @@ type EventSpec = Option<(u8, u8, u32, Option<(u8, i8)>)>;
 fn event_spec() -> impl Strategy<Value = EventSpec> {
     proptest::option::weighted(
         0.85,
-        (0u8..4, 0u8..3, 0u32..4, proptest::option::of((0u8..3, -1i8..=1))),
+        (
+            0u8..4,
+            0u8..3,
+            0u32..4,
+            proptest::option::of((0u8..3, -1i8..=1)),
+        ),
     )
 }
 
@@ -79,15 +84,17 @@ fn ledgers(case: u32, max_attempts: u32) -> [Ledger; 2] {
         max_attempts,
         ..LedgerConfig::default()
     };
-    let open = |location: &Location| match location {
-        Location::File(path) => {
-            Ledger::open_with(path, config.clone(), TokenSource::Seeded(u64::from(case)))
+    let open = |location: &Location| {
+        match location {
+            Location::File(path) => {
+                Ledger::open_with(path, config.clone(), TokenSource::Seeded(u64::from(case)))
+            }
+            Location::Postgres(target) => {
+                Ledger::connect(target, config.clone(), TokenSource::Seeded(u64::from(case)))
+            }
         }
-        Location::Postgres(target) => {
-            Ledger::connect(target, config.clone(), TokenSource::Seeded(u64::from(case)))
-        }
-    }
-    .expect("the ledger opens");
+        .expect("the ledger opens")
+    };
     [open(&pair().redb), open(&pair().pg)]
 }
 
@@ -178,7 +185,11 @@ fn plant(ledger: &Ledger, case: u32, world: &World) {
 
 /// Every event and claim record of the case, as the ledger has them now (`extra`: tokens
 /// issued during the case).
-fn observe(ledger: &Ledger, case: u32, extra: &[ClaimToken]) -> (Vec<Option<Event>>, Vec<Option<ClaimRecord>>) {
+fn observe(
+    ledger: &Ledger,
+    case: u32,
+    extra: &[ClaimToken],
+) -> (Vec<Option<Event>>, Vec<Option<ClaimRecord>>) {
     let events = (0..6)
         .map(|k| ledger.event(&key(case, k)).expect("reads"))
         .collect();

@@ -237,8 +237,8 @@ mod tests {
     use super::token_bytes;
     use crate::codec::encode;
     use crate::model::{
-        ChildOutcome, ChildStatus, ClaimRecord, ClaimRequest, ClaimToken, DeliveryMode,
-        DelegationId, Event, EventKey, EventPayload, EventRef, EventState, Lease, Session,
+        ChildOutcome, ChildStatus, ClaimRecord, ClaimRequest, ClaimToken, DelegationId,
+        DeliveryMode, Event, EventKey, EventPayload, EventRef, EventState, Lease, Session,
         SessionId, SessionState, Timestamp,
     };
     use crate::store::key_code;
@@ -314,7 +314,11 @@ mod tests {
             let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
             client.batch_execute(SCHEMA_V1)?;
             for session in [&active, &ended] {
-                let state = if session == &ended { SessionState::Ended } else { SessionState::Active };
+                let state = if session == &ended {
+                    SessionState::Ended
+                } else {
+                    SessionState::Active
+                };
                 let record = Session {
                     id: session.clone(),
                     state,
@@ -374,10 +378,16 @@ mod tests {
             .expect("reads");
         assert_eq!(version, 2);
         for e in [&pending, &claimed, &delivered] {
-            assert_eq!(ledger.event(&e.event_ref()).expect("reads").as_ref(), Some(e));
+            assert_eq!(
+                ledger.event(&e.event_ref()).expect("reads").as_ref(),
+                Some(e)
+            );
         }
         for claim in &claims {
-            assert_eq!(ledger.claim_record(claim.token).expect("reads").as_ref(), Some(claim));
+            assert_eq!(
+                ledger.claim_record(claim.token).expect("reads").as_ref(),
+                Some(claim)
+            );
         }
         assert_eq!(
             ledger.open_events(&active).expect("reads"),
