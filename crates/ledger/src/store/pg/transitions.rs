@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use postgres::error::SqlState;
 
-use super::listen::EVENTS_CHANNEL;
 use super::pool::*;
 use super::rows::{event_of, state_of, token_bytes};
 use super::tx::{Param, Row, int};
@@ -82,16 +81,14 @@ impl Transitions for Pg {
         ended_with_session: bool,
         now: Timestamp,
     ) -> Result<Option<Published>> {
-        let channel = self.target.channel(EVENTS_CHANNEL);
         let rows = self.call(
-            "SELECT hermes_publish($1, $2, $3, $4, $5, $6)",
+            "SELECT hermes_publish($1, $2, $3, $4, $5)",
             &[
                 &id.as_str(),
                 &i64::from(key_code(key)),
                 &codec::encode(payload),
                 &int(now.0),
                 &ended_with_session,
-                &channel,
             ],
             true,
         )?;

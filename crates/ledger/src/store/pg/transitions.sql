@@ -13,11 +13,10 @@
 -- Publishes `task:N`/`terminal` of a unit once: `missing` (no such unit), `present` (already
 -- published; nothing changes) or `inserted`. The event takes the unit's session and delivery
 -- mode; it is recorded dropped (`session_ended`) when `p_ended_with_session` (its payload says
--- the session's end interrupted it) or the session has ended. A pending event notifies its
--- session's consumers on `p_channel` when the transaction commits.
+-- the session's end interrupted it) or the session has ended. (A pending event wakes its
+-- session's consumers through `hermes_notify_event`.)
 CREATE FUNCTION hermes_publish(
-    p_unit text, p_code bigint, p_payload bytea, p_now bigint, p_ended_with_session boolean,
-    p_channel text
+    p_unit text, p_code bigint, p_payload bytea, p_now bigint, p_ended_with_session boolean
 ) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     v_session text;
@@ -40,9 +39,6 @@ BEGIN
         ON CONFLICT (unit, code) DO NOTHING;
     IF NOT FOUND THEN
         RETURN 'present';
-    END IF;
-    IF NOT v_dropped THEN
-        PERFORM pg_notify(p_channel, v_session);
     END IF;
     RETURN 'inserted';
 END
@@ -195,5 +191,24 @@ BEGIN
         RETURN QUERY SELECT i, NULL::text, NULL::bigint, t.u, t.c
             FROM unnest(c.units, c.codes) WITH ORDINALITY AS t(u, c, n) ORDER BY t.n;
     END LOOP;
+END
+$$;
+
+-- NOTIFY issued by the write: an event written pending (published, released, deferred) wakes
+-- its session's consumers, on the channel the trigger was created with (`TG_ARGV[0]`, the
+-- namespace's), with the session as payload; the server sends it when the transaction commits,
+-- once per channel and payload whatever the number of rows.
+CREATE FUNCTION hermes_notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(TG_ARGV[0], NEW.session);
+    RETURN NULL;
+END
+$$;
+
+-- And the activity counter's moves wake every host polling it (`TG_ARGV[0]`: its channel).
+CREATE FUNCTION hermes_notify_activity() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(TG_ARGV[0], '');
+    RETURN NULL;
 END
 $$;

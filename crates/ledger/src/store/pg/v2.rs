@@ -14,6 +14,7 @@
 use postgres::types::Type;
 
 use super::client::Transaction;
+use super::listen::{ACTIVITY_CHANNEL, EVENTS_CHANNEL};
 use super::rows::{EventRow, claim_keys, token_bytes};
 use super::tx::int;
 use super::url::PgTarget;
@@ -138,6 +139,21 @@ pub(super) fn migrate(
     txn.batch_execute("DROP TABLE hermes_events_v1; DROP TABLE hermes_claims_v1;")
         .map_err(fail)?;
     txn.batch_execute(&target.qualify(include_str!("transitions.sql")))
+        .map_err(fail)?;
+    // The triggers that notify, each given its channel (a literal of the namespace's own
+    // name, which `qualify` leaves alone: only the default namespace's start with `hermes_`,
+    // and it qualifies nothing).
+    let literal = |channel: &str| format!("'{}'", target.channel(channel).replace('\'', "''"));
+    let (events, activity) = (literal(EVENTS_CHANNEL), literal(ACTIVITY_CHANNEL));
+    // (Trigger names belong to their table: no `hermes_` prefix for `qualify` to take for a
+    // table's.)
+    let triggers = format!(
+        "CREATE TRIGGER notify_pending AFTER INSERT OR UPDATE ON hermes_events \
+         FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION hermes_notify_event({events}); \
+         CREATE TRIGGER notify_activity AFTER INSERT OR UPDATE ON hermes_meta \
+         FOR EACH ROW WHEN (NEW.key = 'activity') EXECUTE FUNCTION hermes_notify_activity({activity});"
+    );
+    txn.batch_execute(&target.qualify(&triggers))
         .map_err(fail)?;
     txn.batch_execute("UPDATE hermes_schema SET version = 2")
         .map_err(fail)

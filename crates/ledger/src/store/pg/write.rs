@@ -2,7 +2,6 @@
 
 use std::cell::Cell;
 
-use super::listen::*;
 use super::pool::*;
 use super::rows::*;
 use super::tx::*;
@@ -185,12 +184,9 @@ impl WriteTx for Tx<'_, '_> {
                 &row.drop_reason,
                 &row.payload,
             ],
-        )?;
-        if event.state == crate::model::EventState::Pending {
-            let channel = self.pg.target.channel(EVENTS_CHANNEL);
-            self.write("SELECT pg_notify($1, $2)", &[&channel, &row.session])?;
-        }
-        Ok(())
+        )
+        // An event written pending notifies its session through the table's trigger
+        // (`hermes_notify_event`).
     }
 
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
@@ -227,9 +223,8 @@ impl WriteTx for Tx<'_, '_> {
             "INSERT INTO hermes_meta (key, value) VALUES ($1, 1) \
              ON CONFLICT (key) DO UPDATE SET value = hermes_meta.value + 1",
             &[&META_ACTIVITY],
-        )?;
-        let channel = self.pg.target.channel(ACTIVITY_CHANNEL);
-        self.write("SELECT pg_notify($1, '')", &[&channel])
+        )
+        // The table's trigger notifies (`hermes_notify_activity`).
     }
 
     fn set_meta(&self, key: &str, value: u64) -> Result<()> {
