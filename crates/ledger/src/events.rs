@@ -464,13 +464,6 @@ pub(crate) fn publish_in(
     payload: EventPayload,
     now: Timestamp,
 ) -> Result<Published> {
-    let event_ref = EventRef {
-        delegation_id: unit.id.clone(),
-        key,
-    };
-    if w.event(&event_ref)?.is_some() {
-        return Ok(Published::AlreadyPresent);
-    }
     let mut event = Event {
         delegation_id: unit.id.clone(),
         key,
@@ -498,8 +491,11 @@ pub(crate) fn publish_in(
     if ended_with_its_session || session_ended {
         rules::drop_event(&mut event, DropReason::SessionEnded, now);
     }
-    w.put_event(&event)?;
-    Ok(Published::Inserted)
+    Ok(if w.insert_event(&event)? {
+        Published::Inserted
+    } else {
+        Published::AlreadyPresent
+    })
 }
 
 /// Whether `payload` says its session's end interrupted it: then it belongs to the run that

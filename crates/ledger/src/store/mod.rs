@@ -207,6 +207,15 @@ pub(crate) trait WriteTx: ReadTx {
     fn remove_tally(&self, id: &DelegationId) -> Result<()>;
     /// Inserts or updates an event, keeping the open-events index in step with its state.
     fn put_event(&self, event: &Event) -> Result<()>;
+    /// Inserts `event` unless an event with its key exists (then nothing changes); whether it
+    /// inserted. A backend where every statement is a round trip does it in one.
+    fn insert_event(&self, event: &Event) -> Result<bool> {
+        if self.event(&event.event_ref())?.is_some() {
+            return Ok(false);
+        }
+        self.put_event(event)?;
+        Ok(true)
+    }
     /// Inserts or updates a claim.
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()>;
     /// Removes a claim.

@@ -191,6 +191,7 @@ impl Pg {
                             aborted: Cell::new(false),
                             failure: &failure,
                             committed: &committed,
+                            seen: RefCell::default(),
                         };
                         f(tx)
                     }

@@ -13,10 +13,17 @@ use crate::store::{ReadTx, session_part};
 
 impl ReadTx for Tx<'_, '_> {
     fn session(&self, id: &SessionId) -> Result<Option<Session>> {
-        self.record(
-            "session",
-            "SELECT record FROM hermes_sessions WHERE id = $1",
-            &[&id.as_str()],
+        kept(
+            |s| &mut s.sessions,
+            &self.seen,
+            id.as_str().to_owned(),
+            || {
+                self.record(
+                    "session",
+                    "SELECT record FROM hermes_sessions WHERE id = $1",
+                    &[&id.as_str()],
+                )
+            },
         )
     }
 
@@ -29,13 +36,20 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn host(&self, process: ProcessId) -> Result<Option<Host>> {
-        let rows = self.query(
-            "SELECT record FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
-            &[&i64::from(process.pid), &int(process.start_time)],
-        )?;
-        rows.first()
-            .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
-            .transpose()
+        kept(
+            |s| &mut s.hosts,
+            &self.seen,
+            process,
+            || {
+                let rows = self.query(
+                    "SELECT record FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
+                    &[&i64::from(process.pid), &int(process.start_time)],
+                )?;
+                rows.first()
+                    .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
+                    .transpose()
+            },
+        )
     }
 
     fn hosts(&self) -> Result<Vec<Host>> {
@@ -57,8 +71,15 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
-        self.counters.count(1);
-        self.unit("SELECT record FROM hermes_units WHERE id = $1", &[&id])
+        kept(
+            |s| &mut s.units,
+            &self.seen,
+            id.to_owned(),
+            || {
+                self.counters.count(1);
+                self.unit("SELECT record FROM hermes_units WHERE id = $1", &[&id])
+            },
+        )
     }
 
     fn delegation_exists(&self, id: &str) -> Result<bool> {
@@ -99,10 +120,17 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
-        self.record(
-            "tally",
-            "SELECT record FROM hermes_tallies WHERE unit = $1",
-            &[&id.as_str()],
+        kept(
+            |s| &mut s.tallies,
+            &self.seen,
+            id.as_str().to_owned(),
+            || {
+                self.record(
+                    "tally",
+                    "SELECT record FROM hermes_tallies WHERE unit = $1",
+                    &[&id.as_str()],
+                )
+            },
         )
     }
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::tx::{Row, int, uint};
+use super::tx::{Param, Row, int, uint};
 use crate::codec;
 use crate::error::{LedgerError, Result};
 use crate::model::{
@@ -149,6 +149,29 @@ impl EventRow {
             drop_reason: event.drop_reason.as_ref().map(|r| r.as_str().to_owned()),
             payload: codec::encode(&event.payload),
         }
+    }
+}
+
+impl EventRow {
+    /// The statement parameters of its columns, in [`event_columns`] order.
+    pub(super) fn params(&self) -> [&dyn Param; 15] {
+        [
+            &self.unit,
+            &self.code,
+            &self.session,
+            &self.delivery,
+            &self.state,
+            &self.attempts,
+            &self.lease_token,
+            &self.lease_consumer,
+            &self.lease_claimed_at,
+            &self.lease_expires_at,
+            &self.published_at,
+            &self.delivered_at,
+            &self.dropped_at,
+            &self.drop_reason,
+            &self.payload,
+        ]
     }
 }
 

@@ -1,6 +1,7 @@
 //! One transaction on one pooled connection, and the typed statements it runs.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -11,7 +12,7 @@ use super::pool::*;
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
-use crate::model::{Delegation, Event, EventRef};
+use crate::model::{Delegation, Event, EventRef, Host, ProcessId, Session, UnitTally};
 use crate::store::{Counters, event_ref};
 
 /// One transaction on one connection.
@@ -24,6 +25,41 @@ pub(crate) struct Tx<'c, 'p> {
     pub(super) aborted: Cell<bool>,
     pub(super) failure: &'p Cell<Option<Failure>>,
     pub(super) committed: &'p Cell<bool>,
+    /// The rows of [`Seen`] this transaction read or wrote.
+    pub(super) seen: RefCell<Seen>,
+}
+
+/// Rows the operations of one transaction read again and again — a unit's host and session,
+/// its tally, the unit — kept as this transaction read or wrote them, so that the eight
+/// children of a unit finishing in one group commit read each once: one statement, not eight.
+/// Every write of these rows goes through this transaction (which keeps its copy in step) and
+/// nobody else's can change them before it commits (it would fail to serialize), so a kept
+/// row is the row.
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) hosts: HashMap<ProcessId, Option<Host>>,
+    pub(super) sessions: HashMap<String, Option<Session>>,
+    pub(super) tallies: HashMap<String, Option<UnitTally>>,
+    pub(super) units: HashMap<String, Option<Delegation>>,
+}
+
+/// `key`'s row from `rows` if this transaction has it, else `read` it and keep it.
+pub(super) fn kept<K, V>(
+    rows: fn(&mut Seen) -> &mut HashMap<K, Option<V>>,
+    seen: &RefCell<Seen>,
+    key: K,
+    read: impl FnOnce() -> Result<Option<V>>,
+) -> Result<Option<V>>
+where
+    K: std::hash::Hash + Eq,
+    V: Clone,
+{
+    if let Some(row) = rows(&mut seen.borrow_mut()).get(&key) {
+        return Ok(row.clone());
+    }
+    let row = read()?;
+    rows(&mut seen.borrow_mut()).insert(key, row.clone());
+    Ok(row)
 }
 
 pub(super) type Row = postgres::Row;

@@ -60,6 +60,11 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_session(&self, session: &Session) -> Result<()> {
+        let kept = Some(session.clone());
+        self.seen
+            .borrow_mut()
+            .sessions
+            .insert(session.id.as_str().to_owned(), kept);
         self.write(
             "INSERT INTO hermes_sessions (id, ended, record) VALUES ($1, $2, $3) \
              ON CONFLICT (id) DO UPDATE SET ended = EXCLUDED.ended, record = EXCLUDED.record",
@@ -72,6 +77,10 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_host(&self, host: &Host) -> Result<()> {
+        self.seen
+            .borrow_mut()
+            .hosts
+            .insert(host.process, Some(host.clone()));
         self.write(
             "INSERT INTO hermes_hosts (pid, start_time, record) VALUES ($1, $2, $3) \
              ON CONFLICT (pid, start_time) DO UPDATE SET record = EXCLUDED.record",
@@ -84,6 +93,7 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn remove_host(&self, process: ProcessId) -> Result<()> {
+        self.seen.borrow_mut().hosts.insert(process, None);
         self.write(
             "DELETE FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
             &[&i64::from(process.pid), &int(process.start_time)],
@@ -95,6 +105,10 @@ impl WriteTx for Tx<'_, '_> {
             .queue_seq
             .filter(|_| unit.status == UnitStatus::Queued)
             .map(int);
+        self.seen
+            .borrow_mut()
+            .units
+            .insert(unit.id.as_str().to_owned(), Some(unit.clone()));
         self.write(
             "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, \
              delivery, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
@@ -136,6 +150,10 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
+        self.seen
+            .borrow_mut()
+            .tallies
+            .insert(id.as_str().to_owned(), Some(tally.clone()));
         self.write(
             "INSERT INTO hermes_tallies (unit, record) VALUES ($1, $2) \
              ON CONFLICT (unit) DO UPDATE SET record = EXCLUDED.record",
@@ -144,6 +162,10 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn remove_tally(&self, id: &DelegationId) -> Result<()> {
+        self.seen
+            .borrow_mut()
+            .tallies
+            .insert(id.as_str().to_owned(), None);
         self.write(
             "DELETE FROM hermes_tallies WHERE unit = $1",
             &[&id.as_str()],
@@ -167,26 +189,25 @@ impl WriteTx for Tx<'_, '_> {
                  dropped_at = EXCLUDED.dropped_at, drop_reason = EXCLUDED.drop_reason, \
                  payload = EXCLUDED.payload"
             ),
-            &[
-                &row.unit,
-                &row.code,
-                &row.session,
-                &row.delivery,
-                &row.state,
-                &row.attempts,
-                &row.lease_token,
-                &row.lease_consumer,
-                &row.lease_claimed_at,
-                &row.lease_expires_at,
-                &row.published_at,
-                &row.delivered_at,
-                &row.dropped_at,
-                &row.drop_reason,
-                &row.payload,
-            ],
+            &row.params(),
         )
         // An event written pending notifies its session through the table's trigger
         // (`hermes_notify_event`).
+    }
+
+    fn insert_event(&self, event: &Event) -> Result<bool> {
+        let row = EventRow::of(event);
+        self.dirty.set(true);
+        let inserted = self.query(
+            concat!(
+                "INSERT INTO hermes_events (",
+                event_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+                 ON CONFLICT (unit, code) DO NOTHING RETURNING true"
+            ),
+            &row.params(),
+        )?;
+        Ok(!inserted.is_empty())
     }
 
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
@@ -238,6 +259,10 @@ impl WriteTx for Tx<'_, '_> {
 
     fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
         let id = unit.id.as_str();
+        let mut seen = self.seen.borrow_mut();
+        seen.units.insert(id.to_owned(), None);
+        seen.tallies.insert(id.to_owned(), None);
+        drop(seen);
         for event in self.events(&unit.id)? {
             if let Some(lease) = &event.lease {
                 self.remove_claim(lease.token)?;
