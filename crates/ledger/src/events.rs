@@ -115,11 +115,17 @@ impl Ledger {
             let events = r.open_event_records(Some(session))?;
             let mut units: Vec<Delegation> = Vec::new();
             if record.state != SessionState::Ended {
-                let mut known: BTreeSet<&DelegationId> = BTreeSet::new();
-                for event in &events {
-                    if event.is_deliverable(now) && known.insert(&event.delegation_id) {
-                        units.extend(r.delegation(event.delegation_id.as_str())?);
-                    }
+                // In one read (one statement on PostgreSQL), in id order as the events are.
+                let ids: Vec<DelegationId> = events
+                    .iter()
+                    .filter(|event| event.is_deliverable(now))
+                    .map(|event| event.delegation_id.clone())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                if !ids.is_empty() {
+                    units = r.delegations_of(&ids)?;
+                    units.sort_by(|a, b| a.id.cmp(&b.id));
                 }
             }
             Ok(BoundaryView {
