@@ -91,6 +91,16 @@ pub(crate) trait ReadTx {
     fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>>;
     /// Every child of a unit, by index.
     fn children(&self, id: &DelegationId) -> Result<Vec<Child>>;
+    /// The children of a unit at `indexes` that exist, by index. A backend where every read
+    /// is a round trip answers in one query instead of one per child.
+    fn children_at(&self, id: &DelegationId, indexes: &[u32]) -> Result<Vec<Child>> {
+        let mut out = Vec::new();
+        for &index in indexes {
+            out.extend(self.child(id, index)?);
+        }
+        out.sort_by_key(|c| c.index);
+        Ok(out)
+    }
     /// The children of a unit found stalling, by index.
     fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>>;
     /// The tally of a unit not yet terminal.
@@ -199,6 +209,11 @@ pub(crate) trait WriteTx: ReadTx {
     fn put_delegation(&self, unit: &Delegation) -> Result<()>;
     /// Inserts or updates a child.
     fn put_child(&self, child: &Child) -> Result<()>;
+    /// Inserts or updates several children. A backend where every statement is a round trip
+    /// writes them in one.
+    fn put_children(&self, children: &[Child]) -> Result<()> {
+        children.iter().try_for_each(|child| self.put_child(child))
+    }
     /// Records a child found stalling.
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()>;
     /// Inserts or updates a unit's tally.

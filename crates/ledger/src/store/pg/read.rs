@@ -111,6 +111,18 @@ impl ReadTx for Tx<'_, '_> {
         Ok(out)
     }
 
+    fn children_at(&self, id: &DelegationId, indexes: &[u32]) -> Result<Vec<Child>> {
+        let indexes: Vec<i64> = indexes.iter().map(|&i| i64::from(i)).collect();
+        let rows = self.query(
+            "SELECT record FROM hermes_children WHERE unit = $1 AND idx = ANY($2) ORDER BY idx",
+            &[&id.as_str(), &indexes],
+        )?;
+        self.counters.count(rows.len() as u64);
+        rows.iter()
+            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
     fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
         self.records(
             "stall",

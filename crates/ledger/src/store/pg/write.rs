@@ -141,6 +141,21 @@ impl WriteTx for Tx<'_, '_> {
         )
     }
 
+    fn put_children(&self, children: &[Child]) -> Result<()> {
+        let units: Vec<String> = children
+            .iter()
+            .map(|c| c.delegation_id.as_str().to_owned())
+            .collect();
+        let indexes: Vec<i64> = children.iter().map(|c| i64::from(c.index)).collect();
+        let records: Vec<Vec<u8>> = children.iter().map(encode).collect();
+        self.write(
+            "INSERT INTO hermes_children (unit, idx, record) \
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[]) \
+             ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
+            &[&units, &indexes, &records],
+        )
+    }
+
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
         self.write(
             "INSERT INTO hermes_child_stalls (unit, idx, record) VALUES ($1, $2, $3) \
