@@ -108,6 +108,24 @@ impl Ledger {
     /// event (live leases included) and the unit of each event a consumer could claim at `now`
     /// (an ended session's units are not needed: nothing of it is delivered).
     pub fn boundary_view(&self, session: &SessionId, now: Timestamp) -> Result<BoundaryView> {
+        if let Some(at_once) = self.backend.transitions() {
+            let (record, events, mut units) = at_once.boundary(session, now)?;
+            let Some(record) = record else {
+                return Ok(BoundaryView::default());
+            };
+            // The units of the events the rule says are claimable (the statement's set holds
+            // them all).
+            units.retain(|unit| {
+                events
+                    .iter()
+                    .any(|e| e.delegation_id == unit.id && e.is_deliverable(now))
+            });
+            return Ok(BoundaryView {
+                session: Some(record),
+                events,
+                units,
+            });
+        }
         self.read(|r| {
             let Some(record) = r.session(session)? else {
                 return Ok(BoundaryView::default());

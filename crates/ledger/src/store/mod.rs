@@ -272,6 +272,14 @@ pub(crate) trait Transitions {
     /// Acks every token (`rules::standing`, then `rules::ack` where it holds): where each
     /// stood.
     fn ack(&self, tokens: &[ClaimToken], now: Timestamp) -> Result<Vec<TokenAck>>;
+    /// The read every boundary starts with, in one statement (one snapshot): the session's
+    /// record, its open events (by unit, then key), and the units of those it may claim at
+    /// `now` — pending, or claimed under a lease that ran out — unless the session ended.
+    fn boundary(
+        &self,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<(Option<Session>, Vec<Event>, Vec<Delegation>)>;
 }
 
 /// Where one token stood when [`Transitions::ack`] acked it.

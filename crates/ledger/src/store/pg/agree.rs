@@ -328,4 +328,59 @@ proptest! {
         }
         prop_assert_eq!(&seen[0], &seen[1]);
     }
+
+    /// A boundary's one-statement read is the read-only transaction's: the same session,
+    /// open events and claimable units.
+    #[test]
+    fn a_boundary_read_in_one_statement_agrees_with_the_transaction(
+        world in world(),
+        ended in any::<bool>(),
+        known in any::<bool>(),
+    ) {
+        let case = next_case();
+        // A session of this case's own, so that another case's events are not its.
+        let me = SessionId::new(format!("b{case}")).expect("valid");
+        let world = World {
+            events: world
+                .events
+                .iter()
+                .map(|e| e.map(|(state, owner, attempts, lease)| (state, owner.min(1), attempts, lease)))
+                .collect(),
+            ..world
+        };
+        let mut seen = Vec::new();
+        for ledger in ledgers(case, 3) {
+            plant(&ledger, case, &world);
+            ledger
+                .write(|w| {
+                    // The events of session `s0` become this case's session's.
+                    for k in 0..6 {
+                        if let Some(mut event) = w.event(&key(case, k))? {
+                            if event.session == session(0) {
+                                event.session = Some(me.clone());
+                                w.put_event(&event)?;
+                            }
+                        }
+                    }
+                    if known {
+                        w.put_session(&Session {
+                            id: me.clone(),
+                            state: if ended { SessionState::Ended } else { SessionState::Active },
+                            created_at: NOW,
+                            ended_at: None,
+                            host: None,
+                        })?;
+                    }
+                    for unit in 0..2 {
+                        let mut record = running_unit(unit_id(case, unit), spec(2), NOW);
+                        record.session = Some(me.clone());
+                        w.put_delegation(&record)?;
+                    }
+                    Ok(())
+                })
+                .expect("the world is written");
+            seen.push(ledger.boundary_view(&me, NOW).expect("reads"));
+        }
+        prop_assert_eq!(&seen[0], &seen[1]);
+    }
 }

@@ -1,7 +1,8 @@
 //! The hot transitions on PostgreSQL, one statement each: a call of a function of
 //! `transitions.sql` in an autocommit transaction of its own (READ COMMITTED, row locks), one
 //! round trip with its parameters' types given, instead of a serializable transaction of a
-//! dozen statements. The function's plans are prepared once per connection by the server
+//! dozen statements; and a boundary's read as one statement (one snapshot) instead of a
+//! read-only transaction of five. The function's plans are prepared once per connection by the server
 //! (PL/pgSQL caches them for the session), so a long-lived connection plans nothing again.
 
 use std::time::Duration;
@@ -9,13 +10,14 @@ use std::time::Duration;
 use postgres::error::SqlState;
 
 use super::pool::*;
-use super::rows::{event_of, state_of, token_bytes};
+use super::rows::{event_columns, event_of, state_of, token_bytes};
 use super::tx::{Param, Row, int};
 use crate::codec;
 use crate::error::{LedgerError, Result};
+use crate::model::legacy::decode_delegation;
 use crate::model::{
-    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DelegationId, EventKey, EventPayload, EventRef,
-    Published, Refusal, Timestamp,
+    Claim, ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DelegationId, Event, EventKey,
+    EventPayload, EventRef, Published, Refusal, Session, SessionId, Timestamp,
 };
 use crate::rules::Standing;
 use crate::store::{TokenAck, Transitions, key_code, key_from_code};
@@ -73,6 +75,14 @@ impl Pg {
 }
 
 impl Transitions for Pg {
+    fn boundary(
+        &self,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<(Option<Session>, Vec<Event>, Vec<Delegation>)> {
+        self.boundary_rows(session, now)
+    }
+
     fn publish(
         &self,
         id: &DelegationId,
@@ -232,7 +242,59 @@ impl Transitions for Pg {
     }
 }
 
+/// Columns of no event, for the session's and the units' rows of [`BOUNDARY`].
+macro_rules! no_event {
+    () => {
+        "NULL::text, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::bigint, \
+         NULL::bytea, NULL::text, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, \
+         NULL::bigint, NULL::text, NULL::bytea"
+    };
+}
+
+/// `Transitions::boundary`: rows of kind 0 (the session: its record), 1 (an open event: its
+/// columns) and 2 (a claimable event's unit: its record), in one snapshot.
+const BOUNDARY: &str = concat!(
+    "WITH ev AS (SELECT ",
+    event_columns!(),
+    " FROM hermes_events WHERE open AND session = $1) \
+     SELECT 0, s.record, ",
+    no_event!(),
+    " FROM hermes_sessions s WHERE s.id = $1 \
+     UNION ALL SELECT 1, NULL::bytea, ev.* FROM ev \
+     UNION ALL SELECT 2, u.record, ",
+    no_event!(),
+    " FROM hermes_units u WHERE u.id IN (SELECT ev.unit FROM ev WHERE ev.state = 'pending' \
+     OR (ev.state = 'claimed' AND (ev.lease_expires_at IS NULL OR ev.lease_expires_at <= $2))) \
+     AND NOT EXISTS (SELECT 1 FROM hermes_sessions s WHERE s.id = $1 AND s.ended)"
+);
+
 impl Pg {
+    /// [`Transitions::boundary`].
+    fn boundary_rows(
+        &self,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<(Option<Session>, Vec<Event>, Vec<Delegation>)> {
+        let rows = self.call(BOUNDARY, &[&session.as_str(), &int(now.0)], true)?;
+        let (mut record, mut events, mut units) = (None, Vec::new(), Vec::new());
+        for row in &rows {
+            match row.get::<_, i32>(0) {
+                0 => {
+                    record = Some(codec::decode_record(
+                        &self.path,
+                        "session",
+                        row.get::<_, &[u8]>(1),
+                    )?)
+                }
+                1 => events.push(event_of(&self.path, row, 2)?),
+                _ => units.push(decode_delegation(&self.path, row.get::<_, &[u8]>(1))?),
+            }
+        }
+        events.sort_by(|a: &Event, b: &Event| a.event_ref().cmp(&b.event_ref()));
+        units.sort_by(|a: &Delegation, b: &Delegation| a.id.cmp(&b.id));
+        Ok((record, events, units))
+    }
+
     fn damaged(&self, reason: &str) -> LedgerError {
         LedgerError::Damaged {
             path: self.path.clone(),
