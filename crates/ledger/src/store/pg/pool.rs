@@ -192,6 +192,7 @@ impl Pg {
                             failure: &failure,
                             committed: &committed,
                             seen: RefCell::default(),
+                            held: RefCell::default(),
                         };
                         f(tx)
                     }

@@ -88,6 +88,10 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
+        let key = (id.as_str().to_owned(), index);
+        if let Some(child) = self.held.borrow().children.get(&key) {
+            return Ok(Some(child.clone()));
+        }
         self.counters.count(1);
         let rows = self.query(
             "SELECT record FROM hermes_children WHERE unit = $1 AND idx = $2",
@@ -99,6 +103,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
+        self.send_held()?;
         let out: Vec<Child> = self
             .query(
                 "SELECT record FROM hermes_children WHERE unit = $1 ORDER BY idx",
@@ -112,6 +117,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn children_at(&self, id: &DelegationId, indexes: &[u32]) -> Result<Vec<Child>> {
+        self.send_held()?;
         let indexes: Vec<i64> = indexes.iter().map(|&i| i64::from(i)).collect();
         let rows = self.query(
             "SELECT record FROM hermes_children WHERE unit = $1 AND idx = ANY($2) ORDER BY idx",
@@ -294,6 +300,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {
+        self.send_held()?;
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         let out: Vec<Child> = self
             .query(

@@ -12,7 +12,7 @@ use super::pool::*;
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
-use crate::model::{Delegation, Event, EventRef, Host, ProcessId, Session, UnitTally};
+use crate::model::{Child, Delegation, Event, EventRef, Host, ProcessId, Session, UnitTally};
 use crate::store::{Counters, event_ref};
 
 /// One transaction on one connection.
@@ -27,6 +27,20 @@ pub(crate) struct Tx<'c, 'p> {
     pub(super) committed: &'p Cell<bool>,
     /// The rows of [`Seen`] this transaction read or wrote.
     pub(super) seen: RefCell<Seen>,
+    /// Writes held back until the next read of their table or the commit ([`Held`]).
+    pub(super) held: RefCell<Held>,
+}
+
+/// The children and tallies a transaction wrote and has not sent yet. A unit's children start
+/// and finish one at a time, each a read and a write of the child and a write of the tally;
+/// in a group commit of many of them, the writes go as one statement per table at the end
+/// (`Tx::send_held`) instead of one each. A read of a held child answers from here; any other
+/// read of the children's table sends the held writes first; tallies are read through
+/// [`Seen`], which has every tally written.
+#[derive(Default)]
+pub(super) struct Held {
+    pub(super) children: std::collections::BTreeMap<(String, u32), Child>,
+    pub(super) tallies: std::collections::BTreeMap<String, Option<UnitTally>>,
 }
 
 /// Rows the operations of one transaction read again and again — a unit's host and session,
@@ -137,6 +151,45 @@ impl Tx<'_, '_> {
             params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
         txn.query_typed(&self.pg.target.qualify(sql), &typed)
             .map_err(|e| self.fail(&e))
+    }
+
+    /// Sends the held writes ([`Held`]), one statement per table.
+    pub(super) fn send_held(&self) -> Result<()> {
+        let held = std::mem::take(&mut *self.held.borrow_mut());
+        if !held.children.is_empty() {
+            let children: Vec<Child> = held.children.into_values().collect();
+            let units: Vec<String> = children
+                .iter()
+                .map(|c| c.delegation_id.as_str().to_owned())
+                .collect();
+            let indexes: Vec<i64> = children.iter().map(|c| i64::from(c.index)).collect();
+            let records: Vec<Vec<u8>> = children.iter().map(encode).collect();
+            self.write(
+                "INSERT INTO hermes_children (unit, idx, record) \
+                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[]) \
+                 ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
+                &[&units, &indexes, &records],
+            )?;
+        }
+        let (kept, gone): (Vec<_>, Vec<_>) =
+            held.tallies.into_iter().partition(|(_, t)| t.is_some());
+        if !kept.is_empty() {
+            let (units, records): (Vec<String>, Vec<Vec<u8>>) = kept
+                .into_iter()
+                .filter_map(|(unit, tally)| tally.map(|t| (unit, encode(&t))))
+                .unzip();
+            self.write(
+                "INSERT INTO hermes_tallies (unit, record) \
+                 SELECT * FROM unnest($1::text[], $2::bytea[]) \
+                 ON CONFLICT (unit) DO UPDATE SET record = EXCLUDED.record",
+                &[&units, &records],
+            )?;
+        }
+        if !gone.is_empty() {
+            let units: Vec<String> = gone.into_iter().map(|(unit, _)| unit).collect();
+            self.write("DELETE FROM hermes_tallies WHERE unit = ANY($1)", &[&units])?;
+        }
+        Ok(())
     }
 
     pub(super) fn write(&self, sql: &'static str, params: &[&dyn Param]) -> Result<()> {

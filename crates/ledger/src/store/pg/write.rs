@@ -23,6 +23,7 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
+        self.send_held()?;
         let txn = self
             .txn
             .borrow_mut()
@@ -130,30 +131,18 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_child(&self, child: &Child) -> Result<()> {
-        self.write(
-            "INSERT INTO hermes_children (unit, idx, record) VALUES ($1, $2, $3) \
-             ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
-            &[
-                &child.delegation_id.as_str(),
-                &i64::from(child.index),
-                &encode(child),
-            ],
-        )
+        self.put_children(std::slice::from_ref(child))
     }
 
     fn put_children(&self, children: &[Child]) -> Result<()> {
-        let units: Vec<String> = children
-            .iter()
-            .map(|c| c.delegation_id.as_str().to_owned())
-            .collect();
-        let indexes: Vec<i64> = children.iter().map(|c| i64::from(c.index)).collect();
-        let records: Vec<Vec<u8>> = children.iter().map(encode).collect();
-        self.write(
-            "INSERT INTO hermes_children (unit, idx, record) \
-             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[]) \
-             ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
-            &[&units, &indexes, &records],
-        )
+        // Held until the commit or the next read of the table (`Held`).
+        self.dirty.set(true);
+        let mut held = self.held.borrow_mut();
+        for child in children {
+            let key = (child.delegation_id.as_str().to_owned(), child.index);
+            held.children.insert(key, child.clone());
+        }
+        Ok(())
     }
 
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
@@ -165,26 +154,13 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
-        self.seen
-            .borrow_mut()
-            .tallies
-            .insert(id.as_str().to_owned(), Some(tally.clone()));
-        self.write(
-            "INSERT INTO hermes_tallies (unit, record) VALUES ($1, $2) \
-             ON CONFLICT (unit) DO UPDATE SET record = EXCLUDED.record",
-            &[&id.as_str(), &encode(tally)],
-        )
+        self.hold_tally(id, Some(tally.clone()));
+        Ok(())
     }
 
     fn remove_tally(&self, id: &DelegationId) -> Result<()> {
-        self.seen
-            .borrow_mut()
-            .tallies
-            .insert(id.as_str().to_owned(), None);
-        self.write(
-            "DELETE FROM hermes_tallies WHERE unit = $1",
-            &[&id.as_str()],
-        )
+        self.hold_tally(id, None);
+        Ok(())
     }
 
     fn put_event(&self, event: &Event) -> Result<()> {
@@ -273,6 +249,7 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
+        self.send_held()?;
         let id = unit.id.as_str();
         let mut seen = self.seen.borrow_mut();
         seen.units.insert(id.to_owned(), None);
@@ -289,5 +266,19 @@ impl WriteTx for Tx<'_, '_> {
         self.write("DELETE FROM hermes_child_stalls WHERE unit = $1", &[&id])?;
         self.write("DELETE FROM hermes_tallies WHERE unit = $1", &[&id])?;
         self.write("DELETE FROM hermes_units WHERE id = $1", &[&id])
+    }
+}
+
+impl Tx<'_, '_> {
+    /// A tally written (`Some`) or removed (`None`): kept in [`Seen`], where reads find it, and
+    /// held until the commit (`Held`).
+    fn hold_tally(&self, id: &DelegationId, tally: Option<UnitTally>) {
+        self.dirty.set(true);
+        let unit = id.as_str().to_owned();
+        self.seen
+            .borrow_mut()
+            .tallies
+            .insert(unit.clone(), tally.clone());
+        self.held.borrow_mut().tallies.insert(unit, tally);
     }
 }
