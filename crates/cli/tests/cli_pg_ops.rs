@@ -623,7 +623,11 @@ fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_on
     let direct = ledger::testing::fresh_empty_database(&pg_admin_url());
     let h = Hermes::sharing(&bouncer.url(dbname(&direct)));
     let migrated = h.json(&["ledger", "migrate", "--json"]);
-    assert_eq!(migrated["schema_version"], 1, "{migrated}");
+    assert_eq!(
+        migrated["schema_version"],
+        ledger::SCHEMA_VERSION,
+        "{migrated}"
+    );
     let info = h.json(&["ledger", "info", "--json"]);
     assert_eq!(info["reachable"], true, "{info}");
     for round in ["polled", "listened"] {

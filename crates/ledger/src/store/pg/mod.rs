@@ -46,6 +46,7 @@ mod write;
 
 pub use credentials::url_without_password;
 pub use listen::{Listener, Notice};
+pub use pool::serialization_failures;
 pub(crate) use pool::{Pg, off_runtime};
 pub use schema::SCHEMA_VERSION;
 pub use url::{PgEnv, PgTarget, is_postgres_url};

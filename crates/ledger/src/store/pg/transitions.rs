@@ -49,6 +49,9 @@ impl Pg {
                         || *code == SqlState::T_R_SERIALIZATION_FAILURE
                 });
                 let broken = err.is_closed() || err.as_db_error().is_none() || server_gone(&err);
+                if conflict {
+                    count_conflict();
+                }
                 if conflict && conflicts < MAX_CONFLICTS {
                     conflicts += 1;
                     std::thread::sleep(Duration::from_micros(
