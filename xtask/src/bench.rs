@@ -32,6 +32,8 @@
 //! `bench_ledger`), `pg_round_trips_per_event_contended` (every process of the contended
 //! figure, from their first connection to the last ack), and the floor's own
 //! (`pg_floor_round_trips_per_event_*`) as a check of the method (its cycle is 3 statements).
+//! `pg_serialization_failures_per_event_contended` is the serialization failures and deadlocks
+//! the contended figure's processes met and ran again (each prints `conflicts N`), per event.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -307,17 +309,19 @@ fn contended(worker: &Path, pg_url: &str, figures: &mut Map<String, Value>) -> R
     let db = path_arg(&dir.path().join("product.redb"))?;
     figures.insert(
         "ledger_contended_events_per_s".into(),
-        json!(round(product_path(worker, &db, dir.path())?)),
+        json!(round(product_path(worker, &db, dir.path())?.0)),
     );
     // The same processes on PostgreSQL, on a database with hermes' schema: every statement
     // from the processes' first connection to the last ack is counted.
     let database = worker_says(worker, &["fresh-database", pg_url])?;
     worker_says(worker, &["reset-statements", pg_url, &database])?;
-    figures.insert(
-        "pg_contended_events_per_s".into(),
-        json!(round(product_path(worker, &database, dir.path())?)),
-    );
+    let (per_s, conflicts) = product_path(worker, &database, dir.path())?;
+    figures.insert("pg_contended_events_per_s".into(), json!(round(per_s)));
     let events = f64::from(PRODUCT_UNITS * PRODUCT_TASKS);
+    figures.insert(
+        "pg_serialization_failures_per_event_contended".into(),
+        json!(conflicts as f64 / events),
+    );
     figures.insert(
         "pg_round_trips_per_event_contended".into(),
         json!(round(statements_per_event(
@@ -352,8 +356,9 @@ fn contended(worker: &Path, pg_url: &str, figures: &mut Map<String, Value>) -> R
 /// process finishing 8-child units through the registry's calls (4 units at once), and four
 /// `drain --wait` consumers of the same session through the router. Returns delivered events
 /// per second, timed from before the processes start to the last durable ack (each drain
-/// prints when its acks were durable), so the drains' wait to notice the end is not counted.
-fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
+/// prints when its acks were durable), so the drains' wait to notice the end is not counted;
+/// and the serialization failures and deadlocks all the processes met (PostgreSQL).
+fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<(f64, u64)> {
     let units = PRODUCT_UNITS;
     let done = dir.join(format!("product-{}.done", epoch_ms()));
     let done = path_arg(&done)?;
@@ -367,9 +372,8 @@ fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
                 .context("starting ledger-worker drain")
         })
         .collect::<Result<Vec<_>>>()?;
-    let host = spawn(
-        worker,
-        &[
+    let host = Command::new(worker)
+        .args([
             "host",
             db,
             "bench",
@@ -377,16 +381,32 @@ fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
             &PRODUCT_TASKS.to_string(),
             "4",
             &done,
-        ],
-    )?;
-    wait_all(std::iter::once(host))?;
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting ledger-worker host")?;
+    let host = host.wait_with_output()?;
+    if !host.status.success() {
+        bail!("the ledger-worker host failed");
+    }
     let mut last_ack_ms = start_ms;
     let mut delivered = 0u64;
+    // Every process prints the serialization failures and deadlocks it met (`conflicts N`).
+    let mut conflicts = 0u64;
+    let mut count_conflicts = |text: &str| {
+        for line in text.lines() {
+            if let Some(n) = line.strip_prefix("conflicts ") {
+                conflicts += n.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    };
+    count_conflicts(&String::from_utf8_lossy(&host.stdout));
     for drain in drains {
         let out = drain.wait_with_output()?;
         if !out.status.success() {
             bail!("a ledger-worker drain failed");
         }
+        count_conflicts(&String::from_utf8_lossy(&out.stdout));
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             // `acked N at_ms T`
             let mut words = line.split_whitespace().skip(1);
@@ -403,7 +423,7 @@ fn product_path(worker: &Path, db: &str, dir: &Path) -> Result<f64> {
         bail!("the drains acked {delivered} envelopes' events, expected {events}");
     }
     let elapsed_s = last_ack_ms.saturating_sub(start_ms).max(1) as f64 / 1000.0;
-    Ok(f64::from(events) / elapsed_s)
+    Ok((f64::from(events) / elapsed_s, conflicts))
 }
 
 /// The plain-SQL floor (`shared/bench/pg_floor_ref.py`, psycopg), run by the Python of a

@@ -21,6 +21,8 @@
 //!   example stops with a message, before measuring anything). A PostgreSQL ledger has no group
 //!   commit of its own: every operation is its own transaction, and the server shares WAL
 //!   flushes between concurrent commits.
+//! - `pg_serialization_failures_per_event_cycle`: the serialization failures and deadlocks
+//!   the cycle's statements met and ran again (`ledger::serialization_failures`), per cycle.
 //! - `pg_round_trips_per_event_cycle`: the statements the server ran for the PostgreSQL cycle
 //!   (`pg_stat_statements`, summed over the cycle's database, counted from the first cycle to
 //!   the last, `BEGIN`/`COMMIT`/`ROLLBACK` included), per cycle (one event each). The server
@@ -294,12 +296,14 @@ fn run() -> std::result::Result<(), String> {
     let unit = dispatch(&ledger, 1).map_err(pg)?;
     // Counted from here: the cycles' statements only, not the database's set-up or dispatch.
     ledger::testing::reset_statements(&admin, &url);
+    let conflicts_before = ledger::serialization_failures();
     let (pg_cycle_per_s, cycles) = cycle(&ledger, &unit, window).map_err(pg)?;
+    let pg_conflicts = ledger::serialization_failures() - conflicts_before;
     let pg_statements = ledger::testing::statements_run(&admin, &url);
     let (pg_busy_per_s, pg_busy_commits) =
         busy_host(&fresh_pg(&admin).map_err(pg)?.0, units).map_err(pg)?;
     let out = format!(
-        "{{\"ledger_cycle_per_s\":{},\"ledger_batch8_events_per_s\":{},\"commits_per_delivered_event\":{},\"ledger_batch8_isolated_events_per_s\":{},\"commits_per_delivered_event_isolated\":{},\"pg_cycle_per_s\":{},\"pg_batch8_events_per_s\":{},\"pg_commits_per_delivered_event\":{},\"pg_round_trips_per_event_cycle\":{}}}",
+        "{{\"ledger_cycle_per_s\":{},\"ledger_batch8_events_per_s\":{},\"commits_per_delivered_event\":{},\"ledger_batch8_isolated_events_per_s\":{},\"commits_per_delivered_event_isolated\":{},\"pg_cycle_per_s\":{},\"pg_batch8_events_per_s\":{},\"pg_commits_per_delivered_event\":{},\"pg_round_trips_per_event_cycle\":{},\"pg_serialization_failures_per_event_cycle\":{}}}",
         round(cycle_per_s),
         round(busy_per_s),
         round(busy_commits),
@@ -309,6 +313,7 @@ fn run() -> std::result::Result<(), String> {
         round(pg_busy_per_s),
         round(pg_busy_commits),
         round(pg_statements as f64 / f64::from(cycles.max(1))),
+        pg_conflicts as f64 / f64::from(cycles.max(1)),
     );
     println!("{out}");
     Ok(())

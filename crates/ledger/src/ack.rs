@@ -28,7 +28,7 @@ use crate::events::standing;
 use crate::ledger::Ledger;
 use crate::model::{ClaimToken, EventState, Timestamp, Transition};
 use crate::rules::{self, Standing};
-use crate::store::Writer;
+use crate::store::{TokenAck, Writer};
 
 /// How long an ack whose outcome is unknown is retried when the claim's lease was never read
 /// (the connection broke before the first statement): the shortest claim lease (SPEC §9).
@@ -110,21 +110,34 @@ impl Ledger {
         loop {
             let batch = tokens.clone();
             let attempt_seen = Arc::clone(&seen);
-            let attempt = self.write_grouped(move |_, w| {
-                let mut results = Vec::with_capacity(batch.len());
-                for token in &batch {
-                    match ack_one(w, *token, now, &attempt_seen) {
-                        Err(LedgerError::ClaimLost(lost)) => {
-                            results.push(Err(LedgerError::ClaimLost(lost)))
+            let attempt = match self.backend.transitions() {
+                Some(at_once) => self
+                    .at_once(
+                        || at_once.ack(&batch, now),
+                        |acks| acks.iter().any(|a| a.standing == Some(Standing::Holds)),
+                    )
+                    .map(|acks| {
+                        acks.into_iter()
+                            .zip(&batch)
+                            .map(|(ack, token)| acked_at_once(ack, *token, &attempt_seen))
+                            .collect()
+                    }),
+                None => self.write_grouped(move |_, w| {
+                    let mut results = Vec::with_capacity(batch.len());
+                    for token in &batch {
+                        match ack_one(w, *token, now, &attempt_seen) {
+                            Err(LedgerError::ClaimLost(lost)) => {
+                                results.push(Err(LedgerError::ClaimLost(lost)))
+                            }
+                            other => results.push(Ok(other?)),
                         }
-                        other => results.push(Ok(other?)),
                     }
-                }
-                let wrote = results
-                    .iter()
-                    .any(|r| r.as_ref().is_ok_and(|acked| !acked.repeated));
-                Ok((results, wrote))
-            });
+                    let wrote = results
+                        .iter()
+                        .any(|r| r.as_ref().is_ok_and(|acked| !acked.repeated));
+                    Ok((results, wrote))
+                }),
+            };
             let err = match attempt {
                 Err(err @ LedgerError::Unavailable { .. }) if self.is_shared() => err,
                 other => return other,
@@ -172,6 +185,36 @@ fn ack_one(w: &Writer<'_>, token: ClaimToken, now: Timestamp, seen: &Seen) -> Re
         }
         Standing::Lost => Err(LedgerError::ClaimLost(token)),
     }
+}
+
+/// What an ack by a backend's one statement (`store::Transitions::ack`) says of `token`, as
+/// [`ack_one`] says it.
+fn acked_at_once(ack: TokenAck, token: ClaimToken, seen: &Seen) -> Result<Acked> {
+    if let Some(expires_at) = ack.expires_at {
+        lock(seen).insert(token, expires_at);
+    }
+    let repeated = match ack.standing {
+        Some(Standing::Holds) => false,
+        Some(Standing::Acked) => {
+            tracing::info!(%token, "already acked by this token: nothing to do");
+            true
+        }
+        Some(Standing::Lost) | None => return Err(LedgerError::ClaimLost(token)),
+    };
+    let transitions = ack
+        .keys
+        .into_iter()
+        .map(|event| Transition {
+            event,
+            from: EventState::Claimed,
+            to: EventState::Delivered,
+            drop_reason: None,
+        })
+        .collect();
+    Ok(Acked {
+        transitions,
+        repeated,
+    })
 }
 
 /// How long, from the first failure, the acks may be retried: the shortest lease left among

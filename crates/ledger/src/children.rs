@@ -88,36 +88,43 @@ impl Ledger {
         let updates = updates.to_vec();
         self.write_grouped(move |_, w| {
             let mut fenced: Vec<DelegationId> = Vec::new();
-            // Units already checked this round: a unit's children come together, and its owner
-            // is read once for all of them.
-            let mut owned: Vec<&DelegationId> = Vec::new();
-            let mut wrote = false;
+            let mut changed: Vec<Child> = Vec::new();
+            // A unit's children come together: its owner is checked once, and its children
+            // read in one read and written in one write (one statement each on PostgreSQL).
+            let mut units: Vec<&DelegationId> = Vec::new();
             for update in &updates {
-                let id = &update.delegation_id;
-                if fenced.contains(id) {
+                if !units.contains(&&update.delegation_id) {
+                    units.push(&update.delegation_id);
+                }
+            }
+            for id in units {
+                let Some(unit) = w.delegation(id.as_str())? else {
+                    continue;
+                };
+                if check_owner(w, &unit, writer).is_err() {
+                    fenced.push(id.clone());
                     continue;
                 }
-                if !owned.contains(&id) {
-                    let Some(unit) = w.delegation(id.as_str())? else {
-                        continue;
-                    };
-                    if check_owner(w, &unit, writer).is_err() {
-                        fenced.push(id.clone());
+                let mine: Vec<&ProgressUpdate> =
+                    updates.iter().filter(|u| &u.delegation_id == id).collect();
+                let indexes: Vec<u32> = mine.iter().map(|u| u.index).collect();
+                for mut child in w.children_at(id, &indexes)? {
+                    if child.status.is_terminal() {
                         continue;
                     }
-                    owned.push(id);
-                }
-                if let Some(mut child) = w.child(id, update.index)?
-                    && !child.status.is_terminal()
-                {
+                    // The last update of a child wins, as when they were applied in turn.
+                    let Some(update) = mine.iter().rev().find(|u| u.index == child.index) else {
+                        continue;
+                    };
                     child.progress = update.progress.clone();
-                    w.put_child(&child)?;
-                    wrote = true;
                     if let Some(tail) = &update.tail {
                         w.put_child_tail(id, update.index, tail)?;
                     }
+                    changed.push(child);
                 }
             }
+            let wrote = !changed.is_empty();
+            w.put_children(&changed)?;
             Ok((fenced, wrote))
         })
     }

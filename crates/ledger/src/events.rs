@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    ClaimRecord, ClaimToken, Delegation, DelegationId, DropReason, Event, EventKey, EventPayload,
-    EventRef, EventState, ExitDetail, Lease, ProcessId, Refusal, Session, SessionId, SessionState,
-    Timestamp, Transition,
+    Claim, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId,
+    DropReason, Event, EventKey, EventPayload, EventRef, EventState, ExitDetail, Lease, ProcessId,
+    Published, Refusal, Session, SessionId, SessionState, Timestamp, Transition,
 };
-use crate::rules::{self, KeyCheck, Standing};
+use crate::rules::{self, KeysCheck, Standing};
 use crate::sessions::SESSION_END;
 use crate::store::Writer;
 use crate::units::Owner;
@@ -38,51 +38,19 @@ pub struct NewEvent {
     pub payload: EventPayload,
 }
 
-/// Whether a publish inserted anything.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Published {
-    /// The event is new.
-    Inserted,
-    /// An event with this key existed; nothing changed.
-    AlreadyPresent,
-}
-
-/// What to claim.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClaimRequest {
-    /// Every key to claim, all or none.
-    pub keys: Vec<EventRef>,
-    /// Who claims.
-    pub consumer: String,
-    /// The claiming consumer's session: when set, events of any other session are refused.
-    pub session: Option<SessionId>,
-    /// Lease length in milliseconds.
-    pub lease_ms: u64,
-}
-
-/// A successful claim.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Claim {
-    /// The fencing token.
-    pub token: ClaimToken,
-    /// When the lease runs out.
-    pub expires_at: Timestamp,
-    /// The claimed events, as they are now (attempts counted).
-    pub events: Vec<Event>,
-}
-
-/// What a claim attempt did.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClaimOutcome {
-    /// Every key is now held by the new token.
-    Claimed(Claim),
-    /// Nothing was claimed; why, per refused key.
-    Refused(Vec<(EventRef, Refusal)>),
-}
-
 impl Ledger {
     /// Publishes an event; idempotent per key.
     pub fn publish(&self, event: NewEvent, now: Timestamp) -> Result<Published> {
+        if let Some(at_once) = self.backend.transitions() {
+            let ended = ended_with_its_session(&event.payload);
+            let id = &event.delegation_id;
+            return self
+                .at_once(
+                    || at_once.publish(id, event.key, &event.payload, ended, now),
+                    |published| *published == Some(Published::Inserted),
+                )?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()));
+        }
         self.write_grouped(move |_, w| {
             let id = &event.delegation_id;
             let unit = w
@@ -140,6 +108,24 @@ impl Ledger {
     /// event (live leases included) and the unit of each event a consumer could claim at `now`
     /// (an ended session's units are not needed: nothing of it is delivered).
     pub fn boundary_view(&self, session: &SessionId, now: Timestamp) -> Result<BoundaryView> {
+        if let Some(at_once) = self.backend.transitions() {
+            let (record, events, mut units) = at_once.boundary(session, now)?;
+            let Some(record) = record else {
+                return Ok(BoundaryView::default());
+            };
+            // The units of the events the rule says are claimable (the statement's set holds
+            // them all).
+            units.retain(|unit| {
+                events
+                    .iter()
+                    .any(|e| e.delegation_id == unit.id && e.is_deliverable(now))
+            });
+            return Ok(BoundaryView {
+                session: Some(record),
+                events,
+                units,
+            });
+        }
         self.read(|r| {
             let Some(record) = r.session(session)? else {
                 return Ok(BoundaryView::default());
@@ -147,11 +133,17 @@ impl Ledger {
             let events = r.open_event_records(Some(session))?;
             let mut units: Vec<Delegation> = Vec::new();
             if record.state != SessionState::Ended {
-                let mut known: BTreeSet<&DelegationId> = BTreeSet::new();
-                for event in &events {
-                    if event.is_deliverable(now) && known.insert(&event.delegation_id) {
-                        units.extend(r.delegation(event.delegation_id.as_str())?);
-                    }
+                // In one read (one statement on PostgreSQL), in id order as the events are.
+                let ids: Vec<DelegationId> = events
+                    .iter()
+                    .filter(|event| event.is_deliverable(now))
+                    .map(|event| event.delegation_id.clone())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                if !ids.is_empty() {
+                    units = r.delegations_of(&ids)?;
+                    units.sort_by(|a, b| a.id.cmp(&b.id));
                 }
             }
             Ok(BoundaryView {
@@ -189,6 +181,17 @@ impl Ledger {
                 "a claim needs at least one key".into(),
             ));
         }
+        if let Some(at_once) = self.backend.transitions() {
+            let requests: Vec<(ClaimRequest, ClaimToken)> = requests
+                .iter()
+                .map(|request| (request.clone(), self.next_token()))
+                .collect();
+            let max = self.config.max_attempts;
+            return self.at_once(
+                || at_once.claim(&requests, max, now),
+                |outcomes| outcomes.iter().any(wrote),
+            );
+        }
         let requests = requests.to_vec();
         self.write_grouped(move |ledger, w| {
             let mut outcomes = Vec::with_capacity(requests.len());
@@ -209,42 +212,44 @@ impl Ledger {
         request: &ClaimRequest,
         now: Timestamp,
     ) -> Result<(ClaimOutcome, bool)> {
-        let keys: BTreeSet<EventRef> = request.keys.iter().cloned().collect();
-        let mut refused = Vec::new();
-        let mut claimable = Vec::new();
-        let mut changed = false;
+        // Drawn first, whatever the outcome: one token per request, as a backend's
+        // one-statement claim draws them (`store::Transitions::claim`).
+        let token = loop {
+            let token = self.next_token();
+            if w.claim_record(token)?.is_none() {
+                break token;
+            }
+        };
+        let keys: Vec<EventRef> = request
+            .keys
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut found = Vec::with_capacity(keys.len());
         for key in &keys {
-            let Some(mut event) = w.event(key)? else {
-                refused.push((key.clone(), Refusal::Missing));
-                continue;
-            };
-            let check = rules::check_claim(
-                &event,
-                request.session.as_ref(),
-                self.config.max_attempts,
-                now,
-            );
-            match check {
-                KeyCheck::Claimable => claimable.push(event),
-                KeyCheck::Refused(why) => refused.push((key.clone(), why)),
-                KeyCheck::Exhausted => {
+            found.push(w.event(key)?);
+        }
+        let check = rules::check_keys(
+            &keys,
+            found,
+            request.session.as_ref(),
+            self.config.max_attempts,
+            now,
+        );
+        let mut claimable = match check {
+            KeysCheck::Claimable(events) => events,
+            KeysCheck::Refused { refused, exhausted } => {
+                let changed = !exhausted.is_empty();
+                for mut event in exhausted {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
                     rules::drop_event(&mut event, DropReason::AttemptsExhausted, now);
                     w.put_event(&event)?;
-                    changed = true;
-                    refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
                 }
-            }
-        }
-        if !refused.is_empty() {
-            return Ok((ClaimOutcome::Refused(refused), changed));
-        }
-        let token = loop {
-            let token = self.next_token();
-            if w.claim_record(token)?.is_none() {
-                break token;
+                return Ok((ClaimOutcome::Refused(refused), changed));
             }
         };
         let expires_at = now.plus_ms(request.lease_ms);
@@ -263,7 +268,7 @@ impl Ledger {
         }
         w.put_claim(&ClaimRecord {
             token,
-            keys: keys.iter().cloned().collect(),
+            keys,
             consumer: request.consumer.clone(),
             claimed_at: now,
             expires_at,
@@ -483,13 +488,6 @@ pub(crate) fn publish_in(
     payload: EventPayload,
     now: Timestamp,
 ) -> Result<Published> {
-    let event_ref = EventRef {
-        delegation_id: unit.id.clone(),
-        key,
-    };
-    if w.event(&event_ref)?.is_some() {
-        return Ok(Published::AlreadyPresent);
-    }
     let mut event = Event {
         delegation_id: unit.id.clone(),
         key,
@@ -507,12 +505,7 @@ pub(crate) fn publish_in(
     // An outcome of a child its session's end interrupted belongs to the run that ended: it is
     // dropped like the session's pending events were, even when the session was reopened
     // (resumed) before the child's end was recorded.
-    let ended_with_its_session = match &event.payload {
-        EventPayload::Task(outcome) => {
-            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == SESSION_END)
-        }
-        EventPayload::Terminal { reason, .. } => reason == SESSION_END,
-    };
+    let ended_with_its_session = ended_with_its_session(&event.payload);
     let session_ended = match unit.session {
         Some(session) => w
             .session(session)?
@@ -522,6 +515,32 @@ pub(crate) fn publish_in(
     if ended_with_its_session || session_ended {
         rules::drop_event(&mut event, DropReason::SessionEnded, now);
     }
-    w.put_event(&event)?;
-    Ok(Published::Inserted)
+    Ok(if w.insert_event(&event)? {
+        Published::Inserted
+    } else {
+        Published::AlreadyPresent
+    })
+}
+
+/// Whether `payload` says its session's end interrupted it: then it belongs to the run that
+/// ended, and is dropped like the session's pending events were, even when the session was
+/// reopened (resumed) before the child's end was recorded.
+fn ended_with_its_session(payload: &EventPayload) -> bool {
+    match payload {
+        EventPayload::Task(outcome) => {
+            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == SESSION_END)
+        }
+        EventPayload::Terminal { reason, .. } => reason == SESSION_END,
+    }
+}
+
+/// Whether a claim wrote anything: it took its keys, or dropped one whose attempts were used
+/// up (a refusal as terminal, dropped, which may also be an event dropped before).
+fn wrote(outcome: &ClaimOutcome) -> bool {
+    match outcome {
+        ClaimOutcome::Claimed(_) => true,
+        ClaimOutcome::Refused(why) => why
+            .iter()
+            .any(|(_, refusal)| *refusal == Refusal::Terminal(EventState::Dropped)),
+    }
 }

@@ -247,6 +247,24 @@ impl Ledger {
         ClaimToken(rng.u128(..))
     }
 
+    /// Runs one of the backend's one-statement transitions (`store::Transitions`): it fails
+    /// as every write does while a failure is injected, and counts as one durable commit when
+    /// `wrote` says its value changed something.
+    pub(crate) fn at_once<T>(
+        &self,
+        f: impl FnOnce() -> Result<T>,
+        wrote: impl FnOnce(&T) -> bool,
+    ) -> Result<T> {
+        self.injected_failure()?;
+        let started = std::time::Instant::now();
+        let value = f()?;
+        if wrote(&value) {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            crate::observe::commit_took(started.elapsed());
+        }
+        Ok(value)
+    }
+
     /// The injected write failure, while one is asked for (`fault-injection` only).
     pub(crate) fn injected_failure(&self) -> Result<()> {
         #[cfg(feature = "fault-injection")]

@@ -42,7 +42,7 @@ mod units;
 pub use ack::Acked;
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
-pub use events::{BoundaryView, Claim, ClaimOutcome, ClaimRequest, NewEvent, Published};
+pub use events::{BoundaryView, NewEvent};
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use observe::{CommitObserver, observe_commits};
@@ -53,7 +53,8 @@ pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_o
 pub use sessions::{HostClaim, Liveness, SessionEnd};
 pub use store::Listen;
 pub use store::pg::{
-    Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url, url_without_password,
+    Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url, serialization_failures,
+    url_without_password,
 };
 pub use store::redb::{IoCounts, io_counts, panic_is_caught};
 

@@ -21,10 +21,10 @@ use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
 
 use crate::error::LedgerError;
-use crate::events::{ClaimOutcome, ClaimRequest};
 use crate::ledger::{Ledger, LedgerConfig, TokenSource};
 use crate::model::Capacity;
 use crate::model::*;
+use crate::model::{ClaimOutcome, ClaimRequest};
 use crate::testing::{background_unit, spec};
 
 /// The simulated disk.

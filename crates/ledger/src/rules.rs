@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 
 use crate::model::{
-    Capacity, Channel, ClaimToken, Delegation, DropReason, Event, EventState, Host, Lease,
-    Locality, ProcessId, Refusal, SessionId, Timestamp, Transition, UnitStatus,
+    Capacity, Channel, ClaimToken, Delegation, DropReason, Event, EventRef, EventState, Host,
+    Lease, Locality, ProcessId, Refusal, SessionId, Timestamp, Transition, UnitStatus,
 };
 
 /// What a claim finds for one key.
@@ -53,6 +53,54 @@ pub(crate) fn check_claim(
         KeyCheck::Exhausted
     } else {
         KeyCheck::Claimable
+    }
+}
+
+/// What a claim of some keys finds, all or none.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum KeysCheck {
+    /// Every key may be taken: their events as they are now, in key order.
+    Claimable(Vec<Event>),
+    /// The claim is refused, per refused key in key order; `exhausted` are the events whose
+    /// attempts are used up, as they are now: each is dropped (`attempts_exhausted`, its old
+    /// lease's claim record removed) even though nothing is claimed.
+    Refused {
+        refused: Vec<(EventRef, Refusal)>,
+        exhausted: Vec<Event>,
+    },
+}
+
+/// [`check_claim`] over every key of one claim: `found[i]` is the event of `keys[i]` as it is
+/// now (`None`: missing). The one rule for claiming; PostgreSQL's `hermes_claim` holds the
+/// same in SQL, and a property test checks that the two agree.
+pub(crate) fn check_keys(
+    keys: &[EventRef],
+    found: Vec<Option<Event>>,
+    session: Option<&SessionId>,
+    max_attempts: u32,
+    now: Timestamp,
+) -> KeysCheck {
+    let mut refused = Vec::new();
+    let mut exhausted = Vec::new();
+    let mut claimable = Vec::new();
+    for (key, event) in keys.iter().zip(found) {
+        let Some(event) = event else {
+            refused.push((key.clone(), Refusal::Missing));
+            continue;
+        };
+        match check_claim(&event, session, max_attempts, now) {
+            KeyCheck::Claimable => claimable.push(event),
+            KeyCheck::Refused(why) => refused.push((key.clone(), why)),
+            KeyCheck::Exhausted => {
+                refused.push((key.clone(), Refusal::Terminal(EventState::Dropped)));
+                exhausted.push(event);
+            }
+        }
+    }
+    if refused.is_empty() {
+        KeysCheck::Claimable(claimable)
+    } else {
+        KeysCheck::Refused { refused, exhausted }
     }
 }
 

@@ -331,28 +331,31 @@ fn dispatch_in(
     if unit.channel == Channel::Background {
         w.bump_activity()?;
     }
-    for index in 0..unit.task_count() {
-        let starts = index < starting.count;
-        w.put_child(&Child {
-            delegation_id: id.clone(),
-            index,
-            status: if starts {
-                ChildStatus::Running
-            } else {
-                ChildStatus::Pending
-            },
-            process: None,
-            started_at: starts.then_some(now),
-            ended_at: None,
-            exit_code: None,
-            signal: None,
-            progress: Progress::default(),
-            transcript: transcript_dir
-                .as_ref()
-                .map(|dir| format!("{dir}/task-{index}.log")),
-            machine: starts.then(|| starting.machine.clone()).flatten(),
-        })?;
-    }
+    let children: Vec<Child> = (0..unit.task_count())
+        .map(|index| {
+            let starts = index < starting.count;
+            Child {
+                delegation_id: id.clone(),
+                index,
+                status: if starts {
+                    ChildStatus::Running
+                } else {
+                    ChildStatus::Pending
+                },
+                process: None,
+                started_at: starts.then_some(now),
+                ended_at: None,
+                exit_code: None,
+                signal: None,
+                progress: Progress::default(),
+                transcript: transcript_dir
+                    .as_ref()
+                    .map(|dir| format!("{dir}/task-{index}.log")),
+                machine: starts.then(|| starting.machine.clone()).flatten(),
+            }
+        })
+        .collect();
+    w.put_children(&children)?;
     Ok((
         Admission {
             delegation: unit,

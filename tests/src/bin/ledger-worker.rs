@@ -218,6 +218,9 @@ fn run(args: &[String]) -> Result<(), String> {
                     .try_for_each(|r| r.join().map_err(|_| "a unit runner panicked".to_string())?)
             })?;
             std::fs::write(&done, b"done").map_err(|e| e.to_string())?;
+            // Serialization failures and deadlocks met (PostgreSQL), for the benchmark.
+            writeln!(out, "conflicts {}", ledger::serialization_failures())
+                .map_err(|e| e.to_string())?;
             // Commits as the ledger counts them (either backend); syncs are redb's own.
             eprintln!(
                 "commits {} syncs {}",
@@ -264,6 +267,8 @@ fn run(args: &[String]) -> Result<(), String> {
                         .map_err(|e| e.to_string())?
                         .is_empty()
                 {
+                    writeln!(out, "conflicts {}", ledger::serialization_failures())
+                        .map_err(|e| e.to_string())?;
                     return Ok(());
                 }
                 if Instant::now() > deadline {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ClaimToken, DropReason, EventRef, EventState, Timestamp};
+use super::{ClaimToken, DropReason, Event, EventRef, EventState, SessionId, Timestamp};
 
 /// A claim as stored under its token. Release, defer, drop and fencing remove it; an ack keeps
 /// it (with its keys' events delivered under its lease) until retention purges the unit, so a
@@ -49,4 +49,46 @@ pub struct Transition {
     pub to: EventState,
     /// Why it was dropped, when `to` is `Dropped`.
     pub drop_reason: Option<DropReason>,
+}
+
+/// Whether a publish inserted anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The event is new.
+    Inserted,
+    /// An event with this key existed; nothing changed.
+    AlreadyPresent,
+}
+
+/// What to claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// Every key to claim, all or none.
+    pub keys: Vec<EventRef>,
+    /// Who claims.
+    pub consumer: String,
+    /// The claiming consumer's session: when set, events of any other session are refused.
+    pub session: Option<SessionId>,
+    /// Lease length in milliseconds.
+    pub lease_ms: u64,
+}
+
+/// A successful claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    /// The fencing token.
+    pub token: ClaimToken,
+    /// When the lease runs out.
+    pub expires_at: Timestamp,
+    /// The claimed events, as they are now (attempts counted).
+    pub events: Vec<Event>,
+}
+
+/// What a claim attempt did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimOutcome {
+    /// Every key is now held by the new token.
+    Claimed(Claim),
+    /// Nothing was claimed; why, per refused key.
+    Refused(Vec<(EventRef, Refusal)>),
 }

@@ -16,7 +16,7 @@ mod session;
 mod status;
 mod unit;
 
-pub use claim::{ClaimRecord, Refusal, Transition};
+pub use claim::{Claim, ClaimOutcome, ClaimRecord, ClaimRequest, Published, Refusal, Transition};
 pub use dispatch::*;
 pub use event::*;
 pub use host::*;

@@ -69,6 +69,14 @@ impl Backend {
         }
     }
 
+    /// The hot transitions as one statement each, when this backend has them.
+    pub(crate) fn transitions(&self) -> Option<&dyn super::Transitions> {
+        match self {
+            Backend::Redb(_) => None,
+            Backend::Pg(pg) => Some(pg.as_ref()),
+        }
+    }
+
     /// The PostgreSQL connections, when the ledger lives there.
     pub(crate) fn pg(&self) -> Option<&Pg> {
         match self {

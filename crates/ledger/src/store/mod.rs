@@ -27,8 +27,9 @@ use std::path::Path;
 
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Host,
-    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId, Event,
+    EventKey, EventPayload, EventRef, Host, ProcessId, Published, Session, SessionId, Stalling,
+    Timestamp, UnitTally,
 };
 
 /// The `META` key of the file's format version.
@@ -90,6 +91,16 @@ pub(crate) trait ReadTx {
     fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>>;
     /// Every child of a unit, by index.
     fn children(&self, id: &DelegationId) -> Result<Vec<Child>>;
+    /// The children of a unit at `indexes` that exist, by index. A backend where every read
+    /// is a round trip answers in one query instead of one per child.
+    fn children_at(&self, id: &DelegationId, indexes: &[u32]) -> Result<Vec<Child>> {
+        let mut out = Vec::new();
+        for &index in indexes {
+            out.extend(self.child(id, index)?);
+        }
+        out.sort_by_key(|c| c.index);
+        Ok(out)
+    }
     /// The children of a unit found stalling, by index.
     fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>>;
     /// The tally of a unit not yet terminal.
@@ -198,6 +209,11 @@ pub(crate) trait WriteTx: ReadTx {
     fn put_delegation(&self, unit: &Delegation) -> Result<()>;
     /// Inserts or updates a child.
     fn put_child(&self, child: &Child) -> Result<()>;
+    /// Inserts or updates several children. A backend where every statement is a round trip
+    /// writes them in one.
+    fn put_children(&self, children: &[Child]) -> Result<()> {
+        children.iter().try_for_each(|child| self.put_child(child))
+    }
     /// Records a child found stalling.
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()>;
     /// Inserts or updates a unit's tally.
@@ -206,6 +222,15 @@ pub(crate) trait WriteTx: ReadTx {
     fn remove_tally(&self, id: &DelegationId) -> Result<()>;
     /// Inserts or updates an event, keeping the open-events index in step with its state.
     fn put_event(&self, event: &Event) -> Result<()>;
+    /// Inserts `event` unless an event with its key exists (then nothing changes); whether it
+    /// inserted. A backend where every statement is a round trip does it in one.
+    fn insert_event(&self, event: &Event) -> Result<bool> {
+        if self.event(&event.event_ref())?.is_some() {
+            return Ok(false);
+        }
+        self.put_event(event)?;
+        Ok(true)
+    }
     /// Inserts or updates a claim.
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()>;
     /// Removes a claim.
@@ -217,6 +242,56 @@ pub(crate) trait WriteTx: ReadTx {
     fn set_meta(&self, key: &str, value: u64) -> Result<()>;
     /// Removes a unit with its children, events, claims and index rows (retention).
     fn purge_delegation(&self, unit: &Delegation) -> Result<()>;
+}
+
+/// The hot transitions, each one statement on a backend that has them (PostgreSQL's
+/// `store/pg/transitions.sql`: a function per transition, one round trip, at READ COMMITTED
+/// under row locks) instead of the operation's read-decide-write transaction. Each applies the
+/// same rule as the operation it stands for (`rules.rs`; a property test checks that they
+/// agree) and commits on its own. [`Backend::transitions`] is `None` on a backend without them
+/// (redb, whose transactions are local and cheap): the operations run as written.
+pub(crate) trait Transitions {
+    /// `events::publish_in` for an event of the unit `id` (`ended_with_session`: its payload
+    /// says its session's end interrupted it). `None`: there is no such unit.
+    fn publish(
+        &self,
+        id: &DelegationId,
+        key: EventKey,
+        payload: &EventPayload,
+        ended_with_session: bool,
+        now: Timestamp,
+    ) -> Result<Option<Published>>;
+    /// Every request with its fresh token, each all or none on its own keys
+    /// (`rules::check_keys`, then `rules::take` or, for exhausted keys, `rules::drop_event`).
+    fn claim(
+        &self,
+        requests: &[(ClaimRequest, ClaimToken)],
+        max_attempts: u32,
+        now: Timestamp,
+    ) -> Result<Vec<ClaimOutcome>>;
+    /// Acks every token (`rules::standing`, then `rules::ack` where it holds): where each
+    /// stood.
+    fn ack(&self, tokens: &[ClaimToken], now: Timestamp) -> Result<Vec<TokenAck>>;
+    /// The read every boundary starts with, in one statement (one snapshot): the session's
+    /// record, its open events (by unit, then key), and the units of those it may claim at
+    /// `now` — pending, or claimed under a lease that ran out — unless the session ended.
+    fn boundary(
+        &self,
+        session: &SessionId,
+        now: Timestamp,
+    ) -> Result<(Option<Session>, Vec<Event>, Vec<Delegation>)>;
+}
+
+/// Where one token stood when [`Transitions::ack`] acked it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TokenAck {
+    /// `None`: no claim record (never issued, fenced, settled other than by an ack, purged).
+    /// `Holds`: acked now. `Acked`: acked by this token already, nothing changed.
+    pub(crate) standing: Option<crate::rules::Standing>,
+    /// When the claim's lease ends, if its record was read.
+    pub(crate) expires_at: Option<Timestamp>,
+    /// The claim's keys (for `Holds` and `Acked`), in key order.
+    pub(crate) keys: Vec<EventRef>,
 }
 
 /// A read transaction of either backend.

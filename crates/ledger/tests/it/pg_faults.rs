@@ -9,6 +9,9 @@ use pgcluster::FaultProxy;
 
 /// The simple-query message that commits a transaction, as the client sends it.
 const COMMIT: &[u8] = b"COMMIT\0";
+/// The call that acks (one autocommit statement on PostgreSQL, `hermes_ack`), as the client
+/// sends it.
+const ACK_CALL: &[u8] = b"hermes_ack($1";
 
 /// A ledger on a fresh database, reached through a proxy the test drives.
 fn through_proxy() -> (Ledger, FaultProxy) {
@@ -44,7 +47,7 @@ fn claimed_result(ledger: &Ledger) -> (EventRef, Claim) {
 fn an_ack_whose_commit_never_reached_the_server_is_acked_again_on_a_fresh_connection() {
     let (ledger, proxy) = through_proxy();
     let (key, c) = claimed_result(&ledger);
-    proxy.drop_before(COMMIT);
+    proxy.drop_before(ACK_CALL);
     let acked = ledger
         .ack_outcome(c.token, T0.plus_ms(10))
         .expect("the ack is retried, not reported as unreachable");
@@ -60,7 +63,7 @@ fn an_ack_whose_commit_never_reached_the_server_is_acked_again_on_a_fresh_connec
 fn an_ack_whose_answer_was_lost_is_a_no_op_that_says_so() {
     let (ledger, proxy) = through_proxy();
     let (key, c) = claimed_result(&ledger);
-    proxy.lose_reply_to(COMMIT);
+    proxy.lose_reply_to(ACK_CALL);
     let acked = ledger
         .ack_outcome(c.token, T0.plus_ms(10))
         .expect("the ack resolves its unknown outcome");
@@ -83,7 +86,7 @@ fn a_boundary_ack_of_several_claims_survives_a_lost_answer() {
     let (ledger, proxy) = through_proxy();
     let (first, a) = claimed_result(&ledger);
     let (second, b) = claimed_result(&ledger);
-    proxy.lose_reply_to(COMMIT);
+    proxy.lose_reply_to(ACK_CALL);
     let slots = ledger
         .ack_many(&[a.token, b.token], T0.plus_ms(10))
         .expect("the acks resolve");
@@ -106,7 +109,7 @@ fn an_ack_that_gave_up_on_its_unknown_outcome_is_found_acked_by_another_process(
     let id = unit(&ledger, 1);
     finish(&ledger, &id, 0, T0);
     let c = claimed(claim(&ledger, &[key(&id, 0)], 2_000, T0));
-    proxy.lose_reply_to(COMMIT);
+    proxy.lose_reply_to(ACK_CALL);
     proxy.then_black_hole();
     let err = ledger
         .ack_outcome(c.token, T0.plus_ms(10))
@@ -177,7 +180,7 @@ fn a_claim_taken_over_after_its_lease_is_still_lost_not_already_acked() {
     ledger
         .ack(new.token, T0.plus_ms(1_001))
         .expect("the new holder acks");
-    proxy.drop_before(COMMIT);
+    proxy.drop_before(ACK_CALL);
     let err = ledger
         .ack(old.token, T0.plus_ms(1_002))
         .expect_err("the old token is fenced");

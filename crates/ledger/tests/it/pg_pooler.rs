@@ -92,7 +92,7 @@ fn through_a_transaction_pooler_processes_starting_together_create_the_schema_on
             PgTarget::parse(&url, None).expect("parses")
         )))
         .expect("probes"),
-        Some(1)
+        Some(u32::try_from(SCHEMA_VERSION).expect("positive"))
     );
     // No session advisory lock is left behind on the server's backends.
     assert_eq!(
@@ -120,7 +120,10 @@ fn ledger_migrate_through_a_transaction_pooler_never_hangs_and_holds_no_lock_aft
         std::thread::spawn(move || {
             let ledger = connect(&url).expect("connects");
             for _ in 0..10 {
-                assert_eq!(ledger.migrate().expect("migrates"), 1);
+                assert_eq!(
+                    ledger.migrate().expect("migrates"),
+                    u32::try_from(SCHEMA_VERSION).expect("positive")
+                );
             }
             let _ = done.send(());
         });

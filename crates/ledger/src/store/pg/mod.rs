@@ -2,23 +2,31 @@
 //!
 //! Each record kind is a table whose key parts and index fields are columns (text keys in the
 //! `"C"` collation, so they sort bytewise as redb's do) and whose record is the same
-//! `codec`-encoded value the redb backend stores. The redb index tables become columns with
-//! partial indexes (`open`, `active`, `queue_seq`).
+//! `codec`-encoded value the redb backend stores — except events and claims, which since
+//! schema version 2 (`v2.rs`) are columns through and through (`rows.rs`: state, attempts,
+//! lease, token, keys; only an event's payload stays encoded), so that one statement can decide
+//! and change them. The redb index tables become columns with partial indexes (`open`,
+//! `active`, `queue_seq`).
 //!
-//! Every ledger operation runs inside one transaction: reads at `REPEATABLE READ` (one
-//! snapshot), writes at `SERIALIZABLE`, and a write that loses a serialization race is run
-//! again from the start (operations are re-runnable closures), so concurrent claimers,
-//! promoters and finishers behave exactly as under redb's one-writer-at-a-time transactions.
-//! As on redb, operations issued concurrently by one process's threads may share one
-//! transaction and its one commit (group commit, `group.rs`; SPEC §4 allows it); each still
-//! gets its own result. `NOTIFY` wakes waiters when
-//! the activity counter moves or an event becomes deliverable.
+//! The hot transitions — publish, claim, ack — are one call each of a function of
+//! `transitions.sql` (`transitions.rs`, behind `store::Transitions`): an autocommit statement
+//! at READ COMMITTED under row locks, one round trip. Every other operation runs inside one
+//! transaction: reads at `REPEATABLE READ` (one snapshot), writes at `SERIALIZABLE`, and a
+//! write that loses a serialization race is run again from the start (operations are
+//! re-runnable closures), so concurrent promoters and finishers behave exactly as under redb's
+//! one-writer-at-a-time transactions; a transaction reads each host, session, tally and unit
+//! once (`tx::Seen`). As on redb, operations issued concurrently by one process's threads may
+//! share one transaction and its one commit (group commit, `group.rs`; SPEC §4 allows it); each
+//! still gets its own result. `NOTIFY` is issued by the writes themselves (triggers on events
+//! written pending and on the activity counter) and wakes waiters when the transaction commits.
 //!
 //! The client is hermes' own synchronous one (`client.rs`), which drives `tokio-postgres` on a
 //! small runtime of each connection's own over a socket it opened itself, so that every round
 //! trip has a deadline; a call made from inside a tokio runtime runs on a scoped thread, since
 //! that runtime cannot be blocked on from there.
 
+#[cfg(test)]
+mod agree;
 mod client;
 mod connect;
 mod conns;
@@ -27,14 +35,18 @@ mod hub;
 mod listen;
 mod pool;
 mod read;
+mod rows;
 mod schema;
 mod tls;
+mod transitions;
 mod tx;
 mod url;
+mod v2;
 mod write;
 
 pub use credentials::url_without_password;
 pub use listen::{Listener, Notice};
+pub use pool::serialization_failures;
 pub(crate) use pool::{Pg, off_runtime};
 pub use schema::SCHEMA_VERSION;
 pub use url::{PgEnv, PgTarget, is_postgres_url};

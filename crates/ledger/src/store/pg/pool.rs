@@ -66,6 +66,21 @@ pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
+/// Serialization failures and deadlocks this process's statements met (each then run again).
+static CONFLICTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many serialization failures and deadlocks this process's PostgreSQL statements met
+/// (each was run again), for the benchmarks: the one-statement transitions take row locks and
+/// should meet none; the serializable transactions meet them when processes write the same
+/// rows at once.
+pub fn serialization_failures() -> u64 {
+    CONFLICTS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub(super) fn count_conflict() {
+    CONFLICTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// What went wrong with a statement, as far as retrying is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Failure {
@@ -191,6 +206,8 @@ impl Pg {
                             aborted: Cell::new(false),
                             failure: &failure,
                             committed: &committed,
+                            seen: RefCell::default(),
+                            held: RefCell::default(),
                         };
                         f(tx)
                     }
@@ -210,6 +227,7 @@ impl Pg {
                 (Ok((value, _)), _) => return Ok(value),
                 (Err(_), Some(Failure::Conflict)) if conflicts < MAX_RETRIES => {
                     conflicts += 1;
+                    count_conflict();
                     // A short, growing, jittered pause lets the winner finish.
                     let micros = 50 * u64::from(conflicts.min(20)) * (1 + fastrand::u64(..4));
                     std::thread::sleep(Duration::from_micros(micros));

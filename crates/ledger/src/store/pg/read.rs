@@ -1,5 +1,6 @@
 //! The ledger's reads on PostgreSQL (`ReadTx`).
 
+use super::rows::*;
 use super::tx::*;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_host};
@@ -12,10 +13,17 @@ use crate::store::{ReadTx, session_part};
 
 impl ReadTx for Tx<'_, '_> {
     fn session(&self, id: &SessionId) -> Result<Option<Session>> {
-        self.record(
-            "session",
-            "SELECT record FROM hermes_sessions WHERE id = $1",
-            &[&id.as_str()],
+        kept(
+            |s| &mut s.sessions,
+            &self.seen,
+            id.as_str().to_owned(),
+            || {
+                self.record(
+                    "session",
+                    "SELECT record FROM hermes_sessions WHERE id = $1",
+                    &[&id.as_str()],
+                )
+            },
         )
     }
 
@@ -28,13 +36,20 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn host(&self, process: ProcessId) -> Result<Option<Host>> {
-        let rows = self.query(
-            "SELECT record FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
-            &[&i64::from(process.pid), &int(process.start_time)],
-        )?;
-        rows.first()
-            .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
-            .transpose()
+        kept(
+            |s| &mut s.hosts,
+            &self.seen,
+            process,
+            || {
+                let rows = self.query(
+                    "SELECT record FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
+                    &[&i64::from(process.pid), &int(process.start_time)],
+                )?;
+                rows.first()
+                    .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
+                    .transpose()
+            },
+        )
     }
 
     fn hosts(&self) -> Result<Vec<Host>> {
@@ -56,8 +71,15 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
-        self.counters.count(1);
-        self.unit("SELECT record FROM hermes_units WHERE id = $1", &[&id])
+        kept(
+            |s| &mut s.units,
+            &self.seen,
+            id.to_owned(),
+            || {
+                self.counters.count(1);
+                self.unit("SELECT record FROM hermes_units WHERE id = $1", &[&id])
+            },
+        )
     }
 
     fn delegation_exists(&self, id: &str) -> Result<bool> {
@@ -66,6 +88,10 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn child(&self, id: &DelegationId, index: u32) -> Result<Option<Child>> {
+        let key = (id.as_str().to_owned(), index);
+        if let Some(child) = self.held.borrow().children.get(&key) {
+            return Ok(Some(child.clone()));
+        }
         self.counters.count(1);
         let rows = self.query(
             "SELECT record FROM hermes_children WHERE unit = $1 AND idx = $2",
@@ -77,6 +103,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
+        self.send_held()?;
         let out: Vec<Child> = self
             .query(
                 "SELECT record FROM hermes_children WHERE unit = $1 ORDER BY idx",
@@ -89,6 +116,19 @@ impl ReadTx for Tx<'_, '_> {
         Ok(out)
     }
 
+    fn children_at(&self, id: &DelegationId, indexes: &[u32]) -> Result<Vec<Child>> {
+        self.send_held()?;
+        let indexes: Vec<i64> = indexes.iter().map(|&i| i64::from(i)).collect();
+        let rows = self.query(
+            "SELECT record FROM hermes_children WHERE unit = $1 AND idx = ANY($2) ORDER BY idx",
+            &[&id.as_str(), &indexes],
+        )?;
+        self.counters.count(rows.len() as u64);
+        rows.iter()
+            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
     fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
         self.records(
             "stall",
@@ -98,16 +138,27 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
-        self.record(
-            "tally",
-            "SELECT record FROM hermes_tallies WHERE unit = $1",
-            &[&id.as_str()],
+        kept(
+            |s| &mut s.tallies,
+            &self.seen,
+            id.as_str().to_owned(),
+            || {
+                self.record(
+                    "tally",
+                    "SELECT record FROM hermes_tallies WHERE unit = $1",
+                    &[&id.as_str()],
+                )
+            },
         )
     }
 
     fn event(&self, event: &EventRef) -> Result<Option<Event>> {
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE unit = $1 AND code = $2",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE unit = $1 AND code = $2"
+            ),
             &[
                 &event.delegation_id.as_str(),
                 &i64::from(key_code(event.key)),
@@ -118,7 +169,11 @@ impl ReadTx for Tx<'_, '_> {
 
     fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE unit = $1 ORDER BY code",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE unit = $1 ORDER BY code"
+            ),
             &[&id.as_str()],
         )
     }
@@ -134,7 +189,11 @@ impl ReadTx for Tx<'_, '_> {
 
     fn open_event_records(&self, session: Option<&SessionId>) -> Result<Vec<Event>> {
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE open AND session = $1 ORDER BY unit, code"
+            ),
             &[&session_part(session)],
         )
     }
@@ -148,11 +207,17 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
-        self.record(
-            "claim",
-            "SELECT record FROM hermes_claims WHERE token = $1",
+        let rows = self.query(
+            concat!(
+                "SELECT ",
+                claim_columns!(),
+                " FROM hermes_claims WHERE token = $1"
+            ),
             &[&token_bytes(token)],
-        )
+        )?;
+        rows.first()
+            .map(|row| claim_of(&self.pg.path, row))
+            .transpose()
     }
 
     fn active_units(&self) -> Result<Vec<Delegation>> {
@@ -235,6 +300,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {
+        self.send_held()?;
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         let out: Vec<Child> = self
             .query(
@@ -251,7 +317,11 @@ impl ReadTx for Tx<'_, '_> {
     fn events_of(&self, ids: &[DelegationId]) -> Result<Vec<Event>> {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         self.event_rows(
-            "SELECT record FROM hermes_events WHERE unit = ANY($1) ORDER BY unit, code",
+            concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM hermes_events WHERE unit = ANY($1) ORDER BY unit, code"
+            ),
             &[&ids],
         )
     }

@@ -10,12 +10,12 @@ use super::url::{PgTarget, quote_ident};
 use crate::error::{LedgerError, Result};
 
 /// The schema version this build creates and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key under which the schema is created and migrated ("hermes" in ASCII).
 pub(super) const SCHEMA_LOCK: i64 = 0x6865_726d_6573;
 
-/// The schema, version 1.
+/// The schema, version 1 (`v2.rs` brings it to version 2).
 pub(super) const SCHEMA_V1: &str = r#"
 CREATE TABLE hermes_schema (version integer NOT NULL);
 CREATE TABLE hermes_meta (key text COLLATE "C" PRIMARY KEY, value bigint NOT NULL);
@@ -106,31 +106,11 @@ impl Pg {
         let mut txn = client.transaction().map_err(fail)?;
         txn.batch_execute(&format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"))
             .map_err(fail)?;
-        match schema_version_in(&self.target, &mut txn).map_err(fail)? {
-            None => {
-                // A namespace's tables go in a schema of its own, created here unless an
-                // operator made it already (creating needs the database's CREATE right).
-                if let Some(namespace) = &self.target.namespace {
-                    let schema = quote_ident(namespace.as_str());
-                    let exists = !txn
-                        .query_typed(
-                            "SELECT 1 FROM pg_namespace WHERE nspname = $1",
-                            &[(&namespace.as_str(), Type::TEXT)],
-                        )
-                        .map_err(fail)?
-                        .is_empty();
-                    if !exists {
-                        txn.batch_execute(&format!("CREATE SCHEMA {schema}"))
-                            .map_err(fail)?;
-                    }
-                    // For this transaction only (a pooler may hand the session on).
-                    txn.batch_execute(&format!("SET LOCAL search_path TO {schema}"))
-                        .map_err(fail)?;
-                }
-                txn.batch_execute(SCHEMA_V1).map_err(fail)?
-            }
-            Some(SCHEMA_VERSION) => {}
+        let found = schema_version_in(&self.target, &mut txn).map_err(fail)?;
+        match found {
+            Some(SCHEMA_VERSION) => return txn.commit().map_err(fail),
             Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
+            None | Some(1) => {}
             Some(found) => {
                 return Err(LedgerError::Invalid(format!(
                     "{}: schema version {found} has no migration to {SCHEMA_VERSION}",
@@ -138,6 +118,30 @@ impl Pg {
                 )));
             }
         }
+        // A namespace's tables go in a schema of its own, created here unless an operator
+        // made it already (creating needs the database's CREATE right).
+        if let Some(namespace) = &self.target.namespace {
+            let schema = quote_ident(namespace.as_str());
+            let exists = !txn
+                .query_typed(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                    &[(&namespace.as_str(), Type::TEXT)],
+                )
+                .map_err(fail)?
+                .is_empty();
+            if !exists {
+                txn.batch_execute(&format!("CREATE SCHEMA {schema}"))
+                    .map_err(fail)?;
+            }
+            // For this transaction only (a pooler may hand the session on).
+            txn.batch_execute(&format!("SET LOCAL search_path TO {schema}"))
+                .map_err(fail)?;
+        }
+        if found.is_none() {
+            // A new ledger is made at version 1 and migrated like an old one: one path.
+            txn.batch_execute(SCHEMA_V1).map_err(fail)?;
+        }
+        super::v2::migrate(&self.target, &self.path, &mut txn)?;
         // Ending the transaction (here, or by dropping it on an error above) releases the lock.
         txn.commit().map_err(fail)
     }

@@ -1,6 +1,7 @@
 //! One transaction on one pooled connection, and the typed statements it runs.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -10,8 +11,8 @@ use serde::Serialize;
 use super::pool::*;
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
-use crate::model::legacy::{decode_delegation, decode_event};
-use crate::model::{ClaimToken, Delegation, Event, EventRef};
+use crate::model::legacy::decode_delegation;
+use crate::model::{Child, Delegation, Event, EventRef, Host, ProcessId, Session, UnitTally};
 use crate::store::{Counters, event_ref};
 
 /// One transaction on one connection.
@@ -24,6 +25,55 @@ pub(crate) struct Tx<'c, 'p> {
     pub(super) aborted: Cell<bool>,
     pub(super) failure: &'p Cell<Option<Failure>>,
     pub(super) committed: &'p Cell<bool>,
+    /// The rows of [`Seen`] this transaction read or wrote.
+    pub(super) seen: RefCell<Seen>,
+    /// Writes held back until the next read of their table or the commit ([`Held`]).
+    pub(super) held: RefCell<Held>,
+}
+
+/// The children and tallies a transaction wrote and has not sent yet. A unit's children start
+/// and finish one at a time, each a read and a write of the child and a write of the tally;
+/// in a group commit of many of them, the writes go as one statement per table at the end
+/// (`Tx::send_held`) instead of one each. A read of a held child answers from here; any other
+/// read of the children's table sends the held writes first; tallies are read through
+/// [`Seen`], which has every tally written.
+#[derive(Default)]
+pub(super) struct Held {
+    pub(super) children: std::collections::BTreeMap<(String, u32), Child>,
+    pub(super) tallies: std::collections::BTreeMap<String, Option<UnitTally>>,
+}
+
+/// Rows the operations of one transaction read again and again — a unit's host and session,
+/// its tally, the unit — kept as this transaction read or wrote them, so that the eight
+/// children of a unit finishing in one group commit read each once: one statement, not eight.
+/// Every write of these rows goes through this transaction (which keeps its copy in step) and
+/// nobody else's can change them before it commits (it would fail to serialize), so a kept
+/// row is the row.
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) hosts: HashMap<ProcessId, Option<Host>>,
+    pub(super) sessions: HashMap<String, Option<Session>>,
+    pub(super) tallies: HashMap<String, Option<UnitTally>>,
+    pub(super) units: HashMap<String, Option<Delegation>>,
+}
+
+/// `key`'s row from `rows` if this transaction has it, else `read` it and keep it.
+pub(super) fn kept<K, V>(
+    rows: fn(&mut Seen) -> &mut HashMap<K, Option<V>>,
+    seen: &RefCell<Seen>,
+    key: K,
+    read: impl FnOnce() -> Result<Option<V>>,
+) -> Result<Option<V>>
+where
+    K: std::hash::Hash + Eq,
+    V: Clone,
+{
+    if let Some(row) = rows(&mut seen.borrow_mut()).get(&key) {
+        return Ok(row.clone());
+    }
+    let row = read()?;
+    rows(&mut seen.borrow_mut()).insert(key, row.clone());
+    Ok(row)
 }
 
 pub(super) type Row = postgres::Row;
@@ -56,6 +106,16 @@ param! {
     bool => Type::BOOL,
     Vec<u8> => Type::BYTEA,
     Vec<String> => Type::TEXT_ARRAY,
+    Option<String> => Type::TEXT,
+    Option<Vec<u8>> => Type::BYTEA,
+    i32 => Type::INT4,
+    Vec<i32> => Type::INT4_ARRAY,
+    Vec<i64> => Type::INT8_ARRAY,
+    Vec<Option<i64>> => Type::INT8_ARRAY,
+    Vec<Option<String>> => Type::TEXT_ARRAY,
+    Vec<Vec<u8>> => Type::BYTEA_ARRAY,
+    Vec<Option<Vec<u8>>> => Type::BYTEA_ARRAY,
+    Vec<&'static str> => Type::TEXT_ARRAY,
 }
 
 impl Tx<'_, '_> {
@@ -91,6 +151,45 @@ impl Tx<'_, '_> {
             params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
         txn.query_typed(&self.pg.target.qualify(sql), &typed)
             .map_err(|e| self.fail(&e))
+    }
+
+    /// Sends the held writes ([`Held`]), one statement per table.
+    pub(super) fn send_held(&self) -> Result<()> {
+        let held = std::mem::take(&mut *self.held.borrow_mut());
+        if !held.children.is_empty() {
+            let children: Vec<Child> = held.children.into_values().collect();
+            let units: Vec<String> = children
+                .iter()
+                .map(|c| c.delegation_id.as_str().to_owned())
+                .collect();
+            let indexes: Vec<i64> = children.iter().map(|c| i64::from(c.index)).collect();
+            let records: Vec<Vec<u8>> = children.iter().map(encode).collect();
+            self.write(
+                "INSERT INTO hermes_children (unit, idx, record) \
+                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[]) \
+                 ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
+                &[&units, &indexes, &records],
+            )?;
+        }
+        let (kept, gone): (Vec<_>, Vec<_>) =
+            held.tallies.into_iter().partition(|(_, t)| t.is_some());
+        if !kept.is_empty() {
+            let (units, records): (Vec<String>, Vec<Vec<u8>>) = kept
+                .into_iter()
+                .filter_map(|(unit, tally)| tally.map(|t| (unit, encode(&t))))
+                .unzip();
+            self.write(
+                "INSERT INTO hermes_tallies (unit, record) \
+                 SELECT * FROM unnest($1::text[], $2::bytea[]) \
+                 ON CONFLICT (unit) DO UPDATE SET record = EXCLUDED.record",
+                &[&units, &records],
+            )?;
+        }
+        if !gone.is_empty() {
+            let units: Vec<String> = gone.into_iter().map(|(unit, _)| unit).collect();
+            self.write("DELETE FROM hermes_tallies WHERE unit = ANY($1)", &[&units])?;
+        }
+        Ok(())
     }
 
     pub(super) fn write(&self, sql: &'static str, params: &[&dyn Param]) -> Result<()> {
@@ -129,7 +228,7 @@ impl Tx<'_, '_> {
     ) -> Result<Vec<Event>> {
         self.query(sql, params)?
             .iter()
-            .map(|row| decode_event(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .map(|row| super::rows::event_of(&self.pg.path, row, 0))
             .collect()
     }
 
@@ -169,10 +268,6 @@ pub(super) fn int(n: u64) -> i64 {
 
 pub(super) fn uint(n: i64) -> u64 {
     n as u64
-}
-
-pub(super) fn token_bytes(token: ClaimToken) -> Vec<u8> {
-    token.0.to_be_bytes().to_vec()
 }
 
 pub(super) fn encode<T: Serialize>(value: &T) -> Vec<u8> {

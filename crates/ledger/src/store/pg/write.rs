@@ -2,16 +2,16 @@
 
 use std::cell::Cell;
 
-use super::listen::*;
 use super::pool::*;
+use super::rows::*;
 use super::tx::*;
 use crate::error::{LedgerError, Result};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, Host, ProcessId, Session,
     SessionId, Stalling, UnitStatus, UnitTally,
 };
-use crate::store::{META_ACTIVITY, key_code};
-use crate::store::{ReadTx, WriteTx, session_part};
+use crate::store::META_ACTIVITY;
+use crate::store::{ReadTx, WriteTx};
 
 impl WriteTx for Tx<'_, '_> {
     fn dirty(&self) -> &Cell<bool> {
@@ -23,6 +23,7 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
+        self.send_held()?;
         let txn = self
             .txn
             .borrow_mut()
@@ -60,14 +61,27 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_session(&self, session: &Session) -> Result<()> {
+        let kept = Some(session.clone());
+        self.seen
+            .borrow_mut()
+            .sessions
+            .insert(session.id.as_str().to_owned(), kept);
         self.write(
-            "INSERT INTO hermes_sessions (id, record) VALUES ($1, $2) \
-             ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
-            &[&session.id.as_str(), &encode(session)],
+            "INSERT INTO hermes_sessions (id, ended, record) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET ended = EXCLUDED.ended, record = EXCLUDED.record",
+            &[
+                &session.id.as_str(),
+                &(session.state == crate::model::SessionState::Ended),
+                &encode(session),
+            ],
         )
     }
 
     fn put_host(&self, host: &Host) -> Result<()> {
+        self.seen
+            .borrow_mut()
+            .hosts
+            .insert(host.process, Some(host.clone()));
         self.write(
             "INSERT INTO hermes_hosts (pid, start_time, record) VALUES ($1, $2, $3) \
              ON CONFLICT (pid, start_time) DO UPDATE SET record = EXCLUDED.record",
@@ -80,6 +94,7 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn remove_host(&self, process: ProcessId) -> Result<()> {
+        self.seen.borrow_mut().hosts.insert(process, None);
         self.write(
             "DELETE FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
             &[&i64::from(process.pid), &int(process.start_time)],
@@ -91,12 +106,17 @@ impl WriteTx for Tx<'_, '_> {
             .queue_seq
             .filter(|_| unit.status == UnitStatus::Queued)
             .map(int);
+        self.seen
+            .borrow_mut()
+            .units
+            .insert(unit.id.as_str().to_owned(), Some(unit.clone()));
         self.write(
-            "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, record) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+            "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, \
+             delivery, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              ON CONFLICT (id) DO UPDATE SET session = EXCLUDED.session, \
              status = EXCLUDED.status, dispatched_at = EXCLUDED.dispatched_at, \
-             active = EXCLUDED.active, queue_seq = EXCLUDED.queue_seq, record = EXCLUDED.record",
+             active = EXCLUDED.active, queue_seq = EXCLUDED.queue_seq, \
+             delivery = EXCLUDED.delivery, record = EXCLUDED.record",
             &[
                 &unit.id.as_str(),
                 &unit.session.as_ref().map(SessionId::as_str),
@@ -104,21 +124,25 @@ impl WriteTx for Tx<'_, '_> {
                 &int(unit.dispatched_at.0),
                 &!unit.status.is_terminal(),
                 &queue_seq,
+                &unit.spec.delivery.as_str(),
                 &encode(unit),
             ],
         )
     }
 
     fn put_child(&self, child: &Child) -> Result<()> {
-        self.write(
-            "INSERT INTO hermes_children (unit, idx, record) VALUES ($1, $2, $3) \
-             ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
-            &[
-                &child.delegation_id.as_str(),
-                &i64::from(child.index),
-                &encode(child),
-            ],
-        )
+        self.put_children(std::slice::from_ref(child))
+    }
+
+    fn put_children(&self, children: &[Child]) -> Result<()> {
+        // Held until the commit or the next read of the table (`Held`).
+        self.dirty.set(true);
+        let mut held = self.held.borrow_mut();
+        for child in children {
+            let key = (child.delegation_id.as_str().to_owned(), child.index);
+            held.children.insert(key, child.clone());
+        }
+        Ok(())
     }
 
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
@@ -130,48 +154,72 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
-        self.write(
-            "INSERT INTO hermes_tallies (unit, record) VALUES ($1, $2) \
-             ON CONFLICT (unit) DO UPDATE SET record = EXCLUDED.record",
-            &[&id.as_str(), &encode(tally)],
-        )
-    }
-
-    fn remove_tally(&self, id: &DelegationId) -> Result<()> {
-        self.write(
-            "DELETE FROM hermes_tallies WHERE unit = $1",
-            &[&id.as_str()],
-        )
-    }
-
-    fn put_event(&self, event: &Event) -> Result<()> {
-        let session = session_part(event.session.as_ref());
-        self.write(
-            "INSERT INTO hermes_events (unit, code, session, state, open, record) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (unit, code) DO UPDATE SET session = EXCLUDED.session, \
-             state = EXCLUDED.state, open = EXCLUDED.open, record = EXCLUDED.record",
-            &[
-                &event.delegation_id.as_str(),
-                &i64::from(key_code(event.key)),
-                &session,
-                &event.state.as_str(),
-                &!event.state.is_terminal(),
-                &encode(event),
-            ],
-        )?;
-        if event.state == crate::model::EventState::Pending {
-            let channel = self.pg.target.channel(EVENTS_CHANNEL);
-            self.write("SELECT pg_notify($1, $2)", &[&channel, &session])?;
-        }
+        self.hold_tally(id, Some(tally.clone()));
         Ok(())
     }
 
-    fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
+    fn remove_tally(&self, id: &DelegationId) -> Result<()> {
+        self.hold_tally(id, None);
+        Ok(())
+    }
+
+    fn put_event(&self, event: &Event) -> Result<()> {
+        let row = EventRow::of(event);
         self.write(
-            "INSERT INTO hermes_claims (token, record) VALUES ($1, $2) \
-             ON CONFLICT (token) DO UPDATE SET record = EXCLUDED.record",
-            &[&token_bytes(claim.token), &encode(claim)],
+            concat!(
+                "INSERT INTO hermes_events (",
+                event_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+                 ON CONFLICT (unit, code) DO UPDATE SET session = EXCLUDED.session, \
+                 delivery = EXCLUDED.delivery, state = EXCLUDED.state, \
+                 attempts = EXCLUDED.attempts, lease_token = EXCLUDED.lease_token, \
+                 lease_consumer = EXCLUDED.lease_consumer, \
+                 lease_claimed_at = EXCLUDED.lease_claimed_at, \
+                 lease_expires_at = EXCLUDED.lease_expires_at, \
+                 published_at = EXCLUDED.published_at, delivered_at = EXCLUDED.delivered_at, \
+                 dropped_at = EXCLUDED.dropped_at, drop_reason = EXCLUDED.drop_reason, \
+                 payload = EXCLUDED.payload"
+            ),
+            &row.params(),
+        )
+        // An event written pending notifies its session through the table's trigger
+        // (`hermes_notify_event`).
+    }
+
+    fn insert_event(&self, event: &Event) -> Result<bool> {
+        let row = EventRow::of(event);
+        self.dirty.set(true);
+        let inserted = self.query(
+            concat!(
+                "INSERT INTO hermes_events (",
+                event_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+                 ON CONFLICT (unit, code) DO NOTHING RETURNING true"
+            ),
+            &row.params(),
+        )?;
+        Ok(!inserted.is_empty())
+    }
+
+    fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
+        let (units, codes) = claim_keys(claim);
+        self.write(
+            concat!(
+                "INSERT INTO hermes_claims (",
+                claim_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (token) DO UPDATE SET consumer = EXCLUDED.consumer, \
+                 claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at, \
+                 units = EXCLUDED.units, codes = EXCLUDED.codes"
+            ),
+            &[
+                &token_bytes(claim.token),
+                &claim.consumer,
+                &int(claim.claimed_at.0),
+                &int(claim.expires_at.0),
+                &units,
+                &codes,
+            ],
         )
     }
 
@@ -187,9 +235,8 @@ impl WriteTx for Tx<'_, '_> {
             "INSERT INTO hermes_meta (key, value) VALUES ($1, 1) \
              ON CONFLICT (key) DO UPDATE SET value = hermes_meta.value + 1",
             &[&META_ACTIVITY],
-        )?;
-        let channel = self.pg.target.channel(ACTIVITY_CHANNEL);
-        self.write("SELECT pg_notify($1, '')", &[&channel])
+        )
+        // The table's trigger notifies (`hermes_notify_activity`).
     }
 
     fn set_meta(&self, key: &str, value: u64) -> Result<()> {
@@ -202,7 +249,12 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
+        self.send_held()?;
         let id = unit.id.as_str();
+        let mut seen = self.seen.borrow_mut();
+        seen.units.insert(id.to_owned(), None);
+        seen.tallies.insert(id.to_owned(), None);
+        drop(seen);
         for event in self.events(&unit.id)? {
             if let Some(lease) = &event.lease {
                 self.remove_claim(lease.token)?;
@@ -214,5 +266,19 @@ impl WriteTx for Tx<'_, '_> {
         self.write("DELETE FROM hermes_child_stalls WHERE unit = $1", &[&id])?;
         self.write("DELETE FROM hermes_tallies WHERE unit = $1", &[&id])?;
         self.write("DELETE FROM hermes_units WHERE id = $1", &[&id])
+    }
+}
+
+impl Tx<'_, '_> {
+    /// A tally written (`Some`) or removed (`None`): kept in [`Seen`], where reads find it, and
+    /// held until the commit (`Held`).
+    fn hold_tally(&self, id: &DelegationId, tally: Option<UnitTally>) {
+        self.dirty.set(true);
+        let unit = id.as_str().to_owned();
+        self.seen
+            .borrow_mut()
+            .tallies
+            .insert(unit.clone(), tally.clone());
+        self.held.borrow_mut().tallies.insert(unit, tally);
     }
 }
