@@ -174,8 +174,10 @@ impl Inner {
         progress_rx
     }
 
-    /// Starts this host's queued units that reached the head of the queue, and running units
-    /// recorded for this host by other processes.
+    /// A pass of a (non-inline) host over the ledger: takes its pool's units (a worker), then,
+    /// from one read ([`ledger::Ledger::host_pass`]), acts on the interrupts other processes
+    /// asked for, starts its queued units that reached the head of the queue, and runs the
+    /// units other processes recorded running for it. Returns whether the ledger could be read.
     pub(super) async fn pick_up(self: &Arc<Inner>) -> bool {
         let _gate = self.launch_gate.lock().await;
         let (me, cap) = (self.me, capacity(&self.ctx.config));
@@ -183,42 +185,41 @@ impl Inner {
         if let Some(worker) = self.options.worker.clone() {
             clean &= self.take_from_pool(worker).await;
         }
-        loop {
+        let pass = match self.call(move |l| l.host_pass(me, cap)).await {
+            Ok(pass) => pass,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the host's units");
+                return false;
+            }
+        };
+        self.act_on_interrupts(pass.interrupts);
+        let mut startable = pass.startable;
+        while startable {
             let now = self.ctx.clock.now();
             match self.call(move |l| l.start_next_queued(me, cap, now)).await {
                 Ok(Some(unit)) => {
                     let parent = unit.session.clone();
                     self.launch(unit, parent);
                 }
-                Ok(None) => break,
+                Ok(None) => startable = false,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot start queued units");
                     clean = false;
-                    break;
+                    startable = false;
                 }
             }
         }
-        match self.call(move |l| l.units_of_host(me)).await {
-            Ok(placed) => {
-                let adopt: Vec<Delegation> = {
-                    let units = self.lock();
-                    placed
-                        .into_iter()
-                        .filter(|u| {
-                            u.status != UnitStatus::Queued && u.channel == Channel::Background
-                        })
-                        .filter(|u| !units.launched.contains(&u.id))
-                        .collect()
-                };
-                for unit in adopt {
-                    let parent = unit.session.clone();
-                    self.launch(unit, parent);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list units");
-                clean = false;
-            }
+        let adopt: Vec<Delegation> = {
+            let units = self.lock();
+            pass.placed
+                .into_iter()
+                .filter(|u| u.status != UnitStatus::Queued && u.channel == Channel::Background)
+                .filter(|u| !units.launched.contains(&u.id))
+                .collect()
+        };
+        for unit in adopt {
+            let parent = unit.session.clone();
+            self.launch(unit, parent);
         }
         clean
     }
