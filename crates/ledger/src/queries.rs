@@ -46,6 +46,9 @@ pub struct HostPass {
     /// Whether the oldest queued unit is the host's and a slot is free, so that
     /// [`Ledger::start_next_queued`] would start one.
     pub startable: bool,
+    /// Whether any unit (of any host) was queued: while none is, a slot that frees starts
+    /// nothing.
+    pub queued: bool,
     /// The unfinished units placed on the host (what [`Ledger::units_of_host`] answers).
     pub placed: Vec<Delegation>,
 }
@@ -58,7 +61,8 @@ impl Ledger {
         self.read(|r| {
             let active = r.active_units()?;
             // Only a queued unit can be started: without one the hosts need no read.
-            let startable = active.iter().any(|u| u.status == UnitStatus::Queued)
+            let queued = active.iter().any(|u| u.status == UnitStatus::Queued);
+            let startable = queued
                 && rules::startable(&active, &Machines::of(&r.hosts()?), host, capacity).is_some();
             let interrupts = active
                 .iter()
@@ -72,6 +76,7 @@ impl Ledger {
             Ok(HostPass {
                 interrupts,
                 startable,
+                queued,
                 placed,
             })
         })

@@ -168,8 +168,16 @@ impl Inner {
                 }
             }
             done_tx.send_replace(Some(report));
-            // A slot may have freed: let the queue move now rather than at the next sweep.
-            inner.wake.notify_one();
+            // A slot may have freed: let the queue move now rather than at the next sweep —
+            // a worker's pool, or a queue the last pass saw (or a pass reading now) holds
+            // something. A unit queued after a pass's read sends its own activity notice, and
+            // the pass that notice starts reads this unit's finish.
+            if inner.options.worker.is_some()
+                || inner.in_pass.load(Ordering::SeqCst)
+                || inner.queue_seen.load(Ordering::SeqCst)
+            {
+                inner.wake.notify_one();
+            }
         });
         progress_rx
     }
@@ -185,7 +193,13 @@ impl Inner {
         if let Some(worker) = self.options.worker.clone() {
             clean &= self.take_from_pool(worker).await;
         }
-        let pass = match self.call(move |l| l.host_pass(me, cap)).await {
+        self.in_pass.store(true, Ordering::SeqCst);
+        let read = self.call(move |l| l.host_pass(me, cap)).await;
+        // Unknown (the read failed) counts as seen.
+        let queued = read.as_ref().map_or(true, |pass| pass.queued);
+        self.queue_seen.store(queued, Ordering::SeqCst);
+        self.in_pass.store(false, Ordering::SeqCst);
+        let pass = match read {
             Ok(pass) => pass,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the host's units");
