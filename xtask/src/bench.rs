@@ -81,6 +81,9 @@ pub(crate) struct Options {
     /// Only the interleaved rounds against the references (SQLite and the PostgreSQL floor),
     /// not the crates' harnesses: for working on those figures.
     pub(crate) rounds_only: bool,
+    /// Only these crates' harnesses (`--only bench_cli`), without the interleaved rounds: for
+    /// working on one harness's figures on the run's statement-counting server.
+    pub(crate) only: Vec<String>,
 }
 
 pub(crate) fn run(options: Options) -> Result<()> {
@@ -93,6 +96,15 @@ pub(crate) fn run(options: Options) -> Result<()> {
 
 fn measure(pg_url: &str, options: &Options) -> Result<()> {
     let mut figures = Map::new();
+    if !options.only.is_empty() {
+        for example in &options.only {
+            let Some((package, example)) = HARNESSES.iter().find(|(_, e)| e == example) else {
+                bail!("--only {example}: no such harness (one of {HARNESSES:?})");
+            };
+            merge(&mut figures, run_example(pg_url, package, example)?);
+        }
+        return print(&Value::Object(figures), options);
+    }
     let worker = ledger_worker(pg_url)?;
     let floor = Floor::prepare()?;
     // The disk is shared and its fsync cost drifts from minute to minute: the reference and the
@@ -163,26 +175,31 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
             figures.insert(key.into(), json!(round(value / floor)));
         }
     }
-    let harnesses = [
-        ("registry", "bench_registry"),
-        ("registry", "bench_adapters"),
-        ("router", "bench_router"),
-        ("cli", "bench_cli"),
-        ("cli", "bench_agent"),
-        ("cli", "bench_liveness"),
-        ("cli", "bench_pools"),
-        // `hermes top` and the metrics (issue 25).
-        ("cli", "bench_top"),
-    ];
     if !options.rounds_only {
-        for (package, example) in harnesses {
+        for (package, example) in HARNESSES {
             merge(&mut figures, run_example(pg_url, package, example)?);
         }
     }
-    let value = Value::Object(figures);
+    print(&Value::Object(figures), options)
+}
+
+/// The crates' harnesses, run after the rounds (package, example).
+const HARNESSES: [(&str, &str); 8] = [
+    ("registry", "bench_registry"),
+    ("registry", "bench_adapters"),
+    ("router", "bench_router"),
+    ("cli", "bench_cli"),
+    ("cli", "bench_agent"),
+    ("cli", "bench_liveness"),
+    ("cli", "bench_pools"),
+    // `hermes top` and the metrics (issue 25).
+    ("cli", "bench_top"),
+];
+
+fn print(value: &Value, options: &Options) -> Result<()> {
     if options.json {
         println!("{value}");
-    } else if let Value::Object(map) = &value {
+    } else if let Value::Object(map) = value {
         for (key, figure) in map {
             println!("{key:44} {figure}");
         }

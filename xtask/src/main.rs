@@ -6,9 +6,10 @@
 //! cargo xtask test [ARGS…]    `cargo test ARGS…` with a throwaway PostgreSQL's variables set
 //! cargo xtask pg start|stop|env
 //!                             a throwaway PostgreSQL for a shell (prints `export` lines)
-//! cargo xtask bench [--json] [--rounds-only]
+//! cargo xtask bench [--json] [--rounds-only] [--only HARNESS]…
 //!                             run the benchmarks and print their figures (`--rounds-only`: the
-//!                             interleaved rounds against the references, not the harnesses)
+//!                             interleaved rounds against the references, not the harnesses;
+//!                             `--only bench_cli`: just that harness, on the same server)
 //! cargo xtask soak [--minutes N] [--short] [--seed S] [--json]
 //!                             exactly-once under random PostgreSQL faults (docs/soak.md); not
 //!                             part of ci
@@ -43,12 +44,17 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(bench::Options {
             json: args.iter().any(|a| a == "--json"),
             rounds_only: args.iter().any(|a| a == "--rounds-only"),
+            only: args
+                .windows(2)
+                .filter(|w| w[0] == "--only")
+                .map(|w| w[1].clone())
+                .collect(),
         }),
         Some("soak") => soak::Options::parse(&args[1..]).and_then(|o| soak::run(&o)),
         _ => {
             eprintln!(
                 "usage: cargo xtask ci | cargo xtask test [CARGO TEST ARGS…] | \
-                 cargo xtask pg start|stop|env | cargo xtask bench [--json] [--rounds-only] | \
+                 cargo xtask pg start|stop|env | cargo xtask bench [--json] [--rounds-only] [--only HARNESS]… | \
                  cargo xtask soak [--minutes N] [--short] [--seed S] [--json]"
             );
             return ExitCode::from(2);

@@ -45,12 +45,9 @@ pub fn host_orphans(
 
 /// S's host, if it is alive (its lease and, from this locality, its process).
 pub fn live(ledger: &Ledger, session: &SessionId) -> anyhow::Result<Option<ProcessId>> {
-    let Some(host) = ledger.session(session)?.and_then(|s| s.host) else {
-        return Ok(None);
-    };
     Ok(ledger
-        .host_is_live(host, &registry::OsReaper::new(), now())?
-        .then_some(host))
+        .session_with_live_host(session, &registry::OsReaper::new(), now())?
+        .1)
 }
 
 /// The last error line a host wrote to its log from byte `from` on (its own run), without the

@@ -54,7 +54,12 @@ impl Ledger {
             let unit = w
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
-            check_owner(w, &unit, writer)?;
+            // The host's record, read once: the fencing check and the child's machine.
+            let host = match unit.host {
+                Some(process) => w.host(process)?,
+                None => None,
+            };
+            check_owner_as(&unit, writer, host.as_ref())?;
             let mut child = w
                 .child(&id, index)?
                 .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
@@ -65,11 +70,9 @@ impl Ledger {
             child.process = Some(process);
             child.started_at = Some(now);
             // Where its transcript is: the machine of the host that started it.
-            child.machine = match unit.host {
-                Some(host) => w.host(host)?.map(|h| h.locality.hostname),
-                None => None,
-            }
-            .filter(|name| !name.is_empty());
+            child.machine = host
+                .map(|h| h.locality.hostname)
+                .filter(|name| !name.is_empty());
             w.put_child(&child)?;
             Ok(((), true))
         })
@@ -385,6 +388,26 @@ fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> 
         });
     }
     check_host(w, &unit.id, unit.host, writer)
+}
+
+/// [`check_owner`] with the record of the unit's host read already (`None`: no such record).
+fn check_owner_as(
+    unit: &Delegation,
+    writer: HostId,
+    host: Option<&crate::model::Host>,
+) -> Result<()> {
+    let owns = match unit.host {
+        Some(_) => host.is_some_and(|h| h.host_id == writer),
+        None => unit.pool().is_none(),
+    };
+    if owns {
+        Ok(())
+    } else {
+        Err(LedgerError::Fenced {
+            delegation: unit.id.clone(),
+            host: writer,
+        })
+    }
 }
 
 /// [`check_owner`] for the unit `id` whose host is `host`.

@@ -48,7 +48,7 @@ pub use model::*;
 pub use observe::{CommitObserver, observe_commits};
 pub use overview::{Census, Overview, UnitView};
 pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
-pub use queries::{Listing, SessionSummary};
+pub use queries::{HostPass, Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};
 pub use sessions::{HostClaim, Liveness, SessionEnd};
 pub use store::Listen;

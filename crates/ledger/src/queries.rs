@@ -3,8 +3,9 @@
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Child, Delegation, DelegationId, ProcessId, SessionId, SessionState, UnitStatus,
+    Capacity, Child, Delegation, DelegationId, ProcessId, SessionId, SessionState, UnitStatus,
 };
+use crate::rules::{self, Machines};
 
 /// Units by state, for `delegation list`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -36,7 +37,51 @@ pub struct SessionSummary {
     pub pending: usize,
 }
 
+/// What a host's pass over the ledger reads, in one read ([`Ledger::host_pass`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostPass {
+    /// Running units of the host that another process asked to interrupt, with the reason
+    /// (what [`Ledger::interrupt_requests`] answers).
+    pub interrupts: Vec<(DelegationId, String)>,
+    /// Whether the oldest queued unit is the host's and a slot is free, so that
+    /// [`Ledger::start_next_queued`] would start one.
+    pub startable: bool,
+    /// Whether any unit (of any host) was queued: while none is, a slot that frees starts
+    /// nothing.
+    pub queued: bool,
+    /// The unfinished units placed on the host (what [`Ledger::units_of_host`] answers).
+    pub placed: Vec<Delegation>,
+}
+
 impl Ledger {
+    /// A host's pass in one read (one snapshot of the active units, and of the hosts only when
+    /// a unit is queued): its interrupt requests, whether a queued unit of its is startable,
+    /// and the units placed on it. The three separate reads cost three transactions a pass.
+    pub fn host_pass(&self, host: ProcessId, capacity: Capacity) -> Result<HostPass> {
+        self.read(|r| {
+            let active = r.active_units()?;
+            // Only a queued unit can be started: without one the hosts need no read.
+            let queued = active.iter().any(|u| u.status == UnitStatus::Queued);
+            let startable = queued
+                && rules::startable(&active, &Machines::of(&r.hosts()?), host, capacity).is_some();
+            let interrupts = active
+                .iter()
+                .filter(|u| u.host == Some(host) && u.status == UnitStatus::Running)
+                .filter_map(|u| u.interrupt.clone().map(|reason| (u.id.clone(), reason)))
+                .collect();
+            let placed = active
+                .into_iter()
+                .filter(|u| u.host == Some(host))
+                .collect();
+            Ok(HostPass {
+                interrupts,
+                startable,
+                queued,
+                placed,
+            })
+        })
+    }
+
     /// A unit.
     pub fn delegation(&self, id: &DelegationId) -> Result<Option<Delegation>> {
         self.read(|r| r.delegation(id.as_str()))

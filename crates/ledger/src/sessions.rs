@@ -190,6 +190,30 @@ impl Ledger {
         Ok(is_live(self.host(process)?, process, liveness, now))
     }
 
+    /// The session and its host if that host is live (see [`Ledger::host_is_live`]), in one
+    /// read: what `delegate` looks at before it dispatches. The host is `None` when the
+    /// session is unknown, has none, or its host is dead.
+    pub fn session_with_live_host(
+        &self,
+        id: &SessionId,
+        liveness: &dyn Liveness,
+        now: Timestamp,
+    ) -> Result<(Option<Session>, Option<ProcessId>)> {
+        let (session, record) = self.read(|r| {
+            let session = r.session(id)?;
+            let record = match session.as_ref().and_then(|s| s.host) {
+                Some(process) => r.host(process)?,
+                None => None,
+            };
+            Ok((session, record))
+        })?;
+        let live = session
+            .as_ref()
+            .and_then(|s| s.host)
+            .filter(|&process| is_live(record, process, liveness, now));
+        Ok((session, live))
+    }
+
     /// Makes `process` the host of `session` unless another live process hosts it (at most one
     /// live host per session). `liveness` judges the recorded host (see [`Host::is_dead`]).
     pub fn claim_session_host(

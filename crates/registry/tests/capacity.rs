@@ -120,6 +120,96 @@ async fn four_units_with_capacity_two_run_two_and_queue_two_in_fifo_order() {
     assert_eq!(counts(), (0, 0));
 }
 
+/// A unit that finishes wakes its host to start the next queued unit at once, not at its next
+/// sweep (20 s here): the host skips that wake only while it knows of no queued unit — one it
+/// queued itself, or one another process queued for it, which its pass read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freed_slot_starts_the_queued_unit_without_waiting_for_a_sweep() {
+    freed_slot_starts_the_queued_unit(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freed_slot_starts_a_unit_another_process_queued_without_waiting_for_a_sweep() {
+    freed_slot_starts_the_queued_unit(true).await;
+}
+
+/// The second unit is queued by the host itself, or (`foreign`) recorded for it through
+/// another handle on the ledger, as `hermes delegate` does.
+async fn freed_slot_starts_the_queued_unit(foreign: bool) {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut c = config(home.path());
+    c.max_concurrent_children = 1;
+    c.sweep_interval = Duration::from_secs(20);
+    let options = HostOptions {
+        kind: HostKind::Headless,
+        session: Some(SessionId::new("slot").expect("session")),
+        worker: None,
+    };
+    let host = Host::start(
+        open_ledger(home.path()),
+        c.clone(),
+        Arc::new(SystemClock),
+        options,
+    )
+    .await
+    .expect("host starts");
+    let session = SessionId::new("slot").expect("session");
+    let go = home.path().join("go");
+    // The first unit ticks into its transcript until the test releases it.
+    let script = format!(
+        "while [ ! -e '{}' ]; do echo tick; sleep 0.02; done",
+        go.display()
+    );
+    let first = host
+        .dispatch(DispatchRequest::background(
+            session.clone(),
+            spec(&[&sh(&script)]),
+        ))
+        .await
+        .expect("dispatches");
+    assert_eq!(first.delegation.status, UnitStatus::Running);
+    let second = if foreign {
+        let new = ledger::NewDelegation {
+            id: None,
+            session: Some(session.clone()),
+            channel: ledger::Channel::Background,
+            spec: spec(&[&sh("true")]),
+            host: Some(host.process()),
+            transcript_root: None,
+        };
+        let other = open_ledger(home.path());
+        registry::record_dispatch(&other, &c, new, registry::Clock::now(&SystemClock))
+            .expect("recorded")
+            .delegation
+    } else {
+        host.dispatch(DispatchRequest::background(
+            session.clone(),
+            spec(&[&sh("true")]),
+        ))
+        .await
+        .expect("dispatches")
+        .delegation
+    };
+    assert_eq!(second.status, UnitStatus::Queued);
+    // Released once it ticked for a while: the host has long read the queued unit (the
+    // dispatch's activity wake), so only the first unit's end can start the second in time.
+    let ticks = || {
+        std::fs::read_to_string(&first.transcripts[0])
+            .map_or(0, |t| t.lines().filter(|l| l.contains("tick")).count())
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || ticks() >= 15).await,
+        "the first unit runs"
+    );
+    std::fs::write(&go, b"").expect("release the first unit");
+    let limit = Duration::from_secs(8);
+    let report = tokio::time::timeout(limit, host.wait(&second.id))
+        .await
+        .expect("the queued unit starts and ends well before the next sweep")
+        .expect("report");
+    assert_eq!(report.status, UnitStatus::Completed);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
     let home = tempfile::tempdir().expect("tempdir");

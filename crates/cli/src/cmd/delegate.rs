@@ -2,7 +2,8 @@
 //! the ledger for S's host, starting a headless `hermes host --session S` first when S has none.
 
 use ledger::{
-    Channel, DelegationId, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, UnitStatus,
+    Channel, DelegationId, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, SessionState,
+    UnitStatus,
 };
 use registry::RegistryError;
 
@@ -27,21 +28,34 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     // The id is drawn before anything is written, so that a failure whose outcome is unknown
     // (the connection broke around COMMIT) can name it, and the caller can look or retry.
+    let drawn = given.is_none();
     let id = given.unwrap_or_else(|| ledger.new_delegation_id());
-    dispatch(args, &home, &ledger, session, spec, &id)
+    dispatch(args, &home, &ledger, session, spec, (&id, drawn))
         .map_err(|err| outcome_unknown(err, &id, args.json))
 }
 
-/// `delegate` once the id is known.
+/// `delegate` once the id is known (`drawn`: by this process, so no unit can have it yet).
 fn dispatch(
     args: &DelegateArgs,
     home: &Home,
     ledger: &Ledger,
     session: SessionId,
     spec: ledger::DispatchSpec,
-    id: &DelegationId,
+    (id, drawn): (&DelegationId, bool),
 ) -> anyhow::Result<Code> {
-    ledger.ensure_session(&session, now())?;
+    // One read for the session and its live host (the usual case: both known); the session is
+    // written only when it is new.
+    let (known, live) =
+        ledger.session_with_live_host(&session, &registry::OsReaper::new(), now())?;
+    match known {
+        Some(s) if s.state == SessionState::Ended => {
+            return Err(LedgerError::SessionEnded(session).into());
+        }
+        Some(_) => {}
+        None => {
+            ledger.ensure_session(&session, now())?;
+        }
+    }
     let config = home.registry();
     // The same dispatch sent again under its id, and the first one landed: answer for the unit
     // as it was recorded, without starting a host for it.
@@ -53,7 +67,9 @@ fn dispatch(
         host: None,
         transcript_root: None,
     };
-    if let Some(admission) = ledger.recorded_dispatch(&again)? {
+    // An id this process drew from 64 random bits was recorded by nobody: no read for it (the
+    // dispatch's own write still refuses an id taken).
+    if !drawn && let Some(admission) = ledger.recorded_dispatch(&again)? {
         let host_pid = admission.delegation.host.map(|h| h.pid);
         return answer(args, ledger, &config, &session, &admission, host_pid);
     }
@@ -63,8 +79,15 @@ fn dispatch(
             (None, admission)
         }
         None => {
-            let (host, admission) =
-                into_session_host(home, ledger, &config, &session, spec, Some(id.clone()))?;
+            let (host, admission) = into_session_host(
+                home,
+                ledger,
+                &config,
+                &session,
+                spec,
+                Some(id.clone()),
+                Some(live),
+            )?;
             (Some(host.pid), admission)
         }
     };
@@ -173,8 +196,9 @@ fn answer(
 
 /// Records a background unit of `session` for the session's live host, starting a headless
 /// `hermes host --session S` first when it has none (the one way `delegate` and `hermes mcp`
-/// hand a named session's work to a host that outlives them). Returns the host and the
-/// admission.
+/// hand a named session's work to a host that outlives them). `looked`: the session's live
+/// host as the caller just read it (`Some(None)`: none), so the first try reads it no more.
+/// Returns the host and the admission.
 pub fn into_session_host(
     home: &Home,
     ledger: &Ledger,
@@ -182,13 +206,18 @@ pub fn into_session_host(
     session: &SessionId,
     spec: ledger::DispatchSpec,
     id: Option<DelegationId>,
+    mut looked: Option<Option<ProcessId>>,
 ) -> anyhow::Result<(ProcessId, ledger::Admission)> {
     // A host may retire between our look and our dispatch; the ledger then refuses the unit
     // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
     // `idle_exit_seconds` before it may retire.
     let mut attempts = 0;
     loop {
-        let host = match session_host::live(ledger, session)? {
+        let live = match looked.take() {
+            Some(live) => live,
+            None => session_host::live(ledger, session)?,
+        };
+        let host = match live {
             Some(host) => host,
             None => session_host::start(home, ledger, session)?,
         };

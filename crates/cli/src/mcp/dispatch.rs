@@ -47,8 +47,9 @@ pub async fn background(
         let s = session.clone();
         let recorded = blocking(move || {
             let config = home.registry();
-            let (host, admission) =
-                crate::cmd::delegate::into_session_host(&home, &ledger, &config, &s, spec, None)?;
+            let (host, admission) = crate::cmd::delegate::into_session_host(
+                &home, &ledger, &config, &s, spec, None, None,
+            )?;
             let transcripts: Vec<String> =
                 registry::transcript::task_logs(&config.transcript_root, &admission.delegation)
                     .iter()

@@ -709,3 +709,30 @@ fn a_running_child_without_a_pid_is_killed_by_recovery_and_ends_unknown() {
     );
     assert_eq!(f.ledger.host(host.process).unwrap(), None, "forgotten");
 }
+
+/// A child's start is recorded only by the host of its unit in its current epoch, with that
+/// host's machine (one read of the host's record serves both).
+#[test]
+fn a_childs_start_is_refused_to_another_epoch_and_names_the_hosts_machine() {
+    let f = fixture();
+    let host = host_at(&f.ledger, 300, here(), LONG);
+    let child = ProcessId {
+        pid: 301,
+        start_time: 6,
+    };
+    let id = hosted_unit(&f.ledger, &host, 2, child);
+    let stale = HostId(host.host_id.0 + 1);
+    let refused = f.ledger.child_started(stale, &id, 1, child, T0);
+    assert!(
+        matches!(refused, Err(LedgerError::Fenced { .. })),
+        "{refused:?}"
+    );
+    let children = f.ledger.children(&id).unwrap();
+    assert_eq!(children[1].status, ChildStatus::Pending);
+    let started = &children[0];
+    assert_eq!(started.status, ChildStatus::Running);
+    assert_eq!(
+        started.machine,
+        Some(here().hostname).filter(|h| !h.is_empty())
+    );
+}

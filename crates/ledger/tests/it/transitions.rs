@@ -558,9 +558,12 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
         UnitStatus::Running
     );
     // No slot yet.
+    assert_pass(&f.ledger, other, cap, false, true);
     assert_eq!(f.ledger.start_next_queued(other, cap, T0).unwrap(), None);
     finish(&f.ledger, &a.delegation.id, 0, T0);
     // The oldest queued unit belongs to `other`: `host` may not jump the queue.
+    assert_pass(&f.ledger, host, cap, false, true);
+    assert_pass(&f.ledger, other, cap, true, true);
     assert_eq!(f.ledger.start_next_queued(host, cap, T0).unwrap(), None);
     let started = f
         .ledger
@@ -579,6 +582,18 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
     assert_eq!(listing.running.len(), 3);
     assert!(listing.queued.is_empty());
     assert_eq!(listing.recent.len(), 2);
+    // Nothing queued any more: a host's pass says so (a slot that frees starts nothing).
+    assert_pass(&f.ledger, host, cap, false, false);
+}
+
+/// A host's pass in one read (`Ledger::host_pass`) says what the separate reads say: the
+/// interrupts asked of it, its placed units, whether `start_next_queued` would start one
+/// (`startable`), and whether any unit is queued at all.
+fn assert_pass(ledger: &Ledger, host: ProcessId, cap: Capacity, startable: bool, queued: bool) {
+    let pass = ledger.host_pass(host, cap).unwrap();
+    assert_eq!(pass.interrupts, ledger.interrupt_requests(host).unwrap());
+    assert_eq!(pass.placed, ledger.units_of_host(host).unwrap());
+    assert_eq!((pass.startable, pass.queued), (startable, queued));
 }
 
 #[test]
@@ -626,7 +641,17 @@ fn interrupting_a_queued_unit_cancels_it_with_a_terminal_event() {
                 start_time: 1
             })
             .unwrap(),
-        vec![(running.id, "host_shutdown".to_owned())]
+        vec![(running.id.clone(), "host_shutdown".to_owned())]
+    );
+    // A host's pass reads the same request, with the unit placed on it.
+    let pass = f.ledger.host_pass(host, cap).unwrap();
+    assert_eq!(
+        pass.interrupts,
+        vec![(running.id.clone(), "host_shutdown".to_owned())]
+    );
+    assert_eq!(
+        pass.placed.iter().map(|u| &u.id).collect::<Vec<_>>(),
+        vec![&running.id]
     );
 }
 

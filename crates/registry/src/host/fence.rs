@@ -46,21 +46,27 @@ impl Inner {
         }
     }
 
-    /// Interrupts the children other processes asked to interrupt. Returns whether the
+    /// Interrupts the children other processes asked to interrupt (an inline host's pass; a
+    /// host that picks up work reads them in its pass, [`Inner::pick_up`]). Returns whether the
     /// requests could be read.
     pub(super) async fn poll_interrupts(&self) -> bool {
         let me = self.me;
         match self.call(move |l| l.interrupt_requests(me)).await {
             Ok(requests) => {
-                for (id, reason) in requests {
-                    self.interrupt_local(|d, _| *d == id, &reason);
-                }
+                self.act_on_interrupts(requests);
                 true
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read interrupt requests");
                 false
             }
+        }
+    }
+
+    /// Interrupts the local units of `requests` (id, reason).
+    pub(super) fn act_on_interrupts(&self, requests: Vec<(DelegationId, String)>) {
+        for (id, reason) in requests {
+            self.interrupt_local(|d, _| *d == id, &reason);
         }
     }
 }

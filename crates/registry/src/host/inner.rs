@@ -52,6 +52,11 @@ pub(crate) struct Inner {
     pub(crate) units: Mutex<Units>,
     pub(crate) launch_gate: tokio::sync::Mutex<()>,
     pub(crate) wake: Notify,
+    /// Whether the last pass saw a queued unit ([`ledger::HostPass::queued`]), and whether a
+    /// pass is reading: a unit that finishes wakes the loop to start queued work only if either
+    /// holds (a unit queued after the pass's read sends an activity notice of its own).
+    pub(crate) queue_seen: AtomicBool,
+    pub(crate) in_pass: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
     pub(crate) launches: watch::Sender<u64>,
 }
@@ -98,6 +103,8 @@ impl Inner {
             units: Mutex::new(Units::default()),
             launch_gate: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
+            queue_seen: AtomicBool::new(true),
+            in_pass: AtomicBool::new(false),
             stop: watch::channel(false).0,
             launches: watch::channel(0).0,
         });

@@ -168,14 +168,24 @@ impl Inner {
                 }
             }
             done_tx.send_replace(Some(report));
-            // A slot may have freed: let the queue move now rather than at the next sweep.
-            inner.wake.notify_one();
+            // A slot may have freed: let the queue move now rather than at the next sweep —
+            // a worker's pool, or a queue the last pass saw (or a pass reading now) holds
+            // something. A unit queued after a pass's read sends its own activity notice, and
+            // the pass that notice starts reads this unit's finish.
+            if inner.options.worker.is_some()
+                || inner.in_pass.load(Ordering::SeqCst)
+                || inner.queue_seen.load(Ordering::SeqCst)
+            {
+                inner.wake.notify_one();
+            }
         });
         progress_rx
     }
 
-    /// Starts this host's queued units that reached the head of the queue, and running units
-    /// recorded for this host by other processes.
+    /// A pass of a (non-inline) host over the ledger: takes its pool's units (a worker), then,
+    /// from one read ([`ledger::Ledger::host_pass`]), acts on the interrupts other processes
+    /// asked for, starts its queued units that reached the head of the queue, and runs the
+    /// units other processes recorded running for it. Returns whether the ledger could be read.
     pub(super) async fn pick_up(self: &Arc<Inner>) -> bool {
         let _gate = self.launch_gate.lock().await;
         let (me, cap) = (self.me, capacity(&self.ctx.config));
@@ -183,42 +193,47 @@ impl Inner {
         if let Some(worker) = self.options.worker.clone() {
             clean &= self.take_from_pool(worker).await;
         }
-        loop {
+        self.in_pass.store(true, Ordering::SeqCst);
+        let read = self.call(move |l| l.host_pass(me, cap)).await;
+        // Unknown (the read failed) counts as seen.
+        let queued = read.as_ref().map_or(true, |pass| pass.queued);
+        self.queue_seen.store(queued, Ordering::SeqCst);
+        self.in_pass.store(false, Ordering::SeqCst);
+        let pass = match read {
+            Ok(pass) => pass,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the host's units");
+                return false;
+            }
+        };
+        self.act_on_interrupts(pass.interrupts);
+        let mut startable = pass.startable;
+        while startable {
             let now = self.ctx.clock.now();
             match self.call(move |l| l.start_next_queued(me, cap, now)).await {
                 Ok(Some(unit)) => {
                     let parent = unit.session.clone();
                     self.launch(unit, parent);
                 }
-                Ok(None) => break,
+                Ok(None) => startable = false,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot start queued units");
                     clean = false;
-                    break;
+                    startable = false;
                 }
             }
         }
-        match self.call(move |l| l.units_of_host(me)).await {
-            Ok(placed) => {
-                let adopt: Vec<Delegation> = {
-                    let units = self.lock();
-                    placed
-                        .into_iter()
-                        .filter(|u| {
-                            u.status != UnitStatus::Queued && u.channel == Channel::Background
-                        })
-                        .filter(|u| !units.launched.contains(&u.id))
-                        .collect()
-                };
-                for unit in adopt {
-                    let parent = unit.session.clone();
-                    self.launch(unit, parent);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list units");
-                clean = false;
-            }
+        let adopt: Vec<Delegation> = {
+            let units = self.lock();
+            pass.placed
+                .into_iter()
+                .filter(|u| u.status != UnitStatus::Queued && u.channel == Channel::Background)
+                .filter(|u| !units.launched.contains(&u.id))
+                .collect()
+        };
+        for unit in adopt {
+            let parent = unit.session.clone();
+            self.launch(unit, parent);
         }
         clean
     }

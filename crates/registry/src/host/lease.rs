@@ -89,10 +89,12 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
                     if stamp == seen && now.ms_since(at) < STATE_RECHECK * millis(config.sweep_interval)
             );
         if !current {
-            let mut clean = inner.poll_interrupts().await;
-            if inner.options.kind != HostKind::Inline {
-                clean &= inner.pick_up().await;
-            }
+            // One read a pass: a host that picks up work reads its interrupts with it.
+            let clean = if inner.options.kind == HostKind::Inline {
+                inner.poll_interrupts().await
+            } else {
+                inner.pick_up().await
+            };
             state_read = if clean { stamp.map(|s| (s, now)) } else { None };
         }
         woken = tokio::select! {

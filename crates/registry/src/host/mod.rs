@@ -216,6 +216,12 @@ impl Host {
             .call_raw(move |l| record_dispatch_as(l, &config, new, now, registering.as_ref()))
             .await?;
         let unit = admission.delegation;
+        if unit.status == UnitStatus::Queued {
+            // A unit of ours that finishes must wake the loop to start this one.
+            inner
+                .queue_seen
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let dir = transcript::unit_dir(&inner.ctx.config.transcript_root, &unit.id);
         let transcripts = (0..unit.task_count())
             .map(|i| transcript::task_log_path(&dir, i))

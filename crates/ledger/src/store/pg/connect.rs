@@ -49,10 +49,11 @@ pub(super) fn connect_within(
 /// The server-side deadlines every session gets: `statement_timeout` (`statement_timeout`,
 /// `ledger.statement_timeout_seconds`) and `idle_in_transaction_session_timeout`
 /// ([`IDLE_IN_TRANSACTION_TIMEOUT`]), each unless the URL's `options` set it (the operator's
-/// choice wins). Set with `SET` once the session is open rather than as startup `options`,
-/// which poolers refuse.
+/// choice wins). Set once the session is open rather than as startup `options`, which poolers
+/// refuse, and by one statement (`set_config(…, false)` is a session-wide `SET`): a
+/// short-lived command pays one round trip for them, not one per setting.
 pub(super) fn session_settings(url_options: &str, statement_timeout: Duration) -> String {
-    [
+    let set: Vec<String> = [
         ("statement_timeout", statement_timeout),
         (
             "idle_in_transaction_session_timeout",
@@ -61,9 +62,12 @@ pub(super) fn session_settings(url_options: &str, statement_timeout: Duration) -
     ]
     .iter()
     .filter(|(name, _)| !url_options.contains(name))
-    .map(|(name, limit)| format!("SET {name} = {};", limit.as_millis()))
-    .collect::<Vec<_>>()
-    .join(" ")
+    .map(|(name, limit)| format!("set_config('{name}', '{}', false)", limit.as_millis()))
+    .collect();
+    if set.is_empty() {
+        return String::new();
+    }
+    format!("SELECT {}", set.join(", "))
 }
 
 /// What the server said, in words an operator acts on, when it refused for a reason of its
@@ -137,5 +141,31 @@ pub(super) fn describe(err: &postgres::Error, server: &str) -> String {
             "cannot reach the PostgreSQL server at {server}: {}",
             one_line(err)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_deadlines_are_one_statement_and_the_urls_options_win() {
+        let both = session_settings("", Duration::from_secs(30));
+        assert_eq!(
+            both,
+            format!(
+                "SELECT set_config('statement_timeout', '30000', false), \
+                 set_config('idle_in_transaction_session_timeout', '{}', false)",
+                IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+            )
+        );
+        let one = session_settings("-c statement_timeout=5000", Duration::from_secs(30));
+        assert!(!one.contains("'statement_timeout'"), "{one}");
+        assert!(one.starts_with("SELECT set_config('idle_in"), "{one}");
+        let none = session_settings(
+            "-c statement_timeout=5s -c idle_in_transaction_session_timeout=9s",
+            Duration::from_secs(30),
+        );
+        assert_eq!(none, "");
     }
 }
