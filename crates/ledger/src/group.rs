@@ -539,4 +539,51 @@ mod tests {
             .collect();
         assert_eq!(published, vec![EventKey::Task(0), EventKey::Task(1)]);
     }
+
+    #[test]
+    fn dispatches_share_the_commit_of_the_writes_beside_them_and_a_refused_one_fails_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let location = fresh(dir.path());
+        let ledger = open(&location);
+        let unit = dispatch(&ledger, 2);
+        let before = ledger.commits.load(Ordering::Relaxed);
+        let l = &ledger;
+        let dispatched = |capacity: Capacity| {
+            let new = crate::testing::background_unit(session(), crate::testing::spec(1));
+            format!(
+                "{:?}",
+                l.dispatch(new, capacity, T0).map(|a| a.delegation.status)
+            )
+        };
+        let full = Capacity {
+            max_running: 0,
+            max_queued: 0,
+        };
+        let u0 = unit.clone();
+        let ops: Vec<Box<dyn FnOnce() -> String + Send + '_>> = vec![
+            Box::new(move || dispatched(ROOMY)),
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(HostId(0), &u0, outcome(0), T0)
+                        .map(|f| f.published)
+                )
+            }),
+            // Refused: no slot and no room in the queue.
+            Box::new(move || dispatched(full)),
+            Box::new(move || dispatched(ROOMY)),
+        ];
+        let results = gather(&ledger, 4, ops);
+        assert_eq!(results[0], "Ok(Running)");
+        assert_eq!(results[1], "Ok(true)");
+        assert!(results[2].contains("QueueFull"), "{}", results[2]);
+        assert_eq!(results[3], "Ok(Running)");
+        assert_eq!(
+            ledger.commits.load(Ordering::Relaxed) - before,
+            1,
+            "two dispatches and a finish, one durable commit"
+        );
+        let units = ledger.read(|r| r.active_units()).expect("units");
+        assert_eq!(units.len(), 3, "{units:?}");
+    }
 }
