@@ -37,6 +37,22 @@ pub struct FinishChild {
     pub published: bool,
     /// The unit's status when this made the unit terminal.
     pub unit_status: Option<UnitStatus>,
+    /// Whether the unit's host left in this commit ([`FinishAs::leaving`]): the unit ended, its
+    /// events were settled as delivered and the host's record removed.
+    pub left: bool,
+}
+
+/// How a host finishes a child ([`Ledger::finish_child_as`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FinishAs {
+    /// The child's process, when its start was never recorded on its own (a short child that
+    /// its inline unit's dispatch recorded running): it goes in with the outcome.
+    pub started: Option<ProcessId>,
+    /// The finishing host, when it runs this one inline unit only and leaves with it (`-z`,
+    /// cron): the commit that ends the unit also settles its events as delivered — to this
+    /// process, which shows them next; no consumer can claim an inline unit's events — and
+    /// removes the host's record, so the run needs no commit after its last child's.
+    pub leaving: Option<ProcessId>,
 }
 
 impl Ledger {
@@ -159,7 +175,7 @@ impl Ledger {
         progress: Option<Progress>,
         now: Timestamp,
     ) -> Result<FinishChild> {
-        self.finish_child_in(writer, id, outcome, progress, None, now)
+        self.finish_child_as(writer, id, outcome, progress, FinishAs::default(), now)
     }
 
     /// [`Ledger::finish_child_with_progress`] for a child whose process was never recorded
@@ -175,18 +191,26 @@ impl Ledger {
         progress: Option<Progress>,
         now: Timestamp,
     ) -> Result<FinishChild> {
-        self.finish_child_in(writer, id, outcome, progress, Some(process), now)
+        let how = FinishAs {
+            started: Some(process),
+            leaving: None,
+        };
+        self.finish_child_as(writer, id, outcome, progress, how, now)
     }
 
-    fn finish_child_in(
+    /// [`Ledger::finish_child_with_progress`], as `how` says: with the child's process
+    /// ([`FinishAs::started`]), and with the host leaving when this child ends its unit
+    /// ([`FinishAs::leaving`]).
+    pub fn finish_child_as(
         &self,
         writer: HostId,
         id: &DelegationId,
         outcome: ChildOutcome,
         progress: Option<Progress>,
-        started: Option<ProcessId>,
+        how: FinishAs,
         now: Timestamp,
     ) -> Result<FinishChild> {
+        let FinishAs { started, leaving } = how;
         if !outcome.status.is_terminal() {
             return Err(LedgerError::Invalid(format!(
                 "cannot finish task {} of {id} with status {}",
@@ -220,6 +244,7 @@ impl Ledger {
                     FinishChild {
                         published: false,
                         unit_status: None,
+                        left: false,
                     },
                     false,
                 ));
@@ -242,6 +267,11 @@ impl Ledger {
             w.put_child(&child)?;
             let key = EventKey::Task(outcome.index);
             let status = outcome.status;
+            let inline = match (&tally, &unit) {
+                (Some(tally), _) => tally.session.is_none(),
+                (None, Some(unit)) => unit.session.is_none(),
+                (None, None) => false,
+            };
             let unit_status = match (tally, unit) {
                 (Some(mut tally), _) => {
                     let owner = Owner {
@@ -265,10 +295,19 @@ impl Ledger {
                 }
                 (None, None) => None,
             };
+            let left = match (unit_status, leaving) {
+                (Some(_), Some(host)) if inline => {
+                    settle_delivered(w, id, now)?;
+                    crate::sessions::release_host(w, host)?;
+                    true
+                }
+                _ => false,
+            };
             Ok((
                 FinishChild {
                     published: true,
                     unit_status,
+                    left,
                 },
                 true,
             ))
@@ -362,6 +401,24 @@ pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTr
         }
     }
     seen
+}
+
+/// Settles an ended inline unit's deliverable events as delivered inside `w`, as a claim and
+/// its ack at once (one attempt each): the settlement `Ledger::settle_inline` makes once the
+/// run showed them, made here by the run's last finish ([`FinishAs::leaving`]).
+fn settle_delivered(w: &Writer<'_>, id: &DelegationId, now: Timestamp) -> Result<()> {
+    for mut event in w.events(id)? {
+        if !event.is_deliverable(now) {
+            continue;
+        }
+        if let Some(lease) = event.lease.take() {
+            w.remove_claim(lease.token)?;
+        }
+        event.attempts += 1;
+        crate::rules::ack(&mut event, now);
+        w.put_event(&event)?;
+    }
+    Ok(())
 }
 
 fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {

@@ -20,7 +20,6 @@
 //! other processes conflict with it. A failed statement aborts the whole transaction there, so
 //! an operation whose statement failed taints the group as a partial write does on redb.
 
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -39,15 +38,36 @@ type Op = Box<dyn FnMut(&Ledger, &Writer<'_>) -> Result<bool> + Send>;
 #[derive(Default)]
 pub(crate) struct GroupCommit {
     state: Mutex<State>,
-    turn: Condvar,
 }
 
 #[derive(Default)]
 struct State {
-    queue: Vec<(u64, Op)>,
-    done: HashMap<u64, Result<()>>,
+    queue: Vec<(Op, Arc<Caller>)>,
     leading: bool,
-    next_id: u64,
+}
+
+/// A caller waiting for its queued operation: woken once, when its result is in or when it is
+/// its turn to lead, so a commit wakes only the callers it answers and the next leader (not
+/// every waiting thread, which on a busy host cost more CPU than the commit itself).
+#[derive(Default)]
+struct Caller {
+    turn: Mutex<Turn>,
+    woken: Condvar,
+}
+
+#[derive(Default)]
+enum Turn {
+    #[default]
+    Waiting,
+    Lead,
+    Done(Result<()>),
+}
+
+impl Caller {
+    fn wake(&self, turn: Turn) {
+        *lock(&self.turn) = turn;
+        self.woken.notify_one();
+    }
 }
 
 impl Ledger {
@@ -73,44 +93,71 @@ impl Ledger {
     }
 
     fn submit(&self, op: Op) -> Result<()> {
-        let group = &self.group;
-        let mut state = lock(&group.state);
-        let id = state.next_id;
-        state.next_id += 1;
-        state.queue.push((id, op));
-        loop {
-            if let Some(result) = state.done.remove(&id) {
-                return result;
+        let me = Arc::new(Caller::default());
+        let leads = {
+            let mut state = lock(&self.group.state);
+            state.queue.push((op, Arc::clone(&me)));
+            !std::mem::replace(&mut state.leading, true)
+        };
+        if !leads {
+            let mut turn = lock(&me.turn);
+            loop {
+                match std::mem::take(&mut *turn) {
+                    Turn::Done(result) => return result,
+                    Turn::Lead => break,
+                    Turn::Waiting => {
+                        turn = me
+                            .woken
+                            .wait(turn)
+                            .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    }
+                }
             }
-            if state.leading {
-                state = group
-                    .turn
-                    .wait(state)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                continue;
-            }
-            state.leading = true;
-            let batch = std::mem::take(&mut state.queue);
-            drop(state);
-            // redb may panic on a damaged page, even aborting: never leave the group leaderless.
-            let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
-            let results =
-                catch_unwind(AssertUnwindSafe(|| self.run_batch(batch))).unwrap_or_else(|_| {
-                    ids.into_iter()
-                        .map(|id| {
-                            let err = LedgerError::EnginePanic {
-                                path: self.path().to_owned(),
-                                what: "while committing a group of writes".into(),
-                            };
-                            (id, Err(err))
-                        })
-                        .collect()
-                });
-            state = lock(&group.state);
-            state.leading = false;
-            state.done.extend(results);
-            group.turn.notify_all();
         }
+        // Leading: everything queued so far, this caller's operation among it.
+        let queued = std::mem::take(&mut lock(&self.group.state).queue);
+        let (batch, callers): (Vec<(u64, Op)>, Vec<Arc<Caller>>) = (0u64..)
+            .zip(queued)
+            .map(|(id, (op, caller))| ((id, op), caller))
+            .unzip();
+        // redb may panic on a damaged page, even aborting: never leave the group leaderless.
+        let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
+        let results =
+            catch_unwind(AssertUnwindSafe(|| self.run_batch(batch))).unwrap_or_else(|_| {
+                ids.into_iter()
+                    .map(|id| {
+                        let err = LedgerError::EnginePanic {
+                            path: self.path().to_owned(),
+                            what: "while committing a group of writes".into(),
+                        };
+                        (id, Err(err))
+                    })
+                    .collect()
+            });
+        let mut mine = None;
+        for (id, result) in results {
+            let Some(caller) = usize::try_from(id).ok().and_then(|i| callers.get(i)) else {
+                continue;
+            };
+            if Arc::ptr_eq(caller, &me) {
+                mine = Some(result);
+            } else {
+                caller.wake(Turn::Done(result));
+            }
+        }
+        // The lead passes to the first caller that queued meanwhile, or lapses.
+        {
+            let mut state = lock(&self.group.state);
+            match state.queue.first() {
+                Some((_, next)) => next.wake(Turn::Lead),
+                None => state.leading = false,
+            }
+        }
+        mine.unwrap_or_else(|| {
+            Err(LedgerError::Invalid(
+                "a grouped write lost its result".into(),
+            ))
+        })
     }
 
     /// Runs a batch to completion: every operation ends with its own result.
@@ -342,9 +389,11 @@ mod tests {
                 assert!(Instant::now() < deadline, "the operations never queued");
                 std::thread::yield_now();
             }
-            let mut state = lock(&ledger.group.state);
-            state.leading = false;
-            ledger.group.turn.notify_all();
+            // The lead passes to the first of them, as a leader's commit would pass it.
+            let state = lock(&ledger.group.state);
+            if let Some((_, first)) = state.queue.first() {
+                first.wake(Turn::Lead);
+            }
             drop(state);
             handles
                 .into_iter()
@@ -501,5 +550,52 @@ mod tests {
             .map(|e| e.key)
             .collect();
         assert_eq!(published, vec![EventKey::Task(0), EventKey::Task(1)]);
+    }
+
+    #[test]
+    fn dispatches_share_the_commit_of_the_writes_beside_them_and_a_refused_one_fails_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let location = fresh(dir.path());
+        let ledger = open(&location);
+        let unit = dispatch(&ledger, 2);
+        let before = ledger.commits.load(Ordering::Relaxed);
+        let l = &ledger;
+        let dispatched = |capacity: Capacity| {
+            let new = crate::testing::background_unit(session(), crate::testing::spec(1));
+            format!(
+                "{:?}",
+                l.dispatch(new, capacity, T0).map(|a| a.delegation.status)
+            )
+        };
+        let full = Capacity {
+            max_running: 0,
+            max_queued: 0,
+        };
+        let u0 = unit.clone();
+        let ops: Vec<Box<dyn FnOnce() -> String + Send + '_>> = vec![
+            Box::new(move || dispatched(ROOMY)),
+            Box::new(move || {
+                format!(
+                    "{:?}",
+                    l.finish_child(HostId(0), &u0, outcome(0), T0)
+                        .map(|f| f.published)
+                )
+            }),
+            // Refused: no slot and no room in the queue.
+            Box::new(move || dispatched(full)),
+            Box::new(move || dispatched(ROOMY)),
+        ];
+        let results = gather(&ledger, 4, ops);
+        assert_eq!(results[0], "Ok(Running)");
+        assert_eq!(results[1], "Ok(true)");
+        assert!(results[2].contains("QueueFull"), "{}", results[2]);
+        assert_eq!(results[3], "Ok(Running)");
+        assert_eq!(
+            ledger.commits.load(Ordering::Relaxed) - before,
+            1,
+            "two dispatches and a finish, one durable commit"
+        );
+        let units = ledger.read(|r| r.active_units()).expect("units");
+        assert_eq!(units.len(), 3, "{units:?}");
     }
 }

@@ -96,6 +96,6 @@ impl Location {
         }
     }
 }
-pub use children::{FinishChild, ProgressUpdate};
+pub use children::{FinishAs, FinishChild, ProgressUpdate};
 pub use interrupts::{InterruptTarget, Interrupts};
 pub use units::{Admission, NewDelegation};

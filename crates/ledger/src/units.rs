@@ -96,7 +96,11 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<Admission> {
         check_new(&new)?;
-        self.write_then(|w| dispatch_in(self, w, &new, capacity, &Starting::default(), now))
+        // Grouped: a host that dispatches while its children start and finish (an interactive
+        // session, a worker's intake) shares their commit rather than making one of its own.
+        self.write_grouped(move |ledger, w| {
+            dispatch_in(ledger, w, &new, capacity, &Starting::default(), now)
+        })
     }
 
     /// Registers `host` ([`Ledger::register_host`]) and records its first unit `new`

@@ -626,3 +626,57 @@ async fn a_stalling_child_is_recorded_in_the_ledger_when_it_gets_sigterm() {
     assert_eq!(report.status, UnitStatus::Stalled);
     assert_eq!(report.outcomes[0].signal, Some(9));
 }
+
+/// A one-shot run's host (`Host::start_dispatching`) leaves in the commit of the finish that
+/// ends its unit: its record is gone and the unit's events are delivered by then, and its lease
+/// loop — renewing every few milliseconds here, so that renewals land around that commit —
+/// never reads the missing record as a lost lease and fences.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_host_leaves_with_its_units_last_finish_and_never_fences() {
+    use ledger::{Channel, EventState, HostKind};
+    use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+    for round in 0..12 {
+        let home = tempfile::tempdir().expect("tempdir");
+        let ledger = open_ledger(home.path());
+        let mut config = quick_config(home.path());
+        config.sweep_interval = Duration::from_millis(2);
+        config.heartbeat_interval = Duration::from_millis(1);
+        let options = HostOptions {
+            kind: HostKind::Inline,
+            session: None,
+            worker: None,
+        };
+        let request = DispatchRequest::inline(spec(&[&["true"], &sh("exit 3")]), None);
+        assert_eq!(request.channel, Channel::Inline);
+        let (host, dispatched) = Host::start_dispatching(
+            ledger.clone(),
+            config,
+            std::sync::Arc::new(SystemClock),
+            options,
+            request,
+        )
+        .await
+        .expect("dispatched");
+        let id = dispatched.delegation.id;
+        let report = host.wait(&id).await.expect("a report");
+        assert_eq!(report.status, UnitStatus::Partial, "round {round}");
+        assert!(
+            host.left(),
+            "round {round}: the host left with the last finish"
+        );
+        assert!(
+            !host.is_fenced(),
+            "round {round}: a renewal fenced the host"
+        );
+        assert_eq!(ledger.host(host.process()).expect("read"), None);
+        let events = ledger.events(&id).expect("events");
+        assert_eq!(events.len(), 2, "round {round}");
+        assert!(
+            events.iter().all(|e| e.state == EventState::Delivered),
+            "round {round}: {events:?}"
+        );
+        host.stop("done").await;
+        assert!(!host.is_fenced(), "round {round}: fenced while stopping");
+        assert_eq!(ledger.host(host.process()).expect("read"), None);
+    }
+}

@@ -1,5 +1,5 @@
 //! `hermes -z` and `hermes cron run`: one unit run inline in this process, its result printed,
-//! its events settled as delivered here so nothing is left pending.
+//! its events settled as delivered by the commit that ends it, so nothing is left pending.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,9 +50,11 @@ fn inline(
     let ledger = home.ledger()?;
     let config = home.registry();
     let runtime = crate::home::runtime()?;
-    // The host registers in its unit's dispatch commit and leaves in the commit that settles
-    // the unit's events, once they were printed: a one-shot run makes three commits (the
-    // dispatch, each child's finish, the settlement), none of them for the host alone.
+    // The host registers in its unit's dispatch commit and leaves in the commit of the finish
+    // that ends the unit, which also settles the unit's events as delivered: a one-shot run of
+    // one child makes two commits (the dispatch, the finish), none for the host alone, and
+    // the result it prints was durable before it was shown. A unit force-finalized instead
+    // (its outcomes could not be published one by one) is settled after it was printed.
     let (host, report) = runtime.block_on(async {
         let options = HostOptions {
             kind: HostKind::Inline,
@@ -94,17 +96,22 @@ fn inline(
     let (id, finished) = match finished {
         Ok(done) => done,
         Err(e) => {
-            // Nothing was shown: the host leaves, its unit's events stay as they are.
-            if let Err(left) = ledger.unregister_host(me) {
+            // Nothing was shown: the host leaves (if it has not), its unit's events stay as
+            // they are.
+            if !host.left()
+                && let Err(left) = ledger.unregister_host(me)
+            {
                 tracing::warn!(error = %left, "cannot unregister the host");
             }
             return Err(e);
         }
     };
     let printed = output::print(&finished.text);
-    // The caller has the result (or nobody is reading): either way nothing waits for delivery,
-    // and the host leaves in the same commit.
-    ledger.settle_inline_leaving(&id, me, now())?;
+    // The caller has the result (or nobody is reading): either way nothing waits for delivery.
+    // The host left with its unit's last finish, or leaves now in the settling commit.
+    if !host.left() {
+        ledger.settle_inline_leaving(&id, me, now())?;
+    }
     // A failed job exits 1 whatever happened to stdout; a successful one reports a failed write
     // (a closed pipe is not a failure: `report` maps it to 0).
     match (finished.failure, printed) {

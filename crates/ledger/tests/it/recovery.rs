@@ -656,6 +656,117 @@ fn a_oneshot_host_registers_with_its_dispatch_and_leaves_with_its_settlement() {
     );
 }
 
+/// A one-shot run's host leaves with its unit: the finish that ends the unit also settles the
+/// unit's events as delivered and removes the host's record, in that one commit; a finish
+/// that leaves children running changes neither. A session's unit is never settled so.
+#[test]
+fn the_finish_that_ends_an_inline_unit_settles_it_and_its_host_leaves_in_that_commit() {
+    let f = fixture();
+    let host = Host {
+        kind: HostKind::Inline,
+        session: None,
+        ..host_at(&f.ledger, 320, here(), LONG)
+    };
+    f.ledger.unregister_host(host.process).unwrap();
+    let new = NewDelegation {
+        id: None,
+        session: None,
+        channel: Channel::Inline,
+        spec: spec(2),
+        host: Some(host.process),
+        transcript_root: Some("/t".into()),
+    };
+    let two = Capacity {
+        max_running: 2,
+        max_queued: 10,
+    };
+    let id = f
+        .ledger
+        .register_and_dispatch(&host, new, two, T0)
+        .unwrap()
+        .delegation
+        .id;
+    let leaving = FinishAs {
+        started: Some(ProcessId {
+            pid: 321,
+            start_time: 7,
+        }),
+        leaving: Some(host.process),
+    };
+    let first = f
+        .ledger
+        .finish_child_as(
+            host.host_id,
+            &id,
+            outcome(0, ChildStatus::Completed, T0.plus_ms(5)),
+            None,
+            leaving,
+            T0.plus_ms(5),
+        )
+        .unwrap();
+    assert_eq!((first.unit_status, first.left), (None, false));
+    assert_eq!(f.ledger.host(host.process).unwrap(), Some(host.clone()));
+    assert_eq!(f.ledger.events(&id).unwrap()[0].state, EventState::Pending);
+
+    let before = f.ledger.commits();
+    let last = f
+        .ledger
+        .finish_child_as(
+            host.host_id,
+            &id,
+            outcome(1, ChildStatus::Completed, T0.plus_ms(6)),
+            None,
+            leaving,
+            T0.plus_ms(6),
+        )
+        .unwrap();
+    assert_eq!(f.ledger.commits(), before + 1, "one commit");
+    assert_eq!(
+        (last.published, last.unit_status, last.left),
+        (true, Some(UnitStatus::Completed), true)
+    );
+    assert_eq!(f.ledger.host(host.process).unwrap(), None);
+    let events = f.ledger.events(&id).unwrap();
+    assert_eq!(events.len(), 2);
+    for event in &events {
+        assert_eq!(event.state, EventState::Delivered, "{event:?}");
+        assert_eq!(event.attempts, 1, "{event:?}");
+    }
+    // Nothing is left for the run to settle once it printed.
+    let before = f.ledger.commits();
+    assert!(
+        f.ledger
+            .settle_inline(&id, T0.plus_ms(7))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(f.ledger.commits(), before, "nothing to commit");
+
+    // A session's unit keeps its event for its consumers, and its host stays.
+    let other = host_at(&f.ledger, 330, here(), LONG);
+    let unit = hosted_unit(&f.ledger, &other, 1, leaving.started.unwrap());
+    let finish = f
+        .ledger
+        .finish_child_as(
+            other.host_id,
+            &unit,
+            outcome(0, ChildStatus::Completed, T0.plus_ms(8)),
+            None,
+            FinishAs {
+                started: None,
+                leaving: Some(other.process),
+            },
+            T0.plus_ms(8),
+        )
+        .unwrap();
+    assert_eq!((finish.unit_status.is_some(), finish.left), (true, false));
+    assert!(f.ledger.host(other.process).unwrap().is_some());
+    assert_eq!(
+        f.ledger.events(&unit).unwrap()[0].state,
+        EventState::Pending
+    );
+}
+
 /// A one-shot run that dies after its dispatch, before it recorded its child's pid: recovery
 /// still asks to kill the child (the reaper finds it by its marker) and reports it `unknown`,
 /// since it may have run, never `cancelled`.

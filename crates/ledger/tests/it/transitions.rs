@@ -485,7 +485,8 @@ fn finalization_happens_once() {
         late,
         FinishChild {
             published: false,
-            unit_status: None
+            unit_status: None,
+            left: false,
         }
     );
     let done = f

@@ -59,6 +59,15 @@ pub(crate) struct Inner {
     pub(crate) in_pass: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
     pub(crate) launches: watch::Sender<u64>,
+    /// Set for a host that runs one inline unit and leaves with it
+    /// ([`super::Host::start_dispatching`]): the finish that ends the unit also removes the
+    /// host's record ([`ledger::FinishAs::leaving`]).
+    pub(crate) leaves_with_unit: AtomicBool,
+    /// Set once the host left that way: it renews nothing more.
+    pub(crate) left: AtomicBool,
+    /// Held by a lease renewal, and by a finish that may leave, so that no renewal runs
+    /// after the host left (its record gone, it would read as a lost lease and fence).
+    pub(crate) renewal_gate: tokio::sync::Mutex<()>,
 }
 
 impl Inner {
@@ -107,6 +116,9 @@ impl Inner {
             in_pass: AtomicBool::new(false),
             stop: watch::channel(false).0,
             launches: watch::channel(0).0,
+            leaves_with_unit: AtomicBool::new(false),
+            left: AtomicBool::new(false),
+            renewal_gate: tokio::sync::Mutex::new(()),
         });
         (inner, record)
     }
@@ -114,6 +126,13 @@ impl Inner {
     /// Whether this host is a worker (bound to no session).
     pub(crate) fn is_worker(&self) -> bool {
         self.options.kind == HostKind::Worker
+    }
+
+    /// The host left with its unit's last finish: its loops end, and it writes nothing more
+    /// of its own (its record is gone).
+    pub(super) fn has_left(&self) {
+        self.left.store(true, Ordering::SeqCst);
+        self.stop.send_replace(true);
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Units> {

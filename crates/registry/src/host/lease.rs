@@ -33,10 +33,15 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             last_renewal = now;
             let (me, host_id, lease) = (inner.me, inner.host_id, millis(config.lease));
             let before = inner.ledger.change_stamp();
-            match inner
+            let gate = inner.renewal_gate.lock().await;
+            if inner.left.load(Ordering::SeqCst) {
+                return;
+            }
+            let renewed = inner
                 .call(move |l| l.renew_host(me, host_id, lease, now))
-                .await
-            {
+                .await;
+            drop(gate);
+            match renewed {
                 Ok(_) => {
                     // The lease runs from when the renewal was asked for.
                     inner.renewed_at.store(now.0, Ordering::SeqCst);

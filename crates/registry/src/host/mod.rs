@@ -136,8 +136,11 @@ impl Host {
 
     /// Starts a host for one unit it dispatches at once (`-z`, cron): the host is registered in
     /// the dispatch's own commit ([`Ledger::register_and_dispatch`]), so a one-shot run pays
-    /// no commit for registering. A refused dispatch registers nothing and starts no host. The
-    /// host leaves with [`Host::stop`] and its caller's last write
+    /// no commit for registering. A refused dispatch registers nothing and starts no host.
+    /// An inline unit's host leaves in the commit of the finish that ends the unit, which also
+    /// settles the unit's events as delivered ([`ledger::FinishAs::leaving`],
+    /// [`Host::left`]): its caller shows them next and writes nothing more. Otherwise (the unit
+    /// was force-finalized) it leaves with [`Host::stop`] and its caller's last write
     /// ([`Ledger::settle_inline_leaving`]), or with [`Host::shutdown`].
     pub async fn start_dispatching(
         ledger: Arc<Ledger>,
@@ -147,6 +150,9 @@ impl Host {
         request: DispatchRequest,
     ) -> Result<(Host, Dispatched), RegistryError> {
         let (inner, record) = Inner::prepare(ledger, config, clock, options);
+        if request.channel == Channel::Inline {
+            inner.leaves_with_unit.store(true, Ordering::SeqCst);
+        }
         let dispatched = Host::dispatch_as(&inner, request, Some(record)).await?;
         Ok((Host::begin(inner), dispatched))
     }
@@ -169,6 +175,12 @@ impl Host {
     /// This host's fencing epoch.
     pub fn host_id(&self) -> HostId {
         self.inner.host_id
+    }
+
+    /// Whether the host left in its unit's last finish ([`Host::start_dispatching`]): its
+    /// record is gone and the unit's events are settled; there is nothing left to write.
+    pub fn left(&self) -> bool {
+        self.inner.left.load(Ordering::SeqCst)
     }
 
     /// Whether the host fenced itself (its lease lost or unrenewable): its children were

@@ -3,11 +3,12 @@
 //! [`Publisher`] and sees nothing else of its host.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ledger::{
-    ChildOutcome, ChildStatus, Delegation, DelegationId, FinishChild, LedgerError, ProcessId,
-    Progress, Timestamp, UnitStatus,
+    ChildOutcome, ChildStatus, Delegation, DelegationId, FinishAs, FinishChild, LedgerError,
+    ProcessId, Progress, Timestamp, UnitStatus,
 };
 
 use crate::child::Context;
@@ -92,14 +93,28 @@ impl Publisher {
                 self.inner.host_id,
             );
             let now = self.inner.ctx.clock.now();
-            match self
+            let leaving = self
                 .inner
-                .call(move |l| match started {
-                    Some(process) => l.finish_started_child(writer, &id2, process, o, p, now),
-                    None => l.finish_child_with_progress(writer, &id2, o, p, now),
-                })
-                .await
-            {
+                .leaves_with_unit
+                .load(Ordering::SeqCst)
+                .then_some(self.inner.me);
+            let how = FinishAs { started, leaving };
+            let finished = {
+                // A finish that may leave runs between lease renewals, never beside one.
+                let _gate = match leaving {
+                    Some(_) => Some(self.inner.renewal_gate.lock().await),
+                    None => None,
+                };
+                let finished = self
+                    .inner
+                    .call(move |l| l.finish_child_as(writer, &id2, o, p, how, now))
+                    .await;
+                if finished.as_ref().is_ok_and(|f| f.left) {
+                    self.inner.has_left();
+                }
+                finished
+            };
+            match finished {
                 Ok(finish) => {
                     if kept.is_some() {
                         unrecorded::remove(&outcome.transcript);
