@@ -297,7 +297,7 @@ impl Ledger {
             };
             let left = match (unit_status, leaving) {
                 (Some(_), Some(host)) if inline => {
-                    settle_delivered(w, id, now)?;
+                    crate::events::deliver_inline(w, id, now)?;
                     crate::sessions::release_host(w, host)?;
                     true
                 }
@@ -401,24 +401,6 @@ pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTr
         }
     }
     seen
-}
-
-/// Settles an ended inline unit's deliverable events as delivered inside `w`, as a claim and
-/// its ack at once (one attempt each): the settlement `Ledger::settle_inline` makes once the
-/// run showed them, made here by the run's last finish ([`FinishAs::leaving`]).
-fn settle_delivered(w: &Writer<'_>, id: &DelegationId, now: Timestamp) -> Result<()> {
-    for mut event in w.events(id)? {
-        if !event.is_deliverable(now) {
-            continue;
-        }
-        if let Some(lease) = event.lease.take() {
-            w.remove_claim(lease.token)?;
-        }
-        event.attempts += 1;
-        crate::rules::ack(&mut event, now);
-        w.put_event(&event)?;
-    }
-    Ok(())
 }
 
 fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {

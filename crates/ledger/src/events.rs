@@ -411,6 +411,17 @@ fn settle_inline_in(w: &Writer<'_>, id: &DelegationId, now: Timestamp) -> Result
             "{id} belongs to a session; deliver it through a claim"
         )));
     }
+    deliver_inline(w, id, now)
+}
+
+/// Marks an inline unit's deliverable events delivered inside `w`, as a claim and its ack at
+/// once (one attempt each): after the run showed them ([`Ledger::settle_inline`]), or in the
+/// run's last finish (`children::FinishAs::leaving`).
+pub(crate) fn deliver_inline(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    now: Timestamp,
+) -> Result<Vec<Transition>> {
     let mut transitions = Vec::new();
     for mut event in w.events(id)? {
         if !event.is_deliverable(now) {

@@ -355,11 +355,11 @@ proptest! {
                 .write(|w| {
                     // The events of session `s0` become this case's session's.
                     for k in 0..6 {
-                        if let Some(mut event) = w.event(&key(case, k))? {
-                            if event.session == session(0) {
-                                event.session = Some(me.clone());
-                                w.put_event(&event)?;
-                            }
+                        if let Some(mut event) = w.event(&key(case, k))?
+                            && event.session == session(0)
+                        {
+                            event.session = Some(me.clone());
+                            w.put_event(&event)?;
                         }
                     }
                     if known {

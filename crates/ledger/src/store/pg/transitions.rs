@@ -151,8 +151,9 @@ impl Transitions for Pg {
             ],
             false,
         )?;
-        let mut outcomes: Vec<(Vec<crate::model::Event>, Vec<(EventRef, Refusal)>)> =
-            requests.iter().map(|_| Default::default()).collect();
+        // Per request: the events it took, and the keys refused with why.
+        type Answer = (Vec<Event>, Vec<(EventRef, Refusal)>);
+        let mut outcomes: Vec<Answer> = requests.iter().map(|_| Default::default()).collect();
         for row in &rows {
             let n = usize::try_from(row.get::<_, i32>(0)).unwrap_or(usize::MAX);
             let Some((claimed, refused)) = outcomes.get_mut(n) else {
@@ -293,7 +294,7 @@ impl Pg {
                 _ => units.push(decode_delegation(&self.path, row.get::<_, &[u8]>(1))?),
             }
         }
-        events.sort_by(|a: &Event, b: &Event| a.event_ref().cmp(&b.event_ref()));
+        events.sort_by_key(Event::event_ref);
         units.sort_by(|a: &Delegation, b: &Delegation| a.id.cmp(&b.id));
         Ok((record, events, units))
     }
