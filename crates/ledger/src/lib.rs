@@ -16,6 +16,8 @@
 //! and is the only crate that names redb or a PostgreSQL client.
 
 mod ack;
+#[cfg(test)]
+mod agree;
 mod children;
 mod codec;
 mod error;

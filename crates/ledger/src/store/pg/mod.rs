@@ -25,8 +25,6 @@
 //! trip has a deadline; a call made from inside a tokio runtime runs on a scoped thread, since
 //! that runtime cannot be blocked on from there.
 
-#[cfg(test)]
-mod agree;
 mod client;
 mod connect;
 mod conns;

@@ -5,7 +5,7 @@
 -- `rules.rs` says: `hermes_claim` is `rules::check_keys` then `rules::take` (or
 -- `rules::drop_event` for keys whose attempts are used up), `hermes_ack` is `rules::standing`
 -- then `rules::ack`, `hermes_publish` is `events::publish_in`. The Rust functions are the spec;
--- `store/pg/transitions.rs`'s property test checks that these agree with them on random states.
+-- the property test `src/agree.rs` checks that these agree with them on random states.
 -- The same shape as graphile-worker's `get_job`/`complete_job` and pgqueuer's dequeue: one
 -- round trip per transition, row locks instead of serializable retries, NOTIFY by the write.
 -- (`hermes_` names are qualified with the ledger's namespace when it has one.)

@@ -1,4 +1,5 @@
-//! The one-statement transitions of `transitions.sql` against the rules they stand for: on
+//! The one-statement transitions of `store/pg/transitions.sql` against the rules they stand
+//! for (a test beside the operations, not in `store/`, which imports none of them): on
 //! random states, a claim, an ack and a publish give the same outcome and leave the same events
 //! and claims on PostgreSQL (the SQL functions) as on redb (the operations of `events.rs` and
 //! `ack.rs` over `rules.rs`, the spec). Every case starts both ledgers from the same state,
