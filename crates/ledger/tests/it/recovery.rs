@@ -662,30 +662,7 @@ fn a_oneshot_host_registers_with_its_dispatch_and_leaves_with_its_settlement() {
 #[test]
 fn the_finish_that_ends_an_inline_unit_settles_it_and_its_host_leaves_in_that_commit() {
     let f = fixture();
-    let host = Host {
-        kind: HostKind::Inline,
-        session: None,
-        ..host_at(&f.ledger, 320, here(), LONG)
-    };
-    f.ledger.unregister_host(host.process).unwrap();
-    let new = NewDelegation {
-        id: None,
-        session: None,
-        channel: Channel::Inline,
-        spec: spec(2),
-        host: Some(host.process),
-        transcript_root: Some("/t".into()),
-    };
-    let two = Capacity {
-        max_running: 2,
-        max_queued: 10,
-    };
-    let id = f
-        .ledger
-        .register_and_dispatch(&host, new, two, T0)
-        .unwrap()
-        .delegation
-        .id;
+    let (host, id) = inline_unit(&f, 320, 2);
     let leaving = FinishAs {
         started: Some(ProcessId {
             pid: 321,
@@ -773,30 +750,7 @@ fn the_finish_that_ends_an_inline_unit_settles_it_and_its_host_leaves_in_that_co
 #[test]
 fn a_running_child_without_a_pid_is_killed_by_recovery_and_ends_unknown() {
     let f = fixture();
-    let host = Host {
-        kind: HostKind::Inline,
-        session: None,
-        ..host_at(&f.ledger, 310, here(), LONG)
-    };
-    f.ledger.unregister_host(host.process).unwrap();
-    let new = NewDelegation {
-        id: None,
-        session: None,
-        channel: Channel::Inline,
-        spec: spec(2),
-        host: Some(host.process),
-        transcript_root: Some("/t".into()),
-    };
-    let one = Capacity {
-        max_running: 1,
-        max_queued: 10,
-    };
-    let id = f
-        .ledger
-        .register_and_dispatch(&host, new, one, T0)
-        .unwrap()
-        .delegation
-        .id;
+    let (host, id) = inline_unit(&f, 310, 1);
     let dead = RecordingReaper {
         asked: Mutex::default(),
     };
@@ -846,4 +800,34 @@ fn a_childs_start_is_refused_to_another_epoch_and_names_the_hosts_machine() {
         started.machine,
         Some(here().hostname).filter(|h| !h.is_empty())
     );
+}
+
+/// A one-shot run's unit of two children, registered with its inline host (process `pid`) in
+/// its dispatch commit, as `hermes -z` does, `running` of them started at once.
+fn inline_unit(f: &Fixture, pid: u32, running: u32) -> (Host, DelegationId) {
+    let host = Host {
+        kind: HostKind::Inline,
+        session: None,
+        ..host_at(&f.ledger, pid, here(), LONG)
+    };
+    f.ledger.unregister_host(host.process).unwrap();
+    let new = NewDelegation {
+        id: None,
+        session: None,
+        channel: Channel::Inline,
+        spec: spec(2),
+        host: Some(host.process),
+        transcript_root: Some("/t".into()),
+    };
+    let capacity = Capacity {
+        max_running: running,
+        max_queued: 10,
+    };
+    let id = f
+        .ledger
+        .register_and_dispatch(&host, new, capacity, T0)
+        .unwrap()
+        .delegation
+        .id;
+    (host, id)
 }
