@@ -80,9 +80,11 @@ BEGIN
         v_codes := '{}';
         v_verdicts := '{}';
         v_refused := false;
-        -- `rules::check_keys`: every key checked as `rules::check_claim` does.
-        FOR k IN SELECT DISTINCT t.u, t.c FROM unnest(p_req, p_units, p_codes) AS t(q, u, c)
-                WHERE t.q = r ORDER BY t.u, t.c LOOP
+        -- `rules::check_keys`: every key checked as `rules::check_claim` does, in the
+        -- bytewise order of Rust's keys (the claim record keeps them so).
+        FOR k IN SELECT DISTINCT t.u COLLATE "C" AS u, t.c AS c
+                FROM unnest(p_req, p_units, p_codes) AS t(q, u, c)
+                WHERE t.q = r ORDER BY 1, 2 LOOP
             SELECT ev.state, ev.session, ev.attempts, ev.lease_expires_at INTO e
                 FROM hermes_events ev WHERE ev.unit = k.u AND ev.code = k.c;
             IF NOT FOUND THEN
