@@ -20,23 +20,19 @@ fn status(h: &Hermes, id: &str) -> Value {
     h.json(&["delegation", "status", id, "--json"])
 }
 
+/// `hermes delegate --session SESSION --json -- COMMAND…` with the test's timings; its answer.
+fn delegated(h: &Hermes, session: &str, command: &[&str]) -> serde_json::Value {
+    let mut args = vec!["delegate", "--session", session, "--json", "--"];
+    args.extend_from_slice(command);
+    let run = h.run_env(&args, &TIMINGS);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.json()
+}
+
 /// Dispatches `sleep 120` into `session`, taking the machine's only slot; its id, its host's pid
 /// and its child's, once the child runs.
 fn holding_the_slot(h: &Hermes, session: &str) -> (String, u64, u64) {
-    let run = h.run_env(
-        &[
-            "delegate",
-            "--session",
-            session,
-            "--json",
-            "--",
-            "sleep",
-            "120",
-        ],
-        &TIMINGS,
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let answer = run.json();
+    let answer = delegated(h, session, &["sleep", "120"]);
     let id = answer["delegation_id"].as_str().expect("id").to_owned();
     let host = answer["host_pid"].as_u64().expect("the host's pid");
     let child = wait_for(Duration::from_secs(10), "the child to start", || {
@@ -47,20 +43,7 @@ fn holding_the_slot(h: &Hermes, session: &str) -> (String, u64, u64) {
 
 /// Dispatches `touch started` into `session`, which waits in the queue; its id.
 fn queued_behind(h: &Hermes, session: &str, started: &std::path::Path) -> String {
-    let run = h.run_env(
-        &[
-            "delegate",
-            "--session",
-            session,
-            "--json",
-            "--",
-            "touch",
-            started.to_str().expect("path"),
-        ],
-        &TIMINGS,
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let answer = run.json();
+    let answer = delegated(h, session, &["touch", started.to_str().expect("path")]);
     assert_eq!(
         answer["status"], "queued",
         "another unit holds the only slot"

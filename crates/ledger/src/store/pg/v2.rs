@@ -221,24 +221,40 @@ fn copy_claims(
     txn: &mut Transaction<'_>,
     claims: &[ClaimRecord],
 ) -> std::result::Result<(), postgres::Error> {
-    // A claim's keys are an array each: one statement per claim (claims are few: one per
-    // consumer's unacked boundary, plus acked ones until retention).
+    // A claim's keys are two arrays, and `unnest` flattens arrays of arrays: each claim's
+    // units and codes go as one comma-separated text each (ids and codes hold no comma).
+    let joined = |items: Vec<String>| items.join(",");
+    let (mut tokens, mut consumers, mut claimed, mut expires, mut units, mut codes) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for claim in claims {
-        let (units, codes) = claim_keys(claim);
-        txn.query_typed(
-            "INSERT INTO hermes_claims (token, consumer, claimed_at, expires_at, units, codes) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                (&token_bytes(claim.token), Type::BYTEA),
-                (&claim.consumer, Type::TEXT),
-                (&int(claim.claimed_at.0), Type::INT8),
-                (&int(claim.expires_at.0), Type::INT8),
-                (&units, Type::TEXT_ARRAY),
-                (&codes, Type::INT8_ARRAY),
-            ],
-        )?;
+        let (unit_ids, key_codes) = claim_keys(claim);
+        tokens.push(token_bytes(claim.token));
+        consumers.push(claim.consumer.clone());
+        claimed.push(int(claim.claimed_at.0));
+        expires.push(int(claim.expires_at.0));
+        units.push(joined(unit_ids));
+        codes.push(joined(key_codes.iter().map(i64::to_string).collect()));
     }
-    Ok(())
+    txn.query_typed(
+        "INSERT INTO hermes_claims (token, consumer, claimed_at, expires_at, units, codes) \
+         SELECT t, c, a, e, string_to_array(u, ','), string_to_array(k, ',')::bigint[] \
+         FROM unnest($1, $2, $3, $4, $5, $6) AS x(t, c, a, e, u, k)",
+        &[
+            (&tokens, Type::BYTEA_ARRAY),
+            (&consumers, Type::TEXT_ARRAY),
+            (&claimed, Type::INT8_ARRAY),
+            (&expires, Type::INT8_ARRAY),
+            (&units, Type::TEXT_ARRAY),
+            (&codes, Type::TEXT_ARRAY),
+        ],
+    )
+    .map(drop)
 }
 
 #[cfg(test)]
