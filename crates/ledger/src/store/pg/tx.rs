@@ -108,14 +108,10 @@ param! {
     Vec<String> => Type::TEXT_ARRAY,
     Option<String> => Type::TEXT,
     Option<Vec<u8>> => Type::BYTEA,
-    i32 => Type::INT4,
     Vec<i32> => Type::INT4_ARRAY,
     Vec<i64> => Type::INT8_ARRAY,
-    Vec<Option<i64>> => Type::INT8_ARRAY,
     Vec<Option<String>> => Type::TEXT_ARRAY,
     Vec<Vec<u8>> => Type::BYTEA_ARRAY,
-    Vec<Option<Vec<u8>>> => Type::BYTEA_ARRAY,
-    Vec<&'static str> => Type::TEXT_ARRAY,
 }
 
 impl Tx<'_, '_> {
