@@ -563,9 +563,16 @@ fn a_headless_host_whose_connections_fail_for_less_than_its_lease_keeps_hosting(
     // at its units fails, on a fresh connection or not.
     let before = proxy.faults();
     proxy.cut_after(0);
-    common::wait_for(limit, "the host's ledger calls to fail", || {
-        (proxy.faults() >= before + 3).then_some(())
-    });
+    let deadline = std::time::Instant::now() + limit;
+    while proxy.faults() < before + 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for the host's ledger calls to fail ({} faults of 3); its log: {}",
+            proxy.faults() - before,
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     proxy.pass();
     assert!(
         host.0.try_wait().expect("waits").is_none(),

@@ -133,6 +133,17 @@ impl Ledger {
         self.write(|w| register_in(w, host))
     }
 
+    /// Records the host of `session` as [`Ledger::register_host`] does and, in the same commit,
+    /// hands it the session's queued units (not a pool's) that another host held: the session's
+    /// host changed (`--resume`, a new headless host). Returns how many moved. One write: a
+    /// host seen registered has its units, whatever happens to it next.
+    pub fn register_session_host(&self, host: &Host, session: &SessionId) -> Result<usize> {
+        self.write(|w| {
+            register_in(w, host)?;
+            crate::units::adopt_in(w, session, host.process)
+        })
+    }
+
     /// Renews a host's lease until `now + lease_ms`: one small write. Fails with
     /// `LeaseLost` if the host's record is gone or carries another epoch (someone judged it dead
     /// and recovered its units): the host must then stop its children and stop writing.

@@ -186,30 +186,28 @@ impl Ledger {
         })
     }
 
-    /// Hands the unit's queued or running work to another host (used when a session's host
-    /// changes, e.g. `--resume`). Returns how many units moved.
-    pub fn adopt_units(&self, session: &SessionId, host: ProcessId) -> Result<usize> {
-        self.write(|w| {
-            let mut moved = 0;
-            for mut unit in w.active_units()? {
-                if unit.session.as_ref() == Some(session)
-                    && unit.status == UnitStatus::Queued
-                    && unit.pool().is_none()
-                    && unit.host != Some(host)
-                {
-                    set_host(w, &mut unit, Some(host))?;
-                    moved += 1;
-                }
-            }
-            Ok(moved)
-        })
-    }
-
     /// The activity counter: it changes whenever a host may have something new to do (a
     /// background dispatch, an interrupt, a session end). One cheap read to poll.
     pub fn activity(&self) -> Result<u64> {
         Ok(self.read(|r| r.meta(META_ACTIVITY))?.unwrap_or(0))
     }
+}
+
+/// Hands `session`'s queued units (not a pool's) to `host` inside `w`, as a session's host
+/// changes (`--resume`, a new headless host): returns how many moved.
+pub(crate) fn adopt_in(w: &Writer<'_>, session: &SessionId, host: ProcessId) -> Result<usize> {
+    let mut moved = 0;
+    for mut unit in w.active_units()? {
+        if unit.session.as_ref() == Some(session)
+            && unit.status == UnitStatus::Queued
+            && unit.pool().is_none()
+            && unit.host != Some(host)
+        {
+            set_host(w, &mut unit, Some(host))?;
+            moved += 1;
+        }
+    }
+    Ok(moved)
 }
 
 /// What dispatch refuses before it opens a transaction.

@@ -101,8 +101,8 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
     Ok(Code::Ok)
 }
 
-/// Makes this process `me` the host of `session` and hands it the session's queued units.
-/// `Some(other)`: another live process hosts it, and nothing changed.
+/// Makes this process `me` the host of `session` (registering, next, hands it the session's
+/// queued units). `Some(other)`: another live process hosts it, and nothing changed.
 fn take_session(
     ledger: &Ledger,
     session: &SessionId,
@@ -112,8 +112,7 @@ fn take_session(
         HostClaim::HeldBy(other) => return Ok(Some(other)),
         HostClaim::Acquired | HostClaim::AlreadyHeld => {}
     }
-    let adopted = ledger.adopt_units(session, me)?;
-    tracing::info!(%session, pid = me.pid, adopted, "headless host started");
+    tracing::info!(%session, pid = me.pid, "headless host started");
     Ok(None)
 }
 

@@ -416,21 +416,88 @@ fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
     assert_ne!(f.ledger.activity().unwrap(), before, "hosts are woken");
 }
 
-/// A unit of the session queued on `host` (no room to run).
-fn queued_on(ledger: &Ledger, host: &Host) -> DelegationId {
-    let new = NewDelegation {
+/// A session's new host (a headless host after the last one left, `--resume`) has the
+/// session's queued units from the commit that registers it, and only those: a pool's unit
+/// stays the pool's, another session's stays where it was.
+#[test]
+fn a_session_host_registers_and_takes_its_sessions_queued_units_in_one_commit() {
+    let f = fixture();
+    let old = host_at(&f.ledger, 500, here(), LONG);
+    let mine = queued_on(&f.ledger, &old);
+    let elsewhere_session = SessionId::new("other").expect("id");
+    let theirs = f
+        .ledger
+        .dispatch(
+            NewDelegation {
+                session: Some(elsewhere_session),
+                ..queued_request(&old)
+            },
+            FULL,
+            T0,
+        )
+        .unwrap()
+        .delegation
+        .id;
+    let pooled = f
+        .ledger
+        .dispatch(
+            NewDelegation {
+                spec: DispatchSpec {
+                    pool: Some("p".into()),
+                    ..spec(1)
+                },
+                ..queued_request(&old)
+            },
+            FULL,
+            T0,
+        )
+        .unwrap()
+        .delegation
+        .id;
+    let new = Host {
+        process: ProcessId {
+            pid: 600,
+            start_time: 5,
+        },
+        host_id: HostId(600 << 64),
+        ..old.clone()
+    };
+    let commits = f.ledger.commits();
+    let moved = f.ledger.register_session_host(&new, &session()).unwrap();
+    assert_eq!(moved, 1);
+    assert_eq!(f.ledger.commits() - commits, 1, "one commit");
+    assert!(f.ledger.host(new.process).unwrap().is_some(), "registered");
+    let host_of = |id: &DelegationId| f.ledger.delegation(id).unwrap().unwrap().host;
+    assert_eq!(host_of(&mine), Some(new.process));
+    assert_eq!(host_of(&theirs), Some(old.process), "another session's");
+    assert_ne!(host_of(&pooled), Some(new.process), "the pool's");
+}
+
+/// Room for no running unit: every dispatch queues.
+const FULL: Capacity = Capacity {
+    max_running: 0,
+    max_queued: 10,
+};
+
+/// A unit of the session for `host` to queue.
+fn queued_request(host: &Host) -> NewDelegation {
+    NewDelegation {
         id: None,
         session: Some(session()),
         channel: Channel::Background,
         spec: spec(1),
         host: Some(host.process),
         transcript_root: None,
-    };
-    let full = Capacity {
-        max_running: 0,
-        max_queued: 10,
-    };
-    ledger.dispatch(new, full, T0).unwrap().delegation.id
+    }
+}
+
+/// A unit of the session queued on `host` (no room to run).
+fn queued_on(ledger: &Ledger, host: &Host) -> DelegationId {
+    ledger
+        .dispatch(queued_request(host), FULL, T0)
+        .unwrap()
+        .delegation
+        .id
 }
 
 /// SPEC §11.1, issue #22 defect 7: a session whose host of this machine died (its process

@@ -125,11 +125,15 @@ impl Host {
         options: HostOptions,
     ) -> Result<Host, RegistryError> {
         let (inner, record) = Inner::prepare(ledger, config, clock, options);
-        inner.call(move |l| l.register_host(&record)).await?;
-        // Queued units of this session whose earlier host went away are this host's now.
-        if let Some(session) = inner.options.session.clone() {
-            let me = inner.me;
-            inner.call(move |l| l.adopt_units(&session, me)).await?;
+        // Queued units of this session whose earlier host went away are this host's now, in
+        // the commit that registers it: once it is seen registered, it has them.
+        match inner.options.session.clone() {
+            Some(session) => {
+                inner
+                    .call(move |l| l.register_session_host(&record, &session))
+                    .await?;
+            }
+            None => inner.call(move |l| l.register_host(&record)).await?,
         }
         Ok(Host::begin(inner))
     }
