@@ -123,10 +123,17 @@ impl Transitions for Pg {
         let (mut sessions, mut consumers, mut tokens, mut expires) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (n, (request, token)) in requests.iter().enumerate() {
-            for key in &request.keys {
+            // `hermes_claim` takes each request's keys once each, in the bytewise order of the
+            // claim record (and of the locks).
+            let keys: std::collections::BTreeSet<(&str, i64)> = request
+                .keys
+                .iter()
+                .map(|key| (key.delegation_id.as_str(), i64::from(key_code(key.key))))
+                .collect();
+            for (unit, code) in keys {
                 req.push(i32::try_from(n).unwrap_or(i32::MAX));
-                units.push(key.delegation_id.as_str().to_owned());
-                codes.push(i64::from(key_code(key.key)));
+                units.push(unit.to_owned());
+                codes.push(code);
             }
             sessions.push(request.session.as_ref().map(|s| s.as_str().to_owned()));
             consumers.push(request.consumer.clone());

@@ -10,47 +10,48 @@
 -- round trip per transition, row locks instead of serializable retries, NOTIFY by the write.
 -- (`hermes_` names are qualified with the ledger's namespace when it has one.)
 
+-- Every statement of these functions names an event by its primary key (never a join with
+-- `unnest` of the keys): PL/pgSQL keeps generic plans, and a generic plan, not knowing how long
+-- an array is, plans such a join as a scan of the whole table. Rows are returned by `RETURN
+-- NEXT` from variables where the function has them, which runs no statement.
+
 -- Publishes `task:N`/`terminal` of a unit once: `missing` (no such unit), `present` (already
 -- published; nothing changes) or `inserted`. The event takes the unit's session and delivery
 -- mode; it is recorded dropped (`session_ended`) when `p_ended_with_session` (its payload says
 -- the session's end interrupted it) or the session has ended. (A pending event wakes its
--- session's consumers through `hermes_notify_event`.)
+-- session's consumers through `hermes_notify_event`.) One statement when it inserts.
 CREATE FUNCTION hermes_publish(
     p_unit text, p_code bigint, p_payload bytea, p_now bigint, p_ended_with_session boolean
 ) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    v_session text;
-    v_delivery text;
-    v_dropped boolean;
 BEGIN
-    SELECT coalesce(u.session, ''), u.delivery INTO v_session, v_delivery
-        FROM hermes_units u WHERE u.id = p_unit;
-    IF NOT FOUND THEN
-        RETURN 'missing';
-    END IF;
-    v_dropped := p_ended_with_session OR EXISTS (
-        SELECT 1 FROM hermes_sessions s WHERE s.id = v_session AND s.ended);
     INSERT INTO hermes_events AS e (unit, code, session, delivery, state, attempts,
             published_at, dropped_at, drop_reason, payload)
-        VALUES (p_unit, p_code, v_session, v_delivery,
-            CASE WHEN v_dropped THEN 'dropped' ELSE 'pending' END, 0, p_now,
-            CASE WHEN v_dropped THEN p_now END,
-            CASE WHEN v_dropped THEN 'session_ended' END, p_payload)
+        SELECT p_unit, p_code, coalesce(u.session, ''), u.delivery,
+            CASE WHEN d.dropped THEN 'dropped' ELSE 'pending' END, 0, p_now,
+            CASE WHEN d.dropped THEN p_now END,
+            CASE WHEN d.dropped THEN 'session_ended' END, p_payload
+        FROM hermes_units u
+        LEFT JOIN hermes_sessions s ON s.id = u.session
+        CROSS JOIN LATERAL (SELECT p_ended_with_session OR coalesce(s.ended, false)) AS d(dropped)
+        WHERE u.id = p_unit
         ON CONFLICT (unit, code) DO NOTHING;
-    IF NOT FOUND THEN
-        RETURN 'present';
+    IF FOUND THEN
+        RETURN 'inserted';
     END IF;
-    RETURN 'inserted';
+    PERFORM 1 FROM hermes_units u WHERE u.id = p_unit;
+    RETURN CASE WHEN FOUND THEN 'present' ELSE 'missing' END;
 END
 $$;
 
 -- Claims, for each request `r` (0-based), every key whose `p_req` is `r`, all or none, with the
--- token `p_tokens[r]` until `p_expires[r]`, for a consumer of `p_sessions[r]` (NULL: any). One
--- row per key of each request, in (unit, code) order, with its verdict: `claimed` (the request
--- took every key), `ok` (claimable, but another key of the request was refused), `missing`,
--- `terminal`, `not_owned`, `live` (another lease runs until `lease_expires_at`) or `exhausted`
--- (its attempts were used up: dropped now, `attempts_exhausted`); and the event's columns as
--- they are after the call.
+-- token `p_tokens[r]` until `p_expires[r]`, for a consumer of `p_sessions[r]` (NULL: any). The
+-- caller gives each request's keys together, in `p_req` order, each key once and in the
+-- bytewise order of Rust's keys (the claim record keeps them so). One row per key of each
+-- request, in that order, with its verdict: `claimed` (the request took every key), `ok`
+-- (claimable, but another key of the request was refused), `missing`, `terminal`,
+-- `not_owned`, `live` (another lease runs until `lease_expires_at`) or `exhausted` (its
+-- attempts were used up: dropped now, `attempts_exhausted`); and the event's columns as they
+-- are after the call.
 CREATE FUNCTION hermes_claim(
     p_req integer[], p_units text[], p_codes bigint[], p_sessions text[], p_consumers text[],
     p_tokens bytea[], p_expires bigint[], p_now bigint, p_max bigint
@@ -63,30 +64,36 @@ CREATE FUNCTION hermes_claim(
 ) LANGUAGE plpgsql AS $$
 DECLARE
     r integer;
+    j integer := 1;
+    q integer;
+    lo integer;
+    n integer := coalesce(cardinality(p_units), 0);
     k record;
     e record;
-    v_units text[];
-    v_codes bigint[];
     v_verdicts text[];
+    v_leases bytea[];
     v_verdict text;
     v_refused boolean;
 BEGIN
-    -- Every key of every request, locked in one order.
-    PERFORM 1 FROM hermes_events ev
-        WHERE (ev.unit, ev.code) IN (SELECT t.u, t.c FROM unnest(p_units, p_codes) AS t(u, c))
-        ORDER BY ev.unit, ev.code FOR UPDATE;
-    FOR r IN 0 .. coalesce(array_length(p_tokens, 1), 0) - 1 LOOP
-        v_units := '{}';
-        v_codes := '{}';
-        v_verdicts := '{}';
-        v_refused := false;
-        -- `rules::check_keys`: every key checked as `rules::check_claim` does, in the
-        -- bytewise order of Rust's keys (the claim record keeps them so).
+    -- Several requests: every key of every request is locked first, in one order, so that two
+    -- claims never wait on each other in a cycle. One request's keys come in that order: each
+    -- is locked as it is read.
+    IF cardinality(p_tokens) > 1 THEN
         FOR k IN SELECT DISTINCT t.u COLLATE "C" AS u, t.c AS c
-                FROM unnest(p_req, p_units, p_codes) AS t(q, u, c)
-                WHERE t.q = r ORDER BY 1, 2 LOOP
-            SELECT ev.state, ev.session, ev.attempts, ev.lease_expires_at INTO e
-                FROM hermes_events ev WHERE ev.unit = k.u AND ev.code = k.c;
+                FROM unnest(p_units, p_codes) AS t(u, c) ORDER BY 1, 2 LOOP
+            PERFORM 1 FROM hermes_events ev WHERE ev.unit = k.u AND ev.code = k.c FOR UPDATE;
+        END LOOP;
+    END IF;
+    FOR r IN 0 .. coalesce(cardinality(p_tokens), 0) - 1 LOOP
+        lo := j;
+        v_verdicts := '{}';
+        v_leases := '{}';
+        v_refused := false;
+        -- `rules::check_keys`: every key checked as `rules::check_claim` does.
+        WHILE j <= n AND p_req[j] = r LOOP
+            SELECT ev.state, ev.session, ev.attempts, ev.lease_token, ev.lease_expires_at
+                INTO e FROM hermes_events ev
+                WHERE ev.unit = p_units[j] AND ev.code = p_codes[j] FOR UPDATE;
             IF NOT FOUND THEN
                 v_verdict := 'missing';
             ELSIF e.state IN ('delivered', 'dropped') THEN
@@ -101,45 +108,58 @@ BEGIN
                 v_verdict := 'ok';
             END IF;
             v_refused := v_refused OR v_verdict <> 'ok';
-            v_units := v_units || k.u;
-            v_codes := v_codes || k.c;
             v_verdicts := v_verdicts || v_verdict;
+            v_leases := v_leases || CASE WHEN v_verdict <> 'missing' THEN e.lease_token END;
+            j := j + 1;
         END LOOP;
         IF v_refused THEN
             -- Refused: only the keys whose attempts are used up change (`rules::drop_event`),
             -- their old holders' claim records going with their leases.
-            DELETE FROM hermes_claims c USING hermes_events ev,
-                    unnest(v_units, v_codes, v_verdicts) AS t(u, c, v)
-                WHERE t.v = 'exhausted' AND ev.unit = t.u AND ev.code = t.c
-                    AND c.token = ev.lease_token;
-            UPDATE hermes_events ev SET state = 'dropped', lease_token = NULL,
-                    lease_consumer = NULL, lease_claimed_at = NULL, lease_expires_at = NULL,
-                    dropped_at = p_now, drop_reason = 'attempts_exhausted'
-                FROM unnest(v_units, v_codes, v_verdicts) AS t(u, c, v)
-                WHERE t.v = 'exhausted' AND ev.unit = t.u AND ev.code = t.c;
+            FOR q IN lo .. j - 1 LOOP
+                IF v_verdicts[q - lo + 1] = 'exhausted' THEN
+                    DELETE FROM hermes_claims c WHERE c.token = v_leases[q - lo + 1];
+                    UPDATE hermes_events ev SET state = 'dropped', lease_token = NULL,
+                            lease_consumer = NULL, lease_claimed_at = NULL,
+                            lease_expires_at = NULL, dropped_at = p_now,
+                            drop_reason = 'attempts_exhausted'
+                        WHERE ev.unit = p_units[q] AND ev.code = p_codes[q];
+                END IF;
+                RETURN QUERY SELECT r, v_verdicts[q - lo + 1], p_units[q], p_codes[q],
+                        ev.session, ev.delivery, ev.state, ev.attempts, ev.lease_token,
+                        ev.lease_consumer, ev.lease_claimed_at, ev.lease_expires_at,
+                        ev.published_at, ev.delivered_at, ev.dropped_at, ev.drop_reason,
+                        NULL::bytea
+                    FROM (SELECT) AS one
+                    LEFT JOIN hermes_events ev ON ev.unit = p_units[q] AND ev.code = p_codes[q];
+            END LOOP;
         ELSE
             -- `rules::take`: claimed, one more attempt, the new lease replacing the old one,
             -- whose holder is fenced out (its claim record goes).
-            DELETE FROM hermes_claims c USING hermes_events ev,
-                    unnest(v_units, v_codes) AS t(u, c)
-                WHERE ev.unit = t.u AND ev.code = t.c AND c.token = ev.lease_token;
-            UPDATE hermes_events ev SET state = 'claimed', attempts = ev.attempts + 1,
-                    lease_token = p_tokens[r + 1], lease_consumer = p_consumers[r + 1],
-                    lease_claimed_at = p_now, lease_expires_at = p_expires[r + 1]
-                FROM unnest(v_units, v_codes) AS t(u, c)
-                WHERE ev.unit = t.u AND ev.code = t.c;
+            IF cardinality(array_remove(v_leases, NULL)) > 0 THEN
+                DELETE FROM hermes_claims c WHERE c.token = ANY (v_leases);
+            END IF;
             INSERT INTO hermes_claims (token, consumer, claimed_at, expires_at, units, codes)
                 VALUES (p_tokens[r + 1], p_consumers[r + 1], p_now, p_expires[r + 1],
-                    v_units, v_codes);
-            v_verdicts := array_fill('claimed'::text, ARRAY[cardinality(v_units)]);
+                    p_units[lo:j - 1], p_codes[lo:j - 1]);
+            FOR q IN lo .. j - 1 LOOP
+                UPDATE hermes_events ev SET state = 'claimed', attempts = ev.attempts + 1,
+                        lease_token = p_tokens[r + 1], lease_consumer = p_consumers[r + 1],
+                        lease_claimed_at = p_now, lease_expires_at = p_expires[r + 1]
+                    WHERE ev.unit = p_units[q] AND ev.code = p_codes[q]
+                    RETURNING ev.session, ev.delivery, ev.state, ev.attempts, ev.lease_token,
+                        ev.lease_consumer, ev.lease_claimed_at, ev.lease_expires_at,
+                        ev.published_at, ev.delivered_at, ev.dropped_at, ev.drop_reason,
+                        ev.payload
+                    INTO o_session, o_delivery, o_state, o_attempts, o_lease_token,
+                        o_lease_consumer, o_lease_claimed_at, o_lease_expires_at,
+                        o_published_at, o_delivered_at, o_dropped_at, o_drop_reason, o_payload;
+                o_req := r;
+                o_verdict := 'claimed';
+                o_unit := p_units[q];
+                o_code := p_codes[q];
+                RETURN NEXT;
+            END LOOP;
         END IF;
-        RETURN QUERY SELECT r, t.v, t.u, t.c, ev.session, ev.delivery, ev.state, ev.attempts,
-                ev.lease_token, ev.lease_consumer, ev.lease_claimed_at, ev.lease_expires_at,
-                ev.published_at, ev.delivered_at, ev.dropped_at, ev.drop_reason,
-                CASE WHEN t.v = 'claimed' THEN ev.payload END
-            FROM unnest(v_units, v_codes, v_verdicts) WITH ORDINALITY AS t(u, c, v, n)
-            LEFT JOIN hermes_events ev ON ev.unit = t.u AND ev.code = t.c
-            ORDER BY t.n;
     END LOOP;
 END
 $$;
@@ -154,44 +174,85 @@ RETURNS TABLE (o_i integer, o_standing text, o_expires_at bigint, o_unit text, o
 LANGUAGE plpgsql AS $$
 DECLARE
     i integer;
+    j integer;
+    k record;
     c record;
+    v_state text;
+    v_token bytea;
+    v_n integer;
     v_keys integer;
     v_held integer;
     v_acked integer;
+    v_recorded boolean;
 BEGIN
-    -- Every key of every claim named, locked in one order.
-    PERFORM 1 FROM hermes_events ev, hermes_claims cl,
-            unnest(cl.units, cl.codes) AS t(u, c)
-        WHERE cl.token = ANY (p_tokens) AND ev.unit = t.u AND ev.code = t.c
-        ORDER BY ev.unit, ev.code FOR UPDATE OF ev;
-    FOR i IN 0 .. coalesce(array_length(p_tokens, 1), 0) - 1 LOOP
+    -- Several tokens: every key of every claim named is locked first, in one order. One
+    -- claim's keys are in that order in its record: each is locked as it is read.
+    IF cardinality(p_tokens) > 1 THEN
+        FOR k IN SELECT DISTINCT t.u COLLATE "C" AS u, t.c AS c
+                FROM hermes_claims cl, unnest(cl.units, cl.codes) AS t(u, c)
+                WHERE cl.token = ANY (p_tokens) ORDER BY 1, 2 LOOP
+            PERFORM 1 FROM hermes_events ev WHERE ev.unit = k.u AND ev.code = k.c FOR UPDATE;
+        END LOOP;
+    END IF;
+    FOR i IN 0 .. coalesce(cardinality(p_tokens), 0) - 1 LOOP
+        o_i := i;
+        o_unit := NULL;
+        o_code := NULL;
         SELECT cl.units, cl.codes, cl.expires_at INTO c
             FROM hermes_claims cl WHERE cl.token = p_tokens[i + 1];
-        IF NOT FOUND THEN
-            RETURN QUERY SELECT i, 'missing'::text, NULL::bigint, NULL::text, NULL::bigint;
+        v_recorded := FOUND;
+        IF v_recorded THEN
+            v_n := cardinality(c.units);
+            v_keys := 0;
+            v_held := 0;
+            v_acked := 0;
+            FOR j IN 1 .. v_n LOOP
+                SELECT ev.state, ev.lease_token INTO v_state, v_token FROM hermes_events ev
+                    WHERE ev.unit = c.units[j] AND ev.code = c.codes[j] FOR UPDATE;
+                IF FOUND THEN
+                    v_keys := v_keys + 1;
+                    IF v_token = p_tokens[i + 1] AND v_state = 'claimed' THEN
+                        v_held := v_held + 1;
+                    ELSIF v_token = p_tokens[i + 1] AND v_state = 'delivered' THEN
+                        v_acked := v_acked + 1;
+                    END IF;
+                END IF;
+            END LOOP;
+            -- A claim that took these keys over between the record's read and their locks
+            -- removed the record: unless every key is still held, it is read again.
+            IF NOT (v_keys = v_n AND v_held = v_n) THEN
+                PERFORM 1 FROM hermes_claims cl WHERE cl.token = p_tokens[i + 1];
+                v_recorded := FOUND;
+            END IF;
+        END IF;
+        IF NOT v_recorded THEN
+            o_standing := 'missing';
+            o_expires_at := NULL;
+            RETURN NEXT;
             CONTINUE;
         END IF;
-        SELECT count(*),
-                count(*) FILTER (WHERE ev.state = 'claimed'
-                    AND ev.lease_token = p_tokens[i + 1]),
-                count(*) FILTER (WHERE ev.state = 'delivered'
-                    AND ev.lease_token = p_tokens[i + 1])
-            INTO v_keys, v_held, v_acked
-            FROM unnest(c.units, c.codes) AS t(u, c)
-            JOIN hermes_events ev ON ev.unit = t.u AND ev.code = t.c;
-        IF v_keys = cardinality(c.units) AND v_held = v_keys THEN
-            UPDATE hermes_events ev SET state = 'delivered', delivered_at = p_now
-                FROM unnest(c.units, c.codes) AS t(u, c)
-                WHERE ev.unit = t.u AND ev.code = t.c;
-            RETURN QUERY SELECT i, 'holds'::text, c.expires_at, NULL::text, NULL::bigint;
-        ELSIF v_keys = cardinality(c.units) AND v_keys > 0 AND v_acked = v_keys THEN
-            RETURN QUERY SELECT i, 'acked'::text, c.expires_at, NULL::text, NULL::bigint;
+        o_expires_at := c.expires_at;
+        IF v_keys = v_n AND v_held = v_n THEN
+            FOR j IN 1 .. v_n LOOP
+                UPDATE hermes_events ev SET state = 'delivered', delivered_at = p_now
+                    WHERE ev.unit = c.units[j] AND ev.code = c.codes[j];
+            END LOOP;
+            o_standing := 'holds';
+        ELSIF v_keys = v_n AND v_keys > 0 AND v_acked = v_keys THEN
+            o_standing := 'acked';
         ELSE
-            RETURN QUERY SELECT i, 'lost'::text, c.expires_at, NULL::text, NULL::bigint;
+            o_standing := 'lost';
+            RETURN NEXT;
             CONTINUE;
         END IF;
-        RETURN QUERY SELECT i, NULL::text, NULL::bigint, t.u, t.c
-            FROM unnest(c.units, c.codes) WITH ORDINALITY AS t(u, c, n) ORDER BY t.n;
+        RETURN NEXT;
+        o_standing := NULL;
+        o_expires_at := NULL;
+        FOR j IN 1 .. v_n LOOP
+            o_unit := c.units[j];
+            o_code := c.codes[j];
+            RETURN NEXT;
+        END LOOP;
     END LOOP;
 END
 $$;
