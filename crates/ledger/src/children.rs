@@ -342,7 +342,7 @@ impl Ledger {
     /// The children of a unit that were found stalling, by index (a child that ended since
     /// keeps its record; its outcome says how it ended).
     pub fn stalls(&self, id: &DelegationId) -> Result<Vec<Stalling>> {
-        self.read(|r| r.stalls(id))
+        self.read_one(|r| r.stalls(id))
     }
 
     /// Force-finalizes a unit: every child not yet final gets the outcome given for it in

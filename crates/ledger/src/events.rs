@@ -63,12 +63,12 @@ impl Ledger {
 
     /// An event with its delivery state.
     pub fn event(&self, event: &EventRef) -> Result<Option<Event>> {
-        self.read(|r| r.event(event))
+        self.read_one(|r| r.event(event))
     }
 
     /// Every event of a unit.
     pub fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
-        self.read(|r| r.events(id))
+        self.read_one(|r| r.events(id))
     }
 
     /// Every event of `session` a consumer could claim at `now` (pending, or claimed with an
@@ -156,7 +156,7 @@ impl Ledger {
 
     /// Open (pending or claimed) events of `session`, live leases included.
     pub fn open_events(&self, session: &SessionId) -> Result<Vec<Event>> {
-        self.read(|r| r.open_event_records(Some(session)))
+        self.read_one(|r| r.open_event_records(Some(session)))
     }
 
     /// Claims every key or none. Each claimed key's attempts go up by one and a fresh token
@@ -286,7 +286,7 @@ impl Ledger {
     /// The claim a token names, if it is still recorded (a claim that acked stays recorded
     /// until retention purges its unit).
     pub fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
-        self.read(|r| r.claim_record(token))
+        self.read_one(|r| r.claim_record(token))
     }
 
     /// Extends the lease of every key of the claim to `now + lease_ms`. Works after expiry as

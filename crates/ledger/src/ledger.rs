@@ -216,6 +216,15 @@ impl Ledger {
         self.backend.read(&self.counters, &mut f)
     }
 
+    /// [`Ledger::read`] for a read that is most often one statement (a poll, a lookup): on
+    /// PostgreSQL that statement runs without a transaction around it.
+    pub(crate) fn read_one<T: Send>(
+        &self,
+        mut f: impl FnMut(&Reader<'_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        self.backend.read_one(&self.counters, &mut f)
+    }
+
     /// Runs `f` in a write transaction of its own and commits it if `f` succeeds.
     pub(crate) fn write<T: Send>(
         &self,

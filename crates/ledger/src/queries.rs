@@ -58,7 +58,7 @@ impl Ledger {
     /// a unit is queued): its interrupt requests, whether a queued unit of its is startable,
     /// and the units placed on it. The three separate reads cost three transactions a pass.
     pub fn host_pass(&self, host: ProcessId, capacity: Capacity) -> Result<HostPass> {
-        self.read(|r| {
+        self.read_one(|r| {
             let active = r.active_units()?;
             // Only a queued unit can be started: without one the hosts need no read.
             let queued = active.iter().any(|u| u.status == UnitStatus::Queued);
@@ -84,12 +84,12 @@ impl Ledger {
 
     /// A unit.
     pub fn delegation(&self, id: &DelegationId) -> Result<Option<Delegation>> {
-        self.read(|r| r.delegation(id.as_str()))
+        self.read_one(|r| r.delegation(id.as_str()))
     }
 
     /// A unit's children, by index.
     pub fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
-        self.read(|r| r.children(id))
+        self.read_one(|r| r.children(id))
     }
 
     /// What the ledger holds of a child's output, for a reader on a machine without its
@@ -135,7 +135,7 @@ impl Ledger {
     /// The unfinished units placed on the host `process` (queued or running), in one read:
     /// what a host adopts, cancels on shutdown, or waits for before it may exit.
     pub fn units_of_host(&self, process: ProcessId) -> Result<Vec<Delegation>> {
-        self.read(|r| {
+        self.read_one(|r| {
             Ok(r.active_units()?
                 .into_iter()
                 .filter(|u| u.host == Some(process))

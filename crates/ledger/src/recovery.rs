@@ -421,7 +421,7 @@ impl Ledger {
 
     fn purge_old_units(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
         let cutoff = now.minus_ms(self.config.retention_ms);
-        if self.read(|r| r.units_before(cutoff))?.is_empty() {
+        if self.read_one(|r| r.units_before(cutoff))?.is_empty() {
             return Ok(());
         }
         report.purged_units = self.write_then(|w| {

@@ -53,7 +53,7 @@ impl Ledger {
 
     /// The session, if the ledger knows it.
     pub fn session(&self, id: &SessionId) -> Result<Option<Session>> {
-        self.read(|r| r.session(id))
+        self.read_one(|r| r.session(id))
     }
 
     /// Ends a session: running units are asked to stop (`session_end`), queued ones cancelled,
@@ -187,7 +187,7 @@ impl Ledger {
 
     /// A host's record.
     pub fn host(&self, process: ProcessId) -> Result<Option<Host>> {
-        self.read(|r| r.host(process))
+        self.read_one(|r| r.host(process))
     }
 
     /// Whether the host `process` is alive, judged by its lease and, from its own locality, its

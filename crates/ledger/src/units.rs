@@ -143,7 +143,7 @@ impl Ledger {
         let Some(id) = &new.id else {
             return Ok(None);
         };
-        let existing = self.read(|r| r.delegation(id.as_str()))?;
+        let existing = self.read_one(|r| r.delegation(id.as_str()))?;
         existing.map(|unit| same_dispatch(unit, new)).transpose()
     }
 
@@ -166,7 +166,7 @@ impl Ledger {
         let next = |active: &[Delegation], hosts: &[crate::model::Host]| {
             rules::startable(active, &Machines::of(hosts), host, capacity).cloned()
         };
-        let startable = self.read(|r| {
+        let startable = self.read_one(|r| {
             if r.queue()?.is_empty() {
                 return Ok(false);
             }
@@ -189,7 +189,7 @@ impl Ledger {
     /// The activity counter: it changes whenever a host may have something new to do (a
     /// background dispatch, an interrupt, a session end). One cheap read to poll.
     pub fn activity(&self) -> Result<u64> {
-        Ok(self.read(|r| r.meta(META_ACTIVITY))?.unwrap_or(0))
+        Ok(self.read_one(|r| r.meta(META_ACTIVITY))?.unwrap_or(0))
     }
 }
 

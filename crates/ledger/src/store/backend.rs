@@ -98,6 +98,19 @@ impl Backend {
         }
     }
 
+    /// [`Backend::read`] for a read that is most often one statement: on PostgreSQL it runs
+    /// without a transaction around it, and again in one if it reads more ([`Pg::read_one`]).
+    pub(crate) fn read_one<T: Send>(
+        &self,
+        counters: &Counters,
+        f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
+    ) -> Result<T> {
+        match self {
+            Backend::Redb(store) => store.read(counters, f),
+            Backend::Pg(pg) => pg.read_one(counters, f),
+        }
+    }
+
     /// Runs `f` in one write transaction; commits when `f` returns `(value, true)`, aborts when
     /// it returns `(value, false)` or fails. Returns `f`'s value and whether it committed. `f`
     /// may run more than once on PostgreSQL (after a serialization failure), so it must only

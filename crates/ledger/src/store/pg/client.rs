@@ -288,6 +288,16 @@ impl Client {
         })
     }
 
+    /// No transaction: each statement run through the returned handle is one of its own, in
+    /// its own snapshot, with no `START TRANSACTION` before it and no `ROLLBACK` after (for a
+    /// read of one statement, which needs neither).
+    pub(super) fn unbracketed(&mut self) -> Transaction<'_> {
+        Transaction {
+            client: self,
+            done: true,
+        }
+    }
+
     /// Begins a transaction with the server's defaults.
     pub(super) fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
         self.begin(None, false)

@@ -28,6 +28,46 @@ pub(super) fn connect_within(
     target: &PgTarget,
     tls: &tokio_postgres_rustls::MakeRustlsConnect,
 ) -> Result<Client, Refused> {
+    let (mut client, settings) = login(target, tls)?;
+    if !settings.is_empty() {
+        client.batch_execute(&settings).map_err(Refused::Error)?;
+    }
+    Ok(client)
+}
+
+/// [`connect_within`], and the schema version recorded (`None`: hermes never created its
+/// schema there), asked in the statement that sets the deadlines: a short-lived command's
+/// first connection pays one statement for both, not two.
+pub(super) fn connect_reading_schema(
+    target: &PgTarget,
+    tls: &tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<(Client, Option<i32>), Refused> {
+    let (mut client, settings) = login(target, tls)?;
+    let version = "SELECT max(version) FROM hermes_schema";
+    let both = match settings.strip_prefix("SELECT ") {
+        Some(set) => format!("SELECT ({version}), {set}"),
+        None => version.to_owned(),
+    };
+    match super::schema::schema_version_by(target, &mut client, &both) {
+        Ok(Some(found)) => Ok((client, found)),
+        // No schema: the failed statement set nothing either.
+        Ok(None) => {
+            if !settings.is_empty() {
+                client.batch_execute(&settings).map_err(Refused::Error)?;
+            }
+            Ok((client, None))
+        }
+        Err(err) => Err(Refused::Error(err)),
+    }
+}
+
+/// Logs in to `target` within its connect timeout (the URL's `connect_timeout`, else
+/// [`CONNECT_TIMEOUT`]); returns the client and the statement that sets its deadlines
+/// ([`session_settings`], empty when the URL sets both).
+fn login(
+    target: &PgTarget,
+    tls: &tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<(Client, String), Refused> {
     let deadline = target
         .config
         .get_connect_timeout()
@@ -39,11 +79,8 @@ pub(super) fn connect_within(
     );
     // Over Unix-domain sockets only, the URL's parse set `sslmode` to disable (as libpq
     // ignores it there): the client then makes no TLS connection, having no server name.
-    let mut client = Client::connect(&target.config, tls, deadline, target.answer_within())?;
-    if !settings.is_empty() {
-        client.batch_execute(&settings).map_err(Refused::Error)?;
-    }
-    Ok(client)
+    let client = Client::connect(&target.config, tls, deadline, target.answer_within())?;
+    Ok((client, settings))
 }
 
 /// The server-side deadlines every session gets: `statement_timeout` (`statement_timeout`,

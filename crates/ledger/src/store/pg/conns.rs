@@ -235,6 +235,45 @@ impl Conns {
     /// A new connection, listening on what the listeners subscribed to; they are told to look
     /// (notifications may have gone unheard while none listened).
     fn open(&self) -> Result<Conn> {
+        self.open_as(|target, tls| connect_within(target, tls).map(|client| (client, ())))
+            .map(|(conn, ())| conn)
+    }
+
+    /// A connection for the first call of a ledger being opened, and the schema version
+    /// recorded (see [`connect_reading_schema`]): the kept connection and `None` (not asked)
+    /// if there is one, else a new one that asked in its first statement.
+    pub(super) fn take_reading_schema(&self) -> Result<(Pooled<'_>, Option<Option<i32>>)> {
+        {
+            let mut slots = lock(&self.slots);
+            if let Some(conn) = pop_open(&mut slots) {
+                return Ok((self.lend(&mut slots, conn), None));
+            }
+            slots.busy += 1;
+        }
+        match self.open_as(connect_reading_schema) {
+            Ok((conn, version)) => Ok((
+                Pooled {
+                    conns: self,
+                    conn: Some(conn),
+                },
+                Some(version),
+            )),
+            Err(err) => {
+                lock(&self.slots).busy -= 1;
+                self.freed.notify_all();
+                Err(err)
+            }
+        }
+    }
+
+    /// [`Conns::open`] by `connect`, which also answers a `T`.
+    fn open_as<T>(
+        &self,
+        connect: impl FnOnce(
+            &PgTarget,
+            &tokio_postgres_rustls::MakeRustlsConnect,
+        ) -> std::result::Result<(Client, T), Refused>,
+    ) -> Result<(Conn, T)> {
         if let Some(not_before) = lock(&self.backoff).not_before
             && Instant::now() < not_before
         {
@@ -246,8 +285,8 @@ impl Conns {
                 ),
             });
         }
-        match connect_within(&self.target, &self.tls) {
-            Ok(client) => {
+        match connect(&self.target, &self.tls) {
+            Ok((client, answer)) => {
                 *lock(&self.backoff) = Backoff::default();
                 let mut conn = Conn {
                     client,
@@ -257,7 +296,7 @@ impl Conns {
                     self.listen_on(&mut conn)?;
                     self.hub.reconnected();
                 }
-                Ok(conn)
+                Ok((conn, answer))
             }
             Err(refused) => {
                 let mut backoff = lock(&self.backoff);

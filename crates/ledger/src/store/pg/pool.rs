@@ -81,6 +81,15 @@ pub(super) fn count_conflict() {
     CONFLICTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// How an operation's statements are run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bracket {
+    /// In a transaction.
+    Transaction,
+    /// One statement on its own ([`Pg::read_one`]).
+    One,
+}
+
 /// What went wrong with a statement, as far as retrying is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Failure {
@@ -89,6 +98,9 @@ pub(super) enum Failure {
     /// The connection broke: the operation may run again on a new one if it never reached
     /// `COMMIT`.
     Broken,
+    /// A read begun as one statement ([`Pg::read_one`]) asked for a second: run it again in a
+    /// read transaction.
+    Unbracketed,
 }
 
 impl Pg {
@@ -104,9 +116,12 @@ impl Pg {
     pub(crate) fn probe(target: PgTarget) -> Result<Option<i32>> {
         let pg = Pg::new(target);
         off_runtime(|| {
-            let mut conn = pg.take()?;
-            super::schema::schema_version(&pg.target, &mut conn.client)
-                .map_err(|err| pg.unavailable(&err))
+            let (mut conn, asked) = pg.take_reading_schema()?;
+            match asked {
+                Some(version) => Ok(version),
+                None => super::schema::schema_version(&pg.target, &mut conn.client)
+                    .map_err(|err| pg.unavailable(&err)),
+            }
         })
     }
 
@@ -114,8 +129,8 @@ impl Pg {
     pub(crate) fn connect(target: PgTarget) -> Result<Pg> {
         let pg = Pg::new(target);
         off_runtime(|| {
-            let mut conn = pg.take()?;
-            pg.prepare_schema(&mut conn.client)?;
+            let (mut conn, asked) = pg.take_reading_schema()?;
+            pg.prepare_schema(&mut conn.client, asked)?;
             pg.put_back(conn);
             Ok::<(), LedgerError>(())
         })?;
@@ -160,6 +175,30 @@ impl Pg {
         })
     }
 
+    /// [`Pg::read`] for a read that is most often one statement (a poll): that statement runs
+    /// on its own, one snapshot by itself, without the `START TRANSACTION` and `ROLLBACK` of a
+    /// read transaction around it (a short-lived command or a poll pays one statement, not
+    /// three). Should `f` ask for a second statement, nothing it read is used: it runs again
+    /// in a read transaction, so that all it reads is one snapshot.
+    pub(crate) fn read_one<T: Send>(
+        &self,
+        counters: &Counters,
+        f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
+    ) -> Result<T> {
+        off_runtime(|| {
+            self.run_as(
+                counters,
+                Bracket::One,
+                IsolationLevel::RepeatableRead,
+                true,
+                &mut |tx| {
+                    let reader = Reader(Box::new(tx));
+                    f(&reader).map(|value| (value, false))
+                },
+            )
+        })
+    }
+
     /// Runs `f` in one `SERIALIZABLE` transaction, again from the start after a serialization
     /// failure; commits when `f` returns `(value, true)`.
     /// Returns `f`'s value and whether it committed.
@@ -187,6 +226,17 @@ impl Pg {
         read_only: bool,
         f: &mut dyn FnMut(Tx<'_, '_>) -> Result<(T, bool)>,
     ) -> Result<T> {
+        self.run_as(counters, Bracket::Transaction, isolation, read_only, f)
+    }
+
+    fn run_as<T>(
+        &self,
+        counters: &Counters,
+        mut bracket: Bracket,
+        isolation: IsolationLevel,
+        read_only: bool,
+        f: &mut dyn FnMut(Tx<'_, '_>) -> Result<(T, bool)>,
+    ) -> Result<T> {
         let mut conflicts = 0u32;
         let mut reconnected = false;
         loop {
@@ -195,7 +245,10 @@ impl Pg {
             let committed = Cell::new(false);
             let result = {
                 let client = &mut conn.client;
-                let begun = client.begin(Some(isolation), read_only);
+                let begun = match bracket {
+                    Bracket::One => Ok(client.unbracketed()),
+                    Bracket::Transaction => client.begin(Some(isolation), read_only),
+                };
                 match begun {
                     Ok(txn) => {
                         let tx = Tx {
@@ -208,6 +261,10 @@ impl Pg {
                             committed: &committed,
                             seen: RefCell::default(),
                             held: RefCell::default(),
+                            one_statement: Cell::new(match bracket {
+                                Bracket::One => Some(false),
+                                Bracket::Transaction => None,
+                            }),
                         };
                         f(tx)
                     }
@@ -224,6 +281,8 @@ impl Pg {
             };
             self.put_back(conn);
             match (result, failure.get()) {
+                // (Whatever `f` made of the refusal, what it read is not one snapshot.)
+                (_, Some(Failure::Unbracketed)) => bracket = Bracket::Transaction,
                 (Ok((value, _)), _) => return Ok(value),
                 (Err(_), Some(Failure::Conflict)) if conflicts < MAX_RETRIES => {
                     conflicts += 1;

@@ -75,8 +75,16 @@ INSERT INTO hermes_schema (version) VALUES (1);
 
 impl Pg {
     /// Creates the schema on first use, or checks its version, under an advisory lock.
-    pub(super) fn prepare_schema(&self, client: &mut Client) -> Result<()> {
-        let found = schema_version(&self.target, client).map_err(|err| self.unavailable(&err))?;
+    /// `asked`: the version the connection read when it opened, if it did.
+    pub(super) fn prepare_schema(
+        &self,
+        client: &mut Client,
+        asked: Option<Option<i32>>,
+    ) -> Result<()> {
+        let found = match asked {
+            Some(found) => found,
+            None => schema_version(&self.target, client).map_err(|err| self.unavailable(&err))?,
+        };
         match found {
             Some(SCHEMA_VERSION) => Ok(()),
             Some(found) if found > SCHEMA_VERSION => Err(self.newer(found)),
@@ -167,11 +175,22 @@ pub(super) fn schema_version(
     target: &PgTarget,
     client: &mut Client,
 ) -> std::result::Result<Option<i32>, postgres::Error> {
-    match client.simple_query(&target.qualify("SELECT max(version) FROM hermes_schema")) {
-        Ok(messages) => Ok(messages.iter().find_map(|message| match message {
+    Ok(schema_version_by(target, client, "SELECT max(version) FROM hermes_schema")?.flatten())
+}
+
+/// Runs `sql`, a simple-protocol query whose first column is the schema version recorded:
+/// `Some(version)` when the schema table exists (`Some(None)`: no version in it), `None` when
+/// it does not.
+pub(super) fn schema_version_by(
+    target: &PgTarget,
+    client: &mut Client,
+    sql: &str,
+) -> std::result::Result<Option<Option<i32>>, postgres::Error> {
+    match client.simple_query(&target.qualify(sql)) {
+        Ok(messages) => Ok(Some(messages.iter().find_map(|message| match message {
             postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse().ok()),
             _ => None,
-        })),
+        }))),
         Err(err)
             if err.code() == Some(&SqlState::UNDEFINED_TABLE)
                 || err.code() == Some(&SqlState::INVALID_SCHEMA_NAME) =>

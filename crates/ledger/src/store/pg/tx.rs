@@ -29,6 +29,8 @@ pub(crate) struct Tx<'c, 'p> {
     pub(super) seen: RefCell<Seen>,
     /// Writes held back until the next read of their table or the commit ([`Held`]).
     pub(super) held: RefCell<Held>,
+    /// `Some` when no transaction is open ([`Pg::read_one`]): whether its one statement ran.
+    pub(super) one_statement: Cell<Option<bool>>,
 }
 
 /// The children and tallies a transaction wrote and has not sent yet. A unit's children start
@@ -139,6 +141,16 @@ impl Tx<'_, '_> {
     /// need not describe a prepared statement first (a short-lived command would otherwise pay
     /// a second round trip for every statement on its fresh connection).
     pub(super) fn query(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Row>> {
+        match self.one_statement.get() {
+            Some(true) => {
+                self.failure.set(Some(Failure::Unbracketed));
+                return Err(LedgerError::Invalid(
+                    "a read of one statement asked for another".into(),
+                ));
+            }
+            Some(false) => self.one_statement.set(Some(true)),
+            None => {}
+        }
         let mut guard = self.txn.borrow_mut();
         let txn = guard
             .as_mut()
