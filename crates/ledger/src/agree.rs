@@ -3,7 +3,8 @@
 //! random states, a claim, an ack and a publish give the same outcome and leave the same events
 //! and claims on PostgreSQL (the SQL functions) as on redb (the operations of `events.rs` and
 //! `ack.rs` over `rules.rs`, the spec). Every case starts both ledgers from the same state,
-//! written record by record through the store, on units of its own.
+//! written record by record through the store, on units of its own. And a read begun as one
+//! statement (`Ledger::read_one`) answers as a read transaction does on both.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -401,5 +402,41 @@ proptest! {
             seen.push(ledger.boundary_view(&me, NOW).expect("reads"));
         }
         prop_assert_eq!(&seen[0], &seen[1]);
+    }
+}
+
+/// A read begun as one statement (`Ledger::read_one`) answers what a read transaction does,
+/// whether it reads once or goes on to read more (then it runs again in a transaction), on
+/// both backends; and what it read in the aborted attempt is not what it answers.
+#[test]
+fn a_read_of_one_statement_answers_as_a_transaction_whether_it_reads_once_or_more() {
+    let case = next_case();
+    let world = World {
+        events: vec![Some((0, 0, 0, None)); 6],
+        claims: vec![Some(vec![0, 1]), None, None],
+    };
+    for ledger in ledgers(case, 3) {
+        plant(&ledger, case, &world);
+        let once = ledger
+            .read_one(|r| r.event(&key(case, 0)))
+            .expect("reads once");
+        assert_eq!(once, ledger.event(&key(case, 0)).expect("reads"));
+        let mut attempts = 0;
+        let more = ledger
+            .read_one(|r| {
+                attempts += 1;
+                let first = r.event(&key(case, 1))?;
+                let second = r.claim_record(token(case, 0))?;
+                Ok((attempts, first, second))
+            })
+            .expect("reads more");
+        let whole = ledger
+            .read(|r| Ok((r.event(&key(case, 1))?, r.claim_record(token(case, 0))?)))
+            .expect("reads");
+        assert_eq!((more.1, more.2), whole);
+        assert!(whole.1.is_some(), "the claim record was planted");
+        // On PostgreSQL the second statement sent it back to run in a transaction.
+        let expected = if ledger.backend.pg().is_some() { 2 } else { 1 };
+        assert_eq!(more.0, expected, "runs of the closure");
     }
 }
