@@ -220,9 +220,9 @@ impl Ledger {
         let id = id.clone();
         self.write_grouped(move |_, w| {
             let id = &id;
-            // A unit that is not terminal has a tally: this child and the tally are all that
-            // is read (the tally names the unit's host too). Units recorded by an older build
-            // have none and are read whole.
+            // A unit of several tasks that is not terminal has a tally: this child and the
+            // tally are all that is read (the tally names the unit's host too). A unit of one
+            // task, and units recorded by an older build, have none and are read whole.
             let tally = w.tally(id)?;
             let unit = match tally {
                 Some(_) => None,

@@ -109,7 +109,9 @@ impl Ledger {
             unit.started_at = Some(now);
             crate::units::set_host(w, &mut unit, Some(worker))?;
             // A waiting pool unit has no tally: only its worker's writes may finish it.
-            w.put_tally(&unit.id, &UnitTally::for_unit(&unit))?;
+            if UnitTally::wanted(&unit) {
+                w.put_tally(&unit.id, &UnitTally::for_unit(&unit))?;
+            }
             Ok((Some(unit), true))
         })
     }

@@ -201,23 +201,26 @@ impl Ledger {
         Ok(is_live(self.host(process)?, process, liveness, now))
     }
 
-    /// The session and its host if that host is live (see [`Ledger::host_is_live`]), in one
-    /// read: what `delegate` looks at before it dispatches. The host is `None` when the
-    /// session is unknown, has none, or its host is dead.
+    /// The session and its host if that host is live (see [`Ledger::host_is_live`]): what
+    /// `delegate` looks at before it dispatches. The host is `None` when the session is
+    /// unknown, has none, or its host is dead.
+    ///
+    /// Two reads of one statement each, not one read transaction of two (on PostgreSQL, two
+    /// statements instead of four): a host that left between them reads as dead, as it would
+    /// a moment later, and what `delegate` then does is decided by writes that check again
+    /// (a dispatch to a host gone fails with `HostGone`; `claim_session_host` finds the
+    /// session's live host, if another took it).
     pub fn session_with_live_host(
         &self,
         id: &SessionId,
         liveness: &dyn Liveness,
         now: Timestamp,
     ) -> Result<(Option<Session>, Option<ProcessId>)> {
-        let (session, record) = self.read(|r| {
-            let session = r.session(id)?;
-            let record = match session.as_ref().and_then(|s| s.host) {
-                Some(process) => r.host(process)?,
-                None => None,
-            };
-            Ok((session, record))
-        })?;
+        let session = self.session(id)?;
+        let record = match session.as_ref().and_then(|s| s.host) {
+            Some(process) => self.host(process)?,
+            None => None,
+        };
         let live = session
             .as_ref()
             .and_then(|s| s.host)

@@ -326,8 +326,9 @@ fn dispatch_in(
         spec: new.spec.clone(),
     };
     w.put_delegation(&unit)?;
-    // A pool unit gets its tally when a worker takes it (see `children::check_owner`).
-    if unit.pool().is_none() {
+    // A pool unit gets its tally when a worker takes it (see `children::check_owner`); a unit
+    // of one task gets none (see `UnitTally`).
+    if unit.pool().is_none() && UnitTally::wanted(&unit) {
         w.put_tally(&id, &UnitTally::for_unit(&unit))?;
     }
     if unit.channel == Channel::Background {

@@ -108,7 +108,9 @@ pub struct Capacity {
 
 /// What finishing a child needs to know about its unit, kept beside it while it is not
 /// terminal: its children's statuses so far as counts, and what publishing an event needs.
-/// Finishing a child reads this row and that child only, never the whole batch.
+/// Finishing a child reads this row and that child only, never the whole batch. A unit of one
+/// task has none: its child's finish reads the unit and its one child, as many rows as the
+/// tally's and the unit's would be, and dispatching and finishing write one row fewer each.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct UnitTally {
     /// How many children the unit has.
@@ -124,6 +126,11 @@ pub(crate) struct UnitTally {
 }
 
 impl UnitTally {
+    /// Whether `unit` keeps a tally (more than one task).
+    pub(crate) fn wanted(unit: &Delegation) -> bool {
+        unit.task_count() > 1
+    }
+
     pub(crate) fn for_unit(unit: &Delegation) -> UnitTally {
         UnitTally {
             task_count: unit.task_count(),
