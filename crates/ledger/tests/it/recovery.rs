@@ -424,36 +424,18 @@ fn a_session_host_registers_and_takes_its_sessions_queued_units_in_one_commit() 
     let f = fixture();
     let old = host_at(&f.ledger, 500, here(), LONG);
     let mine = queued_on(&f.ledger, &old);
-    let elsewhere_session = SessionId::new("other").expect("id");
-    let theirs = f
-        .ledger
-        .dispatch(
-            NewDelegation {
-                session: Some(elsewhere_session),
-                ..queued_request(&old)
-            },
-            FULL,
-            T0,
-        )
-        .unwrap()
-        .delegation
-        .id;
-    let pooled = f
-        .ledger
-        .dispatch(
-            NewDelegation {
-                spec: DispatchSpec {
-                    pool: Some("p".into()),
-                    ..spec(1)
-                },
-                ..queued_request(&old)
-            },
-            FULL,
-            T0,
-        )
-        .unwrap()
-        .delegation
-        .id;
+    let queue = |new: NewDelegation| f.ledger.dispatch(new, FULL, T0).unwrap().delegation.id;
+    let theirs = queue(NewDelegation {
+        session: Some(SessionId::new("other").expect("id")),
+        ..queued_request(&old)
+    });
+    let pooled = queue(NewDelegation {
+        spec: DispatchSpec {
+            pool: Some("p".into()),
+            ..spec(1)
+        },
+        ..queued_request(&old)
+    });
     let new = Host {
         process: ProcessId {
             pid: 600,

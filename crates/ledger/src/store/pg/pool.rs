@@ -167,12 +167,7 @@ impl Pg {
         counters: &Counters,
         f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
     ) -> Result<T> {
-        off_runtime(|| {
-            self.run(counters, IsolationLevel::RepeatableRead, true, &mut |tx| {
-                let reader = Reader(Box::new(tx));
-                f(&reader).map(|value| (value, false))
-            })
-        })
+        self.read_as(Bracket::Transaction, counters, f)
     }
 
     /// [`Pg::read`] for a read that is most often one statement (a poll): that statement runs
@@ -185,10 +180,19 @@ impl Pg {
         counters: &Counters,
         f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
     ) -> Result<T> {
+        self.read_as(Bracket::One, counters, f)
+    }
+
+    fn read_as<T: Send>(
+        &self,
+        bracket: Bracket,
+        counters: &Counters,
+        f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
+    ) -> Result<T> {
         off_runtime(|| {
             self.run_as(
                 counters,
-                Bracket::One,
+                bracket,
                 IsolationLevel::RepeatableRead,
                 true,
                 &mut |tx| {
