@@ -31,6 +31,13 @@ pub(super) struct Conn {
     pub(super) listening: BTreeSet<String>,
 }
 
+/// How a new connection is opened: [`connect_within`], or [`connect_reading_schema`], which
+/// also answers the schema version.
+type Connect<T> = fn(
+    &PgTarget,
+    &tokio_postgres_rustls::MakeRustlsConnect,
+) -> std::result::Result<(Client, T), Refused>;
+
 /// Consecutive connection failures, for backoff.
 #[derive(Default)]
 pub(super) struct Backoff {
@@ -144,11 +151,25 @@ impl Conns {
     /// for a call to), or a new one (unless connecting failed very recently: then the caller
     /// gets the error at once, and attempts are spaced by a growing pause).
     pub(super) fn take(&self) -> Result<Pooled<'_>> {
+        let connect = |target: &PgTarget, tls: &_| connect_within(target, tls).map(|c| (c, ()));
+        self.take_as(connect).map(|(conn, _)| conn)
+    }
+
+    /// A connection for the first call of a ledger being opened, and the schema version
+    /// recorded (see [`connect_reading_schema`]): the kept connection and `None` (not asked)
+    /// if there is one, else a new one that asked in its first statement.
+    pub(super) fn take_reading_schema(&self) -> Result<(Pooled<'_>, Option<Option<i32>>)> {
+        self.take_as(connect_reading_schema)
+    }
+
+    /// [`Conns::take`], a new connection opened by `connect`, whose answer comes back beside
+    /// it (`None` when the kept connection was lent instead).
+    fn take_as<T>(&self, connect: Connect<T>) -> Result<(Pooled<'_>, Option<T>)> {
         let give_up = Instant::now() + WAIT_FOR_BUSY;
         let mut slots = lock(&self.slots);
         loop {
             if let Some(conn) = pop_open(&mut slots) {
-                return Ok(self.lend(&mut slots, conn));
+                return Ok((self.lend(&mut slots, conn), None));
             }
             let now = Instant::now();
             if slots.busy == 0 || now >= give_up {
@@ -164,11 +185,14 @@ impl Conns {
         }
         slots.busy += 1;
         drop(slots);
-        match self.open() {
-            Ok(conn) => Ok(Pooled {
-                conns: self,
-                conn: Some(conn),
-            }),
+        match self.open_as(connect) {
+            Ok((conn, answer)) => Ok((
+                Pooled {
+                    conns: self,
+                    conn: Some(conn),
+                },
+                Some(answer),
+            )),
             Err(err) => {
                 lock(&self.slots).busy -= 1;
                 self.freed.notify_all();
@@ -232,48 +256,10 @@ impl Conns {
         drop(idle);
     }
 
-    /// A new connection, listening on what the listeners subscribed to; they are told to look
-    /// (notifications may have gone unheard while none listened).
-    fn open(&self) -> Result<Conn> {
-        self.open_as(|target, tls| connect_within(target, tls).map(|client| (client, ())))
-            .map(|(conn, ())| conn)
-    }
-
-    /// A connection for the first call of a ledger being opened, and the schema version
-    /// recorded (see [`connect_reading_schema`]): the kept connection and `None` (not asked)
-    /// if there is one, else a new one that asked in its first statement.
-    pub(super) fn take_reading_schema(&self) -> Result<(Pooled<'_>, Option<Option<i32>>)> {
-        {
-            let mut slots = lock(&self.slots);
-            if let Some(conn) = pop_open(&mut slots) {
-                return Ok((self.lend(&mut slots, conn), None));
-            }
-            slots.busy += 1;
-        }
-        match self.open_as(connect_reading_schema) {
-            Ok((conn, version)) => Ok((
-                Pooled {
-                    conns: self,
-                    conn: Some(conn),
-                },
-                Some(version),
-            )),
-            Err(err) => {
-                lock(&self.slots).busy -= 1;
-                self.freed.notify_all();
-                Err(err)
-            }
-        }
-    }
-
-    /// [`Conns::open`] by `connect`, which also answers a `T`.
-    fn open_as<T>(
-        &self,
-        connect: impl FnOnce(
-            &PgTarget,
-            &tokio_postgres_rustls::MakeRustlsConnect,
-        ) -> std::result::Result<(Client, T), Refused>,
-    ) -> Result<(Conn, T)> {
+    /// A new connection by `connect` (which also answers a `T`), listening on what the
+    /// listeners subscribed to; they are told to look (notifications may have gone unheard
+    /// while none listened).
+    fn open_as<T>(&self, connect: Connect<T>) -> Result<(Conn, T)> {
         if let Some(not_before) = lock(&self.backoff).not_before
             && Instant::now() < not_before
         {
