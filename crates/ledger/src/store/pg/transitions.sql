@@ -75,6 +75,37 @@ DECLARE
     v_verdict text;
     v_refused boolean;
 BEGIN
+    -- One request for one key that nobody holds, the common claim: `rules::check_claim`'s
+    -- tests in the `WHERE` of the update that takes it, which READ COMMITTED evaluates again
+    -- on the row as it is once locked. Anything else (a refusal, an old lease to fence) takes
+    -- the general path below, as if this had not run: it wrote nothing.
+    IF cardinality(p_tokens) = 1 AND n = 1 THEN
+        UPDATE hermes_events ev SET state = 'claimed', attempts = ev.attempts + 1,
+                lease_token = p_tokens[1], lease_consumer = p_consumers[1],
+                lease_claimed_at = p_now, lease_expires_at = p_expires[1]
+            WHERE ev.unit = p_units[1] AND ev.code = p_codes[1]
+                AND ev.state NOT IN ('delivered', 'dropped')
+                AND (p_sessions[1] IS NULL OR ev.session = p_sessions[1])
+                AND ev.lease_token IS NULL
+                AND (ev.lease_expires_at IS NULL OR ev.lease_expires_at <= p_now)
+                AND ev.attempts < p_max
+            RETURNING ev.session, ev.delivery, ev.state, ev.attempts, ev.lease_token,
+                ev.lease_consumer, ev.lease_claimed_at, ev.lease_expires_at,
+                ev.published_at, ev.delivered_at, ev.dropped_at, ev.drop_reason, ev.payload
+            INTO o_session, o_delivery, o_state, o_attempts, o_lease_token, o_lease_consumer,
+                o_lease_claimed_at, o_lease_expires_at, o_published_at, o_delivered_at,
+                o_dropped_at, o_drop_reason, o_payload;
+        IF FOUND THEN
+            INSERT INTO hermes_claims (token, consumer, claimed_at, expires_at, units, codes)
+                VALUES (p_tokens[1], p_consumers[1], p_now, p_expires[1], p_units, p_codes);
+            o_req := 0;
+            o_verdict := 'claimed';
+            o_unit := p_units[1];
+            o_code := p_codes[1];
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
     -- Several requests: every key of every request is locked first, in one order, so that two
     -- claims never wait on each other in a cycle. One request's keys come in that order: each
     -- is locked as it is read.
@@ -201,6 +232,25 @@ BEGIN
         SELECT cl.units, cl.codes, cl.expires_at INTO c
             FROM hermes_claims cl WHERE cl.token = p_tokens[i + 1];
         v_recorded := FOUND;
+        -- A claim of one key still held, the common ack: delivered by the update that finds it
+        -- held (`rules::standing` then `rules::ack`). Otherwise nothing was written, and the
+        -- general path below decides.
+        IF v_recorded AND cardinality(c.units) = 1 THEN
+            UPDATE hermes_events ev SET state = 'delivered', delivered_at = p_now
+                WHERE ev.unit = c.units[1] AND ev.code = c.codes[1]
+                    AND ev.lease_token = p_tokens[i + 1] AND ev.state = 'claimed';
+            IF FOUND THEN
+                o_standing := 'holds';
+                o_expires_at := c.expires_at;
+                RETURN NEXT;
+                o_standing := NULL;
+                o_expires_at := NULL;
+                o_unit := c.units[1];
+                o_code := c.codes[1];
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+        END IF;
         IF v_recorded THEN
             v_n := cardinality(c.units);
             v_keys := 0;
