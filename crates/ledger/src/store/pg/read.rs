@@ -3,7 +3,8 @@
 use super::rows::*;
 use super::tx::*;
 use crate::error::Result;
-use crate::model::legacy::{decode_child, decode_host};
+use crate::codec::decode_record as decode;
+use crate::model::legacy::{decode_child, decode_delegation, decode_host};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
     Session, SessionId, Stalling, Timestamp, UnitTally,
@@ -53,13 +54,25 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn hosts(&self) -> Result<Vec<Host>> {
-        self.query(
-            "SELECT record FROM hermes_hosts ORDER BY pid, start_time",
-            &[],
-        )?
-        .iter()
-        .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
-        .collect()
+        if let Some(hosts) = &self.seen.borrow().all_hosts {
+            return Ok(hosts.clone());
+        }
+        let hosts: Vec<Host> = self
+            .query(
+                "SELECT record FROM hermes_hosts ORDER BY pid, start_time",
+                &[],
+            )?
+            .iter()
+            .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .collect::<Result<_>>()?;
+        let mut seen = self.seen.borrow_mut();
+        for host in &hosts {
+            seen.hosts
+                .entry(host.process)
+                .or_insert_with(|| Some(host.clone()));
+        }
+        seen.all_hosts = Some(hosts.clone());
+        Ok(hosts)
     }
 
     fn child_tail(&self, id: &DelegationId, index: u32) -> Result<Option<String>> {
@@ -103,6 +116,9 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn children(&self, id: &DelegationId) -> Result<Vec<Child>> {
+        if let Some(children) = self.held_children_of(id) {
+            return Ok(children);
+        }
         self.send_held()?;
         let out: Vec<Child> = self
             .query(
@@ -137,17 +153,49 @@ impl ReadTx for Tx<'_, '_> {
         )
     }
 
+    /// A unit without a tally (of one task, or terminal) is read whole next, and its session
+    /// by what publishes its events (`children::finish_child_as`): the statement that finds no
+    /// tally brings the unit and its session along, kept as if read ([`Seen`]), unless this
+    /// transaction has them already. One statement where there were three.
     fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
         kept(
             |s| &mut s.tallies,
             &self.seen,
             id.as_str().to_owned(),
             || {
-                self.record(
-                    "tally",
-                    "SELECT record FROM hermes_tallies WHERE unit = $1",
+                let rows = self.query(
+                    "SELECT t.record, u.record, s.record FROM (SELECT $1::text AS id) AS k \
+                     LEFT JOIN hermes_tallies t ON t.unit = k.id \
+                     LEFT JOIN hermes_units u ON t.unit IS NULL AND u.id = k.id \
+                     LEFT JOIN hermes_sessions s ON s.id = u.session",
                     &[&id.as_str()],
-                )
+                )?;
+                let Some(row) = rows.first() else {
+                    return Ok(None);
+                };
+                let path = &self.pg.path;
+                if let Some(tally) = row.get::<_, Option<&[u8]>>(0) {
+                    return decode(path, "tally", tally).map(Some);
+                }
+                let unit = row
+                    .get::<_, Option<&[u8]>>(1)
+                    .map(|record| decode_delegation(path, record))
+                    .transpose()?;
+                let mut seen = self.seen.borrow_mut();
+                if let Some(session) = unit.as_ref().and_then(|u| u.session.as_ref()) {
+                    let record = row
+                        .get::<_, Option<&[u8]>>(2)
+                        .map(|record| decode(path, "session", record))
+                        .transpose()?;
+                    seen.sessions
+                        .entry(session.as_str().to_owned())
+                        .or_insert(record);
+                }
+                if !seen.units.contains_key(id.as_str()) {
+                    self.counters.count(u64::from(unit.is_some()));
+                    seen.units.insert(id.as_str().to_owned(), unit);
+                }
+                Ok(None)
             },
         )
     }

@@ -12,7 +12,9 @@ use super::pool::*;
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
-use crate::model::{Child, Delegation, Event, EventRef, Host, ProcessId, Session, UnitTally};
+use crate::model::{
+    Child, Delegation, DelegationId, Event, EventRef, Host, ProcessId, Session, UnitTally,
+};
 use crate::store::{Counters, event_ref};
 
 /// One transaction on one connection.
@@ -57,6 +59,8 @@ pub(super) struct Seen {
     pub(super) sessions: HashMap<String, Option<Session>>,
     pub(super) tallies: HashMap<String, Option<UnitTally>>,
     pub(super) units: HashMap<String, Option<Delegation>>,
+    /// Every host, once read and until this transaction writes one.
+    pub(super) all_hosts: Option<Vec<Host>>,
 }
 
 /// `key`'s row from `rows` if this transaction has it, else `read` it and keep it.
@@ -159,6 +163,26 @@ impl Tx<'_, '_> {
             params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
         txn.query_typed(&self.pg.target.qualify(sql), &typed)
             .map_err(|e| self.fail(&e))
+    }
+
+    /// Every child of unit `id` when this transaction holds them all: it has the unit (so
+    /// knows how many tasks it has) and a held write of each of its children. A unit's last
+    /// child to finish in a transaction of its own asks for the children it just wrote (a unit
+    /// of one task always does): no statement for that.
+    pub(super) fn held_children_of(&self, id: &DelegationId) -> Option<Vec<Child>> {
+        let tasks = match self.seen.borrow().units.get(id.as_str()) {
+            Some(Some(unit)) => unit.spec.tasks.len(),
+            _ => return None,
+        };
+        let held = self.held.borrow();
+        (0..tasks)
+            .map(|index| {
+                let index = u32::try_from(index).ok()?;
+                held.children
+                    .get(&(id.as_str().to_owned(), index))
+                    .cloned()
+            })
+            .collect()
     }
 
     /// Sends the held writes ([`Held`]), one statement per table.
