@@ -103,6 +103,50 @@ impl Ledger {
         })
     }
 
+    /// Records the background unit `new` of a session for that session's host, found in the
+    /// same transaction: `None`, writing nothing, when the session is unknown, has no host or
+    /// its host is not live (`liveness`, as [`Ledger::session_with_live_host`] judges it). What
+    /// `delegate` does first: the usual dispatch, into a session whose host runs, needs no read
+    /// before it. A session that ended is `SessionEnded`; `new.host` is ignored.
+    pub fn dispatch_to_session_host(
+        &self,
+        new: NewDelegation,
+        capacity: Capacity,
+        liveness: &dyn crate::sessions::Liveness,
+        now: Timestamp,
+    ) -> Result<Option<Admission>> {
+        check_new(&new)?;
+        let Some(session) = new.session.clone() else {
+            return Err(LedgerError::Invalid(
+                "a dispatch to a session's host needs a session".into(),
+            ));
+        };
+        self.write_then(|w| {
+            let host = match w.session(&session)? {
+                Some(s) if s.state == crate::model::SessionState::Ended => {
+                    return Err(LedgerError::SessionEnded(session.clone()));
+                }
+                Some(s) => s.host,
+                None => None,
+            };
+            let Some(host) = host else {
+                return Ok((None, false));
+            };
+            // The hosts the admission reads next, read once (a backend keeps them for it).
+            let record = w.hosts()?.into_iter().find(|h| h.process == host);
+            if !crate::sessions::is_live(record, host, liveness, now) {
+                return Ok((None, false));
+            }
+            let new = NewDelegation {
+                host: Some(host),
+                ..new.clone()
+            };
+            let (admission, wrote) =
+                dispatch_in(self, w, &new, capacity, &Starting::default(), now)?;
+            Ok((Some(admission), wrote))
+        })
+    }
+
     /// Registers `host` ([`Ledger::register_host`]) and records its first unit `new`
     /// ([`Ledger::dispatch`]) in one commit: what a one-shot run's host does, so that
     /// registering costs no durable commit of its own. Both or neither are written: a refused

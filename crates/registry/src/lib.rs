@@ -58,7 +58,9 @@ pub mod unrecorded;
 pub use child::ChildProgress;
 pub use config::Config;
 pub use error::RegistryError;
-pub use host::{DispatchRequest, Dispatched, Host, HostOptions, record_dispatch};
+pub use host::{
+    DispatchRequest, Dispatched, Host, HostOptions, record_dispatch, record_dispatch_to_session_host,
+};
 pub use reaper::{OsReaper, read_tail};
 pub use stdx::{Clock, ManualClock, SystemClock};
 pub use unit::{UnitProgress, UnitReport};

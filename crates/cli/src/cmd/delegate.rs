@@ -43,8 +43,28 @@ fn dispatch(
     spec: ledger::DispatchSpec,
     (id, drawn): (&DelegationId, bool),
 ) -> anyhow::Result<Code> {
-    // One read for the session and its live host (the usual case: both known); the session is
-    // written only when it is new.
+    let config = home.registry();
+    // The usual case first: a session whose host runs, the host found by the dispatch itself
+    // (nothing read before it). A re-sent `--id` answers here too, when that host runs.
+    if spec.pool.is_none() {
+        let new = NewDelegation {
+            id: Some(id.clone()),
+            session: Some(session.clone()),
+            channel: Channel::Background,
+            spec: spec.clone(),
+            host: None,
+            transcript_root: None,
+        };
+        let reaper = registry::OsReaper::new();
+        if let Some(admission) =
+            registry::record_dispatch_to_session_host(ledger, &config, new, &reaper, now())?
+        {
+            let host_pid = admission.delegation.host.map(|h| h.pid);
+            return answer(args, ledger, &config, &session, &admission, host_pid);
+        }
+    }
+    // No live host (or a pool unit): the session and its host are read, the session written
+    // when it is new, and a host started when it has none.
     let (known, live) =
         ledger.session_with_live_host(&session, &registry::OsReaper::new(), now())?;
     match known {
@@ -56,7 +76,6 @@ fn dispatch(
             ledger.ensure_session(&session, now())?;
         }
     }
-    let config = home.registry();
     // The same dispatch sent again under its id, and the first one landed: answer for the unit
     // as it was recorded, without starting a host for it.
     let again = NewDelegation {

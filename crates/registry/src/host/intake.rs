@@ -34,6 +34,21 @@ pub fn record_dispatch(
     record_dispatch_as(ledger, config, new, now, None)
 }
 
+/// [`record_dispatch`] for the session's own host, found by the dispatch's transaction
+/// ([`Ledger::dispatch_to_session_host`]): `None`, recording nothing, when the session has no
+/// live host (by `liveness`).
+pub fn record_dispatch_to_session_host(
+    ledger: &Ledger,
+    config: &Config,
+    new: NewDelegation,
+    liveness: &dyn ledger::Liveness,
+    now: Timestamp,
+) -> Result<Option<Admission>, RegistryError> {
+    record_with(config, new, |new, capacity| {
+        ledger.dispatch_to_session_host(new, capacity, liveness, now)
+    })
+}
+
 /// [`record_dispatch`], registering the host `registering` in the same commit
 /// ([`Ledger::register_and_dispatch`]) when it is given.
 pub(super) fn record_dispatch_as(
@@ -43,6 +58,24 @@ pub(super) fn record_dispatch_as(
     now: Timestamp,
     registering: Option<&ledger::Host>,
 ) -> Result<Admission, RegistryError> {
+    let recorded = record_with(config, new, |new, capacity| {
+        match registering {
+            Some(host) => ledger.register_and_dispatch(host, new, capacity, now),
+            None => ledger.dispatch(new, capacity, now),
+        }
+        .map(Some)
+    })?;
+    recorded.ok_or_else(|| LedgerError::Invalid("a dispatch recorded nothing".into()).into())
+}
+
+/// Checks `new`, makes the transcript root, records `new` through `dispatch` (given the
+/// dispatch with its transcript root and the configured capacity) and creates the unit's
+/// transcripts.
+fn record_with(
+    config: &Config,
+    new: NewDelegation,
+    dispatch: impl FnOnce(NewDelegation, Capacity) -> ledger::Result<Option<Admission>>,
+) -> Result<Option<Admission>, RegistryError> {
     if let Some(index) = new.spec.tasks.iter().position(|t| t.command.is_empty()) {
         return Err(RegistryError::EmptyCommand { index });
     }
@@ -59,19 +92,18 @@ pub(super) fn record_dispatch_as(
         transcript_root: Some(root.display().to_string()),
         ..new
     };
-    let admission = match registering {
-        Some(host) => ledger.register_and_dispatch(host, new, capacity(config), now)?,
-        None => ledger.dispatch(new, capacity(config), now)?,
+    let Some(admission) = dispatch(new, capacity(config))? else {
+        return Ok(None);
     };
     // A unit recorded already (a dispatch sent again under its id) has its transcripts, and
     // perhaps its children's output in them.
     if admission.already_recorded {
-        return Ok(admission);
+        return Ok(Some(admission));
     }
     if let Err(e) = transcript::create_unit(root, &admission.delegation) {
         tracing::warn!(delegation = %admission.delegation.id, error = %e, "cannot create transcripts");
     }
-    Ok(admission)
+    Ok(Some(admission))
 }
 
 use std::os::unix::fs::DirBuilderExt;

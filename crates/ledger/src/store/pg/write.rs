@@ -78,10 +78,10 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_host(&self, host: &Host) -> Result<()> {
-        self.seen
-            .borrow_mut()
-            .hosts
-            .insert(host.process, Some(host.clone()));
+        let mut seen = self.seen.borrow_mut();
+        seen.hosts.insert(host.process, Some(host.clone()));
+        seen.all_hosts = None;
+        drop(seen);
         self.write(
             "INSERT INTO hermes_hosts (pid, start_time, record) VALUES ($1, $2, $3) \
              ON CONFLICT (pid, start_time) DO UPDATE SET record = EXCLUDED.record",
@@ -94,7 +94,10 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn remove_host(&self, process: ProcessId) -> Result<()> {
-        self.seen.borrow_mut().hosts.insert(process, None);
+        let mut seen = self.seen.borrow_mut();
+        seen.hosts.insert(process, None);
+        seen.all_hosts = None;
+        drop(seen);
         self.write(
             "DELETE FROM hermes_hosts WHERE pid = $1 AND start_time = $2",
             &[&i64::from(process.pid), &int(process.start_time)],
