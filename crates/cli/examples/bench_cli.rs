@@ -126,10 +126,7 @@ fn main() -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let mut sorted = oneshots.clone();
     sorted.sort_unstable();
-    figures.insert(
-        "syncs_per_oneshot".into(),
-        json!(sorted[sorted.len() / 2]),
-    );
+    figures.insert("syncs_per_oneshot".into(), json!(sorted[sorted.len() / 2]));
     figures.insert("syncs_per_oneshot_runs".into(), json!(oneshots));
 
     // Listing and status against 100 and then 10,000 delegations.

@@ -59,7 +59,8 @@ pub use child::ChildProgress;
 pub use config::Config;
 pub use error::RegistryError;
 pub use host::{
-    DispatchRequest, Dispatched, Host, HostOptions, record_dispatch, record_dispatch_to_session_host,
+    DispatchRequest, Dispatched, Host, HostOptions, record_dispatch,
+    record_dispatch_to_session_host,
 };
 pub use reaper::{OsReaper, read_tail};
 pub use stdx::{Clock, ManualClock, SystemClock};

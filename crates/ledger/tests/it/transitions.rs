@@ -937,3 +937,60 @@ fn a_dispatch_sent_again_under_its_id_is_a_no_op_that_says_so_and_another_dispat
         assert!(f.ledger.recorded_dispatch(&refused).is_err());
     }
 }
+
+/// What `delegate` tries first: the dispatch reads the session's host and records the unit for
+/// it only while that host is live; otherwise it writes nothing (not even a new session), and
+/// a session that ended refuses.
+#[test]
+fn a_dispatch_to_a_sessions_host_records_only_for_a_live_host() {
+    let f = fixture();
+    let new = || NewDelegation {
+        id: None,
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(1),
+        host: None,
+        transcript_root: None,
+    };
+    let units = |ledger: &Ledger| {
+        ledger.list(None, 100).unwrap().queued.len() + ledger.list(None, 100).unwrap().running.len()
+    };
+    assert!(
+        f.ledger
+            .dispatch_to_session_host(new(), ROOMY, &Pids(true), T0)
+            .unwrap()
+            .is_none(),
+        "an unknown session has no host"
+    );
+    assert!(f.ledger.session(&session()).unwrap().is_none());
+
+    let host = registered_host(&f.ledger, 21);
+    f.ledger
+        .claim_session_host(&session(), host, &Pids(true), T0)
+        .unwrap();
+    assert!(
+        f.ledger
+            .dispatch_to_session_host(new(), ROOMY, &Pids(false), T0)
+            .unwrap()
+            .is_none(),
+        "a host whose process is gone gets nothing"
+    );
+    assert_eq!(units(&f.ledger), 0);
+
+    let admission = f
+        .ledger
+        .dispatch_to_session_host(new(), ROOMY, &Pids(true), T0)
+        .unwrap()
+        .expect("the live host takes it");
+    assert_eq!(admission.delegation.host, Some(host));
+    assert_eq!(units(&f.ledger), 1);
+    let recorded = f.ledger.delegation(&admission.delegation.id).unwrap();
+    assert_eq!(recorded.and_then(|u| u.host), Some(host));
+
+    f.ledger.end_session(&session(), T0).unwrap();
+    assert!(matches!(
+        f.ledger
+            .dispatch_to_session_host(new(), ROOMY, &Pids(true), T0),
+        Err(LedgerError::SessionEnded(_))
+    ));
+}

@@ -40,8 +40,8 @@ use stdx::Clock;
 
 use activity::watch_activity;
 pub(crate) use inner::Inner;
-pub use intake::{record_dispatch, record_dispatch_to_session_host};
 use intake::record_dispatch_as;
+pub use intake::{record_dispatch, record_dispatch_to_session_host};
 use lease::{fence_on_time, maintain};
 pub(crate) use publish::Publisher;
 

@@ -2,8 +2,8 @@
 
 use super::rows::*;
 use super::tx::*;
-use crate::error::Result;
 use crate::codec::decode_record as decode;
+use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_delegation, decode_host};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,

@@ -178,9 +178,7 @@ impl Tx<'_, '_> {
         (0..tasks)
             .map(|index| {
                 let index = u32::try_from(index).ok()?;
-                held.children
-                    .get(&(id.as_str().to_owned(), index))
-                    .cloned()
+                held.children.get(&(id.as_str().to_owned(), index)).cloned()
             })
             .collect()
     }
