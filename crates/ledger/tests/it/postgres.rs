@@ -159,6 +159,76 @@ fn a_schema_written_by_a_newer_hermes_is_refused_and_an_equal_one_reused() {
     assert!(matches!(err, LedgerError::NewerFormat { .. }), "{err}");
 }
 
+/// A database a build of schema version 2 made keeps that build's transition functions until
+/// a hermes of version 3 connects: it migrates, replacing them, and the transitions run on the
+/// new ones. (A function raising an error stands in for version 2's `hermes_ack`.)
+#[test]
+fn a_version_2_schema_is_migrated_to_version_3_replacing_its_transition_functions() {
+    let url = fresh_empty_database(&pg_admin_url());
+    drop(connect(&url).expect("creates the schema"));
+    let stale = "CREATE OR REPLACE FUNCTION hermes_ack(p_tokens bytea[], p_now bigint) \
+        RETURNS TABLE (o_i integer, o_standing text, o_expires_at bigint, o_unit text, \
+        o_code bigint) LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'a version 2 ack'; END $$";
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connects");
+    client
+        .batch_execute(stale)
+        .expect("stands in for version 2's ack");
+    drop(client);
+    set_schema_version(&url, 2);
+    let ledger = connect(&url).expect("migrates");
+    assert_eq!(ledger.migrate().expect("migrated"), SCHEMA_VERSION as u32);
+    assert_eq!(SCHEMA_VERSION, 3);
+
+    let (session, now) = (
+        SessionId::new("v3").expect("id"),
+        Timestamp(1_700_000_000_000),
+    );
+    let task = TaskSpec::new("t", vec!["true".into()]);
+    let new = NewDelegation {
+        id: None,
+        session: Some(session.clone()),
+        channel: Channel::Background,
+        spec: DispatchSpec::new("t", vec![task]),
+        host: None,
+        transcript_root: None,
+    };
+    let roomy = Capacity {
+        max_running: 8,
+        max_queued: 8,
+    };
+    let unit = ledger
+        .dispatch(new, roomy, now)
+        .expect("dispatches")
+        .delegation
+        .id;
+    let outcome = ChildOutcome::new(0, "t", ChildStatus::Completed, now);
+    ledger
+        .publish(
+            NewEvent {
+                delegation_id: unit.clone(),
+                key: EventKey::Task(0),
+                payload: EventPayload::Task(outcome),
+            },
+            now,
+        )
+        .expect("publishes");
+    let request = ClaimRequest {
+        keys: vec![EventRef {
+            delegation_id: unit,
+            key: EventKey::Task(0),
+        }],
+        consumer: "v3".into(),
+        session: Some(session),
+        lease_ms: 60_000,
+    };
+    let ClaimOutcome::Claimed(claim) = ledger.claim(&request, now).expect("claims") else {
+        panic!("the event is claimable");
+    };
+    ledger
+        .ack(claim.token, now)
+        .expect("acks with version 3's function");
+}
+
 #[test]
 fn many_processes_creating_the_schema_at_once_agree() {
     let url = fresh_empty_database(&pg_admin_url());

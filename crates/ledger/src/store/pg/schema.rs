@@ -10,7 +10,12 @@ use super::url::{PgTarget, quote_ident};
 use crate::error::{LedgerError, Result};
 
 /// The schema version this build creates and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+///
+/// - 1: events and claims as encoded records;
+/// - 2: their fields as columns, and the transition functions (`v2.rs`, `transitions.sql`);
+/// - 3: version 2's tables; the transition functions with one-key fast paths (a migration
+///   from 2 replaces the functions).
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key under which the schema is created and migrated ("hermes" in ASCII).
 pub(super) const SCHEMA_LOCK: i64 = 0x6865_726d_6573;
@@ -118,7 +123,7 @@ impl Pg {
         match found {
             Some(SCHEMA_VERSION) => return txn.commit().map_err(fail),
             Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
-            None | Some(1) => {}
+            None | Some(1) | Some(2) => {}
             Some(found) => {
                 return Err(LedgerError::Invalid(format!(
                     "{}: schema version {found} has no migration to {SCHEMA_VERSION}",
@@ -149,7 +154,14 @@ impl Pg {
             // A new ledger is made at version 1 and migrated like an old one: one path.
             txn.batch_execute(SCHEMA_V1).map_err(fail)?;
         }
-        super::v2::migrate(&self.target, &self.path, &mut txn)?;
+        super::v2::install_transitions(&self.target, &self.path, &mut txn)?;
+        if found.is_none_or(|version| version < 2) {
+            super::v2::migrate(&self.target, &self.path, &mut txn)?;
+        }
+        txn.batch_execute(&format!(
+            "UPDATE hermes_schema SET version = {SCHEMA_VERSION}"
+        ))
+        .map_err(fail)?;
         // Ending the transaction (here, or by dropping it on an error above) releases the lock.
         txn.commit().map_err(fail)
     }

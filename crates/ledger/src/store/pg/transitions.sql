@@ -1,4 +1,4 @@
--- hermes' hot transitions on PostgreSQL (schema version 2): each one a single statement, a call
+-- hermes' hot transitions on PostgreSQL (schema version 3): each one a single statement, a call
 -- of one of these functions in its own autocommit transaction at READ COMMITTED. Each locks the
 -- event rows it decides on (`FOR UPDATE`, in (unit, code) order, so two of them never wait on
 -- each other in a cycle), reads them as they are once locked, and writes only what the rule of
@@ -9,6 +9,8 @@
 -- The same shape as graphile-worker's `get_job`/`complete_job` and pgqueuer's dequeue: one
 -- round trip per transition, row locks instead of serializable retries, NOTIFY by the write.
 -- (`hermes_` names are qualified with the ledger's namespace when it has one.)
+-- Every migration creates them anew (`CREATE OR REPLACE`, the same signatures): version 3 is
+-- version 2's tables with these functions as they are here (the one-key fast paths).
 
 -- Every statement of these functions names an event by its primary key (never a join with
 -- `unnest` of the keys): PL/pgSQL keeps generic plans, and a generic plan, not knowing how long
@@ -20,7 +22,7 @@
 -- mode; it is recorded dropped (`session_ended`) when `p_ended_with_session` (its payload says
 -- the session's end interrupted it) or the session has ended. (A pending event wakes its
 -- session's consumers through `hermes_notify_event`.) One statement when it inserts.
-CREATE FUNCTION hermes_publish(
+CREATE OR REPLACE FUNCTION hermes_publish(
     p_unit text, p_code bigint, p_payload bytea, p_now bigint, p_ended_with_session boolean
 ) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
@@ -52,7 +54,7 @@ $$;
 -- `not_owned`, `live` (another lease runs until `lease_expires_at`) or `exhausted` (its
 -- attempts were used up: dropped now, `attempts_exhausted`); and the event's columns as they
 -- are after the call.
-CREATE FUNCTION hermes_claim(
+CREATE OR REPLACE FUNCTION hermes_claim(
     p_req integer[], p_units text[], p_codes bigint[], p_sessions text[], p_consumers text[],
     p_tokens bytea[], p_expires bigint[], p_now bigint, p_max bigint
 ) RETURNS TABLE (
@@ -200,7 +202,7 @@ $$;
 -- token had acked every key already: nothing changes —, `lost`, or `missing`: no claim record)
 -- and its lease's end (`NULL` when missing), then (for `holds` and `acked`) one row per key,
 -- `o_i` the same, `o_unit`/`o_code` set.
-CREATE FUNCTION hermes_ack(p_tokens bytea[], p_now bigint)
+CREATE OR REPLACE FUNCTION hermes_ack(p_tokens bytea[], p_now bigint)
 RETURNS TABLE (o_i integer, o_standing text, o_expires_at bigint, o_unit text, o_code bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -311,7 +313,7 @@ $$;
 -- its session's consumers, on the channel the trigger was created with (`TG_ARGV[0]`, the
 -- namespace's), with the session as payload; the server sends it when the transaction commits,
 -- once per channel and payload whatever the number of rows.
-CREATE FUNCTION hermes_notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION hermes_notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify(TG_ARGV[0], NEW.session);
     RETURN NULL;
@@ -319,7 +321,7 @@ END
 $$;
 
 -- And the activity counter's moves wake every host polling it (`TG_ARGV[0]`: its channel).
-CREATE FUNCTION hermes_notify_activity() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION hermes_notify_activity() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify(TG_ARGV[0], '');
     RETURN NULL;

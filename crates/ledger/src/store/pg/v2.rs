@@ -62,11 +62,29 @@ CREATE TABLE hermes_claims (
 );
 "#;
 
+/// Creates (or replaces) the transition functions of `transitions.sql` inside `txn`: what
+/// every migration does, to version 2's tables from version 1 and to version 3 from 2.
+pub(super) fn install_transitions(
+    target: &PgTarget,
+    path: &std::path::Path,
+    txn: &mut Transaction<'_>,
+) -> Result<()> {
+    txn.batch_execute(&target.qualify(include_str!("transitions.sql")))
+        .map_err(|err| LedgerError::Unavailable {
+            path: path.to_owned(),
+            reason: format!(
+                "creating the transition functions: {}",
+                super::pool::one_line(&err)
+            ),
+        })
+}
+
 /// Rows copied per statement.
 const CHUNK: usize = 2_000;
 
 /// Brings a version 1 schema (of `target`'s namespace, on `search_path` for this transaction)
-/// to version 2 inside `txn`.
+/// to version 2 inside `txn`. The transition functions its triggers call are created first
+/// ([`install_transitions`]).
 pub(super) fn migrate(
     target: &PgTarget,
     path: &std::path::Path,
@@ -138,8 +156,6 @@ pub(super) fn migrate(
     }
     txn.batch_execute("DROP TABLE hermes_events_v1; DROP TABLE hermes_claims_v1;")
         .map_err(fail)?;
-    txn.batch_execute(&target.qualify(include_str!("transitions.sql")))
-        .map_err(fail)?;
     // The triggers that notify, each given its channel (a literal of the namespace's own
     // name, which `qualify` leaves alone: only the default namespace's start with `hermes_`,
     // and it qualifies nothing).
@@ -153,10 +169,7 @@ pub(super) fn migrate(
          CREATE TRIGGER notify_activity AFTER INSERT OR UPDATE ON hermes_meta \
          FOR EACH ROW WHEN (NEW.key = 'activity') EXECUTE FUNCTION hermes_notify_activity({activity});"
     );
-    txn.batch_execute(&target.qualify(&triggers))
-        .map_err(fail)?;
-    txn.batch_execute("UPDATE hermes_schema SET version = 2")
-        .map_err(fail)
+    txn.batch_execute(&target.qualify(&triggers)).map_err(fail)
 }
 
 fn copy_events(
@@ -261,7 +274,7 @@ fn copy_claims(
 mod tests {
     //! A version 1 database with live data — a session that ended, units of both delivery
     //! modes, events pending, claimed under a live lease and delivered by an ack — brought to
-    //! version 2 by the first hermes that connects: every record reads back as it was, and
+    //! version 2's tables (and this build's version) by the first hermes that connects: every record reads back as it was, and
     //! every transition carries on from where version 1 left it.
 
     use super::super::schema::SCHEMA_V1;
@@ -408,7 +421,7 @@ mod tests {
             .expect("PostgreSQL")
             .query_value::<i32>("SELECT max(version) FROM hermes_schema")
             .expect("reads");
-        assert_eq!(version, 2);
+        assert_eq!(version, super::super::SCHEMA_VERSION);
         for e in [&pending, &claimed, &delivered] {
             assert_eq!(
                 ledger.event(&e.event_ref()).expect("reads").as_ref(),
