@@ -67,6 +67,8 @@ impl Ledger {
     ) -> Result<()> {
         let id = id.clone();
         self.write_grouped(move |_, w| {
+            // Read first, checked last: a backend may bring the unit and its host along.
+            let child = w.child(&id, index)?;
             let unit = w
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
@@ -76,9 +78,7 @@ impl Ledger {
                 None => None,
             };
             check_owner_as(&unit, writer, host.as_ref())?;
-            let mut child = w
-                .child(&id, index)?
-                .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
+            let mut child = child.ok_or_else(|| LedgerError::ChildNotFound(id.clone(), index))?;
             if child.status.is_terminal() {
                 return Ok(((), false));
             }

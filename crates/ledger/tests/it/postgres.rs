@@ -159,59 +159,63 @@ fn a_schema_written_by_a_newer_hermes_is_refused_and_an_equal_one_reused() {
     assert!(matches!(err, LedgerError::NewerFormat { .. }), "{err}");
 }
 
-/// A database a build of schema version 2 made keeps that build's transition functions until
-/// a hermes of version 3 connects: it migrates, replacing them, and the transitions run on the
-/// new ones. (A function raising an error stands in for version 2's `hermes_ack`.)
+/// A database a build of schema version 2 made (units without host columns, that build's
+/// transition functions) is migrated by the first hermes of version 3 to connect: the units'
+/// hosts are filled in from their records, the functions replaced, and a child of a unit
+/// dispatched before starts and finishes under its host, its event claimed and acked. (A
+/// function raising an error stands in for version 2's `hermes_ack`.)
 #[test]
-fn a_version_2_schema_is_migrated_to_version_3_replacing_its_transition_functions() {
+fn a_version_2_schema_is_migrated_to_version_3_and_carries_on() {
     let url = fresh_empty_database(&pg_admin_url());
-    drop(connect(&url).expect("creates the schema"));
-    let stale = "CREATE OR REPLACE FUNCTION hermes_ack(p_tokens bytea[], p_now bigint) \
-        RETURNS TABLE (o_i integer, o_standing text, o_expires_at bigint, o_unit text, \
-        o_code bigint) LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'a version 2 ack'; END $$";
-    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connects");
-    client
-        .batch_execute(stale)
-        .expect("stands in for version 2's ack");
-    drop(client);
-    set_schema_version(&url, 2);
-    let ledger = connect(&url).expect("migrates");
-    assert_eq!(ledger.migrate().expect("migrated"), SCHEMA_VERSION as u32);
-    assert_eq!(SCHEMA_VERSION, 3);
-
-    let (session, now) = (
-        SessionId::new("v3").expect("id"),
-        Timestamp(1_700_000_000_000),
-    );
-    let task = TaskSpec::new("t", vec!["true".into()]);
+    let ledger = connect(&url).expect("creates the schema");
+    let host = crate::common::registered_host(&ledger, 42);
+    let (session, now) = (crate::common::session(), crate::common::T0);
     let new = NewDelegation {
         id: None,
         session: Some(session.clone()),
         channel: Channel::Background,
-        spec: DispatchSpec::new("t", vec![task]),
-        host: None,
+        spec: crate::common::spec(1),
+        host: Some(host),
         transcript_root: None,
     };
-    let roomy = Capacity {
-        max_running: 8,
-        max_queued: 8,
-    };
     let unit = ledger
-        .dispatch(new, roomy, now)
+        .dispatch(new, crate::common::ROOMY, now)
         .expect("dispatches")
         .delegation
         .id;
-    let outcome = ChildOutcome::new(0, "t", ChildStatus::Completed, now);
+    drop(ledger);
+    let version_2 = "ALTER TABLE hermes_units DROP COLUMN host_pid, DROP COLUMN host_start; \
+        CREATE OR REPLACE FUNCTION hermes_ack(p_tokens bytea[], p_now bigint) \
+        RETURNS TABLE (o_i integer, o_standing text, o_expires_at bigint, o_unit text, \
+        o_code bigint) LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'a version 2 ack'; END $$";
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connects");
+    client
+        .batch_execute(version_2)
+        .expect("makes it version 2's");
+    set_schema_version(&url, 2);
+
+    let ledger = connect(&url).expect("migrates");
+    assert_eq!(ledger.migrate().expect("migrated"), SCHEMA_VERSION as u32);
+    assert_eq!(SCHEMA_VERSION, 3);
+    let row = client
+        .query_one("SELECT host_pid, host_start FROM hermes_units", &[])
+        .expect("one unit");
+    assert_eq!(
+        (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)),
+        (Some(42), Some(1))
+    );
+    let writer = HostId(42);
     ledger
-        .publish(
-            NewEvent {
-                delegation_id: unit.clone(),
-                key: EventKey::Task(0),
-                payload: EventPayload::Task(outcome),
-            },
-            now,
-        )
-        .expect("publishes");
+        .child_started(writer, &unit, 0, host, now)
+        .expect("its host starts it");
+    assert!(matches!(
+        ledger.child_started(HostId(7), &unit, 0, host, now),
+        Err(LedgerError::Fenced { .. })
+    ));
+    let outcome = crate::common::outcome(0, ChildStatus::Completed, now);
+    ledger
+        .finish_child(writer, &unit, outcome, now)
+        .expect("its host finishes it");
     let request = ClaimRequest {
         keys: vec![EventRef {
             delegation_id: unit,

@@ -15,8 +15,10 @@
 //! write that loses a serialization race is run again from the start (operations are
 //! re-runnable closures), so concurrent promoters and finishers behave exactly as under redb's
 //! one-writer-at-a-time transactions; a transaction reads each host, session, tally and unit
-//! once (`tx::Seen`; the read that finds a unit has no tally brings the unit and its session
-//! along, and the hosts list is kept until a host is written). As on redb, operations issued concurrently by one process's threads may
+//! once (`tx::Seen`; a unit's read joins its host's record through the unit's host columns,
+//! the read that finds a unit has no tally brings the unit, its host and its session along, a
+//! child's read its unit and host, and the hosts list is kept until a host is written). As on
+//! redb, operations issued concurrently by one process's threads may
 //! share one transaction and its one commit (group commit, `group.rs`; SPEC §4 allows it); each
 //! still gets its own result. `NOTIFY` is issued by the writes themselves (triggers on events
 //! written pending and on the activity counter) and wakes waiters when the transaction commits.
@@ -41,6 +43,7 @@ mod transitions;
 mod tx;
 mod url;
 mod v2;
+mod v3;
 mod write;
 
 pub use credentials::url_without_password;

@@ -4,7 +4,7 @@ use super::rows::*;
 use super::tx::*;
 use crate::codec::decode_record as decode;
 use crate::error::Result;
-use crate::model::legacy::{decode_child, decode_delegation, decode_host};
+use crate::model::legacy::{decode_child, decode_host};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
     Session, SessionId, Stalling, Timestamp, UnitTally,
@@ -83,6 +83,7 @@ impl ReadTx for Tx<'_, '_> {
         Ok(rows.first().map(|row| row.get::<_, String>(0)))
     }
 
+    /// The unit, and its host's record kept along ([`Tx::keep_unit`]).
     fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
         kept(
             |s| &mut s.units,
@@ -90,7 +91,14 @@ impl ReadTx for Tx<'_, '_> {
             id.to_owned(),
             || {
                 self.counters.count(1);
-                self.unit("SELECT record FROM hermes_units WHERE id = $1", &[&id])
+                let rows = self.query(
+                    "SELECT u.record, h.record FROM hermes_units u \
+                     LEFT JOIN hermes_hosts h \
+                     ON h.pid = u.host_pid AND h.start_time = u.host_start \
+                     WHERE u.id = $1",
+                    &[&id],
+                )?;
+                rows.first().map_or(Ok(None), |row| self.keep_unit(row, 0))
             },
         )
     }
@@ -106,12 +114,40 @@ impl ReadTx for Tx<'_, '_> {
             return Ok(Some(child.clone()));
         }
         self.counters.count(1);
+        if self.seen.borrow().units.contains_key(id.as_str()) {
+            let rows = self.query(
+                "SELECT record FROM hermes_children WHERE unit = $1 AND idx = $2",
+                &[&id.as_str(), &i64::from(index)],
+            )?;
+            return rows
+                .first()
+                .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+                .transpose();
+        }
+        // Whoever asks for a child checks its unit and the unit's host next (a child's start
+        // or finish): the same statement brings both along.
         let rows = self.query(
-            "SELECT record FROM hermes_children WHERE unit = $1 AND idx = $2",
+            "SELECT c.record, u.record, h.record FROM hermes_units u \
+             LEFT JOIN hermes_children c ON c.unit = u.id AND c.idx = $2 \
+             LEFT JOIN hermes_hosts h ON h.pid = u.host_pid AND h.start_time = u.host_start \
+             WHERE u.id = $1",
             &[&id.as_str(), &i64::from(index)],
         )?;
-        rows.first()
-            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+        let Some(row) = rows.first() else {
+            self.seen
+                .borrow_mut()
+                .units
+                .insert(id.as_str().to_owned(), None);
+            return Ok(None);
+        };
+        self.counters.count(1);
+        let unit = self.keep_unit(row, 1)?;
+        self.seen
+            .borrow_mut()
+            .units
+            .insert(id.as_str().to_owned(), unit);
+        row.get::<_, Option<&[u8]>>(0)
+            .map(|record| decode_child(&self.pg.path, record))
             .transpose()
     }
 
@@ -153,10 +189,10 @@ impl ReadTx for Tx<'_, '_> {
         )
     }
 
-    /// A unit without a tally (of one task, or terminal) is read whole next, and its session
-    /// by what publishes its events (`children::finish_child_as`): the statement that finds no
-    /// tally brings the unit and its session along, kept as if read ([`Seen`]), unless this
-    /// transaction has them already. One statement where there were three.
+    /// A unit without a tally (of one task, or terminal) is read whole next, its host for the
+    /// fencing check and its session by what publishes its events
+    /// (`children::finish_child_as`): the statement that finds no tally brings all three along, kept as if read ([`Seen`]), unless this
+    /// transaction has them already. One statement where there were four.
     fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
         kept(
             |s| &mut s.tallies,
@@ -164,9 +200,12 @@ impl ReadTx for Tx<'_, '_> {
             id.as_str().to_owned(),
             || {
                 let rows = self.query(
-                    "SELECT t.record, u.record, s.record FROM (SELECT $1::text AS id) AS k \
+                    "SELECT t.record, u.record, h.record, s.record \
+                     FROM (SELECT $1::text AS id) AS k \
                      LEFT JOIN hermes_tallies t ON t.unit = k.id \
                      LEFT JOIN hermes_units u ON t.unit IS NULL AND u.id = k.id \
+                     LEFT JOIN hermes_hosts h \
+                     ON h.pid = u.host_pid AND h.start_time = u.host_start \
                      LEFT JOIN hermes_sessions s ON s.id = u.session",
                     &[&id.as_str()],
                 )?;
@@ -177,14 +216,11 @@ impl ReadTx for Tx<'_, '_> {
                 if let Some(tally) = row.get::<_, Option<&[u8]>>(0) {
                     return decode(path, "tally", tally).map(Some);
                 }
-                let unit = row
-                    .get::<_, Option<&[u8]>>(1)
-                    .map(|record| decode_delegation(path, record))
-                    .transpose()?;
+                let unit = self.keep_unit(row, 1)?;
                 let mut seen = self.seen.borrow_mut();
                 if let Some(session) = unit.as_ref().and_then(|u| u.session.as_ref()) {
                     let record = row
-                        .get::<_, Option<&[u8]>>(2)
+                        .get::<_, Option<&[u8]>>(3)
                         .map(|record| decode(path, "session", record))
                         .transpose()?;
                     seen.sessions

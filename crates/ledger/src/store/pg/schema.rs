@@ -13,8 +13,8 @@ use crate::error::{LedgerError, Result};
 ///
 /// - 1: events and claims as encoded records;
 /// - 2: their fields as columns, and the transition functions (`v2.rs`, `transitions.sql`);
-/// - 3: version 2's tables; the transition functions with one-key fast paths (a migration
-///   from 2 replaces the functions).
+/// - 3: each unit's host as columns, and the transition functions with one-key fast paths
+///   (`v3.rs`; every migration replaces the functions).
 pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key under which the schema is created and migrated ("hermes" in ASCII).
@@ -154,10 +154,11 @@ impl Pg {
             // A new ledger is made at version 1 and migrated like an old one: one path.
             txn.batch_execute(SCHEMA_V1).map_err(fail)?;
         }
-        super::v2::install_transitions(&self.target, &self.path, &mut txn)?;
+        super::v3::install_transitions(&self.target, &self.path, &mut txn)?;
         if found.is_none_or(|version| version < 2) {
             super::v2::migrate(&self.target, &self.path, &mut txn)?;
         }
+        super::v3::migrate(&self.path, &mut txn)?;
         txn.batch_execute(&format!(
             "UPDATE hermes_schema SET version = {SCHEMA_VERSION}"
         ))

@@ -165,6 +165,25 @@ impl Tx<'_, '_> {
             .map_err(|e| self.fail(&e))
     }
 
+    /// The unit whose record is column `at` of `row` (`None` when NULL), and its host's
+    /// record, column `at + 1` (NULL: no such host), kept ([`Seen`]) unless this transaction
+    /// has it: a read that joins `hermes_hosts` on the unit's `host_pid` and `host_start`.
+    pub(super) fn keep_unit(&self, row: &Row, at: usize) -> Result<Option<Delegation>> {
+        let path = &self.pg.path;
+        let Some(record) = row.get::<_, Option<&[u8]>>(at) else {
+            return Ok(None);
+        };
+        let unit = decode_delegation(path, record)?;
+        if let Some(process) = unit.host {
+            let host = row
+                .get::<_, Option<&[u8]>>(at + 1)
+                .map(|record| crate::model::legacy::decode_host(path, record))
+                .transpose()?;
+            self.seen.borrow_mut().hosts.entry(process).or_insert(host);
+        }
+        Ok(Some(unit))
+    }
+
     /// Every child of unit `id` when this transaction holds them all: it has the unit (so
     /// knows how many tasks it has) and a held write of each of its children. A unit's last
     /// child to finish in a transaction of its own asks for the children it just wrote (a unit
@@ -271,14 +290,6 @@ impl Tx<'_, '_> {
             .iter()
             .map(|row| decode_delegation(&self.pg.path, row.get::<_, &[u8]>(0)))
             .collect()
-    }
-
-    pub(super) fn unit(
-        &self,
-        sql: &'static str,
-        params: &[&dyn Param],
-    ) -> Result<Option<Delegation>> {
-        Ok(self.units(sql, params)?.into_iter().next())
     }
 
     pub(super) fn event_refs(&self, rows: Vec<Row>) -> Result<Vec<EventRef>> {

@@ -62,29 +62,12 @@ CREATE TABLE hermes_claims (
 );
 "#;
 
-/// Creates (or replaces) the transition functions of `transitions.sql` inside `txn`: what
-/// every migration does, to version 2's tables from version 1 and to version 3 from 2.
-pub(super) fn install_transitions(
-    target: &PgTarget,
-    path: &std::path::Path,
-    txn: &mut Transaction<'_>,
-) -> Result<()> {
-    txn.batch_execute(&target.qualify(include_str!("transitions.sql")))
-        .map_err(|err| LedgerError::Unavailable {
-            path: path.to_owned(),
-            reason: format!(
-                "creating the transition functions: {}",
-                super::pool::one_line(&err)
-            ),
-        })
-}
-
 /// Rows copied per statement.
 const CHUNK: usize = 2_000;
 
 /// Brings a version 1 schema (of `target`'s namespace, on `search_path` for this transaction)
 /// to version 2 inside `txn`. The transition functions its triggers call are created first
-/// ([`install_transitions`]).
+/// (`v3::install_transitions`).
 pub(super) fn migrate(
     target: &PgTarget,
     path: &std::path::Path,

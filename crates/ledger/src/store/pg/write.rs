@@ -115,11 +115,13 @@ impl WriteTx for Tx<'_, '_> {
             .insert(unit.id.as_str().to_owned(), Some(unit.clone()));
         self.write(
             "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, \
-             delivery, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             delivery, record, host_pid, host_start) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
              ON CONFLICT (id) DO UPDATE SET session = EXCLUDED.session, \
              status = EXCLUDED.status, dispatched_at = EXCLUDED.dispatched_at, \
              active = EXCLUDED.active, queue_seq = EXCLUDED.queue_seq, \
-             delivery = EXCLUDED.delivery, record = EXCLUDED.record",
+             delivery = EXCLUDED.delivery, record = EXCLUDED.record, \
+             host_pid = EXCLUDED.host_pid, host_start = EXCLUDED.host_start",
             &[
                 &unit.id.as_str(),
                 &unit.session.as_ref().map(SessionId::as_str),
@@ -129,6 +131,8 @@ impl WriteTx for Tx<'_, '_> {
                 &queue_seq,
                 &unit.spec.delivery.as_str(),
                 &encode(unit),
+                &unit.host.map(|h| i64::from(h.pid)),
+                &unit.host.map(|h| int(h.start_time)),
             ],
         )
     }
