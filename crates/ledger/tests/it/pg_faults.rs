@@ -436,9 +436,10 @@ fn a_statement_the_server_never_answers_is_given_up_after_its_deadline_and_said_
     use std::time::{Duration, Instant};
     let (ledger, proxy) = through_proxy_within(Duration::from_millis(500));
     let id = unit(&ledger, 1);
-    // Every connection goes silent at the statement that reads units: the login and BEGIN
-    // are answered, that statement never is (the one retry on a new connection neither).
-    proxy.hang_at(b"hermes_units");
+    // Every connection goes silent at the statement that reads a unit (a call of
+    // `hermes_read_unit`): the login and BEGIN are answered, that statement never is (the one
+    // retry on a new connection neither).
+    proxy.hang_at(b"hermes_read_unit");
     let started = Instant::now();
     let err = ledger.delegation(&id).expect_err("nothing answers");
     let text = err.to_string();

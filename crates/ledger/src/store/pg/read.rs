@@ -91,13 +91,7 @@ impl ReadTx for Tx<'_, '_> {
             id.to_owned(),
             || {
                 self.counters.count(1);
-                let rows = self.query(
-                    "SELECT u.record, h.record FROM hermes_units u \
-                     LEFT JOIN hermes_hosts h \
-                     ON h.pid = u.host_pid AND h.start_time = u.host_start \
-                     WHERE u.id = $1",
-                    &[&id],
-                )?;
+                let rows = self.query("SELECT * FROM hermes_read_unit($1)", &[&id])?;
                 rows.first().map_or(Ok(None), |row| self.keep_unit(row, 0))
             },
         )
@@ -127,10 +121,7 @@ impl ReadTx for Tx<'_, '_> {
         // Whoever asks for a child checks its unit and the unit's host next (a child's start
         // or finish): the same statement brings both along.
         let rows = self.query(
-            "SELECT c.record, u.record, h.record FROM hermes_units u \
-             LEFT JOIN hermes_children c ON c.unit = u.id AND c.idx = $2 \
-             LEFT JOIN hermes_hosts h ON h.pid = u.host_pid AND h.start_time = u.host_start \
-             WHERE u.id = $1",
+            "SELECT * FROM hermes_read_child($1, $2)",
             &[&id.as_str(), &i64::from(index)],
         )?;
         let Some(row) = rows.first() else {
@@ -191,24 +182,16 @@ impl ReadTx for Tx<'_, '_> {
 
     /// A unit without a tally (of one task, or terminal) is read whole next, its host for the
     /// fencing check and its session by what publishes its events
-    /// (`children::finish_child_as`): the statement that finds no tally brings all three along, kept as if read ([`Seen`]), unless this
-    /// transaction has them already. One statement where there were four.
+    /// (`children::finish_child_as`): the statement that finds no tally brings all three
+    /// along, kept as if read ([`Seen`]) unless this transaction has them already. One
+    /// statement where there were four.
     fn tally(&self, id: &DelegationId) -> Result<Option<UnitTally>> {
         kept(
             |s| &mut s.tallies,
             &self.seen,
             id.as_str().to_owned(),
             || {
-                let rows = self.query(
-                    "SELECT t.record, u.record, h.record, s.record \
-                     FROM (SELECT $1::text AS id) AS k \
-                     LEFT JOIN hermes_tallies t ON t.unit = k.id \
-                     LEFT JOIN hermes_units u ON t.unit IS NULL AND u.id = k.id \
-                     LEFT JOIN hermes_hosts h \
-                     ON h.pid = u.host_pid AND h.start_time = u.host_start \
-                     LEFT JOIN hermes_sessions s ON s.id = u.session",
-                    &[&id.as_str()],
-                )?;
+                let rows = self.query("SELECT * FROM hermes_read_tally($1)", &[&id.as_str()])?;
                 let Some(row) = rows.first() else {
                     return Ok(None);
                 };

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::pool::*;
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
-use crate::model::legacy::decode_delegation;
+use crate::model::legacy::{decode_delegation, decode_host};
 use crate::model::{
     Child, Delegation, DelegationId, Event, EventRef, Host, ProcessId, Session, UnitTally,
 };
@@ -177,7 +177,7 @@ impl Tx<'_, '_> {
         if let Some(process) = unit.host {
             let host = row
                 .get::<_, Option<&[u8]>>(at + 1)
-                .map(|record| crate::model::legacy::decode_host(path, record))
+                .map(|record| decode_host(path, record))
                 .transpose()?;
             self.seen.borrow_mut().hosts.entry(process).or_insert(host);
         }
