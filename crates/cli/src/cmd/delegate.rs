@@ -44,20 +44,20 @@ fn dispatch(
     (id, drawn): (&DelegationId, bool),
 ) -> anyhow::Result<Code> {
     let config = home.registry();
+    let new = NewDelegation {
+        id: Some(id.clone()),
+        session: Some(session.clone()),
+        channel: Channel::Background,
+        spec: spec.clone(),
+        host: None,
+        transcript_root: None,
+    };
     // The usual case first: a session whose host runs, the host found by the dispatch itself
     // (nothing read before it). A re-sent `--id` answers here too, when that host runs.
     if spec.pool.is_none() {
-        let new = NewDelegation {
-            id: Some(id.clone()),
-            session: Some(session.clone()),
-            channel: Channel::Background,
-            spec: spec.clone(),
-            host: None,
-            transcript_root: None,
-        };
         let reaper = registry::OsReaper::new();
         if let Some(admission) =
-            registry::record_dispatch_to_session_host(ledger, &config, new, &reaper, now())?
+            registry::record_dispatch_to_session_host(ledger, &config, new.clone(), &reaper, now())?
         {
             let host_pid = admission.delegation.host.map(|h| h.pid);
             return answer(args, ledger, &config, &session, &admission, host_pid);
@@ -77,24 +77,16 @@ fn dispatch(
         }
     }
     // The same dispatch sent again under its id, and the first one landed: answer for the unit
-    // as it was recorded, without starting a host for it.
-    let again = NewDelegation {
-        id: Some(id.clone()),
-        session: Some(session.clone()),
-        channel: Channel::Background,
-        spec: spec.clone(),
-        host: None,
-        transcript_root: None,
-    };
-    // An id this process drew from 64 random bits was recorded by nobody: no read for it (the
-    // dispatch's own write still refuses an id taken).
-    if !drawn && let Some(admission) = ledger.recorded_dispatch(&again)? {
+    // as it was recorded, without starting a host for it. An id this process drew from 64
+    // random bits was recorded by nobody: no read for it (the dispatch's own write still
+    // refuses an id taken).
+    if !drawn && let Some(admission) = ledger.recorded_dispatch(&new)? {
         let host_pid = admission.delegation.host.map(|h| h.pid);
         return answer(args, ledger, &config, &session, &admission, host_pid);
     }
     let (host_pid, admission) = match spec.pool.clone() {
         Some(_) => {
-            let admission = registry::record_dispatch(ledger, &config, again, now())?;
+            let admission = registry::record_dispatch(ledger, &config, new, now())?;
             (None, admission)
         }
         None => {

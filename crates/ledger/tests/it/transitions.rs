@@ -397,14 +397,7 @@ fn a_reopened_session_takes_new_work_and_what_was_dropped_stays_dropped() {
             .unwrap()
             .is_empty()
     );
-    let new = NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(1),
-        host: None,
-        transcript_root: None,
-    };
+    let new = background(1);
     assert!(f.ledger.dispatch(new, ROOMY, T0.plus_ms(5)).is_ok());
     let fresh = SessionId::new("never-seen").unwrap();
     assert!(!f.ledger.reopen_session(&fresh, T0).unwrap());
@@ -439,14 +432,7 @@ fn ending_a_session_drops_its_pending_events_and_refuses_dispatch() {
             .unwrap()
             .is_empty()
     );
-    let new = NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(1),
-        host: None,
-        transcript_root: None,
-    };
+    let new = background(1);
     assert!(matches!(
         f.ledger.dispatch(new, ROOMY, T0),
         Err(LedgerError::SessionEnded(_))
@@ -514,12 +500,8 @@ fn capacity_queues_fifo_and_refuses_past_max_queued() {
     };
     let dispatch = |h: ProcessId| {
         let new = NewDelegation {
-            id: None,
-            session: Some(session()),
-            channel: Channel::Background,
-            spec: spec(1),
             host: Some(h),
-            transcript_root: None,
+            ..background(1)
         };
         f.ledger.dispatch(new, cap, T0)
     };
@@ -606,12 +588,9 @@ fn interrupting_a_queued_unit_cancels_it_with_a_terminal_event() {
     };
     let host = registered_host(&f.ledger, 1);
     let mk = || NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(2),
         host: Some(host),
         transcript_root: Some("/tmp/t".into()),
+        ..background(2)
     };
     let running = f.ledger.dispatch(mk(), cap, T0).unwrap().delegation;
     let queued = f.ledger.dispatch(mk(), cap, T0).unwrap().delegation;
@@ -750,12 +729,8 @@ fn a_retired_host_gets_no_more_work_and_a_busy_one_cannot_retire() {
         .claim_session_host(&session(), host, &alive, T0)
         .unwrap();
     let to = |h: ProcessId| NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(1),
         host: Some(h),
-        transcript_root: None,
+        ..background(1)
     };
     let before = f.ledger.activity().unwrap();
     let unit = f
@@ -884,11 +859,7 @@ fn a_dispatch_sent_again_under_its_id_is_a_no_op_that_says_so_and_another_dispat
     let id = f.ledger.new_delegation_id();
     let new = NewDelegation {
         id: Some(id.clone()),
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(2),
-        host: None,
-        transcript_root: None,
+        ..background(2)
     };
     assert_eq!(f.ledger.recorded_dispatch(&new).unwrap(), None);
     let first = f.ledger.dispatch(new.clone(), ROOMY, T0).unwrap();
@@ -944,14 +915,7 @@ fn a_dispatch_sent_again_under_its_id_is_a_no_op_that_says_so_and_another_dispat
 #[test]
 fn a_dispatch_to_a_sessions_host_records_only_for_a_live_host() {
     let f = fixture();
-    let new = || NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(1),
-        host: None,
-        transcript_root: None,
-    };
+    let new = || background(1);
     let units = |ledger: &Ledger| {
         ledger.list(None, 100).unwrap().queued.len() + ledger.list(None, 100).unwrap().running.len()
     };

@@ -34,6 +34,18 @@ pub fn spec(tasks: u32) -> DispatchSpec {
     ledger::testing::spec(tasks)
 }
 
+/// A background dispatch of `tasks` tasks into session `s`, for no host yet, under a fresh id.
+pub fn background(tasks: u32) -> NewDelegation {
+    NewDelegation {
+        id: None,
+        session: Some(session()),
+        channel: Channel::Background,
+        spec: spec(tasks),
+        host: None,
+        transcript_root: None,
+    }
+}
+
 pub fn outcome(index: u32, status: ChildStatus, at: Timestamp) -> ChildOutcome {
     ChildOutcome {
         exit_code: Some(0),
