@@ -96,16 +96,8 @@ pub const ROOMY: Capacity = Capacity {
 
 /// Dispatches a background unit of `tasks` children into session `s`.
 pub fn unit(ledger: &Ledger, tasks: u32) -> DelegationId {
-    let new = NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(tasks),
-        host: None,
-        transcript_root: None,
-    };
     ledger
-        .dispatch(new, ROOMY, T0)
+        .dispatch(background(tasks), ROOMY, T0)
         .expect("dispatch")
         .delegation
         .id
