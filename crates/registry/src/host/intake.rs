@@ -44,9 +44,12 @@ pub fn record_dispatch_to_session_host(
     liveness: &dyn ledger::Liveness,
     now: Timestamp,
 ) -> Result<Option<Admission>, RegistryError> {
-    record_with(config, new, |new, capacity| {
-        ledger.dispatch_to_session_host(new, capacity, liveness, now)
-    })
+    record_with(
+        config,
+        new,
+        |new, capacity| ledger.dispatch_to_session_host(new, capacity, liveness, now),
+        Option::as_ref,
+    )
 }
 
 /// [`record_dispatch`], registering the host `registering` in the same commit
@@ -58,24 +61,26 @@ pub(super) fn record_dispatch_as(
     now: Timestamp,
     registering: Option<&ledger::Host>,
 ) -> Result<Admission, RegistryError> {
-    let recorded = record_with(config, new, |new, capacity| {
-        match registering {
+    record_with(
+        config,
+        new,
+        |new, capacity| match registering {
             Some(host) => ledger.register_and_dispatch(host, new, capacity, now),
             None => ledger.dispatch(new, capacity, now),
-        }
-        .map(Some)
-    })?;
-    recorded.ok_or_else(|| LedgerError::Invalid("a dispatch recorded nothing".into()).into())
+        },
+        |admission: &Admission| Some(admission),
+    )
 }
 
 /// Checks `new`, makes the transcript root, records `new` through `dispatch` (given the
-/// dispatch with its transcript root and the configured capacity) and creates the unit's
-/// transcripts.
-fn record_with(
+/// dispatch with its transcript root and the configured capacity) and creates the transcripts
+/// of the unit it admitted (`admitted`: the admission in what `dispatch` returned, if any).
+fn record_with<T>(
     config: &Config,
     new: NewDelegation,
-    dispatch: impl FnOnce(NewDelegation, Capacity) -> ledger::Result<Option<Admission>>,
-) -> Result<Option<Admission>, RegistryError> {
+    dispatch: impl FnOnce(NewDelegation, Capacity) -> ledger::Result<T>,
+    admitted: impl FnOnce(&T) -> Option<&Admission>,
+) -> Result<T, RegistryError> {
     if let Some(index) = new.spec.tasks.iter().position(|t| t.command.is_empty()) {
         return Err(RegistryError::EmptyCommand { index });
     }
@@ -92,18 +97,15 @@ fn record_with(
         transcript_root: Some(root.display().to_string()),
         ..new
     };
-    let Some(admission) = dispatch(new, capacity(config))? else {
-        return Ok(None);
-    };
+    let recorded = dispatch(new, capacity(config))?;
     // A unit recorded already (a dispatch sent again under its id) has its transcripts, and
     // perhaps its children's output in them.
-    if admission.already_recorded {
-        return Ok(Some(admission));
-    }
-    if let Err(e) = transcript::create_unit(root, &admission.delegation) {
+    if let Some(admission) = admitted(&recorded).filter(|a| !a.already_recorded)
+        && let Err(e) = transcript::create_unit(root, &admission.delegation)
+    {
         tracing::warn!(delegation = %admission.delegation.id, error = %e, "cannot create transcripts");
     }
-    Ok(Some(admission))
+    Ok(recorded)
 }
 
 use std::os::unix::fs::DirBuilderExt;
