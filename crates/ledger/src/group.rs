@@ -385,20 +385,26 @@ mod tests {
         std::thread::scope(|scope| {
             let handles: Vec<_> = ops.into_iter().map(|op| scope.spawn(op)).collect();
             let deadline = Instant::now() + Duration::from_secs(30);
-            while lock(&ledger.group.state).queue.len() < count {
-                assert!(Instant::now() < deadline, "the operations never queued");
+            let mut queued = 0;
+            while queued < count && Instant::now() < deadline {
                 std::thread::yield_now();
+                queued = lock(&ledger.group.state).queue.len();
             }
-            // The lead passes to the first of them, as a leader's commit would pass it.
-            let state = lock(&ledger.group.state);
-            if let Some((_, first)) = state.queue.first() {
-                first.wake(Turn::Lead);
+            // The lead passes to the first of them, as a leader's commit would pass it; also
+            // when some never queued (one panicked), so the others finish and the test fails
+            // instead of hanging on them.
+            let mut state = lock(&ledger.group.state);
+            match state.queue.first() {
+                Some((_, first)) => first.wake(Turn::Lead),
+                None => state.leading = false,
             }
             drop(state);
-            handles
+            let results = handles
                 .into_iter()
                 .map(|h| h.join().expect("no panic"))
-                .collect()
+                .collect();
+            assert_eq!(queued, count, "the operations never all queued");
+            results
         })
     }
 
