@@ -233,6 +233,27 @@ fn a_version_2_schema_is_migrated_to_version_3_and_carries_on() {
         .expect("acks with version 3's function");
 }
 
+/// A column whose type is not the one hermes gave it (a schema altered by hand) makes a read
+/// fail with a damaged ledger naming the column, not panic.
+#[test]
+fn a_column_altered_by_hand_is_a_damaged_ledger_not_a_panic() {
+    let url = fresh_database(&pg_admin_url());
+    let ledger = connect(&url).expect("connects");
+    crate::common::unit(&ledger, 1);
+    assert_eq!(ledger.list(None, 10).expect("lists").running.len(), 1);
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connects");
+    client
+        .batch_execute(
+            "ALTER TABLE hermes_units ALTER COLUMN record TYPE text USING encode(record, 'hex')",
+        )
+        .expect("alters the column");
+    let err = ledger.list(None, 10).expect_err("the records are not bytea");
+    assert!(
+        matches!(&err, LedgerError::Damaged { reason, .. } if reason.contains("column record")),
+        "{err}"
+    );
+}
+
 #[test]
 fn many_processes_creating_the_schema_at_once_agree() {
     let url = fresh_empty_database(&pg_admin_url());

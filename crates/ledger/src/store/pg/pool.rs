@@ -152,7 +152,7 @@ impl Pg {
             let row = rows
                 .first()
                 .ok_or_else(|| LedgerError::Invalid(format!("no row from {sql}")))?;
-            Ok(row.get::<_, T>(0))
+            row.col::<T>(self.path(), 0)
         })
     }
 

@@ -47,7 +47,7 @@ impl ReadTx for Tx<'_, '_> {
                     &[&i64::from(process.pid), &int(process.start_time)],
                 )?;
                 rows.first()
-                    .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
+                    .map(|row| decode_host(&self.pg.path, row.col(&self.pg.path, 0)?))
                     .transpose()
             },
         )
@@ -63,7 +63,7 @@ impl ReadTx for Tx<'_, '_> {
                 &[],
             )?
             .iter()
-            .map(|row| decode_host(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .map(|row| decode_host(&self.pg.path, row.col(&self.pg.path, 0)?))
             .collect::<Result<_>>()?;
         let mut seen = self.seen.borrow_mut();
         for host in &hosts {
@@ -80,7 +80,9 @@ impl ReadTx for Tx<'_, '_> {
             "SELECT tail FROM hermes_child_tails WHERE unit = $1 AND idx = $2",
             &[&id.as_str(), &i64::from(index)],
         )?;
-        Ok(rows.first().map(|row| row.get::<_, String>(0)))
+        rows.first()
+            .map(|row| row.col::<String>(&self.pg.path, 0))
+            .transpose()
     }
 
     /// The unit, and its host's record kept along ([`Tx::keep_unit`]).
@@ -115,7 +117,7 @@ impl ReadTx for Tx<'_, '_> {
             )?;
             return rows
                 .first()
-                .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+                .map(|row| decode_child(&self.pg.path, row.col(&self.pg.path, 0)?))
                 .transpose();
         }
         // Whoever asks for a child checks its unit and the unit's host next (a child's start
@@ -137,7 +139,7 @@ impl ReadTx for Tx<'_, '_> {
             .borrow_mut()
             .units
             .insert(id.as_str().to_owned(), unit);
-        row.get::<_, Option<&[u8]>>(0)
+        row.col::<Option<&[u8]>>(&self.pg.path, 0)?
             .map(|record| decode_child(&self.pg.path, record))
             .transpose()
     }
@@ -153,7 +155,7 @@ impl ReadTx for Tx<'_, '_> {
                 &[&id.as_str()],
             )?
             .iter()
-            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .map(|row| decode_child(&self.pg.path, row.col(&self.pg.path, 0)?))
             .collect::<Result<_>>()?;
         self.counters.count(out.len() as u64);
         Ok(out)
@@ -168,7 +170,7 @@ impl ReadTx for Tx<'_, '_> {
         )?;
         self.counters.count(rows.len() as u64);
         rows.iter()
-            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .map(|row| decode_child(&self.pg.path, row.col(&self.pg.path, 0)?))
             .collect()
     }
 
@@ -196,14 +198,14 @@ impl ReadTx for Tx<'_, '_> {
                     return Ok(None);
                 };
                 let path = &self.pg.path;
-                if let Some(tally) = row.get::<_, Option<&[u8]>>(0) {
+                if let Some(tally) = row.col::<Option<&[u8]>>(path, 0)? {
                     return decode(path, "tally", tally).map(Some);
                 }
                 let unit = self.keep_unit(row, 1)?;
                 let mut seen = self.seen.borrow_mut();
                 if let Some(session) = unit.as_ref().and_then(|u| u.session.as_ref()) {
                     let record = row
-                        .get::<_, Option<&[u8]>>(3)
+                        .col::<Option<&[u8]>>(path, 3)?
                         .map(|record| decode(path, "session", record))
                         .transpose()?;
                     seen.sessions
@@ -300,10 +302,9 @@ impl ReadTx for Tx<'_, '_> {
              ORDER BY queue_seq",
             &[],
         )?;
-        Ok(rows
-            .iter()
-            .map(|row| (uint(row.get(0)), row.get::<_, String>(1)))
-            .collect())
+        rows.iter()
+            .map(|row| Ok((uint(row.col(&self.pg.path, 0)?), row.col(&self.pg.path, 1)?)))
+            .collect()
     }
 
     fn unit_count(&self, session: Option<&SessionId>) -> Result<usize> {
@@ -314,7 +315,10 @@ impl ReadTx for Tx<'_, '_> {
                 &[&session.as_str()],
             )?,
         };
-        let count = rows.first().map_or(0, |row| row.get::<_, i64>(0));
+        let count = match rows.first() {
+            Some(row) => row.col::<i64>(&self.pg.path, 0)?,
+            None => 0,
+        };
         Ok(usize::try_from(count).unwrap_or(usize::MAX))
     }
 
@@ -339,15 +343,16 @@ impl ReadTx for Tx<'_, '_> {
              ORDER BY dispatched_at, id",
             &[&int(cutoff.0)],
         )?;
-        Ok(rows
-            .iter()
-            .map(|row| (uint(row.get(0)), row.get::<_, String>(1)))
-            .collect())
+        rows.iter()
+            .map(|row| Ok((uint(row.col(&self.pg.path, 0)?), row.col(&self.pg.path, 1)?)))
+            .collect()
     }
 
     fn meta(&self, key: &str) -> Result<Option<u64>> {
         let rows = self.query("SELECT value FROM hermes_meta WHERE key = $1", &[&key])?;
-        Ok(rows.first().map(|row| uint(row.get(0))))
+        rows.first()
+            .map(|row| row.col(&self.pg.path, 0).map(uint))
+            .transpose()
     }
 
     fn unit_ids(&self) -> Result<Vec<String>> {
@@ -355,7 +360,7 @@ impl ReadTx for Tx<'_, '_> {
             "SELECT id FROM hermes_units ORDER BY dispatched_at, id",
             &[],
         )?;
-        Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect())
+        rows.iter().map(|row| row.col(&self.pg.path, 0)).collect()
     }
 
     fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<Delegation>> {
@@ -375,7 +380,7 @@ impl ReadTx for Tx<'_, '_> {
                 &[&ids],
             )?
             .iter()
-            .map(|row| decode_child(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .map(|row| decode_child(&self.pg.path, row.col(&self.pg.path, 0)?))
             .collect::<Result<_>>()?;
         self.counters.count(out.len() as u64);
         Ok(out)
@@ -401,7 +406,7 @@ impl ReadTx for Tx<'_, '_> {
         )?
         .iter()
         .map(|row| {
-            let unit = row.get::<_, String>(0);
+            let unit = row.col::<String>(&self.pg.path, 0)?;
             let id =
                 DelegationId::new(&unit).map_err(|err| crate::error::LedgerError::Damaged {
                     path: self.pg.path.clone(),
@@ -409,7 +414,11 @@ impl ReadTx for Tx<'_, '_> {
                 })?;
             Ok((
                 id,
-                crate::codec::decode_record(&self.pg.path, "stall", row.get::<_, &[u8]>(1))?,
+                crate::codec::decode_record(
+                    &self.pg.path,
+                    "stall",
+                    row.col::<&[u8]>(&self.pg.path, 1)?,
+                )?,
             ))
         })
         .collect()

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::tx::{Param, Row, int, uint};
+use super::tx::{Columns, Param, Row, int, uint};
 use crate::codec;
 use crate::error::{LedgerError, Result};
 use crate::model::{
@@ -79,34 +79,36 @@ fn time(value: Option<i64>) -> Option<Timestamp> {
 /// An event from the columns of [`event_columns`], starting at column `at`.
 pub(super) fn event_of(path: &Path, row: &Row, at: usize) -> Result<Event> {
     let column = |n: usize| at + n;
-    let session: &str = row.get(column(2));
-    let lease = match row.get::<_, Option<&[u8]>>(column(6)) {
+    let session: &str = row.col(path, column(2))?;
+    let lease = match row.col::<Option<&[u8]>>(path, column(6))? {
         None => None,
         Some(token) => Some(Lease {
             token: token_of(path, token)?,
-            consumer: row.get::<_, Option<String>>(column(7)).unwrap_or_default(),
-            claimed_at: time(row.get(column(8))).unwrap_or_default(),
-            expires_at: time(row.get(column(9))).unwrap_or_default(),
+            consumer: row
+                .col::<Option<String>>(path, column(7))?
+                .unwrap_or_default(),
+            claimed_at: time(row.col(path, column(8))?).unwrap_or_default(),
+            expires_at: time(row.col(path, column(9))?).unwrap_or_default(),
         }),
     };
     Ok(Event {
-        delegation_id: unit_of(path, row.get(column(0)))?,
-        key: key_from_code(u32::try_from(row.get::<_, i64>(column(1))).unwrap_or(u32::MAX)),
+        delegation_id: unit_of(path, row.col(path, column(0))?)?,
+        key: key_from_code(u32::try_from(row.col::<i64>(path, column(1))?).unwrap_or(u32::MAX)),
         session: match session {
             "" => None,
             s => Some(SessionId::new(s).map_err(|err| damaged(path, "event session", err))?),
         },
-        delivery: delivery_of(path, row.get(column(3)))?,
-        state: state_of(path, row.get(column(4)))?,
-        attempts: u32::try_from(row.get::<_, i64>(column(5))).unwrap_or(u32::MAX),
+        delivery: delivery_of(path, row.col(path, column(3))?)?,
+        state: state_of(path, row.col(path, column(4))?)?,
+        attempts: u32::try_from(row.col::<i64>(path, column(5))?).unwrap_or(u32::MAX),
         lease,
-        published_at: Timestamp(uint(row.get(column(10)))),
-        delivered_at: time(row.get(column(11))),
-        dropped_at: time(row.get(column(12))),
+        published_at: Timestamp(uint(row.col(path, column(10))?)),
+        delivered_at: time(row.col(path, column(11))?),
+        dropped_at: time(row.col(path, column(12))?),
         drop_reason: row
-            .get::<_, Option<&str>>(column(13))
+            .col::<Option<&str>>(path, column(13))?
             .map(DropReason::parse),
-        payload: codec::decode_record(path, "event payload", row.get::<_, &[u8]>(column(14)))?,
+        payload: codec::decode_record(path, "event payload", row.col(path, column(14))?)?,
     })
 }
 
@@ -177,8 +179,8 @@ impl EventRow {
 
 /// A claim from the columns of [`claim_columns`].
 pub(super) fn claim_of(path: &Path, row: &Row) -> Result<ClaimRecord> {
-    let units: Vec<&str> = row.get(4);
-    let codes: Vec<i64> = row.get(5);
+    let units: Vec<&str> = row.col(path, 4)?;
+    let codes: Vec<i64> = row.col(path, 5)?;
     if units.len() != codes.len() {
         return Err(damaged(
             path,
@@ -197,10 +199,10 @@ pub(super) fn claim_of(path: &Path, row: &Row) -> Result<ClaimRecord> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ClaimRecord {
-        token: token_of(path, row.get(0))?,
-        consumer: row.get(1),
-        claimed_at: Timestamp(uint(row.get(2))),
-        expires_at: Timestamp(uint(row.get(3))),
+        token: token_of(path, row.col(path, 0)?)?,
+        consumer: row.col(path, 1)?,
+        claimed_at: Timestamp(uint(row.col(path, 2)?)),
+        expires_at: Timestamp(uint(row.col(path, 3)?)),
         keys,
     })
 }

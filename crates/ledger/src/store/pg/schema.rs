@@ -222,12 +222,19 @@ pub(super) fn schema_version_in(
         &target.qualify("SELECT to_regclass('hermes_schema') IS NOT NULL"),
         &[],
     )?;
-    if !exists.first().is_some_and(|row| row.get::<_, bool>(0)) {
+    let exists = match exists.first() {
+        Some(row) => row.try_get::<_, bool>(0)?,
+        None => false,
+    };
+    if !exists {
         return Ok(None);
     }
     let rows = txn.query_typed(
         &target.qualify("SELECT max(version) FROM hermes_schema"),
         &[],
     )?;
-    Ok(rows.first().and_then(|row| row.get::<_, Option<i32>>(0)))
+    match rows.first() {
+        Some(row) => row.try_get(0),
+        None => Ok(None),
+    }
 }

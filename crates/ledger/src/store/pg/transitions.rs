@@ -11,7 +11,7 @@ use postgres::error::SqlState;
 
 use super::pool::*;
 use super::rows::{event_columns, event_of, state_of, token_bytes};
-use super::tx::{Param, Row, int};
+use super::tx::{Columns, Param, Row, int, uint};
 use crate::codec;
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
@@ -105,7 +105,7 @@ impl Transitions for Pg {
             ],
             true,
         )?;
-        let said: Option<&str> = rows.first().map(|row| row.get(0));
+        let said: Option<&str> = rows.first().map(|row| row.col(&self.path, 0)).transpose()?;
         Ok(match said {
             Some("inserted") => Some(Published::Inserted),
             Some("present") => Some(Published::AlreadyPresent),
@@ -162,17 +162,19 @@ impl Transitions for Pg {
         type Answer = (Vec<Event>, Vec<(EventRef, Refusal)>);
         let mut outcomes: Vec<Answer> = requests.iter().map(|_| Default::default()).collect();
         for row in &rows {
-            let n = usize::try_from(row.get::<_, i32>(0)).unwrap_or(usize::MAX);
+            let n = usize::try_from(row.col::<i32>(&self.path, 0)?).unwrap_or(usize::MAX);
             let Some((claimed, refused)) = outcomes.get_mut(n) else {
                 return Err(self.damaged("hermes_claim answered for a request it was not asked"));
             };
             let key = EventRef {
-                delegation_id: DelegationId::new(row.get::<_, &str>(2))
+                delegation_id: DelegationId::new(row.col::<&str>(&self.path, 2)?)
                     .map_err(|err| self.damaged(&format!("hermes_claim: {err}")))?,
-                key: key_from_code(u32::try_from(row.get::<_, i64>(3)).unwrap_or(u32::MAX)),
+                key: key_from_code(
+                    u32::try_from(row.col::<i64>(&self.path, 3)?).unwrap_or(u32::MAX),
+                ),
             };
-            let expires = || Timestamp(row.get::<_, Option<i64>>(11).unwrap_or(0) as u64);
-            match row.get::<_, &str>(1) {
+            let expires = Timestamp(uint(row.col::<Option<i64>>(&self.path, 11)?.unwrap_or(0)));
+            match row.col::<&str>(&self.path, 1)? {
                 "claimed" => claimed.push(event_of(&self.path, row, 2)?),
                 "ok" => {}
                 "missing" => refused.push((key, Refusal::Missing)),
@@ -180,11 +182,11 @@ impl Transitions for Pg {
                 "live" => refused.push((
                     key,
                     Refusal::LiveClaim {
-                        expires_at: expires(),
+                        expires_at: expires,
                     },
                 )),
                 "terminal" | "exhausted" => {
-                    let state = state_of(&self.path, row.get(6))?;
+                    let state = state_of(&self.path, row.col(&self.path, 6)?)?;
                     refused.push((key, Refusal::Terminal(state)));
                 }
                 other => return Err(self.damaged(&format!("hermes_claim said {other}"))),
@@ -225,13 +227,15 @@ impl Transitions for Pg {
             })
             .collect();
         for row in &rows {
-            let i = usize::try_from(row.get::<_, i32>(0)).unwrap_or(usize::MAX);
+            let i = usize::try_from(row.col::<i32>(&self.path, 0)?).unwrap_or(usize::MAX);
             let Some(ack) = acks.get_mut(i) else {
                 return Err(self.damaged("hermes_ack answered for a token it was not asked"));
             };
-            match row.get::<_, Option<&str>>(1) {
+            match row.col::<Option<&str>>(&self.path, 1)? {
                 Some(standing) => {
-                    ack.expires_at = row.get::<_, Option<i64>>(2).map(|t| Timestamp(t as u64));
+                    ack.expires_at = row
+                        .col::<Option<i64>>(&self.path, 2)?
+                        .map(|t| Timestamp(t as u64));
                     ack.standing = match standing {
                         "holds" => Some(Standing::Holds),
                         "acked" => Some(Standing::Acked),
@@ -243,9 +247,11 @@ impl Transitions for Pg {
                     };
                 }
                 None => ack.keys.push(EventRef {
-                    delegation_id: DelegationId::new(row.get::<_, &str>(3))
+                    delegation_id: DelegationId::new(row.col::<&str>(&self.path, 3)?)
                         .map_err(|err| self.damaged(&format!("hermes_ack: {err}")))?,
-                    key: key_from_code(u32::try_from(row.get::<_, i64>(4)).unwrap_or(u32::MAX)),
+                    key: key_from_code(
+                        u32::try_from(row.col::<i64>(&self.path, 4)?).unwrap_or(u32::MAX),
+                    ),
                 }),
             }
         }
@@ -289,16 +295,16 @@ impl Pg {
         let rows = self.call(BOUNDARY, &[&session.as_str(), &int(now.0)], true)?;
         let (mut record, mut events, mut units) = (None, Vec::new(), Vec::new());
         for row in &rows {
-            match row.get::<_, i32>(0) {
+            match row.col::<i32>(&self.path, 0)? {
                 0 => {
                     record = Some(codec::decode_record(
                         &self.path,
                         "session",
-                        row.get::<_, &[u8]>(1),
+                        row.col(&self.path, 1)?,
                     )?)
                 }
                 1 => events.push(event_of(&self.path, row, 2)?),
-                _ => units.push(decode_delegation(&self.path, row.get::<_, &[u8]>(1))?),
+                _ => units.push(decode_delegation(&self.path, row.col(&self.path, 1)?)?),
             }
         }
         events.sort_by_key(Event::event_ref);

@@ -2,10 +2,11 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::path::Path;
 
 use postgres::error::SqlState;
-use postgres::types::ToSql;
 use postgres::types::Type;
+use postgres::types::{FromSql, ToSql};
 use serde::Serialize;
 
 use super::pool::*;
@@ -83,6 +84,24 @@ where
 }
 
 pub(super) type Row = postgres::Row;
+
+/// Reading a column as the type this build's statements give it. A column of another type (a
+/// schema altered by hand) makes the ledger damaged: one line, where `Row::get` would panic.
+pub(super) trait Columns {
+    fn col<'a, T: FromSql<'a>>(&'a self, path: &Path, idx: usize) -> Result<T>;
+}
+
+impl Columns for Row {
+    fn col<'a, T: FromSql<'a>>(&'a self, path: &Path, idx: usize) -> Result<T> {
+        self.try_get(idx).map_err(|err| {
+            let name = self.columns().get(idx).map_or("?", |c| c.name());
+            LedgerError::Damaged {
+                path: path.to_owned(),
+                reason: format!("column {name} of a row: {err}"),
+            }
+        })
+    }
+}
 
 /// A statement parameter with its PostgreSQL type.
 pub(super) trait Param {
@@ -170,13 +189,13 @@ impl Tx<'_, '_> {
     /// has it: a read that joins `hermes_hosts` on the unit's `host_pid` and `host_start`.
     pub(super) fn keep_unit(&self, row: &Row, at: usize) -> Result<Option<Delegation>> {
         let path = &self.pg.path;
-        let Some(record) = row.get::<_, Option<&[u8]>>(at) else {
+        let Some(record) = row.col::<Option<&[u8]>>(path, at)? else {
             return Ok(None);
         };
         let unit = decode_delegation(path, record)?;
         if let Some(process) = unit.host {
             let host = row
-                .get::<_, Option<&[u8]>>(at + 1)
+                .col::<Option<&[u8]>>(path, at + 1)?
                 .map(|record| decode_host(path, record))
                 .transpose()?;
             self.seen.borrow_mut().hosts.entry(process).or_insert(host);
@@ -254,7 +273,7 @@ impl Tx<'_, '_> {
     ) -> Result<Option<V>> {
         let rows = self.query(sql, params)?;
         rows.first()
-            .map(|row| decode(&self.pg.path, what, row.get::<_, &[u8]>(0)))
+            .map(|row| decode(&self.pg.path, what, row.col(&self.pg.path, 0)?))
             .transpose()
     }
 
@@ -266,7 +285,7 @@ impl Tx<'_, '_> {
     ) -> Result<Vec<V>> {
         self.query(sql, params)?
             .iter()
-            .map(|row| decode(&self.pg.path, what, row.get::<_, &[u8]>(0)))
+            .map(|row| decode(&self.pg.path, what, row.col(&self.pg.path, 0)?))
             .collect()
     }
 
@@ -288,15 +307,15 @@ impl Tx<'_, '_> {
     ) -> Result<Vec<Delegation>> {
         self.query(sql, params)?
             .iter()
-            .map(|row| decode_delegation(&self.pg.path, row.get::<_, &[u8]>(0)))
+            .map(|row| decode_delegation(&self.pg.path, row.col(&self.pg.path, 0)?))
             .collect()
     }
 
     pub(super) fn event_refs(&self, rows: Vec<Row>) -> Result<Vec<EventRef>> {
         rows.iter()
             .map(|row| {
-                let code = u32::try_from(row.get::<_, i64>(1)).unwrap_or(u32::MAX);
-                event_ref(&self.pg.path, row.get::<_, &str>(0), code)
+                let code = u32::try_from(row.col::<i64>(&self.pg.path, 1)?).unwrap_or(u32::MAX);
+                event_ref(&self.pg.path, row.col::<&str>(&self.pg.path, 0)?, code)
             })
             .collect()
     }

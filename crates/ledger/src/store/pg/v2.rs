@@ -16,7 +16,7 @@ use postgres::types::Type;
 use super::client::Transaction;
 use super::listen::{ACTIVITY_CHANNEL, EVENTS_CHANNEL};
 use super::rows::{EventRow, claim_keys, token_bytes};
-use super::tx::int;
+use super::tx::{Columns, int};
 use super::url::PgTarget;
 use crate::codec::decode_record;
 use crate::error::{LedgerError, Result};
@@ -88,9 +88,9 @@ pub(super) fn migrate(
         .query_typed("SELECT id, record FROM hermes_sessions", &[])
         .map_err(fail)?
     {
-        let session: Session = decode_record(path, "session", row.get::<_, &[u8]>(1))?;
+        let session: Session = decode_record(path, "session", row.col(path, 1)?)?;
         if session.state == SessionState::Ended {
-            ended.push(row.get::<_, String>(0));
+            ended.push(row.col::<String>(path, 0)?);
         }
     }
     txn.query_typed(
@@ -103,7 +103,7 @@ pub(super) fn migrate(
         .query_typed("SELECT record FROM hermes_units", &[])
         .map_err(fail)?
     {
-        let unit = decode_delegation(path, row.get::<_, &[u8]>(0))?;
+        let unit = decode_delegation(path, row.col(path, 0)?)?;
         if unit.spec.delivery == DeliveryMode::Inject {
             inject.push(unit.id.as_str().to_owned());
         }
@@ -123,7 +123,7 @@ pub(super) fn migrate(
         )
         .map_err(fail)?
         .iter()
-        .map(|row| decode_event(path, row.get::<_, &[u8]>(0)).map(|e| EventRow::of(&e)))
+        .map(|row| decode_event(path, row.col(path, 0)?).map(|e| EventRow::of(&e)))
         .collect::<Result<Vec<_>>>()?;
     for chunk in events.chunks(CHUNK) {
         copy_events(txn, chunk).map_err(fail)?;
@@ -132,7 +132,7 @@ pub(super) fn migrate(
         .query_typed("SELECT record FROM hermes_claims_v1", &[])
         .map_err(fail)?
         .iter()
-        .map(|row| decode_record::<ClaimRecord>(path, "claim", row.get::<_, &[u8]>(0)))
+        .map(|row| decode_record::<ClaimRecord>(path, "claim", row.col(path, 0)?))
         .collect::<Result<Vec<_>>>()?;
     for chunk in claims.chunks(CHUNK) {
         copy_claims(txn, chunk).map_err(fail)?;

@@ -10,6 +10,7 @@
 use postgres::types::Type;
 
 use super::client::Transaction;
+use super::tx::Columns;
 use super::url::PgTarget;
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
@@ -40,7 +41,7 @@ pub(super) fn migrate(path: &std::path::Path, txn: &mut Transaction<'_>) -> Resu
         .query_typed("SELECT record FROM hermes_units", &[])
         .map_err(fail)?
     {
-        let unit = decode_delegation(path, row.get::<_, &[u8]>(0))?;
+        let unit = decode_delegation(path, row.col(path, 0)?)?;
         if let Some(host) = unit.host {
             hosted.push((
                 unit.id.as_str().to_owned(),
