@@ -233,6 +233,53 @@ fn a_version_2_schema_is_migrated_to_version_3_and_carries_on() {
         .expect("acks with version 3's function");
 }
 
+/// A build of schema version 2 still running after the migration writes a unit's record
+/// without its host columns (a new unit's are empty; a handed-over unit's name its previous
+/// host). The unit's host is the one its record names all the same: its writes go through and
+/// the host the columns name is fenced.
+#[test]
+fn a_units_host_is_the_one_its_record_names_whatever_the_host_columns_say() {
+    let url = fresh_database(&pg_admin_url());
+    let ledger = connect(&url).expect("connects");
+    let (owner, other) = (
+        crate::common::registered_host(&ledger, 42),
+        crate::common::registered_host(&ledger, 43),
+    );
+    let new = NewDelegation {
+        host: Some(owner),
+        ..crate::common::background(2)
+    };
+    let now = crate::common::T0;
+    let unit = ledger
+        .dispatch(new, crate::common::ROOMY, now)
+        .expect("dispatches")
+        .delegation
+        .id;
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connects");
+    let set_columns = |client: &mut postgres::Client, pid: Option<i64>| {
+        client
+            .execute(
+                "UPDATE hermes_units SET host_pid = $1, host_start = $2",
+                &[&pid, &pid.map(|_| 1_i64)],
+            )
+            .expect("rewrites the columns");
+    };
+
+    set_columns(&mut client, None);
+    ledger
+        .child_started(HostId(42), &unit, 0, owner, now)
+        .expect("the record's host starts it");
+    set_columns(&mut client, Some(43));
+    assert!(matches!(
+        ledger.child_started(HostId(43), &unit, 1, other, now),
+        Err(LedgerError::Fenced { .. })
+    ));
+    let outcome = crate::common::outcome(0, ChildStatus::Completed, now);
+    ledger
+        .finish_child(HostId(42), &unit, outcome, now)
+        .expect("the record's host finishes it");
+}
+
 /// A column whose type is not the one hermes gave it (a schema altered by hand) makes a read
 /// fail with a damaged ledger naming the column, not panic.
 #[test]
@@ -247,7 +294,9 @@ fn a_column_altered_by_hand_is_a_damaged_ledger_not_a_panic() {
             "ALTER TABLE hermes_units ALTER COLUMN record TYPE text USING encode(record, 'hex')",
         )
         .expect("alters the column");
-    let err = ledger.list(None, 10).expect_err("the records are not bytea");
+    let err = ledger
+        .list(None, 10)
+        .expect_err("the records are not bytea");
     assert!(
         matches!(&err, LedgerError::Damaged { reason, .. } if reason.contains("column record")),
         "{err}"

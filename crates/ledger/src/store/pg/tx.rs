@@ -185,8 +185,15 @@ impl Tx<'_, '_> {
     }
 
     /// The unit whose record is column `at` of `row` (`None` when NULL), and its host's
-    /// record, column `at + 1` (NULL: no such host), kept ([`Seen`]) unless this transaction
-    /// has it: a read that joins `hermes_hosts` on the unit's `host_pid` and `host_start`.
+    /// record, column `at + 1`, kept ([`Seen`]) unless this transaction has it: a read that
+    /// joins `hermes_hosts` on the unit's `host_pid` and `host_start`.
+    ///
+    /// The host is kept only when it is the one the unit's record names. This build writes
+    /// those columns with the record, but a build of schema version 2 still running beside it
+    /// (it checked the version when it connected, before the migration) writes the record
+    /// alone, leaving the columns empty or naming the unit's previous host. So a joined host
+    /// that is another, or none at all, is not taken for the record's: that host is read by
+    /// itself when it is asked for.
     pub(super) fn keep_unit(&self, row: &Row, at: usize) -> Result<Option<Delegation>> {
         let path = &self.pg.path;
         let Some(record) = row.col::<Option<&[u8]>>(path, at)? else {
@@ -198,7 +205,13 @@ impl Tx<'_, '_> {
                 .col::<Option<&[u8]>>(path, at + 1)?
                 .map(|record| decode_host(path, record))
                 .transpose()?;
-            self.seen.borrow_mut().hosts.entry(process).or_insert(host);
+            if let Some(host) = host.filter(|host| host.process == process) {
+                self.seen
+                    .borrow_mut()
+                    .hosts
+                    .entry(process)
+                    .or_insert(Some(host));
+            }
         }
         Ok(Some(unit))
     }
