@@ -222,19 +222,20 @@ pub(super) fn schema_version_in(
         &target.qualify("SELECT to_regclass('hermes_schema') IS NOT NULL"),
         &[],
     )?;
-    let exists = match exists.first() {
-        Some(row) => row.try_get::<_, bool>(0)?,
-        None => false,
-    };
-    if !exists {
+    let exists = exists
+        .first()
+        .map(|row| row.try_get::<_, bool>(0))
+        .transpose()?;
+    if exists != Some(true) {
         return Ok(None);
     }
     let rows = txn.query_typed(
         &target.qualify("SELECT max(version) FROM hermes_schema"),
         &[],
     )?;
-    match rows.first() {
-        Some(row) => row.try_get(0),
-        None => Ok(None),
-    }
+    Ok(rows
+        .first()
+        .map(|row| row.try_get(0))
+        .transpose()?
+        .flatten())
 }

@@ -11,7 +11,7 @@ use postgres::error::SqlState;
 
 use super::pool::*;
 use super::rows::{event_columns, event_of, state_of, token_bytes};
-use super::tx::{Columns, Param, Row, int, uint};
+use super::tx::{Columns, Param, Row, int};
 use crate::codec;
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
@@ -173,7 +173,6 @@ impl Transitions for Pg {
                     u32::try_from(row.col::<i64>(&self.path, 3)?).unwrap_or(u32::MAX),
                 ),
             };
-            let expires = Timestamp(uint(row.col::<Option<i64>>(&self.path, 11)?.unwrap_or(0)));
             match row.col::<&str>(&self.path, 1)? {
                 "claimed" => claimed.push(event_of(&self.path, row, 2)?),
                 "ok" => {}
@@ -182,7 +181,9 @@ impl Transitions for Pg {
                 "live" => refused.push((
                     key,
                     Refusal::LiveClaim {
-                        expires_at: expires,
+                        expires_at: Timestamp(
+                            row.col::<Option<i64>>(&self.path, 11)?.unwrap_or(0) as u64
+                        ),
                     },
                 )),
                 "terminal" | "exhausted" => {
