@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::bounds::MONTH_SECONDS;
+use crate::sources::{Source, Sources, Value};
 use crate::{Bounds, Settings, SettingsError, Unit};
 
 /// hermes' sections. `HERMES_<SECTION>_<KEY>` with one of these sections must name a key.
@@ -31,6 +32,41 @@ pub const DEFAULT_AGENT: (&str, &str) = ("delegation", "default_agent");
 
 /// The section of agent CLI profiles (`[agents.NAME] command = [...]`).
 pub const AGENTS: &str = "agents";
+
+/// A key whose value is a text rather than a number.
+#[derive(Clone, Copy, Debug)]
+pub struct TextKey {
+    /// The section.
+    pub section: &'static str,
+    /// The key inside the section.
+    pub name: &'static str,
+    /// The default; `None`: unset.
+    pub default: Option<&'static str>,
+}
+
+/// Every text key, with its default.
+pub const TEXT_KEYS: &[TextKey] = &[
+    TextKey {
+        section: DEFAULT_AGENT.0,
+        name: DEFAULT_AGENT.1,
+        default: None,
+    },
+    TextKey {
+        section: LEDGER_URL.0,
+        name: LEDGER_URL.1,
+        default: None,
+    },
+    TextKey {
+        section: LEDGER_LISTEN_URL.0,
+        name: LEDGER_LISTEN_URL.1,
+        default: None,
+    },
+    TextKey {
+        section: LEDGER_NAMESPACE.0,
+        name: LEDGER_NAMESPACE.1,
+        default: Some(crate::Namespace::DEFAULT),
+    },
+];
 
 /// Variables hermes sets for its own children that happen to start like an override
 /// (SPEC §9: they are not overrides, and a hermes run inside a child must work).
@@ -286,6 +322,7 @@ fn find(section: &str, name: &str) -> Option<&'static Key> {
 
 pub(crate) fn apply_file(
     settings: &mut Settings,
+    sources: &mut Sources,
     origin: &str,
     text: &str,
 ) -> Result<(), SettingsError> {
@@ -300,6 +337,7 @@ pub(crate) fn apply_file(
     for (section, body) in &table {
         if section == AGENTS {
             settings.agents = crate::agents::parse(origin, body)?;
+            sources.record_agents(settings, origin);
             continue;
         }
         let toml::Value::Table(body) = body else {
@@ -309,39 +347,24 @@ pub(crate) fn apply_file(
             });
         };
         for (name, value) in body {
-            if (section.as_str(), name.as_str()) == LEDGER_URL {
-                let what = format!("config {origin}: `ledger.url`");
+            let source = Source::File(origin.to_owned());
+            let key = (section.as_str(), name.as_str());
+            if TEXT_KEYS.iter().any(|k| (k.section, k.name) == key) {
                 let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
-                    what: what.clone(),
+                    what: format!("config {origin}: `{section}.{name}` = {value}"),
                     expected: "a string".into(),
                 })?;
-                settings.ledger.url = Some(crate::LedgerUrl::parse(&what, text)?);
-                continue;
-            }
-            if (section.as_str(), name.as_str()) == LEDGER_LISTEN_URL {
-                let what = format!("config {origin}: `ledger.listen_url`");
-                let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
-                    what: what.clone(),
-                    expected: "a string".into(),
-                })?;
-                settings.ledger.listen_url = Some(crate::LedgerUrl::parse(&what, text)?);
-                continue;
-            }
-            if (section.as_str(), name.as_str()) == LEDGER_NAMESPACE {
-                let what = format!("config {origin}: `ledger.namespace` = {value}");
-                let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
-                    what: what.clone(),
-                    expected: "a string".into(),
-                })?;
-                settings.ledger.namespace = crate::Namespace::parse(&what, text)?;
-                continue;
-            }
-            if (section.as_str(), name.as_str()) == DEFAULT_AGENT {
-                let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
-                    what: format!("config {origin}: `delegation.default_agent`"),
-                    expected: "a string naming an agent profile".into(),
-                })?;
-                settings.delegation.default_agent = crate::agents::default_agent(text);
+                let what = if key == LEDGER_NAMESPACE {
+                    format!("config {origin}: `{section}.{name}` = {value}")
+                } else {
+                    format!("config {origin}: `{section}.{name}`")
+                };
+                if (key == LEDGER_URL || key == LEDGER_LISTEN_URL) && text.trim().is_empty() {
+                    // In the file, an empty URL is a mistake, not "unset".
+                    crate::LedgerUrl::parse(&what, text)?;
+                }
+                let shown = set_text(settings, key, &what, Some(text))?;
+                sources.record(section, name, shown, source);
                 continue;
             }
             let key = find(section, name).ok_or_else(|| SettingsError::UnknownKey {
@@ -360,13 +383,45 @@ pub(crate) fn apply_file(
                 expected: key.bounds.expected(),
             })?;
             key.apply(settings, number);
+            sources.record(section, name, Value::Number(number), source);
         }
     }
     Ok(())
 }
 
+/// Sets the text key `key` to `raw` (`None` or empty: unset, its default); `what` names where
+/// it came from in an error. Returns the value as shown, a password masked.
+fn set_text(
+    settings: &mut Settings,
+    key: (&str, &str),
+    what: &str,
+    raw: Option<&str>,
+) -> Result<Value, SettingsError> {
+    let raw = raw.map(str::trim).filter(|r| !r.is_empty());
+    let url = |raw: Option<&str>| raw.map(|r| crate::LedgerUrl::parse(what, r)).transpose();
+    if key == LEDGER_URL {
+        settings.ledger.url = url(raw)?;
+    } else if key == LEDGER_LISTEN_URL {
+        settings.ledger.listen_url = url(raw)?;
+    } else if key == LEDGER_NAMESPACE {
+        settings.ledger.namespace = match raw {
+            Some(r) => crate::Namespace::parse(what, r)?,
+            None => crate::Namespace::default(),
+        };
+    } else if key == DEFAULT_AGENT {
+        settings.delegation.default_agent = raw.and_then(crate::agents::default_agent);
+    }
+    Ok(match raw {
+        None if key == LEDGER_NAMESPACE => Value::Text(crate::Namespace::DEFAULT.to_owned()),
+        None => Value::Unset,
+        Some(r) if key == LEDGER_URL || key == LEDGER_LISTEN_URL => Value::Text(crate::redacted(r)),
+        Some(r) => Value::Text(r.to_owned()),
+    })
+}
+
 pub(crate) fn apply_variable(
     settings: &mut Settings,
+    sources: &mut Sources,
     name: &str,
     raw: &str,
 ) -> Result<(), SettingsError> {
@@ -385,35 +440,19 @@ pub(crate) fn apply_variable(
     }) else {
         return Ok(());
     };
-    if (section, key_name) == DEFAULT_AGENT {
-        settings.delegation.default_agent = crate::agents::default_agent(raw);
-        return Ok(());
-    }
-    if (section, key_name) == LEDGER_NAMESPACE {
-        // An empty value means "unset": the default namespace.
-        settings.ledger.namespace = if raw.trim().is_empty() {
-            crate::Namespace::default()
+    let source = Source::Environment(name.to_owned());
+    if TEXT_KEYS
+        .iter()
+        .any(|k| (k.section, k.name) == (section, key_name))
+    {
+        // An empty value means "unset": the key's default.
+        let what = if (section, key_name) == LEDGER_NAMESPACE {
+            format!("{name}={raw:?}")
         } else {
-            crate::Namespace::parse(&format!("{name}={raw:?}"), raw)?
+            name.to_owned()
         };
-        return Ok(());
-    }
-    if (section, key_name) == LEDGER_LISTEN_URL {
-        // An empty value means "unset": listeners use `ledger.url`.
-        settings.ledger.listen_url = if raw.trim().is_empty() {
-            None
-        } else {
-            Some(crate::LedgerUrl::parse(name, raw)?)
-        };
-        return Ok(());
-    }
-    if (section, key_name) == LEDGER_URL {
-        // An empty value means "unset": the embedded ledger.
-        settings.ledger.url = if raw.trim().is_empty() {
-            None
-        } else {
-            Some(crate::LedgerUrl::parse(name, raw)?)
-        };
+        let shown = set_text(settings, (section, key_name), &what, Some(raw))?;
+        sources.record(section, key_name, shown, source);
         return Ok(());
     }
     let key = find(section, key_name).ok_or_else(|| SettingsError::UnknownVariable {
@@ -423,5 +462,6 @@ pub(crate) fn apply_variable(
     })?;
     let value = key.bounds.parse(&format!("{name}={raw:?}"), raw)?;
     key.apply(settings, value);
+    sources.record(section, key_name, Value::Number(value), source);
     Ok(())
 }

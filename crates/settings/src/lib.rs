@@ -11,12 +11,14 @@
 mod agents;
 mod bounds;
 mod keys;
+mod sources;
 
 use std::time::Duration;
 
 pub use agents::AgentCommand;
 pub use bounds::{Bounds, Unit};
-pub use keys::{KEYS, Key, LEDGER_LISTEN_URL_VAR, LEDGER_URL_VAR, SECTIONS};
+pub use keys::{KEYS, Key, LEDGER_LISTEN_URL_VAR, LEDGER_URL_VAR, SECTIONS, TEXT_KEYS, TextKey};
+pub use sources::{Effective, Source, Sources, Value, known_keys};
 
 /// Everything that can be wrong with the settings. Each message names the file and key, or the
 /// environment variable, at fault.
@@ -191,7 +193,7 @@ impl std::fmt::Debug for LedgerUrl {
     }
 }
 
-/// `url` with any password replaced by `***`.
+/// `url` with any password replaced by `***`: the one before `@`, and a `password=` parameter.
 pub fn redacted(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_owned();
@@ -200,7 +202,7 @@ pub fn redacted(url: &str) -> String {
         .find(['/', '?'])
         .map_or(url.len(), |i| scheme_end + i);
     let authority = &url[scheme_end..authority_end];
-    match authority.rfind('@') {
+    let url = match authority.rfind('@') {
         Some(at) => match authority[..at].split_once(':') {
             Some((user, _)) => format!(
                 "{}{user}:***{}",
@@ -210,6 +212,19 @@ pub fn redacted(url: &str) -> String {
             None => url.to_owned(),
         },
         None => url.to_owned(),
+    };
+    match url.split_once('?') {
+        Some((base, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((name, _)) if name == "password" => format!("{name}=***"),
+                    _ => p.to_owned(),
+                })
+                .collect();
+            format!("{base}?{}", params.join("&"))
+        }
+        None => url,
     }
 }
 
@@ -335,18 +350,32 @@ impl Settings {
         K: AsRef<str>,
         V: AsRef<str>,
     {
+        Settings::load_with_sources(config, env).map(|(settings, _)| settings)
+    }
+
+    /// [`Settings::load`], and where each setting came from (`hermes config show`).
+    pub fn load_with_sources<I, K, V>(
+        config: Option<(&str, &str)>,
+        env: I,
+    ) -> Result<(Settings, Sources), SettingsError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
         let mut settings = Settings::default();
+        let mut sources = Sources::default();
         if let Some((origin, text)) = config {
-            keys::apply_file(&mut settings, origin, text)?;
+            keys::apply_file(&mut settings, &mut sources, origin, text)?;
         }
         let mut env: Vec<(K, V)> = env.into_iter().collect();
         // Deterministic: the first bad variable in name order is the one reported.
         env.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
         for (name, value) in &env {
-            keys::apply_variable(&mut settings, name.as_ref(), value.as_ref())?;
+            keys::apply_variable(&mut settings, &mut sources, name.as_ref(), value.as_ref())?;
         }
         settings.host.check()?;
-        Ok(settings)
+        Ok((settings, sources))
     }
 }
 

@@ -375,3 +375,110 @@ fn ledger_listen_url_comes_from_the_file_or_the_environment_and_must_be_postgres
         "{err}"
     );
 }
+
+#[test]
+fn a_password_in_the_query_is_masked_too() {
+    assert_eq!(
+        redacted("postgres://u@h/d?password=secret&sslmode=require"),
+        "postgres://u@h/d?password=***&sslmode=require"
+    );
+}
+
+#[test]
+fn every_setting_says_where_it_came_from() {
+    let (_, sources) = Settings::load_with_sources(
+        Some((
+            "/h/config.toml",
+            "[delegation]\nmax_queued = 7\n[ledger]\nurl = \"postgres://u:secret@db/h\"\n\
+             [agents.aider]\ncommand = [\"aider\", \"{prompt}\"]\n",
+        )),
+        [("HERMES_HOST_LEASE_SECONDS", "40"), ("HERMES_HOME", "/x")],
+    )
+    .expect("loads");
+    let all = sources.effective();
+    let find = |key: &str| {
+        all.iter()
+            .find(|e| e.key == key)
+            .unwrap_or_else(|| panic!("{key} listed"))
+            .clone()
+    };
+    let file = Source::File("/h/config.toml".into());
+    assert_eq!(find("delegation.max_queued").value, Value::Number(7.0));
+    assert_eq!(find("delegation.max_queued").source, file);
+    assert_eq!(
+        find("ledger.url").value,
+        Value::Text("postgres://u:***@db/h".into())
+    );
+    assert_eq!(
+        find("host.lease_seconds").source,
+        Source::Environment("HERMES_HOST_LEASE_SECONDS".into())
+    );
+    assert_eq!(find("host.lease_seconds").value, Value::Number(40.0));
+    assert_eq!(find("delegation.max_depth").source, Source::Default);
+    assert_eq!(find("delegation.max_depth").value, Value::Number(2.0));
+    assert_eq!(find("ledger.listen_url").value, Value::Unset);
+    assert_eq!(find("ledger.namespace").value, Value::Text("hermes".into()));
+    assert_eq!(find("agents.aider.command").source, file);
+    // Every known key once, then the agents.
+    assert_eq!(all.len(), known_keys().len() + 1);
+}
+
+/// The commented example in `docs/config.example.toml`.
+const EXAMPLE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../docs/config.example.toml"
+));
+
+/// The `section.key` names a TOML text sets, `[agents]` aside.
+fn keys_of(text: &str) -> Vec<String> {
+    let table: toml::Table = toml::from_str(text).expect("the example is TOML");
+    let mut keys = Vec::new();
+    for (section, body) in &table {
+        if section == "agents" {
+            continue;
+        }
+        for name in body.as_table().expect("a section").keys() {
+            keys.push(format!("{section}.{name}"));
+        }
+    }
+    keys.sort();
+    keys
+}
+
+#[test]
+fn the_example_config_loads_to_the_defaults_and_names_every_key_once() {
+    // As written: the keys set are at their defaults.
+    assert_eq!(load(EXAMPLE, &[]).expect("loads"), Settings::default());
+    // Uncommenting every `# key = value` line sets every known key exactly once.
+    let uncommented: String = EXAMPLE
+        .lines()
+        .map(|line| match line.strip_prefix("# ") {
+            Some(rest)
+                if rest.starts_with(|c: char| c.is_ascii_lowercase() || c == '[')
+                    && (rest.contains(" = ") || rest.starts_with('[')) =>
+            {
+                rest
+            }
+            _ => line,
+        })
+        .fold(String::new(), |mut text, line| {
+            text.push_str(line);
+            text.push('\n');
+            text
+        });
+    load(&uncommented, &[]).expect("the uncommented example loads");
+    let mut known: Vec<String> = known_keys().into_iter().map(|(k, _)| k).collect();
+    known.sort();
+    assert_eq!(keys_of(&uncommented), known);
+    // Every default written in it is the key's default.
+    for (key, default) in known_keys() {
+        if let Value::Number(n) = default {
+            let (section, name) = key.split_once('.').expect("section.key");
+            let needle = format!("\n{name} = {n}");
+            assert!(
+                EXAMPLE.contains(&needle) || EXAMPLE.contains(&format!("\n# {name} = {n}")),
+                "{key}: the example does not give its default {n} ({section})"
+            );
+        }
+    }
+}
