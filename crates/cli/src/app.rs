@@ -28,6 +28,7 @@ pub fn run() -> anyhow::Result<Code> {
             "-z, --resume and the dispatch options go without a subcommand (see hermes --help)",
         ));
     }
+    crate::color::init(cli.color);
     init_tracing(cli.verbose);
     match cli.command {
         Some(Command::Cron(CronCommand::Run { name, run })) => {
@@ -45,6 +46,8 @@ pub fn run() -> anyhow::Result<Code> {
         Some(Command::Metrics) => cmd::metrics::run(),
         Some(Command::Mcp) => crate::mcp::run(),
         Some(Command::Hook(c)) => crate::hook::run(c),
+        Some(Command::Doctor { json }) => cmd::doctor::run(json),
+        Some(Command::Config(c)) => cmd::config::run(c),
         Some(Command::Completions { shell }) => {
             cmd::completions::run(shell);
             Ok(Code::Ok)

@@ -28,6 +28,16 @@ pub struct Cli {
     /// No progress display and no notes on stderr (errors are still printed).
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Color statuses on a terminal: `auto` (when stdout is a terminal and NO_COLOR is not
+    /// set), `always` or `never`.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto",
+        global = true
+    )]
+    pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -173,10 +183,44 @@ pub enum Command {
     /// Hooks for hook-driven agent CLIs: read the hook's JSON on stdin, answer on stdout.
     #[command(subcommand)]
     Hook(HookCommand),
+    /// Checks this machine: the home, the ledger, the configuration, agent CLIs, installed
+    /// hooks and the kernel's sandbox support. Exit 2: bad configuration; 6: the ledger is
+    /// unreachable; 1: another check failed.
+    Doctor {
+        /// Print JSON: one object per check.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The settings in force.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Shell completions.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+}
+
+/// When to color output.
+#[derive(Debug, Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+pub enum ColorChoice {
+    /// When stdout is a terminal and `NO_COLOR` is not set.
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Every setting in force and where it came from: its default, config.toml, or a
+    /// HERMES_* variable (a password is masked).
+    Show {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -3,12 +3,20 @@
 
 use std::path::{Path, PathBuf};
 
-use settings::{Settings, SettingsError};
+use settings::{Settings, SettingsError, Sources};
 
 use crate::exit::{Code, fail};
 
 /// Reads `file` (if it exists) and `env`; a bad file, key or value is a usage error naming it.
 pub fn load<I>(file: &Path, env: I) -> anyhow::Result<Settings>
+where
+    I: IntoIterator<Item = (String, String)>,
+{
+    load_with_sources(file, env).map(|(settings, _)| settings)
+}
+
+/// [`load`], and where each setting came from.
+pub fn load_with_sources<I>(file: &Path, env: I) -> anyhow::Result<(Settings, Sources)>
 where
     I: IntoIterator<Item = (String, String)>,
 {
@@ -23,7 +31,7 @@ where
         }
     };
     let origin = file.display().to_string();
-    Settings::load(text.as_deref().map(|t| (origin.as_str(), t)), env)
+    Settings::load_with_sources(text.as_deref().map(|t| (origin.as_str(), t)), env)
         .map_err(|e: SettingsError| fail(Code::Usage, e.to_string()))
 }
 

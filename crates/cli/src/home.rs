@@ -99,6 +99,16 @@ impl Home {
         })
     }
 
+    /// The home at `dir` with `settings`, as found elsewhere (`hermes doctor`, which creates
+    /// nothing).
+    pub fn at(dir: PathBuf, settings: Settings) -> Home {
+        Home {
+            dir,
+            settings,
+            child_passfile: OnceLock::new(),
+        }
+    }
+
     /// `cache/`.
     pub fn cache(&self) -> PathBuf {
         self.dir.join("cache")

@@ -6,6 +6,7 @@ mod app;
 mod args;
 mod binding;
 mod cmd;
+mod color;
 mod config;
 mod deliver;
 mod dispatch;

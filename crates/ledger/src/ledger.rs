@@ -123,6 +123,17 @@ impl Ledger {
         Backend::probe(location)
     }
 
+    /// Proves the ledger takes writes, changing nothing (`hermes doctor`): one write
+    /// transaction that bumps the activity counter and is rolled back (a redb file is opened
+    /// writable for it; on PostgreSQL the grants and a read-only server are met as any write
+    /// meets them).
+    pub fn check_writable(&self) -> Result<()> {
+        self.write_then(|w| {
+            w.bump_activity()?;
+            Ok(((), false))
+        })
+    }
+
     /// Creates or migrates the schema now (`hermes ledger migrate`); returns the schema version
     /// in force afterwards. A redb file has nothing to migrate: its format version.
     pub fn migrate(&self) -> Result<u32> {

@@ -8,6 +8,7 @@ use ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId};
 use serde_json::json;
 
 use crate::args::DelegationCommand;
+use crate::color;
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
 use crate::output;
@@ -90,9 +91,9 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
         for u in units {
             let placement = reports::placement(u);
             text.push_str(&format!(
-                "  {}  {:<11} {:>3} task(s)  {:<16} {}{}\n",
+                "  {}  {} {:>3} task(s)  {:<16} {}{}\n",
                 u.id,
-                u.status.as_str(),
+                color::status(u.status.as_str(), 11),
                 u.task_count(),
                 u.session
                     .as_ref()
@@ -132,7 +133,7 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     let mut text = format!(
         "{}  {}  session {}\ngoal: {}\ndispatched: {}",
         unit.id,
-        unit.status.as_str(),
+        color::status(unit.status.as_str(), 0),
         unit.session
             .as_ref()
             .map_or("-".to_owned(), |s| s.to_string()),
@@ -150,10 +151,10 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     for (child, task) in children.iter().zip(&tasks) {
         let delivery = task["delivery"]["state"].as_str().unwrap_or("-");
         text.push_str(&format!(
-            "  task {}/{}: {:<11} pid {:<7} exit {:<4} calls {:<4} delivery {:<9} {}\n",
+            "  task {}/{}: {} pid {:<7} exit {:<4} calls {:<4} delivery {:<9} {}\n",
             child.index + 1,
             children.len(),
-            reports::shown_status(child, &stalls),
+            color::status(reports::shown_status(child, &stalls), 11),
             child.process.map_or("-".to_owned(), |p| p.pid.to_string()),
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             child.progress.api_calls,

@@ -1,9 +1,11 @@
 //! One module per command group.
 
 pub mod completions;
+pub mod config;
 pub mod delegate;
 pub mod delegation;
 pub mod delivery;
+pub mod doctor;
 pub mod drain;
 pub mod host;
 pub mod ledger;

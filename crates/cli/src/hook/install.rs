@@ -123,6 +123,19 @@ impl Install {
     pub fn has_local(&self) -> bool {
         matches!(self.hooks, Hooks::Json { local: Some(_), .. })
     }
+
+    /// Where the MCP server and the hooks go for `options`: the server's file, and the hooks'
+    /// file (or directory of scripts). `hermes doctor` looks there.
+    pub fn paths(&self, options: &InstallOptions) -> anyhow::Result<(PathBuf, PathBuf)> {
+        let server = match &self.server {
+            Server::Json { file, .. } | Server::Toml { file } => file.path(options)?,
+        };
+        let hooks = match &self.hooks {
+            Hooks::Json { file, .. } => file.path(options)?,
+            Hooks::Scripts { dir, .. } => dir.path(options)?,
+        };
+        Ok((server, hooks))
+    }
 }
 
 /// A file (or directory) under the project, or under the home with `--user`.

@@ -8,8 +8,10 @@ mod doc;
 mod event;
 mod input;
 mod install;
+mod installed;
 mod merge;
 
 pub use agents::executables as agent_executables;
 pub use agents::inject_falls_back;
 pub use event::run;
+pub use installed::{agent_programs, installed};

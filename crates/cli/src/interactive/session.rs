@@ -432,8 +432,9 @@ impl Turns {
             )
         } else if unit.status == UnitStatus::Queued {
             format!(
-                "{} queued (position {}): {goal}\n",
+                "{} {} (position {}): {goal}\n",
                 unit.id,
+                crate::color::status("queued", 0),
                 dispatched.queue_position.unwrap_or(0)
             )
         } else {
@@ -442,8 +443,9 @@ impl Turns {
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(unit.id.clone());
             format!(
-                "{} running: {} task(s) · {goal}\n",
+                "{} {}: {} task(s) · {goal}\n",
                 unit.id,
+                crate::color::status("running", 0),
                 unit.task_count()
             )
         };

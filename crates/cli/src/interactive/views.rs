@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use ledger::{Child, Delegation, DelegationId, EventKey, Ledger, Progress, SessionId, Timestamp};
 use registry::{Host, UnitProgress};
 
+use crate::color;
 use crate::home::now;
 
 /// Recent units `agents` shows.
@@ -29,8 +30,9 @@ pub fn agents(
     for unit in &listing.running {
         let _ = writeln!(
             text,
-            "  {}  running   {}{}",
+            "  {}  {} {}{}",
             unit.id,
+            color::status("running", 9),
             formatter::one_line(&unit.spec.goal, 70),
             placed(unit)
         );
@@ -47,8 +49,9 @@ pub fn agents(
     for (position, unit) in listing.queued.iter().enumerate() {
         let _ = writeln!(
             text,
-            "  {}  queued    #{} · {}{}",
+            "  {}  {} #{} · {}{}",
             unit.id,
+            color::status("queued", 9),
             position + 1,
             formatter::one_line(&unit.spec.goal, 60),
             placed(unit)
@@ -63,9 +66,9 @@ pub fn agents(
                 .unwrap_or_default();
             let _ = writeln!(
                 text,
-                "  {}  {:<9} {:>8} ago · {}",
+                "  {}  {} {:>8} ago · {}",
                 unit.id,
-                unit.status.as_str(),
+                color::status(unit.status.as_str(), 9),
                 age,
                 formatter::one_line(&unit.spec.goal, 60)
             );
@@ -94,7 +97,7 @@ fn describe(
     progress: &Progress,
     at: Timestamp,
 ) -> String {
-    let mut line = status.to_owned();
+    let mut line = color::status(status, 0);
     if let Some(started) = started {
         let quiet = progress.last_activity_at.unwrap_or(started);
         let _ = write!(
@@ -149,7 +152,7 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
     let mut text = format!(
         "{}  {}  session {}\ngoal: {}\ndispatched {} ago",
         unit.id,
-        unit.status.as_str(),
+        color::status(unit.status.as_str(), 0),
         unit.session.as_ref().map_or("-", |s| s.as_str()),
         formatter::one_line(&unit.spec.goal, 120),
         formatter::human_age(at.ms_since(unit.dispatched_at)),

@@ -1,0 +1,244 @@
+//! The agent checks of `hermes doctor`: each agent CLI hermes knows — the hook-driven agents'
+//! profiles, the agent children's profiles and the `[agents.NAME]` of `config.toml` — found on
+//! `PATH` with what its `--version` says (under a deadline, so a binary that hangs cannot hang
+//! doctor), and where `hermes hook install` wrote hooks.
+
+use std::io::Read as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::{Check, Status, path_dirs};
+
+/// How long an agent CLI's `--version` may take.
+const VERSION_DEADLINE: Duration = Duration::from_secs(3);
+
+/// One agent CLI to look for.
+#[derive(Clone, Debug)]
+struct Wanted {
+    name: String,
+    programs: Vec<String>,
+    /// Named in `config.toml`: its absence is a warning, not a note.
+    configured: bool,
+}
+
+/// The agents from every profile, each once, in table order.
+fn wanted(configured: &[settings::AgentCommand]) -> Vec<Wanted> {
+    let mut all: Vec<Wanted> = Vec::new();
+    let mut add = |name: &str, programs: Vec<String>, configured: bool| {
+        match all.iter_mut().find(|w| w.name == name) {
+            // A configured command replaces the built-in program.
+            Some(w) if configured => {
+                w.programs = programs;
+                w.configured = true;
+            }
+            Some(w) => {
+                for p in programs {
+                    if !w.programs.contains(&p) {
+                        w.programs.push(p);
+                    }
+                }
+            }
+            None => all.push(Wanted {
+                name: name.to_owned(),
+                programs,
+                configured,
+            }),
+        }
+    };
+    for (name, executables) in crate::hook::agent_programs() {
+        add(
+            name,
+            executables.iter().map(|e| (*e).to_owned()).collect(),
+            false,
+        );
+    }
+    for cli in registry::agent::AGENTS {
+        add(cli.name(), vec![cli.program().to_owned()], false);
+    }
+    for entry in configured {
+        add(
+            &entry.name,
+            entry.command.first().cloned().into_iter().collect(),
+            true,
+        );
+    }
+    all
+}
+
+/// One line per agent CLI, their `--version`s asked at once.
+pub fn agent_clis(configured: &[settings::AgentCommand]) -> Vec<Check> {
+    let path = std::env::join_paths(path_dirs()).ok();
+    let found: Vec<(Wanted, Option<PathBuf>)> = wanted(configured)
+        .into_iter()
+        .map(|w| {
+            let at = w
+                .programs
+                .iter()
+                .find_map(|p| registry::agent::find_program(p, path.as_deref()));
+            (w, at)
+        })
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    for (i, (_, at)) in found.iter().enumerate() {
+        if let Some(at) = at.clone() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send((i, version(&at)));
+            });
+        }
+    }
+    drop(tx);
+    let mut versions: Vec<Option<Result<String, String>>> = vec![None; found.len()];
+    for (i, v) in rx {
+        versions[i] = Some(v);
+    }
+    found
+        .iter()
+        .zip(versions)
+        .map(|((w, at), v)| {
+            let name = format!("agent {}", w.name);
+            match (at, v) {
+                (None, _) if w.configured => Check::new(
+                    Status::Warn,
+                    name,
+                    format!(
+                        "{} (from [agents.{}] of config.toml) is not on PATH",
+                        w.programs.join(" or "),
+                        w.name
+                    ),
+                ),
+                (None, _) => Check::new(
+                    Status::Info,
+                    name,
+                    format!("not installed ({} not on PATH)", w.programs.join(" or ")),
+                ),
+                (Some(at), Some(Ok(version))) => {
+                    Check::new(Status::Ok, name, format!("{} ({version})", at.display()))
+                }
+                (Some(at), v) => {
+                    let why = match v {
+                        Some(Err(why)) => why,
+                        _ => "`--version` gave no answer".to_owned(),
+                    };
+                    Check::new(Status::Warn, name, format!("{}: {why}", at.display()))
+                }
+            }
+        })
+        .collect()
+}
+
+/// What `program --version` prints first, under [`VERSION_DEADLINE`]; in its own process
+/// group, killed whole when it takes longer.
+fn version(program: &Path) -> Result<String, String> {
+    let mut child = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run it: {e}"))?;
+    let pid = child.id();
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let mut err = String::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = s.take(64 * 1024).read_to_string(&mut out);
+        }
+        if let Some(s) = stderr.as_mut() {
+            let _ = s.take(64 * 1024).read_to_string(&mut err);
+        }
+        let _ = tx.send((out, err));
+    });
+    let output = rx.recv_timeout(VERSION_DEADLINE);
+    if output.is_err() {
+        // SAFETY: signals the process group this function started (its own, `process_group(0)`).
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+        }
+    }
+    let status = child.wait();
+    let Ok((out, err)) = output else {
+        return Err(format!(
+            "`--version` did not answer within {} s",
+            VERSION_DEADLINE.as_secs()
+        ));
+    };
+    let first = |text: &str| {
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(|l| stdx::one_line(l).chars().take(100).collect::<String>())
+    };
+    match (status, first(&out).or_else(|| first(&err))) {
+        (Ok(s), Some(line)) if s.success() => Ok(line),
+        (Ok(s), line) => Err(format!(
+            "`--version` {} ({})",
+            s.code()
+                .map_or("was killed".to_owned(), |c| format!("exited {c}")),
+            line.unwrap_or_else(|| "no output".to_owned())
+        )),
+        (Err(e), _) => Err(format!("cannot wait for `--version`: {e}")),
+    }
+}
+
+/// One line per agent: where hermes' hooks are installed, or that they are not.
+pub fn hooks() -> Vec<Check> {
+    let project = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let on_path = hermes_on_path();
+    crate::hook::installed(&project, home.as_deref())
+        .into_iter()
+        .map(|agent| {
+            let name = format!("hooks {}", agent.agent);
+            if agent.found.is_empty() {
+                return Check::new(
+                    Status::Info,
+                    name,
+                    format!(
+                        "not installed here or for the user (hermes hook install {})",
+                        agent.agent
+                    ),
+                );
+            }
+            let places: Vec<String> = agent
+                .found
+                .iter()
+                .map(|f| {
+                    let server = if f.server { "" } else { ", no MCP server" };
+                    format!(
+                        "{} {} ({}/{} events{server})",
+                        f.level,
+                        f.hooks.display(),
+                        f.events,
+                        f.of
+                    )
+                })
+                .collect();
+            let partial = agent.found.iter().any(|f| f.events < f.of || !f.server);
+            let unreachable = agent.found.iter().any(|f| f.bare) && !on_path;
+            let (status, note) = match (partial, unreachable) {
+                (_, true) => (
+                    Status::Warn,
+                    "; the hooks run `hermes`, which is not on PATH",
+                ),
+                (true, false) => (Status::Warn, "; incomplete: run hermes hook install again"),
+                (false, false) => (Status::Ok, ""),
+            };
+            Check::new(status, name, format!("{}{note}", places.join("; ")))
+        })
+        .collect()
+}
+
+fn hermes_on_path() -> bool {
+    let path = std::env::join_paths(path_dirs()).ok();
+    registry::agent::find_program("hermes", path.as_deref()).is_some()
+}
