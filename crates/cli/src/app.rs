@@ -29,7 +29,9 @@ pub fn run() -> anyhow::Result<Code> {
         ));
     }
     crate::color::init(cli.color);
-    init_tracing(cli.verbose);
+    // The runs a person watches keep their warnings in a file under the home (`logfile.rs`).
+    let logs_to_file = matches!(cli.command, None | Some(Command::Cron(_)));
+    init_tracing(cli.verbose, logs_to_file);
     match cli.command {
         Some(Command::Cron(CronCommand::Run { name, run })) => {
             cmd::run::cron(name, &run, cli.quiet)
@@ -86,21 +88,43 @@ fn usage_line(text: &str) -> String {
     line
 }
 
-fn init_tracing(verbose: u8) {
-    use tracing_subscriber::EnvFilter;
+/// Logging: on stderr with `-v` (info), `-vv` (debug) or `RUST_LOG`; and for the runs a
+/// person watches (`logs_to_file`), warnings and errors to `$HERMES_HOME/logs/hermes.log`.
+fn init_tracing(verbose: u8, logs_to_file: bool) {
+    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::layer::{Layer as _, SubscriberExt as _};
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, fmt};
     let filter = match (
         std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty()),
         verbose,
     ) {
-        (Some(spec), _) => EnvFilter::new(spec),
-        (None, 0) => return,
-        (None, 1) => EnvFilter::new("info"),
-        (None, _) => EnvFilter::new("debug"),
+        (Some(spec), _) => Some(EnvFilter::new(spec)),
+        (None, 0) => None,
+        (None, 1) => Some(EnvFilter::new("info")),
+        (None, _) => Some(EnvFilter::new("debug")),
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    let stderr = filter.map(|filter| {
+        fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(filter)
+    });
+    let file = logs_to_file
+        .then(|| crate::config::home_dir(&crate::home::env_var).ok())
+        .flatten()
+        .map(|home| {
+            fmt::layer()
+                .with_writer(crate::logfile::LogFile::under(&home))
+                .with_ansi(false)
+                .with_filter(LevelFilter::WARN)
+        });
+    if stderr.is_none() && file.is_none() {
+        return;
+    }
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(file)
         .try_init();
 }
 

@@ -14,6 +14,7 @@ mod exit;
 mod home;
 mod hook;
 mod interactive;
+mod logfile;
 mod mcp;
 mod metrics;
 mod output;

@@ -51,7 +51,8 @@ pub fn installed(project: &Path, home: Option<&Path>) -> Vec<AgentHooks> {
             agent: profile.name,
             found: levels(profile, project, home)
                 .into_iter()
-                .filter(|f| f.events > 0 || f.server)
+                // `--local` writes only hooks: its server is the project's.
+                .filter(|f| f.events > 0 || (f.server && f.level != "local"))
                 .collect(),
         })
         .collect()
