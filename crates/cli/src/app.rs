@@ -31,7 +31,7 @@ pub fn run() -> anyhow::Result<Code> {
     crate::color::init(cli.color);
     // The runs a person watches keep their warnings in a file under the home (`logfile.rs`).
     let logs_to_file = matches!(cli.command, None | Some(Command::Cron(_)));
-    init_tracing(cli.verbose, logs_to_file);
+    init_tracing(cli.verbose, logs_to_file, cli.quiet);
     match cli.command {
         Some(Command::Cron(CronCommand::Run { name, run })) => {
             cmd::run::cron(name, &run, cli.quiet)
@@ -89,8 +89,9 @@ fn usage_line(text: &str) -> String {
 }
 
 /// Logging: on stderr with `-v` (info), `-vv` (debug) or `RUST_LOG`; and for the runs a
-/// person watches (`logs_to_file`), warnings and errors to `$HERMES_HOME/logs/hermes.log`.
-fn init_tracing(verbose: u8, logs_to_file: bool) {
+/// person watches (`logs_to_file`), warnings and errors to `$HERMES_HOME/logs/hermes.log`,
+/// pointed at once on stderr unless `quiet`.
+fn init_tracing(verbose: u8, logs_to_file: bool, quiet: bool) {
     use tracing_subscriber::filter::LevelFilter;
     use tracing_subscriber::layer::{Layer as _, SubscriberExt as _};
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -114,8 +115,9 @@ fn init_tracing(verbose: u8, logs_to_file: bool) {
         .then(|| crate::config::home_dir(&crate::home::env_var).ok())
         .flatten()
         .map(|home| {
+            let log = crate::logfile::LogFile::under(&home);
             fmt::layer()
-                .with_writer(crate::logfile::LogFile::under(&home))
+                .with_writer(if quiet { log.quietly() } else { log })
                 .with_ansi(false)
                 .with_filter(LevelFilter::WARN)
         });

@@ -1,7 +1,8 @@
 //! Where the warnings of an interactive session, a `-z` run and `cron run` go:
 //! `$HERMES_HOME/logs/hermes.log`, appended to and capped (past [`CAP`] it is moved to
 //! `hermes.log.1`, replacing the one before, and begun again). The first warning a process logs
-//! there is announced by one line on stderr naming the file; the others only go to the file.
+//! there is announced by one line on stderr naming the file (not with `-q`); the others only go
+//! to the file.
 //! Headless hosts keep their own log (`cache/host-SESSION.log`) and workers log to their stderr.
 
 use std::fs::{File, OpenOptions};
@@ -16,6 +17,8 @@ const CAP: u64 = 1 << 20;
 #[derive(Debug)]
 pub struct LogFile {
     path: PathBuf,
+    /// Whether the first line is announced on stderr (not with `-q`).
+    announce: bool,
     state: Mutex<State>,
 }
 
@@ -29,13 +32,18 @@ struct State {
 impl LogFile {
     /// The log under the home `home`.
     pub fn under(home: &Path) -> LogFile {
-        LogFile::at(home.join("logs").join("hermes.log"))
+        LogFile {
+            path: home.join("logs").join("hermes.log"),
+            announce: true,
+            state: Mutex::new(State::default()),
+        }
     }
 
-    fn at(path: PathBuf) -> LogFile {
+    /// The same log, its first line not announced on stderr (`-q`).
+    pub fn quietly(self) -> LogFile {
         LogFile {
-            path,
-            state: Mutex::new(State::default()),
+            announce: false,
+            ..self
         }
     }
 
@@ -105,8 +113,13 @@ impl Write for Writer<'_> {
 
 impl Drop for Writer<'_> {
     fn drop(&mut self) {
-        if !self.buf.is_empty() {
+        if self.buf.is_empty() {
+            return;
+        }
+        if self.log.announce {
             self.log.append(&self.buf, &mut std::io::stderr().lock());
+        } else {
+            self.log.append(&self.buf, &mut std::io::sink());
         }
     }
 }

@@ -305,6 +305,18 @@ fn a_warning_of_a_oneshot_run_goes_to_the_log_file_and_is_pointed_at_once() {
         run.stderr
     );
     assert!(!run.stderr.contains("WARN"), "{}", run.stderr);
+    // With -q the warning is logged and nothing is said.
+    let quiet = h.run_env(
+        &["-q", "-z", "--", "true"],
+        &[(
+            "HERMES_DEBUG_SYNC_COUNT",
+            blocked.path().to_str().expect("utf-8"),
+        )],
+    );
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert!(!quiet.stderr.contains("logged to"), "{}", quiet.stderr);
+    let again = std::fs::read_to_string(&log).expect("the log");
+    assert_eq!(again.matches("I/O counts").count(), 2, "{again}");
     // A run with nothing to warn about says nothing of the log.
     let quiet = h.run(&["-z", "--", "true"]);
     assert_eq!(quiet.code, 0);
@@ -342,4 +354,60 @@ fn statuses_are_colored_only_when_asked_or_on_a_terminal_without_no_color() {
         &[("NO_COLOR", "1")],
     );
     assert!(no_color.stdout.contains(green), "{:?}", no_color.stdout);
+}
+
+/// What an interactive session on a pseudo-terminal wrote, read until `done` holds.
+fn interactive_until(h: &Hermes, env: &[(&str, &str)], done: impl Fn(&str) -> bool) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hermes"));
+    c.env_remove("NO_COLOR")
+        .env_remove("HERMES_SESSION_ID")
+        .env_remove("RUST_LOG")
+        .env("HERMES_HOME", h.path())
+        .env("TERM", "xterm")
+        .envs(env.iter().copied());
+    h.ledger_env(&mut c);
+    let mut session = expectrl::Session::spawn(c).expect("hermes starts on a pseudo-terminal");
+    let mut raw = Vec::new();
+    let mut typed = false;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = session.try_read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        if !typed && text.contains("hermes> ") {
+            session
+                .write_all(b"delegate -- sleep 1\r")
+                .and_then(|()| session.flush())
+                .expect("type a line");
+            typed = true;
+        }
+        if typed && done(&text) {
+            let pid = nix::unistd::Pid::from_raw(session.get_process().pid().as_raw());
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out; the session wrote:\n{text:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_interactive_sessions_status_lines_are_colored_on_a_terminal_unless_no_color() {
+    let h = Hermes::new();
+    let colored = interactive_until(&h, &[], |t| t.contains("\x1b[33mrunning\x1b[0m: 1 task(s)"));
+    assert!(colored.contains("\x1b[33mrunning"), "{colored:?}");
+    let h = Hermes::new();
+    let plain = interactive_until(&h, &[("NO_COLOR", "1")], |t| {
+        t.contains(" running: 1 task(s)")
+    });
+    assert!(!plain.contains("\x1b[33m"), "{plain:?}");
 }
