@@ -127,3 +127,16 @@ fn the_change_stamp_moves_with_every_commit_of_any_handle_and_only_then() {
         last = now;
     }
 }
+
+#[test]
+fn the_writability_check_writes_and_rolls_back_leaving_nothing() {
+    let f = crate::common::fixture();
+    crate::common::unit(&f.ledger, 1);
+    let activity = f.ledger.activity().expect("activity");
+    let commits = f.ledger.commits();
+    f.ledger.check_writable().expect("the ledger takes writes");
+    assert_eq!(f.ledger.activity().expect("activity"), activity);
+    assert_eq!(f.ledger.commits(), commits);
+    // Another process sees the same.
+    assert_eq!(f.reopen().activity().expect("activity"), activity);
+}
