@@ -358,7 +358,7 @@ fn statuses_are_colored_only_when_asked_or_on_a_terminal_without_no_color() {
 
 /// What an interactive session on a pseudo-terminal wrote, read until `done` holds.
 fn interactive_until(h: &Hermes, env: &[(&str, &str)], done: impl Fn(&str) -> bool) -> String {
-    use std::io::{Read as _, Write as _};
+    use std::io::Write as _;
     let mut c = Command::new(env!("CARGO_BIN_EXE_hermes"));
     c.env_remove("NO_COLOR")
         .env_remove("HERMES_SESSION_ID")
