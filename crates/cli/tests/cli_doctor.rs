@@ -28,9 +28,9 @@ fn script(dir: &Path, name: &str, body: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
-/// `PATH` with `dir` first and the system's programs after it.
+/// `PATH` of `dir` alone, so that what the machine has installed does not count.
 fn path_with(dir: &Path) -> String {
-    format!("{}:/usr/bin:/bin", dir.display())
+    dir.display().to_string()
 }
 
 /// `hermes ARGS` in `cwd` with `HOME` and `PATH` of the test's own, plus `env`.
@@ -140,7 +140,7 @@ fn doctor_lists_an_agent_cli_on_path_with_its_version_and_gives_up_on_one_that_h
     let h = Hermes::new();
     let bin = tempfile::tempdir().expect("bin");
     script(bin.path(), "claude", "echo '9.9.9 (Claude Code)'");
-    script(bin.path(), "codex", "exec sleep 60");
+    script(bin.path(), "codex", "exec /bin/sleep 60");
     let cwd = tempfile::tempdir().expect("cwd");
     let started = Instant::now();
     let run = doctor_in(
