@@ -105,6 +105,7 @@ fn doctor_with_an_unknown_key_in_the_config_exits_2_and_names_it() {
         .find(|l| l.starts_with("fail") && l.contains("config"))
         .unwrap_or_else(|| panic!("no failed config line: {}", run.stdout));
     assert!(line.contains("delegation.max_childs"), "{line}");
+    assert_eq!(run.stderr, "hermes: doctor: failed: config\n");
     let doctor = h.run(&["doctor", "--json"]);
     assert_eq!(doctor.code, 2);
     assert_eq!(check(&doctor.json(), "config")["status"], "fail");

@@ -103,6 +103,15 @@ pub fn run(json_out: bool) -> anyhow::Result<Code> {
         }
         output::print(&text)?;
     }
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| c.name.as_str())
+        .collect();
+    if !failed.is_empty() {
+        // The one line every non-zero exit prints; the checks said the rest.
+        eprintln!("hermes: doctor: failed: {}", failed.join(", "));
+    }
     Ok(code)
 }
 
