@@ -5,7 +5,8 @@
 //! types `x` and suffixes its samples — so one text cannot be read right by both.
 //!
 //! Families come out sorted by name, and each family's series by their labels, so the same
-//! exposition is always the same bytes. A label whose value is empty is left out. A long-lived
+//! exposition is always the same bytes; a family with no series is left out, as is a label
+//! whose value is empty. A long-lived
 //! endpoint keeps every series it once served ([`Seen`]): one that is gone reads 0.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -158,6 +159,7 @@ impl Exposition {
         let mut families: Vec<(String, &'static str, &Family)> = self
             .families
             .iter()
+            .filter(|(_, family)| !family.series.is_empty())
             .map(|(name, family)| (exposed_name(name, family.kind, format), *name, family))
             .collect();
         families.sort_by(|a, b| a.0.cmp(&b.0));
@@ -273,6 +275,7 @@ mod tests {
 
     fn sample() -> Exposition {
         let mut e = Exposition::default();
+        e.gauge("hermes_empty", "A family with no series is left out");
         e.gauge("hermes_b", "A gauge")
             .set(labels(&[("pool", "z"), ("machine", "")]), 2.0)
             .set(labels(&[("pool", "a\"\\\n")]), 0.5);
