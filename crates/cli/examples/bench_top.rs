@@ -21,11 +21,11 @@ mod support;
 
 // Not every item of the binary's modules is used by a benchmark.
 #[allow(dead_code)]
-#[path = "../src/top/model.rs"]
-mod model;
-#[allow(dead_code)]
 #[path = "../src/metrics/exposition.rs"]
 mod exposition;
+#[allow(dead_code)]
+#[path = "../src/top/model.rs"]
+mod model;
 #[allow(dead_code)]
 #[path = "../src/metrics/render.rs"]
 mod render;

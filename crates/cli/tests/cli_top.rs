@@ -597,6 +597,23 @@ impl Prometheus {
     }
 }
 
+impl Prometheus {
+    /// Waits until Prometheus read every family with its type, asking for each alone (a short
+    /// answer comes whole, where a long one would come in chunks).
+    fn assert_typed(&self) {
+        for (name, kind) in TYPES {
+            let metadata = wait_for(LIMIT, &format!("Prometheus to know {name}'s type"), || {
+                let (code, body) = get(self.port, &format!("/api/v1/metadata?metric={name}"))?;
+                let json: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+                json["data"][name]
+                    .as_array()
+                    .map(|a| Value::Array(a.clone()))
+            });
+            assert_eq!(metadata[0]["type"], kind, "{name}: {metadata}");
+        }
+    }
+}
+
 impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -691,18 +708,7 @@ fn a_real_prometheus_scrapes_a_worker_and_sees_what_the_json_list_says() {
     // Series with nothing counted toward them are scraped too, reading 0.
     expect(r#"hermes_live_hosts{kind="headless"}"#, 0.0);
     expect(r#"hermes_completions_total{status="stalled"}"#, 0.0);
-    // Prometheus read every family with its type (asked one by one: a short answer comes
-    // whole, where a long one would come in chunks).
-    for (name, kind) in TYPES {
-        let metadata = wait_for(LIMIT, &format!("Prometheus to know {name}'s type"), || {
-            let (code, body) = get(prometheus.port, &format!("/api/v1/metadata?metric={name}"))?;
-            let json: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
-            json["data"][name]
-                .as_array()
-                .map(|a| Value::Array(a.clone()))
-        });
-        assert_eq!(metadata[0]["type"], kind, "{name}: {metadata}");
-    }
+    prometheus.assert_typed();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(worker.0.id()).expect("pid")),
         nix::sys::signal::Signal::SIGTERM,
