@@ -396,8 +396,7 @@ pub struct HookInstallArgs {
 
 #[derive(Debug, Args)]
 pub struct MetricsArgs {
-    /// `prometheus`: the text format 0.0.4 (the node exporter's textfile collector reads it);
-    /// `openmetrics`: OpenMetrics 1.0.
+    /// The text format.
     #[arg(long, value_enum, default_value_t)]
     pub format: crate::metrics::exposition::Format,
 }

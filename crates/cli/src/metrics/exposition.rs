@@ -17,7 +17,8 @@ use super::tally::Buckets;
 /// How an exposition is written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// The Prometheus text format, version 0.0.4 (`text/plain`).
+    /// The Prometheus text format, version 0.0.4 (`text/plain`), which the node exporter's
+    /// textfile collector reads.
     #[default]
     Prometheus,
     /// OpenMetrics 1.0 (`application/openmetrics-text`), ending in `# EOF`.
