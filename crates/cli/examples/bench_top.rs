@@ -21,6 +21,9 @@ mod support;
 
 // Not every item of the binary's modules is used by a benchmark.
 #[allow(dead_code)]
+#[path = "../src/metrics/exposition.rs"]
+mod exposition;
+#[allow(dead_code)]
 #[path = "../src/top/model.rs"]
 mod model;
 #[allow(dead_code)]
@@ -112,7 +115,8 @@ fn main() -> Result<()> {
         let started = Instant::now();
         let census = ledger.census_except(&|id| tally.holds(id))?;
         let totals = tally.absorb(&census);
-        let text = render::render(&census, &totals, now(), &limits, &|_| false, &process);
+        let text = render::render(&census, &totals, now(), &limits, &|_| false, &process)
+            .encode(exposition::Format::Prometheus);
         std::hint::black_box(text);
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     };

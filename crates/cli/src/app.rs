@@ -45,7 +45,7 @@ pub fn run() -> anyhow::Result<Code> {
         Some(Command::Ledger(c)) => cmd::ledger::run(c),
         Some(Command::Worker(args)) => cmd::worker::run(&args, cli.quiet),
         Some(Command::Top) => cmd::top::run(),
-        Some(Command::Metrics) => cmd::metrics::run(),
+        Some(Command::Metrics(args)) => cmd::metrics::run(&args),
         Some(Command::Mcp) => crate::mcp::run(),
         Some(Command::Hook(c)) => crate::hook::run(c),
         Some(Command::Doctor { json }) => cmd::doctor::run(json),

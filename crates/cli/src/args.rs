@@ -177,7 +177,7 @@ pub enum Command {
     /// A live full-screen view of every unit on every machine (needs a terminal).
     Top,
     /// The ledger's state in the Prometheus text exposition format, on stdout.
-    Metrics,
+    Metrics(MetricsArgs),
     /// A Model Context Protocol server on stdio, for an agent to delegate work through.
     Mcp,
     /// Hooks for hook-driven agent CLIs: read the hook's JSON on stdin, answer on stdout.
@@ -436,6 +436,13 @@ pub struct HookInstallArgs {
     /// project's, where the agent has one.
     #[arg(long, conflicts_with = "local")]
     pub user: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// The text format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: crate::metrics::exposition::Format,
 }
 
 #[derive(Debug, Args)]

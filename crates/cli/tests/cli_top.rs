@@ -1,6 +1,7 @@
-//! End-to-end tests of SPEC §15: `hermes top` in a real pseudo-terminal, and the metrics read
-//! by real consumers — Python's `prometheus_client` parser and a real Prometheus server
-//! scraping `--metrics-listen` — against the values `delegation list --json` gives for the same
+//! End-to-end tests of `hermes top` in a real pseudo-terminal, and of the metrics read by real
+//! consumers — Python's `prometheus_client` parsers (the classic text format's and
+//! OpenMetrics') and a real Prometheus server scraping `--metrics-listen` — each reading every
+//! metric with its type, against the values `delegation list --json` gives for the same
 //! ledger. Backend-parameterized (`HERMES_TEST_BACKEND`).
 
 mod common;
@@ -244,21 +245,43 @@ fn python() -> &'static Path {
     })
 }
 
-/// `text` parsed by prometheus_client's OpenMetrics parser: every sample as
-/// `name{label="value",…}` (labels sorted) → value.
-fn parse_with_python(text: &str) -> BTreeMap<String, f64> {
+/// One of prometheus_client's two parsers.
+#[derive(Clone, Copy, Debug)]
+enum Parser {
+    /// `prometheus_client.parser`: the Prometheus text format 0.0.4.
+    Classic,
+    /// `prometheus_client.openmetrics.parser`.
+    OpenMetrics,
+}
+
+/// What a parser read.
+struct Parsed {
+    /// Every sample as `name{label="value",…}` (labels sorted) → value.
+    samples: BTreeMap<String, f64>,
+    /// Every family's type (`empty` for a family without samples).
+    types: BTreeMap<String, String>,
+}
+
+/// `text` read by `parser`.
+fn parse_with_python(text: &str, parser: Parser) -> Parsed {
     let script = r#"
 import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-out = {}
+if sys.argv[1] == "Classic":
+    from prometheus_client.parser import text_string_to_metric_families
+else:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+samples, types = {}, {}
 for family in text_string_to_metric_families(sys.stdin.read()):
+    if family.name in types:
+        sys.exit(f"the family {family.name} comes twice")
+    types[family.name] = family.type if family.samples else "empty"
     for s in family.samples:
         labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-        out[f"{s.name}{{{labels}}}"] = s.value
-print(json.dumps(out))
+        samples[f"{s.name}{{{labels}}}"] = s.value
+print(json.dumps({"samples": samples, "types": types}))
 "#;
     let mut child = Command::new(python())
-        .args(["-c", script])
+        .args(["-c", script, &format!("{parser:?}")])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -273,10 +296,47 @@ print(json.dumps(out))
     let out = child.wait_with_output().expect("python ends");
     assert!(
         out.status.success(),
-        "prometheus_client refused the exposition: {}\n{text}",
+        "prometheus_client's {parser:?} parser refused the exposition: {}\n{text}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("the parser's JSON")
+    let json: Value = serde_json::from_slice(&out.stdout).expect("the parser's JSON");
+    Parsed {
+        samples: serde_json::from_value(json["samples"].clone()).expect("samples"),
+        types: serde_json::from_value(json["types"].clone()).expect("types"),
+    }
+}
+
+/// Every metric family and its type (a counter's family is named without `_total`).
+const TYPES: [(&str, &str); 20] = [
+    ("hermes_claim_losses", "counter"),
+    ("hermes_completions", "counter"),
+    ("hermes_deliveries", "counter"),
+    ("hermes_delivery_lag_seconds", "histogram"),
+    ("hermes_dispatches", "counter"),
+    ("hermes_lease_renewal_failures", "counter"),
+    ("hermes_ledger_commit_seconds", "histogram"),
+    ("hermes_live_hosts", "gauge"),
+    ("hermes_live_workers", "gauge"),
+    ("hermes_machine_slots", "gauge"),
+    ("hermes_oldest_pending_event_age_seconds", "gauge"),
+    ("hermes_open_events", "gauge"),
+    ("hermes_pool_capacity", "gauge"),
+    ("hermes_queue_depth", "gauge"),
+    ("hermes_recoveries", "counter"),
+    ("hermes_running_children", "gauge"),
+    ("hermes_stalls", "counter"),
+    ("hermes_start_wait_seconds", "histogram"),
+    ("hermes_timeouts", "counter"),
+    ("hermes_units", "gauge"),
+];
+
+/// The parser read every family with its type, and nothing untyped or empty.
+fn assert_typed(parsed: &Parsed) {
+    let want: BTreeMap<String, String> = TYPES
+        .iter()
+        .map(|(name, kind)| ((*name).to_owned(), (*kind).to_owned()))
+        .collect();
+    assert_eq!(parsed.types, want);
 }
 
 fn sample(samples: &BTreeMap<String, f64>, key: &str) -> f64 {
@@ -316,39 +376,38 @@ fn populated() -> (Hermes, String) {
 }
 
 #[test]
-fn hermes_metrics_parses_with_prometheus_client_and_matches_the_json_list() {
+fn hermes_metrics_reads_with_the_classic_parser_every_metric_typed_and_matches_the_json_list() {
     let (h, running) = populated();
     let run = h.run(&["metrics"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let samples = parse_with_python(&run.stdout);
+    let parsed = parse_with_python(&run.stdout, Parser::Classic);
+    assert_typed(&parsed);
+    let samples = &parsed.samples;
     let list = h.json(&["delegation", "list", "--json", "--all"]);
     let count = |k: &str| list[k].as_u64().expect("a count") as f64;
     assert_eq!(
-        sample(&samples, r#"hermes_units{status="running"}"#),
+        sample(samples, r#"hermes_units{status="running"}"#),
         count("running_count")
     );
     assert_eq!(
-        sample(&samples, r#"hermes_units{status="queued"}"#),
+        sample(samples, r#"hermes_units{status="queued"}"#),
         count("queued_count")
     );
     assert_eq!(
-        sample(&samples, r#"hermes_units{status="completed"}"#),
+        sample(samples, r#"hermes_units{status="completed"}"#),
         count("recent_count")
     );
-    assert_eq!(sample(&samples, "hermes_dispatches_total{}"), 3.0);
+    assert_eq!(sample(samples, "hermes_dispatches_total{}"), 3.0);
     assert_eq!(
-        sample(&samples, r#"hermes_completions_total{status="completed"}"#),
+        sample(samples, r#"hermes_completions_total{status="completed"}"#),
         1.0
     );
-    assert_eq!(sample(&samples, "hermes_deliveries_total{}"), 1.0);
-    assert_eq!(sample(&samples, "hermes_delivery_lag_seconds_count{}"), 1.0);
-    assert_eq!(sample(&samples, "hermes_start_wait_seconds_count{}"), 2.0);
+    assert_eq!(sample(samples, "hermes_deliveries_total{}"), 1.0);
+    assert_eq!(sample(samples, "hermes_delivery_lag_seconds_count{}"), 1.0);
+    assert_eq!(sample(samples, "hermes_start_wait_seconds_count{}"), 2.0);
+    assert_eq!(sample(samples, r#"hermes_queue_depth{pool="nobody"}"#), 1.0);
     assert_eq!(
-        sample(&samples, r#"hermes_queue_depth{machine="",pool="nobody"}"#),
-        1.0
-    );
-    assert_eq!(
-        sample(&samples, r#"hermes_open_events{state="pending"}"#),
+        sample(samples, r#"hermes_open_events{state="pending"}"#),
         0.0
     );
     let machine = h.json(&["delegation", "status", &running, "--json"])["tasks"][0]["machine"]
@@ -357,18 +416,69 @@ fn hermes_metrics_parses_with_prometheus_client_and_matches_the_json_list() {
         .to_owned();
     assert_eq!(
         sample(
-            &samples,
+            samples,
             &format!(r#"hermes_running_children{{machine="{machine}"}}"#)
         ),
         1.0
     );
     assert_eq!(
         sample(
-            &samples,
+            samples,
             &format!(r#"hermes_live_hosts{{kind="headless",machine="{machine}"}}"#)
         ),
         1.0
     );
+    // Series with nothing counted toward them are there, reading 0; no label is empty.
+    for zero in [
+        format!(r#"hermes_live_hosts{{kind="worker",machine="{machine}"}}"#),
+        format!(r#"hermes_queue_depth{{machine="{machine}"}}"#),
+        r#"hermes_units{status="stalled"}"#.to_owned(),
+        r#"hermes_completions_total{status="timeout"}"#.to_owned(),
+        r#"hermes_open_events{state="claimed"}"#.to_owned(),
+        r#"hermes_live_workers{pool="nobody"}"#.to_owned(),
+        "hermes_stalls_total{}".to_owned(),
+    ] {
+        assert_eq!(sample(samples, &zero), 0.0, "{zero}");
+    }
+    assert!(
+        samples.keys().all(|k| !k.contains(r#"="""#)),
+        "{samples:#?}"
+    );
+    h.run(&["session", "end", "s1"]);
+}
+
+#[test]
+fn hermes_metrics_format_openmetrics_reads_with_the_openmetrics_parser_and_both_are_stable() {
+    let (h, _running) = populated();
+    let classic = h.run(&["metrics"]);
+    let open = h.run(&["metrics", "--format", "openmetrics"]);
+    assert_eq!(open.code, 0, "{}", open.stderr);
+    assert!(open.stdout.ends_with("\n# EOF\n"), "{}", open.stdout);
+    let parsed = parse_with_python(&open.stdout, Parser::OpenMetrics);
+    assert_typed(&parsed);
+    let classic = parse_with_python(&classic.stdout, Parser::Classic);
+    assert_eq!(
+        parsed.samples.keys().collect::<Vec<_>>(),
+        classic.samples.keys().collect::<Vec<_>>(),
+        "both formats carry the same series"
+    );
+    assert_eq!(sample(&parsed.samples, "hermes_dispatches_total{}"), 3.0);
+    // The same ledger, the same bytes; families sorted by name.
+    for format in ["prometheus", "openmetrics"] {
+        let runs: Vec<String> = (0..3)
+            .map(|_| h.run(&["metrics", "--format", format]).stdout)
+            .collect();
+        assert!(runs.iter().all(|r| *r == runs[0]), "{format}: {runs:#?}");
+        let families: Vec<&str> = runs[0]
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .collect();
+        let mut sorted = families.clone();
+        sorted.sort_unstable();
+        assert_eq!(families, sorted, "{format}");
+    }
+    let bad = h.run(&["metrics", "--format", "json"]);
+    bad.assert_one_error_line(2);
     h.run(&["session", "end", "s1"]);
 }
 
@@ -379,20 +489,52 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// One HTTP GET on 127.0.0.1; the status code and the body.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
+/// A child process killed when dropped, so a failing test leaves none running.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An HTTP answer: its status code, `Content-Type` and body.
+struct Answer {
+    code: u16,
+    content_type: String,
+    body: String,
+}
+
+/// One HTTP GET on 127.0.0.1, with an `Accept` header if given.
+fn fetch(port: u16, path: &str, accept: Option<&str>) -> Option<Answer> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{accept}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
-    let code = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n")?.1.to_owned();
-    Some((code, body))
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split(' ').nth(1)?.parse().ok()?;
+    let content_type = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map(|(_, value)| value.trim().to_owned())?;
+    Some(Answer {
+        code,
+        content_type,
+        body: body.to_owned(),
+    })
+}
+
+/// One HTTP GET on 127.0.0.1; the status code and the body.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    fetch(port, path, None).map(|a| (a.code, a.body))
 }
 
 /// A Prometheus server on 127.0.0.1 scraping `target` every second; killed when dropped.
@@ -455,6 +597,23 @@ impl Prometheus {
     }
 }
 
+impl Prometheus {
+    /// Waits until Prometheus read every family with its type, asking for each alone (a short
+    /// answer comes whole, where a long one would come in chunks).
+    fn assert_typed(&self) {
+        for (name, kind) in TYPES {
+            let metadata = wait_for(LIMIT, &format!("Prometheus to know {name}'s type"), || {
+                let (code, body) = get(self.port, &format!("/api/v1/metadata?metric={name}"))?;
+                let json: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+                json["data"][name]
+                    .as_array()
+                    .map(|a| Value::Array(a.clone()))
+            });
+            assert_eq!(metadata[0]["type"], kind, "{name}: {metadata}");
+        }
+    }
+}
+
 impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -478,6 +637,7 @@ fn a_real_prometheus_scrapes_a_worker_and_sees_what_the_json_list_says() {
         ])
         .stderr(Stdio::null())
         .spawn()
+        .map(Reaped)
         .expect("the worker starts");
     wait_for(LIMIT, "the metrics endpoint", || {
         get(port, "/metrics").filter(|(code, _)| *code == 200)
@@ -545,12 +705,16 @@ fn a_real_prometheus_scrapes_a_worker_and_sees_what_the_json_list_says() {
     expect(r#"hermes_pool_capacity{pool="scraped"}"#, 1.0);
     expect(r#"hermes_dispatches_total"#, 2.0);
     expect(r#"up{job="hermes"}"#, 1.0);
+    // Series with nothing counted toward them are scraped too, reading 0.
+    expect(r#"hermes_live_hosts{kind="headless"}"#, 0.0);
+    expect(r#"hermes_completions_total{status="stalled"}"#, 0.0);
+    prometheus.assert_typed();
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).expect("pid")),
+        nix::unistd::Pid::from_raw(i32::try_from(worker.0.id()).expect("pid")),
         nix::sys::signal::Signal::SIGTERM,
     )
     .expect("SIGTERM the worker");
-    let status = worker.wait().expect("the worker ends");
+    let status = worker.0.wait().expect("the worker ends");
     assert!(status.success(), "{status}");
 }
 
@@ -568,6 +732,7 @@ fn a_headless_host_serves_metrics_that_match_the_json_list() {
         ])
         .stderr(Stdio::null())
         .spawn()
+        .map(Reaped)
         .expect("the host starts");
     wait_for(LIMIT, "the metrics endpoint", || {
         get(port, "/metrics").filter(|(code, _)| *code == 200)
@@ -576,12 +741,12 @@ fn a_headless_host_serves_metrics_that_match_the_json_list() {
     let status = h.json(&["delegation", "status", &id, "--json"]);
     assert_eq!(
         status["host_pid"].as_u64(),
-        Some(u64::from(host.id())),
+        Some(u64::from(host.0.id())),
         "the unit runs in the host that serves the metrics"
     );
     let samples = wait_for(LIMIT, "the unit running in the metrics", || {
         let (_, body) = get(port, "/metrics")?;
-        let samples = parse_with_python(&body);
+        let samples = parse_with_python(&body, Parser::Classic).samples;
         (samples.get(r#"hermes_units{status="running"}"#) == Some(&1.0)).then_some(samples)
     });
     let list = h.json(&["delegation", "list", "--json"]);
@@ -597,9 +762,102 @@ fn a_headless_host_serves_metrics_that_match_the_json_list() {
     );
     h.run(&["session", "end", "s3"]);
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(host.id()).expect("pid")),
+        nix::unistd::Pid::from_raw(i32::try_from(host.0.id()).expect("pid")),
         nix::sys::signal::Signal::SIGTERM,
     )
     .expect("SIGTERM the host");
-    assert!(host.wait().expect("the host ends").success());
+    assert!(host.0.wait().expect("the host ends").success());
+}
+
+/// What Prometheus 2.x sends when it scrapes.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+#[test]
+fn the_endpoint_answers_in_the_format_the_accept_header_asks_for_and_keeps_a_gone_pool_at_0() {
+    let h = Hermes::new();
+    let port = free_port();
+    let mut host = h
+        .command(&[
+            "host",
+            "--session",
+            "s4",
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Reaped)
+        .expect("the host starts");
+    wait_for(LIMIT, "the metrics endpoint", || {
+        get(port, "/metrics").filter(|(code, _)| *code == 200)
+    });
+    // A unit waiting in a pool no worker serves, so every family has a series.
+    let waiting = h.json(&[
+        "delegate",
+        "--json",
+        "--session",
+        "s4",
+        "--pool",
+        "gone",
+        "--",
+        "true",
+    ])["delegation_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let classic = "text/plain; version=0.0.4; charset=utf-8";
+    let open = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    for (accept, content_type, parser) in [
+        (None, classic, Parser::Classic),
+        (Some("text/plain;version=0.0.4"), classic, Parser::Classic),
+        (Some("*/*"), classic, Parser::Classic),
+        (
+            Some("application/openmetrics-text"),
+            open,
+            Parser::OpenMetrics,
+        ),
+        (Some(PROMETHEUS_ACCEPT), open, Parser::OpenMetrics),
+        (
+            Some("application/openmetrics-text;q=0.2, text/plain;q=0.9"),
+            classic,
+            Parser::Classic,
+        ),
+    ] {
+        let answer = fetch(port, "/metrics", accept).expect("an answer");
+        assert_eq!(answer.code, 200, "{accept:?}");
+        assert_eq!(answer.content_type, content_type, "{accept:?}");
+        assert_eq!(
+            answer.body.ends_with("# EOF\n"),
+            matches!(parser, Parser::OpenMetrics),
+            "{accept:?}: {}",
+            answer.body
+        );
+        let parsed = parse_with_python(&answer.body, parser);
+        assert_typed(&parsed);
+        assert_eq!(
+            sample(&parsed.samples, r#"hermes_queue_depth{pool="gone"}"#),
+            1.0
+        );
+    }
+    // Once the pool has nothing queued and no worker, its series stay, reading 0.
+    let stopped = h.run(&["delegation", "stop", &waiting]);
+    assert_eq!(stopped.code, 0, "{}", stopped.stderr);
+    let samples = wait_for(LIMIT, "the stopped unit in the metrics", || {
+        let (_, body) = get(port, "/metrics")?;
+        let samples = parse_with_python(&body, Parser::Classic).samples;
+        (samples.get(r#"hermes_units{status="cancelled"}"#) == Some(&1.0)).then_some(samples)
+    });
+    assert_eq!(sample(&samples, r#"hermes_queue_depth{pool="gone"}"#), 0.0);
+    assert_eq!(sample(&samples, r#"hermes_live_workers{pool="gone"}"#), 0.0);
+    assert_eq!(
+        sample(&samples, r#"hermes_pool_capacity{pool="gone"}"#),
+        0.0
+    );
+    h.run(&["session", "end", "s4"]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(host.0.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM the host");
+    assert!(host.0.wait().expect("the host ends").success());
 }

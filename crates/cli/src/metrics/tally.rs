@@ -10,8 +10,6 @@
 use std::collections::{HashMap, HashSet};
 
 use ledger::{Census, ChildStatus, Delegation, DelegationId, Event, EventState, UnitStatus};
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
-use prometheus_client::metrics::MetricType;
 
 /// Every unit status, so each series exists (at 0) from the first scrape.
 pub const UNIT_STATUSES: [UnitStatus; 10] = [
@@ -29,11 +27,15 @@ pub const UNIT_STATUSES: [UnitStatus; 10] = [
 
 /// Bucket bounds of the latency histograms, in seconds: 10 ms to about 3 hours.
 pub fn wait_buckets() -> impl Iterator<Item = f64> {
-    prometheus_client::metrics::histogram::exponential_buckets(0.01, 4.0, 11)
+    exponential_buckets(0.01, 4.0, 11)
 }
 
-/// A classic histogram as plain counts, which can be added to and copied (a
-/// prometheus-client `Histogram` is shared state that only grows).
+/// `n` bounds from `start`, each `factor` times the one before.
+pub fn exponential_buckets(start: f64, factor: f64, n: i32) -> impl Iterator<Item = f64> {
+    (0..n).map(move |i| start * factor.powi(i))
+}
+
+/// A classic histogram as plain counts, which can be added to and copied.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buckets {
     sum: f64,
@@ -65,15 +67,23 @@ impl Buckets {
             last.1 += 1;
         }
     }
-}
 
-impl EncodeMetric for Buckets {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        encoder.encode_histogram::<NoLabelSet>(self.sum, self.count, &self.buckets, None)
+    /// Each upper bound with the observations at or below it, the last bound infinite.
+    pub fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        self.buckets.iter().scan(0, |below, (bound, n)| {
+            *below += n;
+            Some((*bound, *below))
+        })
     }
 
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
+    /// The sum of the observations.
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    /// The number of observations.
+    pub fn count(&self) -> u64 {
+        self.count
     }
 }
 
@@ -251,6 +261,7 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::exposition::Format;
     use crate::metrics::render::{self, ProcessCounts};
     use crate::top::model::Limits;
     use ledger::{
@@ -292,8 +303,7 @@ mod tests {
             .expect("finish");
     }
 
-    /// How many units a scrape with `tally` read, and the lines it rendered, sorted (a
-    /// family's series come in no fixed order).
+    /// How many units a scrape with `tally` read, and the lines it rendered.
     fn scrape(ledger: &Ledger, tally: &mut Tally) -> (usize, Vec<String>) {
         let census = ledger.census_except(&|id| tally.holds(id)).expect("census");
         let totals = tally.absorb(&census);
@@ -305,9 +315,9 @@ mod tests {
             &limits,
             &|_| false,
             &ProcessCounts::default(),
-        );
-        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        lines.sort();
+        )
+        .encode(Format::Prometheus);
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
         (census.units.len(), lines)
     }
 
@@ -402,7 +412,10 @@ mod tests {
         let other = Ledger::open(&path, LedgerConfig::default()).expect("open");
         let limits = Limits::from_settings(&settings::Settings::default());
         let mut scrapes = crate::metrics::process::Scrapes::default();
-        let mut scrape = || crate::metrics::process::snapshot(&ledger, &limits, &mut scrapes);
+        let mut scrape = || {
+            crate::metrics::process::snapshot(&ledger, &limits, &mut scrapes)
+                .map(|e| e.encode(Format::Prometheus))
+        };
         let dispatched = |text: &str| {
             text.lines()
                 .find(|l| l.starts_with("hermes_dispatches_total"))
