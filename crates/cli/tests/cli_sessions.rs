@@ -541,3 +541,78 @@ fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(stdout.matches("│ reconnected").count(), 1, "{stdout}");
 }
+
+#[test]
+fn a_relative_home_reaches_children_in_other_directories_as_the_same_home() {
+    let h = Hermes::new();
+    let parent = h.path().parent().expect("the home has a parent");
+    let name = h.path().file_name().expect("the home has a name");
+    let elsewhere = tempfile::tempdir().expect("another directory");
+    // Each child says which home it was given and lists the home's delegations from there.
+    let script = "printf '%s\\n' \"$HERMES_HOME\"; \"$HERMES\" delegation list --json";
+    let elsewhere_arg = elsewhere.path().to_str().expect("utf-8 path");
+    let out = h
+        .command(&[
+            "-z",
+            "--json",
+            "--cwd",
+            elsewhere_arg,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
+        .env("HERMES_HOME", name)
+        .current_dir(parent)
+        .output()
+        .expect("hermes -z runs");
+    let run = common::Run::from(out);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result = run.json()["tasks"][0]["result"]
+        .as_str()
+        .expect("result")
+        .to_owned();
+    let (home, listed) = result.split_once('\n').expect("two parts");
+    assert_eq!(std::path::Path::new(home), h.path(), "{result}");
+    let listed: Value = serde_json::from_str(listed).expect("the child's list is JSON");
+    assert_eq!(
+        listed["running_count"], 1,
+        "the child sees its own run: {listed}"
+    );
+    assert!(!elsewhere.path().join(name).exists(), "no second home");
+
+    // A headless host's children, in another directory, get the same home.
+    let mut delegate = h.command(&[
+        "delegate",
+        "--session",
+        "R",
+        "--json",
+        "--cwd",
+        elsewhere_arg,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let run = common::Run::from(
+        delegate
+            .env("HERMES_HOME", name)
+            .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
+            .current_dir(parent)
+            .output()
+            .expect("delegate runs"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let done = wait_for(Duration::from_secs(20), "the headless host's child", || {
+        let s = status(&h, &id);
+        (s["status"] == "completed").then_some(s)
+    });
+    let result = done["tasks"][0]["result"].as_str().expect("result");
+    assert!(
+        result.starts_with(&format!("{}\n", h.path().display())),
+        "{result}"
+    );
+    assert!(!elsewhere.path().join(name).exists(), "no second home");
+}
