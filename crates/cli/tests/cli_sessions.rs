@@ -616,3 +616,68 @@ fn a_relative_home_reaches_children_in_other_directories_as_the_same_home() {
     );
     assert!(!elsewhere.path().join(name).exists(), "no second home");
 }
+
+#[test]
+fn a_program_that_cannot_be_found_is_refused_at_dispatch_unless_a_worker_or_z_runs_it() {
+    let h = Hermes::new();
+    let missing = "hermes-test-no-such-program";
+    let run = h.run(&["delegate", "--session", "M", "--", missing, "x"]);
+    run.assert_one_error_line(2);
+    assert!(run.stderr.contains(missing), "{}", run.stderr);
+    // Nothing was recorded: no session, no unit, no host.
+    let sessions = h.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"], serde_json::json!([]), "{sessions}");
+    let list = h.json(&["delegation", "list", "--all", "--json"]);
+    assert_eq!(list["recent"], serde_json::json!([]), "{list}");
+    // A path is looked for where the child will run: in its --cwd.
+    let dir = tempfile::tempdir().expect("a working directory");
+    let cwd = dir.path().to_str().expect("utf-8 path");
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "M",
+        "--cwd",
+        cwd,
+        "--",
+        "./here.sh",
+    ]);
+    run.assert_one_error_line(2);
+    assert!(run.stderr.contains(cwd), "{}", run.stderr);
+    let script = dir.path().join("here.sh");
+    std::fs::write(&script, "#!/bin/sh\necho found here\n").expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "M",
+        "--json",
+        "--cwd",
+        cwd,
+        "--",
+        "./here.sh",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    wait_for(Duration::from_secs(20), "the script's result", || {
+        (status(&h, &id)["status"] == "completed").then_some(())
+    });
+    // A pool's worker may run on a machine that has the program.
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "M",
+        "--pool",
+        "p",
+        "--json",
+        "--",
+        missing,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "queued");
+    // A one-shot run reports the operating system's reason at once.
+    let run = h.run(&["-z", "--json", "--", missing]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let json = run.json();
+    assert_eq!(json["tasks"][0]["status"], "error", "{json}");
+}

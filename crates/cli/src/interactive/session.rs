@@ -417,6 +417,7 @@ impl Turns {
             draft.goal = shlex::try_join(draft.command.iter().map(String::as_str)).ok();
         }
         let spec = draft.build()?;
+        crate::dispatch::check_programs_here(&spec)?;
         let goal = formatter::one_line(&spec.goal, 80);
         let dispatched = self.runtime.block_on(
             self.host
