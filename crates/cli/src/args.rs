@@ -340,6 +340,9 @@ pub enum SessionCommand {
     End {
         /// The session.
         session: String,
+        /// Answer in JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -681,3 +681,61 @@ fn a_program_that_cannot_be_found_is_refused_at_dispatch_unless_a_worker_or_z_ru
     let json = run.json();
     assert_eq!(json["tasks"][0]["status"], "error", "{json}");
 }
+
+#[test]
+fn ending_a_session_stops_its_headless_host_and_the_session_can_be_resumed() {
+    let h = Hermes::new();
+    // A long idle exit: only the session's end can make the host leave within the test.
+    let long_idle = [("HERMES_HOST_IDLE_EXIT_SECONDS", "300")];
+    let run = h.run_env(
+        &["delegate", "--session", "S", "--json", "--", "sleep", "30"],
+        &long_idle,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let dispatched = run.json();
+    let id = dispatched["delegation_id"].as_str().expect("id").to_owned();
+    let host = dispatched["host_pid"].as_u64().expect("a host runs it");
+    wait_for(Duration::from_secs(20), "the child to run", || {
+        (status(&h, &id)["tasks"][0]["status"] == "running").then_some(())
+    });
+    let end = h.json(&["session", "end", "S", "--json"]);
+    assert_eq!(end["session"], "S");
+    assert_eq!(end["state"], "ended");
+    assert_eq!(end["already_ended"], false);
+    assert_eq!(end["interrupted"], serde_json::json!([id]));
+    assert_eq!(end["host_pid"].as_u64(), Some(host));
+    wait_for(Duration::from_secs(10), "the host to leave", || {
+        (!process_alive(host)).then_some(())
+    });
+    // Nothing was lost: the unit was finalized as interrupted by the session's end.
+    let s = status(&h, &id);
+    assert_eq!(s["status"], "interrupted", "{s}");
+    let sessions = h.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"][0]["state"], "ended");
+    assert!(sessions["sessions"][0]["host_pid"].is_null(), "{sessions}");
+    // Ending it again says so; an unknown session is an error, in JSON too.
+    let again = h.json(&["session", "end", "S", "--json"]);
+    assert_eq!(again["already_ended"], true);
+    assert!(again["host_pid"].is_null(), "{again}");
+    let unknown = h.run(&["session", "end", "nobody", "--json"]);
+    unknown.assert_one_error_line(4);
+    assert_eq!(unknown.json()["code"], 4);
+    assert!(unknown.json()["error"].is_string());
+    // The conversation comes back (its agent resumed it): nothing holds the session.
+    h.ledger()
+        .reopen_session(
+            &ledger::SessionId::new("S").expect("id"),
+            ledger::Timestamp(u64::try_from(unix_ms()).expect("time")),
+        )
+        .expect("reopened");
+    let resumed = h.run(&["--resume", "S"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(!resumed.stderr.contains("leave that one first"));
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis()
+}

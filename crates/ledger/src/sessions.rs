@@ -20,6 +20,10 @@ pub struct SessionEnd {
     pub dropped_events: usize,
     /// Whether the session was already ended.
     pub already_ended: bool,
+    /// The session's host when it ended, if it had one with a record: it leaves once its
+    /// interrupted units are finalized (a headless host notices, or is told by whoever ended the
+    /// session when it runs in the same locality).
+    pub host: Option<Host>,
 }
 
 /// The result of asking to host a session.
@@ -63,8 +67,13 @@ impl Ledger {
             let mut session = w
                 .session(id)?
                 .ok_or_else(|| LedgerError::SessionNotFound(id.clone()))?;
+            let host = match session.host {
+                Some(process) => w.host(process)?,
+                None => None,
+            };
             let mut end = SessionEnd {
                 already_ended: session.state == SessionState::Ended,
+                host,
                 ..SessionEnd::default()
             };
             session.state = SessionState::Ended;

@@ -168,6 +168,13 @@ fn signal_verified(process: ProcessId, signal: Signal) -> bool {
     sent == 0
 }
 
+/// Asks the host `host` to stop (SIGTERM: it interrupts and finalizes its children, then
+/// unregisters) if it runs in this process's locality and is still that process, pid and start
+/// time. Whether the signal was sent; a host elsewhere is never signalled.
+pub fn stop_host(host: &ledger::Host) -> bool {
+    host.locality == current_locality() && signal_verified(host.process, Signal::SIGTERM)
+}
+
 /// The start time of `pid` in clock ticks since boot, if it exists.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|s| s.start_time)
