@@ -28,7 +28,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         .map(crate::metrics::serve::bind)
         .transpose()?;
     let ledger = home.hosting_ledger(&session)?;
-    let me = registry::procs::current_process();
+    let me = registry::procs::current_host();
     if let Some(other) = take_session(&ledger, &session, me)? {
         held_by(&session, other, quiet);
         return Ok(Code::Ok);

@@ -45,7 +45,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         Some(resumed) => home.hosting_ledger(&resumed)?,
         None => home.ledger()?,
     };
-    let me = registry::procs::current_process();
+    let me = registry::procs::current_host();
     let (session, greeting) = match resume {
         Some(raw) => resume_session(&ledger, &home.registry(), raw, me)?,
         None => {

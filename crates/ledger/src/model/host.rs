@@ -8,12 +8,46 @@ use super::{HostId, SessionId, Timestamp};
 
 /// A process identity that survives pid reuse: the pid and the process's start time (clock ticks
 /// since boot, as `/proc/<pid>/stat` reports it).
+///
+/// A host's identity ([`ProcessId::as_host_in`]) carries its locality's tag in the bits of
+/// `start_time` above [`ProcessId::START_BITS`]: processes of two pid namespaces (containers
+/// started together, each its own pid 1) or two machines can share a pid and a start time, and
+/// their host records, keyed by this identity, must not. Compare an identity with a process of
+/// the operating system through [`ProcessId::names`], which reads the start time alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ProcessId {
     /// The operating system's process id.
     pub pid: u32,
-    /// The process start time in clock ticks since boot.
+    /// The process start time in clock ticks since boot (modulo 2^[`ProcessId::START_BITS`]),
+    /// and, above those bits, a host's locality tag.
     pub start_time: u64,
+}
+
+impl ProcessId {
+    /// The bits of `start_time` that hold the start time itself: 2^36 clock ticks are 21 years
+    /// at 100 a second, and a longer uptime only wraps the value, which [`ProcessId::names`]
+    /// compares in the same bits.
+    pub const START_BITS: u32 = 36;
+    /// The bits above them that hold the locality tag, keeping `start_time` below 2^63 (a
+    /// PostgreSQL `bigint`).
+    pub const TAG_BITS: u32 = 27;
+    const START_MASK: u64 = (1 << Self::START_BITS) - 1;
+
+    /// The identity this process registers as a host under in `locality`: its pid, its start
+    /// time, and the locality's tag ([`Locality::tag`]), so that two processes of different
+    /// process tables sharing a pid and a start time are two hosts.
+    pub fn as_host_in(self, locality: &Locality) -> ProcessId {
+        ProcessId {
+            pid: self.pid,
+            start_time: (self.start_time & Self::START_MASK) | (locality.tag() << Self::START_BITS),
+        }
+    }
+
+    /// Whether this identity (a host's, tagged, or a plain one) names the process `pid` that
+    /// started at `start_time` clock ticks, as the process table reports it.
+    pub fn names(self, pid: u32, start_time: u64) -> bool {
+        self.pid == pid && (self.start_time ^ start_time) & Self::START_MASK == 0
+    }
 }
 
 impl fmt::Display for ProcessId {
@@ -33,6 +67,16 @@ pub struct Locality {
     pub pid_namespace: String,
     /// The host name.
     pub hostname: String,
+}
+
+impl Locality {
+    /// A number telling this process table from others in a host's identity
+    /// ([`ProcessId::as_host_in`]): a stable hash of the boot and the pid namespace (the host
+    /// name does not change which processes a pid means), [`ProcessId::TAG_BITS`] wide.
+    pub fn tag(&self) -> u64 {
+        let key = format!("{}\0{}", self.boot_id, self.pid_namespace);
+        stdx::fnv1a(key.as_bytes()) & ((1 << ProcessId::TAG_BITS) - 1)
+    }
 }
 
 /// What kind of process hosts units.
