@@ -71,11 +71,27 @@ pub struct Locality {
 
 impl Locality {
     /// A number telling this process table from others in a host's identity
-    /// ([`ProcessId::as_host_in`]): a stable hash of the boot and the pid namespace (the host
-    /// name does not change which processes a pid means), [`ProcessId::TAG_BITS`] wide.
+    /// ([`ProcessId::as_host_in`]), [`ProcessId::TAG_BITS`] wide: the pid namespace's number
+    /// mixed with a stable hash of the boot (the host name does not change which process a pid
+    /// means). On one boot it is unique without luck: the kernel numbers the live pid
+    /// namespaces apart (`pid:[4026531836]` for the first, then upwards from 2^32 − 2^28), and
+    /// mixing in one boot's hash keeps them apart. Across boots and machines the boot's hash
+    /// tells them apart. A namespace that does not read as a number is hashed.
     pub fn tag(&self) -> u64 {
-        let key = format!("{}\0{}", self.boot_id, self.pid_namespace);
-        stdx::fnv1a(key.as_bytes()) & ((1 << ProcessId::TAG_BITS) - 1)
+        const MASK: u64 = (1 << ProcessId::TAG_BITS) - 1;
+        /// Where the kernel starts numbering namespaces it creates (`PROC_DYNAMIC_FIRST`).
+        const DYNAMIC_FIRST: u64 = 0xF000_0000;
+        let boot = stdx::fnv1a(self.boot_id.as_bytes());
+        let namespace = self
+            .pid_namespace
+            .strip_prefix("pid:[")
+            .and_then(|rest| rest.strip_suffix(']'))
+            .and_then(|number| number.parse::<u64>().ok())
+            .map_or_else(
+                || stdx::fnv1a(self.pid_namespace.as_bytes()),
+                |inode| inode.wrapping_sub(DYNAMIC_FIRST),
+            );
+        (namespace ^ boot) & MASK
     }
 }
 
@@ -152,5 +168,56 @@ impl Host {
         }
         let judged_by_pid = self.locality == Locality::default() || self.locality == *here;
         judged_by_pid && !alive(self.process)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_namespace(boot: &str, namespace: &str) -> Locality {
+        Locality {
+            boot_id: boot.into(),
+            pid_namespace: namespace.into(),
+            hostname: "node".into(),
+        }
+    }
+
+    #[test]
+    fn the_pid_namespaces_of_one_boot_have_tags_of_their_own() {
+        // The first namespace and the kernel's next ones, as containers get them.
+        let mut namespaces = vec!["pid:[4026531836]".to_owned()];
+        namespaces.extend((0..5000u64).map(|n| format!("pid:[{}]", 0xF000_0000 + 4000 + n)));
+        let tags: std::collections::HashSet<u64> = namespaces
+            .iter()
+            .map(|ns| in_namespace("b1", ns).tag())
+            .collect();
+        assert_eq!(tags.len(), namespaces.len());
+        assert!(tags.iter().all(|&t| t < 1 << ProcessId::TAG_BITS));
+        // Another boot's namespace of the same number is another process table.
+        let ns = "pid:[4026532612]";
+        assert_ne!(in_namespace("b1", ns).tag(), in_namespace("b2", ns).tag());
+        // The host name is not part of it; an unreadable namespace still gets a tag.
+        let renamed = Locality {
+            hostname: "other".into(),
+            ..in_namespace("b1", ns)
+        };
+        assert_eq!(renamed.tag(), in_namespace("b1", ns).tag());
+        assert_ne!(in_namespace("b1", "").tag(), in_namespace("b1", "x").tag());
+    }
+
+    #[test]
+    fn a_hosts_identity_names_its_process_whatever_its_tag() {
+        let os = ProcessId {
+            pid: 1,
+            start_time: 663_037,
+        };
+        let host = os.as_host_in(&in_namespace("b1", "pid:[4026532612]"));
+        assert!(host.start_time < 1 << 63, "fits a PostgreSQL bigint");
+        assert!(host.names(1, 663_037));
+        assert!(!host.names(1, 663_036) && !host.names(2, 663_037));
+        // A start time past 2^36 ticks wraps, in the identity and in the comparison alike.
+        let late = 663_037 + (1 << ProcessId::START_BITS);
+        assert!(host.names(1, late));
     }
 }
