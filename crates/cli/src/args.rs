@@ -384,6 +384,9 @@ pub enum SessionCommand {
     End {
         /// The session.
         session: String,
+        /// Answer in JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -40,18 +40,29 @@ pub fn environment() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
 }
 
-/// `$HERMES_HOME`, else `~/.hermes`.
+/// `$HERMES_HOME`, else `~/.hermes`, made absolute against the working directory: the processes
+/// hermes starts (children in another `--cwd`, headless hosts) are handed this path, so a
+/// relative `HERMES_HOME` names the same home for all of them.
 pub fn home_dir(env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<PathBuf> {
-    if let Some(home) = env("HERMES_HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(home));
-    }
-    match env("HOME").filter(|h| !h.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home).join(".hermes")),
-        None => Err(fail(
+    let dir = if let Some(home) = env("HERMES_HOME").filter(|h| !h.is_empty()) {
+        PathBuf::from(home)
+    } else if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
+        PathBuf::from(home).join(".hermes")
+    } else {
+        return Err(fail(
             Code::Usage,
             "neither HERMES_HOME nor HOME is set; set HERMES_HOME to a directory hermes may use",
-        )),
-    }
+        ));
+    };
+    std::path::absolute(&dir).map_err(|e| {
+        fail(
+            Code::Usage,
+            format!(
+                "cannot make the home {} absolute: {e}; set HERMES_HOME to an absolute path",
+                dir.display()
+            ),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -69,6 +80,15 @@ mod tests {
         assert!(err.to_string().contains("max_concurrent_children"), "{err}");
         let missing = load(&dir.path().join("nope.toml"), std::iter::empty()).expect("defaults");
         assert_eq!(missing, Settings::default());
+    }
+
+    #[test]
+    fn a_relative_home_is_made_absolute_once() {
+        let cwd = std::env::current_dir().expect("cwd");
+        let env = |name: &str| (name == "HERMES_HOME").then(|| "relhome".to_owned());
+        assert_eq!(home_dir(&env).expect("home"), cwd.join("relhome"));
+        let abs = |name: &str| (name == "HERMES_HOME").then(|| "/srv/h".to_owned());
+        assert_eq!(home_dir(&abs).expect("home"), PathBuf::from("/srv/h"));
     }
 
     #[test]

@@ -242,6 +242,45 @@ impl Draft {
     }
 }
 
+/// Refuses (exit 2, one line) a unit that will run on this machine, as a session's unit does on
+/// the session's host, when a task's program cannot be found where its child will look: on
+/// `PATH`, from the unit's working directory. The spawn would fail the same way, only later.
+/// A pool unit is not checked (a worker on another machine may have the program), nor an
+/// inline run (`-z`, which reports a child that cannot start at once).
+pub fn check_programs_here(spec: &DispatchSpec) -> anyhow::Result<()> {
+    if spec.pool.is_some() {
+        return Ok(());
+    }
+    let path = std::env::var_os("PATH");
+    let cwd = spec.cwd.as_deref().map(std::path::Path::new);
+    let batch = spec.tasks.len() > 1;
+    for (i, task) in spec.tasks.iter().enumerate() {
+        let Some(program) = task.command.first() else {
+            continue;
+        };
+        if registry::spawn::resolve_program(program, path.as_deref(), cwd).is_some() {
+            continue;
+        }
+        let place = match (program.contains('/'), cwd) {
+            (false, _) => "on PATH".to_owned(),
+            (true, Some(dir)) if !program.starts_with('/') => format!("in {}", dir.display()),
+            (true, _) => "there".to_owned(),
+        };
+        let at = if batch {
+            format!("tasks[{i}]: ")
+        } else {
+            String::new()
+        };
+        return Err(fail(
+            Code::Usage,
+            format!(
+                "{at}cannot run {program:?}: no executable file of that name {place}; install it or give its path"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -211,13 +211,18 @@ impl Home {
 
     /// The registry's settings.
     pub fn registry(&self) -> registry::Config {
+        // The home is absolute (`config::home_dir`): a child in another directory that runs
+        // hermes finds this home, not one relative to its own working directory.
+        let home = ("HERMES_HOME".to_owned(), self.dir.display().to_string());
         registry::Config {
             child_umask: user_umask(),
-            child_env: self
-                .child_passfile
-                .get_or_init(|| self.write_child_passfile())
-                .iter()
-                .cloned()
+            child_env: std::iter::once(home)
+                .chain(
+                    self.child_passfile
+                        .get_or_init(|| self.write_child_passfile())
+                        .iter()
+                        .cloned(),
+                )
                 .collect(),
             ..registry::Config::from_settings(&self.dir, &self.settings)
         }

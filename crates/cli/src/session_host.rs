@@ -83,6 +83,7 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
     crate::home::with_user_umask(&mut command);
     let mut child = command
         .args(["host", "--session", session.as_str(), "-v"])
+        .env("HERMES_HOME", &home.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2))

@@ -1,7 +1,8 @@
 //! Worker pools over several machines sharing one PostgreSQL ledger (SPEC §11, §12): three
 //! "machines" (homes whose worker runs as the only hermes process of a pid namespace of its
-//! own) serve one pool; a session on a fourth home dispatches a burst into it and drains the
-//! results. These run against the throwaway test server whatever the backend under test.
+//! own, all started in the same instant, so each is pid 2 of its namespace with the others'
+//! start time) serve one pool; a session on a fourth home dispatches a burst into it and drains
+//! the results. These run against the throwaway test server whatever the backend under test.
 //!
 //! Every child records, in a directory of the test, when it started and ended and on which
 //! machine (`POOL_MACHINE`, inherited from its worker): what ran where, and at once, is read
@@ -41,6 +42,10 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Starts the three workers at once: each machine's shell (its namespace's pid 1) waits at
+    /// one gate, and all are let through together, so each worker is pid 2 of its namespace,
+    /// started within a clock tick of the others — as containers started together on one node
+    /// are. Each must register and serve, none taken for another.
     fn start() -> Cluster {
         let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
         let dispatcher = Hermes::sharing(&url);
@@ -51,32 +56,39 @@ impl Cluster {
             machines: Vec::new(),
             records,
         };
+        let gate = Gate::new(cluster.records.path());
         for name in MACHINES {
             let home = Hermes::sharing(&url);
             let log = home.path().join("worker.log");
             // The shell stays pid 1 (the worker is not exec'd): it reaps what it must, and
-            // killing it loses the whole machine.
+            // killing it loses the whole machine. `read` is a builtin: nothing is forked before
+            // the worker, which is pid 2.
             let script = format!(
-                "\"$HERMES\" worker --pool {POOL} --capacity {CAPACITY} 2>'{log}'; \
+                "read go < '{gate}'; \
+                 \"$HERMES\" worker --pool {POOL} --capacity {CAPACITY} 2>'{log}'; \
                  echo \"worker exited $?\" >>'{log}'",
+                gate = gate.path.display(),
                 log = log.display()
             );
             let mut env: Vec<(&str, &str)> = TIMINGS.to_vec();
             env.push(("POOL_MACHINE", name));
             cluster.machines.push(Machine::start(&home, &script, &env));
             cluster.homes.push(home);
-            // One at a time: each worker is pid 2 of its namespace, and a host is known by its
-            // pid and start time, so two workers must not start in the same clock tick.
-            let live = cluster.homes.len();
-            cluster.wait_for_workers(live);
         }
+        for machine in &cluster.machines {
+            gate.wait_for_reader(machine.init_pid());
+        }
+        gate.open();
+        cluster.wait_for_workers(MACHINES.len());
         cluster
     }
 
     /// Waits until the dispatching home sees `n` live workers of the pool, each in a pid
-    /// namespace of its own.
+    /// namespace of its own; a worker that exited fails the test at once.
     fn wait_for_workers(&self, n: usize) {
         wait_for(LIMIT, &format!("{n} live workers"), || {
+            let logs = self.logs();
+            assert!(!logs.contains("worker exited"), "a worker exited:\n{logs}");
             let listed = self.dispatcher.json(&["worker", "list", "--json"]);
             let workers = listed["workers"].as_array()?.clone();
             let namespaces: BTreeSet<String> = workers
@@ -192,6 +204,49 @@ impl Cluster {
     }
 }
 
+/// A gate the machines' shells wait at: a FIFO this test holds open for writing. Each shell's
+/// `read` blocks on it until the test closes its end, when every reader sees end-of-file at
+/// the same moment.
+struct Gate {
+    path: PathBuf,
+    writer: Option<std::fs::File>,
+}
+
+impl Gate {
+    fn new(dir: &Path) -> Gate {
+        let path = dir.join("gate");
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo(3) on a NUL-terminated path this test owns.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        // Read and write: opening does not wait for a reader, and the readers' opens find a
+        // writer, so they block in `read` rather than in `open`.
+        let writer = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("the gate opens");
+        Gate {
+            path,
+            writer: Some(writer),
+        }
+    }
+
+    /// Waits until `pid` has the gate open (its shell waits at it).
+    fn wait_for_reader(&self, pid: u32) {
+        wait_for(LIMIT, "a machine's shell at the gate", || {
+            let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+            fds.filter_map(Result::ok)
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|to| to == self.path))
+                .then_some(())
+        });
+    }
+
+    /// Lets every waiting shell through at once.
+    fn open(mut self) {
+        self.writer.take();
+    }
+}
+
 /// The statuses a delivered text reports, one per task (`Status: <status>   Progress: …`).
 fn statuses(text: &str) -> Vec<String> {
     text.lines()
@@ -278,7 +333,7 @@ impl Records {
 }
 
 #[test]
-fn a_burst_on_a_pool_of_three_machines_runs_on_all_of_them_at_once_and_each_result_arrives_once() {
+fn three_workers_started_at_once_all_serve_a_burst_that_runs_on_every_machine_and_arrives_once() {
     let cluster = Cluster::start();
     const UNITS: u32 = 12;
     const SECONDS: u32 = 2;

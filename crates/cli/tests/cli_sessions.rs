@@ -541,3 +541,201 @@ fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(stdout.matches("│ reconnected").count(), 1, "{stdout}");
 }
+
+#[test]
+fn a_relative_home_reaches_children_in_other_directories_as_the_same_home() {
+    let h = Hermes::new();
+    let parent = h.path().parent().expect("the home has a parent");
+    let name = h.path().file_name().expect("the home has a name");
+    let elsewhere = tempfile::tempdir().expect("another directory");
+    // Each child says which home it was given and lists the home's delegations from there.
+    let script = "printf '%s\\n' \"$HERMES_HOME\"; \"$HERMES\" delegation list --json";
+    let elsewhere_arg = elsewhere.path().to_str().expect("utf-8 path");
+    let out = h
+        .command(&[
+            "-z",
+            "--json",
+            "--cwd",
+            elsewhere_arg,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
+        .env("HERMES_HOME", name)
+        .current_dir(parent)
+        .output()
+        .expect("hermes -z runs");
+    let run = common::Run::from(out);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result = run.json()["tasks"][0]["result"]
+        .as_str()
+        .expect("result")
+        .to_owned();
+    let (home, listed) = result.split_once('\n').expect("two parts");
+    assert_eq!(std::path::Path::new(home), h.path(), "{result}");
+    let listed: Value = serde_json::from_str(listed).expect("the child's list is JSON");
+    assert_eq!(
+        listed["running_count"], 1,
+        "the child sees its own run: {listed}"
+    );
+    assert!(!elsewhere.path().join(name).exists(), "no second home");
+
+    // A headless host's children, in another directory, get the same home.
+    let mut delegate = h.command(&[
+        "delegate",
+        "--session",
+        "R",
+        "--json",
+        "--cwd",
+        elsewhere_arg,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let run = common::Run::from(
+        delegate
+            .env("HERMES_HOME", name)
+            .env("HERMES", env!("CARGO_BIN_EXE_hermes"))
+            .current_dir(parent)
+            .output()
+            .expect("delegate runs"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let done = wait_for(Duration::from_secs(20), "the headless host's child", || {
+        let s = status(&h, &id);
+        (s["status"] == "completed").then_some(s)
+    });
+    let result = done["tasks"][0]["result"].as_str().expect("result");
+    assert!(
+        result.starts_with(&format!("{}\n", h.path().display())),
+        "{result}"
+    );
+    assert!(!elsewhere.path().join(name).exists(), "no second home");
+}
+
+#[test]
+fn a_program_that_cannot_be_found_is_refused_at_dispatch_unless_a_worker_or_z_runs_it() {
+    let h = Hermes::new();
+    let missing = "hermes-test-no-such-program";
+    let run = h.run(&["delegate", "--session", "M", "--", missing, "x"]);
+    run.assert_one_error_line(2);
+    assert!(run.stderr.contains(missing), "{}", run.stderr);
+    // Nothing was recorded: no session, no unit, no host.
+    let sessions = h.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"], serde_json::json!([]), "{sessions}");
+    let list = h.json(&["delegation", "list", "--all", "--json"]);
+    assert_eq!(list["recent"], serde_json::json!([]), "{list}");
+    // A path is looked for where the child will run: in its --cwd.
+    let dir = tempfile::tempdir().expect("a working directory");
+    let cwd = dir.path().to_str().expect("utf-8 path");
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "M",
+        "--cwd",
+        cwd,
+        "--",
+        "./here.sh",
+    ]);
+    run.assert_one_error_line(2);
+    assert!(run.stderr.contains(cwd), "{}", run.stderr);
+    let script = dir.path().join("here.sh");
+    std::fs::write(&script, "#!/bin/sh\necho found here\n").expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "M",
+        "--json",
+        "--cwd",
+        cwd,
+        "--",
+        "./here.sh",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    wait_for(Duration::from_secs(20), "the script's result", || {
+        (status(&h, &id)["status"] == "completed").then_some(())
+    });
+    // A pool's worker may run on a machine that has the program.
+    let run = h.run(&[
+        "delegate",
+        "--session",
+        "M",
+        "--pool",
+        "p",
+        "--json",
+        "--",
+        missing,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "queued");
+    // A one-shot run reports the operating system's reason at once.
+    let run = h.run(&["-z", "--json", "--", missing]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let json = run.json();
+    assert_eq!(json["tasks"][0]["status"], "error", "{json}");
+}
+
+#[test]
+fn ending_a_session_stops_its_headless_host_and_the_session_can_be_resumed() {
+    let h = Hermes::new();
+    // A long idle exit: only the session's end can make the host leave within the test.
+    let long_idle = [("HERMES_HOST_IDLE_EXIT_SECONDS", "300")];
+    let run = h.run_env(
+        &["delegate", "--session", "S", "--json", "--", "sleep", "30"],
+        &long_idle,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let dispatched = run.json();
+    let id = dispatched["delegation_id"].as_str().expect("id").to_owned();
+    let host = dispatched["host_pid"].as_u64().expect("a host runs it");
+    wait_for(Duration::from_secs(20), "the child to run", || {
+        (status(&h, &id)["tasks"][0]["status"] == "running").then_some(())
+    });
+    let end = h.json(&["session", "end", "S", "--json"]);
+    assert_eq!(end["session"], "S");
+    assert_eq!(end["state"], "ended");
+    assert_eq!(end["already_ended"], false);
+    assert_eq!(end["interrupted"], serde_json::json!([id]));
+    assert_eq!(end["host_pid"].as_u64(), Some(host));
+    wait_for(Duration::from_secs(10), "the host to leave", || {
+        (!process_alive(host)).then_some(())
+    });
+    // Nothing was lost: the unit was finalized as interrupted by the session's end.
+    let s = status(&h, &id);
+    assert_eq!(s["status"], "interrupted", "{s}");
+    let sessions = h.json(&["session", "list", "--json"]);
+    assert_eq!(sessions["sessions"][0]["state"], "ended");
+    assert!(sessions["sessions"][0]["host_pid"].is_null(), "{sessions}");
+    // Ending it again says so; an unknown session is an error, in JSON too.
+    let again = h.json(&["session", "end", "S", "--json"]);
+    assert_eq!(again["already_ended"], true);
+    assert!(again["host_pid"].is_null(), "{again}");
+    let unknown = h.run(&["session", "end", "nobody", "--json"]);
+    unknown.assert_one_error_line(4);
+    assert_eq!(unknown.json()["code"], 4);
+    assert!(unknown.json()["error"].is_string());
+    // The conversation comes back (its agent resumed it): nothing holds the session.
+    h.ledger()
+        .reopen_session(
+            &ledger::SessionId::new("S").expect("id"),
+            ledger::Timestamp(u64::try_from(unix_ms()).expect("time")),
+        )
+        .expect("reopened");
+    let resumed = h.run(&["--resume", "S"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(!resumed.stderr.contains("leave that one first"));
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis()
+}

@@ -85,8 +85,9 @@ pub enum LedgerError {
     /// it dead. The host must stop its children and stop writing.
     #[error("{0} lost its lease: another process judged it dead and recovered its units")]
     LeaseLost(crate::model::HostId),
-    /// A host on another machine (or pid namespace) is registered under the same pid and start
-    /// time; this process cannot register as a host until it is gone.
+    /// A host on another machine (or pid namespace) is registered under the same identity:
+    /// pid, start time and locality tag all coincide (the tags of two localities, a hash,
+    /// almost never do); this process cannot register as a host until it is gone.
     #[error(
         "{process} is already registered as a host by machine {machine} (another process table with the same pid and start time); start this one again"
     )]

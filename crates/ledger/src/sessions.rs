@@ -20,6 +20,10 @@ pub struct SessionEnd {
     pub dropped_events: usize,
     /// Whether the session was already ended.
     pub already_ended: bool,
+    /// The session's host when it ended, if it had one with a record: it leaves once its
+    /// interrupted units are finalized (a headless host notices, or is told by whoever ended the
+    /// session when it runs in the same locality).
+    pub host: Option<Host>,
 }
 
 /// The result of asking to host a session.
@@ -63,8 +67,13 @@ impl Ledger {
             let mut session = w
                 .session(id)?
                 .ok_or_else(|| LedgerError::SessionNotFound(id.clone()))?;
+            let host = match session.host {
+                Some(process) => w.host(process)?,
+                None => None,
+            };
             let mut end = SessionEnd {
                 already_ended: session.state == SessionState::Ended,
+                host,
                 ..SessionEnd::default()
             };
             session.state = SessionState::Ended;
@@ -124,11 +133,13 @@ impl Ledger {
     /// Records a host process (an interactive session, a headless host, a worker or an inline
     /// run).
     ///
-    /// Host records are keyed by pid and start time, which two processes on different machines
-    /// (or pid namespaces) sharing a ledger can have in common. A record of another locality is
-    /// never overwritten while its lease runs or units are recorded as its: that would hand its
-    /// units to this process. The caller then gets [`LedgerError::HostCollision`] and should
-    /// start again (as a new process, with another pid or start time).
+    /// Host records are keyed by the host's identity: pid and start time with its locality's
+    /// tag ([`ProcessId::as_host_in`]), so processes of two process tables sharing a pid and a
+    /// start time (containers started together, each its own pid 1) are two hosts. Should two
+    /// localities' tags ever coincide as well, a record of another locality is never
+    /// overwritten while its lease runs or units are recorded as its: that would hand its units
+    /// to this process. The caller then gets [`LedgerError::HostCollision`] and should start
+    /// again (as a new process, with another pid or start time).
     pub fn register_host(&self, host: &Host) -> Result<()> {
         self.write(|w| register_in(w, host))
     }

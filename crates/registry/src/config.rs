@@ -54,8 +54,8 @@ pub struct Config {
     /// The file-mode creation mask children start with (`None`: this process's own). hermes
     /// runs with a private mask for its own files and gives children the user's.
     pub child_umask: Option<u32>,
-    /// Variables every child gets besides its unit's: the ledger's password file
-    /// (`PGPASSFILE`), so a hermes a child runs reaches the ledger without the password ever
+    /// Variables every child gets besides its unit's: the home as an absolute path
+    /// (`HERMES_HOME`), and the ledger's password file (`PGPASSFILE`), so a hermes a child runs reaches the ledger without the password ever
     /// being in a child's environment (SPEC §11.1).
     pub child_env: Vec<(String, String)>,
 }

@@ -168,6 +168,13 @@ fn signal_verified(process: ProcessId, signal: Signal) -> bool {
     sent == 0
 }
 
+/// Asks the host `host` to stop (SIGTERM: it interrupts and finalizes its children, then
+/// unregisters) if it runs in this process's locality and is still that process, pid and start
+/// time. Whether the signal was sent; a host elsewhere is never signalled.
+pub fn stop_host(host: &ledger::Host) -> bool {
+    host.locality == current_locality() && signal_verified(host.process, Signal::SIGTERM)
+}
+
 /// The start time of `pid` in clock ticks since boot, if it exists.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|s| s.start_time)
@@ -182,9 +189,17 @@ pub fn current_process() -> ProcessId {
     }
 }
 
-/// Whether `process` is still running here: same pid, same start time, not a zombie.
+/// This process's identity as a host: [`current_process`] with this locality's tag
+/// ([`ProcessId::as_host_in`]), so that it is no other process table's host. Every host of
+/// this process registers, claims its session and names its consumers under it.
+pub fn current_host() -> ProcessId {
+    current_process().as_host_in(&current_locality())
+}
+
+/// Whether `process` (a plain identity or a host's, [`ProcessId::names`]) is still running
+/// here: same pid, same start time, not a zombie.
 pub fn is_alive(process: ProcessId) -> bool {
-    stat(process.pid).is_some_and(|s| s.start_time == process.start_time && s.state != 'Z')
+    stat(process.pid).is_some_and(|s| process.names(process.pid, s.start_time) && s.state != 'Z')
 }
 
 /// Where this process lives: the boot, the pid namespace and the host name. Two processes with
@@ -346,6 +361,15 @@ mod tests {
             pid: me.pid,
             start_time: me.start_time + 1
         }));
+        // As a host, it is told from other process tables, and still alive here.
+        let host = current_host();
+        assert_ne!(host, me);
+        assert!(is_alive(host));
+        let other = Locality {
+            pid_namespace: "pid:[4026532999]".into(),
+            ..current_locality()
+        };
+        assert_ne!(me.as_host_in(&other), host);
     }
 
     #[test]

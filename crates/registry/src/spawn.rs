@@ -2,9 +2,10 @@
 //! and stderr piped, and the write end of a progress pipe on file descriptor 3
 //! (`HERMES_PROGRESS_FD=3`, so `echo '{…}' >&$HERMES_PROGRESS_FD` works in any shell).
 
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use ledger::ProcessId;
@@ -69,6 +70,32 @@ fn reserve_progress_fd() {
         // SAFETY: `fd` was just created here and is not used elsewhere.
         unsafe { libc::close(fd) };
     }
+}
+
+/// The file [`spawn`] would run for `program`, or `None` when it would fail to find one: a
+/// program naming a path (it holds a `/`) is that file, relative to `cwd`, the child's working
+/// directory (`None`: this process's); any other is the first executable file of that name in
+/// `path`, the child's `PATH`, whose relative entries are relative to `cwd` too (the child
+/// changes directory before it looks).
+pub fn resolve_program(program: &str, path: Option<&OsStr>, cwd: Option<&Path>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        let p = match cwd {
+            Some(dir) if p.is_relative() => dir.join(p),
+            _ => p.to_path_buf(),
+        };
+        std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.is_empty() {
+        return None;
+    }
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return runnable(&p).then_some(p);
+    }
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(program))
+        .find(|p| runnable(p))
 }
 
 /// Starts a child. Fails with the operating system's reason when it cannot start.
@@ -154,6 +181,34 @@ mod tests {
             env_remove: vec![],
             umask: None,
         }
+    }
+
+    #[test]
+    fn programs_are_resolved_as_the_child_will_find_them() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("bin");
+        let tool = bin.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").expect("tool");
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::write(bin.join("data"), "").expect("data");
+        let path = std::env::join_paths([Path::new("/nonexistent"), &bin]).expect("path");
+        let cwd = Some(dir.path());
+        assert_eq!(
+            resolve_program("tool", Some(&path), None),
+            Some(tool.clone())
+        );
+        assert_eq!(resolve_program("missing", Some(&path), None), None);
+        // Not executable, no PATH, empty.
+        assert_eq!(resolve_program("data", Some(&path), None), None);
+        assert_eq!(resolve_program("tool", None, None), None);
+        assert_eq!(resolve_program("", Some(&path), None), None);
+        // A path is the child's: relative to its working directory, as is a relative PATH entry.
+        assert!(resolve_program("bin/tool", None, cwd).is_some());
+        assert!(resolve_program("./bin/tool", None, Some(&bin)).is_none());
+        assert!(resolve_program("tool", Some(OsStr::new("bin")), cwd).is_some());
+        assert!(resolve_program(tool.to_str().expect("utf-8"), None, Some(&bin)).is_some());
     }
 
     #[tokio::test]

@@ -24,6 +24,7 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
         .map(|raw| DelegationId::new(raw).map_err(|e| fail(Code::Usage, format!("--id: {e}"))))
         .transpose()?;
     let spec = Draft::from_args(&args.dispatch)?.build()?;
+    crate::dispatch::check_programs_here(&spec)?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
     // The id is drawn before anything is written, so that a failure whose outcome is unknown

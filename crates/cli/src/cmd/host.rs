@@ -1,6 +1,6 @@
 //! `hermes host --session S`: the headless host. Runs S's background units (those recorded for
 //! this process by `delegate`) and exits once nothing has run, queued or arrived for
-//! `host.idle_exit_seconds`. A host that fenced itself (a long outage) hosts the session again
+//! `host.idle_exit_seconds`, or once its session ended and its units were finalized. A host that fenced itself (a long outage) hosts the session again
 //! with a fresh epoch once its old units were recovered, if the session still has queued
 //! units; otherwise it exits.
 
@@ -28,7 +28,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         .map(crate::metrics::serve::bind)
         .transpose()?;
     let ledger = home.hosting_ledger(&session)?;
-    let me = registry::procs::current_process();
+    let me = registry::procs::current_host();
     if let Some(other) = take_session(&ledger, &session, me)? {
         held_by(&session, other, quiet);
         return Ok(Code::Ok);
@@ -211,7 +211,8 @@ fn session_has_work(ledger: &Ledger, session: &SessionId) -> ledger::Result<bool
 }
 
 /// Keeps `host` running its units until nothing has run, queued or arrived for it for
-/// `idle_exit` and it could retire (then `Some("idle_exit")`), until SIGTERM/SIGINT
+/// `idle_exit` and it could retire (then `Some("idle_exit")`), until its session ended (seen
+/// when its last running unit ends, or at SIGTERM: `Some("session_end")`), until SIGTERM/SIGINT
 /// (`Some("host_stopped")`), or until it fenced itself (`None`). The caller shuts the host
 /// down with the reason. A ledger that does not answer counts as work: the host stays.
 pub async fn serve_until_idle(
@@ -223,17 +224,27 @@ pub async fn serve_until_idle(
 ) -> Option<&'static str> {
     let me = host.process();
     let mut last_busy = Instant::now();
+    let mut ran = false;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
-            () = signals.received() => return Some("host_stopped"),
+            // `session end` asks this way too: the session's end is then the reason.
+            () = signals.received() => {
+                return Some(if has_ended(ledger, session) { SESSION_END } else { "host_stopped" });
+            }
         }
         if host.is_fenced() {
             return None;
         }
         if !host.running().is_empty() {
             last_busy = Instant::now();
+            ran = true;
             continue;
+        }
+        // The last running unit just ended: if it ended because the session did, so does the
+        // host (one read each time the host falls idle, not one a poll).
+        if std::mem::take(&mut ran) && has_ended(ledger, session) {
+            return Some(SESSION_END);
         }
         if last_busy.elapsed() < idle_exit {
             continue;
@@ -258,6 +269,16 @@ pub async fn serve_until_idle(
         }
         last_busy = Instant::now();
     }
+}
+
+/// The reason a host gives when it leaves because its session ended.
+const SESSION_END: &str = "session_end";
+
+/// Whether `session` has ended (a ledger that does not answer: not known to have).
+fn has_ended(ledger: &Ledger, session: &SessionId) -> bool {
+    ledger
+        .session(session)
+        .is_ok_and(|s| s.is_some_and(|s| s.state == ledger::SessionState::Ended))
 }
 
 /// Whether the ledger holds unfinished units for this host.

@@ -1,6 +1,6 @@
 //! `hermes session list|end`.
 
-use ledger::SessionId;
+use ledger::{HostKind, SessionEnd, SessionId};
 use serde_json::json;
 
 use crate::args::SessionCommand;
@@ -45,22 +45,66 @@ pub fn run(command: SessionCommand) -> anyhow::Result<Code> {
                 output::print(&text)?;
             }
         }
-        SessionCommand::End { session } => {
-            let id = SessionId::new(session).map_err(|e| fail(Code::Usage, e.to_string()))?;
-            let ledger = home.ledger()?;
-            let end = ledger.end_session(&id, now())?;
-            let text = if end.already_ended {
-                format!("session {id} had already ended\n")
-            } else {
-                format!(
-                    "session {id} ended: {} running unit(s) stopping, {} queued cancelled, {} undelivered result(s) dropped\n",
-                    end.interrupted.len(),
-                    end.cancelled.len(),
-                    end.dropped_events
-                )
-            };
-            output::print(&text)?;
+        SessionCommand::End { session, json } => {
+            end(&home, session, json).map_err(|err| json_error(err, json))?;
         }
     }
     Ok(Code::Ok)
+}
+
+/// `session end S`: the session ends (running units interrupted, queued ones cancelled,
+/// undelivered results dropped) and its headless host, when it runs in this locality, is asked
+/// to stop at once: it finalizes its interrupted units and unregisters. A host elsewhere sees
+/// its units interrupted and leaves once they are finalized.
+fn end(home: &Home, session: String, json: bool) -> anyhow::Result<()> {
+    let id = SessionId::new(session).map_err(|e| fail(Code::Usage, e.to_string()))?;
+    let ledger = home.ledger()?;
+    let end = ledger.end_session(&id, now())?;
+    let headless = end.host.as_ref().filter(|h| h.kind == HostKind::Headless);
+    let stopping = headless.is_some_and(registry::procs::stop_host);
+    if json {
+        return output::print_json(&end_json(&id, &end, stopping));
+    }
+    let text = if end.already_ended {
+        format!("session {id} had already ended\n")
+    } else {
+        format!(
+            "session {id} ended: {} running unit(s) stopping, {} queued cancelled, {} undelivered result(s) dropped\n",
+            end.interrupted.len(),
+            end.cancelled.len(),
+            end.dropped_events
+        )
+    };
+    output::print(&text)
+}
+
+/// The JSON answer of `session end --json`.
+fn end_json(id: &SessionId, end: &SessionEnd, host_stopping: bool) -> serde_json::Value {
+    let ids =
+        |units: &[ledger::DelegationId]| units.iter().map(ToString::to_string).collect::<Vec<_>>();
+    json!({
+        "session": id.to_string(),
+        "state": "ended",
+        "already_ended": end.already_ended,
+        "interrupted": ids(&end.interrupted),
+        "cancelled": ids(&end.cancelled),
+        "dropped_results": end.dropped_events,
+        "host_pid": end.host.as_ref().map(|h| h.process.pid),
+        "host_stopping": host_stopping,
+    })
+}
+
+/// Under `--json`, a failure is also `{"error":…,"code":n}` on stdout (the line on stderr says
+/// the same).
+fn json_error(err: anyhow::Error, json: bool) -> anyhow::Error {
+    if json {
+        let line = crate::exit::one_line(&err);
+        let message = line.strip_prefix("hermes: ").unwrap_or(&line);
+        // Best effort: the error line on stderr says the same.
+        let _ = output::print_json(&json!({
+            "error": message,
+            "code": crate::exit::code_of(&err) as u8,
+        }));
+    }
+    err
 }

@@ -45,7 +45,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         Some(resumed) => home.hosting_ledger(&resumed)?,
         None => home.ledger()?,
     };
-    let me = registry::procs::current_process();
+    let me = registry::procs::current_host();
     let (session, greeting) = match resume {
         Some(raw) => resume_session(&ledger, &home.registry(), raw, me)?,
         None => {
@@ -417,6 +417,7 @@ impl Turns {
             draft.goal = shlex::try_join(draft.command.iter().map(String::as_str)).ok();
         }
         let spec = draft.build()?;
+        crate::dispatch::check_programs_here(&spec)?;
         let goal = formatter::one_line(&spec.goal, 80);
         let dispatched = self.runtime.block_on(
             self.host

@@ -26,6 +26,10 @@ pub async fn background(
     sessions: Sessions,
     mut spec: ledger::DispatchSpec,
 ) -> super::tools::ToolResult {
+    // A session's unit runs on this machine: a program it cannot find is refused now.
+    if let Err(e) = crate::dispatch::check_programs_here(&spec) {
+        return tool_error(&e);
+    }
     let session = sessions.current.clone();
     let fallback = if spec.delivery == ledger::DeliveryMode::Inject {
         let conversation = tools.conversation.clone();

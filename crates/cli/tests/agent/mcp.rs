@@ -303,6 +303,10 @@ async fn failures_are_tool_errors_with_the_command_lines_one_line_message() {
         ),
         (json!({"tasks": []}), "tasks is empty"),
         (
+            json!({"goal": "x", "command": ["hermes-test-no-such-program"]}),
+            "cannot run \"hermes-test-no-such-program\"",
+        ),
+        (
             json!({"tasks": [{"goal": "a", "command": []}]}),
             "tasks[0].command",
         ),

@@ -581,6 +581,72 @@ fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritt
     f.ledger.register_host(&again).expect("re-registers");
 }
 
+#[test]
+fn hosts_of_two_process_tables_sharing_a_pid_and_start_time_are_two_hosts() {
+    let f = fixture();
+    // Pid 1 of two pid namespaces, started in the same clock tick: one process identity.
+    let os = ProcessId {
+        pid: 1,
+        start_time: 663_037,
+    };
+    let (a, b) = (os.as_host_in(&here()), os.as_host_in(&elsewhere()));
+    assert_ne!(a, b, "the locality is part of a host's identity");
+    assert_eq!(a, os.as_host_in(&here()), "and the same in one locality");
+    assert!(a.names(1, 663_037) && b.names(1, 663_037));
+    assert!(!a.names(1, 663_038) && !a.names(2, 663_037));
+    let lease = T0.plus_ms(30_000);
+    let register = |process: ProcessId, locality: Locality, epoch: u128| {
+        let host = Host {
+            process,
+            kind: HostKind::Worker,
+            session: None,
+            registered_at: T0,
+            heartbeat_at: T0,
+            host_id: HostId(epoch),
+            locality,
+            lease_expires_at: lease,
+            worker: Some(WorkerPool {
+                pool: "default".into(),
+                capacity: 4,
+            }),
+        };
+        f.ledger.register_host(&host).expect("registers");
+        host
+    };
+    // Both register at once, neither refused, neither overwriting the other.
+    let (ha, hb) = (register(a, here(), 1), register(b, elsewhere(), 2));
+    assert_eq!(f.ledger.host(a).unwrap().unwrap().host_id, ha.host_id);
+    assert_eq!(f.ledger.host(b).unwrap().unwrap().host_id, hb.host_id);
+    let workers = f
+        .ledger
+        .workers(Some("default"), &reaper(&[a]), T0)
+        .unwrap();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    // Each renews its own lease.
+    f.ledger
+        .renew_host(a, ha.host_id, 30_000, T0.plus_ms(1))
+        .unwrap();
+    f.ledger
+        .renew_host(b, hb.host_id, 30_000, T0.plus_ms(1))
+        .unwrap();
+    // Judged from `here`, where the process table holds `a`'s process: `a` by its pid, `b` only
+    // by its lease (its pid means another process here).
+    let only_a = reaper(&[a]);
+    assert!(f.ledger.host_is_live(a, &only_a, T0.plus_ms(2)).unwrap());
+    assert!(f.ledger.host_is_live(b, &only_a, T0.plus_ms(2)).unwrap());
+    let none = reaper(&[]);
+    assert!(!f.ledger.host_is_live(a, &none, T0.plus_ms(2)).unwrap());
+    assert!(f.ledger.host_is_live(b, &none, T0.plus_ms(2)).unwrap());
+    // A sweep here recovers `a` (gone from this process table) and leaves `b` alone.
+    let report = f
+        .ledger
+        .recover(&none, T0.plus_ms(2), ledger::Sweep::Now)
+        .unwrap();
+    assert_eq!(report.dead_hosts, 1, "{report:?}");
+    assert!(f.ledger.host(a).unwrap().is_none());
+    assert_eq!(f.ledger.host(b).unwrap().unwrap().host_id, hb.host_id);
+}
+
 /// A reaper that records every child it is asked to kill, pid or not.
 struct RecordingReaper {
     asked: Mutex<Vec<(u32, Option<ProcessId>)>>,

@@ -234,22 +234,9 @@ fn fill(command: &[String], prompt: &str, model: Option<&str>) -> Vec<String> {
 }
 
 /// Where `program` is: itself if it names a path, else the first executable file of that name
-/// in `path`.
+/// in `path` (the lookup of [`crate::spawn::resolve_program`], from this process's directory).
 pub fn find_program(program: &str, path: Option<&OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.is_empty() {
-        return None;
-    }
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return runnable(&p).then_some(p);
-    }
-    std::env::split_paths(path?)
-        .map(|dir| dir.join(program))
-        .find(|p| runnable(p))
+    crate::spawn::resolve_program(program, path, None)
 }
 
 #[cfg(test)]

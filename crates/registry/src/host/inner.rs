@@ -83,7 +83,7 @@ impl Inner {
             // A worker's capacity is its own: it bounds its units and their batches.
             config.max_concurrent_children = worker.capacity.max(1);
         }
-        let me = crate::procs::current_process();
+        let me = crate::procs::current_host();
         let now = clock.now();
         let host_id = ledger.next_host_id();
         let record = ledger::Host {
