@@ -10,8 +10,7 @@
 //! - `outage_cpu_percent_worker`, `outage_cpu_percent_host`, `outage_cpu_percent_drain`: CPU
 //!   time (user + system, `/proc/PID/stat`) over the window, in percent of one core;
 //! - `outage_connect_attempts_worker`, `…_host`, `…_drain`: connections each opened in the
-//!   window (one per pause of its backoff: 100 ms doubling to 2 s, so 8 in 10 s from its first
-//!   failure);
+//!   window (one per pause of its backoff: 100 ms doubling to 2 s, so at most 8 in 10 s);
 //! - `idle_cpu_percent_worker`, `…_host`, `…_drain`: the same processes over as long a window
 //!   before the outage, with the server up, to compare with.
 //!
