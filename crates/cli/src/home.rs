@@ -115,11 +115,15 @@ impl Home {
         self.swept_ledger(None)
     }
 
-    /// [`Home::ledger`] for a command that waits until `deadline` (`drain --wait`): a ledger
-    /// that cannot be reached (a server down or restarting) is looked for again, with a pause
-    /// growing from 100 ms to 2 s, until the deadline; one still unreachable then is the error,
-    /// saying how long it was waited for.
+    /// [`Home::ledger`] for a command that waits until `deadline` (`drain --wait`): a
+    /// PostgreSQL server that cannot be reached (down or restarting) is looked for again, with
+    /// a pause growing from 100 ms to 2 s, until the deadline; one still unreachable then is
+    /// the error, saying how long it was waited for. A redb file that cannot be opened is the
+    /// error at once.
     pub fn ledger_by(&self, deadline: Timestamp) -> anyhow::Result<Arc<Ledger>> {
+        if !matches!(self.ledger_location()?, ledger::Location::Postgres(_)) {
+            return self.ledger();
+        }
         let started = now();
         let mut pause = std::time::Duration::from_millis(100);
         loop {
