@@ -125,6 +125,45 @@ impl Home {
         self.swept_ledger(None)
     }
 
+    /// [`Home::ledger`] for a command that waits until `deadline` (`drain --wait`): a
+    /// PostgreSQL server that cannot be reached (down or restarting) is looked for again, with
+    /// a pause growing from 100 ms to 2 s, until the deadline; one still unreachable then is
+    /// the error, saying how long it was waited for. A redb file that cannot be opened is the
+    /// error at once.
+    pub fn ledger_by(&self, deadline: Timestamp) -> anyhow::Result<Arc<Ledger>> {
+        if !matches!(self.ledger_location()?, ledger::Location::Postgres(_)) {
+            return self.ledger();
+        }
+        let started = now();
+        let mut pause = std::time::Duration::from_millis(100);
+        loop {
+            let err = match self.ledger() {
+                Ok(ledger) => return Ok(ledger),
+                Err(err) => err,
+            };
+            let at = now();
+            let unreachable = matches!(
+                err.downcast_ref::<ledger::LedgerError>(),
+                Some(ledger::LedgerError::Unavailable { .. })
+            );
+            if !unreachable {
+                return Err(err);
+            }
+            let waited = std::time::Duration::from_millis(at.ms_since(started));
+            if at >= deadline {
+                return match err.downcast::<ledger::LedgerError>() {
+                    Ok(err) if !waited.is_zero() => Err(err.after_waiting(waited).into()),
+                    Ok(err) => Err(err.into()),
+                    Err(err) => Err(err),
+                };
+            }
+            tracing::warn!(error = %format!("{err:#}"), "the ledger cannot be reached; waiting for it");
+            let left = std::time::Duration::from_millis(deadline.ms_since(at));
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(std::time::Duration::from_secs(2));
+        }
+    }
+
     /// [`Home::ledger`] for a process about to host `session` itself: it starts no other host
     /// for that session, whose queued units wait for it.
     pub fn hosting_ledger(&self, session: &SessionId) -> anyhow::Result<Arc<Ledger>> {

@@ -159,6 +159,21 @@ impl LedgerError {
             | LedgerError::Invalid(_) => false,
         }
     }
+
+    /// This error as a command that waited `waited` for the ledger says it: an unreachable
+    /// ledger's reason adds that it still was after the wait; any other error is unchanged.
+    pub fn after_waiting(self, waited: std::time::Duration) -> LedgerError {
+        match self {
+            LedgerError::Unavailable { path, reason } => LedgerError::Unavailable {
+                path,
+                reason: format!(
+                    "{reason}; still so after waiting {:.0} s for it",
+                    waited.as_secs_f64()
+                ),
+            },
+            other => other,
+        }
+    }
 }
 
 /// Shorthand for ledger results.

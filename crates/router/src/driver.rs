@@ -169,6 +169,7 @@ impl Router {
         tracing::debug!(session = %self.config.session, deadline = deadline.0, "waiting for results");
         let interrupts = self.signal.current().interrupt;
         let mut pause = UNAVAILABLE_FIRST_PAUSE;
+        let started = clock.now();
         loop {
             let mut seen = self.signal.current();
             seen.interrupt = interrupts;
@@ -185,6 +186,11 @@ impl Router {
                     clock.sleep_until(now.plus_ms(pause).min(deadline), &watch);
                     pause = (pause * 2).min(UNAVAILABLE_MAX_PAUSE);
                     continue;
+                }
+                Err(RouterError::Ledger(err)) if pause > UNAVAILABLE_FIRST_PAUSE => {
+                    // Unreachable still at the deadline, after failing while it waited.
+                    let waited = std::time::Duration::from_millis(now.ms_since(started));
+                    return Err(RouterError::Ledger(err.after_waiting(waited)));
                 }
                 taken => taken?,
             };

@@ -31,9 +31,14 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
         .consumer
         .clone()
         .unwrap_or_else(|| format!("drain:{}", std::process::id()));
-    let ledger = home.ledger()?;
     let deadline = (!wait.is_zero())
         .then(|| now().plus_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)));
+    // A drain that waits waits for the server too: one down when it starts is looked for
+    // again until the deadline.
+    let ledger = match deadline {
+        Some(deadline) => home.ledger_by(deadline)?,
+        None => home.ledger()?,
+    };
     let take = || {
         deliver::take_ready(
             Arc::clone(&ledger),

@@ -589,3 +589,50 @@ fn a_ledger_its_listeners_and_concurrent_calls_share_one_connection() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Issue 42: while the server cannot be reached, a listener's wait sleeps out the pause
+/// between connection attempts instead of failing at once, so a waiter that simply calls again
+/// (a host's activity watch, a consumer's follower) makes one attempt per pause — 100 ms
+/// doubling to 2 s — and a handful of calls, not one call per microsecond.
+#[test]
+fn a_listener_whose_server_is_unreachable_waits_out_the_pause_between_attempts() {
+    use std::time::{Duration, Instant};
+    let (ledger, proxy) = through_proxy();
+    let mut listener = ledger
+        .listen(&[Listen::Events])
+        .expect("listens")
+        .expect("PostgreSQL notifies");
+    // The outage: every connection cut, every new one cut at its first byte.
+    proxy.cut_after(0);
+    proxy.drop_all();
+    let before = proxy.accepted();
+    let (mut waits, mut failures) = (0u64, 0u64);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        waits += 1;
+        if listener.wait(Duration::from_millis(500)).is_err() {
+            failures += 1;
+        }
+    }
+    let attempts = proxy.accepted() - before;
+    // In 3 s from the first failure: attempts 0.1, 0.3, 0.7 and 1.5 s after it (the next at
+    // 3.1 s), each wait ending at an attempt or at its 500 ms.
+    assert!(
+        (2..=6).contains(&attempts),
+        "{attempts} connection attempts in 3 s"
+    );
+    assert!(waits <= 20, "{waits} waits in 3 s ({failures} failed)");
+    assert!(
+        failures <= attempts + 1,
+        "{failures} failed waits for {attempts} attempts"
+    );
+    // The server answers again: the next attempt reconnects, and the listener says so.
+    proxy.pass();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !listener
+        .wait(Duration::from_millis(500))
+        .is_ok_and(|n| n.contains(&Notice::Reconnected))
+    {
+        assert!(Instant::now() < deadline, "the listener reconnects");
+    }
+}

@@ -522,10 +522,22 @@ async fn login(
         };
         match logged_in {
             Ok(connected) => return Ok(connected),
+            Err(err) if config.get_password().is_none() && asked_for_password(&err) => {
+                last = Some(Refused::NoPassword);
+            }
             Err(err) => last = Some(Refused::Error(err)),
         }
     }
     Err(last.unwrap_or_else(|| Refused::Io(io::Error::other("no host to connect to"))))
+}
+
+/// Whether the login failed because the server asked for a password and the configuration
+/// has none: `tokio-postgres` reports it as a configuration error of its own, "password
+/// missing" — no server error, no broken socket — and has no typed kind for it.
+fn asked_for_password(err: &Error) -> bool {
+    err.as_db_error().is_none()
+        && !err.is_closed()
+        && std::error::Error::source(err).is_some_and(|why| why.to_string() == "password missing")
 }
 
 /// A TCP connection to `host:port` (each address it resolves to, in turn), with hermes'

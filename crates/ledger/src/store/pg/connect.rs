@@ -18,6 +18,8 @@ pub(super) enum Refused {
     Io(std::io::Error),
     /// Nothing answered within the deadline.
     Silent(Duration),
+    /// The server asked for a password and none was given.
+    NoPassword,
 }
 
 /// Connects to `target`, the whole login within its connect timeout (the URL's
@@ -141,6 +143,11 @@ impl Refused {
             Refused::Io(err) => format!(
                 "cannot reach the PostgreSQL server at {server}: {}",
                 stdx::one_line(&err.to_string())
+            ),
+            Refused::NoPassword => format!(
+                "the PostgreSQL server at {server} asked for a password and none was given: \
+                 put it in ledger.url (postgres://USER:PASSWORD@…), in PGPASSWORD, or in a \
+                 password file (PGPASSFILE, else ~/.pgpass)"
             ),
             Refused::Silent(deadline) => format!(
                 "the PostgreSQL server at {server} did not answer the login within {} s",

@@ -38,11 +38,16 @@ type Connect<T> = fn(
     &tokio_postgres_rustls::MakeRustlsConnect,
 ) -> std::result::Result<(Client, T), Refused>;
 
-/// Consecutive connection failures, for backoff.
+/// Consecutive connection failures, for backoff: while the server cannot be reached, a
+/// process makes one connection attempt per pause, the pause doubling from 100 ms to
+/// [`MAX_BACKOFF`].
 #[derive(Default)]
 pub(super) struct Backoff {
     pub(super) failures: u32,
+    /// No attempt before this (the pause after a failure, or an attempt under way).
     pub(super) not_before: Option<Instant>,
+    /// Why the last attempt failed: said again to the calls the pause turns away.
+    pub(super) last: Option<String>,
 }
 
 /// The kept connections, and how many are lent out.
@@ -260,17 +265,7 @@ impl Conns {
     /// listeners subscribed to; they are told to look (notifications may have gone unheard
     /// while none listened).
     fn open_as<T>(&self, connect: Connect<T>) -> Result<(Conn, T)> {
-        if let Some(not_before) = lock(&self.backoff).not_before
-            && Instant::now() < not_before
-        {
-            return Err(LedgerError::Unavailable {
-                path: self.path.clone(),
-                reason: format!(
-                    "cannot reach the PostgreSQL server at {} (retrying shortly)",
-                    self.target.server
-                ),
-            });
-        }
+        self.may_attempt()?;
         match connect(&self.target, &self.tls) {
             Ok((client, answer)) => {
                 *lock(&self.backoff) = Backoff::default();
@@ -285,18 +280,77 @@ impl Conns {
                 Ok((conn, answer))
             }
             Err(refused) => {
+                let reason = refused.reason(&self.target.server);
                 let mut backoff = lock(&self.backoff);
                 backoff.failures = backoff.failures.saturating_add(1);
                 let pause = Duration::from_millis(50)
                     .saturating_mul(1 << backoff.failures.min(6))
                     .min(MAX_BACKOFF);
                 backoff.not_before = Some(Instant::now() + pause);
+                backoff.last = Some(reason.clone());
                 Err(LedgerError::Unavailable {
                     path: self.path.clone(),
-                    reason: refused.reason(&self.target.server),
+                    reason,
                 })
             }
         }
+    }
+
+    /// Whether a new connection may be attempted now: not during the pause after a failed
+    /// attempt (the call fails at once, with the reason the last attempt failed), and while
+    /// the server cannot be reached, by one caller at a time (the attempt holds the others
+    /// off for as long as its login may take).
+    fn may_attempt(&self) -> Result<()> {
+        let mut backoff = lock(&self.backoff);
+        let now = Instant::now();
+        if backoff.not_before.is_some_and(|at| now < at) {
+            return Err(self.paused(&backoff));
+        }
+        if backoff.failures > 0 {
+            let login = self
+                .target
+                .config
+                .get_connect_timeout()
+                .copied()
+                .unwrap_or(CONNECT_TIMEOUT);
+            backoff.not_before = Some(now + login);
+        }
+        Ok(())
+    }
+
+    /// While the server cannot be reached — no connection open, and the pause after a failed
+    /// attempt lasting — the error a call fails with at once, before anything is set up for it
+    /// (a thread off the runtime, a transaction); `Ok` otherwise.
+    pub(super) fn check_reachable(&self) -> Result<()> {
+        if !self.none_open() {
+            return Ok(());
+        }
+        let backoff = lock(&self.backoff);
+        match backoff.not_before {
+            Some(at) if Instant::now() < at => Err(self.paused(&backoff)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The error of a call turned away during the pause: why the last attempt failed.
+    fn paused(&self, backoff: &Backoff) -> LedgerError {
+        LedgerError::Unavailable {
+            path: self.path.clone(),
+            reason: backoff.last.clone().unwrap_or_else(|| {
+                format!(
+                    "cannot reach the PostgreSQL server at {}",
+                    self.target.server
+                )
+            }),
+        }
+    }
+
+    /// When the next connection attempt may be made, while connecting failed lately and its
+    /// pause lasts (`None`: now).
+    pub(super) fn next_attempt(&self) -> Option<Instant> {
+        lock(&self.backoff)
+            .not_before
+            .filter(|at| *at > Instant::now())
     }
 
     /// `LISTEN`s on `conn` on every channel subscribed to that it does not listen on yet (one

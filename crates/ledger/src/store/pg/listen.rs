@@ -241,6 +241,13 @@ fn wait_shared(conns: &Conns, id: u64, timeout: Duration) -> Result<Vec<Heard>> 
             continue;
         }
         if conns.none_open() {
+            // The server could not be reached lately: the next attempt waits for its time
+            // (or for a call that reconnected meanwhile to give its connection back), so a
+            // caller that simply calls again makes one attempt per pause.
+            if let Some(at) = conns.next_attempt() {
+                conns.hub.wait(generation, at.min(until));
+                continue;
+            }
             drop(conns.take()?);
             continue;
         }

@@ -189,6 +189,7 @@ impl Pg {
         counters: &Counters,
         f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
     ) -> Result<T> {
+        self.check_reachable()?;
         off_runtime(|| {
             self.run_as(
                 counters,
@@ -211,6 +212,7 @@ impl Pg {
         counters: &Counters,
         f: &mut (dyn FnMut(&Writer<'_>) -> Result<(T, bool)> + Send),
     ) -> Result<(T, bool)> {
+        self.check_reachable()?;
         off_runtime(|| {
             self.run(counters, IsolationLevel::Serializable, false, &mut |tx| {
                 let writer = Writer(Box::new(tx));

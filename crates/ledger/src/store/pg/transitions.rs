@@ -31,6 +31,7 @@ impl Pg {
     /// Runs one call of a transition function; again after a deadlock, and once more on a new
     /// connection when the connection broke and `rerun` says running it twice is harmless.
     fn call(&self, sql: &'static str, params: &[&dyn Param], rerun: bool) -> Result<Vec<Row>> {
+        self.check_reachable()?;
         let typed: Vec<_> = params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
         off_runtime(|| {
             let sql = self.target.qualify(sql);
