@@ -1,13 +1,19 @@
 //! From parsed arguments to the command that runs them.
 
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 
 use crate::args::{Cli, Command, CronCommand};
 use crate::cmd;
-use crate::exit::{Code, fail};
+use crate::exit::{self, Code, fail};
 
 /// Parses the command line and runs it.
 pub fn run() -> anyhow::Result<Code> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let hook_event = is_hook_event(&args);
+    if !hook_event && wants_json(&args) {
+        exit::report_errors_as_json();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -17,16 +23,19 @@ pub fn run() -> anyhow::Result<Code> {
         }
         // A hook never exits with an agent's "block" code (SPEC §13.1), not even for a
         // command line it cannot parse.
-        Err(e) if is_hook_event() => {
+        Err(e) if hook_event => {
             return Err(fail(Code::WorkFailed, usage_line(&e.to_string())));
         }
-        Err(e) => return Err(fail(Code::Usage, usage_line(&e.to_string()))),
+        // `hermes delegation`: the subcommand's help, on stderr, exit 2 (clap's convention).
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return Ok(Code::Usage);
+        }
+        Err(e) => return Err(fail(Code::Usage, parse_error(&e, &args))),
     };
-    if cli.command.is_some() && (cli.oneshot || cli.resume.is_some() || cli.run.is_set()) {
-        return Err(fail(
-            Code::Usage,
-            "-z, --resume and the dispatch options go without a subcommand (see hermes --help)",
-        ));
+    check_shape(&cli)?;
+    if cli.quiet {
+        crate::home::quiet();
     }
     init_tracing(cli.verbose);
     match cli.command {
@@ -54,15 +63,98 @@ pub fn run() -> anyhow::Result<Code> {
     }
 }
 
-/// Whether this process runs a hook event (`hermes hook EVENT`, not `hook install`).
-fn is_hook_event() -> bool {
-    let args: Vec<String> = std::env::args().skip(1).take(2).collect();
-    args.first().map(String::as_str) == Some("hook")
-        && args.get(1).map(String::as_str) != Some("install")
+/// Refuses options that mean nothing where they were given: a subcommand with `-z`, `--resume`
+/// or a dispatch option; `--resume` with `-z`; a dispatch option (or `-- CMD`) without `-z`,
+/// which bare `hermes` (an interactive session) would otherwise ignore.
+fn check_shape(cli: &Cli) -> anyhow::Result<()> {
+    let given = cli.run.given();
+    if cli.command.is_some() {
+        let option = if cli.oneshot {
+            Some("-z")
+        } else if cli.resume.is_some() {
+            Some("--resume")
+        } else {
+            given
+        };
+        if let Some(option) = option {
+            return Err(fail(
+                Code::Usage,
+                format!(
+                    "{option} before a subcommand: -z, --resume and the dispatch options are bare hermes' own; a subcommand takes its options after its name (see hermes --help)"
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    match (cli.oneshot, &cli.resume, given) {
+        (true, Some(_), _) => Err(fail(
+            Code::Usage,
+            "--resume re-attaches an interactive session and does not go with -z (see hermes --help)",
+        )),
+        (false, resume, Some(option)) => {
+            let (what, example) = match option {
+                "-- CMD" => ("a command after --", "hermes -z -- CMD".to_owned()),
+                option => (option, format!("hermes -z {option} …")),
+            };
+            let instead = if resume.is_some() {
+                "leave out --resume and "
+            } else {
+                ""
+            };
+            Err(fail(
+                Code::Usage,
+                format!(
+                    "{what} needs -z: bare hermes starts an interactive session; to run one unit here, {instead}add -z ({example}) (see hermes --help)"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether `--json` was asked for (before any `--`): errors then go to stdout as JSON too.
+fn wants_json(args: &[String]) -> bool {
+    args.iter()
+        .take_while(|a| a.as_str() != "--")
+        .any(|a| a == "--json")
+}
+
+/// Whether this process runs a hook event (`hermes hook stop`, not `hook install` nor a
+/// subcommand `hook` does not have).
+fn is_hook_event(args: &[String]) -> bool {
+    let (Some("hook"), Some(event)) = (
+        args.first().map(String::as_str),
+        args.get(1).map(String::as_str),
+    ) else {
+        return false;
+    };
+    let cli = Cli::command();
+    cli.find_subcommand("hook").is_some_and(|hook| {
+        hook.get_subcommands().any(|c| {
+            c.get_name() == event && !matches!(c.get_name(), "install" | "uninstall" | "help")
+        })
+    })
+}
+
+/// A command line clap refused, as one line. A word where a subcommand goes gets clap's
+/// suggestions (`delegaton` → `delegation`): the `-- CMD` of bare hermes would otherwise make
+/// clap call it an unexpected argument.
+fn parse_error(e: &clap::Error, args: &[String]) -> String {
+    if e.kind() == ErrorKind::UnknownArgument
+        && let Some(word) = args.first().filter(|w| !w.starts_with('-'))
+    {
+        let subcommands = clap::Command::new("hermes")
+            .bin_name("hermes")
+            .subcommands(Cli::command().get_subcommands().cloned());
+        if let Err(e) = subcommands.try_get_matches_from(["hermes", word]) {
+            return usage_line(&e.to_string());
+        }
+    }
+    usage_line(&e.to_string())
 }
 
 /// clap's error as one line: the message and what it names (a missing `<ID>`, a tip), up to the
-/// usage block.
+/// usage block, then where to read more: the help of the (sub)command the usage names.
 fn usage_line(text: &str) -> String {
     let mut line = String::new();
     for part in text
@@ -79,8 +171,25 @@ fn usage_line(text: &str) -> String {
     if line.is_empty() {
         line.push_str("invalid command line");
     }
-    line.push_str(" (see hermes --help)");
+    line.push_str(&format!(" (see {} --help)", command_path(text)));
     line
+}
+
+/// The command a clap error's usage names (`hermes delegation status`), or `hermes`.
+fn command_path(text: &str) -> String {
+    let usage = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage:"))
+        .unwrap_or_default();
+    let words: Vec<&str> = usage
+        .split_whitespace()
+        .take_while(|w| !w.starts_with(['[', '<', '-']))
+        .collect();
+    if words.first() == Some(&"hermes") {
+        words.join(" ")
+    } else {
+        "hermes".to_owned()
+    }
 }
 
 fn init_tracing(verbose: u8) {
