@@ -9,6 +9,7 @@ use formatter::{Boundary, Envelope};
 use ledger::{DelegationId, DeliveryMode, HostKind, SessionId, UnitStatus};
 use registry::{DispatchRequest, Host, HostOptions, SystemClock, UnitReport};
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::watch;
 
 use crate::args::RunArgs;
 use crate::dispatch::Draft;
@@ -140,12 +141,21 @@ async fn run_unit(
     )
     .await?;
     let id = dispatched.delegation.id.clone();
+    let (note, noted) = watch::channel(None);
     let view = dispatched
         .progress
-        .map(|p| tokio::spawn(progress_view::show(p, quiet)));
+        .map(|p| tokio::spawn(progress_view::show(p, quiet, noted)));
+    // The view prints the note above its bars; without one, it goes to stderr from here.
+    let tell = |line: &'static str| {
+        if quiet || view.is_none() {
+            eprintln!("{line}");
+        } else {
+            note.send_replace(Some(line));
+        }
+    };
     let (report, interrupted) = tokio::select! {
         report = host.wait(&id) => (report, false),
-        _ = interrupts.recv() => (stop_on_ctrl_c(&host, &id, &mut interrupts).await, true),
+        _ = interrupts.recv() => (stop_on_ctrl_c(&host, &id, &mut interrupts, tell).await, true),
     };
     if let Some(view) = view {
         let _ = tokio::time::timeout(Duration::from_secs(1), view).await;
@@ -155,15 +165,16 @@ async fn run_unit(
     Ok((host, report, interrupted))
 }
 
-/// Ctrl-C during an inline run: says so, stops the children (SIGTERM, SIGKILL after
+/// Ctrl-C during an inline run: says so (`tell`), stops the children (SIGTERM, SIGKILL after
 /// `delegation.kill_grace_seconds`) and waits for the unit's report; a second Ctrl-C kills
 /// them at once. Either way the unit is recorded `interrupted`.
 async fn stop_on_ctrl_c(
     host: &Host,
     id: &DelegationId,
     interrupts: &mut Signal,
+    tell: impl FnOnce(&'static str),
 ) -> Option<UnitReport> {
-    eprintln!("hermes: interrupted: stopping the children (press Ctrl-C again to kill them now)");
+    tell("hermes: interrupted: stopping the children (press Ctrl-C again to kill them now)");
     let stopping = async {
         host.stop(INTERRUPTED_BY_USER).await;
         host.wait(id).await
