@@ -235,3 +235,66 @@ pub fn record_io_counts() {
         tracing::warn!(error = %err, "cannot record the I/O counts");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn shape(line: &str) -> Result<(), String> {
+        let cli = Cli::try_parse_from(std::iter::once("hermes".to_owned()).chain(words(line)))
+            .expect("parses");
+        check_shape(&cli).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn options_of_an_inline_run_need_z_and_resume_does_not_go_with_it() {
+        assert!(shape("").is_ok());
+        assert!(shape("--resume S").is_ok());
+        assert!(shape("-z --goal g -- true").is_ok());
+        assert!(shape("delegation list").is_ok());
+        let refused = shape("-- echo hi").expect_err("refused");
+        assert!(
+            refused.starts_with("a command after -- needs -z"),
+            "{refused}"
+        );
+        let refused = shape("--resume S --json").expect_err("refused");
+        assert!(refused.contains("leave out --resume"), "{refused}");
+        let refused = shape("-z --resume S -- true").expect_err("refused");
+        assert!(refused.starts_with("--resume re-attaches"), "{refused}");
+        let refused = shape("-z delegation list").expect_err("refused");
+        assert!(refused.starts_with("-z before a subcommand"), "{refused}");
+    }
+
+    #[test]
+    fn json_is_asked_for_before_the_command_only() {
+        assert!(wants_json(&words("delegation list --json")));
+        assert!(!wants_json(&words("-z -- jq --json")));
+        assert!(!wants_json(&words("delegation list")));
+    }
+
+    #[test]
+    fn a_usage_error_points_at_the_help_of_the_command_its_usage_names() {
+        let err = Cli::try_parse_from(["hermes", "delegation", "status"]).expect_err("refused");
+        let line = usage_line(&err.to_string());
+        assert!(line.contains("<ID>"), "{line}");
+        assert!(
+            line.ends_with(" (see hermes delegation status --help)"),
+            "{line}"
+        );
+        assert_eq!(command_path("no usage here"), "hermes");
+        assert_eq!(command_path("Usage: hermes [--resume SESSION] …"), "hermes");
+    }
+
+    #[test]
+    fn a_misspelled_command_gets_clap_s_suggestion() {
+        let args = words("delegaton");
+        let err = Cli::try_parse_from(std::iter::once("hermes".to_owned()).chain(args.clone()))
+            .expect_err("refused");
+        let line = parse_error(&err, &args);
+        assert!(line.contains("'delegation'"), "{line}");
+    }
+}

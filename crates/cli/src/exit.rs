@@ -220,6 +220,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_json_error_has_the_message_the_code_and_the_details() {
+        let plain = error_json(&fail(Code::Usage, "bad --id"));
+        assert_eq!(plain, serde_json::json!({"error": "bad --id", "code": 2}));
+        let mut details = Map::new();
+        details.insert("error".into(), "not found".into());
+        details.insert("delegation_id".into(), "deleg_000000000000".into());
+        let found = error_json(&fail_with(Code::NotFound, "deleg_… not found", details));
+        assert_eq!(
+            found,
+            serde_json::json!({"error": "not found", "code": 4, "delegation_id": "deleg_000000000000"})
+        );
+        let ledger = anyhow::Error::new(LedgerError::Invalid("x".into())).context("reading");
+        assert_eq!(error_json(&ledger)["code"], 2);
+    }
+
+    #[test]
     fn ledger_errors_map_to_their_codes() {
         let id = ledger::DelegationId::from_bits(1);
         assert_eq!(
