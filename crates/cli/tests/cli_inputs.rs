@@ -359,6 +359,14 @@ fn options_that_need_z_are_refused_without_it_and_nothing_runs() {
             &["--goal", "x", "delegation", "list"],
             "--goal before a subcommand",
         ),
+        (
+            &["delivery", "ack", "garbage", "--lease", "5"],
+            "--lease is for delivery renew",
+        ),
+        (
+            &["delivery", "release", "garbage", "--reason", "r"],
+            "--reason is for delivery drop",
+        ),
     ] {
         let run = h.run(args);
         run.assert_one_error_line(2);
