@@ -517,6 +517,17 @@ impl Drop for Running {
     }
 }
 
+/// Kills a child's process group when the test ends, passed or not: a child that ignores
+/// SIGTERM must not outlive a failed test.
+struct KillGroup(u64);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// The running unit's id and its child's pid, which the child wrote to `pid_file`.
 fn running_child(h: &Hermes, pid_file: &std::path::Path) -> (String, u64) {
     common::wait_for(Duration::from_secs(20), "the child to run", || {
@@ -569,6 +580,7 @@ fn a_second_ctrl_c_kills_a_child_that_ignores_sigterm_at_once() {
     );
     let mut run = Running::start(&h, &["-z", "--", "sh", "-c", &script], &grace);
     let (id, pid) = running_child(&h, &pid_file);
+    let _cleanup = KillGroup(pid);
     run.interrupt();
     common::wait_for(Duration::from_secs(20), "the first Ctrl-C's note", || {
         run.stderr().contains("stopping the children").then_some(())
