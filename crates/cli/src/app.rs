@@ -1,6 +1,6 @@
 //! From parsed arguments to the command that runs them.
 
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser};
 
 use crate::args::{Cli, Command, CronCommand};
@@ -140,8 +140,10 @@ fn is_hook_event(args: &[String]) -> bool {
 /// suggestions (`delegaton` → `delegation`): the `-- CMD` of bare hermes would otherwise make
 /// clap call it an unexpected argument.
 fn parse_error(e: &clap::Error, args: &[String]) -> String {
+    let unknown = e.get(ContextKind::InvalidArg).map(ToString::to_string);
     if e.kind() == ErrorKind::UnknownArgument
-        && let Some(word) = args.first().filter(|w| !w.starts_with('-'))
+        && let Some(word) = args.first().filter(|w| unknown.as_ref() == Some(*w))
+        && !word.starts_with('-')
     {
         let subcommands = clap::Command::new("hermes")
             .bin_name("hermes")
@@ -287,6 +289,16 @@ mod tests {
         );
         assert_eq!(command_path("no usage here"), "hermes");
         assert_eq!(command_path("Usage: hermes [--resume SESSION] …"), "hermes");
+    }
+
+    #[test]
+    fn an_unknown_flag_of_a_subcommand_is_named_as_it_is() {
+        let args = words("session end --bogus x");
+        let err = Cli::try_parse_from(std::iter::once("hermes".to_owned()).chain(args.clone()))
+            .expect_err("refused");
+        let line = parse_error(&err, &args);
+        assert!(line.contains("'--bogus'"), "{line}");
+        assert!(line.ends_with("(see hermes session end --help)"), "{line}");
     }
 
     #[test]
