@@ -9,7 +9,11 @@ use crate::exit::{self, Code, fail};
 
 /// Parses the command line and runs it.
 pub fn run() -> anyhow::Result<Code> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Lossy: an argument that is not UTF-8 (a child's file name) is clap's to judge, not ours.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let hook_event = is_hook_event(&args);
     if !hook_event && wants_json(&args) {
         exit::report_errors_as_json();

@@ -542,3 +542,21 @@ fn quiet_silences_the_warning_about_a_shared_home() {
         assert!(quiet.stderr.is_empty(), "{args:?}: {}", quiet.stderr);
     }
 }
+
+/// A command's arguments are text (they are recorded and shown): one that is not UTF-8 is
+/// refused with exit 2 and one line, never a panic.
+#[test]
+fn an_argument_that_is_not_utf8_is_refused_without_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let h = Hermes::new();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    for (args, said) in [
+        (&["-z", "--json", "--", "echo"][..], "UTF-8"),
+        (&["delegation"], "unrecognized subcommand"),
+    ] {
+        let out = h.command(args).arg(name).output().expect("hermes runs");
+        let run = common::Run::from(out);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(said), "{}", run.stderr);
+    }
+}
