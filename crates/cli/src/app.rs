@@ -1,13 +1,23 @@
 //! From parsed arguments to the command that runs them.
 
-use clap::Parser;
+use clap::error::{ContextKind, ErrorKind};
+use clap::{CommandFactory, Parser};
 
 use crate::args::{Cli, Command, CronCommand};
 use crate::cmd;
-use crate::exit::{Code, fail};
+use crate::exit::{self, Code, fail};
 
 /// Parses the command line and runs it.
 pub fn run() -> anyhow::Result<Code> {
+    // Lossy: an argument that is not UTF-8 (a child's file name) is clap's to judge, not ours.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let hook_event = is_hook_event(&args);
+    if !hook_event && wants_json(&args) {
+        exit::report_errors_as_json();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -17,16 +27,19 @@ pub fn run() -> anyhow::Result<Code> {
         }
         // A hook never exits with an agent's "block" code (SPEC §13.1), not even for a
         // command line it cannot parse.
-        Err(e) if is_hook_event() => {
+        Err(e) if hook_event => {
             return Err(fail(Code::WorkFailed, usage_line(&e.to_string())));
         }
-        Err(e) => return Err(fail(Code::Usage, usage_line(&e.to_string()))),
+        // `hermes delegation`: the subcommand's help, on stderr, exit 2 (clap's convention).
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return Ok(Code::Usage);
+        }
+        Err(e) => return Err(fail(Code::Usage, parse_error(&e, &args))),
     };
-    if cli.command.is_some() && (cli.oneshot || cli.resume.is_some() || cli.run.is_set()) {
-        return Err(fail(
-            Code::Usage,
-            "-z, --resume and the dispatch options go without a subcommand (see hermes --help)",
-        ));
+    check_shape(&cli)?;
+    if cli.quiet {
+        crate::home::quiet();
     }
     crate::color::init(cli.color);
     // The runs a person watches keep their warnings in a file under the home (`logfile.rs`).
@@ -59,15 +72,100 @@ pub fn run() -> anyhow::Result<Code> {
     }
 }
 
-/// Whether this process runs a hook event (`hermes hook EVENT`, not `hook install`).
-fn is_hook_event() -> bool {
-    let args: Vec<String> = std::env::args().skip(1).take(2).collect();
-    args.first().map(String::as_str) == Some("hook")
-        && args.get(1).map(String::as_str) != Some("install")
+/// Refuses options that mean nothing where they were given: a subcommand with `-z`, `--resume`
+/// or a dispatch option; `--resume` with `-z`; a dispatch option (or `-- CMD`) without `-z`,
+/// which bare `hermes` (an interactive session) would otherwise ignore.
+fn check_shape(cli: &Cli) -> anyhow::Result<()> {
+    let given = cli.run.given();
+    if cli.command.is_some() {
+        let option = if cli.oneshot {
+            Some("-z")
+        } else if cli.resume.is_some() {
+            Some("--resume")
+        } else {
+            given
+        };
+        if let Some(option) = option {
+            return Err(fail(
+                Code::Usage,
+                format!(
+                    "{option} before a subcommand: -z, --resume and the dispatch options are bare hermes' own; a subcommand takes its options after its name (see hermes --help)"
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    match (cli.oneshot, &cli.resume, given) {
+        (true, Some(_), _) => Err(fail(
+            Code::Usage,
+            "--resume re-attaches an interactive session and does not go with -z (see hermes --help)",
+        )),
+        (false, resume, Some(option)) => {
+            let (what, example) = match option {
+                "-- CMD" => ("a command after --", "hermes -z -- CMD".to_owned()),
+                option => (option, format!("hermes -z {option} …")),
+            };
+            let instead = if resume.is_some() {
+                "leave out --resume and "
+            } else {
+                ""
+            };
+            Err(fail(
+                Code::Usage,
+                format!(
+                    "{what} needs -z: bare hermes starts an interactive session; to run one unit here, {instead}add -z ({example}) (see hermes --help)"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether `--json` was asked for (before any `--`): errors then go to stdout as JSON too.
+fn wants_json(args: &[String]) -> bool {
+    args.iter()
+        .take_while(|a| a.as_str() != "--")
+        .any(|a| a == "--json")
+}
+
+/// Whether this process runs a hook event (`hermes hook stop`, not `hook install` nor a
+/// subcommand `hook` does not have).
+fn is_hook_event(args: &[String]) -> bool {
+    let (Some("hook"), Some(event)) = (
+        args.first().map(String::as_str),
+        args.get(1).map(String::as_str),
+    ) else {
+        return false;
+    };
+    let cli = Cli::command();
+    cli.find_subcommand("hook").is_some_and(|hook| {
+        hook.get_subcommands().any(|c| {
+            c.get_name() == event && !matches!(c.get_name(), "install" | "uninstall" | "help")
+        })
+    })
+}
+
+/// A command line clap refused, as one line. A word where a subcommand goes gets clap's
+/// suggestions (`delegaton` → `delegation`): the `-- CMD` of bare hermes would otherwise make
+/// clap call it an unexpected argument.
+fn parse_error(e: &clap::Error, args: &[String]) -> String {
+    let unknown = e.get(ContextKind::InvalidArg).map(ToString::to_string);
+    if e.kind() == ErrorKind::UnknownArgument
+        && let Some(word) = args.first().filter(|w| unknown.as_ref() == Some(*w))
+        && !word.starts_with('-')
+    {
+        let subcommands = clap::Command::new("hermes")
+            .bin_name("hermes")
+            .subcommands(Cli::command().get_subcommands().cloned());
+        if let Err(e) = subcommands.try_get_matches_from(["hermes", word]) {
+            return usage_line(&e.to_string());
+        }
+    }
+    usage_line(&e.to_string())
 }
 
 /// clap's error as one line: the message and what it names (a missing `<ID>`, a tip), up to the
-/// usage block.
+/// usage block, then where to read more: the help of the (sub)command the usage names.
 fn usage_line(text: &str) -> String {
     let mut line = String::new();
     for part in text
@@ -84,8 +182,25 @@ fn usage_line(text: &str) -> String {
     if line.is_empty() {
         line.push_str("invalid command line");
     }
-    line.push_str(" (see hermes --help)");
+    line.push_str(&format!(" (see {} --help)", command_path(text)));
     line
+}
+
+/// The command a clap error's usage names (`hermes delegation status`), or `hermes`.
+fn command_path(text: &str) -> String {
+    let usage = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage:"))
+        .unwrap_or_default();
+    let words: Vec<&str> = usage
+        .split_whitespace()
+        .take_while(|w| !w.starts_with(['[', '<', '-']))
+        .collect();
+    if words.first() == Some(&"hermes") {
+        words.join(" ")
+    } else {
+        "hermes".to_owned()
+    }
 }
 
 /// Logging: on stderr with `-v` (info), `-vv` (debug) or `RUST_LOG`; and for the runs a
@@ -153,5 +268,78 @@ pub fn record_io_counts() {
         .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
     if let Err(err) = appended {
         tracing::warn!(error = %err, "cannot record the I/O counts");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn shape(line: &str) -> Result<(), String> {
+        let cli = Cli::try_parse_from(std::iter::once("hermes".to_owned()).chain(words(line)))
+            .expect("parses");
+        check_shape(&cli).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn options_of_an_inline_run_need_z_and_resume_does_not_go_with_it() {
+        assert!(shape("").is_ok());
+        assert!(shape("--resume S").is_ok());
+        assert!(shape("-z --goal g -- true").is_ok());
+        assert!(shape("delegation list").is_ok());
+        let refused = shape("-- echo hi").expect_err("refused");
+        assert!(
+            refused.starts_with("a command after -- needs -z"),
+            "{refused}"
+        );
+        let refused = shape("--resume S --json").expect_err("refused");
+        assert!(refused.contains("leave out --resume"), "{refused}");
+        let refused = shape("-z --resume S -- true").expect_err("refused");
+        assert!(refused.starts_with("--resume re-attaches"), "{refused}");
+        let refused = shape("-z delegation list").expect_err("refused");
+        assert!(refused.starts_with("-z before a subcommand"), "{refused}");
+    }
+
+    #[test]
+    fn json_is_asked_for_before_the_command_only() {
+        assert!(wants_json(&words("delegation list --json")));
+        assert!(!wants_json(&words("-z -- jq --json")));
+        assert!(!wants_json(&words("delegation list")));
+    }
+
+    #[test]
+    fn a_usage_error_points_at_the_help_of_the_command_its_usage_names() {
+        let err = Cli::try_parse_from(["hermes", "delegation", "status"]).expect_err("refused");
+        let line = usage_line(&err.to_string());
+        assert!(line.contains("<ID>"), "{line}");
+        assert!(
+            line.ends_with(" (see hermes delegation status --help)"),
+            "{line}"
+        );
+        assert_eq!(command_path("no usage here"), "hermes");
+        assert_eq!(command_path("Usage: hermes [--resume SESSION] …"), "hermes");
+    }
+
+    #[test]
+    fn an_unknown_flag_of_a_subcommand_is_named_as_it_is() {
+        let args = words("session end --bogus x");
+        let err = Cli::try_parse_from(std::iter::once("hermes".to_owned()).chain(args.clone()))
+            .expect_err("refused");
+        let line = parse_error(&err, &args);
+        assert!(line.contains("'--bogus'"), "{line}");
+        assert!(line.ends_with("(see hermes session end --help)"), "{line}");
+    }
+
+    #[test]
+    fn a_misspelled_command_gets_clap_s_suggestion() {
+        let args = words("delegaton");
+        let err = Cli::try_parse_from(std::iter::once("hermes".to_owned()).chain(args.clone()))
+            .expect_err("refused");
+        let line = parse_error(&err, &args);
+        assert!(line.contains("'delegation'"), "{line}");
     }
 }

@@ -12,7 +12,7 @@ use crate::tasks_file::{parse_delivery, parse_role};
 
 /// hermes: durable background delegation for agent conversations.
 #[derive(Debug, Parser)]
-#[command(name = "hermes", version, about)]
+#[command(name = "hermes", bin_name = "hermes", version, about, override_usage = USAGE)]
 pub struct Cli {
     /// Run one unit inline (the stateless channel): children run here and the result is printed.
     #[arg(short = 'z')]
@@ -42,25 +42,34 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// What bare `hermes` does, and the two other shapes of the command line.
+const USAGE: &str = "hermes [--resume SESSION]           an interactive session
+       hermes -z [OPTIONS] [-- CMD...]     run one unit here and print its result
+       hermes [OPTIONS] <COMMAND>";
+
 impl RunArgs {
-    /// Whether any option of an inline run was given.
-    pub fn is_set(&self) -> bool {
+    /// The first option of an inline run that was given, as the user typed it (`None`: none).
+    pub fn given(&self) -> Option<&'static str> {
         let d = &self.dispatch;
-        self.json
-            || d.goal.is_some()
-            || d.context.is_some()
-            || !d.toolsets.is_empty()
-            || d.role.is_some()
-            || d.model.is_some()
-            || d.delivery.is_some()
-            || d.timeout.is_some()
-            || d.cwd.is_some()
-            || d.group.is_some()
-            || d.pool.is_some()
-            || d.tasks.is_some()
-            || d.agent.is_some()
-            || d.adapter.is_some()
-            || !d.command.is_empty()
+        [
+            (self.json, "--json"),
+            (d.goal.is_some(), "--goal"),
+            (d.context.is_some(), "--context"),
+            (!d.toolsets.is_empty(), "--toolsets"),
+            (d.role.is_some(), "--role"),
+            (d.model.is_some(), "--model"),
+            (d.delivery.is_some(), "--delivery"),
+            (d.timeout.is_some(), "--timeout"),
+            (d.cwd.is_some(), "--cwd"),
+            (d.group.is_some(), "--group"),
+            (d.pool.is_some(), "--pool"),
+            (d.tasks.is_some(), "--tasks"),
+            (d.agent.is_some(), "--agent"),
+            (d.adapter.is_some(), "--adapter"),
+            (!d.command.is_empty(), "-- CMD"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
     }
 }
 
@@ -357,6 +366,9 @@ pub enum DelegationCommand {
         /// Why.
         #[arg(long, default_value = "stopped_by_user")]
         reason: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a child's transcript.
     Log {

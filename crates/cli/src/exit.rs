@@ -1,7 +1,12 @@
-//! Exit codes (SPEC §8) and the one-line error every non-zero exit prints.
+//! Exit codes and the one-line error every non-zero exit prints — and, for a command given
+//! `--json`, the same error as `{"error":…,"code":n,…}` on stdout, unless the command already
+//! answered there. Every command's errors go through [`report`]: no command prints its own.
 
 use std::fmt;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Map, Value};
 
 use ledger::{IdError, LedgerError};
 use registry::RegistryError;
@@ -24,6 +29,8 @@ pub enum Code {
     SessionEnded = 5,
     /// 6: the ledger is unavailable (unreadable, damaged, newer format).
     LedgerUnavailable = 6,
+    /// 130: interrupted by Ctrl-C (as shells report a process SIGINT ended).
+    Interrupted = 130,
 }
 
 /// An error that carries its exit code.
@@ -33,6 +40,8 @@ pub struct Failure {
     pub code: Code,
     /// What went wrong, as one sentence.
     pub message: String,
+    /// Fields the JSON error carries besides `error` and `code` (the id involved, …).
+    pub details: Map<String, Value>,
 }
 
 impl fmt::Display for Failure {
@@ -45,10 +54,29 @@ impl std::error::Error for Failure {}
 
 /// An error with an explicit exit code.
 pub fn fail(code: Code, message: impl Into<String>) -> anyhow::Error {
+    fail_with(code, message, Map::new())
+}
+
+/// [`fail`], with fields for the JSON error (`{"delegation_id":…}`); a field named `error`
+/// replaces the message there.
+pub fn fail_with(
+    code: Code,
+    message: impl Into<String>,
+    details: Map<String, Value>,
+) -> anyhow::Error {
     anyhow::Error::new(Failure {
         code,
         message: message.into(),
+        details,
     })
+}
+
+/// Whether errors are also printed as JSON on stdout (the command was given `--json`).
+static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+
+/// Errors of this process are printed as JSON on stdout too (see [`report`]).
+pub fn report_errors_as_json() {
+    JSON_ERRORS.store(true, Ordering::Relaxed);
 }
 
 /// Every ledger error's code, spelled out: a new variant does not compile until it has one.
@@ -135,10 +163,31 @@ pub fn one_line(err: &anyhow::Error) -> String {
     format!("hermes: {}", stdx::one_line(&format!("{err:#}")))
 }
 
-/// Prints the error as one line on stderr and gives the exit code.
+/// The JSON form of an error: `{"error": message, "code": n}` and the failure's details.
+pub fn error_json(err: &anyhow::Error) -> Value {
+    let line = one_line(err);
+    let mut object = Map::new();
+    object.insert(
+        "error".into(),
+        Value::from(line.strip_prefix("hermes: ").unwrap_or(&line)),
+    );
+    object.insert("code".into(), Value::from(code_of(err) as u8));
+    if let Some(f) = err.chain().find_map(|c| c.downcast_ref::<Failure>()) {
+        object.extend(f.details.clone());
+    }
+    Value::Object(object)
+}
+
+/// Prints the error as one line on stderr and gives the exit code. Under `--json`
+/// ([`report_errors_as_json`]) the error goes to stdout as [`error_json`] too, unless the
+/// command already wrote its answer there (an inline run's result, a drain's envelopes).
 pub fn report(err: &anyhow::Error) -> ExitCode {
     let code = code_of(err);
     if code != Code::Ok {
+        if JSON_ERRORS.load(Ordering::Relaxed) && !crate::output::answered() {
+            // Best effort: the line on stderr says the same.
+            let _ = crate::output::print_json(&error_json(err));
+        }
         eprintln!("{}", one_line(err));
     }
     ExitCode::from(code as u8)
@@ -169,6 +218,22 @@ pub fn install_panic_hook() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_json_error_has_the_message_the_code_and_the_details() {
+        let plain = error_json(&fail(Code::Usage, "bad --id"));
+        assert_eq!(plain, serde_json::json!({"error": "bad --id", "code": 2}));
+        let mut details = Map::new();
+        details.insert("error".into(), "not found".into());
+        details.insert("delegation_id".into(), "deleg_000000000000".into());
+        let found = error_json(&fail_with(Code::NotFound, "deleg_… not found", details));
+        assert_eq!(
+            found,
+            serde_json::json!({"error": "not found", "code": 4, "delegation_id": "deleg_000000000000"})
+        );
+        let ledger = anyhow::Error::new(LedgerError::Invalid("x".into())).context("reading");
+        assert_eq!(error_json(&ledger)["code"], 2);
+    }
 
     #[test]
     fn ledger_errors_map_to_their_codes() {

@@ -3,6 +3,7 @@
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
@@ -88,9 +89,11 @@ impl Home {
                 .recursive(true)
                 .mode(0o700)
                 .create(&d)
-                .with_context(|| format!("cannot create {}", d.display()))?;
+                .map_err(|e| unusable_home(&dir, &d, e))?;
         }
-        warn_if_shared(&dir);
+        if !QUIET.load(Ordering::Relaxed) {
+            warn_if_shared(&dir);
+        }
         let settings = config::load(&dir.join("config.toml"), config::environment())?;
         Ok(Home {
             dir,
@@ -305,6 +308,35 @@ impl Home {
     /// Where the headless host of `session` logs.
     pub fn host_log(&self, session: &str) -> PathBuf {
         self.cache().join(format!("host-{session}.log"))
+    }
+}
+
+/// Set by `-q`: no warning about a home others may read.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// No notes on stderr from the home (`-q`).
+pub fn quiet() {
+    QUIET.store(true, Ordering::Relaxed);
+}
+
+/// A home that cannot be created: a configuration error (exit 2) when the path is wrong for
+/// one — a file, a directory not ours, a read-only place — else the failure as it is.
+fn unusable_home(home: &Path, dir: &Path, e: std::io::Error) -> anyhow::Error {
+    use std::io::ErrorKind::*;
+    let message = format!("cannot create {}: {e}", dir.display());
+    if matches!(
+        e.kind(),
+        AlreadyExists | NotADirectory | PermissionDenied | ReadOnlyFilesystem | InvalidInput
+    ) {
+        fail(
+            Code::Usage,
+            format!(
+                "{message}; the hermes home {} must be a directory hermes may create or write (set HERMES_HOME)",
+                home.display()
+            ),
+        )
+    } else {
+        anyhow::Error::new(e).context(message)
     }
 }
 

@@ -11,15 +11,19 @@ use tokio::sync::watch;
 
 use crate::home::now;
 
-/// Follows `progress` until the unit ends.
-pub async fn show(mut progress: watch::Receiver<UnitProgress>, quiet: bool) {
+/// A line to print once, and that the children still running are being stopped (Ctrl-C).
+pub type Note = watch::Receiver<Option<&'static str>>;
+
+/// Follows `progress` until the unit ends. Once `note` carries a line, it is printed (above the
+/// bars on a terminal) and the children still running show as `stopping`.
+pub async fn show(mut progress: watch::Receiver<UnitProgress>, quiet: bool, mut note: Note) {
     if quiet {
         return;
     }
     if std::io::stderr().is_terminal() {
-        bars(&mut progress).await;
+        bars(&mut progress, &mut note).await;
     } else {
-        plain(&mut progress).await;
+        plain(&mut progress, &mut note).await;
     }
 }
 
@@ -27,8 +31,9 @@ fn done(p: &UnitProgress) -> bool {
     p.status.is_terminal()
 }
 
-async fn plain(progress: &mut watch::Receiver<UnitProgress>) {
+async fn plain(progress: &mut watch::Receiver<UnitProgress>, note: &mut Note) {
     let mut seen: Vec<ChildStatus> = Vec::new();
+    let mut note_open = true;
     loop {
         let snapshot = progress.borrow_and_update().clone();
         let total = snapshot.children.len();
@@ -57,18 +62,28 @@ async fn plain(progress: &mut watch::Receiver<UnitProgress>) {
                 ),
             }
         }
-        if done(&snapshot) || progress.changed().await.is_err() {
+        if done(&snapshot) {
             return;
+        }
+        tokio::select! {
+            changed = progress.changed() => if changed.is_err() { return },
+            changed = note.changed(), if note_open => {
+                note_open = changed.is_ok();
+                if let Some(line) = *note.borrow_and_update() {
+                    eprintln!("{line}");
+                }
+            }
         }
     }
 }
 
-async fn bars(progress: &mut watch::Receiver<UnitProgress>) {
+async fn bars(progress: &mut watch::Receiver<UnitProgress>, note: &mut Note) {
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
     let style = ProgressStyle::with_template("{spinner} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let mut bars: Vec<ProgressBar> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let (mut stopping, mut note_open) = (false, true);
     loop {
         let snapshot = progress.borrow().clone();
         let total = snapshot.children.len();
@@ -78,7 +93,7 @@ async fn bars(progress: &mut watch::Receiver<UnitProgress>) {
             bars.push(bar);
         }
         for (child, bar) in snapshot.children.iter().zip(&bars) {
-            bar.set_message(line(child, total));
+            bar.set_message(line(child, total, stopping));
             if child.status.is_terminal() {
                 if !bar.is_finished() {
                     bar.finish();
@@ -97,6 +112,13 @@ async fn bars(progress: &mut watch::Receiver<UnitProgress>) {
         tokio::select! {
             changed = progress.changed() => if changed.is_err() { return },
             _ = tick.tick() => {}
+            changed = note.changed(), if note_open => {
+                note_open = changed.is_ok();
+                if let Some(text) = *note.borrow_and_update() {
+                    stopping = true;
+                    let _ = multi.println(text);
+                }
+            }
         }
     }
 }
@@ -109,9 +131,13 @@ fn elapsed(child: &ChildProgress) -> String {
     format!("{}s", secs_since(child.started_at))
 }
 
-fn line(child: &ChildProgress, total: usize) -> String {
+fn line(child: &ChildProgress, total: usize, stopping: bool) -> String {
     let goal = formatter::one_line(&child.goal, 50);
-    let mut text = format!("task {}/{total} {goal} · {}", child.index + 1, child.status);
+    let status = match child.status {
+        ChildStatus::Running if stopping => "stopping".to_owned(),
+        status => status.to_string(),
+    };
+    let mut text = format!("task {}/{total} {goal} · {status}", child.index + 1);
     if child.started_at.is_some() {
         let quiet = secs_since(child.progress.last_activity_at.or(child.started_at));
         text.push_str(&format!(

@@ -318,3 +318,245 @@ fn a_second_host_for_a_hosted_session_says_so() {
     );
     h.run(&["delegation", "stop", "--session", "busy"]);
 }
+
+#[test]
+fn options_that_need_z_are_refused_without_it_and_nothing_runs() {
+    let h = Hermes::new();
+    let marker = h.path().join("ran");
+    let touch = format!("touch '{}'", marker.display());
+    let tasks = h.write(
+        "inject.json",
+        r#"{"tasks":[{"goal":"a","command":["true"]}],"delivery":"inject"}"#,
+    );
+    let tasks = tasks.to_str().expect("path");
+    for (args, named) in [
+        (&["--", "sh", "-c", &touch][..], "needs -z"),
+        (&["--goal", "x"], "--goal needs -z"),
+        (&["--json"], "--json needs -z"),
+        (
+            &["--resume", "S", "--", "sh", "-c", &touch],
+            "leave out --resume",
+        ),
+        (
+            &["-z", "--resume", "S", "--", "sh", "-c", &touch],
+            "--resume",
+        ),
+        (&["-z", "--pool", "--", "sh", "-c", &touch], "--pool"),
+        (
+            &["cron", "run", "--pool", "p", "--", "sh", "-c", &touch],
+            "--pool",
+        ),
+        (
+            &["-z", "--delivery", "inject", "--", "sh", "-c", &touch],
+            "inject",
+        ),
+        (
+            &["cron", "run", "--delivery", "inject", "--", "true"],
+            "inject",
+        ),
+        (&["-z", "--tasks", tasks], "inject"),
+        (
+            &["--goal", "x", "delegation", "list"],
+            "--goal before a subcommand",
+        ),
+        (
+            &["delivery", "ack", "garbage", "--lease", "5"],
+            "--lease is for delivery renew",
+        ),
+        (
+            &["delivery", "release", "garbage", "--reason", "r"],
+            "--reason is for delivery drop",
+        ),
+    ] {
+        let run = h.run(args);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(named), "{args:?}: {}", run.stderr);
+    }
+    assert!(!marker.exists(), "a refused command line ran its command");
+    let list = h.json(&["delegation", "list", "--json"]);
+    assert_eq!(list["recent_count"], 0, "{list}");
+    // The usage line says what bare hermes does.
+    let help = h.run(&["--help"]);
+    assert!(
+        help.stdout
+            .contains("Usage: hermes [--resume SESSION]           an interactive session"),
+        "{}",
+        help.stdout
+    );
+    assert!(help.stdout.contains("hermes -z [OPTIONS] [-- CMD...]"));
+}
+
+#[test]
+fn usage_errors_exit_2_and_only_a_hook_event_exits_1() {
+    let h = Hermes::new();
+    for args in [
+        &["hook", "bogus"][..],
+        &["hook", "uninstall", "claude"],
+        &["delegaton"],
+        &["delegation", "lst"],
+    ] {
+        h.run(args).assert_one_error_line(2);
+    }
+    // A hook event never blocks its agent, whatever its command line.
+    h.run(&["hook", "stop", "--bogus"]).assert_one_error_line(1);
+    // A home that is a file is a configuration error, not failed work.
+    let file = h.write("not-a-directory", "x");
+    let run = h.run_env(
+        &["delegation", "list"],
+        &[("HERMES_HOME", file.to_str().expect("path"))],
+    );
+    run.assert_one_error_line(2);
+    assert!(run.stderr.contains("HERMES_HOME"), "{}", run.stderr);
+}
+
+#[test]
+fn a_subcommand_without_its_verb_prints_its_help_on_stderr_and_exits_2() {
+    let h = Hermes::new();
+    for name in ["delegation", "session", "cron", "hook"] {
+        let run = h.run(&[name]);
+        assert_eq!(run.code, 2, "{name}: {run:?}");
+        assert!(run.stdout.is_empty(), "{name}: {}", run.stdout);
+        assert!(
+            run.stderr.contains(&format!("Usage: hermes {name} ")),
+            "{name}: {}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("Commands:"), "{name}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn errors_point_at_the_subcommands_help_and_typos_get_suggestions() {
+    let h = Hermes::new();
+    for (args, said) in [
+        (
+            &["delegation", "status"][..],
+            "(see hermes delegation status --help)",
+        ),
+        (&["delegation", "lst"], "'list'"),
+        (&["delegation", "lst"], "(see hermes delegation --help)"),
+        (&["delegaton"], "'delegation'"),
+        (&["delegaton"], "(see hermes --help)"),
+        (&["drain", "--bogus"], "(see hermes drain --help)"),
+        (&["hook", "bogus"], "(see hermes hook --help)"),
+    ] {
+        let run = h.run(args);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(said), "{args:?}: {}", run.stderr);
+    }
+}
+
+/// `{"error":…,"code":n,…}` on stdout and the line on stderr, for every kind of error.
+#[test]
+fn every_error_under_json_is_json_on_stdout_too() {
+    let h = Hermes::new();
+    let json_error = |args: &[&str], env: &[(&str, &str)], code: i64| {
+        let run = h.run_env(args, env);
+        run.assert_one_error_line(code as i32);
+        let json = run.json();
+        assert_eq!(json["code"], code, "{args:?}: {json}");
+        let message = json["error"].as_str().expect("an error message").to_owned();
+        assert!(!message.is_empty(), "{json}");
+        json
+    };
+    json_error(&["delegation", "status", "bad", "--json"], &[], 2);
+    json_error(
+        &[
+            "delegate",
+            "--json",
+            "--id",
+            "deleg_x",
+            "--session",
+            "s",
+            "--",
+            "true",
+        ],
+        &[],
+        2,
+    );
+    json_error(&["delegation", "status", "--json"], &[], 2);
+    json_error(&["delivery", "ack", "garbage", "--json"], &[], 2);
+    let missing = json_error(
+        &["delegation", "stop", "deleg_000000000000", "--json"],
+        &[],
+        4,
+    );
+    assert_eq!(missing["delegation_id"], "deleg_000000000000");
+    // A full queue: one child at a time, nothing may wait.
+    let full = [
+        ("HERMES_DELEGATION_MAX_CONCURRENT_CHILDREN", "1"),
+        ("HERMES_DELEGATION_MAX_QUEUED", "0"),
+    ];
+    let first = h.run_env(
+        &["delegate", "--session", "q", "--json", "--", "sleep", "30"],
+        &full,
+    );
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    json_error(
+        &["delegate", "--session", "q", "--json", "--", "true"],
+        &full,
+        1,
+    );
+    // Success under --json: `delegation stop` answers in JSON.
+    let stopped = h.json(&["delegation", "stop", "--session", "q", "--json"]);
+    assert_eq!(
+        stopped["stopping"].as_array().map(Vec::len),
+        Some(1),
+        "{stopped}"
+    );
+    assert_eq!(stopped["reason"], "stopped_by_user");
+    // The ledger unavailable.
+    if !h.on_postgres() {
+        let damaged = Hermes::new();
+        damaged.write("ledger.redb", &"not a redb file\n".repeat(400));
+        let run = damaged.run(&["delegation", "list", "--json"]);
+        run.assert_one_error_line(6);
+        assert_eq!(run.json()["code"], 6);
+    }
+    // Without --json, stdout stays empty.
+    let run = h.run(&["delegation", "status", "bad"]);
+    run.assert_one_error_line(2);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+}
+
+#[test]
+fn quiet_silences_the_warning_about_a_shared_home() {
+    let h = Hermes::new();
+    let home = h.path().join("shared-home");
+    std::fs::create_dir(&home).expect("mkdir");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let home = home.to_str().expect("path");
+    let loud = h.run_env(&["delegation", "list"], &[("HERMES_HOME", home)]);
+    assert_eq!(loud.code, 0, "{}", loud.stderr);
+    assert!(
+        loud.stderr.contains("readable by other users"),
+        "{}",
+        loud.stderr
+    );
+    for args in [
+        &["-q", "delegation", "list"][..],
+        &["delegation", "list", "--quiet"],
+    ] {
+        let quiet = h.run_env(args, &[("HERMES_HOME", home)]);
+        assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+        assert!(quiet.stderr.is_empty(), "{args:?}: {}", quiet.stderr);
+    }
+}
+
+/// A command's arguments are text (they are recorded and shown): one that is not UTF-8 is
+/// refused with exit 2 and one line, never a panic.
+#[test]
+fn an_argument_that_is_not_utf8_is_refused_without_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let h = Hermes::new();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    for (args, said) in [
+        (&["-z", "--json", "--", "echo"][..], "UTF-8"),
+        (&["delegation"], "unrecognized subcommand"),
+    ] {
+        let out = h.command(args).arg(name).output().expect("hermes runs");
+        let run = common::Run::from(out);
+        run.assert_one_error_line(2);
+        assert!(run.stderr.contains(said), "{}", run.stderr);
+    }
+}

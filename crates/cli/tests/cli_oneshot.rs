@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::Hermes;
 
 #[test]
@@ -465,4 +467,144 @@ fn a_child_never_gets_the_ledgers_password_and_its_hermes_finds_it_in_the_passwo
         result.contains("nested-hermes-reached-the-ledger"),
         "{result}"
     );
+}
+
+/// A `-z` run started in the background, its stdout and stderr going to files of the home.
+struct Running {
+    child: std::process::Child,
+    stdout: std::path::PathBuf,
+    stderr: std::path::PathBuf,
+}
+
+impl Running {
+    fn start(h: &Hermes, args: &[&str], env: &[(&str, &str)]) -> Running {
+        let stdout = h.path().join("run.out");
+        let stderr = h.path().join("run.err");
+        let mut c = h.command(args);
+        c.envs(env.iter().copied())
+            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+        let child = c.spawn().expect("hermes starts");
+        Running {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn interrupt(&self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Its exit code, once it exited within `limit`.
+    fn exit_within(&mut self, limit: std::time::Duration) -> i32 {
+        let status = common::wait_for(limit, "hermes to exit", || {
+            self.child.try_wait().expect("try_wait")
+        });
+        status.code().unwrap_or(-1)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kills a child's process group when the test ends, passed or not: a child that ignores
+/// SIGTERM must not outlive a failed test.
+struct KillGroup(u64);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The running unit's id and its child's pid, which the child wrote to `pid_file`.
+fn running_child(h: &Hermes, pid_file: &std::path::Path) -> (String, u64) {
+    common::wait_for(Duration::from_secs(20), "the child to run", || {
+        let pid = std::fs::read_to_string(pid_file)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let list = h.json(&["delegation", "list", "--json"]);
+        let id = list["running"][0]["delegation_id"].as_str()?.to_owned();
+        Some((id, pid))
+    })
+}
+
+#[test]
+fn ctrl_c_says_it_stops_the_children_and_exits_130_with_the_unit_interrupted() {
+    let h = Hermes::new();
+    let pid_file = h.path().join("child.pid");
+    let script = format!("echo $$ > '{}'; exec sleep 30", pid_file.display());
+    let mut run = Running::start(&h, &["-z", "--json", "--", "sh", "-c", &script], &[]);
+    let (id, pid) = running_child(&h, &pid_file);
+    run.interrupt();
+    // The grace period is 1 s here: the child stops well within the deadline.
+    assert_eq!(run.exit_within(Duration::from_secs(20)), 130);
+    let stderr = run.stderr();
+    assert!(
+        stderr.contains("hermes: interrupted: stopping the children (press Ctrl-C again"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("interrupted by Ctrl-C"), "{stderr}");
+    let printed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run.stdout).expect("stdout")).expect("JSON");
+    assert_eq!(printed["status"], "interrupted", "{printed}");
+    let status = h.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(status["status"], "interrupted", "{status}");
+    assert_eq!(status["interrupt"], "interrupted_by_user", "{status}");
+    assert_eq!(status["tasks"][0]["status"], "interrupted", "{status}");
+    assert!(!common::process_alive(pid), "the child {pid} survived");
+}
+
+#[test]
+fn a_second_ctrl_c_kills_a_child_that_ignores_sigterm_at_once() {
+    let h = Hermes::new();
+    // A grace period far longer than the test's deadline: only the second Ctrl-C ends it.
+    let grace = [("HERMES_DELEGATION_KILL_GRACE_SECONDS", "300")];
+    let pid_file = h.path().join("child.pid");
+    let script = format!(
+        "trap '' TERM; echo $$ > '{}'; while :; do sleep 0.1; done",
+        pid_file.display()
+    );
+    let mut run = Running::start(&h, &["-z", "--", "sh", "-c", &script], &grace);
+    let (id, pid) = running_child(&h, &pid_file);
+    let _cleanup = KillGroup(pid);
+    run.interrupt();
+    common::wait_for(Duration::from_secs(20), "the first Ctrl-C's note", || {
+        run.stderr().contains("stopping the children").then_some(())
+    });
+    let transcript = h.json(&["delegation", "status", &id, "--json"])["tasks"][0]["transcript"]
+        .as_str()
+        .expect("transcript")
+        .to_owned();
+    common::wait_for(Duration::from_secs(20), "SIGTERM to the child", || {
+        let log = std::fs::read_to_string(&transcript).ok()?;
+        log.contains("SIGTERM sent").then_some(())
+    });
+    assert!(
+        run.child.try_wait().expect("try_wait").is_none(),
+        "hermes left during the grace"
+    );
+    assert!(common::process_alive(pid), "the child ignores SIGTERM");
+    run.interrupt();
+    assert_eq!(run.exit_within(Duration::from_secs(20)), 130);
+    common::wait_for(Duration::from_secs(10), "the child to be gone", || {
+        (!common::process_alive(pid)).then_some(())
+    });
+    let status = h.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(status["status"], "interrupted", "{status}");
+    assert_eq!(status["tasks"][0]["status"], "interrupted", "{status}");
+    assert_eq!(status["tasks"][0]["signal"], 9, "{status}");
 }

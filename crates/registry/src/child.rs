@@ -15,6 +15,7 @@ use crate::spawn::{SpawnRequest, spawn};
 use crate::stall::SampleFailed;
 use crate::transcript::{Stream, TaskLog};
 use stdx::Clock;
+use tokio::sync::watch;
 
 pub(crate) use crate::supervise::{RunningChild, exit_reason, next_sweep};
 
@@ -232,6 +233,9 @@ impl LiveChild {
 pub(crate) struct Context {
     pub(crate) config: Arc<Config>,
     pub(crate) clock: Arc<dyn Clock>,
+    /// Becomes `true` when the host's children being stopped are to be killed at once, their
+    /// grace period cut short ([`crate::Host::hurry`]).
+    pub(crate) hurry: watch::Receiver<bool>,
 }
 
 /// One child to run.

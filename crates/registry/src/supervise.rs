@@ -78,6 +78,8 @@ impl RunningChild {
         let sweep_ms = millis(config.sweep_interval).max(1);
         let mut ending: Option<Ending> = None;
         let mut interrupt_open = true;
+        let mut hurry = self.ctx.hurry.clone();
+        let mut hurry_open = true;
         loop {
             let now = self.ctx.clock.now();
             let mut wake = next_sweep(now, sweep_ms);
@@ -102,8 +104,9 @@ impl RunningChild {
                 }
             }
             if let Some(found) = &ending {
-                if now >= found.kill_at {
-                    return self.force_finalize(found.clone(), now);
+                let hurried = *hurry.borrow_and_update();
+                if now >= found.kill_at || hurried {
+                    return self.force_finalize(found.clone(), now, hurried);
                 }
                 wake = wake.min(found.kill_at);
             }
@@ -113,6 +116,9 @@ impl RunningChild {
                 () = tokio::time::sleep(sleep) => {}
                 changed = interrupt.changed(), if interrupt_open && ending.is_none() => {
                     interrupt_open = changed.is_ok();
+                }
+                changed = hurry.changed(), if hurry_open && ending.is_some() => {
+                    hurry_open = changed.is_ok();
                 }
             }
         }
@@ -184,13 +190,17 @@ impl RunningChild {
         }
     }
 
-    /// The grace period is over: SIGKILL the group and finalize now, leaving the reaping to a
-    /// detached task that publishes nothing.
-    fn force_finalize(self, ending: Ending, now: Timestamp) -> ChildOutcome {
+    /// The grace period is over (or was cut short: `hurried`): SIGKILL the group and finalize
+    /// now, leaving the reaping to a detached task that publishes nothing.
+    fn force_finalize(self, ending: Ending, now: Timestamp, hurried: bool) -> ChildOutcome {
         signal_group(self.process, Signal::SIGKILL);
         self.plan.log.note(
             now,
-            "hermes: still running after the grace period; SIGKILL sent to the process group",
+            if hurried {
+                "hermes: asked to kill at once; SIGKILL sent to the process group"
+            } else {
+                "hermes: still running after the grace period; SIGKILL sent to the process group"
+            },
         );
         let outcome = self.outcome(
             ending.status,

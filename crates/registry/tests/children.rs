@@ -363,6 +363,79 @@ async fn interrupts_stop_the_whole_group_and_say_why() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hurry_kills_the_children_being_stopped_at_once_and_no_other() {
+    // A grace period far beyond the test's deadlines: only `hurry` can end it.
+    let f = fixture_with(ledger::HostKind::Headless, Some("s1"), |c| {
+        c.stall_idle = Duration::from_secs(60);
+        c.kill_grace = Duration::from_secs(300);
+    })
+    .await;
+    let session = ledger::SessionId::new("s1").expect("session");
+    let dispatch = |script: &'static str| {
+        let host = &f.host;
+        let session = session.clone();
+        async move {
+            host.dispatch(registry::DispatchRequest::background(
+                session,
+                spec(&[&sh(script)]),
+            ))
+            .await
+            .expect("dispatches")
+            .delegation
+            .id
+        }
+    };
+    let stubborn = dispatch("trap '' TERM; while :; do sleep 0.1; done").await;
+    let bystander = dispatch("sleep 1000").await;
+    let ledger = f.ledger.clone();
+    let running = |id: &ledger::DelegationId| {
+        ledger
+            .children(id)
+            .is_ok_and(|c| c.iter().all(|c| c.status == ChildStatus::Running))
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || running(&stubborn)
+            && running(&bystander))
+        .await
+    );
+    let leader = f.ledger.children(&stubborn).expect("children")[0]
+        .process
+        .expect("pid");
+    // Whatever happens, the child that ignores SIGTERM does not outlive the test.
+    struct KillGroup(i32);
+    impl Drop for KillGroup {
+        fn drop(&mut self) {
+            // SAFETY: a plain kill(2) of the process group this test started.
+            unsafe { libc::kill(-self.0, libc::SIGKILL) };
+        }
+    }
+    let _cleanup = KillGroup(leader.pid as i32);
+    f.host
+        .interrupt(
+            ledger::InterruptTarget::Delegation(stubborn.clone()),
+            "user_stop",
+        )
+        .await
+        .expect("interrupts");
+    // SIGTERM is ignored: the child runs on into its grace period.
+    let waiting = tokio::time::timeout(Duration::from_millis(500), f.host.wait(&stubborn)).await;
+    assert!(waiting.is_err(), "finished within its grace period");
+    assert!(group_alive(leader));
+    f.host.hurry();
+    let report = tokio::time::timeout(Duration::from_secs(10), f.host.wait(&stubborn))
+        .await
+        .expect("finalized at once")
+        .expect("report");
+    assert_eq!(report.status, UnitStatus::Interrupted);
+    assert_eq!(report.outcomes[0].status, ChildStatus::Interrupted);
+    assert_eq!(report.outcomes[0].signal, Some(9));
+    assert!(eventually(Duration::from_secs(5), || !group_alive(leader)).await);
+    // Nobody asked the other unit to stop: it runs on.
+    assert!(running(&bystander));
+    f.host.shutdown("test_over").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_asked_for_by_another_process_is_acted_on_within_a_sweep() {
     let f = fixture_with(ledger::HostKind::Headless, Some("s2"), |c| {
         c.stall_idle = Duration::from_secs(60)

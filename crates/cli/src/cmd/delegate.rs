@@ -9,7 +9,7 @@ use registry::RegistryError;
 
 use crate::args::DelegateArgs;
 use crate::dispatch::Draft;
-use crate::exit::{Code, fail};
+use crate::exit::{Code, fail, fail_with};
 use crate::home::{Home, now, session_of};
 use crate::output;
 use crate::reports;
@@ -32,7 +32,7 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     let drawn = given.is_none();
     let id = given.unwrap_or_else(|| ledger.new_delegation_id());
     dispatch(args, &home, &ledger, session, spec, (&id, drawn))
-        .map_err(|err| outcome_unknown(err, &id, args.json))
+        .map_err(|err| outcome_unknown(err, &id))
 }
 
 /// `delegate` once the id is known (`drawn`: by this process, so no unit can have it yet).
@@ -109,7 +109,7 @@ fn dispatch(
 /// A ledger failure of `delegate`: whether the unit was recorded is not known (the connection
 /// may have broken after `COMMIT` reached the server), so the error names the id it was to be
 /// recorded under — on stderr, and as a JSON object on stdout with `--json`.
-fn outcome_unknown(err: anyhow::Error, id: &DelegationId, json: bool) -> anyhow::Error {
+fn outcome_unknown(err: anyhow::Error, id: &DelegationId) -> anyhow::Error {
     if crate::exit::code_of(&err) != Code::LedgerUnavailable {
         return err;
     }
@@ -118,15 +118,10 @@ fn outcome_unknown(err: anyhow::Error, id: &DelegationId, json: bool) -> anyhow:
     let message = format!(
         "{cause}; delegation {id} may or may not have been recorded: look with `hermes delegation status {id}`, or send the same dispatch again with `--id {id}` (a no-op if it was)"
     );
-    if json {
-        // Best effort: the error line on stderr says the same.
-        let _ = output::print_json(&serde_json::json!({
-            "error": message,
-            "delegation_id": id.to_string(),
-            "recorded": "unknown",
-        }));
-    }
-    fail(Code::LedgerUnavailable, message)
+    let mut details = serde_json::Map::new();
+    details.insert("delegation_id".into(), id.to_string().into());
+    details.insert("recorded".into(), "unknown".into());
+    fail_with(Code::LedgerUnavailable, message, details)
 }
 
 /// What `delegate` answers for a recorded unit (now, or by an earlier attempt under its id).

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::args::DelegationCommand;
 use crate::color;
-use crate::exit::{Code, fail};
+use crate::exit::{Code, fail, fail_with};
 use crate::home::{Home, now};
 use crate::output;
 use crate::reports;
@@ -29,13 +29,26 @@ pub fn run(command: DelegationCommand) -> anyhow::Result<Code> {
             session,
             all,
             reason,
-        } => stop(id, session, all, &reason),
+            json,
+        } => stop(id, session, all, &reason, json),
         DelegationCommand::Log { id, task, follow } => log(&id, task, follow),
     }
 }
 
 fn parse_id(id: &str) -> anyhow::Result<DelegationId> {
     DelegationId::new(id).map_err(|e| fail(Code::Usage, e.to_string()))
+}
+
+/// An unknown delegation: exit 4, `{"error":"not found","delegation_id":…}` under `--json`.
+fn not_found(id: &DelegationId) -> anyhow::Error {
+    let mut details = serde_json::Map::new();
+    details.insert("error".into(), "not found".into());
+    details.insert("delegation_id".into(), id.to_string().into());
+    fail_with(
+        Code::NotFound,
+        format!("delegation {id} not found"),
+        details,
+    )
 }
 
 fn parse_session(s: &str) -> anyhow::Result<SessionId> {
@@ -116,10 +129,7 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let Some(unit) = ledger.delegation(&id)? else {
-        if json_out {
-            output::print_json(&json!({"error": "not found", "delegation_id": id.to_string()}))?;
-        }
-        return Err(fail(Code::NotFound, format!("delegation {id} not found")));
+        return Err(not_found(&id));
     };
     let children = ledger.children(&id)?;
     let events = ledger.events(&id)?;
@@ -183,6 +193,7 @@ fn stop(
     session: Option<String>,
     all: bool,
     reason: &str,
+    json_out: bool,
 ) -> anyhow::Result<Code> {
     let target = match (id, session, all) {
         (Some(id), _, _) => InterruptTarget::Delegation(parse_id(&id)?),
@@ -195,9 +206,18 @@ fn stop(
     if let InterruptTarget::Delegation(id) = &target
         && ledger.delegation(id)?.is_none()
     {
-        return Err(fail(Code::NotFound, format!("delegation {id} not found")));
+        return Err(not_found(id));
     }
     let done = ledger.request_interrupt(&target, reason, now())?;
+    if json_out {
+        let ids = |ids: &[DelegationId]| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
+        output::print_json(&json!({
+            "reason": reason,
+            "stopping": ids(&done.flagged),
+            "cancelled": ids(&done.cancelled),
+        }))?;
+        return Ok(Code::Ok);
+    }
     let mut text = String::new();
     for id in &done.flagged {
         text.push_str(&format!("{id}: stopping ({reason})\n"));

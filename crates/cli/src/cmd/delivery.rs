@@ -10,6 +10,7 @@ use crate::output;
 
 /// Runs `delivery`.
 pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
+    refuse_meaningless(args)?;
     let token: ClaimToken = args
         .claim
         .parse()
@@ -85,4 +86,22 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
         output::print(&text)?;
     }
     Ok(Code::Ok)
+}
+
+/// `--lease` is only `renew`'s and `--reason` only `drop`'s: refused elsewhere, never ignored.
+fn refuse_meaningless(args: &DeliveryCmd) -> anyhow::Result<()> {
+    let action = args.action;
+    if args.lease.is_some() && !matches!(action, DeliveryAction::Renew) {
+        return Err(fail(
+            Code::Usage,
+            "--lease is for delivery renew only (see hermes delivery --help)",
+        ));
+    }
+    if args.reason.is_some() && !matches!(action, DeliveryAction::Drop) {
+        return Err(fail(
+            Code::Usage,
+            "--reason is for delivery drop only (see hermes delivery --help)",
+        ));
+    }
+    Ok(())
 }

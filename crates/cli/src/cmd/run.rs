@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use formatter::{Boundary, Envelope};
-use ledger::{HostKind, SessionId, UnitStatus};
-use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+use ledger::{DelegationId, DeliveryMode, HostKind, SessionId, UnitStatus};
+use registry::{DispatchRequest, Host, HostOptions, SystemClock, UnitReport};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::watch;
 
 use crate::args::RunArgs;
 use crate::dispatch::Draft;
@@ -15,6 +17,9 @@ use crate::exit::{Code, fail};
 use crate::home::{Home, env_var, now, render_context};
 use crate::output;
 use crate::progress_view;
+
+/// The interrupt reason Ctrl-C records.
+const INTERRUPTED_BY_USER: &str = "interrupted_by_user";
 
 /// `hermes -z`: children learn the caller's session (if any) from `HERMES_PARENT_SESSION_ID`.
 pub fn oneshot(args: &RunArgs, quiet: bool) -> anyhow::Result<Code> {
@@ -37,57 +42,14 @@ fn inline(
     kind: &str,
 ) -> anyhow::Result<Code> {
     let spec = Draft::from_args(&args.dispatch)?.build()?;
-    if let Some(pool) = &spec.pool {
-        return Err(fail(
-            Code::Usage,
-            format!(
-                "--pool {pool}: a one-shot run has no session for a pool's result; use hermes delegate --pool {pool} and hermes drain --wait, or leave --pool out to run here"
-            ),
-        ));
-    }
+    refuse_meaningless(&spec)?;
     tracing::debug!(kind, "inline run");
     let home = Home::load()?;
     let ledger = home.ledger()?;
-    let config = home.registry();
     let runtime = crate::home::runtime()?;
-    // The host registers in its unit's dispatch commit and leaves in the commit of the finish
-    // that ends the unit, which also settles the unit's events as delivered: a one-shot run of
-    // one child makes two commits (the dispatch, the finish), none for the host alone, and
-    // the result it prints was durable before it was shown. A unit force-finalized instead
-    // (its outcomes could not be published one by one) is settled after it was printed.
-    let (host, report) = runtime.block_on(async {
-        let options = HostOptions {
-            kind: HostKind::Inline,
-            session: None,
-            worker: None,
-        };
-        let request = DispatchRequest::inline(spec, parent);
-        let (host, dispatched) = Host::start_dispatching(
-            ledger.clone(),
-            config,
-            Arc::new(SystemClock),
-            options,
-            request,
-        )
-        .await?;
-        let id = dispatched.delegation.id.clone();
-        let view = dispatched
-            .progress
-            .map(|p| tokio::spawn(progress_view::show(p, quiet)));
-        let report = tokio::select! {
-            report = host.wait(&id) => report,
-            _ = tokio::signal::ctrl_c() => {
-                host.stop("interrupted_by_user").await;
-                host.wait(&id).await
-            }
-        };
-        if let Some(view) = view {
-            let _ = tokio::time::timeout(Duration::from_secs(1), view).await;
-        }
-        host.stop("done").await;
-        let report = report.ok_or_else(|| anyhow::anyhow!("{id} ended without a report"));
-        anyhow::Ok((host, report))
-    })?;
+    let request = DispatchRequest::inline(spec, parent);
+    let (host, report, interrupted) =
+        runtime.block_on(run_unit(&ledger, home.registry(), request, quiet))?;
     let me = host.process();
     let finished = report.and_then(|report| {
         let finished = finish(&ledger, &report, args.json)?;
@@ -112,12 +74,118 @@ fn inline(
     if !host.left() {
         ledger.settle_inline_leaving(&id, me, now())?;
     }
+    let failure = if interrupted {
+        Some(fail(
+            Code::Interrupted,
+            format!("{id} interrupted by Ctrl-C"),
+        ))
+    } else {
+        finished.failure
+    };
     // A failed job exits 1 whatever happened to stdout; a successful one reports a failed write
     // (a closed pipe is not a failure: `report` maps it to 0).
-    match (finished.failure, printed) {
+    match (failure, printed) {
         (Some(failed), _) => Err(failed),
         (None, Err(write)) => Err(write),
         (None, Ok(())) => Ok(Code::Ok),
+    }
+}
+
+/// Options a one-shot run cannot honour, refused before anything runs: a pool (nobody would
+/// receive its result) and `inject` delivery (the result is printed here, at no boundary).
+fn refuse_meaningless(spec: &ledger::DispatchSpec) -> anyhow::Result<()> {
+    if let Some(pool) = &spec.pool {
+        return Err(fail(
+            Code::Usage,
+            format!(
+                "--pool {pool}: a one-shot run has no session for a pool's result; use hermes delegate --pool {pool} and hermes drain --wait, or leave --pool out to run here"
+            ),
+        ));
+    }
+    if spec.delivery == DeliveryMode::Inject {
+        return Err(fail(
+            Code::Usage,
+            "delivery inject: a one-shot run prints its result when it ends, at no tool boundary; leave it out, or use hermes delegate --delivery inject",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the unit on a host of its own and waits for its report; the flag says whether Ctrl-C
+/// stopped it.
+async fn run_unit(
+    ledger: &Arc<ledger::Ledger>,
+    config: registry::Config,
+    request: DispatchRequest,
+    quiet: bool,
+) -> anyhow::Result<(Host, anyhow::Result<UnitReport>, bool)> {
+    // Watched before anything runs, so that no Ctrl-C finds the default action (an exit that
+    // would leave the children running).
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    // The host registers in its unit's dispatch commit and leaves in the commit of the finish
+    // that ends the unit, which also settles the unit's events as delivered: a one-shot run of
+    // one child makes two commits (the dispatch, the finish), none for the host alone, and
+    // the result it prints was durable before it was shown. A unit force-finalized instead
+    // (its outcomes could not be published one by one) is settled after it was printed.
+    let options = HostOptions {
+        kind: HostKind::Inline,
+        session: None,
+        worker: None,
+    };
+    let (host, dispatched) = Host::start_dispatching(
+        ledger.clone(),
+        config,
+        Arc::new(SystemClock),
+        options,
+        request,
+    )
+    .await?;
+    let id = dispatched.delegation.id.clone();
+    let (note, noted) = watch::channel(None);
+    let view = dispatched
+        .progress
+        .map(|p| tokio::spawn(progress_view::show(p, quiet, noted)));
+    // The view prints the note above its bars; without one, it goes to stderr from here.
+    let tell = |line: &'static str| {
+        if quiet || view.is_none() {
+            eprintln!("{line}");
+        } else {
+            note.send_replace(Some(line));
+        }
+    };
+    let (report, interrupted) = tokio::select! {
+        report = host.wait(&id) => (report, false),
+        _ = interrupts.recv() => (stop_on_ctrl_c(&host, &id, &mut interrupts, tell).await, true),
+    };
+    if let Some(view) = view {
+        let _ = tokio::time::timeout(Duration::from_secs(1), view).await;
+    }
+    host.stop("done").await;
+    let report = report.ok_or_else(|| anyhow::anyhow!("{id} ended without a report"));
+    Ok((host, report, interrupted))
+}
+
+/// Ctrl-C during an inline run: says so (`tell`), stops the children (SIGTERM, SIGKILL after
+/// `delegation.kill_grace_seconds`) and waits for the unit's report; a second Ctrl-C kills
+/// them at once. Either way the unit is recorded `interrupted`.
+async fn stop_on_ctrl_c(
+    host: &Host,
+    id: &DelegationId,
+    interrupts: &mut Signal,
+    tell: impl FnOnce(&'static str),
+) -> Option<UnitReport> {
+    tell("hermes: interrupted: stopping the children (press Ctrl-C again to kill them now)");
+    let stopping = async {
+        host.stop(INTERRUPTED_BY_USER).await;
+        host.wait(id).await
+    };
+    tokio::pin!(stopping);
+    tokio::select! {
+        report = &mut stopping => report,
+        _ = interrupts.recv() => {
+            host.hurry();
+            stopping.await
+        }
     }
 }
 

@@ -46,7 +46,7 @@ pub fn run(command: SessionCommand) -> anyhow::Result<Code> {
             }
         }
         SessionCommand::End { session, json } => {
-            end(&home, session, json).map_err(|err| json_error(err, json))?;
+            end(&home, session, json)?;
         }
     }
     Ok(Code::Ok)
@@ -92,19 +92,4 @@ fn end_json(id: &SessionId, end: &SessionEnd, host_stopping: bool) -> serde_json
         "host_pid": end.host.as_ref().map(|h| h.process.pid),
         "host_stopping": host_stopping,
     })
-}
-
-/// Under `--json`, a failure is also `{"error":…,"code":n}` on stdout (the line on stderr says
-/// the same).
-fn json_error(err: anyhow::Error, json: bool) -> anyhow::Error {
-    if json {
-        let line = crate::exit::one_line(&err);
-        let message = line.strip_prefix("hermes: ").unwrap_or(&line);
-        // Best effort: the error line on stderr says the same.
-        let _ = output::print_json(&json!({
-            "error": message,
-            "code": crate::exit::code_of(&err) as u8,
-        }));
-    }
-    err
 }

@@ -58,6 +58,8 @@ pub(crate) struct Inner {
     pub(crate) queue_seen: AtomicBool,
     pub(crate) in_pass: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
+    /// Cuts short the grace period of the children being stopped ([`super::Host::hurry`]).
+    pub(crate) hurry: watch::Sender<bool>,
     pub(crate) launches: watch::Sender<u64>,
     /// Set for a host that runs one inline unit and leaves with it
     /// ([`super::Host::start_dispatching`]): the finish that ends the unit also removes the
@@ -97,11 +99,13 @@ impl Inner {
             lease_expires_at: now.plus_ms(millis(config.lease)),
             worker: options.worker.clone(),
         };
+        let (hurry, hurried) = watch::channel(false);
         let inner = Arc::new(Inner {
             ledger,
             ctx: Context {
                 config: Arc::new(config),
                 clock,
+                hurry: hurried,
             },
             me,
             host_id,
@@ -115,6 +119,7 @@ impl Inner {
             queue_seen: AtomicBool::new(true),
             in_pass: AtomicBool::new(false),
             stop: watch::channel(false).0,
+            hurry,
             launches: watch::channel(0).0,
             leaves_with_unit: AtomicBool::new(false),
             left: AtomicBool::new(false),

@@ -377,6 +377,13 @@ impl Host {
         result
     }
 
+    /// Cuts short the grace period of every child being stopped, now and from now on: each
+    /// gets SIGKILL at once and is finalized (a second Ctrl-C). Children nobody asked to stop
+    /// are not touched.
+    pub fn hurry(&self) {
+        self.inner.hurry.send_replace(true);
+    }
+
     /// Stops the host: queued units of this host are cancelled, running ones interrupted with
     /// `reason` (SIGTERM, SIGKILL after `kill_grace`) and finalized, then the host unregisters.
     pub async fn shutdown(&self, reason: &str) {
