@@ -4,6 +4,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::Notify;
+
 use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timestamp};
 
 use crate::agent::{AgentCli, AgentStream, Report};
@@ -47,6 +49,8 @@ pub(crate) struct LiveChild {
     goal: String,
     transcript: String,
     state: Mutex<LiveState>,
+    /// Told whenever the progress token moves: the host's progress flusher waits on it.
+    changed: Arc<Notify>,
 }
 
 #[derive(Debug)]
@@ -80,11 +84,13 @@ impl LiveChild {
         goal: String,
         transcript: String,
         result_max: usize,
+        changed: Arc<Notify>,
     ) -> LiveChild {
         LiveChild {
             index,
             goal,
             transcript,
+            changed,
             state: Mutex::new(LiveState {
                 status: ChildStatus::Pending,
                 process: None,
@@ -166,6 +172,8 @@ impl LiveChild {
             Stream::Err => s.stderr.push(bytes),
             Stream::Progress => {}
         }
+        drop(s);
+        self.changed.notify_one();
     }
 
     /// What an agent's adapter has read so far: its calls and tool move the token.
@@ -175,6 +183,7 @@ impl LiveChild {
             s.token.api_calls = report.api_calls;
             s.token.current_tool.clone_from(&report.current_tool);
             s.changed_at = Some(at);
+            self.changed.notify_one();
         }
         if s.agent.as_ref().is_none_or(|(_, r)| r != report) {
             s.agent = Some((name, report.clone()));
@@ -224,6 +233,8 @@ impl LiveChild {
         {
             s.result_message = Some(result);
         }
+        drop(s);
+        self.changed.notify_one();
     }
 }
 

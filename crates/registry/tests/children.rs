@@ -538,8 +538,8 @@ async fn a_background_grandchild_left_behind_is_stopped_when_the_child_exits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_final_progress_token_is_persisted_with_the_outcome() {
-    // Periodic persistence never comes around during this child's life: whatever the ledger
-    // shows afterwards was written with the finalization.
+    // After the first change, live persistence does not come around again during this child's
+    // life: whatever the ledger shows afterwards was written with the finalization.
     let f = inline_fixture(|c| c.progress_interval = Duration::from_secs(3600)).await;
     let before = registry::Clock::now(&registry::SystemClock);
     let report = f
