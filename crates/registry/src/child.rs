@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timestamp};
 
 use crate::agent::{AgentCli, AgentStream, Report};
-use crate::capture::{Capture, STDERR_TAIL_BYTES, TailBuffer};
+use crate::capture::{Capture, Interleaved, Pointer, STDERR_TAIL_BYTES, TailBuffer};
 use crate::config::Config;
 use crate::progress::{Malformed, Message, Token};
 use crate::reader::{Pipe, read_pipe};
@@ -61,7 +61,9 @@ struct LiveState {
     token: Token,
     changed_at: Option<Timestamp>,
     result_message: Option<String>,
-    stdout: Capture,
+    /// stdout and stderr together, for the result.
+    output: Interleaved,
+    /// The last of stderr, for a failure whose result does not hold it.
     stderr: TailBuffer,
     /// What an agent child's stream said, and its adapter's name.
     agent: Option<(&'static str, Report)>,
@@ -98,7 +100,7 @@ impl LiveChild {
                 token: Token::default(),
                 changed_at: None,
                 result_message: None,
-                stdout: Capture::new(result_max),
+                output: Interleaved::new(result_max),
                 stderr: TailBuffer::new(STDERR_TAIL_BYTES),
                 agent: None,
             }),
@@ -167,10 +169,9 @@ impl LiveChild {
         let mut s = self.lock();
         s.token.output_bytes += bytes.len() as u64;
         s.changed_at = Some(at);
-        match stream {
-            Stream::Out => s.stdout.push(bytes),
-            Stream::Err => s.stderr.push(bytes),
-            Stream::Progress => {}
+        s.output.push(stream, bytes);
+        if stream == Stream::Err {
+            s.stderr.push(bytes);
         }
         drop(s);
         self.changed.notify_one();
@@ -190,9 +191,11 @@ impl LiveChild {
         }
     }
 
-    /// The result and the rest of what finalizing needs, `transcript` named in a truncated
-    /// result's marker. The `{"result"}` message wins, then an agent's answer, then stdout.
-    pub(crate) fn finals(&self, result_max: usize, transcript: &str) -> Finals {
+    /// The result and the rest of what finalizing needs, `pointer` named in a truncated
+    /// result's marker. The `{"result"}` message wins, then an agent's answer, then what the
+    /// child wrote (stdout and stderr, stderr lines marked). The stderr tail goes with it when
+    /// the result does not already hold all of stderr.
+    pub(crate) fn finals(&self, result_max: usize, pointer: &Pointer<'_>) -> Finals {
         let s = self.lock();
         let report = s.agent.as_ref().map(|(_, r)| r);
         let chosen = s
@@ -203,19 +206,22 @@ impl LiveChild {
             .agent
             .as_ref()
             .and_then(|(name, r)| r.error.clone().map(|e| (*name, e)));
-        let result = match (chosen, &agent_error) {
-            (Some(text), _) => bounded(text, result_max, transcript),
-            (None, Some((name, error))) => bounded(
-                &format!("{name} reported an error: {error}"),
-                result_max,
-                transcript,
+        let (result, holds_stderr) = match (chosen, &agent_error) {
+            (Some(text), _) => (bounded(text, result_max, pointer), false),
+            (None, Some((name, error))) => (
+                bounded(
+                    &format!("{name} reported an error: {error}"),
+                    result_max,
+                    pointer,
+                ),
+                false,
             ),
-            (None, None) => s.stdout.render(transcript),
+            (None, None) => (s.output.render(pointer), s.output.is_whole()),
         };
         Finals {
             token: s.token.clone(),
             result,
-            stderr_tail: (!s.stderr.is_empty()).then(|| s.stderr.text()),
+            stderr_tail: (!s.stderr.is_empty() && !holds_stderr).then(|| s.stderr.text()),
             agent_error,
             model: report.and_then(|r| r.model.clone()),
             usage: report.and_then(|r| r.usage.clone()).map(Box::new),
@@ -346,9 +352,9 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
     }))
 }
 
-/// `text` kept to `max` bytes (head and tail around a marker naming `transcript`).
-fn bounded(text: &str, max: usize, transcript: &str) -> String {
+/// `text` kept to `max` bytes (head and tail around a marker naming `pointer`).
+fn bounded(text: &str, max: usize, pointer: &Pointer<'_>) -> String {
     let mut capture = Capture::new(max);
     capture.push(text.as_bytes());
-    capture.render(transcript)
+    capture.render(pointer)
 }

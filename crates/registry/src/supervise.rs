@@ -17,6 +17,7 @@ use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::capture::Pointer;
 use crate::child::{ChildPlan, Context, LiveChild};
 use crate::config::{Config, millis, seconds};
 use crate::procs::signal_group;
@@ -237,7 +238,10 @@ impl RunningChild {
         let transcript = self.plan.log.path().display().to_string();
         let agent_error = self
             .live
-            .finals(self.ctx.config.result_max_bytes, &transcript)
+            .finals(
+                self.ctx.config.result_max_bytes,
+                &Pointer::whole(&transcript),
+            )
             .agent_error;
         let (child_status, detail) = match ending {
             Some(ending) => (ending.status, ending.detail),
@@ -272,9 +276,11 @@ impl RunningChild {
     ) -> ChildOutcome {
         self.live.set_status(status);
         let transcript = self.plan.log.path().display().to_string();
-        let finals = self
-            .live
-            .finals(self.ctx.config.result_max_bytes, &transcript);
+        let pointer = Pointer {
+            transcript: &transcript,
+            capped_at: self.plan.log.cap_reached(),
+        };
+        let finals = self.live.finals(self.ctx.config.result_max_bytes, &pointer);
         let failed = status != ChildStatus::Completed;
         ChildOutcome {
             index: self.plan.index,

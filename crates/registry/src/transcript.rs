@@ -242,8 +242,10 @@ impl Stream {
 /// A child's transcript file, shared by its three stream readers.
 ///
 /// It holds at most about `max_bytes` (`delegation.transcript_max_bytes`): past that the head
-/// (the first half) stays, then one line saying how many bytes and lines were skipped, then a
-/// rolling tail of the latest lines. Memory and disk stay bounded whatever the child prints.
+/// (the first half) stays, then one line saying how much of the child's output was skipped (its
+/// own bytes, newlines included, and lines: not the transcript's time and stream prefixes, nor
+/// hermes' own notes), then a rolling tail of the latest lines. Memory and disk stay bounded
+/// whatever the child prints.
 #[derive(Debug)]
 pub struct TaskLog {
     path: PathBuf,
@@ -277,20 +279,27 @@ struct Tail {
     marker_head: String,
     /// Offset of the first tail byte (just after the marker line).
     start: u64,
-    /// Newlines in the tail now.
-    lines: u64,
-    skipped_bytes: u64,
-    skipped_lines: u64,
+    /// The child's output in the tail now, counted as it is written.
+    held: ChildCounter,
+    /// The child's output skipped so far.
+    skipped: ChildCount,
 }
 
 impl Tail {
     fn marker(&self) -> Vec<u8> {
-        let text = format!(
-            "{} {} bytes in {} lines skipped here; the latest lines follow",
-            self.marker_head, self.skipped_bytes, self.skipped_lines
+        let words = |bytes: &str, lines: &str| {
+            format!(
+                "{} {bytes} bytes of the child's output in {lines} lines skipped here; the latest \
+                 lines follow",
+                self.marker_head
+            )
+        };
+        let text = words(
+            &self.skipped.bytes.to_string(),
+            &self.skipped.lines.to_string(),
         );
         // Padded to the longest it can be, so rewriting it never moves the tail.
-        let width = self.marker_head.len() + 2 * COUNT_WIDTH + 55;
+        let width = words("", "").len() + 2 * COUNT_WIDTH;
         let mut line = format!("{text:<width$}").into_bytes();
         line.push(b'\n');
         line
@@ -335,9 +344,8 @@ impl CappedFile {
                     self.max
                 ),
                 start: 0,
-                lines: 0,
-                skipped_bytes: 0,
-                skipped_lines: 0,
+                held: ChildCounter::default(),
+                skipped: ChildCount::default(),
             };
             let marker = tail.marker();
             self.append(&marker)?;
@@ -351,7 +359,7 @@ impl CappedFile {
         let Some(tail) = self.tail.as_mut() else {
             return Ok(());
         };
-        tail.lines += bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        tail.held.feed(bytes);
         if self.len - tail.start > tail_max {
             self.roll()?;
         }
@@ -384,8 +392,8 @@ impl CappedFile {
                 at += n as u64;
             }
         }
-        // Copy the kept part down to the tail's start, counting its lines.
-        let (mut from, mut to, mut kept_lines) = (cut, tail.start, 0u64);
+        // Copy the kept part down to the tail's start, counting the child's output in it.
+        let (mut from, mut to, mut kept) = (cut, tail.start, ChildCounter::default());
         while from < self.len {
             let want = usize::try_from(self.len - from)
                 .unwrap_or(COPY_CHUNK)
@@ -394,14 +402,14 @@ impl CappedFile {
             if n == 0 {
                 break;
             }
-            kept_lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+            kept.feed(&buf[..n]);
             self.file.write_all_at(&buf[..n], to)?;
             from += n as u64;
             to += n as u64;
         }
-        tail.skipped_bytes += cut - tail.start;
-        tail.skipped_lines += tail.lines.saturating_sub(kept_lines);
-        tail.lines = kept_lines;
+        tail.skipped.bytes += tail.held.count.bytes.saturating_sub(kept.count.bytes);
+        tail.skipped.lines += tail.held.count.lines.saturating_sub(kept.count.lines);
+        tail.held = kept;
         self.file.set_len(to)?;
         self.len = to;
         self.file.write_all_at(&tail.marker(), tail.marker_at)?;
@@ -445,6 +453,13 @@ impl TaskLog {
         &self.path
     }
 
+    /// The cap, once it was reached (the transcript then holds its head and latest lines, not
+    /// all of the output).
+    pub fn cap_reached(&self) -> Option<u64> {
+        let guard = self.file.lock().ok()?;
+        guard.as_ref().and_then(|f| f.tail.as_ref().map(|_| f.max))
+    }
+
     /// Appends already formatted lines, read at `at`. After a write error the transcript stops
     /// (the child goes on; its output is still captured for the result).
     pub fn write_raw(&self, bytes: &[u8], at: Timestamp) {
@@ -468,6 +483,51 @@ impl TaskLog {
             format!("{} --- | {}\n", hms(at), one_line(text)).as_bytes(),
             at,
         );
+    }
+}
+
+/// Bytes and lines of a child's own output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ChildCount {
+    bytes: u64,
+    lines: u64,
+}
+
+/// The `HH:MM:SS tag | ` before each transcript line's text.
+const PREFIX: usize = 15;
+
+/// Counts the child's own output in transcript text fed in pieces that may cut lines anywhere:
+/// what follows the prefix of its `out`, `err` and `prg` lines, newline included. hermes' own
+/// `---` lines and the header are not the child's. Only whole lines count.
+#[derive(Clone, Debug, Default)]
+struct ChildCounter {
+    count: ChildCount,
+    /// Bytes of the current line so far.
+    col: usize,
+    prefix: [u8; PREFIX],
+}
+
+impl ChildCounter {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let newline = bytes.iter().position(|&b| b == b'\n');
+            let piece = &bytes[..newline.map_or(bytes.len(), |i| i + 1)];
+            if self.col < PREFIX {
+                let n = (PREFIX - self.col).min(piece.len());
+                self.prefix[self.col..self.col + n].copy_from_slice(&piece[..n]);
+            }
+            self.col += piece.len();
+            if newline.is_some() {
+                let child = matches!(&self.prefix[9..12], b"out" | b"err" | b"prg")
+                    && &self.prefix[12..] == b" | ";
+                if child && self.col > PREFIX {
+                    self.count.bytes += (self.col - PREFIX) as u64;
+                    self.count.lines += 1;
+                }
+                self.col = 0;
+            }
+            bytes = &bytes[piece.len()..];
+        }
     }
 }
 
@@ -658,12 +718,20 @@ mod tests {
         let path = tmp.path().join("t.log");
         fs::write(&path, "# header\n").expect("header");
         let log = TaskLog::open(path.clone(), 8192).expect("open");
-        let mut total = 9;
+        // What the child wrote: every line's text and newline, not the transcript's prefixes.
+        let mut total = 0;
         for i in 0..10_000 {
-            let line = format!("00:00:01 out | line {i}\n");
-            total += line.len() as u64;
-            log.write_raw(line.as_bytes(), Timestamp(1_000));
+            let text = format!("line {i}\n");
+            total += text.len() as u64;
+            log.write_raw(
+                format!("00:00:01 out | {text}").as_bytes(),
+                Timestamp(1_000),
+            );
+            if i % 1000 == 0 {
+                log.note(Timestamp(1_000), "a note of hermes' own");
+            }
         }
+        assert_eq!(log.cap_reached(), Some(8192));
         let text = fs::read_to_string(&path).expect("read");
         assert!(text.len() <= 8192 + 200, "{} bytes", text.len());
         assert!(text.starts_with("# header\n00:00:01 out | line 0\n"));
@@ -675,14 +743,15 @@ mod tests {
         let (bytes, lines) = skipped(&text);
         let kept = text.lines().filter(|l| l.contains(" out | line ")).count() as u64;
         assert_eq!(kept + lines, 10_000, "every line is kept or counted");
-        let marker = text
+        let kept_bytes: u64 = text
             .lines()
-            .find(|l| l.contains("transcript cap"))
-            .expect("marker");
+            .filter_map(|l| l.strip_prefix("00:00:01 out | "))
+            .map(|t| t.len() as u64 + 1)
+            .sum();
         assert_eq!(
-            text.len() as u64 - marker.len() as u64 - 1 + bytes,
+            kept_bytes + bytes,
             total,
-            "every byte is kept or counted"
+            "every byte the child wrote is kept or counted"
         );
         // The kept lines are whole and in order around the marker.
         let numbers: Vec<u64> = text
@@ -691,6 +760,26 @@ mod tests {
             .map(|n| n.parse().expect("a whole line"))
             .collect();
         assert!(numbers.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn the_child_s_output_is_counted_without_prefixes_or_notes_across_any_cut() {
+        let text = b"# header\n00:00:01 out | abc\n00:00:01 --- | hermes: note\n\
+                     00:00:02 err | \n00:00:03 prg | {\"tool\":null}\n";
+        for cut in 0..text.len() {
+            let mut c = ChildCounter::default();
+            c.feed(&text[..cut]);
+            c.feed(&text[cut..]);
+            assert_eq!(
+                c.count,
+                ChildCount {
+                    bytes: 4 + 1 + 14,
+                    lines: 3
+                },
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(TaskLog::disabled("/t".into()).cap_reached(), None);
     }
 
     #[test]
