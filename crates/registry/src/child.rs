@@ -36,6 +36,8 @@ pub struct ChildProgress {
     pub process: Option<ProcessId>,
     /// When it started.
     pub started_at: Option<Timestamp>,
+    /// When it ended, once it did.
+    pub ended_at: Option<Timestamp>,
     /// Its progress token and when it last changed.
     pub progress: Progress,
     /// Its transcript.
@@ -58,6 +60,7 @@ struct LiveState {
     status: ChildStatus,
     process: Option<ProcessId>,
     started_at: Option<Timestamp>,
+    ended_at: Option<Timestamp>,
     token: Token,
     changed_at: Option<Timestamp>,
     result_message: Option<String>,
@@ -97,6 +100,7 @@ impl LiveChild {
                 status: ChildStatus::Pending,
                 process: None,
                 started_at: None,
+                ended_at: None,
                 token: Token::default(),
                 changed_at: None,
                 result_message: None,
@@ -132,6 +136,13 @@ impl LiveChild {
         self.lock().status = status;
     }
 
+    /// It ended with `status` at `at`.
+    pub(crate) fn ended(&self, status: ChildStatus, at: Timestamp) {
+        let mut s = self.lock();
+        s.status = status;
+        s.ended_at = Some(at);
+    }
+
     pub(crate) fn started(&self, process: ProcessId, at: Timestamp) {
         let mut s = self.lock();
         s.status = ChildStatus::Running;
@@ -148,6 +159,7 @@ impl LiveChild {
             status: s.status,
             process: s.process,
             started_at: s.started_at,
+            ended_at: s.ended_at,
             progress: Progress {
                 api_calls: s.token.api_calls,
                 current_tool: s.token.current_tool.clone(),

@@ -274,7 +274,7 @@ impl RunningChild {
         detail: ExitDetail,
         ended_at: Timestamp,
     ) -> ChildOutcome {
-        self.live.set_status(status);
+        self.live.ended(status, ended_at);
         let transcript = self.plan.log.path().display().to_string();
         let pointer = Pointer {
             transcript: &transcript,
