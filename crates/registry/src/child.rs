@@ -61,6 +61,8 @@ struct LiveState {
     process: Option<ProcessId>,
     started_at: Option<Timestamp>,
     ended_at: Option<Timestamp>,
+    /// Whether the ledger has its start (its progress is persisted only from then on).
+    start_recorded: bool,
     token: Token,
     changed_at: Option<Timestamp>,
     result_message: Option<String>,
@@ -101,6 +103,7 @@ impl LiveChild {
                 process: None,
                 started_at: None,
                 ended_at: None,
+                start_recorded: false,
                 token: Token::default(),
                 changed_at: None,
                 result_message: None,
@@ -134,6 +137,18 @@ impl LiveChild {
 
     pub(crate) fn set_status(&self, status: ChildStatus) {
         self.lock().status = status;
+    }
+
+    /// The ledger has its start now: its live progress may be persisted (an inline child
+    /// that ends within its first second has its start and progress go with its outcome).
+    pub(crate) fn start_recorded(&self) {
+        self.lock().start_recorded = true;
+        self.changed.notify_one();
+    }
+
+    /// Whether the ledger has its start.
+    pub(crate) fn is_start_recorded(&self) -> bool {
+        self.lock().start_recorded
     }
 
     /// It ended with `status` at `at`.

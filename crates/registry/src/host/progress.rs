@@ -4,6 +4,10 @@
 //! change reaches the ledger at once (within one write), a busy host writes at most once per
 //! interval whatever its children do, and an idle host writes nothing.
 //!
+//! A child's progress is persisted once the ledger has its start: at once for most, after its
+//! first second for an inline child its dispatch recorded running (a shorter one's start and
+//! progress go with its outcome, so a short one-shot run stays two commits).
+//!
 //! A child's transcript tail (what recovery and `status` show of its output) goes with its
 //! token when its output moved, at most once per [`TAIL_INTERVAL`] per child: a tail that moved
 //! since is written when that interval is over, even if nothing else changes.
@@ -115,7 +119,7 @@ impl Inner {
         for (id, entry) in units.running.iter_mut() {
             for (child, persisted) in entry.children.iter().zip(entry.persisted.iter_mut()) {
                 let snap = child.snapshot();
-                if snap.status != ChildStatus::Running {
+                if snap.status != ChildStatus::Running || !child.is_start_recorded() {
                     continue;
                 }
                 let due = due(persisted, &snap.progress, now);
