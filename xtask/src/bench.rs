@@ -183,7 +183,7 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
 }
 
 /// The crates' harnesses, run after the rounds (package, example).
-const HARNESSES: [(&str, &str); 8] = [
+const HARNESSES: [(&str, &str); 9] = [
     ("registry", "bench_registry"),
     ("registry", "bench_adapters"),
     ("router", "bench_router"),
@@ -193,6 +193,8 @@ const HARNESSES: [(&str, &str); 8] = [
     ("cli", "bench_pools"),
     // `hermes top` and the metrics (issue 25).
     ("cli", "bench_top"),
+    // Live progress across processes (issue 42).
+    ("cli", "bench_progress"),
 ];
 
 fn print(value: &Value, options: &Options) -> Result<()> {

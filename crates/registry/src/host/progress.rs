@@ -23,8 +23,9 @@ use super::inner::{Inner, Persisted};
 const TAIL_INTERVAL_MS: u64 = 1000;
 
 /// The host's progress flusher: waits for a child's token to move, persists what changed, and
-/// rests for one `progress_interval` before looking again (changes meanwhile are kept by the
-/// notification's permit and go out together after it).
+/// starts no other write until one `progress_interval` after this one started (changes
+/// meanwhile are kept by the notification's permit and go out together then). A slow write
+/// is not followed by a full interval's rest on top of it.
 pub(super) async fn flush_progress(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
     let interval = inner.ctx.config.progress_interval;
@@ -36,12 +37,13 @@ pub(super) async fn flush_progress(inner: Arc<Inner>) {
         if *stop.borrow() || inner.fenced.load(Ordering::SeqCst) {
             return;
         }
+        let next = tokio::time::Instant::now() + interval;
         if inner.persist_progress().await {
-            // A tail is waiting for its interval: look again after this rest.
+            // A tail is waiting for its interval: look again at the next tick.
             inner.progress_changed.notify_one();
         }
         tokio::select! {
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep_until(next) => {}
             _ = stop.changed() => return,
         }
     }
