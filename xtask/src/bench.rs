@@ -195,6 +195,8 @@ const HARNESSES: [(&str, &str); 9] = [
     ("cli", "bench_top"),
     // Long-lived processes through a PostgreSQL outage, on a server of its own (issue 42).
     ("cli", "bench_outage"),
+    // Live progress across processes (issue 42).
+    ("cli", "bench_progress"),
 ];
 
 fn print(value: &Value, options: &Options) -> Result<()> {

@@ -127,8 +127,12 @@ fn secs_since(t: Option<Timestamp>) -> u64 {
     t.map_or(0, |t| now().ms_since(t) / 1000)
 }
 
+/// How long a child has run, or ran once it ended.
 fn elapsed(child: &ChildProgress) -> String {
-    format!("{}s", secs_since(child.started_at))
+    match (child.started_at, child.ended_at) {
+        (Some(started), Some(ended)) => format!("{}s", ended.ms_since(started) / 1000),
+        _ => format!("{}s", secs_since(child.started_at)),
+    }
 }
 
 fn line(child: &ChildProgress, total: usize, stopping: bool) -> String {
@@ -138,7 +142,13 @@ fn line(child: &ChildProgress, total: usize, stopping: bool) -> String {
         status => status.to_string(),
     };
     let mut text = format!("task {}/{total} {goal} · {status}", child.index + 1);
-    if child.started_at.is_some() {
+    if child.started_at.is_some() && child.status.is_terminal() {
+        text.push_str(&format!(
+            " · {} · {} calls",
+            elapsed(child),
+            child.progress.api_calls
+        ));
+    } else if child.started_at.is_some() {
         let quiet = secs_since(child.progress.last_activity_at.or(child.started_at));
         text.push_str(&format!(
             " · {} · quiet {quiet}s · {} calls",

@@ -300,6 +300,21 @@ fn a_flooding_child_leaves_a_capped_transcript_that_says_what_it_skipped() {
         .expect("a line count");
     let kept = text.lines().filter(|l| l.ends_with(" out | y")).count() as u64;
     assert_eq!(kept + skipped, 200_000, "every line is kept or counted");
+    // The note counts what the child wrote (`y` and a newline, 400,000 bytes), not the
+    // transcript's prefixes.
+    let skipped_bytes: u64 = counts[counts.iter().position(|w| *w == "bytes").expect("bytes") - 1]
+        .parse()
+        .expect("a byte count");
+    assert_eq!(kept * 2 + skipped_bytes, 400_000, "{marker}");
+    // The result was cut too; its marker does not claim the transcript holds all of it.
+    let result = json["tasks"][0]["result"].as_str().expect("result");
+    assert!(!result.contains("the full output is in"), "{result}");
+    assert!(
+        result.contains(&format!(
+            "the transcript {path} was cut too, at its cap of 65536 bytes"
+        )),
+        "{result}"
+    );
     // The head and the very end are both there.
     assert!(text.contains("hermes: started pid"));
     assert!(
@@ -307,6 +322,41 @@ fn a_flooding_child_leaves_a_capped_transcript_that_says_what_it_skipped() {
         "{}",
         &text[text.len() - 200..]
     );
+}
+
+#[test]
+fn a_successful_child_s_stderr_is_in_its_result_marked() {
+    let h = Hermes::new();
+    let run = h.run(&[
+        "-z",
+        "--",
+        "sh",
+        "-c",
+        "echo Compiling >&2; echo Finished >&2",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("(no output)"), "{}", run.stdout);
+    let compiling = run
+        .stdout
+        .find("[stderr] Compiling")
+        .expect("the first line");
+    let finished = run
+        .stdout
+        .find("[stderr] Finished")
+        .expect("the second line");
+    assert!(compiling < finished, "{}", run.stdout);
+    // Both streams, in the order they came; stdout unmarked.
+    let json = h
+        .run(&[
+            "-z",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo out; sleep 0.2; echo err >&2",
+        ])
+        .json();
+    assert_eq!(json["tasks"][0]["result"], "out\n[stderr] err\n");
 }
 
 #[test]

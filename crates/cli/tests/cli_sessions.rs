@@ -739,3 +739,48 @@ fn unix_ms() -> u128 {
         .expect("after 1970")
         .as_millis()
 }
+
+#[test]
+fn every_short_tool_call_shows_in_status_from_another_process_while_it_lasts() {
+    let h = Hermes::new();
+    // Each tool call lasts 700 ms, less than the two seconds progress once waited for; the
+    // child notes when it sent each (nanoseconds since the epoch), to measure the delay.
+    let marks = h.path().join("marks");
+    std::fs::create_dir(&marks).expect("marks dir");
+    let script = format!(
+        r#"sleep 0.5; for t in alpha beta gamma delta; do
+            date +%s%N > {marks}/$t; echo "{{\"tool\": \"$t\"}}" >&$HERMES_PROGRESS_FD; sleep 0.7
+            echo '{{"tool": null}}' >&$HERMES_PROGRESS_FD; sleep 0.7
+        done"#,
+        marks = marks.display()
+    );
+    let id = delegate(&h, "S", &script);
+    let mut seen: Vec<(String, std::time::SystemTime)> = Vec::new();
+    wait_for(Duration::from_secs(30), "the child to end", || {
+        let s = status(&h, &id);
+        if let Some(tool) = s["tasks"][0]["progress"]["current_tool"].as_str()
+            && !seen.iter().any(|(t, _)| t == tool)
+        {
+            seen.push((tool.to_owned(), std::time::SystemTime::now()));
+        }
+        (s["status"] == "completed").then_some(())
+    });
+    let names: Vec<&str> = seen.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(names, ["alpha", "beta", "gamma", "delta"]);
+    for (tool, at) in &seen {
+        let sent: u128 = std::fs::read_to_string(marks.join(tool))
+            .expect("mark")
+            .trim()
+            .parse()
+            .expect("nanoseconds");
+        let seen_ns = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_nanos();
+        // A figure for the reader, not a verdict (`cargo xtask bench` measures it).
+        eprintln!(
+            "{tool}: seen by status {} ms after it was sent",
+            seen_ns.saturating_sub(sent) / 1_000_000
+        );
+    }
+}

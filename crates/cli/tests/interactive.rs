@@ -719,3 +719,42 @@ fn a_pool_unit_from_the_prompt_waits_for_a_worker_and_its_result_prints_in_the_s
     t.line("exit");
     assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
 }
+
+#[test]
+fn status_of_a_finished_task_shows_how_long_it_ran_and_no_quiet_time() {
+    let h = Hermes::new();
+    let mut t = Term::spawn(&h, &[]);
+    t.session_id();
+    t.line("delegate --goal short -- sh -c 'sleep 1'");
+    t.wait_text(Duration::from_secs(10), " running: ");
+    let id = dispatched_id(&t.text());
+    t.wait_text(Duration::from_secs(10), BLOCK);
+    // Let time pass after the end, so a time that kept growing would show it.
+    let ended = Instant::now();
+    wait_for(Duration::from_secs(10), "two seconds past the end", || {
+        (ended.elapsed() >= Duration::from_secs(2)).then_some(())
+    });
+    t.line(&format!("status {id}"));
+    t.wait(Duration::from_secs(10), "the status view", |text| {
+        text.lines()
+            .any(|l| l.contains("task 1 completed") && l.contains(" · delivery "))
+    });
+    let text = t.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("task 1 completed"))
+        .unwrap_or_else(|| panic!("a task line in\n{text}"));
+    assert!(!line.contains("quiet"), "{line}");
+    let ran: u64 = line
+        .split(" · ")
+        .nth(1)
+        .and_then(|w| w.strip_suffix('s'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a duration in {line:?}"));
+    assert!(
+        (1..=2).contains(&ran),
+        "a one-second child ran {ran}s: {line}"
+    );
+    t.line("exit");
+    assert_eq!(t.wait_exit(Duration::from_secs(20)), 0);
+}

@@ -4,10 +4,12 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::Notify;
+
 use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timestamp};
 
 use crate::agent::{AgentCli, AgentStream, Report};
-use crate::capture::{Capture, STDERR_TAIL_BYTES, TailBuffer};
+use crate::capture::{Capture, Interleaved, Pointer, STDERR_TAIL_BYTES, TailBuffer};
 use crate::config::Config;
 use crate::progress::{Malformed, Message, Token};
 use crate::reader::{Pipe, read_pipe};
@@ -35,6 +37,8 @@ pub struct ChildProgress {
     pub process: Option<ProcessId>,
     /// When it started.
     pub started_at: Option<Timestamp>,
+    /// When it ended, once it did.
+    pub ended_at: Option<Timestamp>,
     /// Its progress token and when it last changed.
     pub progress: Progress,
     /// Its transcript.
@@ -48,6 +52,8 @@ pub(crate) struct LiveChild {
     goal: String,
     transcript: String,
     state: Mutex<LiveState>,
+    /// Told whenever the progress token moves: the host's progress flusher waits on it.
+    changed: Arc<Notify>,
 }
 
 #[derive(Debug)]
@@ -55,10 +61,15 @@ struct LiveState {
     status: ChildStatus,
     process: Option<ProcessId>,
     started_at: Option<Timestamp>,
+    ended_at: Option<Timestamp>,
+    /// Whether the ledger has its start (its progress is persisted only from then on).
+    start_recorded: bool,
     token: Token,
     changed_at: Option<Timestamp>,
     result_message: Option<String>,
-    stdout: Capture,
+    /// stdout and stderr together, for the result.
+    output: Interleaved,
+    /// The last of stderr, for a failure whose result does not hold it.
     stderr: TailBuffer,
     /// What an agent child's stream said, and its adapter's name.
     agent: Option<(&'static str, Report)>,
@@ -81,19 +92,23 @@ impl LiveChild {
         goal: String,
         transcript: String,
         result_max: usize,
+        changed: Arc<Notify>,
     ) -> LiveChild {
         LiveChild {
             index,
             goal,
             transcript,
+            changed,
             state: Mutex::new(LiveState {
                 status: ChildStatus::Pending,
                 process: None,
                 started_at: None,
+                ended_at: None,
+                start_recorded: false,
                 token: Token::default(),
                 changed_at: None,
                 result_message: None,
-                stdout: Capture::new(result_max),
+                output: Interleaved::new(result_max),
                 stderr: TailBuffer::new(STDERR_TAIL_BYTES),
                 agent: None,
             }),
@@ -125,6 +140,25 @@ impl LiveChild {
         self.lock().status = status;
     }
 
+    /// The ledger has its start now: its live progress may be persisted (an inline child
+    /// that ends within its first second has its start and progress go with its outcome).
+    pub(crate) fn start_recorded(&self) {
+        self.lock().start_recorded = true;
+        self.changed.notify_one();
+    }
+
+    /// Whether the ledger has its start.
+    pub(crate) fn is_start_recorded(&self) -> bool {
+        self.lock().start_recorded
+    }
+
+    /// It ended with `status` at `at`.
+    pub(crate) fn ended(&self, status: ChildStatus, at: Timestamp) {
+        let mut s = self.lock();
+        s.status = status;
+        s.ended_at = Some(at);
+    }
+
     pub(crate) fn started(&self, process: ProcessId, at: Timestamp) {
         let mut s = self.lock();
         s.status = ChildStatus::Running;
@@ -141,6 +175,7 @@ impl LiveChild {
             status: s.status,
             process: s.process,
             started_at: s.started_at,
+            ended_at: s.ended_at,
             progress: Progress {
                 api_calls: s.token.api_calls,
                 current_tool: s.token.current_tool.clone(),
@@ -162,11 +197,12 @@ impl LiveChild {
         let mut s = self.lock();
         s.token.output_bytes += bytes.len() as u64;
         s.changed_at = Some(at);
-        match stream {
-            Stream::Out => s.stdout.push(bytes),
-            Stream::Err => s.stderr.push(bytes),
-            Stream::Progress => {}
+        s.output.push(stream, bytes);
+        if stream == Stream::Err {
+            s.stderr.push(bytes);
         }
+        drop(s);
+        self.changed.notify_one();
     }
 
     /// What an agent's adapter has read so far: its calls and tool move the token.
@@ -176,15 +212,18 @@ impl LiveChild {
             s.token.api_calls = report.api_calls;
             s.token.current_tool.clone_from(&report.current_tool);
             s.changed_at = Some(at);
+            self.changed.notify_one();
         }
         if s.agent.as_ref().is_none_or(|(_, r)| r != report) {
             s.agent = Some((name, report.clone()));
         }
     }
 
-    /// The result and the rest of what finalizing needs, `transcript` named in a truncated
-    /// result's marker. The `{"result"}` message wins, then an agent's answer, then stdout.
-    pub(crate) fn finals(&self, result_max: usize, transcript: &str) -> Finals {
+    /// The result and the rest of what finalizing needs, `pointer` named in a truncated
+    /// result's marker. The `{"result"}` message wins, then an agent's answer, then what the
+    /// child wrote (stdout and stderr, stderr lines marked). The stderr tail goes with it when
+    /// the result does not already hold all of stderr.
+    pub(crate) fn finals(&self, result_max: usize, pointer: &Pointer<'_>) -> Finals {
         let s = self.lock();
         let report = s.agent.as_ref().map(|(_, r)| r);
         let chosen = s
@@ -195,19 +234,22 @@ impl LiveChild {
             .agent
             .as_ref()
             .and_then(|(name, r)| r.error.clone().map(|e| (*name, e)));
-        let result = match (chosen, &agent_error) {
-            (Some(text), _) => bounded(text, result_max, transcript),
-            (None, Some((name, error))) => bounded(
-                &format!("{name} reported an error: {error}"),
-                result_max,
-                transcript,
+        let (result, holds_stderr) = match (chosen, &agent_error) {
+            (Some(text), _) => (bounded(text, result_max, pointer), false),
+            (None, Some((name, error))) => (
+                bounded(
+                    &format!("{name} reported an error: {error}"),
+                    result_max,
+                    pointer,
+                ),
+                false,
             ),
-            (None, None) => s.stdout.render(transcript),
+            (None, None) => (s.output.render(pointer), s.output.is_whole()),
         };
         Finals {
             token: s.token.clone(),
             result,
-            stderr_tail: (!s.stderr.is_empty()).then(|| s.stderr.text()),
+            stderr_tail: (!s.stderr.is_empty() && !holds_stderr).then(|| s.stderr.text()),
             agent_error,
             model: report.and_then(|r| r.model.clone()),
             usage: report.and_then(|r| r.usage.clone()).map(Box::new),
@@ -225,6 +267,8 @@ impl LiveChild {
         {
             s.result_message = Some(result);
         }
+        drop(s);
+        self.changed.notify_one();
     }
 }
 
@@ -339,9 +383,9 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
     }))
 }
 
-/// `text` kept to `max` bytes (head and tail around a marker naming `transcript`).
-fn bounded(text: &str, max: usize, transcript: &str) -> String {
+/// `text` kept to `max` bytes (head and tail around a marker naming `pointer`).
+fn bounded(text: &str, max: usize, pointer: &Pointer<'_>) -> String {
     let mut capture = Capture::new(max);
     capture.push(text.as_bytes());
-    capture.render(transcript)
+    capture.render(pointer)
 }

@@ -49,7 +49,8 @@ pub struct Config {
     pub self_fence_after: Duration,
     /// How often a host runs the recovery sweep (`host.recovery_interval_seconds`, 3 s).
     pub recovery_interval: Duration,
-    /// How often live progress tokens are persisted, at most (2 s).
+    /// Live progress tokens are persisted as they change, in one write for all of a host's
+    /// units, and at most once per this interval (100 ms).
     pub progress_interval: Duration,
     /// The file-mode creation mask children start with (`None`: this process's own). hermes
     /// runs with a private mask for its own files and gives children the user's.
@@ -103,8 +104,10 @@ impl Config {
     }
 }
 
-/// Live progress is persisted at most this often (SPEC §5: every 2 s per unit, batched).
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
+/// A host persists its children's live progress at most this often: a change is visible to
+/// every process within about one interval, and a host with many busy children writes about
+/// ten times a second, not once per change.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Whole milliseconds of a duration, saturating.
 pub(crate) fn millis(d: Duration) -> u64 {

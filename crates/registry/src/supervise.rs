@@ -17,6 +17,7 @@ use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::capture::Pointer;
 use crate::child::{ChildPlan, Context, LiveChild};
 use crate::config::{Config, millis, seconds};
 use crate::procs::signal_group;
@@ -247,7 +248,10 @@ impl RunningChild {
         let transcript = self.plan.log.path().display().to_string();
         let agent_error = self
             .live
-            .finals(self.ctx.config.result_max_bytes, &transcript)
+            .finals(
+                self.ctx.config.result_max_bytes,
+                &Pointer::whole(&transcript),
+            )
             .agent_error;
         let (child_status, detail) = match ending {
             Some(ending) => (ending.status, ending.detail),
@@ -280,11 +284,13 @@ impl RunningChild {
         detail: ExitDetail,
         ended_at: Timestamp,
     ) -> ChildOutcome {
-        self.live.set_status(status);
+        self.live.ended(status, ended_at);
         let transcript = self.plan.log.path().display().to_string();
-        let finals = self
-            .live
-            .finals(self.ctx.config.result_max_bytes, &transcript);
+        let pointer = Pointer {
+            transcript: &transcript,
+            capped_at: self.plan.log.cap_reached(),
+        };
+        let finals = self.live.finals(self.ctx.config.result_max_bytes, &pointer);
         let failed = status != ChildStatus::Completed;
         ChildOutcome {
             index: self.plan.index,

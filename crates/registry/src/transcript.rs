@@ -16,6 +16,10 @@ use std::time::SystemTime;
 use ledger::{ChildStatus, Delegation, DelegationId, Timestamp};
 use serde::Serialize;
 
+mod counted;
+
+use counted::{ChildCount, ChildCounter};
+
 /// Transcript lines are split at this many bytes of text.
 pub const LINE_MAX: usize = 16 * 1024;
 
@@ -242,8 +246,10 @@ impl Stream {
 /// A child's transcript file, shared by its three stream readers.
 ///
 /// It holds at most about `max_bytes` (`delegation.transcript_max_bytes`): past that the head
-/// (the first half) stays, then one line saying how many bytes and lines were skipped, then a
-/// rolling tail of the latest lines. Memory and disk stay bounded whatever the child prints.
+/// (the first half) stays, then one line saying how much of the child's output was skipped (its
+/// own bytes, newlines included, and lines: not the transcript's time and stream prefixes, nor
+/// hermes' own notes), then a rolling tail of the latest lines. Memory and disk stay bounded
+/// whatever the child prints.
 #[derive(Debug)]
 pub struct TaskLog {
     path: PathBuf,
@@ -277,20 +283,27 @@ struct Tail {
     marker_head: String,
     /// Offset of the first tail byte (just after the marker line).
     start: u64,
-    /// Newlines in the tail now.
-    lines: u64,
-    skipped_bytes: u64,
-    skipped_lines: u64,
+    /// The child's output in the tail now, counted as it is written.
+    held: ChildCounter,
+    /// The child's output skipped so far.
+    skipped: ChildCount,
 }
 
 impl Tail {
     fn marker(&self) -> Vec<u8> {
-        let text = format!(
-            "{} {} bytes in {} lines skipped here; the latest lines follow",
-            self.marker_head, self.skipped_bytes, self.skipped_lines
+        let words = |bytes: &str, lines: &str| {
+            format!(
+                "{} {bytes} bytes of the child's output in {lines} lines skipped here; the latest \
+                 lines follow",
+                self.marker_head
+            )
+        };
+        let text = words(
+            &self.skipped.bytes.to_string(),
+            &self.skipped.lines.to_string(),
         );
         // Padded to the longest it can be, so rewriting it never moves the tail.
-        let width = self.marker_head.len() + 2 * COUNT_WIDTH + 55;
+        let width = words("", "").len() + 2 * COUNT_WIDTH;
         let mut line = format!("{text:<width$}").into_bytes();
         line.push(b'\n');
         line
@@ -335,9 +348,8 @@ impl CappedFile {
                     self.max
                 ),
                 start: 0,
-                lines: 0,
-                skipped_bytes: 0,
-                skipped_lines: 0,
+                held: ChildCounter::default(),
+                skipped: ChildCount::default(),
             };
             let marker = tail.marker();
             self.append(&marker)?;
@@ -351,7 +363,7 @@ impl CappedFile {
         let Some(tail) = self.tail.as_mut() else {
             return Ok(());
         };
-        tail.lines += bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        tail.held.feed(bytes);
         if self.len - tail.start > tail_max {
             self.roll()?;
         }
@@ -384,8 +396,8 @@ impl CappedFile {
                 at += n as u64;
             }
         }
-        // Copy the kept part down to the tail's start, counting its lines.
-        let (mut from, mut to, mut kept_lines) = (cut, tail.start, 0u64);
+        // Copy the kept part down to the tail's start, counting the child's output in it.
+        let (mut from, mut to, mut kept) = (cut, tail.start, ChildCounter::default());
         while from < self.len {
             let want = usize::try_from(self.len - from)
                 .unwrap_or(COPY_CHUNK)
@@ -394,14 +406,14 @@ impl CappedFile {
             if n == 0 {
                 break;
             }
-            kept_lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+            kept.feed(&buf[..n]);
             self.file.write_all_at(&buf[..n], to)?;
             from += n as u64;
             to += n as u64;
         }
-        tail.skipped_bytes += cut - tail.start;
-        tail.skipped_lines += tail.lines.saturating_sub(kept_lines);
-        tail.lines = kept_lines;
+        tail.skipped.bytes += tail.held.count.bytes.saturating_sub(kept.count.bytes);
+        tail.skipped.lines += tail.held.count.lines.saturating_sub(kept.count.lines);
+        tail.held = kept;
         self.file.set_len(to)?;
         self.len = to;
         self.file.write_all_at(&tail.marker(), tail.marker_at)?;
@@ -443,6 +455,13 @@ impl TaskLog {
     /// Its path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The cap, once it was reached (the transcript then holds its head and latest lines, not
+    /// all of the output).
+    pub fn cap_reached(&self) -> Option<u64> {
+        let guard = self.file.lock().ok()?;
+        guard.as_ref().and_then(|f| f.tail.as_ref().map(|_| f.max))
     }
 
     /// Appends already formatted lines, read at `at`. After a write error the transcript stops
@@ -658,12 +677,20 @@ mod tests {
         let path = tmp.path().join("t.log");
         fs::write(&path, "# header\n").expect("header");
         let log = TaskLog::open(path.clone(), 8192).expect("open");
-        let mut total = 9;
+        // What the child wrote: every line's text and newline, not the transcript's prefixes.
+        let mut total = 0;
         for i in 0..10_000 {
-            let line = format!("00:00:01 out | line {i}\n");
-            total += line.len() as u64;
-            log.write_raw(line.as_bytes(), Timestamp(1_000));
+            let text = format!("line {i}\n");
+            total += text.len() as u64;
+            log.write_raw(
+                format!("00:00:01 out | {text}").as_bytes(),
+                Timestamp(1_000),
+            );
+            if i % 1000 == 0 {
+                log.note(Timestamp(1_000), "a note of hermes' own");
+            }
         }
+        assert_eq!(log.cap_reached(), Some(8192));
         let text = fs::read_to_string(&path).expect("read");
         assert!(text.len() <= 8192 + 200, "{} bytes", text.len());
         assert!(text.starts_with("# header\n00:00:01 out | line 0\n"));
@@ -675,14 +702,15 @@ mod tests {
         let (bytes, lines) = skipped(&text);
         let kept = text.lines().filter(|l| l.contains(" out | line ")).count() as u64;
         assert_eq!(kept + lines, 10_000, "every line is kept or counted");
-        let marker = text
+        let kept_bytes: u64 = text
             .lines()
-            .find(|l| l.contains("transcript cap"))
-            .expect("marker");
+            .filter_map(|l| l.strip_prefix("00:00:01 out | "))
+            .map(|t| t.len() as u64 + 1)
+            .sum();
         assert_eq!(
-            text.len() as u64 - marker.len() as u64 - 1 + bytes,
+            kept_bytes + bytes,
             total,
-            "every byte is kept or counted"
+            "every byte the child wrote is kept or counted"
         );
         // The kept lines are whole and in order around the marker.
         let numbers: Vec<u64> = text
@@ -691,6 +719,15 @@ mod tests {
             .map(|n| n.parse().expect("a whole line"))
             .collect();
         assert!(numbers.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn a_log_that_never_reached_its_cap_says_so() {
+        assert_eq!(TaskLog::disabled("/t".into()).cap_reached(), None);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let log = TaskLog::open(tmp.path().join("t.log"), 8192).expect("open");
+        log.write_raw(b"00:00:01 out | short\n", Timestamp(1_000));
+        assert_eq!(log.cap_reached(), None);
     }
 
     #[test]

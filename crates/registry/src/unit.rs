@@ -255,6 +255,7 @@ pub(crate) async fn run(
                             started = Some(process);
                         } else {
                             host.child_started(&id, index, process, at).await;
+                            live.start_recorded();
                         }
                         // Recorded at once (one short write), so status views show the stall
                         // fields during the grace period, not only after SIGKILL.
@@ -276,6 +277,7 @@ pub(crate) async fn run(
                                 outcome = &mut supervised => outcome,
                                 () = tokio::time::sleep(START_RECORD_DELAY) => {
                                     host.child_started(&id, index, process, at).await;
+                                    live.start_recorded();
                                     started = None;
                                     supervised.await
                                 }

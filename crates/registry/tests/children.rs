@@ -535,8 +535,22 @@ async fn failures_carry_the_stderr_tail_and_the_parent_session_is_passed_on() {
         (child.status, child.exit_code),
         (ChildStatus::Failed, Some(3))
     );
-    assert_eq!(child.stderr_tail.as_deref(), Some("broken\n"));
-    assert_eq!(child.result, "parent=parent-1\n");
+    // Both streams are in the result, stderr's lines marked; its tail is not repeated beside.
+    assert!(
+        child.result.contains("parent=parent-1\n"),
+        "{}",
+        child.result
+    );
+    assert!(
+        child.result.contains("[stderr] broken\n"),
+        "{}",
+        child.result
+    );
+    assert_eq!(
+        child.result.len(),
+        "parent=parent-1\n[stderr] broken\n".len()
+    );
+    assert_eq!(child.stderr_tail, None);
     assert!(
         child
             .transcript_tail
@@ -611,8 +625,8 @@ async fn a_background_grandchild_left_behind_is_stopped_when_the_child_exits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_final_progress_token_is_persisted_with_the_outcome() {
-    // Periodic persistence never comes around during this child's life: whatever the ledger
-    // shows afterwards was written with the finalization.
+    // After the first change, live persistence does not come around again during this child's
+    // life: whatever the ledger shows afterwards was written with the finalization.
     let f = inline_fixture(|c| c.progress_interval = Duration::from_secs(3600)).await;
     let before = registry::Clock::now(&registry::SystemClock);
     let report = f
@@ -752,4 +766,130 @@ async fn an_inline_host_leaves_with_its_units_last_finish_and_never_fences() {
         assert!(!host.is_fenced(), "round {round}: fenced while stopping");
         assert_eq!(ledger.host(host.process()).expect("read"), None);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_short_tool_call_reaches_the_ledger_while_it_lasts() {
+    // The default persistence, not the quick one: each tool call lasts 600 ms, less than the
+    // two seconds progress once waited for, so only a host that writes changes as they come
+    // shows each of them to another reader.
+    let default = registry::Config::new(std::path::Path::new("/")).progress_interval;
+    let f = inline_fixture(|c| c.progress_interval = default).await;
+    let script = r#"for t in alpha beta gamma delta; do
+        echo "{\"tool\": \"$t\"}" >&$HERMES_PROGRESS_FD; sleep 0.6
+        echo '{"tool": null}' >&$HERMES_PROGRESS_FD; sleep 0.6
+    done"#;
+    let d = f
+        .host
+        .dispatch(registry::DispatchRequest::inline(
+            spec(&[&sh(script)]),
+            None,
+        ))
+        .await
+        .expect("dispatches");
+    let id = d.delegation.id.clone();
+    let ledger = f.ledger.clone();
+    let mut seen: Vec<String> = Vec::new();
+    let ended = eventually(Duration::from_secs(30), || {
+        let Ok(children) = ledger.children(&id) else {
+            return false;
+        };
+        if let Some(tool) = &children[0].progress.current_tool
+            && !seen.contains(tool)
+        {
+            seen.push(tool.clone());
+        }
+        children[0].status.is_terminal()
+    })
+    .await;
+    assert!(ended, "the child ends");
+    assert_eq!(seen, ["alpha", "beta", "gamma", "delta"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_of_many_busy_children_goes_out_in_few_writes() {
+    let f = inline_fixture(|c| {
+        c.max_concurrent_children = 8;
+        c.progress_interval = Duration::from_millis(100);
+    })
+    .await;
+    // Eight children, each moving its token about fifty times a second for two seconds.
+    let script = r#"i=0; while [ $i -lt 100 ]; do
+        echo "{\"api_calls\": $i}" >&$HERMES_PROGRESS_FD; echo out $i; i=$((i+1)); sleep 0.02
+    done"#;
+    let busy = sh(script);
+    let commands: Vec<&[&str]> = (0..8).map(|_| busy.as_slice()).collect();
+    let before = f.ledger.commits();
+    let report = f
+        .host
+        .run_inline(spec(&commands), None)
+        .await
+        .expect("runs");
+    let commits = f.ledger.commits() - before;
+    assert_eq!(report.status, UnitStatus::Completed);
+    let children = f.ledger.children(&report.delegation_id).expect("children");
+    assert!(children.iter().all(|c| c.progress.api_calls == 99));
+    // 800 progress messages and 800 lines: one write per change would be thousands; one per
+    // interval for the whole host is about twenty over the unit's life, plus the children's
+    // starts and finishes.
+    assert!(commits < 200, "{commits} commits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successful_child_s_stderr_is_in_its_result_marked() {
+    let f = inline_fixture(|_| {}).await;
+    let report = f
+        .host
+        .run_inline(spec(&[&sh("echo Compiling >&2; echo Finished >&2")]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Completed);
+    assert_eq!(child.result, "[stderr] Compiling\n[stderr] Finished\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_result_does_not_send_the_reader_to_a_transcript_that_was_cut_too() {
+    let f = inline_fixture(|c| {
+        c.result_max_bytes = 1024;
+        c.transcript_max_bytes = 8192;
+    })
+    .await;
+    let report = f
+        .host
+        .run_inline(spec(&[&sh("seq 1 20000")]), None)
+        .await
+        .expect("runs");
+    let child = &report.outcomes[0];
+    assert_eq!(child.status, ChildStatus::Completed);
+    assert!(child.result.len() <= 1024);
+    assert!(
+        !child.result.contains("full output is in"),
+        "{}",
+        child.result
+    );
+    assert!(
+        child.result.contains(&format!(
+            "{} was cut too, at its cap of 8192 bytes",
+            child.transcript
+        )),
+        "{}",
+        child.result
+    );
+    // The transcript's own note counts the child's bytes: `seq 1 20000` writes 108,894.
+    let text = std::fs::read_to_string(&child.transcript).expect("transcript");
+    let kept: u64 = text
+        .lines()
+        .filter_map(|l| l.split_once(" out | ").map(|(_, t)| t.len() as u64 + 1))
+        .sum();
+    let marker = text
+        .lines()
+        .find(|l| l.contains("transcript cap of 8192 bytes reached;"))
+        .expect("a cap note");
+    let skipped: u64 = marker
+        .split_once("reached; ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("a byte count");
+    assert_eq!(kept + skipped, 108_894, "{marker}");
 }

@@ -91,25 +91,40 @@ fn secs(ms: u64) -> String {
     format!("{}s", ms / 1000)
 }
 
-fn describe(
-    status: &str,
+/// When a child ran: its start and, once it ended, its end.
+#[derive(Clone, Copy, Debug)]
+struct Span {
     started: Option<Timestamp>,
-    progress: &Progress,
-    at: Timestamp,
-) -> String {
+    /// Whether it ended (a child can be seen ended before its end time is known).
+    finished: bool,
+    ended: Option<Timestamp>,
+}
+
+/// A child's status with its times and calls: while it runs, how long it has run and how long
+/// it has been quiet, and its tool; once it ended, how long it ran (its end less its start),
+/// never a quiet time, which would only grow.
+fn describe(status: &str, span: Span, progress: &Progress, at: Timestamp) -> String {
     let mut line = color::status(status, 0);
-    if let Some(started) = started {
-        let quiet = progress.last_activity_at.unwrap_or(started);
-        let _ = write!(
-            line,
-            " · {} · quiet {} · {} calls",
-            secs(at.ms_since(started)),
-            secs(at.ms_since(quiet)),
-            progress.api_calls
-        );
-        if let Some(tool) = &progress.current_tool {
-            let _ = write!(line, " · tool {}", formatter::one_line(tool, 30));
+    let Some(started) = span.started else {
+        return line;
+    };
+    if span.finished {
+        if let Some(ended) = span.ended {
+            let _ = write!(line, " · {}", secs(ended.ms_since(started)));
         }
+        let _ = write!(line, " · {} calls", progress.api_calls);
+        return line;
+    }
+    let quiet = progress.last_activity_at.unwrap_or(started);
+    let _ = write!(
+        line,
+        " · {} · quiet {} · {} calls",
+        secs(at.ms_since(started)),
+        secs(at.ms_since(quiet)),
+        progress.api_calls
+    );
+    if let Some(tool) = &progress.current_tool {
+        let _ = write!(line, " · tool {}", formatter::one_line(tool, 30));
     }
     line
 }
@@ -121,9 +136,27 @@ fn child_lines(text: &mut String, live: &UnitProgress, at: Timestamp) {
             text,
             "      task {}/{total} {} · {}",
             child.index + 1,
-            describe(child.status.as_str(), child.started_at, &child.progress, at),
+            describe(
+                child.status.as_str(),
+                Span {
+                    started: child.started_at,
+                    finished: child.status.is_terminal(),
+                    ended: child.ended_at,
+                },
+                &child.progress,
+                at
+            ),
             formatter::one_line(&child.goal, 50)
         );
+    }
+}
+
+/// A child's times as the ledger holds them.
+fn span(child: &Child) -> Span {
+    Span {
+        started: child.started_at,
+        finished: child.status.is_terminal(),
+        ended: child.ended_at,
     }
 }
 
@@ -139,7 +172,7 @@ fn stored_child_line(text: &mut String, unit: &Delegation, child: &Child, at: Ti
         "      task {}/{} {} · {goal}",
         child.index + 1,
         unit.task_count(),
-        describe(child.status.as_str(), child.started_at, &child.progress, at),
+        describe(child.status.as_str(), span(child), &child.progress, at),
     );
 }
 
@@ -166,12 +199,20 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
     let events = ledger.events(id)?;
     let stalls = ledger.stalls(id)?;
     for child in ledger.children(id)? {
-        let (status, started, progress) = match live
+        let (status, span, progress) = match live
             .as_ref()
             .and_then(|l| l.children.iter().find(|c| c.index == child.index))
         {
-            Some(c) => (c.status, c.started_at, c.progress.clone()),
-            None => (child.status, child.started_at, child.progress.clone()),
+            Some(c) => (
+                c.status,
+                Span {
+                    started: c.started_at,
+                    finished: c.status.is_terminal(),
+                    ended: c.ended_at.or(child.ended_at),
+                },
+                c.progress.clone(),
+            ),
+            None => (child.status, span(&child), child.progress.clone()),
         };
         let stalling = (!status.is_terminal())
             .then(|| stalls.iter().find(|s| s.index == child.index))
@@ -192,7 +233,7 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
             text,
             "  task {} {} · exit {} · delivery {}",
             child.index + 1,
-            describe(status, started, &progress, at),
+            describe(status, span, &progress, at),
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             delivery
         );
@@ -248,4 +289,78 @@ pub fn log(ledger: &Ledger, id: &DelegationId, task: Option<u32>) -> anyhow::Res
         }
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(last: u64, tool: Option<&str>) -> Progress {
+        Progress {
+            api_calls: 2,
+            current_tool: tool.map(str::to_owned),
+            last_activity_at: Some(Timestamp(last)),
+            ..Progress::default()
+        }
+    }
+
+    #[test]
+    fn a_running_child_shows_its_elapsed_and_quiet_time_and_its_tool() {
+        let span = Span {
+            started: Some(Timestamp(10_000)),
+            finished: false,
+            ended: None,
+        };
+        assert_eq!(
+            describe(
+                "running",
+                span,
+                &progress(25_000, Some("grep")),
+                Timestamp(30_000)
+            ),
+            "running · 20s · quiet 5s · 2 calls · tool grep"
+        );
+    }
+
+    #[test]
+    fn a_finished_child_shows_how_long_it_ran_and_no_quiet_time() {
+        // A five-second job looked at fifteen seconds after it ended.
+        let span = Span {
+            started: Some(Timestamp(10_000)),
+            finished: true,
+            ended: Some(Timestamp(15_000)),
+        };
+        let p = progress(15_000, Some("grep"));
+        assert_eq!(
+            describe("completed", span, &p, Timestamp(30_000)),
+            "completed · 5s · 2 calls"
+        );
+        // The same a minute later: nothing grows.
+        assert_eq!(
+            describe("completed", span, &p, Timestamp(90_000)),
+            "completed · 5s · 2 calls"
+        );
+        // Seen ended before its end time is known: no time rather than a growing one.
+        let unknown_end = Span {
+            ended: None,
+            ..span
+        };
+        assert_eq!(
+            describe("completed", unknown_end, &p, Timestamp(30_000)),
+            "completed · 2 calls"
+        );
+    }
+
+    #[test]
+    fn a_child_that_never_started_shows_its_status_alone() {
+        let span = Span {
+            started: None,
+            finished: true,
+            ended: Some(Timestamp(1)),
+        };
+        assert_eq!(
+            describe("cancelled", span, &Progress::default(), Timestamp(9)),
+            "cancelled"
+        );
+    }
 }

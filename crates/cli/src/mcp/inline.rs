@@ -17,7 +17,8 @@ use super::tools::{ANSWER_BUDGET, ToolResult, Tools, blocking, ok_text, tool_err
 use crate::exit::{Code, fail, one_line};
 use crate::home::now;
 
-/// How often the children's progress is looked at (the host persists it at most every 2 s).
+/// How often the children's progress is looked at (the host persists changes within its 100 ms
+/// progress interval).
 const PROGRESS_POLL: Duration = Duration::from_millis(250);
 
 /// Runs the unit here and answers with its result.

@@ -24,7 +24,16 @@ pub(crate) struct UnitEntry {
     pub(crate) progress: watch::Receiver<UnitProgress>,
     pub(crate) done: watch::Receiver<Option<Arc<UnitReport>>>,
     pub(crate) children: Vec<Arc<LiveChild>>,
-    pub(crate) persisted: Vec<Option<Progress>>,
+    pub(crate) persisted: Vec<Persisted>,
+}
+
+/// What the ledger holds of a running child's progress, as this host last wrote it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Persisted {
+    /// Its token.
+    pub(crate) progress: Option<Progress>,
+    /// The output bytes its stored transcript tail covers, and when that tail was written.
+    pub(crate) tail: Option<(u64, ledger::Timestamp)>,
 }
 
 #[derive(Debug, Default)]
@@ -52,6 +61,9 @@ pub(crate) struct Inner {
     pub(crate) units: Mutex<Units>,
     pub(crate) launch_gate: tokio::sync::Mutex<()>,
     pub(crate) wake: Notify,
+    /// Told by every child of this host whose progress token moves (`progress::flush_progress`
+    /// waits on it).
+    pub(crate) progress_changed: Arc<Notify>,
     /// Whether the last pass saw a queued unit ([`ledger::HostPass::queued`]), and whether a
     /// pass is reading: a unit that finishes wakes the loop to start queued work only if either
     /// holds (a unit queued after the pass's read sends an activity notice of its own).
@@ -116,6 +128,7 @@ impl Inner {
             units: Mutex::new(Units::default()),
             launch_gate: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
+            progress_changed: Arc::new(Notify::new()),
             queue_seen: AtomicBool::new(true),
             in_pass: AtomicBool::new(false),
             stop: watch::channel(false).0,

@@ -19,7 +19,7 @@ use crate::unit::{self, UnitParts, UnitProgress};
 
 use super::KEPT_REPORTS;
 use super::Publisher;
-use super::inner::{Inner, UnitEntry};
+use super::inner::{Inner, Persisted, UnitEntry};
 
 /// Records a unit in the ledger and creates its transcripts, without running it: for a process
 /// that dispatches into a session another process hosts. The unit's host is `host`, which
@@ -154,6 +154,7 @@ impl Inner {
                     t.goal.clone(),
                     path,
                     self.ctx.config.result_max_bytes,
+                    self.progress_changed.clone(),
                 ))
             })
             .collect();
@@ -173,7 +174,7 @@ impl Inner {
                 interrupt: interrupt_tx,
                 progress: progress_rx.clone(),
                 done: done_rx,
-                persisted: vec![None; children.len()],
+                persisted: vec![Persisted::default(); children.len()],
                 children: children.clone(),
             },
         );

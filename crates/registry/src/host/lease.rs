@@ -1,4 +1,4 @@
-//! The housekeeping loop (lease renewal, the recovery sweep, progress and interrupt polling)
+//! The housekeeping loop (lease renewal, the recovery sweep, interrupt polling)
 //! and self-fencing, which runs on a clock of its own (SPEC §11.1): a ledger call that never
 //! answers (a partition that black-holes traffic) blocks the housekeeping loop, never the
 //! fence.
@@ -19,7 +19,6 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
     let config = inner.ctx.config.clone();
     let mut last_renewal = inner.ctx.clock.now();
-    let mut last_progress = Timestamp(0);
     let mut last_sweep = Timestamp(0);
     // The change stamp at the start of the last clean pass over interrupts and pick-up.
     let mut state_read: Option<(u64, Timestamp)> = None;
@@ -77,10 +76,6 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             if let Err(e) = swept {
                 tracing::warn!(error = %e, "recovery sweep failed");
             }
-        }
-        if now.ms_since(last_progress) >= millis(config.progress_interval) {
-            last_progress = now;
-            inner.persist_progress().await;
         }
         // Interrupt requests and work to pick up are ledger state alone: while the change
         // stamp says nothing was committed since a pass that read them cleanly, that pass

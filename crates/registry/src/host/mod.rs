@@ -1,6 +1,7 @@
 //! A host: the process that runs units. It registers itself in the ledger with a fresh fencing
 //! epoch, its locality and a lease it renews every `heartbeat_interval`; dispatches and launches
-//! units, persists its children's progress (and output tails) in batches, acts on interrupts
+//! units, persists its children's progress (and output tails) as it changes, in one write per
+//! `progress_interval` at most for all its units (`progress.rs`), acts on interrupts
 //! asked for by other processes, starts its queued units when they reach the head of the FIFO
 //! queue and a slot is free, runs the recovery sweep every `recovery_interval`, and on shutdown
 //! stops what it runs. A worker (`HostKind::Worker`, SPEC §12) is the same host bound to no
@@ -165,6 +166,7 @@ impl Host {
     fn begin(inner: Arc<Inner>) -> Host {
         tokio::spawn(maintain(inner.clone()));
         tokio::spawn(fence_on_time(inner.clone()));
+        tokio::spawn(progress::flush_progress(inner.clone()));
         if inner.options.kind != HostKind::Inline {
             tokio::spawn(watch_activity(inner.clone()));
         }
