@@ -183,7 +183,7 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
 }
 
 /// The crates' harnesses, run after the rounds (package, example).
-const HARNESSES: [(&str, &str); 9] = [
+const HARNESSES: [(&str, &str); 10] = [
     ("registry", "bench_registry"),
     ("registry", "bench_adapters"),
     ("router", "bench_router"),
