@@ -1,5 +1,5 @@
-//! The crate boundaries of SPEC §2 and §11, checked from `cargo metadata` and the sources (and run
-//! as a plain `#[test]`, so `cargo test` enforces them too).
+//! The crate boundaries (ARCHITECTURE's code map and invariants), checked from `cargo metadata`
+//! and the sources (and run as a plain `#[test]`, so `cargo test` enforces them too).
 //!
 //! The workspace's packages are found, not listed: a crate added under `crates/` is checked from
 //! its first build. Dependencies are read as cargo resolves them, so a renamed dependency

@@ -1,4 +1,4 @@
-//! The agent integration's figures (SPEC §13), with the release `hermes` binary; prints one
+//! The agent integration's figures, with the release `hermes` binary; prints one
 //! JSON object on stdout. Run with `cargo run --release -p cli --example bench_agent` (what
 //! `cargo xtask bench` does).
 //!

@@ -1,4 +1,4 @@
-//! Whole-process wall time of the release `hermes` binary (SPEC issue 6, "Measure"), and the
+//! Whole-process wall time of the release `hermes` binary, and the
 //! `fdatasync`s each command makes. Prints one JSON object on stdout. Run with
 //! `cargo run --release -p cli --example bench_cli` (what `cargo xtask bench` does).
 //!

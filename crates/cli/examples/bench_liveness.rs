@@ -1,4 +1,4 @@
-//! Liveness by lease (SPEC §10), measured. Prints one JSON object on stdout. Run with
+//! Liveness by lease, measured. Prints one JSON object on stdout. Run with
 //! `cargo run --release -p cli --example bench_liveness` (what `cargo xtask bench` does).
 //!
 //! - `host_idle_writes_per_min`: durable commits made by one idle background host with the

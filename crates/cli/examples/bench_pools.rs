@@ -1,4 +1,4 @@
-//! Worker pools (SPEC §12) on PostgreSQL, measured with the release `hermes` binary. Prints one
+//! Worker pools on PostgreSQL, measured with the release `hermes` binary. Prints one
 //! JSON object on stdout. Run with `cargo run --release -p cli --example bench_pools` with
 //! `HERMES_BENCH_PG_URL` set to the admin URL of a throwaway server (what `cargo xtask bench`
 //! does); each measurement gets a fresh database on it.

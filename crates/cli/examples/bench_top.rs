@@ -1,4 +1,4 @@
-//! `hermes top` and the metrics (SPEC §15), measured on a ledger of 10,000 units of which 500
+//! `hermes top` and the metrics, measured on a ledger of 10,000 units of which 500
 //! are running. Prints one JSON object on stdout. Run with
 //! `cargo run --release -p cli --example bench_top` (what `cargo xtask bench` does).
 //!

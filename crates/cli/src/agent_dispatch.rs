@@ -1,4 +1,4 @@
-//! Dispatch by agent (SPEC §14): a task that names an agent instead of a command gets the
+//! Dispatch by agent: a task that names an agent instead of a command gets the
 //! agent's argv and stream adapter from the registry's profiles (or `[agents.NAME]`), and every
 //! unit gets its delegation depth — refused inside a `leaf` agent child, or at
 //! `delegation.max_depth`, with one line and exit 2.

@@ -1,4 +1,4 @@
-//! Which process is "the agent" of a hermes process (SPEC §13.1): its hooks and its MCP server
+//! Which process is "the agent" of a hermes process: its hooks and its MCP server
 //! must find the same one, however the agent started them.
 //!
 //! Walking up from the parent, each ancestor is

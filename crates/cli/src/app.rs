@@ -25,7 +25,7 @@ pub fn run() -> anyhow::Result<Code> {
             let _ = e.print();
             return Ok(Code::Ok);
         }
-        // A hook never exits with an agent's "block" code (SPEC §13.1), not even for a
+        // A hook never exits with an agent's "block" code, not even for a
         // command line it cannot parse.
         Err(e) if hook_event => {
             return Err(fail(Code::WorkFailed, usage_line(&e.to_string())));

@@ -73,7 +73,7 @@ impl RunArgs {
     }
 }
 
-/// What to run: the DISPATCH options of SPEC §8.
+/// What to run: the DISPATCH options shared by `-z`, `cron run` and `delegate`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct DispatchArgs {
     /// What the child is for (default: its command line).

@@ -1,5 +1,5 @@
 //! One conversation, one session: the binding between an agent process and the hermes sessions
-//! its hooks and its MCP server share (SPEC §13, §13.1).
+//! its hooks and its MCP server share.
 //!
 //! A hook-driven agent CLI runs `hermes mcp` as its child and each hook as a child (usually
 //! through `sh -c`). Both find *the agent process* the same way (`agent_proc.rs`: past shells,

@@ -118,7 +118,7 @@ impl Home {
     }
 
     /// Opens the ledger and runs the recovery sweep, unless a short-lived command of this home
-    /// swept within `host.recovery_interval_seconds` (SPEC §10: short-lived commands sweep at
+    /// swept within `host.recovery_interval_seconds` (short-lived commands sweep at
     /// start, rate-limited to that interval). The limit is the mtime of `cache/last-sweep`: a
     /// hint, never synced, so a command with nothing to write still syncs nothing.
     ///
@@ -196,11 +196,11 @@ impl Home {
     /// Where the ledger lives: `ledger.url` (a PostgreSQL database), else `ledger.redb` here.
     pub fn ledger_location(&self) -> anyhow::Result<ledger::Location> {
         let url = self.settings.ledger.url.as_ref().map(|u| u.expose());
-        // libpq's variables fill in what the URL leaves out (SPEC §11.1).
+        // libpq's variables fill in what the URL leaves out.
         let env = ledger::PgEnv::from_vars(|name| std::env::var(name).ok());
         let location = ledger::Location::from_url_env(url, &self.dir.join("ledger.redb"), &env)?;
         // Each deployment on a shared database keeps to its namespace, and its listeners go
-        // past a pooler in transaction mode when `ledger.listen_url` says where (SPEC §11.1).
+        // past a pooler in transaction mode when `ledger.listen_url` says where.
         Ok(match location {
             ledger::Location::Postgres(target) => {
                 let mut target = target
@@ -230,7 +230,7 @@ impl Home {
     }
 
     /// Runs `f` while a thread runs the recovery sweep every `host.recovery_interval_seconds`:
-    /// every long-lived process sweeps (SPEC §10), waiting consumers and followers included.
+    /// every long-lived process sweeps, waiting consumers and followers included.
     pub fn sweeping<T>(&self, ledger: &Arc<Ledger>, f: impl FnOnce() -> T) -> T {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let every = self.settings.host.recovery_interval;
@@ -272,7 +272,7 @@ impl Home {
 
     /// `PGPASSFILE` for children, when the ledger has a password: a password file of this
     /// home's own (`run/ledger.pgpass`, 0600), so a hermes a child runs reaches the ledger while
-    /// no child's environment holds the password (SPEC §11.1). Written only when it changed;
+    /// no child's environment holds the password. Written only when it changed;
     /// [`Home::registry`] asks once per process.
     fn write_child_passfile(&self) -> Option<(String, String)> {
         let Ok(ledger::Location::Postgres(target)) = self.ledger_location() else {

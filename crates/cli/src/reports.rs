@@ -1,6 +1,6 @@
 //! JSON views of delegations shared by the command line and the MCP server: `delegation
 //! list/status --json`, the dispatch handle of `delegate --json` and the MCP tools answer with
-//! the same shapes (SPEC §8).
+//! the same shapes.
 
 use ledger::{
     Child, ChildOutcome, Delegation, Event, EventKey, EventState, ExitDetail, Ledger, Listing,
@@ -193,7 +193,7 @@ pub fn child_json(
 
 /// What `delegation status` says of recording a child's outcome: `"retrying since …: why"`
 /// while its host, on this machine, keeps failing to record the outcome of a child that
-/// finished (SPEC §11.1); `None` otherwise, and always on another machine (the host keeps it
+/// finished; `None` otherwise, and always on another machine (the host keeps it
 /// beside the transcript).
 pub fn recording(child: &Child) -> Option<String> {
     if child.status.is_terminal() {

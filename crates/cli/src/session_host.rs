@@ -1,6 +1,6 @@
 //! A session's headless host (`hermes host --session S`): whether one lives, starting one, and
 //! starting one for each session a recovery sweep of this machine left with queued units and
-//! no host (SPEC §10, §11.1: the queued units of a dead host wait for the next host of their
+//! no host (the queued units of a dead host wait for the next host of their
 //! session; without a new dispatch into it, nothing else would start one).
 
 use std::fs::OpenOptions;
@@ -105,7 +105,7 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
             && live(ledger, session)?.is_none()
         {
             // The host's own error (a ledger it could not reach: too many connections, an
-            // outage) is the reason, and its exit code says which kind (SPEC §8).
+            // outage) is the reason, and its exit code says which kind.
             let code = match status.code() {
                 Some(6) => Code::LedgerUnavailable,
                 _ => Code::WorkFailed,

@@ -1,4 +1,4 @@
-//! The JSON tasks file of `--tasks FILE|-` (SPEC §8): unknown fields refused, empty lists,
+//! The JSON tasks file of `--tasks FILE|-`: unknown fields refused, empty lists,
 //! goals and commands refused with the path of the bad field. Its roles and delivery mode are
 //! read here, once, into the ledger's types.
 
@@ -34,7 +34,7 @@ pub struct Batch {
     pub delivery: Option<DeliveryMode>,
     /// A group name.
     pub group: Option<String>,
-    /// The worker pool that runs the batch (SPEC §12).
+    /// The worker pool that runs the batch.
     pub pool: Option<String>,
 }
 
@@ -45,7 +45,7 @@ pub struct TaskDraft {
     pub goal: String,
     /// argv (empty when `agent` is given).
     pub command: Vec<String>,
-    /// An agent profile to run on the goal instead of a command (SPEC §14).
+    /// An agent profile to run on the goal instead of a command.
     pub agent: Option<String>,
     /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`).
     pub adapter: Option<String>,

@@ -1,4 +1,4 @@
-//! Agent CLIs as children (SPEC §14), driven end to end: stand-in executables named `claude`,
+//! Agent CLIs as children, driven end to end: stand-in executables named `claude`,
 //! `codex` and `gemini` on the test's `PATH` replay fixture streams shaped after each CLI's
 //! documentation (`crates/registry/tests/fixtures/agents/`), pausing where a fixture says
 //! `#wait NAME` until the test creates `$STANDIN_DIR/NAME`, so every observation below is of a
@@ -428,7 +428,7 @@ fn a_leaf_cannot_delegate_and_an_orchestrator_can_until_max_depth() {
         file("err-2")
     );
 
-    // A plain command child may still run hermes (SPEC §9), within the depth limit.
+    // A plain command child may still run hermes, within the depth limit.
     let run = a.h.run(&[
         "-z",
         "--json",

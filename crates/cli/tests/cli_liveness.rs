@@ -1,4 +1,4 @@
-//! Liveness by lease (SPEC §10), with real processes: a dead host's capacity comes back without
+//! Liveness by lease, with real processes: a dead host's capacity comes back without
 //! any other command run, and a host in another pid namespace is never judged by pid.
 
 mod common;
@@ -86,7 +86,7 @@ fn a_killed_hosts_capacity_comes_back_and_its_child_is_gone_with_no_other_comman
 /// recorded the child's pid, which a one-shot run records with the child's finish or a second
 /// after its start — and reports the unit `unknown`, its child `unknown` (it ran), not
 /// `cancelled`.
-/// SPEC §11.1, issue #22 defect 7: a session whose host died here with a queued unit, and
+/// Issue #22 defect 7: a session whose host died here with a queued unit, and
 /// no dispatch to start it another, gets one from the next command of this machine that sweeps.
 #[test]
 fn a_dead_hosts_queued_unit_gets_a_new_host_from_the_next_command_that_sweeps() {

@@ -1,4 +1,4 @@
-//! Several machines sharing one PostgreSQL ledger (SPEC §11): each "machine" is a home of its
+//! Several machines sharing one PostgreSQL ledger: each "machine" is a home of its
 //! own whose processes run in a pid namespace of their own (`unshare --pid --fork
 //! --mount-proc`), so no machine can judge another's processes by pid. These run against the
 //! throwaway test server whatever the backend under test.

@@ -1,4 +1,4 @@
-//! PostgreSQL as operators run it (SPEC §11.1, issue #22), end to end: the real `hermes`
+//! PostgreSQL as operators run it (issue #22), end to end: the real `hermes`
 //! binary reaching the throwaway server, through a fault proxy when a test needs one. These
 //! run on PostgreSQL whatever the backend under test.
 
@@ -762,7 +762,7 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
     assert_eq!(end.code, 0, "{}", end.stderr);
 }
 
-/// SPEC §11.1: while its host cannot record a finished child's result (here every event write
+/// While its host cannot record a finished child's result (here every event write
 /// refused with `disk_full`), `delegation status` on the host's machine says so, and stops
 /// saying so once the result is recorded.
 #[test]
@@ -827,7 +827,7 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
     );
 }
 
-/// SPEC §11.1: a server that takes the login and then never answers (hung, or behind a
+/// A server that takes the login and then never answers (hung, or behind a
 /// partition that black-holes the session): each command gives up once its statement deadline
 /// passes (`ledger.statement_timeout_seconds` 1 s and a margin as long: 2 s), exits 6 and says
 /// so in one line, instead of hanging.
@@ -928,7 +928,7 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
     }
 }
 
-/// SPEC §11.1, issue #22 defect 6: a `drain --wait` whose server becomes unreachable while it
+/// Issue #22 defect 6: a `drain --wait` whose server becomes unreachable while it
 /// waits (every connection cut, new ones refused) keeps waiting rather than exiting 6, and
 /// delivers what is published once the server is back.
 #[test]

@@ -1,4 +1,4 @@
-//! Worker pools over several machines sharing one PostgreSQL ledger (SPEC §11, §12): three
+//! Worker pools over several machines sharing one PostgreSQL ledger: three
 //! "machines" (homes whose worker runs as the only hermes process of a pid namespace of its
 //! own, all started in the same instant, so each is pid 2 of its namespace with the others'
 //! start time) serve one pool; a session on a fourth home dispatches a burst into it and drains

@@ -1,4 +1,4 @@
-//! Worker pools on one machine (SPEC §12), with real `hermes worker` processes sharing the
+//! Worker pools on one machine, with real `hermes worker` processes sharing the
 //! embedded ledger: a burst spread over every worker's slots, SIGTERM to a worker, a worker
 //! killed with SIGKILL mid-run. Every result is delivered exactly once to its session.
 

@@ -487,7 +487,7 @@ fn status_shows_a_stalling_child_and_its_stall_fields_during_the_grace_period() 
     assert_eq!(task["detail"]["stall_grace_seconds"], 8.0, "{task}");
 }
 
-/// SPEC §11.1 (issue #22, defect 6): a `drain --wait` whose connection (its calls' and its
+/// Issue #22, defect 6: a `drain --wait` whose connection (its calls' and its
 /// listener's) is ended by the server (an operator, a failover), with the host's, reconnects and
 /// delivers, instead of exiting 6 at its next look.
 #[test]

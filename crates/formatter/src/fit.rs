@@ -1,4 +1,4 @@
-//! What one answer holds when the reader keeps only so many characters (SPEC §13.1).
+//! What one answer holds when the reader keeps only so many characters.
 //!
 //! Agents cap what a hook or a tool may hand the model: Claude Code keeps at most 10,000
 //! characters of a hook's `additionalContext` and replaces the rest by a preview and a file

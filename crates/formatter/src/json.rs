@@ -1,4 +1,4 @@
-//! The same envelopes as JSON, for `--json` (SPEC §8). Field names are stable: fields may be
+//! The same envelopes as JSON, for `--json`. Field names are stable: fields may be
 //! added, never renamed. Times are RFC 3339 UTC.
 
 use ledger::{ChildOutcome, ClaimToken, DelegationId, EventKey, ExitDetail, Timestamp};

@@ -1,6 +1,6 @@
 //! What the parent reads when a delegated child's result is delivered: the single-child
 //! completion block, the batch envelope, the leading line for several envelopes at one boundary,
-//! the tool-boundary carrier, and the same envelopes as JSON (SPEC §7, §8).
+//! the tool-boundary carrier, and the same envelopes as JSON.
 //!
 //! A result may arrive long after the parent dispatched it, so every block is self-contained: it
 //! says what was dispatched, when, and what came of it. Rendering reads event data alone, so a

@@ -1,6 +1,6 @@
-//! Acknowledging claims exactly once, even when the connection breaks around `COMMIT`
-//! (SPEC §11.1). Every consumer — `drain`, `delivery ack`, the hooks, MCP and the interactive
-//! session — acks through here ([`Ledger::ack`], [`Ledger::ack_many`]).
+//! Acknowledging claims exactly once, even when the connection breaks around `COMMIT`.
+//! Every consumer — `drain`, `delivery ack`, the hooks, MCP and the interactive session — acks
+//! through here ([`Ledger::ack`], [`Ledger::ack_many`]).
 //!
 //! An ack leaves a mark of the token that acked: the claim record stays, and each delivered
 //! event keeps that claim's lease (`rules::ack`), until retention purges the unit. So another
@@ -31,7 +31,7 @@ use crate::rules::{self, Standing};
 use crate::store::{TokenAck, Writer};
 
 /// How long an ack whose outcome is unknown is retried when the claim's lease was never read
-/// (the connection broke before the first statement): the shortest claim lease (SPEC §9).
+/// (the connection broke before the first statement): the shortest claim lease.
 const UNREAD_LEASE: Duration = Duration::from_secs(10);
 /// The first pause between two attempts; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(50);

@@ -11,10 +11,10 @@ use serde::de::DeserializeOwned;
 use crate::error::LedgerError;
 
 /// The format this build writes and the newest it reads. Format 2 added hosts' fencing epoch,
-/// locality and lease; format 3 a worker's pool on hosts and a unit's pool on its dispatch
-/// (SPEC §12); format 4 an agent child's profile, adapter and depth on a unit's dispatch and
-/// its stream's model and usage on its outcome (SPEC §14). Every other value is laid out as in
-/// format 1 and read from any.
+/// locality and lease; format 3 a worker's pool on hosts and a unit's pool on its dispatch;
+/// format 4 an agent child's profile, adapter and depth on a unit's dispatch and its stream's
+/// model and usage on its outcome. Every other value is laid out as in format 1 and read from
+/// any.
 pub const FORMAT_VERSION: u8 = 4;
 
 /// The oldest format this build reads.

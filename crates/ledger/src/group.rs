@@ -4,7 +4,7 @@
 //! everything queued, runs each operation in turn inside one write transaction, commits once,
 //! hands every caller its own result, and lets the next waiter lead whatever queued meanwhile
 //! (while the commit's `fdatasync`s ran). A caller returns only after the commit that holds its
-//! operation is durable, so `publish`, `ack` and `drop` keep SPEC §4's promise.
+//! operation is durable, so `publish`, `ack` and `drop` are durable when they return.
 //!
 //! One caller's failure never undoes another's operation. The ledger's operations validate
 //! before they write, so an operation that fails has usually written nothing: it gets its error

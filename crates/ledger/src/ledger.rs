@@ -39,7 +39,7 @@ impl LedgerConfig {
 }
 
 impl Default for LedgerConfig {
-    /// The defaults of SPEC §9.
+    /// The default settings.
     fn default() -> Self {
         LedgerConfig::from_settings(&settings::Settings::default())
     }

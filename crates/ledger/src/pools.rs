@@ -1,4 +1,4 @@
-//! Worker pools (SPEC §12): units dispatched with a pool wait, FIFO, in that pool's part of the
+//! Worker pools: units dispatched with a pool wait, FIFO, in that pool's part of the
 //! queue until one worker takes one, atomically and fenced by the worker's epoch; a unit taken
 //! by a worker that died before it started any child goes back to the pool.
 //!

@@ -3,13 +3,13 @@
 //! dropped, old terminal units purged. A sweep that finds nothing to do writes nothing.
 //!
 //! A host is dead when its lease ran out, or — judged only from its own locality — when its
-//! process is gone (SPEC §10). A dead host's running units end `unknown` (children that never
+//! process is gone. A dead host's running units end `unknown` (children that never
 //! started: `cancelled`), after its surviving children are killed where that is provably safe
 //! (the [`Reaper`] decides, from the same locality only); its queued units are never cancelled
 //! for its death: they go to the session's live host, or wait for the next one. A pool unit a
 //! dead worker took but never started goes back to its pool. A child whose host saw it finish
 //! but could not record its outcome before it fenced or died is recorded with that outcome,
-//! when its host kept it on this machine (SPEC §11.1), not as `unknown`.
+//! when its host kept it on this machine, not as `unknown`.
 
 use std::collections::HashMap;
 
@@ -37,7 +37,7 @@ pub trait Reaper: Liveness {
     /// The last lines of a transcript of this machine, if it can be read here.
     fn transcript_tail(&self, path: &str) -> Option<String>;
     /// The outcome the dead host kept on this machine for its child `child` of `unit` because
-    /// it could not record it before it fenced or died (SPEC §11.1), if there is one: recovery
+    /// it could not record it before it fenced or died, if there is one: recovery
     /// records it, with its result and tails, instead of `unknown`.
     fn unrecorded_outcome(&self, unit: &DelegationId, child: &Child) -> Option<ChildOutcome> {
         let _ = (unit, child);
@@ -227,7 +227,7 @@ impl Ledger {
                 .is_none_or(|h| h.locality == here || h.locality == Locality::default());
             if unit.status == UnitStatus::Queued {
                 if let Some(heir) = self.hand_over(&unit.id, host, reaper, now)? {
-                    // A host that fenced but still runs rejoins by itself (SPEC §11.1); one of
+                    // A host that fenced but still runs rejoins by itself; one of
                     // another machine is that machine's to replace, where the unit's files are.
                     if heir.is_none()
                         && local

@@ -2,14 +2,14 @@
 //! read, tested on their own. Operations (`events.rs`, `units.rs`, …) read, ask these, and
 //! write what they decided; a backend only stores.
 //!
-//! - Claims and settlements (SPEC §4): whether a key may be claimed, and every state change of
+//! - Claims and settlements: whether a key may be claimed, and every state change of
 //!   an event (take, ack, release, defer, drop) with the transition it reports.
-//! - Admission (SPEC §5): slots and queues per machine.
+//! - Admission: slots and queues per machine.
 //!
 //! Unit status from its children is `UnitStatus::from_children`/`from_counts` and a host's
 //! death `Host::is_dead`, both pure, in `model.rs`.
 //!
-//! Capacity is per machine (SPEC §5, §11): a unit counts on the machine of its host, known by
+//! Capacity is per machine: a unit counts on the machine of its host, known by
 //! the host's locality (boot id, pid namespace, host name: one process table). Units with no
 //! host, or whose host record is gone, count together as one "machine" of their own, so a
 //! ledger used by hand (tests, benchmarks) behaves as before.
@@ -129,8 +129,8 @@ pub(crate) fn acked_by(event: &Event, token: ClaimToken) -> bool {
 pub(crate) enum Standing {
     /// The token holds every key: it may settle them.
     Holds,
-    /// The token acked every key already: another ack by it is a no-op that says so (SPEC
-    /// §11.1), in whatever process and however late, distinct from a lost claim.
+    /// The token acked every key already: another ack by it is a no-op that says so,
+    /// in whatever process and however late, distinct from a lost claim.
     Acked,
     /// Fenced (another claim took a key), settled otherwise, or partly delivered by another
     /// token: the claim is lost.
@@ -154,7 +154,7 @@ pub(crate) fn standing(token: ClaimToken, events: &[Option<Event>]) -> Standing 
 }
 
 /// Ack: delivered. The lease stays on the event as the mark of the token that acked it, so a
-/// repeat ack by that token is recognised later (SPEC §11.1) and retention finds the claim
+/// repeat ack by that token is recognised later and retention finds the claim
 /// record to remove with the unit. Nothing reads a delivered event's lease as a live claim:
 /// a terminal event is never claimable or held.
 pub(crate) fn ack(event: &mut Event, now: Timestamp) {

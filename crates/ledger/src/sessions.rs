@@ -37,7 +37,7 @@ pub enum HostClaim {
     HeldBy(ProcessId),
 }
 
-/// The interrupt reason a session's end gives its running units (SPEC §4).
+/// The interrupt reason a session's end gives its running units.
 pub(crate) const SESSION_END: &str = "session_end";
 
 impl Ledger {

@@ -171,7 +171,7 @@ pub fn pg_authority() -> PathBuf {
 pub use pgcluster::PoolMode;
 
 /// PgBouncer in `mode` in front of the test server, with at most `pool_size` server
-/// connections per database (SPEC §11.1: hermes behind a pooler). Dropping it stops it.
+/// connections per database (hermes behind a pooler). Dropping it stops it.
 pub fn pg_bouncer(mode: PoolMode, pool_size: u32) -> pgcluster::Bouncer {
     let server = pg_server();
     let cluster =

@@ -1,5 +1,5 @@
 //! PgBouncer in front of a throwaway cluster, in either pool mode, for the tests that check
-//! hermes behind a pooler (SPEC §11.1).
+//! hermes behind a pooler.
 //!
 //! Debian's `pgbouncer` (`.ci/run` installs it), started in the foreground on a free port of
 //! 127.0.0.1 with a directory of its own (`pgbouncer.ini`, `userlist.txt`, `pgbouncer.log`),

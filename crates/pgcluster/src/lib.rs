@@ -1,4 +1,4 @@
-//! A throwaway PostgreSQL cluster for this workspace's tests and benchmarks (SPEC §11): created
+//! A throwaway PostgreSQL cluster for this workspace's tests and benchmarks: created
 //! on a fresh directory, started on a free port of 127.0.0.1, stopped and removed when done.
 //! `cargo xtask ci|test|bench|pg` start one around their runs ([`Cluster::start`]), and a test
 //! process that was given none starts its own ([`Cluster::start_for_process`], used by

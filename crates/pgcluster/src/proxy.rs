@@ -1,4 +1,4 @@
-//! A TCP fault proxy the tests drive (issue #22, SPEC §11.1): it forwards connections to the
+//! A TCP fault proxy the tests drive (issue #22): it forwards connections to the
 //! server and, when told, drops them all, black-holes them (accepts and reads, answers
 //! nothing), cuts a connection after some bytes, or breaks one around a chosen client message
 //! (before it reaches the server, or after the server has answered it, swallowing the answer).

@@ -1,4 +1,4 @@
-//! Measures the agent stream adapters (SPEC §14) and prints one JSON object:
+//! Measures the agent stream adapters and prints one JSON object:
 //!
 //! - `adapter_lines_per_s`: lines of a documented Claude Code stream (`system`, `assistant`
 //!   text and tool calls, `user` tool results, `result`) read per second by one adapter on one

@@ -1,5 +1,5 @@
 //! The registry's settings: plain data, built from `settings::Settings` (which holds every
-//! default and bound of SPEC §9).
+//! default and bound).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -57,12 +57,12 @@ pub struct Config {
     pub child_umask: Option<u32>,
     /// Variables every child gets besides its unit's: the home as an absolute path
     /// (`HERMES_HOME`), and the ledger's password file (`PGPASSFILE`), so a hermes a child runs reaches the ledger without the password ever
-    /// being in a child's environment (SPEC §11.1).
+    /// being in a child's environment.
     pub child_env: Vec<(String, String)>,
 }
 
 impl Config {
-    /// The defaults of SPEC §9 for a hermes home directory.
+    /// The default settings for a hermes home directory.
     pub fn new(home: &Path) -> Config {
         Config::from_settings(home, &settings::Settings::default())
     }

@@ -41,7 +41,7 @@ pub fn task_logs(root: &Path, unit: &Delegation) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The raw stream of an agent child `index` in `dir`, beside its transcript (SPEC §14).
+/// The raw stream of an agent child `index` in `dir`, beside its transcript.
 pub fn task_raw_path(dir: &Path, index: u32) -> PathBuf {
     dir.join(format!("task-{index}.jsonl"))
 }

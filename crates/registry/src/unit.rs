@@ -67,7 +67,7 @@ pub(crate) fn child_env(
         env.push(("HERMES_PARENT_SESSION_ID".to_owned(), session.to_string()));
     }
     // How deep it is in a chain of delegations, and for an agent child its role, so a hermes
-    // inside it knows whether it may delegate (SPEC §14).
+    // inside it knows whether it may delegate.
     let depth = unit.spec.depth.max(1);
     env.push((crate::agent::CHILD_DEPTH_VAR.to_owned(), depth.to_string()));
     if let Some(task) = unit.spec.tasks.get(index as usize)
@@ -88,7 +88,7 @@ pub(crate) fn env_removed(
     parent: Option<&SessionId>,
     inherited: impl IntoIterator<Item = String>,
 ) -> Vec<String> {
-    // The ledger's credentials are never a child's (SPEC §11.1); its URL it gets without them
+    // The ledger's credentials are never a child's; its URL it gets without them
     // (`ledger_urls_for_children`).
     let mut removed = vec![
         "HERMES_PARENT_SESSION_ID".to_owned(),
@@ -108,7 +108,7 @@ pub(crate) fn env_removed(
 /// when this process's have a password: without it. A
 /// hermes inside the child reaches the same ledger and finds the password in libpq's password
 /// file (`PGPASSFILE`, which the command line points at one of its own: `Config::child_env`),
-/// never in its environment (SPEC §11.1).
+/// never in its environment.
 fn ledger_urls_for_children(
     var: impl Fn(&str) -> Option<String>,
 ) -> impl Iterator<Item = (String, String)> {

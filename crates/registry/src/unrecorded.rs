@@ -1,4 +1,4 @@
-//! Results a host has not been able to record yet (SPEC §11.1): `task-N.unrecorded.json`
+//! Results a host has not been able to record yet: `task-N.unrecorded.json`
 //! beside the child's transcript.
 //!
 //! A finished child's outcome whose write to the ledger failed is kept here from the first

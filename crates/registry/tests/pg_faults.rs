@@ -1,4 +1,4 @@
-//! A host on PostgreSQL under faults (SPEC §11.1, issue #22): a partition that never answers,
+//! A host on PostgreSQL under faults (issue #22): a partition that never answers,
 //! a storage error that is not a broken connection. These run against the throwaway test
 //! server whatever the backend under test.
 
@@ -71,7 +71,7 @@ async fn dispatch_until_told(
     id
 }
 
-/// SPEC §11.1: a partition that black-holes traffic (the server accepts and never answers)
+/// A partition that black-holes traffic (the server accepts and never answers)
 /// holds up every ledger call of the host until the call's deadline; its self-fencing runs on
 /// its own clock all the same, and the calls themselves end on theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,7 +131,7 @@ async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
     drop(proxy);
 }
 
-/// SPEC §11.1: a short storage error that is not a broken connection (here every event write
+/// A short storage error that is not a broken connection (here every event write
 /// refused with `disk_full`) is retried for as long as the host holds its lease, so the
 /// finished child's result is recorded once the server accepts writes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +193,7 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
     );
 }
 
-/// SPEC §11.1: a host that fences while it still fails to record a finished child's result
+/// A host that fences while it still fails to record a finished child's result
 /// leaves that result to recovery on its machine, which records the child as it ended (exit 0,
 /// its output) rather than `unknown`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

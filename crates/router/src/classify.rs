@@ -1,6 +1,6 @@
 //! Claim-loss classification: what a consumer does with an event it could not claim.
 //!
-//! A refused claim is classified key by key (SPEC §6):
+//! A refused claim is classified key by key:
 //!
 //! | refusal | verdict |
 //! |---|---|

@@ -153,7 +153,7 @@ impl Router {
     /// A ledger that cannot be reached while it waits (a broken connection, a server restart
     /// or outage: `LedgerError::Unavailable`) does not end the wait: it looks again with a
     /// pause growing to [`UNAVAILABLE_MAX_PAUSE`], and only a ledger still unreachable at
-    /// `deadline` is the error (SPEC §11.1).
+    /// `deadline` is the error.
     pub fn wait_ready<T, E, F>(
         &self,
         boundary: Boundary,

@@ -1,5 +1,5 @@
 //! The heartbeat schedule of two-phase delivery: while a claimed envelope is being presented,
-//! its lease is renewed every `heartbeat` (SPEC §6, `delivery.heartbeat_seconds`, 60 s), so a
+//! its lease is renewed every `heartbeat` (`delivery.heartbeat_seconds`, 60 s), so a
 //! slow presentation is never mistaken for a dead consumer.
 //!
 //! This is only the schedule; the driver's `Router::renew_if_due` and `Router::keep_alive` do

@@ -1,6 +1,5 @@
 //! What a consumer of a session receives at a boundary, and how racing consumers, restarts
-//! inside someone else's live lease and renewed leases never lose or duplicate a result
-//! (SPEC §6).
+//! inside someone else's live lease and renewed leases never lose or duplicate a result.
 //!
 //! At a boundary the router takes a snapshot of the session's open events, coalesces the ready
 //! ones into one envelope per delegation ([`ready`]), offers them only to a consumer of their own

@@ -1,4 +1,4 @@
-//! `[agents.NAME]`: agent CLIs as children (SPEC §14). Each entry is a command with `{prompt}`
+//! `[agents.NAME]`: agent CLIs as children. Each entry is a command with `{prompt}`
 //! (and optionally `{model}`) placeholders, and optionally the stream adapter that reads it:
 //!
 //! ```toml

@@ -1,4 +1,4 @@
-//! The key table of SPEC §9 and how `config.toml` and the environment are applied to it.
+//! The table of settings keys and how `config.toml` and the environment are applied to it.
 
 use std::time::Duration;
 
@@ -69,7 +69,7 @@ pub const TEXT_KEYS: &[TextKey] = &[
 ];
 
 /// Variables hermes sets for its own children that happen to start like an override
-/// (SPEC §9: they are not overrides, and a hermes run inside a child must work).
+/// (they are not overrides, and a hermes run inside a child must work).
 const CHILD_VARIABLES: &[&str] = &["HERMES_DELEGATION_ID"];
 
 /// One key: where it lives, its default and bounds, and the field it sets.
@@ -144,7 +144,7 @@ const fn seconds(min: f64, max: f64) -> Bounds {
 
 const MIB: f64 = 1_048_576.0;
 
-/// Every key of SPEC §9 with its default and bounds. The lower bounds keep the system live: no
+/// Every settings key with its default and bounds. The lower bounds keep the system live: no
 /// capacity, lease, attempt cap or interval of zero.
 pub const KEYS: &[Key] = &[
     key(

@@ -1,4 +1,4 @@
-//! hermes' settings: every key of SPEC §9 — its section, name, default and bounds — in one
+//! hermes' settings: every key — its section, name, default and bounds — in one
 //! table, read into one typed [`Settings`] value from which each crate builds its own config
 //! (`ledger::LedgerConfig`, `registry::Config`, `router::RouterConfig`). No other crate writes a
 //! default down, and the rules derived from several keys (how often a presented claim is
@@ -68,7 +68,7 @@ pub enum SettingsError {
     },
 }
 
-/// The settings in force: every key of SPEC §9.
+/// The settings in force: every key.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `[delegation]`: how children run.
@@ -79,8 +79,8 @@ pub struct Settings {
     pub host: Host,
     /// `[ledger]`: where the ledger lives.
     pub ledger: LedgerSection,
-    /// `[agents.NAME]`: agent CLIs added to the built-in profiles, or overriding them
-    /// (SPEC §14), in name order.
+    /// `[agents.NAME]`: agent CLIs added to the built-in profiles, or overriding them, in
+    /// name order.
     pub agents: Vec<AgentCommand>,
 }
 
@@ -98,7 +98,7 @@ pub struct LedgerSection {
     pub namespace: Namespace,
     /// `ledger.statement_timeout_seconds`: PostgreSQL ends a statement that runs longer (set
     /// per session, unless the URL's `options` set it), and a call that hears nothing from the
-    /// server for that long and a margin fails as a broken connection (SPEC §11.1).
+    /// server for that long and a margin fails as a broken connection.
     pub statement_timeout: Duration,
 }
 
@@ -252,7 +252,7 @@ pub struct Delegation {
     /// Bytes of one transcript file at most; beyond it the head and a rolling tail are kept.
     pub transcript_max_bytes: u64,
     /// How deep a chain of agent children may go: an `orchestrator` child at a lower depth may
-    /// delegate, none at this depth may (SPEC §14).
+    /// delegate, none at this depth may.
     pub max_depth: u32,
     /// The agent profile a goal without a command runs (`delegation.default_agent`; unset:
     /// such a dispatch is refused).
@@ -290,7 +290,7 @@ pub struct Host {
 }
 
 impl Default for Settings {
-    /// The defaults of SPEC §9, from the key table.
+    /// The defaults, from the key table.
     fn default() -> Settings {
         let mut settings = Settings::zeroed();
         for key in KEYS {

@@ -270,7 +270,7 @@ fn chosen_children(
     Ok(chosen.into_iter().cloned().collect())
 }
 
-/// Transcripts live on the machine that ran the child (SPEC §11). Where none of the chosen
+/// Transcripts live on the machine that ran the child. Where none of the chosen
 /// ones is here (another machine shares this PostgreSQL ledger), prints what the ledger holds
 /// of each child's output and names the machine holding the full log. Returns whether it did.
 fn print_stored_output(
@@ -343,7 +343,7 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
     } else {
         vec![0; paths.len()]
     };
-    // Following is long-lived: it sweeps while it waits (SPEC §10).
+    // Following is long-lived: it sweeps while it waits.
     home.sweeping(&ledger, || {
         follow_until_done(&ledger, &id, &paths, &mut offsets)
     })

@@ -20,7 +20,7 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
     let at = now();
     // A token that acked already — an earlier `delivery ack` whose answer was lost (exit 6), or
     // any ack in any process while the unit is kept — acks again as a no-op that says so
-    // (`"repeated": true`, exit 0) rather than reporting the claim lost (SPEC §11.1).
+    // (`"repeated": true`, exit 0) rather than reporting the claim lost.
     let mut repeated = false;
     let (action, transitions, expires) = match args.action {
         DeliveryAction::Ack => {

@@ -66,7 +66,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
                 host.shutdown(reason).await;
                 return anyhow::Ok(());
             }
-            // Fenced. A long outage ends no host whose session has work (SPEC §11.1): once the
+            // Fenced. A long outage ends no host whose session has work: once the
             // ledger answers again and the fenced epoch's units were recovered, it carries on
             // under a fresh one.
             tracing::warn!(%session, pid = me.pid, "host fenced; hosting again with a fresh epoch once the ledger answers, if the session has work");

@@ -1,7 +1,7 @@
 //! After a fence: a worker or a headless host that fenced itself (a long outage of a shared
 //! server, a partition) waits, listening for SIGTERM/SIGINT, for the ledger to answer and for
-//! its fenced epoch's units to be recovered, then carries on under a fresh epoch (SPEC §11.1,
-//! issue #22). The waiting is here; what "carrying on" means is the caller's (`worker`,
+//! its fenced epoch's units to be recovered, then carries on under a fresh epoch (issue
+//! #22). The waiting is here; what "carrying on" means is the caller's (`worker`,
 //! `host`).
 
 use std::sync::Arc;

@@ -18,7 +18,7 @@ pub fn run() -> anyhow::Result<Code> {
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let limits = Limits::from_settings(&home.settings);
-    // Long-lived: it sweeps while it shows (SPEC §10).
+    // Long-lived: it sweeps while it shows.
     home.sweeping(&ledger, || crate::top::live::run(&ledger, limits))?;
     Ok(Code::Ok)
 }

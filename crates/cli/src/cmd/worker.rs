@@ -77,7 +77,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
                 () = signals.received() => break,
             }
             if host.is_fenced() {
-                // A long outage ends no worker (SPEC §11.1): once the ledger answers again and
+                // A long outage ends no worker: once the ledger answers again and
                 // the fenced epoch's units were recovered, it carries on under a fresh one.
                 let pid = host.process().pid;
                 tracing::warn!(pool = %pool.pool, pid, "worker fenced; re-registering with a fresh epoch once the ledger answers");

@@ -1,4 +1,4 @@
-//! Agent profiles: what one hook-driven agent CLI sends, expects and keeps (SPEC §13.1–§13.2).
+//! Agent profiles: what one hook-driven agent CLI sends, expects and keeps.
 //!
 //! Each agent is one file under `agents/` holding one constant [`Profile`], listed once in
 //! [`AGENTS`]. A profile says how the agent's hook events map onto hermes' boundaries, which input fields

@@ -1,4 +1,4 @@
-//! What each hook event does (SPEC §13, §13.1). A hook with nothing to deliver reads only (a
+//! What each hook event does. A hook with nothing to deliver reads only (a
 //! binding file, one snapshot of the ledger), writes nothing and prints nothing: it runs after
 //! every tool call.
 //!

@@ -1,4 +1,4 @@
-//! `hermes hook EVENT`: the hooks of hook-driven agent CLIs (SPEC §13, §13.1). Each reads the
+//! `hermes hook EVENT`: the hooks of hook-driven agent CLIs. Each reads the
 //! hook's JSON on stdin and answers in the agent's protocol on stdout; `install` registers
 //! them, with `hermes mcp`, in the agent's settings. What differs between agents is one profile
 //! each (`agents.rs`, `agents/*.rs`).

@@ -1,4 +1,4 @@
-//! `hermes [--resume SESSION]`: the interactive session (SPEC §8). The process hosts its
+//! `hermes [--resume SESSION]`: the interactive session. The process hosts its
 //! session's children (a registry `Host`) and consumes their results (a router consumer shared
 //! by an idle poller and the post-turn drain), with a line editor in front.
 

@@ -1,4 +1,4 @@
-//! Tool input schemas every MCP client accepts (SPEC §13.2). schemars writes an optional field
+//! Tool input schemas every MCP client accepts. schemars writes an optional field
 //! as `"type": ["string", "null"]` and an optional enum or struct as `anyOf` of a `$ref` into
 //! `$defs` and `null`; Gemini CLI refuses those schemas and the MCP Inspector's `--cli` does
 //! not convert arguments it cannot read a type from. [`input`] rewrites each schema into the

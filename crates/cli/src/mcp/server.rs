@@ -1,5 +1,5 @@
 //! The server's life: start a host, serve the tools on stdio until the client goes away or
-//! SIGTERM comes, then leave as the conversation's state asks (SPEC §13.1).
+//! SIGTERM comes, then leave as the conversation's state asks.
 //!
 //! A named conversation's background children (its hooks bound it, or `HERMES_SESSION_ID`) run
 //! in the session's headless host (`hermes host`, started for it as `hermes delegate` starts

@@ -1,4 +1,4 @@
-//! `hermes top`: a live full-screen view over the ledger (SPEC §15).
+//! `hermes top`: a live full-screen view over the ledger.
 
 pub mod live;
 pub mod model;

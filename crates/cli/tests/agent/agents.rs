@@ -1,4 +1,4 @@
-//! Codex CLI, Gemini CLI, GitHub Copilot CLI, Cursor and Cline end to end (SPEC §13.2): for
+//! Codex CLI, Gemini CLI, GitHub Copilot CLI, Cursor and Cline end to end: for
 //! each, `hermes hook install NAME` into a project, then a stand-in agent that starts the MCP
 //! server the installed configuration names and runs the installed hooks as the agent's
 //! documentation says (a shell command, a `bash` command, an executable script), with the

@@ -1,4 +1,4 @@
-//! Claude Code as its users run it (SPEC §13.1): a stand-in Claude that starts `hermes mcp`
+//! Claude Code as its users run it: a stand-in Claude that starts `hermes mcp`
 //! through each launcher shape, speaks MCP to it through rmcp's client, runs every hook through
 //! `sh -c` with the documented JSON (`fixtures.rs`), exits normally and resumes, clears,
 //! crashes, runs a subagent's tool call, and closes the server as the MCP SDKs do (stdin

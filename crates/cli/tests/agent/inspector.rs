@@ -1,5 +1,5 @@
 //! The MCP Inspector's command line (`npx @modelcontextprotocol/inspector --cli …`) against
-//! `hermes mcp` (SPEC §13.2): it reads each argument's type from the tool's schema, so a
+//! `hermes mcp`: it reads each argument's type from the tool's schema, so a
 //! schema it cannot read sends an array or a boolean as a string. The Inspector is installed
 //! with npm, once, into a directory of its own under cargo's target directory; a machine
 //! without Node and npm fails this test, it does not skip it.

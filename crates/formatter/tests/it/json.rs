@@ -1,4 +1,4 @@
-//! The JSON views: field names as SPEC §8, values from event data.
+//! The JSON views: documented field names, values from event data.
 
 use formatter::{
     Boundary, DeferredJson, DrainJson, Envelope, envelope_json, render_envelope, run_json,

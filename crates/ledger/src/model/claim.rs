@@ -7,7 +7,7 @@ use super::{ClaimToken, DropReason, Event, EventRef, EventState, SessionId, Time
 
 /// A claim as stored under its token. Release, defer, drop and fencing remove it; an ack keeps
 /// it (with its keys' events delivered under its lease) until retention purges the unit, so a
-/// repeat ack by its token is recognised (SPEC §11.1).
+/// repeat ack by its token is recognised.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimRecord {
     /// The token.

@@ -102,7 +102,7 @@ pub struct TaskSpec {
     pub role: Role,
     /// The model it runs, if known.
     pub model: Option<String>,
-    /// The agent profile its command was built from (`claude`, `codex`, …; SPEC §14), if any.
+    /// The agent profile its command was built from (`claude`, `codex`, …), if any.
     /// Added in format 4.
     pub agent: Option<String>,
     /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`); `None`:
@@ -166,11 +166,11 @@ pub struct DispatchSpec {
     pub group: Option<String>,
     /// The children.
     pub tasks: Vec<TaskSpec>,
-    /// The worker pool that runs it (SPEC §12); `None`: the session's own host runs it. Added
+    /// The worker pool that runs it; `None`: the session's own host runs it. Added
     /// in format 3.
     pub pool: Option<String>,
     /// How deep in a chain of delegations its children are: 1 for a unit dispatched from
-    /// outside any child, one more for each agent child in between (SPEC §14,
+    /// outside any child, one more for each agent child in between (bounded by
     /// `delegation.max_depth`). Added in format 4; older units read as 1.
     pub depth: u32,
 }

@@ -142,7 +142,7 @@ pub struct Event {
     pub attempts: u32,
     /// The latest lease while claimed. A delivered event keeps the lease of the claim that
     /// acked it (none when an inline run delivered it), the mark by which a repeat ack of that
-    /// token is told from a lost claim (SPEC §11.1); only a `Claimed` event's lease is a claim.
+    /// token is told from a lost claim; only a `Claimed` event's lease is a claim.
     pub lease: Option<Lease>,
     /// When it was published.
     pub published_at: Timestamp,

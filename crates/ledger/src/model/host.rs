@@ -104,7 +104,7 @@ pub enum HostKind {
     Headless,
     /// A `hermes -z` or `hermes cron run` process running its own inline unit.
     Inline,
-    /// A `hermes worker`: bound to no session, it runs the units of one pool (SPEC §12).
+    /// A `hermes worker`: bound to no session, it runs the units of one pool.
     Worker,
 }
 

@@ -1,6 +1,6 @@
 //! Records as format 3 (and, for tasks, formats 1 and 2) laid them out, before format 4 added an
 //! agent child's profile, stream adapter and delegation depth to a dispatch and the model and
-//! usage its stream reported to its outcome (SPEC §14). Read from older files, never written.
+//! usage its stream reported to its outcome. Read from older files, never written.
 
 use serde::{Deserialize, Serialize};
 

@@ -54,7 +54,7 @@ impl UnitStatus {
         }
     }
 
-    /// The unit status that follows from its children's final statuses (SPEC §5: `completed` if
+    /// The unit status that follows from its children's final statuses (`completed` if
     /// every child completed, `failed` if none did, `partial` otherwise), unless something
     /// stronger happened: a unit whose children were interrupted, stalled or timed out, or whose
     /// owner died, says so.
@@ -291,7 +291,7 @@ pub struct ChildOutcome {
     pub transcript: String,
     /// Status-specific detail.
     pub detail: ExitDetail,
-    /// The model an agent child said it runs (its stream's init event; SPEC §14). Added in
+    /// The model an agent child said it runs (its stream's init event). Added in
     /// format 4.
     pub model: Option<String>,
     /// The tokens and cost an agent child reported (boxed: most children have none). Added in
@@ -299,7 +299,7 @@ pub struct ChildOutcome {
     pub usage: Option<Box<Usage>>,
 }
 
-/// Token usage and cost, as an agent child's stream reported them (SPEC §14).
+/// Token usage and cost, as an agent child's stream reported them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens (cached ones included where the agent counts them apart).

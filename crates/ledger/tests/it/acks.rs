@@ -1,4 +1,4 @@
-//! A repeat ack from another process (SPEC §11.1, issue #22 defect 3): the token that acked is
+//! A repeat ack from another process (issue #22 defect 3): the token that acked is
 //! remembered while the unit is kept, so an ack repeated by a process that knows nothing of the
 //! first (its acker died with the answer lost, a hook or MCP call ran again) is a no-op that
 //! says so — never "fenced" — while a token that really lost its claim is still `ClaimLost`.

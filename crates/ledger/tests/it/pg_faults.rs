@@ -1,4 +1,4 @@
-//! PostgreSQL under faults (SPEC §11.1, issue #22): the ledger reached through a fault proxy
+//! PostgreSQL under faults (issue #22): the ledger reached through a fault proxy
 //! that drops connections, loses answers or black-holes traffic when a test says so. These run
 //! against the throwaway test server whatever the backend under test.
 

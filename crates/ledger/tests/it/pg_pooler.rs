@@ -1,4 +1,4 @@
-//! hermes behind PgBouncer (SPEC §11.1, "Behind a pooler"), in both pool modes, on the real
+//! hermes behind PgBouncer (README, "Behind a pooler"), in both pool modes, on the real
 //! server. What transaction pooling takes away is documented at
 //! <https://www.pgbouncer.org/features.html> ("SQL feature map for pooling modes"): session
 //! `SET`, `LISTEN`, session-level advisory locks and protocol-level named prepared statements.

@@ -1,4 +1,4 @@
-//! Worker pools (SPEC §12): pool queues, taking a unit atomically, capacity, fencing of a dead
+//! Worker pools: pool queues, taking a unit atomically, capacity, fencing of a dead
 //! worker, and units going back to their pool.
 
 use std::sync::{Arc, Barrier};

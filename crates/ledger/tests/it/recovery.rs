@@ -482,7 +482,7 @@ fn queued_on(ledger: &Ledger, host: &Host) -> DelegationId {
         .id
 }
 
-/// SPEC §11.1, issue #22 defect 7: a session whose host of this machine died (its process
+/// Issue #22 defect 7: a session whose host of this machine died (its process
 /// gone) with queued units and no other host is reported `hostless`, for the sweeping process
 /// to start it a host; one whose host still runs after fencing (it rejoins by itself), or ran
 /// on another machine (that machine's to replace), is not.

@@ -1,4 +1,4 @@
-//! Every transition of SPEC §4, one test each.
+//! Every transition of the ledger's state, one test each.
 
 use crate::common::*;
 use ledger::*;

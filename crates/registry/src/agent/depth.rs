@@ -1,4 +1,4 @@
-//! How deep a chain of delegations may go (SPEC §14). hermes marks each agent child's
+//! How deep a chain of delegations may go. hermes marks each agent child's
 //! environment with its role and depth; a hermes process started inside such a child (a
 //! `hermes delegate`, its own MCP server) reads the marks and refuses to dispatch from a `leaf`
 //! child, or from any child at `delegation.max_depth`.

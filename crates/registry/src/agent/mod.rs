@@ -1,4 +1,4 @@
-//! Agent CLIs as children (SPEC §14): the profiles that build an agent's argv from a goal, and
+//! Agent CLIs as children: the profiles that build an agent's argv from a goal, and
 //! the stream adapters that read its structured stdout as it arrives.
 //!
 //! One file per agent CLI ([`claude`], [`codex`], [`gemini`]), each implementing the one trait

@@ -1,5 +1,5 @@
 //! The housekeeping loop (lease renewal, the recovery sweep, interrupt polling)
-//! and self-fencing, which runs on a clock of its own (SPEC §11.1): a ledger call that never
+//! and self-fencing, which runs on a clock of its own: a ledger call that never
 //! answers (a partition that black-holes traffic) blocks the housekeeping loop, never the
 //! fence.
 

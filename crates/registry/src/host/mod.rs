@@ -4,7 +4,7 @@
 //! `progress_interval` at most for all its units (`progress.rs`), acts on interrupts
 //! asked for by other processes, starts its queued units when they reach the head of the FIFO
 //! queue and a slot is free, runs the recovery sweep every `recovery_interval`, and on shutdown
-//! stops what it runs. A worker (`HostKind::Worker`, SPEC §12) is the same host bound to no
+//! stops what it runs. A worker (`HostKind::Worker`) is the same host bound to no
 //! session: instead of its own queued units it takes its pool's, oldest first, while it has a
 //! free slot of its own capacity (`Ledger::take_pool_unit`), until [`Host::stop_taking`].
 //!

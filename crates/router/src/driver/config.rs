@@ -2,7 +2,7 @@
 
 use ledger::SessionId;
 
-/// Who consumes, for which session, and how (SPEC §9 `delivery.*`).
+/// Who consumes, for which session, and how (the `delivery.*` settings).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouterConfig {
     /// The session whose events this consumer receives (and no other).
@@ -22,7 +22,7 @@ impl RouterConfig {
     /// Default poll interval: idle results appear well within a second.
     pub const DEFAULT_POLL_MS: u64 = 200;
 
-    /// The defaults of SPEC §9 for a consumer `consumer` of `session`.
+    /// The default settings for a consumer `consumer` of `session`.
     pub fn new(session: SessionId, consumer: impl Into<String>) -> RouterConfig {
         RouterConfig::from_settings(session, consumer, &settings::Settings::default())
     }

@@ -1,4 +1,4 @@
-//! The one delivery protocol's second half (SPEC §6), for every consumer — drain, the hooks,
+//! The one delivery protocol's second half, for every consumer — drain, the hooks,
 //! the MCP server, the interactive session: keep the claims alive while the result is shown,
 //! then acknowledge all of it in one commit, or give all of it back.
 

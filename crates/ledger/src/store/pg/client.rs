@@ -1,6 +1,6 @@
 //! hermes' own synchronous PostgreSQL client: `tokio-postgres` driven on a small runtime of
 //! the connection's own (as the `postgres` crate does), over a socket hermes opens itself so
-//! that every round trip has a deadline (SPEC §11.1).
+//! that every round trip has a deadline.
 //!
 //! The deadline: a call (a statement, `BEGIN`, `COMMIT`, `LISTEN`) that receives not one byte
 //! for `PgTarget::answer_within` fails as a broken connection, and the connection is dropped.

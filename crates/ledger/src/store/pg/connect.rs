@@ -1,6 +1,6 @@
-//! Opening one connection under a deadline, and saying what the server said when it refused
-//! (SPEC §11.1): the socket, TLS, authentication and startup all fit in the connect timeout,
-//! so an endpoint that accepts and never answers cannot hang a command.
+//! Opening one connection under a deadline, and saying what the server said when it refused:
+//! the socket, TLS, authentication and startup all fit in the connect timeout, so an endpoint
+//! that accepts and never answers cannot hang a command.
 
 use std::time::Duration;
 

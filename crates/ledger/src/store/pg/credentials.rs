@@ -1,4 +1,4 @@
-//! The ledger's password, kept out of children's environments (SPEC §11.1): a URL without it
+//! The ledger's password, kept out of children's environments: a URL without it
 //! ([`url_without_password`], what a child gets), and libpq's password file, where a hermes that
 //! got such a URL finds it (`PGPASSFILE`, else `~/.pgpass`; libpq, "The Password File":
 //! `hostname:port:database:username:password` lines, `*` matching anything, `\` escaping `:` and

@@ -19,7 +19,7 @@
 //! the read that finds a unit has no tally brings the unit, its host and its session along, a
 //! child's read its unit and host, and the hosts list is kept until a host is written). As on
 //! redb, operations issued concurrently by one process's threads may
-//! share one transaction and its one commit (group commit, `group.rs`; SPEC §4 allows it); each
+//! share one transaction and its one commit (group commit, `group.rs`); each
 //! still gets its own result. `NOTIFY` is issued by the writes themselves (triggers on events
 //! written pending and on the activity counter) and wakes waiters when the transaction commits.
 //!

@@ -171,7 +171,7 @@ impl PgTarget {
 
     /// The same ledger, its notifications listened for at `direct` (`ledger.listen_url`): a
     /// connection to the same database that bypasses a pooler in transaction mode, where
-    /// `LISTEN` cannot work (SPEC §11.1, "Behind a pooler").
+    /// `LISTEN` cannot work (see README, "Behind a pooler").
     pub fn listening_at(mut self, direct: PgTarget) -> PgTarget {
         let direct = direct.with_statement_timeout(self.statement_timeout);
         self.listen = Some(Box::new(direct));
@@ -542,7 +542,7 @@ fn percent_decoded(value: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Every round trip gets a deadline (SPEC §11.1): the login its connect timeout (the URL's, or
+/// Every round trip gets a deadline: the login its connect timeout (the URL's, or
 /// [`CONNECT_TIMEOUT`]; enforced by `client::Client::connect`); a peer that stops
 /// acknowledging is dropped by the kernel after [`TCP_USER_TIMEOUT`], an idle one that vanished
 /// after the keepalives; the server itself ends a statement and an idle transaction on
