@@ -499,6 +499,24 @@ impl Drop for Reaped {
     }
 }
 
+/// `hermes ARGS… --metrics-listen 127.0.0.1:PORT` (a host or a worker), once its endpoint
+/// answers; killed when dropped.
+fn serving_metrics(h: &Hermes, args: &[&str], port: u16) -> Reaped {
+    let listen = format!("127.0.0.1:{port}");
+    let mut all = args.to_vec();
+    all.extend(["--metrics-listen", listen.as_str()]);
+    let process = h
+        .command(&all)
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Reaped)
+        .expect("the process serving metrics starts");
+    wait_for(LIMIT, "the metrics endpoint", || {
+        get(port, "/metrics").filter(|(code, _)| *code == 200)
+    });
+    process
+}
+
 /// An HTTP answer: its status code, `Content-Type` and body.
 struct Answer {
     code: u16,
@@ -625,23 +643,11 @@ impl Drop for Prometheus {
 fn a_real_prometheus_scrapes_a_worker_and_sees_what_the_json_list_says() {
     let h = Hermes::new();
     let port = free_port();
-    let mut worker = h
-        .command(&[
-            "worker",
-            "--pool",
-            "scraped",
-            "--capacity",
-            "1",
-            "--metrics-listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Reaped)
-        .expect("the worker starts");
-    wait_for(LIMIT, "the metrics endpoint", || {
-        get(port, "/metrics").filter(|(code, _)| *code == 200)
-    });
+    let mut worker = serving_metrics(
+        &h,
+        &["worker", "--pool", "scraped", "--capacity", "1"],
+        port,
+    );
     let (code, _) = get(port, "/nothing").expect("an answer");
     assert_eq!(code, 404);
     // Nothing a client sends stops the endpoint: garbage, a head too long, a client that
@@ -722,21 +728,7 @@ fn a_real_prometheus_scrapes_a_worker_and_sees_what_the_json_list_says() {
 fn a_headless_host_serves_metrics_that_match_the_json_list() {
     let h = Hermes::new();
     let port = free_port();
-    let mut host = h
-        .command(&[
-            "host",
-            "--session",
-            "s3",
-            "--metrics-listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Reaped)
-        .expect("the host starts");
-    wait_for(LIMIT, "the metrics endpoint", || {
-        get(port, "/metrics").filter(|(code, _)| *code == 200)
-    });
+    let mut host = serving_metrics(&h, &["host", "--session", "s3"], port);
     let id = dispatch(&h, "s3", "long", "sleep 60");
     let status = h.json(&["delegation", "status", &id, "--json"]);
     assert_eq!(
@@ -776,21 +768,7 @@ const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,appl
 fn the_endpoint_answers_in_the_format_the_accept_header_asks_for_and_keeps_a_gone_pool_at_0() {
     let h = Hermes::new();
     let port = free_port();
-    let mut host = h
-        .command(&[
-            "host",
-            "--session",
-            "s4",
-            "--metrics-listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Reaped)
-        .expect("the host starts");
-    wait_for(LIMIT, "the metrics endpoint", || {
-        get(port, "/metrics").filter(|(code, _)| *code == 200)
-    });
+    let mut host = serving_metrics(&h, &["host", "--session", "s4"], port);
     // A unit waiting in a pool no worker serves, so every family has a series.
     let waiting = h.json(&[
         "delegate",
