@@ -183,28 +183,3 @@ fn each_machine_runs_its_own_max_concurrent_children() {
     let seen = drain_all(&b, "B", &[&id]);
     assert_eq!(seen[&id], (1, vec!["completed".to_owned()]), "{seen:?}");
 }
-
-#[test]
-fn a_session_ended_from_another_machine_loses_its_host_there_once_its_unit_ended() {
-    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
-    let a = Hermes::sharing(&url);
-    let b = Hermes::sharing(&url);
-    // A long idle exit: only the session's end can make A's host leave within the test.
-    let mut env = TIMINGS.to_vec();
-    env.push(("HERMES_HOST_IDLE_EXIT_SECONDS", "300"));
-    let (_machine_a, ids) = common::machine_dispatching(&a, "E", &["exec sleep 300"], &env);
-    wait_for(Duration::from_secs(30), "A's unit to run", || {
-        (status(&b, &ids[0])["status"] == "running").then_some(())
-    });
-    // B cannot signal a process of another process table: A's host sees its unit interrupted
-    // and, the session having ended, leaves once the unit is finalized.
-    let end = b.json(&["session", "end", "E", "--json"]);
-    assert_eq!(end["state"], "ended");
-    assert_eq!(end["host_stopping"], false, "{end}");
-    assert!(end["host_pid"].is_u64(), "{end}");
-    wait_for(Duration::from_secs(30), "A's host to leave", || {
-        let sessions = b.json(&["session", "list", "--json"]);
-        sessions["sessions"][0]["host_pid"].is_null().then_some(())
-    });
-    assert_eq!(status(&b, &ids[0])["status"], "interrupted");
-}

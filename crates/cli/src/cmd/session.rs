@@ -55,7 +55,7 @@ pub fn run(command: SessionCommand) -> anyhow::Result<Code> {
 /// `session end S`: the session ends (running units interrupted, queued ones cancelled,
 /// undelivered results dropped) and its headless host, when it runs in this locality, is asked
 /// to stop at once: it finalizes its interrupted units and unregisters. A host elsewhere sees
-/// its units interrupted and leaves once they are finalized.
+/// its units interrupted; it leaves by its idle exit at the latest.
 fn end(home: &Home, session: String, json: bool) -> anyhow::Result<()> {
     let id = SessionId::new(session).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let ledger = home.ledger()?;
