@@ -20,7 +20,7 @@ use crate::model::{
     Child, ChildOutcome, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId,
     SessionId, Timestamp, UnitStatus,
 };
-use crate::sessions::{Liveness, is_live};
+use crate::sessions::{Liveness, is_live, unrecorded_is_alive};
 
 /// Lines of transcript kept for a child whose outcome is unknown.
 pub const TAIL_LINES: usize = 20;
@@ -110,7 +110,7 @@ impl QuietSweep {
             .hosts
             .iter()
             .any(|h| h.is_dead(here, now, &|p| reaper.is_alive(p)))
-            && self.unrecorded.iter().all(|p| reaper.is_alive(*p))
+            && self.unrecorded.iter().all(|p| unrecorded_is_alive(*p, reaper))
     }
 }
 
@@ -198,14 +198,14 @@ impl Ledger {
         let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
         let records: HashMap<ProcessId, Host> = hosts.into_iter().map(|h| (h.process, h)).collect();
         // Each recorded host is judged once; a unit naming a host with no record (one still
-        // registering, or a format-1 leftover) is judged by pid.
+        // registering, or a format-1 leftover) is judged by pid, from its own locality only.
         let dead_hosts: Vec<&Host> = records
             .values()
             .filter(|h| h.is_dead(&here, now, &|p| reaper.is_alive(p)))
             .collect();
         let dead = |process: ProcessId| match records.get(&process) {
             Some(_) => dead_hosts.iter().any(|h| h.process == process),
-            None => !reaper.is_alive(process),
+            None => !unrecorded_is_alive(process, reaper),
         };
         let quiet = stamp.map(|stamp| QuietSweep {
             stamp,
@@ -222,9 +222,10 @@ impl Ledger {
             let Some(host) = unit.host.filter(|h| dead(*h)) else {
                 continue;
             };
-            let local = records
-                .get(&host)
-                .is_none_or(|h| h.locality == here || h.locality == Locality::default());
+            let local = records.get(&host).map_or_else(
+                || here.judges(host),
+                |h| h.locality == here || h.locality == Locality::default(),
+            );
             if unit.status == UnitStatus::Queued {
                 if let Some(heir) = self.hand_over(&unit.id, host, reaper, now)? {
                     // A host that fenced but still runs rejoins by itself; one of

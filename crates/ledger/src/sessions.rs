@@ -276,7 +276,8 @@ pub trait Liveness: Sync {
 }
 
 /// Whether the host `process` (whose record is `record`) is alive. A process with no record
-/// (one that claimed a session and is still registering) is judged by pid.
+/// (one that claimed a session and is still registering) is judged by pid from its own
+/// locality, and taken for alive from any other ([`unrecorded_is_alive`]).
 pub(crate) fn is_live(
     record: Option<Host>,
     process: ProcessId,
@@ -285,8 +286,14 @@ pub(crate) fn is_live(
 ) -> bool {
     match record {
         Some(host) => !host.is_dead(&liveness.locality(), now, &|p| liveness.is_alive(p)),
-        None => liveness.is_alive(process),
+        None => unrecorded_is_alive(process, liveness),
     }
+}
+
+/// Whether a host with no record yet (still registering) is alive: judged by pid from its own
+/// locality; from another, where its pid means nothing, nothing says it is dead.
+pub(crate) fn unrecorded_is_alive(process: ProcessId, liveness: &dyn Liveness) -> bool {
+    !liveness.locality().judges(process) || liveness.is_alive(process)
 }
 
 /// Records `host` inside `w` (see [`Ledger::register_host`]).

@@ -43,6 +43,12 @@ impl ProcessId {
         }
     }
 
+    /// The locality tag a host's identity carries ([`ProcessId::as_host_in`]); 0 for a plain
+    /// identity.
+    pub fn tag(self) -> u64 {
+        self.start_time >> Self::START_BITS
+    }
+
     /// Whether this identity (a host's, tagged, or a plain one) names the process `pid` that
     /// started at `start_time` clock ticks, as the process table reports it.
     pub fn names(self, pid: u32, start_time: u64) -> bool {
@@ -92,6 +98,13 @@ impl Locality {
                 |inode| inode.wrapping_sub(DYNAMIC_FIRST),
             );
         (namespace ^ boot) & MASK
+    }
+
+    /// Whether a process of this locality may judge `process` by its pid: a plain identity, or
+    /// a host's tagged with this locality's tag. A host of another process table (tagged
+    /// otherwise) is judged by its lease alone, and before it has a record, not at all.
+    pub fn judges(&self, process: ProcessId) -> bool {
+        process.tag() == 0 || process.tag() == self.tag()
     }
 }
 

@@ -946,3 +946,48 @@ fn inline_unit(f: &Fixture, pid: u32, running: u32) -> (Host, DelegationId) {
         .id;
     (host, id)
 }
+
+/// A host claims its session before its record is written, and a unit can name it in
+/// between. From its own process table a sweep judges it by pid; from another one (a process
+/// outside the container it runs in) its pid means nothing, and a sweep there must neither hand
+/// its units over nor kill its children.
+#[test]
+fn a_host_still_registering_is_judged_by_pid_only_from_its_own_process_table() {
+    let plain = ProcessId {
+        pid: 3,
+        start_time: 5,
+    };
+    for (case, process, taken_for_dead) in [
+        ("registering here", plain.as_host_in(&here()), true),
+        ("registering elsewhere", plain.as_host_in(&elsewhere()), false),
+        ("an untagged format-1 identity", plain, true),
+    ] {
+        let f = fixture();
+        let nobody = reaper(&[]);
+        f.ledger
+            .claim_session_host(&session(), process, &nobody, T0)
+            .unwrap();
+        let id = f
+            .ledger
+            .dispatch(
+                NewDelegation {
+                    host: Some(process),
+                    ..queued_request(&host_at(&f.ledger, 9, here(), LONG))
+                },
+                FULL,
+                T0,
+            )
+            .unwrap()
+            .delegation
+            .id;
+        assert_eq!(
+            f.ledger.host_is_live(process, &nobody, T0).unwrap(),
+            !taken_for_dead,
+            "{case}"
+        );
+        let report = f.ledger.recover(&nobody, T0, ledger::Sweep::Now).unwrap();
+        let unit = f.ledger.delegation(&id).unwrap().unwrap();
+        assert_eq!(unit.host.is_none(), taken_for_dead, "{case}: {report:?}");
+        assert!(nobody.killed.lock().unwrap().is_empty(), "{case}");
+    }
+}
