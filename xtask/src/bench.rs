@@ -115,7 +115,10 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
     for _ in 0..ROUNDS {
         references.push(reference()?);
         let mut round = Map::new();
-        merge(&mut round, run_example(pg_url, "ledger", "bench_ledger")?);
+        merge(
+            &mut round,
+            run_example(pg_url, "hermes-ledger", "bench_ledger")?,
+        );
         floor.cycle(&worker, pg_url, &mut round)?;
         contended(&worker, pg_url, &mut round)?;
         floor.contended(&worker, pg_url, &mut round)?;
@@ -184,19 +187,19 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
 
 /// The crates' harnesses, run after the rounds (package, example).
 const HARNESSES: [(&str, &str); 10] = [
-    ("registry", "bench_registry"),
-    ("registry", "bench_adapters"),
-    ("router", "bench_router"),
-    ("cli", "bench_cli"),
-    ("cli", "bench_agent"),
-    ("cli", "bench_liveness"),
-    ("cli", "bench_pools"),
+    ("hermes-registry", "bench_registry"),
+    ("hermes-registry", "bench_adapters"),
+    ("hermes-router", "bench_router"),
+    ("hermes-cli", "bench_cli"),
+    ("hermes-cli", "bench_agent"),
+    ("hermes-cli", "bench_liveness"),
+    ("hermes-cli", "bench_pools"),
     // `hermes top` and the metrics (issue 25).
-    ("cli", "bench_top"),
+    ("hermes-cli", "bench_top"),
     // Long-lived processes through a PostgreSQL outage, on a server of its own (issue 42).
-    ("cli", "bench_outage"),
+    ("hermes-cli", "bench_outage"),
     // Live progress across processes (issue 42).
-    ("cli", "bench_progress"),
+    ("hermes-cli", "bench_progress"),
 ];
 
 fn print(value: &Value, options: &Options) -> Result<()> {
@@ -287,10 +290,10 @@ fn reference() -> Result<f64> {
 
 /// The release `ledger-worker`, built now: the contended figures' processes, and what creates
 /// databases and reads the server's statement counts for xtask, which names no PostgreSQL
-/// crate (`ledger::testing` through it).
+/// crate (`hermes_ledger::testing` through it).
 fn ledger_worker(pg_url: &str) -> Result<PathBuf> {
     let status = cargo(pg_url)
-        .args(["build", "--quiet", "--release", "-p", "tests"])
+        .args(["build", "--quiet", "--release", "-p", "hermes-tests"])
         .args(["--bin", "ledger-worker"])
         .status()?;
     if !status.success() {

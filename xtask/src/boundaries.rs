@@ -28,7 +28,7 @@ const STORAGE_CRATES: [&str; 10] = [
     "postgres-openssl",
 ];
 /// The one package that talks to storage.
-const STORAGE_OWNER: &str = "ledger";
+const STORAGE_OWNER: &str = "hermes-ledger";
 /// Argument parsing, terminal UI and application errors: only [`UI_OWNER`] among the crates under
 /// `crates/` may depend on them.
 const UI_CRATES: [&str; 6] = [
@@ -40,13 +40,13 @@ const UI_CRATES: [&str; 6] = [
     "crossterm",
 ];
 /// The one crate with a user interface.
-const UI_OWNER: &str = "cli";
+const UI_OWNER: &str = "hermes-cli";
 /// Crates that read no clock, no environment and do no I/O: no tokio, and none of
 /// [`FORBIDDEN_IO`] in their sources.
-const PURE_CRATES: [&str; 3] = ["router", "formatter", "settings"];
+const PURE_CRATES: [&str; 3] = ["hermes-router", "hermes-formatter", "hermes-settings"];
 /// The router's thin driver (`driver.rs` and its parts under `driver/`) is the one place in a
 /// pure crate allowed to call the ledger and sleep.
-const PURE_EXCEPTION: (&str, &str) = ("router", "driver");
+const PURE_EXCEPTION: (&str, &str) = ("hermes-router", "driver");
 /// What a pure crate's sources must not name (grouped imports such as `use std::{env, fs}` are
 /// expanded first).
 const FORBIDDEN_IO: [&str; 11] = [
@@ -78,9 +78,9 @@ const LEDGER_OPERATIONS: [&str; 9] = [
 /// What the ledger's pure rules (`rules.rs`) may import from their crate: types only.
 const RULES_IMPORT: &str = "crate::model";
 /// The package that holds these rules (and so names every forbidden crate in its text).
-const RULES_PACKAGE: &str = "xtask";
+const RULES_PACKAGE: &str = "hermes-xtask";
 /// The crate below all others (time, locking, one-line text): it depends on no workspace crate.
-const BOTTOM_CRATE: &str = "stdx";
+const BOTTOM_CRATE: &str = "hermes-stdx";
 /// The most lines a source file under `crates/*/src` may have before its inline test module.
 const MAX_LINES: usize = 600;
 
@@ -249,7 +249,7 @@ fn check_metadata(metadata: &Value) -> Result<()> {
             problems.extend(long_files(&package.dir.join("src"))?);
         }
         // Only the ledger names a storage crate in code (`redb::` anywhere, so a re-export such
-        // as `ledger::redb::…` counts; the others as path roots, since `ledger::postgres` may
+        // as `hermes_ledger::redb::…` counts; the others as path roots, since `hermes_ledger::postgres` may
         // well be the ledger's own module).
         if krate != STORAGE_OWNER && krate != RULES_PACKAGE {
             for (path, text) in sources(&package.dir)? {
@@ -399,7 +399,7 @@ fn sources(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
 }
 
 /// Whether `text` uses `ident::` as the root of a path (`ident::x`, `::ident::x`), not as a
-/// segment inside one (`ledger::ident::x`) or the tail of a longer name (`tokio_ident::x`).
+/// segment inside one (`hermes_ledger::ident::x`) or the tail of a longer name (`tokio_ident::x`).
 fn names_crate_root(text: &str, ident: &str) -> bool {
     let needle = format!("{ident}::");
     text.match_indices(&needle).any(|(at, _)| {
@@ -508,7 +508,7 @@ mod tests {
         json!({"packages": packages, "workspace_members": ids, "workspace_root": root})
     }
 
-    const CLEAN: &str = "use std::{fmt, io::Write};\nuse ledger::postgres::Config;\n";
+    const CLEAN: &str = "use std::{fmt, io::Write};\nuse hermes_ledger::postgres::Config;\n";
 
     #[test]
     fn a_clean_fake_workspace_passes() {
@@ -517,19 +517,19 @@ mod tests {
             dir.path(),
             &[
                 (
-                    "ledger",
+                    "hermes-ledger",
                     &[("redb", None, None), ("postgres", None, None)],
                     "use redb::Database;",
                 ),
                 (
-                    "cli",
-                    &[("clap", None, None), ("ledger", None, None)],
+                    "hermes-cli",
+                    &[("clap", None, None), ("hermes-ledger", None, None)],
                     CLEAN,
                 ),
-                ("router", &[("ledger", None, None)], CLEAN),
-                ("formatter", &[], CLEAN),
-                ("settings", &[], CLEAN),
-                ("stdx", &[], CLEAN),
+                ("hermes-router", &[("hermes-ledger", None, None)], CLEAN),
+                ("hermes-formatter", &[], CLEAN),
+                ("hermes-settings", &[], CLEAN),
+                ("hermes-stdx", &[], CLEAN),
             ],
         );
         check_metadata(&metadata).unwrap();
@@ -541,12 +541,20 @@ mod tests {
         let metadata = workspace(
             dir.path(),
             &[
-                ("ledger", &[("redb", None, None)], ""),
-                ("cli", &[], "fn f(_: postgres::Client) {}"),
-                ("router", &[("redb", None, Some("dev"))], ""),
-                ("formatter", &[], "use std::{fmt, io::{stdout, Write}};"),
-                ("settings", &[("tokio", None, None)], "use std::{env as e};"),
-                ("stdx", &[("ledger", None, None)], ""),
+                ("hermes-ledger", &[("redb", None, None)], ""),
+                ("hermes-cli", &[], "fn f(_: postgres::Client) {}"),
+                ("hermes-router", &[("redb", None, Some("dev"))], ""),
+                (
+                    "hermes-formatter",
+                    &[],
+                    "use std::{fmt, io::{stdout, Write}};",
+                ),
+                (
+                    "hermes-settings",
+                    &[("tokio", None, None)],
+                    "use std::{env as e};",
+                ),
+                ("hermes-stdx", &[("hermes-ledger", None, None)], ""),
                 // Not named anywhere in the rules: found because it is a member.
                 (
                     "newcrate",
@@ -557,14 +565,14 @@ mod tests {
         );
         let err = check_metadata(&metadata).unwrap_err().to_string();
         for expected in [
-            "newcrate depends on tokio-postgres (as `pg`); only ledger may",
-            "newcrate depends on clap; only cli may",
-            "router depends on redb; only ledger may",
-            "settings depends on tokio; it must do no I/O",
-            "uses std::io::stdout; formatter does no I/O",
-            "uses std::env; settings does no I/O",
-            "names postgres; only ledger may",
-            "stdx depends on ledger; it sits below every workspace crate",
+            "newcrate depends on tokio-postgres (as `pg`); only hermes-ledger may",
+            "newcrate depends on clap; only hermes-cli may",
+            "hermes-router depends on redb; only hermes-ledger may",
+            "hermes-settings depends on tokio; it must do no I/O",
+            "uses std::io::stdout; hermes-formatter does no I/O",
+            "uses std::env; hermes-settings does no I/O",
+            "names postgres; only hermes-ledger may",
+            "hermes-stdx depends on hermes-ledger; it sits below every workspace crate",
         ] {
             assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
         }
@@ -574,10 +582,13 @@ mod tests {
     #[test]
     fn a_missing_crate_that_a_rule_names_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        let metadata = workspace(dir.path(), &[("ledger", &[], ""), ("cli", &[], "")]);
+        let metadata = workspace(
+            dir.path(),
+            &[("hermes-ledger", &[], ""), ("hermes-cli", &[], "")],
+        );
         let err = check_metadata(&metadata).unwrap_err().to_string();
         assert!(
-            err.contains("no workspace package is named router"),
+            err.contains("no workspace package is named hermes-router"),
             "{err}"
         );
     }
@@ -590,7 +601,7 @@ mod tests {
         ));
         assert!(names_crate_root("use ::postgres::Client;", "postgres"));
         assert!(!names_crate_root(
-            "use ledger::postgres::Config;",
+            "use hermes_ledger::postgres::Config;",
             "postgres"
         ));
         assert!(!names_crate_root("use tokio_postgres::Client;", "postgres"));

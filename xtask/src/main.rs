@@ -33,7 +33,13 @@ const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
 /// The packages whose tests are parameterized by `HERMES_TEST_BACKEND`: `cargo xtask ci` runs
 /// them a second time with `HERMES_TEST_BACKEND=postgres`. A package that gains such tests joins
 /// this list.
-const BACKEND_PACKAGES: [&str; 5] = ["ledger", "tests", "cli", "registry", "router"];
+const BACKEND_PACKAGES: [&str; 5] = [
+    "hermes-ledger",
+    "hermes-tests",
+    "hermes-cli",
+    "hermes-registry",
+    "hermes-router",
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

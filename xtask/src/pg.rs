@@ -22,9 +22,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+pub(crate) use hermes_pgcluster::Cluster;
+use hermes_pgcluster::{BIN_VAR, DIR_VAR, URL_VAR};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
-pub(crate) use pgcluster::Cluster;
-use pgcluster::{BIN_VAR, DIR_VAR, URL_VAR};
 
 use crate::boundaries::workspace_root;
 

@@ -146,7 +146,7 @@ fn build_hermes() -> Result<PathBuf> {
         "--quiet",
         "--release",
         "-p",
-        "cli",
+        "hermes-cli",
         "--bin",
         "hermes",
     ])
@@ -181,8 +181,8 @@ fn soak(
             .strip_suffix("/postgres")
             .context("the cluster's URL names no postgres database")?
     );
-    let (proxy, via) =
-        pgcluster::FaultProxy::in_front_of(&database_url).context("starting the fault proxy")?;
+    let (proxy, via) = hermes_pgcluster::FaultProxy::in_front_of(&database_url)
+        .context("starting the fault proxy")?;
     proxy.pass();
     // Kept after the run, for the hosts' and workers' logs (`hosts/`, `soak-logs/`).
     let home = tempfile::Builder::new()

@@ -1,5 +1,5 @@
 //! The agent integration's figures, with the release `hermes` binary; prints one
-//! JSON object on stdout. Run with `cargo run --release -p cli --example bench_agent` (what
+//! JSON object on stdout. Run with `cargo run --release -p hermes-cli --example bench_agent` (what
 //! `cargo xtask bench` does).
 //!
 //! - `hook_nothing_ready_ms_p50`: a whole `hermes hook post-tool-use` process (the hook that

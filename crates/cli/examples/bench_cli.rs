@@ -1,6 +1,6 @@
 //! Whole-process wall time of the release `hermes` binary, and the
 //! `fdatasync`s each command makes. Prints one JSON object on stdout. Run with
-//! `cargo run --release -p cli --example bench_cli` (what `cargo xtask bench` does).
+//! `cargo run --release -p hermes-cli --example bench_cli` (what `cargo xtask bench` does).
 //!
 //! Syncs are counted by the `hermes` process itself: with `HERMES_DEBUG_SYNC_COUNT=FILE` it
 //! appends its pid and the ledger storage layer's counts (every `sync_data` redb issued, the
@@ -27,7 +27,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use ledger::{
+use hermes_ledger::{
     Capacity, Channel, ChildOutcome, ChildStatus, DispatchSpec, Ledger, LedgerConfig,
     NewDelegation, TaskSpec, Timestamp,
 };
@@ -155,7 +155,7 @@ fn main() -> Result<()> {
     let pg = Bench {
         exe: exe.clone(),
         home: pg_home.path().to_owned(),
-        ledger_url: Some(ledger::testing::fresh_database(&admin)),
+        ledger_url: Some(hermes_ledger::testing::fresh_database(&admin)),
         fast_sweeps: true,
     };
     pg.ok(&["delegate", "--session", "B", "--", "true"])?;
@@ -188,14 +188,14 @@ fn main() -> Result<()> {
 /// `pg_cli_statements_per_event` (see the module docs).
 fn statements_per_event(exe: &Path, admin: &str) -> Result<f64> {
     let home = support::private_home()?;
-    let url = ledger::testing::fresh_database(admin);
+    let url = hermes_ledger::testing::fresh_database(admin);
     let bench = Bench {
         exe: exe.to_owned(),
         home: home.path().to_owned(),
         ledger_url: Some(url.clone()),
         fast_sweeps: false,
     };
-    ledger::testing::reset_statements(admin, &url);
+    hermes_ledger::testing::reset_statements(admin, &url);
     for _ in 0..CLI_UNITS {
         bench.ok(&["delegate", "--session", "B", "--", "true"])?;
     }
@@ -216,7 +216,7 @@ fn statements_per_event(exe: &Path, admin: &str) -> Result<f64> {
         drains += 1;
         delivered += out["envelopes"].as_array().map_or(0, Vec::len);
     }
-    let statements = ledger::testing::statements_run(admin, &url);
+    let statements = hermes_ledger::testing::statements_run(admin, &url);
     if delivered != CLI_UNITS {
         bail!("{delivered} envelopes delivered for {CLI_UNITS} units");
     }
@@ -356,7 +356,7 @@ fn seed(path: &Path, total: usize) -> Result<String> {
         )?;
         let id = admitted.delegation.id;
         ledger.finish_child(
-            ledger::HostId(0),
+            hermes_ledger::HostId(0),
             &id,
             ChildOutcome {
                 exit_code: Some(0),

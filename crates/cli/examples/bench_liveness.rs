@@ -1,5 +1,5 @@
 //! Liveness by lease, measured. Prints one JSON object on stdout. Run with
-//! `cargo run --release -p cli --example bench_liveness` (what `cargo xtask bench` does).
+//! `cargo run --release -p hermes-cli --example bench_liveness` (what `cargo xtask bench` does).
 //!
 //! - `host_idle_writes_per_min`: durable commits made by one idle background host with the
 //!   default settings (lease renewal every 5 s, recovery sweep every 3 s, monitor every 1 s),
@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use ledger::{DelegationId, HostKind, Ledger, LedgerConfig, SessionId, UnitStatus};
-use registry::{Host, HostOptions, SystemClock};
+use hermes_ledger::{DelegationId, HostKind, Ledger, LedgerConfig, SessionId, UnitStatus};
+use hermes_registry::{Host, HostOptions, SystemClock};
 use serde_json::{Value, json};
 
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
@@ -56,7 +56,7 @@ fn idle_writes_per_min() -> Result<f64> {
     runtime.block_on(async {
         let host = Host::start(
             ledger.clone(),
-            registry::Config::new(home.path()),
+            hermes_registry::Config::new(home.path()),
             Arc::new(SystemClock),
             HostOptions {
                 kind: HostKind::Headless,

@@ -14,7 +14,7 @@
 //! - `idle_cpu_percent_worker`, `…_host`, `…_drain`: the same processes over as long a window
 //!   before the outage, with the server up, to compare with.
 //!
-//! Run with `cargo run --release -p cli --example bench_outage` (what `cargo xtask bench`
+//! Run with `cargo run --release -p hermes-cli --example bench_outage` (what `cargo xtask bench`
 //! does); it needs Debian's PostgreSQL server binaries, as the tests do.
 
 mod support;
@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use pgcluster::{Cluster, FaultProxy, StopMode};
+use hermes_pgcluster::{Cluster, FaultProxy, StopMode};
 use serde_json::{Map, Value, json};
 
 /// How long each process is measured, with the server up and during the outage.

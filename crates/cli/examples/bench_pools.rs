@@ -1,5 +1,5 @@
 //! Worker pools on PostgreSQL, measured with the release `hermes` binary. Prints one
-//! JSON object on stdout. Run with `cargo run --release -p cli --example bench_pools` with
+//! JSON object on stdout. Run with `cargo run --release -p hermes-cli --example bench_pools` with
 //! `HERMES_BENCH_PG_URL` set to the admin URL of a throwaway server (what `cargo xtask bench`
 //! does); each measurement gets a fresh database on it.
 //!
@@ -136,7 +136,7 @@ impl Bench {
     fn new(exe: &Path, admin: &str) -> Result<Bench> {
         Ok(Bench {
             exe: exe.to_owned(),
-            url: ledger::testing::fresh_database(admin),
+            url: hermes_ledger::testing::fresh_database(admin),
             dispatcher: support::private_home()?,
             workers: Vec::new(),
         })

@@ -1,5 +1,5 @@
 //! Live progress across processes, measured. Prints one JSON object on stdout. Run with
-//! `cargo run --release -p cli --example bench_progress` (what `cargo xtask bench` does).
+//! `cargo run --release -p hermes-cli --example bench_progress` (what `cargo xtask bench` does).
 //!
 //! - `progress_visible_ms_p50/p99`: from a child sending a progress message (`{"tool": …}` on
 //!   its progress pipe, stamped by the child just before it writes) to the change being
@@ -24,8 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
-use ledger::{DelegationId, DispatchSpec, HostKind, Ledger, LedgerConfig, SessionId, TaskSpec};
-use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+use hermes_ledger::{
+    DelegationId, DispatchSpec, HostKind, Ledger, LedgerConfig, SessionId, TaskSpec,
+};
+use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock};
 use serde_json::{Value, json};
 
 /// Progress messages the probe child sends, and the pause before each.
@@ -161,7 +163,7 @@ fn busy_host() -> Result<(f64, f64)> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut config = registry::Config::new(home.path());
+    let mut config = hermes_registry::Config::new(home.path());
     config.max_concurrent_children = BUSY as u32 + 1;
     let session = SessionId::new("busy")?;
     let probe = probe_script(&marks);

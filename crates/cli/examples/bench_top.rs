@@ -1,6 +1,6 @@
 //! `hermes top` and the metrics, measured on a ledger of 10,000 units of which 500
 //! are running. Prints one JSON object on stdout. Run with
-//! `cargo run --release -p cli --example bench_top` (what `cargo xtask bench` does).
+//! `cargo run --release -p hermes-cli --example bench_top` (what `cargo xtask bench` does).
 //!
 //! - `top_refresh_ms_p99_10k`: one refresh of the view — the one ledger read
 //!   (`Ledger::overview`), the model and a 200x60 frame drawn on ratatui's test backend —
@@ -50,7 +50,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use ledger::{
+use hermes_ledger::{
     Capacity, Channel, ChildOutcome, ChildStatus, DispatchSpec, HostId, Ledger, LedgerConfig,
     NewDelegation, ProcessId, TaskSpec, Timestamp,
 };
@@ -77,7 +77,7 @@ fn main() -> Result<()> {
     let path = home.path().join("ledger.redb");
     seed(&path)?;
     let ledger = Ledger::open(&path, LedgerConfig::default())?;
-    let limits = model::Limits::from_settings(&settings::Settings::default());
+    let limits = model::Limits::from_settings(&hermes_settings::Settings::default());
     let mut figures = serde_json::Map::new();
 
     let mut refreshes = Vec::new();

@@ -3,11 +3,11 @@
 //! unit gets its delegation depth — refused inside a `leaf` agent child, or at
 //! `delegation.max_depth`, with one line and exit 2.
 
-use ledger::DispatchSpec;
-use registry::agent::{
+use hermes_ledger::DispatchSpec;
+use hermes_registry::agent::{
     AgentRequest, CHILD_DEPTH_VAR, CHILD_ROLE_VAR, adapter_by_name, command_for, depth_for_dispatch,
 };
-use settings::Settings;
+use hermes_settings::Settings;
 
 use crate::exit::{Code, fail};
 use crate::home::env_var;
@@ -33,7 +33,7 @@ pub fn resolve(spec: &mut DispatchSpec, settings: &Settings) -> anyhow::Result<(
     let path = std::env::var_os("PATH");
     let batch = spec.tasks.len() > 1;
     for (i, task) in spec.tasks.iter_mut().enumerate() {
-        let at = |e: registry::agent::AgentError| {
+        let at = |e: hermes_registry::agent::AgentError| {
             let text = if batch {
                 format!("tasks[{i}]: {e}")
             } else {

@@ -15,7 +15,7 @@
 
 use std::fs;
 
-use ledger::ProcessId;
+use hermes_ledger::ProcessId;
 
 /// Command names and executables that only stand between an agent and what it starts.
 const WRAPPERS: &[&str] = &[
@@ -147,7 +147,7 @@ pub fn agent_process() -> ProcessId {
         },
         None => ProcessId {
             pid: parent,
-            start_time: registry::procs::process_start_time(parent).unwrap_or(0),
+            start_time: hermes_registry::procs::process_start_time(parent).unwrap_or(0),
         },
     }
 }

@@ -253,7 +253,7 @@ pub fn record_io_counts() {
     let Some(path) = std::env::var_os("HERMES_DEBUG_SYNC_COUNT") else {
         return;
     };
-    let counts = ledger::io_counts();
+    let counts = hermes_ledger::io_counts();
     let line = serde_json::json!({
         "pid": std::process::id(),
         "args": std::env::args().skip(1).collect::<Vec<_>>(),

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ledger::{DeliveryMode, Role};
-use settings::Bounds;
+use hermes_ledger::{DeliveryMode, Role};
+use hermes_settings::Bounds;
 
 use crate::tasks_file::{parse_delivery, parse_role};
 

@@ -29,7 +29,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use ledger::{ProcessId, SessionId};
+use hermes_ledger::{ProcessId, SessionId};
 use serde::{Deserialize, Serialize};
 
 pub use crate::agent_proc::agent_process;
@@ -306,7 +306,7 @@ impl Bindings {
                 continue;
             };
             let agent = ProcessId { pid, start_time };
-            if agent != keep && !registry::procs::is_alive(agent) {
+            if agent != keep && !hermes_registry::procs::is_alive(agent) {
                 let _ = fs::remove_file(entry.path());
             }
         }

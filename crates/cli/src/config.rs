@@ -1,9 +1,9 @@
 //! Where the settings come from: `$HERMES_HOME/config.toml` and the `HERMES_<SECTION>_<KEY>`
-//! environment, read into `settings::Settings` (which holds every key, default and bound).
+//! environment, read into `hermes_settings::Settings` (which holds every key, default and bound).
 
 use std::path::{Path, PathBuf};
 
-use settings::{Settings, SettingsError, Sources};
+use hermes_settings::{Settings, SettingsError, Sources};
 
 use crate::exit::{Code, fail};
 

@@ -9,12 +9,12 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use formatter::Boundary;
-use ledger::{ClaimToken, Delegation, Event, Ledger, SessionId, Timestamp};
-use router::{AfterShown, Router, RouterConfig, RouterError, SystemClock};
+use hermes_formatter::Boundary;
+use hermes_ledger::{ClaimToken, Delegation, Event, Ledger, SessionId, Timestamp};
+use hermes_router::{AfterShown, Router, RouterConfig, RouterError, SystemClock};
 
 /// What one boundary gave `drain`: the envelopes now held, and those someone else holds.
-pub type Round = router::BoundaryOutcome<(), Infallible>;
+pub type Round = hermes_router::BoundaryOutcome<(), Infallible>;
 
 /// Claims every ready envelope of `session` at `boundary` through the router (render before
 /// claim, one claim per delegation, all claims in one commit, fail-closed ownership, live claims
@@ -29,7 +29,7 @@ pub fn take_ready(
     session: &SessionId,
     boundary: Boundary,
     consumer: &str,
-    settings: &settings::Settings,
+    settings: &hermes_settings::Settings,
     deadline: Option<Timestamp>,
 ) -> Result<(Router, Round), RouterError> {
     let config = RouterConfig::from_settings(session.clone(), consumer, settings);
@@ -44,15 +44,15 @@ pub fn take_ready(
 /// The router's render step: rendering cannot fail today; doing it before the claim keeps it
 /// that way by construction.
 pub fn render_check(delegation: &Delegation, events: &[Event]) -> Result<(), Infallible> {
-    let _ = formatter::render_envelope(
-        &formatter::Envelope::new(delegation, events),
-        &formatter::RenderContext::utc(crate::home::now()),
+    let _ = hermes_formatter::render_envelope(
+        &hermes_formatter::Envelope::new(delegation, events),
+        &hermes_formatter::RenderContext::utc(crate::home::now()),
     );
     Ok(())
 }
 
 /// A claimed envelope of one boundary.
-pub type Claimed = router::ClaimedEnvelope<()>;
+pub type Claimed = hermes_router::ClaimedEnvelope<()>;
 
 /// What one boundary of a conversation yielded: the claimed envelopes, and a router to keep
 /// their claims alive while they are presented.
@@ -71,7 +71,7 @@ pub fn take_conversation(
     sessions: &[SessionId],
     boundary: Boundary,
     consumer: &str,
-    settings: &settings::Settings,
+    settings: &hermes_settings::Settings,
 ) -> Result<Option<Taken>, RouterError> {
     let mut taken: Option<Taken> = None;
     for (i, session) in sessions.iter().enumerate() {
@@ -123,11 +123,11 @@ pub fn present(
     }
     let ctx = crate::home::render_context();
     let fitted = {
-        let envelopes: Vec<formatter::Envelope<'_>> = claimed
+        let envelopes: Vec<hermes_formatter::Envelope<'_>> = claimed
             .iter()
-            .map(|t| formatter::Envelope::new(&t.delegation, &t.events))
+            .map(|t| hermes_formatter::Envelope::new(&t.delegation, &t.events))
             .collect();
-        formatter::fit_boundary(&envelopes, boundary, &ctx, budget, |i| {
+        hermes_formatter::fit_boundary(&envelopes, boundary, &ctx, budget, |i| {
             how_to_read(&claimed[i])
         })
     };
@@ -146,7 +146,7 @@ pub fn present(
 }
 
 /// The claim tokens of `claimed`, for the router's settling calls.
-pub fn tokens<T>(claimed: &[router::ClaimedEnvelope<T>]) -> Vec<ClaimToken> {
+pub fn tokens<T>(claimed: &[hermes_router::ClaimedEnvelope<T>]) -> Vec<ClaimToken> {
     claimed.iter().map(|c| c.token).collect()
 }
 

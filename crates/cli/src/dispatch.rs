@@ -1,11 +1,11 @@
 //! What to dispatch, however it was asked for: the DISPATCH options of the command line
 //! (`Draft::from_args`, reading `--tasks`), or `delegate_task`'s parameters (`mcp::spec`), as
-//! one typed `Draft`; `Draft::build` turns it into the `ledger::DispatchSpec` it describes.
+//! one typed `Draft`; `Draft::build` turns it into the `hermes_ledger::DispatchSpec` it describes.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
+use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
 
 use crate::args::DispatchArgs;
 use crate::exit::{Code, fail};
@@ -121,7 +121,7 @@ impl Draft {
         let batch_pool = batch.as_ref().and_then(|b| b.pool.clone());
         let pool = self.pool.clone().or(batch_pool);
         if let Some(pool) = &pool {
-            ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
+            hermes_ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
         }
         let role = self.role.unwrap_or_default();
         let (tasks, batch_delivery, batch_group) = match batch {
@@ -258,7 +258,7 @@ pub fn check_programs_here(spec: &DispatchSpec) -> anyhow::Result<()> {
         let Some(program) = task.command.first() else {
             continue;
         };
-        if registry::spawn::resolve_program(program, path.as_deref(), cwd).is_some() {
+        if hermes_registry::spawn::resolve_program(program, path.as_deref(), cwd).is_some() {
             continue;
         }
         let place = match (program.contains('/'), cwd) {

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value};
 
-use ledger::{IdError, LedgerError};
-use registry::RegistryError;
-use router::RouterError;
+use hermes_ledger::{IdError, LedgerError};
+use hermes_registry::RegistryError;
+use hermes_router::RouterError;
 
 /// The documented exit codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,7 +160,7 @@ pub fn code_of(err: &anyhow::Error) -> Code {
 
 /// The one line a failure prints: `hermes: ` and the error with its causes.
 pub fn one_line(err: &anyhow::Error) -> String {
-    format!("hermes: {}", stdx::one_line(&format!("{err:#}")))
+    format!("hermes: {}", hermes_stdx::one_line(&format!("{err:#}")))
 }
 
 /// The JSON form of an error: `{"error": message, "code": n}` and the failure's details.
@@ -197,7 +197,7 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
 /// which is reported as usual).
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        if ledger::panic_is_caught() {
+        if hermes_ledger::panic_is_caught() {
             return;
         }
         let payload = info
@@ -237,14 +237,14 @@ mod tests {
 
     #[test]
     fn ledger_errors_map_to_their_codes() {
-        let id = ledger::DelegationId::from_bits(1);
+        let id = hermes_ledger::DelegationId::from_bits(1);
         assert_eq!(
             code_of(&anyhow::Error::new(LedgerError::DelegationNotFound(id))),
             Code::NotFound
         );
         assert_eq!(
             code_of(&anyhow::Error::new(LedgerError::ClaimLost(
-                ledger::ClaimToken(1)
+                hermes_ledger::ClaimToken(1)
             ))),
             Code::ClaimLost
         );
@@ -268,7 +268,7 @@ mod tests {
                 path: "x".into(),
                 what: "boom".into(),
             },
-            LedgerError::Storage(ledger::StorageFault::Engine("refused".into())),
+            LedgerError::Storage(hermes_ledger::StorageFault::Engine("refused".into())),
         ] {
             assert_eq!(
                 code_of(&anyhow::Error::new(storage)),
@@ -281,7 +281,7 @@ mod tests {
         );
         assert_eq!(
             code_of(&anyhow::Error::new(RouterError::SessionEnded(
-                ledger::SessionId::new("s").expect("id")
+                hermes_ledger::SessionId::new("s").expect("id")
             ))),
             Code::SessionEnded
         );

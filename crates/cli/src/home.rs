@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
-use ledger::{Ledger, SessionId, Timestamp};
-use registry::{Clock, SystemClock, housekeeping};
+use hermes_ledger::{Ledger, SessionId, Timestamp};
+use hermes_registry::{Clock, SystemClock, housekeeping};
 
-use settings::Settings;
+use hermes_settings::Settings;
 
 use crate::config::{self, home_dir};
 use crate::exit::{Code, fail};
@@ -134,7 +134,10 @@ impl Home {
     /// the error, saying how long it was waited for. A redb file that cannot be opened is the
     /// error at once.
     pub fn ledger_by(&self, deadline: Timestamp) -> anyhow::Result<Arc<Ledger>> {
-        if !matches!(self.ledger_location()?, ledger::Location::Postgres(_)) {
+        if !matches!(
+            self.ledger_location()?,
+            hermes_ledger::Location::Postgres(_)
+        ) {
             return self.ledger();
         }
         let started = now();
@@ -146,15 +149,15 @@ impl Home {
             };
             let at = now();
             let unreachable = matches!(
-                err.downcast_ref::<ledger::LedgerError>(),
-                Some(ledger::LedgerError::Unavailable { .. })
+                err.downcast_ref::<hermes_ledger::LedgerError>(),
+                Some(hermes_ledger::LedgerError::Unavailable { .. })
             );
             if !unreachable {
                 return Err(err);
             }
             let waited = std::time::Duration::from_millis(at.ms_since(started));
             if at >= deadline {
-                return match err.downcast::<ledger::LedgerError>() {
+                return match err.downcast::<hermes_ledger::LedgerError>() {
                     Ok(err) if !waited.is_zero() => Err(err.after_waiting(waited).into()),
                     Ok(err) => Err(err.into()),
                     Err(err) => Err(err),
@@ -183,10 +186,10 @@ impl Home {
             let _ = housekeeping::touch(&hint, at);
             let report = housekeeping::sweep(
                 &ledger,
-                &registry::OsReaper::new(),
+                &hermes_registry::OsReaper::new(),
                 &self.registry(),
                 now(),
-                ledger::Sweep::IfDue,
+                hermes_ledger::Sweep::IfDue,
             )?;
             session_host::host_orphans(self, &ledger, &report, hosting);
         }
@@ -194,24 +197,25 @@ impl Home {
     }
 
     /// Where the ledger lives: `ledger.url` (a PostgreSQL database), else `ledger.redb` here.
-    pub fn ledger_location(&self) -> anyhow::Result<ledger::Location> {
+    pub fn ledger_location(&self) -> anyhow::Result<hermes_ledger::Location> {
         let url = self.settings.ledger.url.as_ref().map(|u| u.expose());
         // libpq's variables fill in what the URL leaves out.
-        let env = ledger::PgEnv::from_vars(|name| std::env::var(name).ok());
-        let location = ledger::Location::from_url_env(url, &self.dir.join("ledger.redb"), &env)?;
+        let env = hermes_ledger::PgEnv::from_vars(|name| std::env::var(name).ok());
+        let location =
+            hermes_ledger::Location::from_url_env(url, &self.dir.join("ledger.redb"), &env)?;
         // Each deployment on a shared database keeps to its namespace, and its listeners go
         // past a pooler in transaction mode when `ledger.listen_url` says where.
         Ok(match location {
-            ledger::Location::Postgres(target) => {
+            hermes_ledger::Location::Postgres(target) => {
                 let mut target = target
                     .in_namespace(&self.settings.ledger.namespace)
                     .with_statement_timeout(self.settings.ledger.statement_timeout);
                 if let Some(listen) = &self.settings.ledger.listen_url {
-                    let direct = ledger::PgTarget::parse_env(listen.expose(), &env)
+                    let direct = hermes_ledger::PgTarget::parse_env(listen.expose(), &env)
                         .map_err(|e| anyhow::anyhow!("ledger.listen_url: {e}"))?;
                     target = target.listening_at(direct);
                 }
-                ledger::Location::Postgres(Box::new(target))
+                hermes_ledger::Location::Postgres(Box::new(target))
             }
             file => file,
         })
@@ -220,12 +224,12 @@ impl Home {
     /// Opens the ledger (no sweep).
     pub fn open_ledger(&self) -> anyhow::Result<Ledger> {
         let location = self.ledger_location()?;
-        if let ledger::Location::File(path) = &location {
+        if let hermes_ledger::Location::File(path) = &location {
             make_private(path);
         }
         Ok(Ledger::open_at(
             &location,
-            ledger::LedgerConfig::from_settings(&self.settings),
+            hermes_ledger::LedgerConfig::from_settings(&self.settings),
         )?)
     }
 
@@ -236,10 +240,16 @@ impl Home {
         let every = self.settings.host.recovery_interval;
         let (ledger, config, home) = (Arc::clone(ledger), self.registry(), self.clone());
         let sweeper = std::thread::spawn(move || {
-            let reaper = registry::OsReaper::new();
+            let reaper = hermes_registry::OsReaper::new();
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
             {
-                match housekeeping::sweep(&ledger, &reaper, &config, now(), ledger::Sweep::IfDue) {
+                match housekeeping::sweep(
+                    &ledger,
+                    &reaper,
+                    &config,
+                    now(),
+                    hermes_ledger::Sweep::IfDue,
+                ) {
                     Ok(report) => session_host::host_orphans(&home, &ledger, &report, None),
                     Err(e) => tracing::warn!(error = %e, "recovery sweep failed"),
                 }
@@ -252,11 +262,11 @@ impl Home {
     }
 
     /// The registry's settings.
-    pub fn registry(&self) -> registry::Config {
+    pub fn registry(&self) -> hermes_registry::Config {
         // The home is absolute (`config::home_dir`): a child in another directory that runs
         // hermes finds this home, not one relative to its own working directory.
         let home = ("HERMES_HOME".to_owned(), self.dir.display().to_string());
-        registry::Config {
+        hermes_registry::Config {
             child_umask: user_umask(),
             child_env: std::iter::once(home)
                 .chain(
@@ -266,7 +276,7 @@ impl Home {
                         .cloned(),
                 )
                 .collect(),
-            ..registry::Config::from_settings(&self.dir, &self.settings)
+            ..hermes_registry::Config::from_settings(&self.dir, &self.settings)
         }
     }
 
@@ -275,7 +285,7 @@ impl Home {
     /// no child's environment holds the password. Written only when it changed;
     /// [`Home::registry`] asks once per process.
     fn write_child_passfile(&self) -> Option<(String, String)> {
-        let Ok(ledger::Location::Postgres(target)) = self.ledger_location() else {
+        let Ok(hermes_ledger::Location::Postgres(target)) = self.ledger_location() else {
             return None;
         };
         let line = target.passfile_lines()?;
@@ -370,9 +380,9 @@ pub fn now() -> Timestamp {
 }
 
 /// The render context: now, and the local offset from UTC.
-pub fn render_context() -> formatter::RenderContext {
+pub fn render_context() -> hermes_formatter::RenderContext {
     let now = now();
-    formatter::RenderContext {
+    hermes_formatter::RenderContext {
         now,
         utc_offset_seconds: local_offset_seconds(now),
     }

@@ -49,7 +49,7 @@ impl LogFile {
 
     /// Appends `line`; the first time, tells `tell` where it went (or why it could not).
     fn append(&self, line: &[u8], tell: &mut dyn Write) {
-        let mut state = stdx::lock(&self.state);
+        let mut state = hermes_stdx::lock(&self.state);
         if state.file.is_none() {
             match open_capped(&self.path) {
                 Ok(file) => state.file = Some(file),

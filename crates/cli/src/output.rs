@@ -34,8 +34,8 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
 }
 
 /// An optional timestamp as RFC 3339, or null.
-pub fn time(ts: Option<ledger::Timestamp>) -> serde_json::Value {
+pub fn time(ts: Option<hermes_ledger::Timestamp>) -> serde_json::Value {
     ts.map_or(serde_json::Value::Null, |t| {
-        serde_json::Value::String(formatter::rfc3339(t))
+        serde_json::Value::String(hermes_formatter::rfc3339(t))
     })
 }

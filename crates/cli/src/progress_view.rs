@@ -4,9 +4,9 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
+use hermes_ledger::{ChildStatus, Timestamp};
+use hermes_registry::{ChildProgress, UnitProgress};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ledger::{ChildStatus, Timestamp};
-use registry::{ChildProgress, UnitProgress};
 use tokio::sync::watch;
 
 use crate::home::now;
@@ -44,7 +44,7 @@ async fn plain(progress: &mut watch::Receiver<UnitProgress>, note: &mut Note) {
                 continue;
             }
             seen[i] = child.status;
-            let goal = formatter::one_line(&child.goal, 60);
+            let goal = hermes_formatter::one_line(&child.goal, 60);
             match child.status {
                 ChildStatus::Pending => {}
                 ChildStatus::Running => {
@@ -136,7 +136,7 @@ fn elapsed(child: &ChildProgress) -> String {
 }
 
 fn line(child: &ChildProgress, total: usize, stopping: bool) -> String {
-    let goal = formatter::one_line(&child.goal, 50);
+    let goal = hermes_formatter::one_line(&child.goal, 50);
     let status = match child.status {
         ChildStatus::Running if stopping => "stopping".to_owned(),
         status => status.to_string(),
@@ -156,7 +156,7 @@ fn line(child: &ChildProgress, total: usize, stopping: bool) -> String {
             child.progress.api_calls
         ));
         if let Some(tool) = &child.progress.current_tool {
-            text.push_str(&format!(" · tool {}", formatter::one_line(tool, 30)));
+            text.push_str(&format!(" · tool {}", hermes_formatter::one_line(tool, 30)));
         }
     }
     text

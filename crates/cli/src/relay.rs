@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use formatter::Boundary;
-use ledger::{Ledger, SessionId};
+use hermes_formatter::Boundary;
+use hermes_ledger::{Ledger, SessionId};
 use serde::{Deserialize, Serialize};
 
 use crate::deliver;
@@ -76,7 +76,7 @@ struct Shown {
 pub fn socket_path(dir: &Path, session: &SessionId) -> Option<PathBuf> {
     let path = dir.join("run").join(format!(
         "{:016x}.sock",
-        stdx::fnv1a(session.as_str().as_bytes())
+        hermes_stdx::fnv1a(session.as_str().as_bytes())
     ));
     (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
 }
@@ -98,7 +98,7 @@ pub fn serve(
     dir: &Path,
     session: &SessionId,
     ledger: Arc<Ledger>,
-    settings: Arc<settings::Settings>,
+    settings: Arc<hermes_settings::Settings>,
 ) -> anyhow::Result<Relay> {
     let path = socket_path(dir, session).context("the socket path is too long")?;
     let run = path.parent().context("the socket has no folder")?;
@@ -139,7 +139,7 @@ pub fn serve(
 fn answer(
     stream: UnixStream,
     ledger: &Arc<Ledger>,
-    settings: &settings::Settings,
+    settings: &hermes_settings::Settings,
 ) -> anyhow::Result<()> {
     stream.set_read_timeout(Some(HOOK_DEADLINE))?;
     stream.set_write_timeout(Some(HOOK_DEADLINE))?;

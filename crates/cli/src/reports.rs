@@ -2,7 +2,7 @@
 //! list/status --json`, the dispatch handle of `delegate --json` and the MCP tools answer with
 //! the same shapes.
 
-use ledger::{
+use hermes_ledger::{
     Child, ChildOutcome, Delegation, Event, EventKey, EventState, ExitDetail, Ledger, Listing,
     SessionId, Stalling,
 };
@@ -15,7 +15,7 @@ pub fn unit_json(u: &Delegation) -> Value {
         "delegation_id": u.id.to_string(),
         "session": u.session.as_ref().map(|s| s.to_string()),
         "status": u.status.as_str(),
-        "channel": match u.channel { ledger::Channel::Background => "background", ledger::Channel::Inline => "inline" },
+        "channel": match u.channel { hermes_ledger::Channel::Background => "background", hermes_ledger::Channel::Inline => "inline" },
         "goal": u.spec.goal,
         "group": u.spec.group,
         "delivery": u.spec.delivery.as_str(),
@@ -49,7 +49,11 @@ pub fn placement(u: &Delegation) -> String {
 /// How many live workers serve `pool`.
 pub fn live_workers(ledger: &Ledger, pool: &str) -> anyhow::Result<usize> {
     Ok(ledger
-        .workers(Some(pool), &registry::OsReaper::new(), crate::home::now())?
+        .workers(
+            Some(pool),
+            &hermes_registry::OsReaper::new(),
+            crate::home::now(),
+        )?
         .len())
 }
 
@@ -115,7 +119,7 @@ pub fn child_json(
     child: &Child,
     events: &[Event],
     stalls: &[Stalling],
-    at: ledger::Timestamp,
+    at: hermes_ledger::Timestamp,
 ) -> Value {
     let task = unit.spec.tasks.get(child.index as usize);
     let goal = unit.goal_of(child.index);
@@ -155,7 +159,7 @@ pub fn child_json(
         })
     });
     let detail =
-        detail_of(child, found.map(|(_, o)| o), stalls).and_then(formatter::DetailJson::new);
+        detail_of(child, found.map(|(_, o)| o), stalls).and_then(hermes_formatter::DetailJson::new);
     json!({
         "index": child.index,
         "goal": goal,
@@ -199,7 +203,7 @@ pub fn recording(child: &Child) -> Option<String> {
     if child.status.is_terminal() {
         return None;
     }
-    let kept = registry::unrecorded::read(child.transcript.as_deref()?, child.index)?;
+    let kept = hermes_registry::unrecorded::read(child.transcript.as_deref()?, child.index)?;
     Some(kept.describe())
 }
 
@@ -222,8 +226,8 @@ pub fn status_json(
     ledger: &Ledger,
     unit: &Delegation,
     children: &[Child],
-    at: ledger::Timestamp,
-) -> ledger::Result<Value> {
+    at: hermes_ledger::Timestamp,
+) -> hermes_ledger::Result<Value> {
     let events = ledger.events(&unit.id)?;
     let stalls = ledger.stalls(&unit.id)?;
     let tasks: Vec<Value> = children
@@ -267,7 +271,7 @@ pub fn dispatch_json(
     host_pid: Option<u32>,
     workers: Option<usize>,
 ) -> Value {
-    let status = if unit.status == ledger::UnitStatus::Queued {
+    let status = if unit.status == hermes_ledger::UnitStatus::Queued {
         "queued"
     } else {
         "dispatched"

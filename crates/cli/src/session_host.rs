@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use ledger::{Ledger, ProcessId, RecoveryReport, SessionId};
+use hermes_ledger::{Ledger, ProcessId, RecoveryReport, SessionId};
 
 use crate::exit::{Code, fail};
 use crate::home::{Home, now};
@@ -46,7 +46,7 @@ pub fn host_orphans(
 /// S's host, if it is alive (its lease and, from this locality, its process).
 pub fn live(ledger: &Ledger, session: &SessionId) -> anyhow::Result<Option<ProcessId>> {
     Ok(ledger
-        .session_with_live_host(session, &registry::OsReaper::new(), now())?
+        .session_with_live_host(session, &hermes_registry::OsReaper::new(), now())?
         .1)
 }
 

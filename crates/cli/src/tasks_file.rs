@@ -2,7 +2,7 @@
 //! goals and commands refused with the path of the bad field. Its roles and delivery mode are
 //! read here, once, into the ledger's types.
 
-use ledger::{DeliveryMode, Role};
+use hermes_ledger::{DeliveryMode, Role};
 use serde::Deserialize;
 
 use crate::exit::{Code, fail};
@@ -155,7 +155,7 @@ fn read(file: TasksFile) -> Result<Batch, Bad> {
         None => None,
     };
     if let Some(pool) = &file.pool
-        && ledger::check_pool_name(pool).is_err()
+        && hermes_ledger::check_pool_name(pool).is_err()
     {
         return Err((
             "pool".into(),

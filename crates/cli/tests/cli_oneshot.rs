@@ -216,7 +216,9 @@ fn a_damaged_ledger_exits_6_with_one_line() {
             );
         }
         // A database whose schema a newer hermes wrote.
-        Some(url) => ledger::testing::set_schema_version(url, ledger::SCHEMA_VERSION + 1),
+        Some(url) => {
+            hermes_ledger::testing::set_schema_version(url, hermes_ledger::SCHEMA_VERSION + 1)
+        }
     }
     for args in [
         &["delegation", "list"][..],
@@ -371,7 +373,7 @@ fn ledger_info_and_migrate_say_which_ledger_without_a_password() {
             assert_eq!(info["ledger"], path.to_str().expect("utf-8"));
             assert_eq!(
                 migrated["schema_version"],
-                u64::from(ledger::FORMAT_VERSION)
+                u64::from(hermes_ledger::FORMAT_VERSION)
             );
         }
         Some(url) => {
@@ -392,7 +394,7 @@ fn ledger_info_and_migrate_say_which_ledger_without_a_password() {
             );
             assert!(!all.contains(&password), "{all}");
             assert!(!shown.contains(&password), "{shown}");
-            assert_eq!(migrated["schema_version"], ledger::SCHEMA_VERSION);
+            assert_eq!(migrated["schema_version"], hermes_ledger::SCHEMA_VERSION);
         }
     }
     // `info` asks the ledger itself, creating nothing: after the migration it finds the version
@@ -428,9 +430,9 @@ fn ledger_info_and_migrate_say_which_ledger_without_a_password() {
 fn ledger_info_on_a_new_ledger_finds_no_schema_and_creates_none() {
     let h = Hermes::new();
     // An empty database on PostgreSQL (the suite's own come with the schema already).
-    let empty = h
-        .on_postgres()
-        .then(|| ledger::testing::fresh_empty_database(&ledger::testing::pg_admin_url()));
+    let empty = h.on_postgres().then(|| {
+        hermes_ledger::testing::fresh_empty_database(&hermes_ledger::testing::pg_admin_url())
+    });
     let env: Vec<(&str, &str)> = empty
         .iter()
         .map(|url| ("HERMES_LEDGER_URL", url.as_str()))
@@ -498,7 +500,7 @@ fn a_child_never_gets_the_ledgers_password_and_its_hermes_finds_it_in_the_passwo
     assert!(result.contains("pgpassword=none"), "{result}");
     match &h.ledger_url {
         Some(url) => {
-            let bare = ledger::url_without_password(url);
+            let bare = hermes_ledger::url_without_password(url);
             assert!(result.contains(&format!("url={bare}")), "{result}");
             // The password file children get is hermes' own, for this ledger only, 0600.
             let own = h.path().join("run").join("ledger.pgpass");

@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{Hermes, wait_for};
-use ledger::testing::{fresh_database, pg_admin_url};
-use pgcluster::FaultProxy;
+use hermes_ledger::testing::{fresh_database, pg_admin_url};
+use hermes_pgcluster::FaultProxy;
 use serde_json::Value;
 
 /// The simple-query message that commits a transaction, as the client sends it.
@@ -34,8 +34,8 @@ fn a_dispatch_whose_answer_was_lost_names_its_id_and_sent_again_with_it_is_recor
     // The session exists, so the dispatch is the command's first COMMIT.
     h.ledger()
         .ensure_session(
-            &ledger::SessionId::new("P").expect("id"),
-            ledger::Timestamp(now_ms()),
+            &hermes_ledger::SessionId::new("P").expect("id"),
+            hermes_ledger::Timestamp(now_ms()),
         )
         .expect("the session");
     let dispatch = |extra: &[&str], command: &[&str]| {
@@ -459,7 +459,7 @@ fn proxied_host(
 
 /// Waits until process `pid` hosts session `H` and has registered.
 fn wait_hosted(dispatcher: &Hermes, pid: u64, what: &str) {
-    let session = ledger::SessionId::new("H").expect("id");
+    let session = hermes_ledger::SessionId::new("H").expect("id");
     common::wait_for(std::time::Duration::from_secs(60), what, || {
         let ledger = dispatcher.ledger();
         let process = ledger.session(&session).ok()??.host?;
@@ -611,7 +611,7 @@ fn dbname(url: &str) -> &str {
 /// Whether a backend of `direct`'s database last ran `LISTEN` on one of hermes' own channels
 /// (a listener that connected past the pooler; one behind it never listens on them).
 fn listening_directly(direct: &str) -> bool {
-    ledger::testing::query_bools(
+    hermes_ledger::testing::query_bools(
         direct,
         "SELECT count(*) > 0 FROM pg_stat_activity \
          WHERE datname = current_database() AND query LIKE 'LISTEN hermes\\_events%'",
@@ -626,13 +626,14 @@ fn listening_directly(direct: &str) -> bool {
 /// connection, where the waiting drain listens.
 #[test]
 fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_once() {
-    let bouncer = ledger::testing::pg_bouncer(ledger::testing::PoolMode::Transaction, 3);
-    let direct = ledger::testing::fresh_empty_database(&pg_admin_url());
+    let bouncer =
+        hermes_ledger::testing::pg_bouncer(hermes_ledger::testing::PoolMode::Transaction, 3);
+    let direct = hermes_ledger::testing::fresh_empty_database(&pg_admin_url());
     let h = Hermes::sharing(&bouncer.url(dbname(&direct)));
     let migrated = h.json(&["ledger", "migrate", "--json"]);
     assert_eq!(
         migrated["schema_version"],
-        ledger::SCHEMA_VERSION,
+        hermes_ledger::SCHEMA_VERSION,
         "{migrated}"
     );
     let info = h.json(&["ledger", "info", "--json"]);
@@ -709,7 +710,7 @@ fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_on
 fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit_6() {
     let db = fresh_database(&pg_admin_url());
     let role = format!("capped_{}", std::process::id());
-    ledger::testing::execute_sql(
+    hermes_ledger::testing::execute_sql(
         &db,
         &format!(
             "CREATE ROLE {role} LOGIN PASSWORD 'pw'; \
@@ -740,10 +741,10 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
     common::wait_for(
         std::time::Duration::from_secs(10),
         "session a's host to run its child on its one connection",
-        || (running() && ledger::testing::connections_of(&db, &role) == 1).then_some(()),
+        || (running() && hermes_ledger::testing::connections_of(&db, &role) == 1).then_some(()),
     );
-    let held = ledger::testing::connections_of(&db, &role);
-    ledger::testing::execute_sql(
+    let held = hermes_ledger::testing::connections_of(&db, &role);
+    hermes_ledger::testing::execute_sql(
         &db,
         &format!("ALTER ROLE {role} CONNECTION LIMIT {}", held + 1),
     );
@@ -757,7 +758,7 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
         "{}",
         refused.stderr
     );
-    ledger::testing::execute_sql(&db, &format!("ALTER ROLE {role} CONNECTION LIMIT -1"));
+    hermes_ledger::testing::execute_sql(&db, &format!("ALTER ROLE {role} CONNECTION LIMIT -1"));
     let end = h.run(&["session", "end", "a"]);
     assert_eq!(end.code, 0, "{}", end.stderr);
 }
@@ -791,7 +792,7 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
     });
     assert_eq!(status()["tasks"][0]["recording"], Value::Null);
 
-    ledger::testing::fail_event_writes(&url, true);
+    hermes_ledger::testing::fail_event_writes(&url, true);
     std::fs::write(&go, b"").expect("the child may finish");
     let recording = wait_for(
         Duration::from_secs(15),
@@ -813,7 +814,7 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
         text.stdout
     );
 
-    ledger::testing::fail_event_writes(&url, false);
+    hermes_ledger::testing::fail_event_writes(&url, false);
     let done = wait_for(Duration::from_secs(20), "the result is recorded", || {
         let value = status();
         (value["status"] == "completed").then_some(value)
@@ -898,7 +899,7 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
             .is_some_and(|all| !all.is_empty())
             .then_some(())
     });
-    let session = ledger::SessionId::new("H").expect("id");
+    let session = hermes_ledger::SessionId::new("H").expect("id");
     common::wait_for(limit, "the host to host session H", || {
         dispatcher.ledger().session(&session).ok()??.host.map(drop)
     });
@@ -923,7 +924,7 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
         common::wait_for(limit, &format!("{name} to hold one connection"), || {
             let status = dispatcher.json(&["delegation", "status", id, "--json"]);
             let running = status["tasks"][0]["pid"].is_u64();
-            (running && ledger::testing::connections_named(&url, name) == 1).then_some(())
+            (running && hermes_ledger::testing::connections_named(&url, name) == 1).then_some(())
         });
     }
 }

@@ -13,7 +13,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use common::{Hermes, process_alive, wait_for};
-use pgcluster::{Cluster, FaultProxy, StopMode};
+use hermes_pgcluster::{Cluster, FaultProxy, StopMode};
 use serde_json::Value;
 
 /// The most of a core an idle process may use while its server is down.
@@ -346,7 +346,7 @@ fn ledger_info_answers_for_an_unreachable_server_and_names_a_missing_password() 
     assert!(!error.contains("secret"), "{error}");
 
     // The server answers, asking for a password the URL does not give.
-    let admin = ledger::testing::pg_admin_url();
+    let admin = hermes_ledger::testing::pg_admin_url();
     let (head, rest) = admin.split_once('@').expect("user@host");
     let user = head.rsplit_once(':').expect("user:password").0;
     let without = Hermes::sharing(&format!("{user}@{rest}"));

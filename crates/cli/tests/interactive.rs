@@ -371,7 +371,7 @@ fn a_lost_machines_session_resumes_on_another_and_shows_each_result_once() {
         ("HERMES_HOST_LEASE_SECONDS", "3"),
         ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
     ];
-    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
     let (a, b) = (Hermes::sharing(&url), Hermes::sharing(&url));
     let (mut machine_a, ids) =
         common::machine_dispatching(&a, "M", &["echo before-the-loss", "exec sleep 300"], &LEASE);
@@ -470,17 +470,17 @@ fn exit_with_a_running_child_asks_then_interrupts_it_for_session_end() {
     // The event itself says why.
     let ledger = h.ledger();
     let events = ledger
-        .events(&ledger::DelegationId::new(&id).expect("id"))
+        .events(&hermes_ledger::DelegationId::new(&id).expect("id"))
         .expect("events");
     let outcome = events
         .iter()
         .flat_map(|e| e.payload.outcomes())
         .find(|o| o.index == 0)
         .expect("the child's outcome");
-    assert_eq!(outcome.status, ledger::ChildStatus::Interrupted);
+    assert_eq!(outcome.status, hermes_ledger::ChildStatus::Interrupted);
     assert_eq!(
         outcome.detail,
-        ledger::ExitDetail::Interrupted {
+        hermes_ledger::ExitDetail::Interrupted {
             reason: "session_end".into()
         }
     );

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use ledger::{Channel, ChildOutcome, ChildStatus};
+use hermes_ledger::{Channel, ChildOutcome, ChildStatus};
 
 use crate::body::{reason_text, write_body, write_transcript};
 use crate::envelope::Envelope;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use ledger::{Channel, ChildOutcome};
+use hermes_ledger::{Channel, ChildOutcome};
 
 use crate::body::{calls, write_body, write_transcript};
 use crate::envelope::Envelope;

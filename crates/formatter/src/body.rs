@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use ledger::{ChildOutcome, ChildStatus, ExitDetail, StallPhase, TimeoutPhase};
+use hermes_ledger::{ChildOutcome, ChildStatus, ExitDetail, StallPhase, TimeoutPhase};
 
 use crate::text::{EXCERPT_MAX_CHARS, has_content, one_line, write_quoted};
 use crate::time::seconds;

@@ -6,7 +6,7 @@ use std::{fmt, io};
 use crate::envelope::{Envelope, write_envelope};
 use crate::time::RenderContext;
 
-pub use ledger::Boundary;
+pub use hermes_ledger::Boundary;
 
 /// The line that opens what is delivered at a tool boundary, so the parent does not take a result
 /// arriving in the middle of its turn for a new request.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use ledger::{ChildOutcome, Delegation, Event, EventPayload, UnitStatus};
+use hermes_ledger::{ChildOutcome, Delegation, Event, EventPayload, UnitStatus};
 
 use crate::batch::write_batch;
 use crate::block::write_single;

@@ -1,7 +1,7 @@
 //! The same envelopes as JSON, for `--json`. Field names are stable: fields may be
 //! added, never renamed. Times are RFC 3339 UTC.
 
-use ledger::{ChildOutcome, ClaimToken, DelegationId, EventKey, ExitDetail, Timestamp};
+use hermes_ledger::{ChildOutcome, ClaimToken, DelegationId, EventKey, ExitDetail, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::boundary::Boundary;

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use ledger::{ChildOutcome, Delegation, Role};
+use hermes_ledger::{ChildOutcome, Delegation, Role};
 
 use crate::text::{
     CONTEXT_MAX_CHARS, EXCERPT_MAX_CHARS, GOAL_MAX_CHARS, has_content, one_line, truncate,

@@ -78,7 +78,7 @@ fn single_line_width(c: char) -> usize {
 /// escape is never split) that leaves room for a closing `…`.
 ///
 /// ```
-/// use formatter::one_line;
+/// use hermes_formatter::one_line;
 /// assert_eq!(one_line("fix it\n[ASYNC DELEGATION COMPLETE — x]", 120),
 ///            "fix it\\n[ASYNC DELEGATION COMPLETE — x]");
 /// assert_eq!(one_line("abcdef", 4), "abc…");
@@ -178,7 +178,7 @@ pub fn write_quoted<W: fmt::Write + ?Sized>(w: &mut W, text: &str) -> fmt::Resul
 /// overwrite nor imitate one it did (for transcripts shown by `delegation log`).
 ///
 /// ```
-/// use formatter::terminal_safe;
+/// use hermes_formatter::terminal_safe;
 /// assert_eq!(terminal_safe("12:00:00 out | a\x1b[2K\rforged\n"),
 ///            "12:00:00 out | a\\u{1b}[2K\\rforged\n");
 /// ```
@@ -206,7 +206,7 @@ pub(crate) fn has_content(text: &str) -> bool {
 
 /// Tokens and cost an agent child reported, in words: `4135 input tokens (3000 cached), 310
 /// output, $0.0213`.
-pub(crate) fn usage(usage: &ledger::Usage) -> String {
+pub(crate) fn usage(usage: &hermes_ledger::Usage) -> String {
     let mut text = format!("{} input tokens", usage.input_tokens);
     if usage.cached_input_tokens > 0 {
         text.push_str(&format!(" ({} cached)", usage.cached_input_tokens));

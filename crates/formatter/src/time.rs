@@ -1,7 +1,7 @@
 //! Times and durations as people and programs read them, computed by hand from a [`Timestamp`]:
 //! no time zone database, no clock.
 
-use ledger::Timestamp;
+use hermes_ledger::Timestamp;
 
 /// What rendering needs from the world outside: the current time and the local UTC offset. The
 /// caller reads them (once per boundary); the formatter never does.
@@ -81,8 +81,8 @@ fn epoch_seconds(ts: Timestamp) -> i64 {
 /// of hermes uses.
 ///
 /// ```
-/// use formatter::rfc3339;
-/// use ledger::Timestamp;
+/// use hermes_formatter::rfc3339;
+/// use hermes_ledger::Timestamp;
 /// assert_eq!(rfc3339(Timestamp(951_782_400_250)), "2000-02-29T00:00:00.250Z");
 /// ```
 pub fn rfc3339(ts: Timestamp) -> String {

@@ -1,5 +1,5 @@
 //! Measures the ledger in one process, on a fresh file in a temp dir (real `fdatasync`s), and
-//! prints one JSON object. Run with `cargo run --release -p ledger --example bench_ledger` (what
+//! prints one JSON object. Run with `cargo run --release -p hermes-ledger --example bench_ledger` (what
 //! `cargo xtask bench` does). Commits are counted by the ledger itself (`Ledger::commits`).
 //!
 //! - `ledger_cycle_per_s`: publish → claim → ack of one event, one caller, 3 commits per cycle
@@ -25,7 +25,7 @@
 //!   commit of its own: every operation is its own transaction, and the server shares WAL
 //!   flushes between concurrent commits.
 //! - `pg_serialization_failures_per_event_cycle`: the serialization failures and deadlocks
-//!   the cycle's statements met and ran again (`ledger::serialization_failures`), per cycle.
+//!   the cycle's statements met and ran again (`hermes_ledger::serialization_failures`), per cycle.
 //! - `pg_round_trips_per_event_cycle`: the statements the server ran for the PostgreSQL cycle
 //!   (`pg_stat_statements`, summed over the cycle's database, counted from the first cycle to
 //!   the last, `BEGIN`/`COMMIT`/`ROLLBACK` included), per cycle (one event each). The server
@@ -36,7 +36,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ledger::*;
+use hermes_ledger::*;
 
 const INFLIGHT: u32 = 4;
 const TASKS: u32 = 8;
@@ -257,7 +257,7 @@ fn pg_admin() -> std::result::Result<String, String> {
 
 /// A ledger on a fresh, empty database of the server `admin` names, and its URL.
 fn fresh_pg(admin: &str) -> Result<(Ledger, String)> {
-    let url = ledger::testing::fresh_database(admin);
+    let url = hermes_ledger::testing::fresh_database(admin);
     let ledger = Ledger::open_at(
         &Location::from_url(Some(&url), std::path::Path::new(""), None)?,
         LedgerConfig::default(),
@@ -298,11 +298,11 @@ fn run() -> std::result::Result<(), String> {
     let (ledger, url) = fresh_pg(&admin).map_err(pg)?;
     let unit = dispatch(&ledger, 1).map_err(pg)?;
     // Counted from here: the cycles' statements only, not the database's set-up or dispatch.
-    ledger::testing::reset_statements(&admin, &url);
-    let conflicts_before = ledger::serialization_failures();
+    hermes_ledger::testing::reset_statements(&admin, &url);
+    let conflicts_before = hermes_ledger::serialization_failures();
     let (pg_cycle_per_s, cycles) = cycle(&ledger, &unit, window).map_err(pg)?;
-    let pg_conflicts = ledger::serialization_failures() - conflicts_before;
-    let pg_statements = ledger::testing::statements_run(&admin, &url);
+    let pg_conflicts = hermes_ledger::serialization_failures() - conflicts_before;
+    let pg_statements = hermes_ledger::testing::statements_run(&admin, &url);
     let (pg_busy_per_s, pg_busy_commits) =
         busy_host(&fresh_pg(&admin).map_err(pg)?.0, units).map_err(pg)?;
     let out = format!(

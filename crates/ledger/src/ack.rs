@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use stdx::lock;
+use hermes_stdx::lock;
 
 use crate::error::{LedgerError, Result};
 use crate::events::standing;

@@ -24,7 +24,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 
-use stdx::lock;
+use hermes_stdx::lock;
 
 use crate::error::{LedgerError, Result, StorageFault};
 use crate::ledger::Ledger;

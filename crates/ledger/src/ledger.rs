@@ -11,7 +11,7 @@ use crate::model::{ClaimToken, DelegationId};
 use crate::store::pg::PgTarget;
 use crate::store::{Backend, Counters, Listen, Reader, Writer};
 
-/// Tunables of the delivery state machine and of recovery, built from [`settings::Settings`]
+/// Tunables of the delivery state machine and of recovery, built from [`hermes_settings::Settings`]
 /// (which holds every default and bound).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerConfig {
@@ -27,7 +27,7 @@ pub struct LedgerConfig {
 
 impl LedgerConfig {
     /// The ledger's part of `settings`.
-    pub fn from_settings(settings: &settings::Settings) -> LedgerConfig {
+    pub fn from_settings(settings: &hermes_settings::Settings) -> LedgerConfig {
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         LedgerConfig {
             max_attempts: settings.delivery.max_attempts,
@@ -41,7 +41,7 @@ impl LedgerConfig {
 impl Default for LedgerConfig {
     /// The default settings.
     fn default() -> Self {
-        LedgerConfig::from_settings(&settings::Settings::default())
+        LedgerConfig::from_settings(&hermes_settings::Settings::default())
     }
 }
 

@@ -110,7 +110,10 @@ impl QuietSweep {
             .hosts
             .iter()
             .any(|h| h.is_dead(here, now, &|p| reaper.is_alive(p)))
-            && self.unrecorded.iter().all(|p| unrecorded_is_alive(*p, reaper))
+            && self
+                .unrecorded
+                .iter()
+                .all(|p| unrecorded_is_alive(*p, reaper))
     }
 }
 
@@ -158,7 +161,7 @@ impl Ledger {
         when: Sweep,
     ) -> Result<RecoveryReport> {
         {
-            let mut sweeps = stdx::lock(&self.sweeps);
+            let mut sweeps = hermes_stdx::lock(&self.sweeps);
             let due = when == Sweep::Now
                 || sweeps.at.is_none_or(|last: Timestamp| {
                     now.ms_since(last) >= self.config.recovery_interval_ms || last > now
@@ -188,7 +191,7 @@ impl Ledger {
         // Read before the transaction: a commit in between makes it differ next time.
         let stamp = self.change_stamp();
         if let Some(stamp) = stamp
-            && stdx::lock(&self.sweeps)
+            && hermes_stdx::lock(&self.sweeps)
                 .quiet
                 .as_ref()
                 .is_some_and(|q| q.stamp == stamp && q.all_alive(&here, now, reaper))
@@ -217,7 +220,7 @@ impl Ledger {
                 .collect(),
         });
         let found_dead = !dead_hosts.is_empty() || units.iter().any(|u| u.host.is_some_and(dead));
-        stdx::lock(&self.sweeps).quiet = quiet.filter(|_| !found_dead);
+        hermes_stdx::lock(&self.sweeps).quiet = quiet.filter(|_| !found_dead);
         for unit in units {
             let Some(host) = unit.host.filter(|h| dead(*h)) else {
                 continue;

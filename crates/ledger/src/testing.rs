@@ -20,7 +20,7 @@ use crate::{Ledger, LedgerConfig, Location, NewDelegation, PgTarget, TokenSource
 /// The variable naming the backend under test.
 pub const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
 /// The variable holding the admin URL of the throwaway test server.
-pub const PG_URL_VAR: &str = pgcluster::URL_VAR;
+pub const PG_URL_VAR: &str = hermes_pgcluster::URL_VAR;
 
 /// The throwaway test server.
 #[derive(Clone, Debug)]
@@ -40,17 +40,18 @@ pub struct TestServer {
 /// never skips.
 pub fn pg_server() -> &'static TestServer {
     static SERVER: OnceLock<std::result::Result<TestServer, String>> = OnceLock::new();
-    static STARTED: OnceLock<pgcluster::ProcessCluster> = OnceLock::new();
+    static STARTED: OnceLock<hermes_pgcluster::ProcessCluster> = OnceLock::new();
     let server = SERVER.get_or_init(|| {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         if let Some(admin_url) = var(PG_URL_VAR) {
             return Ok(TestServer {
                 admin_url,
-                dir: var(pgcluster::DIR_VAR).unwrap_or_default().into(),
-                bin: var(pgcluster::BIN_VAR).unwrap_or_default().into(),
+                dir: var(hermes_pgcluster::DIR_VAR).unwrap_or_default().into(),
+                bin: var(hermes_pgcluster::BIN_VAR).unwrap_or_default().into(),
             });
         }
-        let started = pgcluster::Cluster::start_for_process().map_err(|err| format!("{err:#}"))?;
+        let started =
+            hermes_pgcluster::Cluster::start_for_process().map_err(|err| format!("{err:#}"))?;
         let cluster = STARTED.get_or_init(|| started).cluster();
         Ok(TestServer {
             admin_url: cluster.url(),
@@ -168,16 +169,19 @@ pub fn pg_authority() -> PathBuf {
 }
 
 /// PgBouncer's pool modes, for [`pg_bouncer`].
-pub use pgcluster::PoolMode;
+pub use hermes_pgcluster::PoolMode;
 
 /// PgBouncer in `mode` in front of the test server, with at most `pool_size` server
 /// connections per database (hermes behind a pooler). Dropping it stops it.
-pub fn pg_bouncer(mode: PoolMode, pool_size: u32) -> pgcluster::Bouncer {
+pub fn pg_bouncer(mode: PoolMode, pool_size: u32) -> hermes_pgcluster::Bouncer {
     let server = pg_server();
-    let cluster =
-        pgcluster::Cluster::attach(&server.admin_url, server.dir.clone(), server.bin.clone())
-            .expect("the test server's URL names it");
-    pgcluster::Bouncer::start(&cluster, mode, pool_size)
+    let cluster = hermes_pgcluster::Cluster::attach(
+        &server.admin_url,
+        server.dir.clone(),
+        server.bin.clone(),
+    )
+    .expect("the test server's URL names it");
+    hermes_pgcluster::Bouncer::start(&cluster, mode, pool_size)
         .unwrap_or_else(|err| panic!("this test needs PgBouncer and it did not start: {err:#}"))
 }
 

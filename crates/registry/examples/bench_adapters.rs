@@ -8,15 +8,17 @@
 //!   process's own CPU (% of one core) and resident set over 10 s with 100 background units,
 //!   each an agent child (the claude adapter) that printed its init event and went quiet.
 //!
-//! Run with `cargo run --release -p registry --example bench_adapters`. `BENCH_QUICK=1`
+//! Run with `cargo run --release -p hermes-registry --example bench_adapters`. `BENCH_QUICK=1`
 //! shortens the runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ledger::{DispatchSpec, HostKind, InterruptTarget, Ledger, LedgerConfig, SessionId, TaskSpec};
-use registry::agent::{AgentStream, Sink, adapter_by_name};
-use registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
+use hermes_ledger::{
+    DispatchSpec, HostKind, InterruptTarget, Ledger, LedgerConfig, SessionId, TaskSpec,
+};
+use hermes_registry::agent::{AgentStream, Sink, adapter_by_name};
+use hermes_registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
 
 /// Formats lines as the transcript does, into a buffer reused per chunk.
 struct Lines {

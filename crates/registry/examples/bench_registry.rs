@@ -8,16 +8,16 @@
 //!   (utime + stime from `/proc/self/stat`, in % of one core) and resident set over 10 s with
 //!   100 background units each running `sleep`.
 //!
-//! Run with `cargo run --release -p registry --example bench_registry`. `BENCH_QUICK=1` shortens
+//! Run with `cargo run --release -p hermes-registry --example bench_registry`. `BENCH_QUICK=1` shortens
 //! the runs (for smoke tests).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ledger::{
+use hermes_ledger::{
     DispatchSpec, ExitDetail, HostKind, InterruptTarget, Ledger, LedgerConfig, SessionId, TaskSpec,
 };
-use registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
+use hermes_registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
 
 fn spec(tasks: usize, command: &[&str]) -> DispatchSpec {
     let tasks = (0..tasks)

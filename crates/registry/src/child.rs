@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timestamp};
+use hermes_ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timestamp};
 
 use crate::agent::{AgentCli, AgentStream, Report};
 use crate::capture::{Capture, Interleaved, Pointer, STDERR_TAIL_BYTES, TailBuffer};
@@ -16,7 +16,7 @@ use crate::reader::{Pipe, read_pipe};
 use crate::spawn::{SpawnRequest, spawn};
 use crate::stall::SampleFailed;
 use crate::transcript::{Stream, TaskLog};
-use stdx::Clock;
+use hermes_stdx::Clock;
 use tokio::sync::watch;
 
 pub(crate) use crate::supervise::{RunningChild, exit_reason, next_sweep};
@@ -83,7 +83,7 @@ pub(crate) struct Finals {
     /// The agent's own failure: its adapter's name and the message.
     pub(crate) agent_error: Option<(&'static str, String)>,
     pub(crate) model: Option<String>,
-    pub(crate) usage: Option<Box<ledger::Usage>>,
+    pub(crate) usage: Option<Box<hermes_ledger::Usage>>,
 }
 
 impl LiveChild {

@@ -1,4 +1,4 @@
-//! The registry's settings: plain data, built from `settings::Settings` (which holds every
+//! The registry's settings: plain data, built from `hermes_settings::Settings` (which holds every
 //! default and bound).
 
 use std::path::{Path, PathBuf};
@@ -64,16 +64,19 @@ pub struct Config {
 impl Config {
     /// The default settings for a hermes home directory.
     pub fn new(home: &Path) -> Config {
-        Config::from_settings(home, &settings::Settings::default())
+        Config::from_settings(home, &hermes_settings::Settings::default())
     }
 
     /// The registry's part of `settings`, for a hermes home directory.
-    pub fn from_settings(home: &Path, settings: &settings::Settings) -> Config {
+    pub fn from_settings(home: &Path, settings: &hermes_settings::Settings) -> Config {
         Config::with_transcript_root(home.join("cache").join("delegation").join("live"), settings)
     }
 
     /// The registry's part of `settings`, with transcripts under `transcript_root`.
-    pub fn with_transcript_root(transcript_root: PathBuf, settings: &settings::Settings) -> Config {
+    pub fn with_transcript_root(
+        transcript_root: PathBuf,
+        settings: &hermes_settings::Settings,
+    ) -> Config {
         let d = &settings.delegation;
         Config {
             transcript_root,

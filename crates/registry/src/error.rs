@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ledger::LedgerError;
+use hermes_ledger::LedgerError;
 
 /// Everything a registry operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +29,7 @@ pub enum RegistryError {
     /// The host fenced itself (its lease was lost or could not be renewed in time): it writes
     /// nothing more to the ledger.
     #[error("{0} fenced itself after losing its lease; it no longer writes to the ledger")]
-    Fenced(ledger::HostId),
+    Fenced(hermes_ledger::HostId),
     /// A ledger call was lost because its worker thread died.
     #[error("a ledger call did not complete: {0}")]
     Worker(String),

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use ledger::{DelegationId, EventKey, Ledger, RecoveryReport};
+use hermes_ledger::{DelegationId, EventKey, Ledger, RecoveryReport};
 
 use crate::child::exit_reason;
 use crate::config::Config;
@@ -21,15 +21,15 @@ pub const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 /// The marker whose mtime records the last prune.
 const PRUNE_MARKER: &str = ".last-prune";
 
-/// The recovery sweep as this machine runs it: [`ledger::Ledger::recover`] with the operating
+/// The recovery sweep as this machine runs it: [`hermes_ledger::Ledger::recover`] with the operating
 /// system's answers, then [`after_recovery`]. Every process that sweeps goes through here.
 pub fn sweep(
     ledger: &Ledger,
     reaper: &crate::OsReaper,
     config: &Config,
-    now: ledger::Timestamp,
-    when: ledger::Sweep,
-) -> ledger::Result<RecoveryReport> {
+    now: hermes_ledger::Timestamp,
+    when: hermes_ledger::Sweep,
+) -> hermes_ledger::Result<RecoveryReport> {
     let report = ledger.recover(reaper, now, when)?;
     if !report.finalized.is_empty() || !report.adopted.is_empty() {
         tracing::info!(finalized = ?report.finalized, adopted = ?report.adopted, "recovered units of dead hosts");

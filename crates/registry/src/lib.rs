@@ -10,16 +10,16 @@
 //! or a child wait, buffer a child's output without bound, signal a process it cannot prove its
 //! own ([`procs`]: the recorded pid + start time or the child's marker, same locality only), or
 //! know about terminals, clap or exit codes (that is the CLI's job). It is the one crate that
-//! knows `/proc` and signals, and answers the ledger's [`ledger::Liveness`] questions. Time
+//! knows `/proc` and signals, and answers the ledger's [`hermes_ledger::Liveness`] questions. Time
 //! comes from a [`Clock`]; the ledger is the only state shared with other processes.
 //!
 //! An inline run (`hermes -z`, cron) in outline:
 //!
 //! ```no_run
-//! # async fn run(ledger: std::sync::Arc<ledger::Ledger>, spec: ledger::DispatchSpec) -> Result<(), registry::RegistryError> {
-//! use registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
+//! # async fn run(ledger: std::sync::Arc<hermes_ledger::Ledger>, spec: hermes_ledger::DispatchSpec) -> Result<(), hermes_registry::RegistryError> {
+//! use hermes_registry::{Config, DispatchRequest, Host, HostOptions, SystemClock};
 //! let config = Config::new(std::path::Path::new("/home/me/.hermes"));
-//! let options = HostOptions { kind: ledger::HostKind::Inline, session: None, worker: None };
+//! let options = HostOptions { kind: hermes_ledger::HostKind::Inline, session: None, worker: None };
 //! let host = Host::start(ledger, config, std::sync::Arc::new(SystemClock), options).await?;
 //! let dispatched = host.dispatch(DispatchRequest::inline(spec, None)).await?;
 //! if let Some(mut progress) = dispatched.progress {
@@ -58,10 +58,10 @@ pub mod unrecorded;
 pub use child::ChildProgress;
 pub use config::Config;
 pub use error::RegistryError;
+pub use hermes_stdx::{Clock, ManualClock, SystemClock};
 pub use host::{
     DispatchRequest, Dispatched, Host, HostOptions, record_dispatch,
     record_dispatch_to_session_host,
 };
 pub use reaper::{OsReaper, read_tail};
-pub use stdx::{Clock, ManualClock, SystemClock};
 pub use unit::{UnitProgress, UnitReport};

@@ -9,7 +9,7 @@
 
 use std::fs;
 
-use ledger::{Locality, ProcessId};
+use hermes_ledger::{Locality, ProcessId};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 pub const CHILD_MARKER_VAR: &str = "HERMES_CHILD_MARKER";
 
 /// The marker of child `index` of `delegation`.
-pub fn child_marker(delegation: &ledger::DelegationId, index: u32) -> String {
+pub fn child_marker(delegation: &hermes_ledger::DelegationId, index: u32) -> String {
     format!("{delegation}/{index}")
 }
 
@@ -171,7 +171,7 @@ fn signal_verified(process: ProcessId, signal: Signal) -> bool {
 /// Asks the host `host` to stop (SIGTERM: it interrupts and finalizes its children, then
 /// unregisters) if it runs in this process's locality and is still that process, pid and start
 /// time. Whether the signal was sent; a host elsewhere is never signalled.
-pub fn stop_host(host: &ledger::Host) -> bool {
+pub fn stop_host(host: &hermes_ledger::Host) -> bool {
     host.locality == current_locality() && signal_verified(host.process, Signal::SIGTERM)
 }
 

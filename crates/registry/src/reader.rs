@@ -7,14 +7,14 @@
 use std::io;
 use std::sync::Arc;
 
-use ledger::Timestamp;
+use hermes_ledger::Timestamp;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::agent::{AgentStream, Sink};
 use crate::child::LiveChild;
 use crate::progress::{Line, LineAssembler, Malformed, parse_line};
 use crate::transcript::{LINE_MAX, LineSplitter, Stream, TaskLog, hms};
-use stdx::Clock;
+use hermes_stdx::Clock;
 
 /// Bytes read at a time.
 const CHUNK: usize = 64 * 1024;

@@ -6,12 +6,12 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
-use ledger::{Child, ChildOutcome, DelegationId, Liveness, Locality, ProcessId, Reaper};
+use hermes_ledger::{Child, ChildOutcome, DelegationId, Liveness, Locality, ProcessId, Reaper};
 use nix::sys::signal::Signal;
 
 use crate::procs::{self, OsProcesses};
 
-/// The real operating system, for [`ledger::Ledger::recover`] and for judging hosts.
+/// The real operating system, for [`hermes_ledger::Ledger::recover`] and for judging hosts.
 #[derive(Clone, Debug)]
 pub struct OsReaper {
     locality: Locality,
@@ -69,5 +69,5 @@ pub fn read_tail(path: &str) -> Option<String> {
     file.seek(SeekFrom::Start(start)).ok()?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).ok()?;
-    Some(ledger::tail_of(&String::from_utf8_lossy(&bytes)))
+    Some(hermes_ledger::tail_of(&String::from_utf8_lossy(&bytes)))
 }

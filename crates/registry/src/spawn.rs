@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use ledger::ProcessId;
+use hermes_ledger::ProcessId;
 use nix::fcntl::OFlag;
 use nix::unistd::pipe2;
 use tokio::net::unix::pipe;

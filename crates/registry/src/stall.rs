@@ -5,7 +5,7 @@
 //! whenever a look at the token finds it changed. A look that fails (the sampler could not read
 //! the token) changes nothing: it never counts as progress.
 
-use ledger::{ExitDetail, StallPhase, Timestamp};
+use hermes_ledger::{ExitDetail, StallPhase, Timestamp};
 
 use crate::config::seconds;
 use crate::progress::Token;

@@ -11,7 +11,7 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, TimeoutPhase, Timestamp};
+use hermes_ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, TimeoutPhase, Timestamp};
 use nix::sys::signal::Signal;
 use tokio::process::Child;
 use tokio::sync::watch;
@@ -430,7 +430,7 @@ mod tests {
         let stalled = ExitDetail::Stalled {
             stalled_after_quiet_seconds: 451.0,
             stall_threshold_seconds: 450.0,
-            stall_phase: ledger::StallPhase::Idle,
+            stall_phase: hermes_ledger::StallPhase::Idle,
             stall_grace_seconds: 120.0,
         };
         assert_eq!(

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use ledger::{ChildStatus, Delegation, DelegationId, Timestamp};
+use hermes_ledger::{ChildStatus, Delegation, DelegationId, Timestamp};
 use serde::Serialize;
 
 mod counted;
@@ -553,7 +553,7 @@ impl LineSplitter {
 
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use ledger::{DispatchSpec, TaskSpec};
+    use hermes_ledger::{DispatchSpec, TaskSpec};
 
     use super::*;
 
@@ -568,8 +568,8 @@ pub(crate) mod tests_support {
         let spec = DispatchSpec::new("g", tasks);
         let at = Timestamp(1_764_441_835_000);
         Delegation {
-            channel: ledger::Channel::Inline,
-            ..ledger::testing::running_unit(DelegationId::from_bits(0xabc), spec, at)
+            channel: hermes_ledger::Channel::Inline,
+            ..hermes_ledger::testing::running_unit(DelegationId::from_bits(0xabc), spec, at)
         }
     }
 }

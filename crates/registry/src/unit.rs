@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ledger::{ChildOutcome, ChildStatus, Delegation, ExitDetail, SessionId, UnitStatus};
+use hermes_ledger::{ChildOutcome, ChildStatus, Delegation, ExitDetail, SessionId, UnitStatus};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -19,7 +19,7 @@ use crate::transcript::{self, Manifest, TaskLog};
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnitProgress {
     /// The unit.
-    pub delegation_id: ledger::DelegationId,
+    pub delegation_id: hermes_ledger::DelegationId,
     /// Its status (`running` until it ends).
     pub status: UnitStatus,
     /// Each child.
@@ -30,7 +30,7 @@ pub struct UnitProgress {
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnitReport {
     /// The unit.
-    pub delegation_id: ledger::DelegationId,
+    pub delegation_id: hermes_ledger::DelegationId,
     /// Its final status.
     pub status: UnitStatus,
     /// Each child's outcome, by index.
@@ -112,13 +112,16 @@ pub(crate) fn env_removed(
 fn ledger_urls_for_children(
     var: impl Fn(&str) -> Option<String>,
 ) -> impl Iterator<Item = (String, String)> {
-    [settings::LEDGER_URL_VAR, settings::LEDGER_LISTEN_URL_VAR]
-        .into_iter()
-        .filter_map(move |name| {
-            let url = var(name)?;
-            let bare = ledger::url_without_password(&url);
-            (bare != url).then(|| (name.to_owned(), bare))
-        })
+    [
+        hermes_settings::LEDGER_URL_VAR,
+        hermes_settings::LEDGER_LISTEN_URL_VAR,
+    ]
+    .into_iter()
+    .filter_map(move |name| {
+        let url = var(name)?;
+        let bare = hermes_ledger::url_without_password(&url);
+        (bare != url).then(|| (name.to_owned(), bare))
+    })
 }
 
 /// The names of this process's environment variables.
@@ -163,7 +166,7 @@ pub(crate) async fn run(
     let mut outcomes: BTreeMap<u32, ChildOutcome> = BTreeMap::new();
     let mut unit_status: Option<UnitStatus> = None;
     let mut unpublished: Vec<ChildOutcome> = Vec::new();
-    let mut running: JoinSet<(ChildOutcome, Option<ledger::FinishChild>)> = JoinSet::new();
+    let mut running: JoinSet<(ChildOutcome, Option<hermes_ledger::FinishChild>)> = JoinSet::new();
     let mut next = 0u32;
     let mut interrupt_open = true;
     let sweep = host.context().config.sweep_interval;
@@ -261,7 +264,7 @@ pub(crate) async fn run(
                         // fields during the grace period, not only after SIGKILL.
                         let (stall_host, stall_id) = (host.clone(), id.clone());
                         let on_stalling = move |detail, since| {
-                            let stalling = ledger::Stalling {
+                            let stalling = hermes_ledger::Stalling {
                                 index,
                                 detail,
                                 since,
@@ -396,7 +399,7 @@ mod tests {
     #[test]
     fn children_learn_their_unit_and_only_a_real_parent_session() {
         let mut unit = crate::transcript::tests_support::unit(2);
-        unit.id = ledger::DelegationId::from_bits(0x1234);
+        unit.id = hermes_ledger::DelegationId::from_bits(0x1234);
         let parent = SessionId::new("s-1").expect("session");
         let env = child_env(&unit, 1, Some(&parent));
         assert_eq!(
@@ -419,7 +422,7 @@ mod tests {
         let mut agent = unit.clone();
         agent.spec.depth = 2;
         agent.spec.tasks[0].agent = Some("claude".into());
-        agent.spec.tasks[0].role = ledger::Role::Orchestrator;
+        agent.spec.tasks[0].role = hermes_ledger::Role::Orchestrator;
         let env = child_env(&agent, 0, None);
         assert!(env.contains(&("HERMES_CHILD_DEPTH".to_owned(), "2".to_owned())));
         assert!(env.contains(&("HERMES_CHILD_ROLE".to_owned(), "orchestrator".to_owned())));

@@ -17,7 +17,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ledger::{ChildOutcome, Timestamp};
+use hermes_ledger::{ChildOutcome, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::transcript::rfc3339;
@@ -103,7 +103,7 @@ pub fn remove(transcript: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ledger::ChildStatus;
+    use hermes_ledger::ChildStatus;
 
     fn outcome(dir: &Path, index: u32) -> ChildOutcome {
         ChildOutcome {

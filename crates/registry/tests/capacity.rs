@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
-use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+use hermes_ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
+use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
 const ROLE: &str = "REGISTRY_TEST_SECOND_PROCESS_HOME";
 
-fn config(home: &Path) -> registry::Config {
+fn config(home: &Path) -> hermes_registry::Config {
     let mut c = quick_config(home);
     c.max_concurrent_children = 2;
     c.stall_idle = Duration::from_secs(60);
@@ -112,8 +112,8 @@ async fn four_units_with_capacity_two_run_two_and_queue_two_in_fifo_order() {
     );
 
     let (u0, u1, u2, u3) = (unit(0), unit(1), unit(2), unit(3));
-    let started = |u: &ledger::Delegation| u.started_at.expect("started");
-    let ended = |u: &ledger::Delegation| u.ended_at.expect("ended");
+    let started = |u: &hermes_ledger::Delegation| u.started_at.expect("started");
+    let ended = |u: &hermes_ledger::Delegation| u.ended_at.expect("ended");
     assert!(started(&u2) >= ended(&u0));
     assert!(started(&u3) >= ended(&u1));
     assert!(started(&u3) >= started(&u2));
@@ -169,16 +169,16 @@ async fn freed_slot_starts_the_queued_unit(foreign: bool) {
         .expect("dispatches");
     assert_eq!(first.delegation.status, UnitStatus::Running);
     let second = if foreign {
-        let new = ledger::NewDelegation {
+        let new = hermes_ledger::NewDelegation {
             id: None,
             session: Some(session.clone()),
-            channel: ledger::Channel::Background,
+            channel: hermes_ledger::Channel::Background,
             spec: spec(&[&sh("true")]),
             host: Some(host.process()),
             transcript_root: None,
         };
         let other = open_ledger(home.path());
-        registry::record_dispatch(&other, &c, new, registry::Clock::now(&SystemClock))
+        hermes_registry::record_dispatch(&other, &c, new, hermes_registry::Clock::now(&SystemClock))
             .expect("recorded")
             .delegation
     } else {
@@ -241,7 +241,9 @@ async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
     assert!(
         matches!(
             err,
-            registry::RegistryError::Ledger(ledger::LedgerError::QueueFull { max: 1 })
+            hermes_registry::RegistryError::Ledger(hermes_ledger::LedgerError::QueueFull {
+                max: 1
+            })
         ),
         "{err}"
     );
@@ -279,7 +281,7 @@ async fn second_process_role() {
         if shared.is_none() {
             assert_eq!(
                 d.delegation.status,
-                ledger::UnitStatus::Running,
+                hermes_ledger::UnitStatus::Running,
                 "a fresh home has free slots"
             );
         }
@@ -288,7 +290,7 @@ async fn second_process_role() {
     for id in &ids {
         let report = host.wait(id).await.expect("report");
         println!("ENDED {} {:?}", id, report.status);
-        assert_eq!(report.status, ledger::UnitStatus::Completed);
+        assert_eq!(report.status, hermes_ledger::UnitStatus::Completed);
     }
     host.shutdown("test_done").await;
 }
@@ -373,7 +375,7 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
         "{stdout}"
     );
     let ledger = open_ledger(home.path());
-    let theirs: Vec<ledger::Delegation> = admitted
+    let theirs: Vec<hermes_ledger::Delegation> = admitted
         .iter()
         .filter_map(|l| l.split_whitespace().nth(1))
         .map(|id| {
@@ -443,15 +445,16 @@ async fn shutdown_interrupts_running_units_cancels_queued_ones_and_unregisters()
     assert_eq!(queued.delegation.status, UnitStatus::Queued);
     assert!(!host.is_idle().await.expect("reads"));
     host.shutdown("host_shutdown").await;
-    let status =
-        |id: &ledger::DelegationId| ledger.delegation(id).expect("read").expect("exists").status;
+    let status = |id: &hermes_ledger::DelegationId| {
+        ledger.delegation(id).expect("read").expect("exists").status
+    };
     assert_eq!(status(&running.delegation.id), UnitStatus::Interrupted);
     assert_eq!(status(&queued.delegation.id), UnitStatus::Cancelled);
     let events = ledger.events(&running.delegation.id).expect("events");
     let outcome = &events[0].payload.outcomes()[0];
     assert_eq!(
         outcome.detail,
-        ledger::ExitDetail::Interrupted {
+        hermes_ledger::ExitDetail::Interrupted {
             reason: "host_shutdown".into()
         }
     );
@@ -494,7 +497,7 @@ async fn a_host_that_cannot_renew_its_lease_stops_its_children_before_the_lease_
     // From now on the disk refuses every write: the lease can no longer be renewed.
     f.ledger.fail_writes(true);
     assert!(eventually(Duration::from_secs(10), || f.host.is_fenced()).await);
-    let fenced_at = registry::Clock::now(&registry::SystemClock);
+    let fenced_at = hermes_registry::Clock::now(&hermes_registry::SystemClock);
     // The lease as the last renewal that got through left it (read now: a renewal in flight
     // when the writes began failing may still have landed).
     let lease_ran_out_at = f
@@ -507,7 +510,7 @@ async fn a_host_that_cannot_renew_its_lease_stops_its_children_before_the_lease_
         eventually(Duration::from_secs(5), || !group_alive(child)).await,
         "the fenced host's child is gone"
     );
-    let gone_at = registry::Clock::now(&registry::SystemClock);
+    let gone_at = hermes_registry::Clock::now(&hermes_registry::SystemClock);
     assert!(
         fenced_at <= lease_ran_out_at && gone_at <= lease_ran_out_at,
         "stopped before the lease ran out: fenced {fenced_at:?}, child gone {gone_at:?}, lease {lease_ran_out_at:?}"

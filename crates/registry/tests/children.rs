@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use ledger::{ChildStatus, EventKey, ExitDetail, StallPhase, TimeoutPhase, UnitStatus};
+use hermes_ledger::{ChildStatus, EventKey, ExitDetail, StallPhase, TimeoutPhase, UnitStatus};
 
 fn stall_fields(detail: &ExitDetail) -> (f64, f64, StallPhase, f64) {
     match detail {
@@ -144,7 +144,7 @@ async fn a_child_exiting_after_the_unit_was_force_finalized_publishes_nothing() 
     let f = inline_fixture(|_| {}).await;
     let dispatched = f
         .host
-        .dispatch(registry::DispatchRequest::inline(
+        .dispatch(hermes_registry::DispatchRequest::inline(
             spec(&[&sh("sleep 0.8; echo late")]),
             None,
         ))
@@ -158,7 +158,7 @@ async fn a_child_exiting_after_the_unit_was_force_finalized_publishes_nothing() 
             .is_ok_and(|c| c[0].status == ChildStatus::Running))
         .await
     );
-    let now = registry::Clock::now(&registry::SystemClock);
+    let now = hermes_registry::Clock::now(&hermes_registry::SystemClock);
     let forced = f
         .ledger
         .finish_unit(f.host.host_id(), &id, vec![], "test_forced", now)
@@ -313,14 +313,14 @@ async fn a_timeout_names_its_phase() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupts_stop_the_whole_group_and_say_why() {
-    let f = fixture_with(ledger::HostKind::Headless, Some("s1"), |c| {
+    let f = fixture_with(hermes_ledger::HostKind::Headless, Some("s1"), |c| {
         c.stall_idle = Duration::from_secs(60)
     })
     .await;
-    let session = ledger::SessionId::new("s1").expect("session");
+    let session = hermes_ledger::SessionId::new("s1").expect("session");
     let d = f
         .host
-        .dispatch(registry::DispatchRequest::background(
+        .dispatch(hermes_registry::DispatchRequest::background(
             session.clone(),
             spec(&[&sh("sleep 1000 & sleep 1000"), &["sleep", "1000"]]),
         ))
@@ -342,7 +342,10 @@ async fn interrupts_stop_the_whole_group_and_say_why() {
         .filter_map(|c| c.process)
         .collect();
     f.host
-        .interrupt(ledger::InterruptTarget::Session(session), "user_stop")
+        .interrupt(
+            hermes_ledger::InterruptTarget::Session(session),
+            "user_stop",
+        )
         .await
         .expect("interrupts");
     let report = f.host.wait(&id).await.expect("report");
@@ -365,17 +368,17 @@ async fn interrupts_stop_the_whole_group_and_say_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hurry_kills_the_children_being_stopped_at_once_and_no_other() {
     // A grace period far beyond the test's deadlines: only `hurry` can end it.
-    let f = fixture_with(ledger::HostKind::Headless, Some("s1"), |c| {
+    let f = fixture_with(hermes_ledger::HostKind::Headless, Some("s1"), |c| {
         c.stall_idle = Duration::from_secs(60);
         c.kill_grace = Duration::from_secs(300);
     })
     .await;
-    let session = ledger::SessionId::new("s1").expect("session");
+    let session = hermes_ledger::SessionId::new("s1").expect("session");
     let dispatch = |script: &'static str| {
         let host = &f.host;
         let session = session.clone();
         async move {
-            host.dispatch(registry::DispatchRequest::background(
+            host.dispatch(hermes_registry::DispatchRequest::background(
                 session,
                 spec(&[&sh(script)]),
             ))
@@ -388,7 +391,7 @@ async fn hurry_kills_the_children_being_stopped_at_once_and_no_other() {
     let stubborn = dispatch("trap '' TERM; while :; do sleep 0.1; done").await;
     let bystander = dispatch("sleep 1000").await;
     let ledger = f.ledger.clone();
-    let running = |id: &ledger::DelegationId| {
+    let running = |id: &hermes_ledger::DelegationId| {
         ledger
             .children(id)
             .is_ok_and(|c| c.iter().all(|c| c.status == ChildStatus::Running))
@@ -412,7 +415,7 @@ async fn hurry_kills_the_children_being_stopped_at_once_and_no_other() {
     let _cleanup = KillGroup(leader.pid as i32);
     f.host
         .interrupt(
-            ledger::InterruptTarget::Delegation(stubborn.clone()),
+            hermes_ledger::InterruptTarget::Delegation(stubborn.clone()),
             "user_stop",
         )
         .await
@@ -437,14 +440,14 @@ async fn hurry_kills_the_children_being_stopped_at_once_and_no_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_asked_for_by_another_process_is_acted_on_within_a_sweep() {
-    let f = fixture_with(ledger::HostKind::Headless, Some("s2"), |c| {
+    let f = fixture_with(hermes_ledger::HostKind::Headless, Some("s2"), |c| {
         c.stall_idle = Duration::from_secs(60)
     })
     .await;
-    let session = ledger::SessionId::new("s2").expect("session");
+    let session = hermes_ledger::SessionId::new("s2").expect("session");
     let d = f
         .host
-        .dispatch(registry::DispatchRequest::background(
+        .dispatch(hermes_registry::DispatchRequest::background(
             session,
             spec(&[&["sleep", "1000"]]),
         ))
@@ -459,10 +462,10 @@ async fn an_interrupt_asked_for_by_another_process_is_acted_on_within_a_sweep() 
         .await
     );
     // Another process only writes the request into the ledger.
-    let now = registry::Clock::now(&registry::SystemClock);
+    let now = hermes_registry::Clock::now(&hermes_registry::SystemClock);
     f.ledger
         .request_interrupt(
-            &ledger::InterruptTarget::Delegation(id.clone()),
+            &hermes_ledger::InterruptTarget::Delegation(id.clone()),
             "session_end",
             now,
         )
@@ -524,7 +527,7 @@ async fn the_progress_protocol_moves_the_token_and_the_result_message_wins() {
 async fn failures_carry_the_stderr_tail_and_the_parent_session_is_passed_on() {
     let f = inline_fixture(|_| {}).await;
     let script = "echo parent=$HERMES_PARENT_SESSION_ID; echo broken >&2; exit 3";
-    let parent = ledger::SessionId::new("parent-1").expect("session");
+    let parent = hermes_ledger::SessionId::new("parent-1").expect("session");
     let report = f
         .host
         .run_inline(spec(&[&sh(script)]), Some(parent))
@@ -565,7 +568,7 @@ async fn live_progress_reaches_the_ledger_and_the_watch_channel() {
     let script = r#"echo '{"api_calls": 2}' >&$HERMES_PROGRESS_FD; echo '{"tool": "grep"}' >&$HERMES_PROGRESS_FD; echo hello; sleep 3"#;
     let d = f
         .host
-        .dispatch(registry::DispatchRequest::inline(
+        .dispatch(hermes_registry::DispatchRequest::inline(
             spec(&[&sh(script)]),
             None,
         ))
@@ -593,7 +596,7 @@ async fn live_progress_reaches_the_ledger_and_the_watch_channel() {
     assert!(persisted, "another process can read the live progress");
     f.host
         .interrupt(
-            ledger::InterruptTarget::Delegation(id.clone()),
+            hermes_ledger::InterruptTarget::Delegation(id.clone()),
             "done_watching",
         )
         .await
@@ -628,7 +631,7 @@ async fn the_final_progress_token_is_persisted_with_the_outcome() {
     // After the first change, live persistence does not come around again during this child's
     // life: whatever the ledger shows afterwards was written with the finalization.
     let f = inline_fixture(|c| c.progress_interval = Duration::from_secs(3600)).await;
-    let before = registry::Clock::now(&registry::SystemClock);
+    let before = hermes_registry::Clock::now(&hermes_registry::SystemClock);
     let report = f
         .host
         .run_inline(spec(&[&sh("echo early; sleep 0.3; echo done")]), None)
@@ -674,14 +677,14 @@ async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
     let _ = std::fs::remove_file(root.join(".last-prune"));
     let now = std::time::SystemTime::now();
     assert_eq!(
-        registry::housekeeping::prune_if_due(f.host.config(), now),
+        hermes_registry::housekeeping::prune_if_due(f.host.config(), now),
         Some(1),
         "the scheduled prune removes the old directory"
     );
     assert!(!old.exists());
     assert!(report.transcript_dir.exists(), "recent transcripts stay");
     assert_eq!(
-        registry::housekeeping::prune_if_due(f.host.config(), now),
+        hermes_registry::housekeeping::prune_if_due(f.host.config(), now),
         None,
         "and does not run again within the hour"
     );
@@ -691,7 +694,8 @@ async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
 async fn a_stalling_child_is_recorded_in_the_ledger_when_it_gets_sigterm() {
     let f = inline_fixture(|c| c.stall_grace = Duration::from_secs(5)).await;
     // The whole group ignores SIGTERM: it lives through the grace period.
-    let request = registry::DispatchRequest::inline(spec(&[&sh("trap '' TERM; sleep 1000")]), None);
+    let request =
+        hermes_registry::DispatchRequest::inline(spec(&[&sh("trap '' TERM; sleep 1000")]), None);
     let dispatched = f.host.dispatch(request).await.expect("dispatched");
     let id = dispatched.delegation.id;
     let ledger = f.ledger.clone();
@@ -720,8 +724,8 @@ async fn a_stalling_child_is_recorded_in_the_ledger_when_it_gets_sigterm() {
 /// never reads the missing record as a lost lease and fences.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inline_host_leaves_with_its_units_last_finish_and_never_fences() {
-    use ledger::{Channel, EventState, HostKind};
-    use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+    use hermes_ledger::{Channel, EventState, HostKind};
+    use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock};
     for round in 0..12 {
         let home = tempfile::tempdir().expect("tempdir");
         let ledger = open_ledger(home.path());
@@ -773,7 +777,7 @@ async fn every_short_tool_call_reaches_the_ledger_while_it_lasts() {
     // The default persistence, not the quick one: each tool call lasts 600 ms, less than the
     // two seconds progress once waited for, so only a host that writes changes as they come
     // shows each of them to another reader.
-    let default = registry::Config::new(std::path::Path::new("/")).progress_interval;
+    let default = hermes_registry::Config::new(std::path::Path::new("/")).progress_interval;
     let f = inline_fixture(|c| c.progress_interval = default).await;
     let script = r#"for t in alpha beta gamma delta; do
         echo "{\"tool\": \"$t\"}" >&$HERMES_PROGRESS_FD; sleep 0.6
@@ -781,7 +785,7 @@ async fn every_short_tool_call_reaches_the_ledger_while_it_lasts() {
     done"#;
     let d = f
         .host
-        .dispatch(registry::DispatchRequest::inline(
+        .dispatch(hermes_registry::DispatchRequest::inline(
             spec(&[&sh(script)]),
             None,
         ))

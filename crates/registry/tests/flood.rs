@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 use common::*;
-use ledger::ChildStatus;
+use hermes_ledger::ChildStatus;
 
 const GIB: u64 = 1 << 30;
 
@@ -59,7 +59,7 @@ async fn a_child_printing_a_gibibyte_keeps_the_host_small() {
     while reader.read_until(b'\n', &mut line).expect("reads") > 0 {
         if let Some(i) = line.windows(7).position(|w| w == b" out | ") {
             let text = &line[i + 7..line.len() - 1];
-            assert!(text.len() <= registry::transcript::LINE_MAX);
+            assert!(text.len() <= hermes_registry::transcript::LINE_MAX);
             payload += text.len() as u64;
             lines += 1;
         } else if let Some(counts) = String::from_utf8_lossy(&line).split_once("reached;") {
@@ -72,7 +72,7 @@ async fn a_child_printing_a_gibibyte_keeps_the_host_small() {
         line.clear();
     }
     let skipped_lines = skipped_lines.expect("the transcript says what it skipped");
-    let full_lines = GIB.div_ceil(registry::transcript::LINE_MAX as u64);
+    let full_lines = GIB.div_ceil(hermes_registry::transcript::LINE_MAX as u64);
     assert_eq!(
         lines + skipped_lines,
         full_lines,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use ledger::{ChildStatus, DelegationId, HostKind, Ledger, SessionId, UnitStatus};
-use registry::{DispatchRequest, Host, HostOptions, SystemClock};
+use hermes_ledger::{ChildStatus, DelegationId, HostKind, Ledger, SessionId, UnitStatus};
+use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
 fn connect(url: &str) -> Arc<Ledger> {
     connect_within(url, Duration::from_secs(30))
@@ -18,11 +18,13 @@ fn connect(url: &str) -> Arc<Ledger> {
 
 /// A ledger whose calls give up on a silent server after `statement_timeout` and a margin.
 fn connect_within(url: &str, statement_timeout: Duration) -> Arc<Ledger> {
-    let target = ledger::PgTarget::parse(url, None)
+    let target = hermes_ledger::PgTarget::parse(url, None)
         .expect("the URL parses")
         .with_statement_timeout(statement_timeout);
-    let config = ledger::LedgerConfig::default();
-    Arc::new(Ledger::connect(&target, config, ledger::TokenSource::Random).expect("connects"))
+    let config = hermes_ledger::LedgerConfig::default();
+    Arc::new(
+        Ledger::connect(&target, config, hermes_ledger::TokenSource::Random).expect("connects"),
+    )
 }
 
 /// A headless host of `session` with a 3 s lease that fences itself after 2.5 s.
@@ -76,8 +78,8 @@ async fn dispatch_until_told(
 /// its own clock all the same, and the calls themselves end on theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
-    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
-    let (proxy, via) = pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let (proxy, via) = hermes_pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
     // A call gives up after 2 s of silence (a statement timeout of 1 s and a margin).
     let (partitioned, outside) = (connect_within(&via, Duration::from_secs(1)), connect(&url));
     let home = tempfile::tempdir().expect("tempdir");
@@ -120,7 +122,7 @@ async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
         .await
         .expect("the call returns");
     assert!(
-        matches!(read, Err(ledger::LedgerError::Unavailable { .. })),
+        matches!(read, Err(hermes_ledger::LedgerError::Unavailable { .. })),
         "{read:?}"
     );
     assert!(
@@ -136,23 +138,23 @@ async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
 /// finished child's result is recorded once the server accepts writes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
-    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
+    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
     let ledger = connect(&url);
     let home = tempfile::tempdir().expect("tempdir");
     let host = host_on(ledger.clone(), home.path(), "full").await;
     let go = home.path().join("go");
     let id = dispatch_until_told(&host, "full", &go, &ledger).await;
 
-    ledger::testing::fail_event_writes(&url, true);
+    hermes_ledger::testing::fail_event_writes(&url, true);
     std::fs::write(&go, b"").expect("the child may finish");
     // More refusals than the three attempts and one finalization a host used to make.
     assert!(
         eventually(Duration::from_secs(20), || {
-            ledger::testing::refused_event_writes(&url) >= 6
+            hermes_ledger::testing::refused_event_writes(&url) >= 6
         })
         .await,
         "the host keeps trying to record the result: {} refusals",
-        ledger::testing::refused_event_writes(&url)
+        hermes_ledger::testing::refused_event_writes(&url)
     );
     assert!(!host.is_fenced(), "its lease still renews");
     // Meanwhile the outcome waits beside its transcript, saying why (`delegation status`).
@@ -160,7 +162,7 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
         .transcript
         .clone()
         .expect("a transcript");
-    let kept = registry::unrecorded::read(&transcript, 0).expect("the outcome is kept");
+    let kept = hermes_registry::unrecorded::read(&transcript, 0).expect("the outcome is kept");
     assert!(
         kept.attempts >= 1 && kept.outcome.result.contains("the result"),
         "{kept:?}"
@@ -171,7 +173,7 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
         "{}",
         kept.describe()
     );
-    ledger::testing::fail_event_writes(&url, false);
+    hermes_ledger::testing::fail_event_writes(&url, false);
     let recorded = |ledger: &Ledger| {
         ledger
             .delegation(&id)
@@ -187,7 +189,7 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
     let outcome = &events[0].payload.outcomes()[0];
     assert!(outcome.result.contains("the result"), "{outcome:?}");
     assert_eq!(
-        registry::unrecorded::read(&transcript, 0),
+        hermes_registry::unrecorded::read(&transcript, 0),
         None,
         "recorded: no longer kept"
     );
@@ -198,8 +200,8 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
 /// its output) rather than `unknown`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
-    let url = ledger::testing::fresh_database(&ledger::testing::pg_admin_url());
-    let (proxy, via) = pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
+    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let (proxy, via) = hermes_pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
     let (partitioned, outside) = (connect(&via), connect(&url));
     let home = tempfile::tempdir().expect("tempdir");
     let host = host_on(partitioned, home.path(), "fenced").await;
@@ -210,11 +212,11 @@ async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
         .clone()
         .expect("a transcript");
 
-    ledger::testing::fail_event_writes(&url, true);
+    hermes_ledger::testing::fail_event_writes(&url, true);
     std::fs::write(&go, b"").expect("the child may finish");
     assert!(
         eventually(Duration::from_secs(10), || {
-            registry::unrecorded::read(&transcript, 0).is_some()
+            hermes_registry::unrecorded::read(&transcript, 0).is_some()
         })
         .await,
         "the refused outcome is kept beside its transcript"
@@ -222,15 +224,21 @@ async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
     // Then the host loses its server altogether, and fences on its own clock.
     proxy.black_hole();
     assert!(eventually(Duration::from_secs(10), || host.is_fenced()).await);
-    ledger::testing::fail_event_writes(&url, false);
+    hermes_ledger::testing::fail_event_writes(&url, false);
 
     // Once its lease ran out, a sweep on this machine recovers the unit with the kept outcome.
     let config = quick_config(home.path());
-    let reaper = registry::OsReaper::new();
+    let reaper = hermes_registry::OsReaper::new();
     let recovered = eventually(Duration::from_secs(10), || {
-        let now = registry::Clock::now(&SystemClock);
-        registry::housekeeping::sweep(&outside, &reaper, &config, now, ledger::Sweep::Now)
-            .is_ok_and(|report| report.finalized.contains(&id))
+        let now = hermes_registry::Clock::now(&SystemClock);
+        hermes_registry::housekeeping::sweep(
+            &outside,
+            &reaper,
+            &config,
+            now,
+            hermes_ledger::Sweep::Now,
+        )
+        .is_ok_and(|report| report.finalized.contains(&id))
     })
     .await;
     assert!(recovered, "the fenced host's unit is recovered");
@@ -249,7 +257,7 @@ async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
         .expect("the child's outcome is published");
     assert!(outcome.result.contains("the result"), "{outcome:?}");
     assert_eq!(
-        registry::unrecorded::read(&transcript, 0),
+        hermes_registry::unrecorded::read(&transcript, 0),
         None,
         "recorded by recovery: no longer kept"
     );

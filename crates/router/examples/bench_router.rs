@@ -21,8 +21,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use ledger::*;
-use router::{
+use hermes_ledger::*;
+use hermes_router::{
     Boundary, Clock, DeferKey, Router, RouterConfig, Scheduler, Snapshot, SystemClock, Watch,
 };
 
@@ -251,9 +251,10 @@ fn wake_figures(figures: &mut Vec<(&'static str, f64)>) -> Result<(), Box<dyn st
                 .iter()
                 .position(|id| *id == first.delegation.id)
                 .unwrap_or(0);
-            let retry_at = base.plus_ms(SPACING_MS * index as u64 + router::RETRY_SKEW_MS);
+            let retry_at = base.plus_ms(SPACING_MS * index as u64 + hermes_router::RETRY_SKEW_MS);
             deliver_late.push(got_at - retry_at.as_millis() as f64);
-            after_expiry.push(got_at - (retry_at.as_millis() - router::RETRY_SKEW_MS) as f64);
+            after_expiry
+                .push(got_at - (retry_at.as_millis() - hermes_router::RETRY_SKEW_MS) as f64);
         }
     }
     if delivered < HELD {
@@ -311,7 +312,7 @@ fn ready_set_figures(
     let copies: Vec<Snapshot> = (0..21).map(|_| snapshot.clone()).collect();
     for copy in copies {
         let start = Instant::now();
-        let plan = router::plan(copy, &session(), Boundary::Turn, now, &own);
+        let plan = hermes_router::plan(copy, &session(), Boundary::Turn, now, &own);
         pure.push(start.elapsed().as_secs_f64() * 1e6);
         std::hint::black_box(plan);
     }

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use ledger::{
+use hermes_ledger::{
     ClaimToken, DelegationId, DeliveryMode, Event, EventKey, EventRef, EventState, Refusal,
     Timestamp,
 };

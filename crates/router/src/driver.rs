@@ -9,7 +9,7 @@
 //! Waiting ([`Router::wait_ready`]) sleeps until the earliest of: the next deferral deadline,
 //! the next poll of the ledger (new events published by other processes can only be seen by
 //! polling), and the caller's deadline. It never spins. Time comes from a [`Clock`] (`stdx`'s,
-//! the one every crate uses): [`stdx::SystemClock`] in production, [`stdx::ManualClock`] in
+//! the one every crate uses): [`hermes_stdx::SystemClock`] in production, [`hermes_stdx::ManualClock`] in
 //! tests.
 //!
 //! This file is the [`Router`] and its API; `driver/` holds its parts: `boundary.rs` (one
@@ -22,8 +22,10 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ledger::{Boundary, ClaimToken, Delegation, Event, Ledger, LedgerError, Timestamp, Transition};
-use stdx::{Clock, Signal, lock};
+use hermes_ledger::{
+    Boundary, ClaimToken, Delegation, Event, Ledger, LedgerError, Timestamp, Transition,
+};
+use hermes_stdx::{Clock, Signal, lock};
 
 use crate::error::RouterError;
 use crate::heartbeat::Heartbeat;

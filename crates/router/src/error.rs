@@ -1,6 +1,6 @@
 //! The router's error type.
 
-use ledger::{ClaimToken, LedgerError, SessionId};
+use hermes_ledger::{ClaimToken, LedgerError, SessionId};
 
 /// Everything a routing operation can fail with.
 #[derive(Debug, thiserror::Error)]

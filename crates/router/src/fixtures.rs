@@ -1,6 +1,6 @@
 //! Builders for the unit tests' ledger values.
 
-use ledger::{
+use hermes_ledger::{
     ChildOutcome, ChildStatus, ClaimToken, Delegation, DelegationId, DeliveryMode, DispatchSpec,
     Event, EventKey, EventPayload, EventState, Lease, SessionId, Timestamp,
 };
@@ -20,7 +20,7 @@ pub(crate) fn delegation(bits: u64, session: &str, delivery: DeliveryMode) -> De
     };
     Delegation {
         session: Some(sid(session)),
-        ..ledger::testing::running_unit(unit_id(bits), spec, Timestamp(0))
+        ..hermes_ledger::testing::running_unit(unit_id(bits), spec, Timestamp(0))
     }
 }
 

@@ -5,7 +5,7 @@
 //! This is only the schedule; the driver's `Router::renew_if_due` and `Router::keep_alive` do
 //! the renewing.
 
-use ledger::Timestamp;
+use hermes_ledger::Timestamp;
 
 /// When the next renewal of one claim is due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,9 +28,9 @@ pub use classify::{Classified, Deferral, Discard, RETRY_SKEW_MS, Standing, Verdi
 pub use driver::{AfterShown, KeepAlive, Router, RouterConfig, WaitStats};
 pub use error::RouterError;
 pub use heartbeat::Heartbeat;
-pub use ledger::Boundary;
+pub use hermes_ledger::Boundary;
+pub use hermes_stdx::{Clock, ManualClock, SystemClock, Watch};
 pub use outcome::{BoundaryOutcome, ClaimedEnvelope, RenderFailure};
 pub use ownership::Access;
 pub use ready::{Offer, Plan, Snapshot, plan, ready_set};
 pub use scheduler::{DeferKey, Scheduled, Scheduler};
-pub use stdx::{Clock, ManualClock, SystemClock, Watch};

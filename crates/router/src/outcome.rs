@@ -1,10 +1,10 @@
 //! What one boundary produced: the envelopes claimed for the consumer, what waits on someone
 //! else's lease, what was forgotten, and what could not be rendered.
 
-use ledger::{ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Timestamp};
+use hermes_ledger::{ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Timestamp};
 
 use crate::classify::{Deferral, Discard};
-use ledger::Boundary;
+use hermes_ledger::Boundary;
 
 /// An envelope claimed for this consumer: present `rendered`, then settle `token` (ack once the
 /// consumer has it; release if interrupted after showing it; defer if nothing was shown).

@@ -4,7 +4,7 @@
 //! with no session (an inline unit's), an event whose unit names another session, and every
 //! event of a session that has ended or that the ledger does not know.
 
-use ledger::{Delegation, Event, Session, SessionId, SessionState};
+use hermes_ledger::{Delegation, Event, Session, SessionId, SessionState};
 
 /// Whether a consumer of a session may be offered anything at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub fn owns(consumer: &SessionId, unit: Option<&Delegation>, event: &Event) -> b
 
 #[cfg(test)]
 mod tests {
-    use ledger::Timestamp;
+    use hermes_ledger::Timestamp;
 
     use super::*;
 

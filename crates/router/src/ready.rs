@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ledger::{
+use hermes_ledger::{
     Boundary, ClaimToken, Delegation, DelegationId, DeliveryMode, Event, EventKey, EventRef,
     Session, SessionId, Timestamp,
 };
@@ -185,7 +185,7 @@ pub fn plan(
 
 #[cfg(test)]
 mod tests {
-    use ledger::SessionState;
+    use hermes_ledger::SessionState;
 
     use super::*;
     use crate::fixtures::{delegation, event, leased, sid};

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use ledger::{DelegationId, EventKey, Timestamp};
+use hermes_ledger::{DelegationId, EventKey, Timestamp};
 
 /// What a deferred entry is deduplicated by: one delegation and the exact set of its event keys.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

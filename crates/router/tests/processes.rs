@@ -21,9 +21,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ledger::testing::TestBackend;
-use ledger::{DeliveryMode, EventState, Ledger, LedgerConfig, Location};
-use router::{Boundary, Clock, Router, RouterConfig, SystemClock};
+use hermes_ledger::testing::TestBackend;
+use hermes_ledger::{DeliveryMode, EventState, Ledger, LedgerConfig, Location};
+use hermes_router::{Boundary, Clock, Router, RouterConfig, SystemClock};
 
 const WORKER: &str = "HERMES_ROUTER_WORKER";
 /// Where the workers find the ledger: a redb file's path or a `postgres://` URL.
@@ -137,7 +137,7 @@ fn out_file(dir: &Path, name: &str) -> PathBuf {
 fn worker(dir: &Path) {
     let name = std::env::var("HERMES_ROUTER_NAME").expect("worker name");
     let at = std::env::var(LEDGER).expect("the orchestrator names the ledger");
-    let location = if ledger::is_postgres_url(&at) {
+    let location = if hermes_ledger::is_postgres_url(&at) {
         Location::from_url(Some(&at), Path::new(""), None).expect("the ledger URL parses")
     } else {
         Location::File(PathBuf::from(at))

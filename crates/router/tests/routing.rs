@@ -12,10 +12,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ledger::{
+use hermes_ledger::{
     DelegationId, DeliveryMode, DropReason, Event, EventKey, EventState, Ledger, Timestamp,
 };
-use router::{
+use hermes_router::{
     AfterShown, Boundary, Clock, Discard, ManualClock, Router, RouterConfig, RouterError,
     SystemClock,
 };
@@ -439,9 +439,11 @@ fn an_ended_sessions_events_are_dropped_and_offered_nowhere() {
     let held = hold(&f.ledger, "a", &[key(&a, 2)], 300 * SEC, T0);
     let for_a = router(&f.ledger, "a", "drain");
     let out = for_a
-        .take_ready(Boundary::Turn, T0, |_: &ledger::Delegation, _: &[Event]| {
-            Err::<String, _>("not now")
-        })
+        .take_ready(
+            Boundary::Turn,
+            T0,
+            |_: &hermes_ledger::Delegation, _: &[Event]| Err::<String, _>("not now"),
+        )
         .unwrap();
     assert_eq!(out.failed.len(), 1, "task:0 and task:1 were ready");
     assert_eq!(for_a.deferred().len(), 1, "task:2 is held");
@@ -471,7 +473,7 @@ fn an_ended_sessions_events_are_dropped_and_offered_nowhere() {
     }
     assert!(matches!(
         f.ledger.ack(held.token, T0.plus_ms(3 * SEC)),
-        Err(ledger::LedgerError::ClaimLost(_))
+        Err(hermes_ledger::LedgerError::ClaimLost(_))
     ));
     // Not offered anywhere else either.
     let for_b = router(&f.ledger, "b", "drain");
@@ -487,7 +489,7 @@ fn an_unknown_session_has_nothing_and_is_not_an_error() {
     assert!(out.delivered.is_empty() && out.deferred.is_empty());
     assert_eq!(
         consumer.preview(Boundary::Turn, T0).unwrap().access,
-        router::Access::Unknown
+        hermes_router::Access::Unknown
     );
 }
 
@@ -538,7 +540,7 @@ fn a_render_failure_leaves_the_envelope_unclaimed_and_spends_no_attempt() {
         .take_ready(
             Boundary::Turn,
             T0,
-            |unit: &ledger::Delegation, events: &[Event]| {
+            |unit: &hermes_ledger::Delegation, events: &[Event]| {
                 if unit.id == bad {
                     Err(format!("cannot render {}", unit.id))
                 } else {
@@ -578,7 +580,7 @@ fn a_claim_lost_to_a_race_is_classified_key_by_key() {
         .take_ready(
             Boundary::Turn,
             T0,
-            |unit: &ledger::Delegation, events: &[Event]| {
+            |unit: &hermes_ledger::Delegation, events: &[Event]| {
                 calls.push(events.iter().map(|e| e.key).collect());
                 if raced.is_none() {
                     raced = Some(hold(ledger, "s", &[key(&id, 0)], 300 * SEC, T0));
@@ -783,7 +785,7 @@ fn render_sees_the_events_before_the_claim() {
         .take_ready(
             Boundary::Turn,
             T0,
-            |_: &ledger::Delegation, events: &[Event]| {
+            |_: &hermes_ledger::Delegation, events: &[Event]| {
                 assert!(events.iter().all(|e| e.state == EventState::Pending));
                 Ok::<_, Infallible>(events.len())
             },
@@ -852,7 +854,7 @@ impl Clock for Noting {
         SystemClock.now()
     }
 
-    fn sleep_until(&self, until: Timestamp, watch: &router::Watch<'_>) {
+    fn sleep_until(&self, until: Timestamp, watch: &hermes_router::Watch<'_>) {
         self.0.store(true, Ordering::SeqCst);
         SystemClock.sleep_until(until, watch);
     }

@@ -1,6 +1,6 @@
 //! hermes' settings: every key — its section, name, default and bounds — in one
 //! table, read into one typed [`Settings`] value from which each crate builds its own config
-//! (`ledger::LedgerConfig`, `registry::Config`, `router::RouterConfig`). No other crate writes a
+//! (`hermes_ledger::LedgerConfig`, `hermes_registry::Config`, `hermes_router::RouterConfig`). No other crate writes a
 //! default down, and the rules derived from several keys (how often a presented claim is
 //! renewed) live here too.
 //!

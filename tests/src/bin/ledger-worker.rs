@@ -1,7 +1,7 @@
 //! A helper process for multi-process ledger tests and benchmarks.
 //!
 //! `DB` is a ledger location: a redb file's path, or a `postgres://` / `postgresql://` URL of a
-//! PostgreSQL database (`ledger::Location::from_url`), so the same processes run on either
+//! PostgreSQL database (`hermes_ledger::Location::from_url`), so the same processes run on either
 //! backend.
 //!
 //! ```text
@@ -18,15 +18,15 @@
 //!     (`wait_ready`, then `ack_many` of every envelope), until DONE exists and the session has
 //!     nothing open; prints `acked N at_ms T` when the acks of N events were durable
 //! ledger-worker fresh-database ADMIN_URL
-//!     create a database with hermes' schema on the server ADMIN_URL names (`ledger::testing::fresh_database`)
+//!     create a database with hermes' schema on the server ADMIN_URL names (`hermes_ledger::testing::fresh_database`)
 //!     and print its URL (for `cargo xtask bench`, which names no PostgreSQL crate)
 //! ledger-worker fresh-empty-database ADMIN_URL
-//!     the same without hermes' schema (`ledger::testing::fresh_empty_database`), for the
+//!     the same without hermes' schema (`hermes_ledger::testing::fresh_empty_database`), for the
 //!     plain-SQL floor the bench compares the ledger with
 //! ledger-worker reset-statements ADMIN_URL DB_URL
 //! ledger-worker statements ADMIN_URL DB_URL
 //!     forget, then print, the statements the server ran in the database of DB_URL, as
-//!     `pg_stat_statements` counts them (`ledger::testing::statements_run`)
+//!     `pg_stat_statements` counts them (`hermes_ledger::testing::statements_run`)
 //! ```
 //! Every committed step is printed on its own line (`published task:3`, `acked task:3`) and
 //! flushed before the next step starts, so a parent that kills this process knows what was
@@ -37,7 +37,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ledger::*;
+use hermes_ledger::*;
 
 fn now() -> Timestamp {
     Timestamp(
@@ -219,13 +219,13 @@ fn run(args: &[String]) -> Result<(), String> {
             })?;
             std::fs::write(&done, b"done").map_err(|e| e.to_string())?;
             // Serialization failures and deadlocks met (PostgreSQL), for the benchmark.
-            writeln!(out, "conflicts {}", ledger::serialization_failures())
+            writeln!(out, "conflicts {}", hermes_ledger::serialization_failures())
                 .map_err(|e| e.to_string())?;
             // Commits as the ledger counts them (either backend); syncs are redb's own.
             eprintln!(
                 "commits {} syncs {}",
                 ledger.commits(),
-                ledger::io_counts().syncs
+                hermes_ledger::io_counts().syncs
             );
             Ok(())
         }
@@ -234,9 +234,9 @@ fn run(args: &[String]) -> Result<(), String> {
             let session = SessionId::new(arg(2)?).map_err(|e| e.to_string())?;
             let done = arg(3)?;
             let consumer = format!("drain-{}", std::process::id());
-            let router = router::Router::new(
+            let router = hermes_router::Router::new(
                 ledger.clone(),
-                router::RouterConfig::new(session.clone(), consumer),
+                hermes_router::RouterConfig::new(session.clone(), consumer),
             );
             let deadline = Instant::now() + Duration::from_secs(300);
             loop {
@@ -245,7 +245,7 @@ fn run(args: &[String]) -> Result<(), String> {
                     .wait_ready(
                         Boundary::Turn,
                         now().plus_ms(250),
-                        &router::SystemClock,
+                        &hermes_router::SystemClock,
                         |_, _| Ok::<(), ()>(()),
                     )
                     .map_err(|e| e.to_string())?;
@@ -267,7 +267,7 @@ fn run(args: &[String]) -> Result<(), String> {
                         .map_err(|e| e.to_string())?
                         .is_empty()
                 {
-                    writeln!(out, "conflicts {}", ledger::serialization_failures())
+                    writeln!(out, "conflicts {}", hermes_ledger::serialization_failures())
                         .map_err(|e| e.to_string())?;
                     return Ok(());
                 }
@@ -277,19 +277,19 @@ fn run(args: &[String]) -> Result<(), String> {
             }
         }
         "fresh-database" => {
-            let url = ledger::testing::fresh_database(&arg(1)?);
+            let url = hermes_ledger::testing::fresh_database(&arg(1)?);
             writeln!(out, "{url}").map_err(|e| e.to_string())
         }
         "fresh-empty-database" => {
-            let url = ledger::testing::fresh_empty_database(&arg(1)?);
+            let url = hermes_ledger::testing::fresh_empty_database(&arg(1)?);
             writeln!(out, "{url}").map_err(|e| e.to_string())
         }
         "reset-statements" => {
-            ledger::testing::reset_statements(&arg(1)?, &arg(2)?);
+            hermes_ledger::testing::reset_statements(&arg(1)?, &arg(2)?);
             Ok(())
         }
         "statements" => {
-            let count = ledger::testing::statements_run(&arg(1)?, &arg(2)?);
+            let count = hermes_ledger::testing::statements_run(&arg(1)?, &arg(2)?);
             writeln!(out, "{count}").map_err(|e| e.to_string())
         }
         other => Err(format!("unknown mode {other:?}")),

@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use pgcluster::{Cluster, FaultProxy, StopMode};
+use hermes_pgcluster::{Cluster, FaultProxy, StopMode};
 
 use super::procs::{Phase, Shared, nap, run_limited};
 

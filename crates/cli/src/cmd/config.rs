@@ -2,8 +2,8 @@
 //! `config.toml`, or a `HERMES_<SECTION>_<KEY>` variable — as the settings crate recorded it
 //! while reading them. A ledger URL's password is masked there, so nothing here can print one.
 
+use hermes_settings::{Effective, Source, Value};
 use serde_json::{Value as Json, json};
-use settings::{Effective, Source, Value};
 
 use crate::args::ConfigCommand;
 use crate::config::{self, home_dir};

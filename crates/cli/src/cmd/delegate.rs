@@ -1,11 +1,11 @@
 //! `hermes delegate --session S`: background dispatch into a session. The unit is recorded in
 //! the ledger for S's host, starting a headless `hermes host --session S` first when S has none.
 
-use ledger::{
+use hermes_ledger::{
     Channel, DelegationId, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, SessionState,
     UnitStatus,
 };
-use registry::RegistryError;
+use hermes_registry::RegistryError;
 
 use crate::args::DelegateArgs;
 use crate::dispatch::Draft;
@@ -41,7 +41,7 @@ fn dispatch(
     home: &Home,
     ledger: &Ledger,
     session: SessionId,
-    spec: ledger::DispatchSpec,
+    spec: hermes_ledger::DispatchSpec,
     (id, drawn): (&DelegationId, bool),
 ) -> anyhow::Result<Code> {
     let config = home.registry();
@@ -56,10 +56,14 @@ fn dispatch(
     // The usual case first: a session whose host runs, the host found by the dispatch itself
     // (nothing read before it). A re-sent `--id` answers here too, when that host runs.
     if spec.pool.is_none() {
-        let reaper = registry::OsReaper::new();
-        if let Some(admission) =
-            registry::record_dispatch_to_session_host(ledger, &config, new.clone(), &reaper, now())?
-        {
+        let reaper = hermes_registry::OsReaper::new();
+        if let Some(admission) = hermes_registry::record_dispatch_to_session_host(
+            ledger,
+            &config,
+            new.clone(),
+            &reaper,
+            now(),
+        )? {
             let host_pid = admission.delegation.host.map(|h| h.pid);
             return answer(args, ledger, &config, &session, &admission, host_pid);
         }
@@ -67,7 +71,7 @@ fn dispatch(
     // No live host (or a pool unit): the session and its host are read, the session written
     // when it is new, and a host started when it has none.
     let (known, live) =
-        ledger.session_with_live_host(&session, &registry::OsReaper::new(), now())?;
+        ledger.session_with_live_host(&session, &hermes_registry::OsReaper::new(), now())?;
     match known {
         Some(s) if s.state == SessionState::Ended => {
             return Err(LedgerError::SessionEnded(session).into());
@@ -87,7 +91,7 @@ fn dispatch(
     }
     let (host_pid, admission) = match spec.pool.clone() {
         Some(_) => {
-            let admission = registry::record_dispatch(ledger, &config, new, now())?;
+            let admission = hermes_registry::record_dispatch(ledger, &config, new, now())?;
             (None, admission)
         }
         None => {
@@ -128,16 +132,17 @@ fn outcome_unknown(err: anyhow::Error, id: &DelegationId) -> anyhow::Error {
 fn answer(
     args: &DelegateArgs,
     ledger: &Ledger,
-    config: &registry::Config,
+    config: &hermes_registry::Config,
     session: &SessionId,
-    admission: &ledger::Admission,
+    admission: &hermes_ledger::Admission,
     host_pid: Option<u32>,
 ) -> anyhow::Result<Code> {
     let unit = &admission.delegation;
-    let transcripts: Vec<String> = registry::transcript::task_logs(&config.transcript_root, unit)
-        .iter()
-        .map(|path| path.display().to_string())
-        .collect();
+    let transcripts: Vec<String> =
+        hermes_registry::transcript::task_logs(&config.transcript_root, unit)
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
     let workers = match unit.pool() {
         Some(pool) => {
             let workers = reports::live_workers(ledger, pool)?;
@@ -209,12 +214,12 @@ fn answer(
 pub fn into_session_host(
     home: &Home,
     ledger: &Ledger,
-    config: &registry::Config,
+    config: &hermes_registry::Config,
     session: &SessionId,
-    spec: ledger::DispatchSpec,
+    spec: hermes_ledger::DispatchSpec,
     id: Option<DelegationId>,
     mut looked: Option<Option<ProcessId>>,
-) -> anyhow::Result<(ProcessId, ledger::Admission)> {
+) -> anyhow::Result<(ProcessId, hermes_ledger::Admission)> {
     // A host may retire between our look and our dispatch; the ledger then refuses the unit
     // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
     // `idle_exit_seconds` before it may retire.
@@ -236,7 +241,7 @@ pub fn into_session_host(
             host: Some(host),
             transcript_root: None,
         };
-        match registry::record_dispatch(ledger, config, new, now()) {
+        match hermes_registry::record_dispatch(ledger, config, new, now()) {
             Err(RegistryError::Ledger(LedgerError::HostGone(gone))) if attempts < 2 => {
                 tracing::info!(%session, host = %gone, "the session's host retired; starting another");
                 attempts += 1;

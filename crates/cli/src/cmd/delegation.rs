@@ -4,7 +4,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId};
+use hermes_ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId};
 use serde_json::json;
 
 use crate::args::DelegationCommand;
@@ -110,8 +110,11 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
                 u.task_count(),
                 u.session
                     .as_ref()
-                    .map_or("-".to_owned(), |s| formatter::one_line(s.as_str(), 16)),
-                formatter::one_line(&u.spec.goal, 60),
+                    .map_or("-".to_owned(), |s| hermes_formatter::one_line(
+                        s.as_str(),
+                        16
+                    )),
+                hermes_formatter::one_line(&u.spec.goal, 60),
                 if placement.is_empty() {
                     placement
                 } else {
@@ -147,11 +150,11 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
         unit.session
             .as_ref()
             .map_or("-".to_owned(), |s| s.to_string()),
-        formatter::one_line(&unit.spec.goal, 120),
-        formatter::rfc3339(unit.dispatched_at)
+        hermes_formatter::one_line(&unit.spec.goal, 120),
+        hermes_formatter::rfc3339(unit.dispatched_at)
     );
     if let Some(end) = unit.ended_at {
-        text.push_str(&format!("   ended: {}", formatter::rfc3339(end)));
+        text.push_str(&format!("   ended: {}", hermes_formatter::rfc3339(end)));
     }
     text.push('\n');
     let placement = reports::placement(&unit);
@@ -169,7 +172,7 @@ fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             child.progress.api_calls,
             delivery,
-            formatter::one_line(task["goal"].as_str().unwrap_or(""), 60)
+            hermes_formatter::one_line(task["goal"].as_str().unwrap_or(""), 60)
         ));
         let found = reports::outcome_of(&events, child.index).map(|(_, o)| o);
         if let Some(words) =
@@ -301,7 +304,7 @@ fn print_stored_output(
             child.index + 1
         ))?;
         let text = text.unwrap_or_default();
-        output::print(&formatter::terminal_safe(&text))?;
+        output::print(&hermes_formatter::terminal_safe(&text))?;
         if !text.is_empty() && !text.ends_with('\n') {
             output::print("\n")?;
         }
@@ -327,7 +330,9 @@ fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
                 output::print(&format!("==> {path} <==\n"))?;
             }
             let text = std::fs::read(path).with_context(|| format!("cannot read {path}"))?;
-            output::print(&formatter::terminal_safe(&String::from_utf8_lossy(&text)))?;
+            output::print(&hermes_formatter::terminal_safe(&String::from_utf8_lossy(
+                &text,
+            )))?;
         }
         if !follow {
             return Ok(Code::Ok);
@@ -376,7 +381,9 @@ fn follow_until_done(
             let mut buf = Vec::new();
             if file.read_to_end(&mut buf).is_ok() && !buf.is_empty() {
                 *offset += buf.len() as u64;
-                output::print(&formatter::terminal_safe(&String::from_utf8_lossy(&buf)))?;
+                output::print(&hermes_formatter::terminal_safe(&String::from_utf8_lossy(
+                    &buf,
+                )))?;
             }
         }
         if finished {

@@ -1,6 +1,6 @@
 //! `hermes delivery ack|release|defer|renew|drop CLAIM`: settling a held claim.
 
-use ledger::{ClaimToken, DropReason};
+use hermes_ledger::{ClaimToken, DropReason};
 use serde_json::json;
 
 use crate::args::{DeliveryAction, DeliveryCmd};
@@ -14,7 +14,7 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
     let token: ClaimToken = args
         .claim
         .parse()
-        .map_err(|e: ledger::IdError| fail(Code::Usage, e.to_string()))?;
+        .map_err(|e: hermes_ledger::IdError| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let at = now();
@@ -68,7 +68,7 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
         if let Some(at) = expires {
             text.push_str(&format!(
                 "claim {token} renewed until {}\n",
-                formatter::rfc3339(at)
+                hermes_formatter::rfc3339(at)
             ));
         }
         for t in &transitions {

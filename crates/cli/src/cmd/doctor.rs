@@ -13,8 +13,8 @@ mod sandbox;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
+use hermes_settings::Source;
 use serde_json::json;
-use settings::Source;
 
 use crate::color;
 use crate::config::{self, home_dir};
@@ -98,7 +98,7 @@ pub fn run(json_out: bool) -> anyhow::Result<Code> {
                 "{} {:<width$}  {}\n",
                 color::status(c.status.word(), 4),
                 c.name,
-                stdx::one_line(&c.detail)
+                hermes_stdx::one_line(&c.detail)
             ));
         }
         output::print(&text)?;
@@ -224,7 +224,7 @@ fn home(dir: &Path) -> Check {
 }
 
 /// The configuration loaded: say how much of it is not the defaults, and from where.
-fn configuration(file: &Path, sources: &settings::Sources) -> Check {
+fn configuration(file: &Path, sources: &hermes_settings::Sources) -> Check {
     let all = sources.effective();
     let from_file = all
         .iter()
@@ -261,27 +261,27 @@ fn ledger(home: &Home) -> Check {
             Code::Usage => Code::Usage,
             _ => Code::LedgerUnavailable,
         };
-        Check::fail("ledger", stdx::one_line(&format!("{e:#}")), code)
+        Check::fail("ledger", hermes_stdx::one_line(&format!("{e:#}")), code)
     };
     let location = match home.ledger_location() {
         Ok(location) => location,
         Err(e) => return failed(e),
     };
     let (place, supported) = match &location {
-        ledger::Location::File(path) => (
+        hermes_ledger::Location::File(path) => (
             format!("redb {}", path.display()),
-            u32::from(ledger::FORMAT_VERSION),
+            u32::from(hermes_ledger::FORMAT_VERSION),
         ),
-        ledger::Location::Postgres(target) => (
+        hermes_ledger::Location::Postgres(target) => (
             format!(
                 "postgres {} (namespace {})",
                 target.display(),
                 target.namespace()
             ),
-            u32::try_from(ledger::SCHEMA_VERSION).unwrap_or(0),
+            u32::try_from(hermes_ledger::SCHEMA_VERSION).unwrap_or(0),
         ),
     };
-    let version = match ledger::Ledger::probe(&location) {
+    let version = match hermes_ledger::Ledger::probe(&location) {
         Ok(version) => version,
         Err(e) => return failed(e.into()),
     };

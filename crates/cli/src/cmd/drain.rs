@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use formatter::{Boundary, DeferredJson, DrainJson, Envelope};
+use hermes_formatter::{Boundary, DeferredJson, DrainJson, Envelope};
 
-use router::AfterShown;
+use hermes_router::AfterShown;
 
 use crate::args::{BoundaryArg, DrainArgs};
 use crate::deliver::{self, Round};
@@ -69,7 +69,7 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
 fn present(
     round: &Round,
     args: &DrainArgs,
-    session: &ledger::SessionId,
+    session: &hermes_ledger::SessionId,
     boundary: Boundary,
 ) -> anyhow::Result<()> {
     let ctx = render_context();
@@ -87,7 +87,7 @@ fn present(
                 .iter()
                 .zip(&envelopes)
                 .map(|(t, e)| {
-                    let j = formatter::envelope_json(e, &ctx);
+                    let j = hermes_formatter::envelope_json(e, &ctx);
                     if args.hold { j.with_claim(t.token) } else { j }
                 })
                 .collect(),
@@ -99,7 +99,7 @@ fn present(
         };
         return output::print_json(&json);
     }
-    let mut text = formatter::render_boundary(&envelopes, boundary, &ctx);
+    let mut text = hermes_formatter::render_boundary(&envelopes, boundary, &ctx);
     if args.hold {
         for t in &round.delivered {
             let keys: Vec<String> = t.events.iter().map(|e| e.key.to_string()).collect();

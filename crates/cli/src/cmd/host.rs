@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ledger::{HostClaim, HostKind, Ledger, ProcessId, SessionId};
-use registry::{Host, HostOptions, OsReaper};
+use hermes_ledger::{HostClaim, HostKind, Ledger, ProcessId, SessionId};
+use hermes_registry::{Host, HostOptions, OsReaper};
 
 use crate::args::HostArgs;
 use crate::cmd::rejoin::{self, Backoff, Signals};
@@ -28,7 +28,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         .map(crate::metrics::serve::bind)
         .transpose()?;
     let ledger = home.hosting_ledger(&session)?;
-    let me = registry::procs::current_host();
+    let me = hermes_registry::procs::current_host();
     if let Some(other) = take_session(&ledger, &session, me)? {
         held_by(&session, other, quiet);
         return Ok(Code::Ok);
@@ -107,7 +107,7 @@ fn take_session(
     ledger: &Ledger,
     session: &SessionId,
     me: ProcessId,
-) -> ledger::Result<Option<ProcessId>> {
+) -> hermes_ledger::Result<Option<ProcessId>> {
     match ledger.claim_session_host(session, me, &OsReaper::new(), now())? {
         HostClaim::HeldBy(other) => return Ok(Some(other)),
         HostClaim::Acquired | HostClaim::AlreadyHeld => {}
@@ -131,7 +131,7 @@ async fn start(
     ledger: &Arc<Ledger>,
     home: &Home,
     session: &SessionId,
-) -> Result<Host, registry::RegistryError> {
+) -> Result<Host, hermes_registry::RegistryError> {
     rejoin::start(
         ledger,
         home,
@@ -202,7 +202,7 @@ async fn rejoin(
 }
 
 /// Whether `session` has queued units for its host to run (pool units are the workers').
-fn session_has_work(ledger: &Ledger, session: &SessionId) -> ledger::Result<bool> {
+fn session_has_work(ledger: &Ledger, session: &SessionId) -> hermes_ledger::Result<bool> {
     Ok(ledger
         .list(None, 0)?
         .queued
@@ -278,7 +278,7 @@ const SESSION_END: &str = "session_end";
 fn has_ended(ledger: &Ledger, session: &SessionId) -> bool {
     ledger
         .session(session)
-        .is_ok_and(|s| s.is_some_and(|s| s.state == ledger::SessionState::Ended))
+        .is_ok_and(|s| s.is_some_and(|s| s.state == hermes_ledger::SessionState::Ended))
 }
 
 /// Whether the ledger holds unfinished units for this host.

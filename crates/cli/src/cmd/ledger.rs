@@ -47,14 +47,14 @@ struct Which {
 }
 
 impl Which {
-    fn of(location: &ledger::Location) -> Which {
+    fn of(location: &hermes_ledger::Location) -> Which {
         match location {
-            ledger::Location::File(path) => Which {
+            hermes_ledger::Location::File(path) => Which {
                 backend: "redb",
                 at: path.display().to_string(),
                 namespace: None,
             },
-            ledger::Location::Postgres(target) => Which {
+            hermes_ledger::Location::Postgres(target) => Which {
                 backend: "postgres",
                 at: target.display().to_owned(),
                 namespace: Some(target.namespace().to_owned()),
@@ -74,20 +74,22 @@ impl Which {
 /// `ledger info`: reachable or not, and which version is there; nothing is created or
 /// migrated. An unreachable server, a damaged or newer file: one line, exit 6 — and under
 /// `--json` an unreachable ledger is an answer too, `"reachable": false` with the error.
-fn info(location: &ledger::Location, which: &Which, json: bool) -> anyhow::Result<()> {
+fn info(location: &hermes_ledger::Location, which: &Which, json: bool) -> anyhow::Result<()> {
     let supported = match location {
-        ledger::Location::File(_) => u32::from(ledger::FORMAT_VERSION),
-        ledger::Location::Postgres(_) => u32::try_from(ledger::SCHEMA_VERSION).unwrap_or(0),
+        hermes_ledger::Location::File(_) => u32::from(hermes_ledger::FORMAT_VERSION),
+        hermes_ledger::Location::Postgres(_) => {
+            u32::try_from(hermes_ledger::SCHEMA_VERSION).unwrap_or(0)
+        }
     };
-    let version = match ledger::Ledger::probe(location) {
+    let version = match hermes_ledger::Ledger::probe(location) {
         Ok(version) => version,
-        Err(err @ ledger::LedgerError::Unavailable { .. }) if json => {
+        Err(err @ hermes_ledger::LedgerError::Unavailable { .. }) if json => {
             output::print_json(&json!({
                 "backend": which.backend,
                 "ledger": which.at,
                 "namespace": which.namespace,
                 "reachable": false,
-                "error": stdx::one_line(&err.to_string()),
+                "error": hermes_stdx::one_line(&err.to_string()),
                 "code": Code::LedgerUnavailable as u8,
                 "schema_version": null,
                 "supported_schema_version": supported,

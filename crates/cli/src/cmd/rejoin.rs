@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ledger::{HostId, Ledger, ProcessId};
+use hermes_ledger::{HostId, Ledger, ProcessId};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::home::{Home, now};
@@ -18,12 +18,12 @@ use crate::home::{Home, now};
 pub async fn start(
     ledger: &Arc<Ledger>,
     home: &Home,
-    options: registry::HostOptions,
-) -> Result<registry::Host, registry::RegistryError> {
-    registry::Host::start(
+    options: hermes_registry::HostOptions,
+) -> Result<hermes_registry::Host, hermes_registry::RegistryError> {
+    hermes_registry::Host::start(
         Arc::clone(ledger),
         home.registry(),
-        Arc::new(registry::SystemClock),
+        Arc::new(hermes_registry::SystemClock),
         options,
     )
     .await
@@ -95,7 +95,7 @@ pub async fn blocking<T: Send + 'static>(
 /// SIGTERM or SIGINT came while waiting.
 pub async fn await_recovery(
     ledger: &Arc<Ledger>,
-    config: &registry::Config,
+    config: &hermes_registry::Config,
     me: ProcessId,
     old_epoch: HostId,
     signals: &mut Signals,
@@ -125,10 +125,10 @@ pub async fn await_recovery(
 /// the new epoch has the same process.
 pub fn recovered(
     ledger: &Ledger,
-    config: &registry::Config,
+    config: &hermes_registry::Config,
     me: ProcessId,
     old_epoch: HostId,
-) -> ledger::Result<bool> {
+) -> hermes_ledger::Result<bool> {
     let at = now();
     if let Some(record) = ledger.host(me)?
         && record.host_id == old_epoch
@@ -136,12 +136,12 @@ pub fn recovered(
     {
         return Ok(false);
     }
-    registry::housekeeping::sweep(
+    hermes_registry::housekeeping::sweep(
         ledger,
-        &registry::OsReaper::new(),
+        &hermes_registry::OsReaper::new(),
         config,
         at,
-        ledger::Sweep::IfDue,
+        hermes_ledger::Sweep::IfDue,
     )?;
     Ok(ledger.units_of_host(me)?.is_empty())
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use formatter::{Boundary, Envelope};
-use ledger::{DelegationId, DeliveryMode, HostKind, SessionId, UnitStatus};
-use registry::{DispatchRequest, Host, HostOptions, SystemClock, UnitReport};
+use hermes_formatter::{Boundary, Envelope};
+use hermes_ledger::{DelegationId, DeliveryMode, HostKind, SessionId, UnitStatus};
+use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock, UnitReport};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 
@@ -93,7 +93,7 @@ fn inline(
 
 /// Options a one-shot run cannot honour, refused before anything runs: a pool (nobody would
 /// receive its result) and `inject` delivery (the result is printed here, at no boundary).
-fn refuse_meaningless(spec: &ledger::DispatchSpec) -> anyhow::Result<()> {
+fn refuse_meaningless(spec: &hermes_ledger::DispatchSpec) -> anyhow::Result<()> {
     if let Some(pool) = &spec.pool {
         return Err(fail(
             Code::Usage,
@@ -114,8 +114,8 @@ fn refuse_meaningless(spec: &ledger::DispatchSpec) -> anyhow::Result<()> {
 /// Runs the unit on a host of its own and waits for its report; the flag says whether Ctrl-C
 /// stopped it.
 async fn run_unit(
-    ledger: &Arc<ledger::Ledger>,
-    config: registry::Config,
+    ledger: &Arc<hermes_ledger::Ledger>,
+    config: hermes_registry::Config,
     request: DispatchRequest,
     quiet: bool,
 ) -> anyhow::Result<(Host, anyhow::Result<UnitReport>, bool)> {
@@ -200,8 +200,8 @@ pub struct Finished {
 /// Renders a finished inline unit from the ledger (`-z`, cron, and a foreground
 /// `delegate_task`); the caller settles its events once it has shown them.
 pub fn finish(
-    ledger: &ledger::Ledger,
-    report: &registry::UnitReport,
+    ledger: &hermes_ledger::Ledger,
+    report: &hermes_registry::UnitReport,
     json: bool,
 ) -> anyhow::Result<Finished> {
     let id = &report.delegation_id;
@@ -212,18 +212,18 @@ pub fn finish(
     events.sort_by_key(|e| e.key);
     let envelope = Envelope::new(&delegation, &events);
     let text = if json {
-        let mut line =
-            serde_json::to_string(&formatter::run_json(&envelope)).context("cannot encode JSON")?;
+        let mut line = serde_json::to_string(&hermes_formatter::run_json(&envelope))
+            .context("cannot encode JSON")?;
         line.push('\n');
         line
     } else {
-        formatter::render_boundary(&[envelope], Boundary::Turn, &render_context())
+        hermes_formatter::render_boundary(&[envelope], Boundary::Turn, &render_context())
     };
     let failure = (report.status != UnitStatus::Completed).then(|| {
         let done = report
             .outcomes
             .iter()
-            .filter(|o| o.status == ledger::ChildStatus::Completed)
+            .filter(|o| o.status == hermes_ledger::ChildStatus::Completed)
             .count();
         fail(
             Code::WorkFailed,

@@ -1,6 +1,6 @@
 //! `hermes session list|end`.
 
-use ledger::{HostKind, SessionEnd, SessionId};
+use hermes_ledger::{HostKind, SessionEnd, SessionId};
 use serde_json::json;
 
 use crate::args::SessionCommand;
@@ -61,7 +61,7 @@ fn end(home: &Home, session: String, json: bool) -> anyhow::Result<()> {
     let ledger = home.ledger()?;
     let end = ledger.end_session(&id, now())?;
     let headless = end.host.as_ref().filter(|h| h.kind == HostKind::Headless);
-    let stopping = headless.is_some_and(registry::procs::stop_host);
+    let stopping = headless.is_some_and(hermes_registry::procs::stop_host);
     if json {
         return output::print_json(&end_json(&id, &end, stopping));
     }
@@ -80,8 +80,9 @@ fn end(home: &Home, session: String, json: bool) -> anyhow::Result<()> {
 
 /// The JSON answer of `session end --json`.
 fn end_json(id: &SessionId, end: &SessionEnd, host_stopping: bool) -> serde_json::Value {
-    let ids =
-        |units: &[ledger::DelegationId]| units.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let ids = |units: &[hermes_ledger::DelegationId]| {
+        units.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
     json!({
         "session": id.to_string(),
         "state": "ended",

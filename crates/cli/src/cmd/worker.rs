@@ -10,8 +10,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ledger::{HostKind, WorkerPool};
-use registry::{Host, HostOptions};
+use hermes_ledger::{HostKind, WorkerPool};
+use hermes_registry::{Host, HostOptions};
 use serde_json::json;
 
 use crate::args::{WorkerArgs, WorkerCommand};
@@ -32,7 +32,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
     if let Some(WorkerCommand::List { pool, json }) = &args.command {
         return list(pool.as_deref(), *json);
     }
-    ledger::check_pool_name(&args.pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
+    hermes_ledger::check_pool_name(&args.pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let capacity = args
@@ -125,10 +125,10 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
 
 /// Starts the worker's host: a fresh fencing epoch, registered, taking units of `pool`.
 async fn start(
-    ledger: &Arc<ledger::Ledger>,
+    ledger: &Arc<hermes_ledger::Ledger>,
     home: &Home,
     pool: &WorkerPool,
-) -> Result<Host, registry::RegistryError> {
+) -> Result<Host, hermes_registry::RegistryError> {
     rejoin::start(
         ledger,
         home,
@@ -145,7 +145,7 @@ async fn start(
 /// fenced epoch's units were recovered (`rejoin::await_recovery`). `None`: SIGTERM or SIGINT
 /// came while waiting.
 async fn rejoin(
-    ledger: &Arc<ledger::Ledger>,
+    ledger: &Arc<hermes_ledger::Ledger>,
     home: &Home,
     pool: &WorkerPool,
     fenced: &Host,
@@ -189,12 +189,12 @@ async fn stop(host: &Host, drain: Duration, signals: &mut Signals) {
 /// `hermes worker list [--pool NAME] [--json]`.
 fn list(pool: Option<&str>, json_out: bool) -> anyhow::Result<Code> {
     if let Some(pool) = pool {
-        ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
+        hermes_ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
     }
     let home = Home::load()?;
     let ledger = home.ledger()?;
     let at = now();
-    let workers = ledger.workers(pool, &registry::OsReaper::new(), at)?;
+    let workers = ledger.workers(pool, &hermes_registry::OsReaper::new(), at)?;
     if json_out {
         let rows: Vec<_> = workers
             .iter()
@@ -235,11 +235,11 @@ fn list(pool: Option<&str>, json_out: bool) -> anyhow::Result<Code> {
         let left = w.host.lease_expires_at.ms_since(at) as f64 / 1000.0;
         text.push_str(&format!(
             "{:<16} {:>8} {:>8} {:>7}  {:<20} {left:.0}s left\n",
-            formatter::one_line(w.pool(), 16),
+            hermes_formatter::one_line(w.pool(), 16),
             w.host.process.pid,
             w.capacity(),
             w.running,
-            formatter::one_line(&w.host.locality.hostname, 20),
+            hermes_formatter::one_line(&w.host.locality.hostname, 20),
         ));
     }
     output::print(&text)?;

@@ -11,7 +11,7 @@
 //! dispatch answer says so; one without a session end ([`has_session_end`]) leaves its
 //! sessions to end by idleness (`host.idle_exit_seconds`), their results pending for a resume.
 
-use formatter::Boundary;
+use hermes_formatter::Boundary;
 use serde_json::{Value, json};
 
 use crate::exit::Code;

@@ -9,8 +9,8 @@
 //! non-zero exit as "block" (Cline), it prints the agent's "go on" answer instead and exits 0,
 //! the `hermes:` line still on stderr.
 
-use ledger::SessionId;
-use router::RouterError;
+use hermes_ledger::SessionId;
+use hermes_router::RouterError;
 
 use super::agents::{self, Action, HookEvent, Profile, Start};
 use super::input::{self, HookInput};
@@ -80,7 +80,13 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
         Action::Deliver(boundary) => deliver(&home, agent, &event, &sessions, boundary),
         // What is ready is acknowledged as it is handed over, so a second stop (with
         // `stop_hook_active`) finds only what arrived since and never blocks twice on the same.
-        Action::Stop => deliver(&home, agent, &event, &sessions, formatter::Boundary::Turn),
+        Action::Stop => deliver(
+            &home,
+            agent,
+            &event,
+            &sessions,
+            hermes_formatter::Boundary::Turn,
+        ),
     }
 }
 
@@ -137,7 +143,7 @@ fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Res
         let ledger = home.ledger()?;
         if ledger
             .session(current)?
-            .is_some_and(|s| s.state == ledger::SessionState::Ended)
+            .is_some_and(|s| s.state == hermes_ledger::SessionState::Ended)
             && ledger.reopen_session(current, now())?
         {
             tracing::info!(session = %current, "session resumed by its agent");
@@ -154,7 +160,7 @@ fn deliver(
     agent: &Profile,
     event: &HookEvent,
     sessions: &[SessionId],
-    boundary: formatter::Boundary,
+    boundary: hermes_formatter::Boundary,
 ) -> anyhow::Result<Code> {
     let consumer = format!("hook:{}", std::process::id());
     let answer = |text: &str| output::print_json(&agent.answer(event, text));

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use formatter::Boundary;
+use hermes_formatter::Boundary;
 
 use super::agents::{self, Action, InstallOptions, Profile};
 use super::merge::{self, Doc, File, Hook};

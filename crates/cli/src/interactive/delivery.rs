@@ -5,9 +5,9 @@
 
 use std::convert::Infallible;
 
-use formatter::Envelope;
-use ledger::{Delegation, Event};
-use router::{AfterShown, Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
+use hermes_formatter::Envelope;
+use hermes_ledger::{Delegation, Event};
+use hermes_router::{AfterShown, Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
 
 use crate::deliver::tokens;
 use crate::home::{now, render_context};
@@ -17,7 +17,7 @@ pub type Claimed = ClaimedEnvelope<String>;
 
 /// Renders one envelope (before the router claims it, so rendering never burns an attempt).
 fn render(delegation: &Delegation, events: &[Event]) -> Result<String, Infallible> {
-    Ok(formatter::render_envelope(
+    Ok(hermes_formatter::render_envelope(
         &Envelope::new(delegation, events),
         &render_context(),
     ))
@@ -47,7 +47,7 @@ pub fn text(claimed: &[Claimed], boundary: Boundary) -> String {
         .iter()
         .map(|c| Envelope::new(&c.delegation, &c.events))
         .collect();
-    let mut text = formatter::render_boundary(&envelopes, boundary, &render_context());
+    let mut text = hermes_formatter::render_boundary(&envelopes, boundary, &render_context());
     if !text.ends_with('\n') {
         text.push('\n');
     }

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use ledger::SessionId;
+use hermes_ledger::SessionId;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 

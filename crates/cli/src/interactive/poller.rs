@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use router::{Boundary, Router, RouterError};
+use hermes_router::{Boundary, Router, RouterError};
 
 use super::console::Console;
 use super::delivery;

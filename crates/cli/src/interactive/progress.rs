@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ledger::{ChildStatus, DelegationId};
-use registry::{Host, UnitProgress};
-use router::Router;
+use hermes_ledger::{ChildStatus, DelegationId};
+use hermes_registry::{Host, UnitProgress};
+use hermes_router::Router;
 use tokio::sync::watch;
 
 use super::console::Console;
@@ -72,7 +72,7 @@ fn started(p: &UnitProgress) -> String {
     let goal = p
         .children
         .first()
-        .map(|c| formatter::one_line(&c.goal, 60))
+        .map(|c| hermes_formatter::one_line(&c.goal, 60))
         .unwrap_or_default();
     if total == 1 {
         format!("▸ {} started: {goal}", p.delegation_id)
@@ -124,7 +124,7 @@ impl Follow {
                     Some(name) => lines.push(format!(
                         "· {}{task} in tool {}",
                         p.delegation_id,
-                        formatter::one_line(name, 40)
+                        hermes_formatter::one_line(name, 40)
                     )),
                     None => lines.push(format!("· {}{task} out of its tool", p.delegation_id)),
                 }

@@ -9,16 +9,18 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ledger::{
+use hermes_ledger::{
     DelegationId, EventState, HostClaim, HostKind, InterruptTarget, Ledger, ProcessId, SessionId,
-    SessionState, UnitStatus,
+    SessionState, Sweep, UnitStatus,
 };
-use registry::{DispatchRequest, Host, HostOptions, OsReaper};
-use router::{Boundary, Router, RouterConfig, RouterError};
+use hermes_registry::{
+    DispatchRequest, Host, HostOptions, OsReaper, SystemClock, housekeeping, procs,
+};
+use hermes_router::{Boundary, Router, RouterConfig, RouterError};
+use hermes_stdx::one_line;
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{Config, DefaultEditor, Editor};
-use stdx::one_line;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
@@ -45,7 +47,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         Some(resumed) => home.hosting_ledger(&resumed)?,
         None => home.ledger()?,
     };
-    let me = registry::procs::current_host();
+    let me = procs::current_host();
     let (session, greeting) = match resume {
         Some(raw) => resume_session(&ledger, &home.registry(), raw, me)?,
         None => {
@@ -60,7 +62,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
     let host = runtime.block_on(Host::start(
         ledger.clone(),
         home.registry(),
-        Arc::new(registry::SystemClock),
+        Arc::new(SystemClock),
         HostOptions {
             kind: HostKind::Interactive,
             session: Some(session.clone()),
@@ -168,7 +170,7 @@ fn new_session(ledger: &Ledger, me: ProcessId) -> anyhow::Result<SessionId> {
 /// are given back, and what waited is delivered at the first boundary.
 fn resume_session(
     ledger: &Ledger,
-    registry: &registry::Config,
+    registry: &hermes_registry::Config,
     raw: &str,
     me: ProcessId,
 ) -> anyhow::Result<(SessionId, String)> {
@@ -200,13 +202,7 @@ fn resume_session(
             ));
         }
     }
-    let report = registry::housekeeping::sweep(
-        ledger,
-        &OsReaper::new(),
-        registry,
-        now(),
-        ledger::Sweep::Now,
-    )?;
+    let report = housekeeping::sweep(ledger, &OsReaper::new(), registry, now(), Sweep::Now)?;
     let mut finalized = 0;
     for unit in &report.finalized {
         if ledger
@@ -248,7 +244,10 @@ fn release_dead_claims(
         let Some(process) = consumer_process(&lease.consumer) else {
             continue;
         };
-        if process != me && !registry::procs::is_alive(process) && !tokens.contains(&lease.token) {
+        if process != me
+            && !hermes_registry::procs::is_alive(process)
+            && !tokens.contains(&lease.token)
+        {
             tokens.push(lease.token);
         }
     }
@@ -418,7 +417,7 @@ impl Turns {
         }
         let spec = draft.build()?;
         crate::dispatch::check_programs_here(&spec)?;
-        let goal = formatter::one_line(&spec.goal, 80);
+        let goal = hermes_formatter::one_line(&spec.goal, 80);
         let dispatched = self.runtime.block_on(
             self.host
                 .dispatch(DispatchRequest::background(self.session.clone(), spec)),

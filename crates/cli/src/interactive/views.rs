@@ -2,8 +2,10 @@
 
 use std::fmt::Write as _;
 
-use ledger::{Child, Delegation, DelegationId, EventKey, Ledger, Progress, SessionId, Timestamp};
-use registry::{Host, UnitProgress};
+use hermes_ledger::{
+    Child, Delegation, DelegationId, EventKey, Ledger, Progress, SessionId, Timestamp,
+};
+use hermes_registry::{Host, UnitProgress};
 
 use crate::color;
 use crate::home::now;
@@ -33,7 +35,7 @@ pub fn agents(
             "  {}  {} {}{}",
             unit.id,
             color::status("running", 9),
-            formatter::one_line(&unit.spec.goal, 70),
+            hermes_formatter::one_line(&unit.spec.goal, 70),
             placed(unit)
         );
         let live = host.progress(&unit.id).map(|p| p.borrow().clone());
@@ -53,7 +55,7 @@ pub fn agents(
             unit.id,
             color::status("queued", 9),
             position + 1,
-            formatter::one_line(&unit.spec.goal, 60),
+            hermes_formatter::one_line(&unit.spec.goal, 60),
             placed(unit)
         );
     }
@@ -62,7 +64,7 @@ pub fn agents(
         for unit in &listing.recent {
             let age = unit
                 .ended_at
-                .map(|e| formatter::human_age(at.ms_since(e)))
+                .map(|e| hermes_formatter::human_age(at.ms_since(e)))
                 .unwrap_or_default();
             let _ = writeln!(
                 text,
@@ -70,7 +72,7 @@ pub fn agents(
                 unit.id,
                 color::status(unit.status.as_str(), 9),
                 age,
-                formatter::one_line(&unit.spec.goal, 60)
+                hermes_formatter::one_line(&unit.spec.goal, 60)
             );
         }
     }
@@ -124,7 +126,7 @@ fn describe(status: &str, span: Span, progress: &Progress, at: Timestamp) -> Str
         progress.api_calls
     );
     if let Some(tool) = &progress.current_tool {
-        let _ = write!(line, " · tool {}", formatter::one_line(tool, 30));
+        let _ = write!(line, " · tool {}", hermes_formatter::one_line(tool, 30));
     }
     line
 }
@@ -146,7 +148,7 @@ fn child_lines(text: &mut String, live: &UnitProgress, at: Timestamp) {
                 &child.progress,
                 at
             ),
-            formatter::one_line(&child.goal, 50)
+            hermes_formatter::one_line(&child.goal, 50)
         );
     }
 }
@@ -165,7 +167,7 @@ fn stored_child_line(text: &mut String, unit: &Delegation, child: &Child, at: Ti
         .spec
         .tasks
         .get(child.index as usize)
-        .map(|t| formatter::one_line(&t.goal, 50))
+        .map(|t| hermes_formatter::one_line(&t.goal, 50))
         .unwrap_or_default();
     let _ = writeln!(
         text,
@@ -187,11 +189,15 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
         unit.id,
         color::status(unit.status.as_str(), 0),
         unit.session.as_ref().map_or("-", |s| s.as_str()),
-        formatter::one_line(&unit.spec.goal, 120),
-        formatter::human_age(at.ms_since(unit.dispatched_at)),
+        hermes_formatter::one_line(&unit.spec.goal, 120),
+        hermes_formatter::human_age(at.ms_since(unit.dispatched_at)),
     );
     if let Some(reason) = &unit.interrupt {
-        let _ = write!(text, " · interrupt: {}", formatter::one_line(reason, 60));
+        let _ = write!(
+            text,
+            " · interrupt: {}",
+            hermes_formatter::one_line(reason, 60)
+        );
     }
     text.push_str(&placed(&unit));
     text.push('\n');
@@ -284,7 +290,7 @@ pub fn log(ledger: &Ledger, id: &DelegationId, task: Option<u32>) -> anyhow::Res
             let _ = writeln!(text, "… {skip} earlier line(s) omitted");
         }
         for line in &lines[skip..] {
-            text.push_str(&formatter::one_line(line, 400));
+            text.push_str(&hermes_formatter::one_line(line, 400));
             text.push('\n');
         }
     }

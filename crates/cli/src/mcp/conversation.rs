@@ -10,9 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::{Arc, Mutex};
 
-use ledger::{Delegation, DelegationId, HostClaim, Ledger, ProcessId, SessionId};
-use router::{Router, RouterConfig};
-use stdx::lock;
+use hermes_ledger::{Delegation, DelegationId, HostClaim, Ledger, ProcessId, SessionId};
+use hermes_router::{Router, RouterConfig};
+use hermes_stdx::lock;
 
 use crate::binding::{Bindings, Resolved};
 use crate::exit::{Code, fail};
@@ -38,7 +38,7 @@ pub struct Conversation {
     bindings: Bindings,
     agent: ProcessId,
     fixed: Option<SessionId>,
-    settings: settings::Settings,
+    settings: hermes_settings::Settings,
     hosted: Mutex<HashSet<SessionId>>,
     inline: Mutex<HashSet<DelegationId>>,
     routers: Mutex<HashMap<SessionId, Arc<Router>>>,
@@ -58,7 +58,7 @@ pub struct Setup {
     /// `HERMES_SESSION_ID`, when set.
     pub fixed: Option<SessionId>,
     /// The settings in force (claim lease and renewal of `delegation_results`).
-    pub settings: settings::Settings,
+    pub settings: hermes_settings::Settings,
 }
 
 impl Conversation {
@@ -173,7 +173,7 @@ impl Conversation {
             match self.ledger.claim_session_host(
                 &session,
                 self.me,
-                &registry::OsReaper::new(),
+                &hermes_registry::OsReaper::new(),
                 now(),
             )? {
                 HostClaim::Acquired | HostClaim::AlreadyHeld => {}

@@ -4,7 +4,7 @@
 //! closed, then SIGTERM, as the MCP SDKs do) stops none of them, and a resumed conversation gets
 //! their results. A provisional session's unit runs in this server, and ends with it.
 
-use registry::DispatchRequest;
+use hermes_registry::DispatchRequest;
 
 use super::conversation::Sessions;
 use super::tools::{Tools, blocking, ok_json, tool_error};
@@ -24,14 +24,14 @@ fn inject_note(agent: &str) -> String {
 pub async fn background(
     tools: &Tools,
     sessions: Sessions,
-    mut spec: ledger::DispatchSpec,
+    mut spec: hermes_ledger::DispatchSpec,
 ) -> super::tools::ToolResult {
     // A session's unit runs on this machine: a program it cannot find is refused now.
     if let Err(e) = crate::dispatch::check_programs_here(&spec) {
         return tool_error(&e);
     }
     let session = sessions.current.clone();
-    let fallback = if spec.delivery == ledger::DeliveryMode::Inject {
+    let fallback = if spec.delivery == hermes_ledger::DeliveryMode::Inject {
         let conversation = tools.conversation.clone();
         blocking(move || Ok(conversation.agent()))
             .await
@@ -42,7 +42,7 @@ pub async fn background(
         None
     };
     if fallback.is_some() {
-        spec.delivery = ledger::DeliveryMode::AfterTurn;
+        spec.delivery = hermes_ledger::DeliveryMode::AfterTurn;
     }
     let pooled = spec.pool.clone();
     let (unit, transcripts, queue_position, host_pid) = if sessions.named && pooled.is_none() {
@@ -54,11 +54,13 @@ pub async fn background(
             let (host, admission) = crate::cmd::delegate::into_session_host(
                 &home, &ledger, &config, &s, spec, None, None,
             )?;
-            let transcripts: Vec<String> =
-                registry::transcript::task_logs(&config.transcript_root, &admission.delegation)
-                    .iter()
-                    .map(|path| path.display().to_string())
-                    .collect();
+            let transcripts: Vec<String> = hermes_registry::transcript::task_logs(
+                &config.transcript_root,
+                &admission.delegation,
+            )
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
             Ok((admission, transcripts, host))
         })
         .await;

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use ledger::{DelegationId, InterruptTarget, Ledger, SessionId};
-use registry::DispatchRequest;
+use hermes_ledger::{DelegationId, InterruptTarget, Ledger, SessionId};
+use hermes_registry::DispatchRequest;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
@@ -25,7 +25,7 @@ const PROGRESS_POLL: Duration = Duration::from_millis(250);
 pub async fn run(
     tools: &Tools,
     session: SessionId,
-    spec: ledger::DispatchSpec,
+    spec: hermes_ledger::DispatchSpec,
     context: RequestContext<RoleServer>,
 ) -> ToolResult {
     let dispatched = match tools
@@ -79,7 +79,7 @@ pub async fn run(
     );
     match finished {
         Ok(f) => {
-            let text = formatter::shorten(&f.text, ANSWER_BUDGET, &how);
+            let text = hermes_formatter::shorten(&f.text, ANSWER_BUDGET, &how);
             match f.failure {
                 None => ok_text(text),
                 Some(failure) => Ok(CallToolResult::error(vec![

@@ -118,20 +118,20 @@ pub enum Delivery {
     Inject,
 }
 
-impl From<Role> for ledger::Role {
+impl From<Role> for hermes_ledger::Role {
     fn from(role: Role) -> Self {
         match role {
-            Role::Leaf => ledger::Role::Leaf,
-            Role::Orchestrator => ledger::Role::Orchestrator,
+            Role::Leaf => hermes_ledger::Role::Leaf,
+            Role::Orchestrator => hermes_ledger::Role::Orchestrator,
         }
     }
 }
 
-impl From<Delivery> for ledger::DeliveryMode {
+impl From<Delivery> for hermes_ledger::DeliveryMode {
     fn from(delivery: Delivery) -> Self {
         match delivery {
-            Delivery::AfterTurn => ledger::DeliveryMode::AfterTurn,
-            Delivery::Inject => ledger::DeliveryMode::Inject,
+            Delivery::AfterTurn => hermes_ledger::DeliveryMode::AfterTurn,
+            Delivery::Inject => hermes_ledger::DeliveryMode::Inject,
         }
     }
 }

@@ -2,9 +2,9 @@
 //! and acknowledged through `deliver::present`, the one protocol hooks use too) and
 //! `delegation_result` (a stored result in full, page by page; it delivers nothing).
 
-use formatter::Boundary;
-use ledger::{Listing, UnitStatus};
-use router::RouterError;
+use hermes_formatter::Boundary;
+use hermes_ledger::{Listing, UnitStatus};
+use hermes_router::RouterError;
 
 use super::conversation::Conversation;
 use super::params::DelegationResult;

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ledger::{HostKind, Ledger, SessionId};
-use registry::{Host, HostOptions, SystemClock};
+use hermes_ledger::{HostKind, Ledger, SessionId};
+use hermes_registry::{Host, HostOptions, SystemClock};
 use rmcp::ServiceExt as _;
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use settings::Bounds;
+use hermes_settings::Bounds;
 
 use super::params::{BatchTask, DelegateTask};
 use crate::dispatch::Draft;
@@ -11,7 +11,7 @@ use crate::exit::{Code, fail};
 use crate::tasks_file::{self, Batch, TaskDraft};
 
 /// The unit `delegate_task`'s parameters describe, checked like the command line's DISPATCH.
-pub fn spec(p: DelegateTask) -> anyhow::Result<ledger::DispatchSpec> {
+pub fn spec(p: DelegateTask) -> anyhow::Result<hermes_ledger::DispatchSpec> {
     let mut draft = Draft {
         goal: p.goal,
         context: p.context,

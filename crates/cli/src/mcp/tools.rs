@@ -8,13 +8,13 @@
 
 use std::sync::Arc;
 
-use ledger::InterruptTarget;
-use registry::Host;
+use hermes_ledger::InterruptTarget;
+use hermes_registry::Host;
+use hermes_router::Boundary;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, CustomRequest, CustomResult, ErrorCode};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use router::Boundary;
 use serde_json::json;
 
 use super::conversation::Conversation;

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use ledger::{Census, Host, Ledger, Liveness as _};
+use hermes_ledger::{Census, Host, Ledger, Liveness as _};
 
 use super::exposition::{Exposition, Format, Seen};
 use super::render::{self, ProcessCounts};
@@ -24,13 +24,13 @@ fn observe(elapsed: std::time::Duration) {
 
 /// Starts timing this process's ledger commits (once; later calls change nothing).
 pub fn install() {
-    ledger::observe_commits(observe);
+    hermes_ledger::observe_commits(observe);
 }
 
 /// What this process counted so far.
 pub fn counts() -> ProcessCounts {
     ProcessCounts {
-        lease_renewal_failures: registry::counts::lease_renewal_failures(),
+        lease_renewal_failures: hermes_registry::counts::lease_renewal_failures(),
         commits: COMMITS
             .get()
             .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner).clone()),
@@ -74,7 +74,7 @@ pub fn snapshot(
 }
 
 fn render_now(census: &Census, totals: &Totals, limits: &Limits) -> Exposition {
-    let reaper = registry::OsReaper::new();
+    let reaper = hermes_registry::OsReaper::new();
     let here = reaper.locality();
     let at = now();
     let dead = |h: &Host| h.is_dead(&here, at, &|p| reaper.is_alive(p));

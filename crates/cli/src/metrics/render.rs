@@ -1,4 +1,4 @@
-//! The metrics, from one ledger read ([`ledger::Census`]) and this process's own
+//! The metrics, from one ledger read ([`hermes_ledger::Census`]) and this process's own
 //! counts, as an [`Exposition`] — written in either text format by [`super::exposition`].
 //!
 //! Gauges describe the ledger now. The counters and the delivery-lag and start-wait histograms
@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use ledger::{Census, EventState, Host, HostKind, Timestamp, UnitStatus};
+use hermes_ledger::{Census, EventState, Host, HostKind, Timestamp, UnitStatus};
 
 use super::exposition::{Exposition, Kind, labels};
 use super::tally::{Buckets, Totals, UNIT_STATUSES, exponential_buckets};
@@ -230,7 +230,7 @@ mod tests {
     use super::*;
     use crate::metrics::exposition::Format;
     use crate::metrics::tally::Tally;
-    use ledger::{
+    use hermes_ledger::{
         Capacity, Channel, DispatchSpec, HostId, Ledger, LedgerConfig, Locality, NewDelegation,
         ProcessId, SessionId, TaskSpec, WorkerPool,
     };
@@ -287,7 +287,7 @@ mod tests {
     fn text(ledger: &Ledger, format: Format) -> String {
         let census = ledger.census_except(&|_| false).expect("census");
         let totals = Tally::default().absorb(&census);
-        let limits = Limits::from_settings(&settings::Settings::default());
+        let limits = Limits::from_settings(&hermes_settings::Settings::default());
         let dead = |_: &Host| false;
         render(
             &census,

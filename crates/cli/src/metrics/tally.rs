@@ -3,13 +3,13 @@
 //!
 //! A unit that has ended and whose every event is delivered or dropped can no longer change
 //! (until retention purges it), so its [`Part`] is computed once and held; each scrape reads
-//! only the other units ([`ledger::Ledger::census_except`]) and the ids of all, to forget the
+//! only the other units ([`hermes_ledger::Ledger::census_except`]) and the ids of all, to forget the
 //! purged ones. A scrape of a ledger with 10,000 settled units then decodes none of them, and
 //! the held parts are summed as they arrive ([`Totals`]), not on each scrape.
 
 use std::collections::{HashMap, HashSet};
 
-use ledger::{Census, ChildStatus, Delegation, DelegationId, Event, EventState, UnitStatus};
+use hermes_ledger::{Census, ChildStatus, Delegation, DelegationId, Event, EventState, UnitStatus};
 
 /// Every unit status, so each series exists (at 0) from the first scrape.
 pub const UNIT_STATUSES: [UnitStatus; 10] = [
@@ -264,7 +264,7 @@ mod tests {
     use crate::metrics::exposition::Format;
     use crate::metrics::render::{self, ProcessCounts};
     use crate::top::model::Limits;
-    use ledger::{
+    use hermes_ledger::{
         Capacity, Channel, ChildOutcome, DispatchSpec, HostId, Ledger, LedgerConfig, NewDelegation,
         ProcessId, TaskSpec, Timestamp,
     };
@@ -307,7 +307,7 @@ mod tests {
     fn scrape(ledger: &Ledger, tally: &mut Tally) -> (usize, Vec<String>) {
         let census = ledger.census_except(&|id| tally.holds(id)).expect("census");
         let totals = tally.absorb(&census);
-        let limits = Limits::from_settings(&settings::Settings::default());
+        let limits = Limits::from_settings(&hermes_settings::Settings::default());
         let text = render::render(
             &census,
             &totals,
@@ -410,7 +410,7 @@ mod tests {
         let ledger = Ledger::open(&path, LedgerConfig::default()).expect("open");
         // Another process's handle on the same file.
         let other = Ledger::open(&path, LedgerConfig::default()).expect("open");
-        let limits = Limits::from_settings(&settings::Settings::default());
+        let limits = Limits::from_settings(&hermes_settings::Settings::default());
         let mut scrapes = crate::metrics::process::Scrapes::default();
         let mut scrape = || {
             crate::metrics::process::snapshot(&ledger, &limits, &mut scrapes)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ledger::{InterruptTarget, Ledger, Liveness as _, Overview};
+use hermes_ledger::{InterruptTarget, Ledger, Liveness as _, Overview};
 use ratatui::crossterm::event::{self, Event, KeyEventKind, MouseEventKind};
 
 use super::model::{self, Limits, Model};
@@ -42,7 +42,10 @@ enum Wake {
 
 impl Wake {
     fn start(ledger: &Arc<Ledger>, stop: &Arc<AtomicBool>) -> Wake {
-        let listener = match ledger.listen(&[ledger::Listen::Activity, ledger::Listen::Events]) {
+        let listener = match ledger.listen(&[
+            hermes_ledger::Listen::Activity,
+            hermes_ledger::Listen::Events,
+        ]) {
             Ok(Some(listener)) => listener,
             Ok(None) | Err(_) => {
                 return Wake::Counter {
@@ -94,7 +97,7 @@ pub fn run(ledger: &Arc<Ledger>, limits: Limits) -> anyhow::Result<()> {
     let mut screen = Screen::enter()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut wake = Wake::start(ledger, &stop);
-    let reaper = registry::OsReaper::new();
+    let reaper = hermes_registry::OsReaper::new();
     let here = reaper.locality();
     let name = ledger.path().display().to_string();
     let mut ui = Ui::default();
@@ -171,7 +174,7 @@ pub fn run(ledger: &Arc<Ledger>, limits: Limits) -> anyhow::Result<()> {
 }
 
 /// Stops a unit as `delegation stop` does; returns what happened, in words.
-fn stop_unit(ledger: &Ledger, id: &ledger::DelegationId) -> String {
+fn stop_unit(ledger: &Ledger, id: &hermes_ledger::DelegationId) -> String {
     match ledger.request_interrupt(&InterruptTarget::Delegation(id.clone()), STOP_REASON, now()) {
         Ok(done) if done.flagged.contains(id) => format!("{id}: stopping ({STOP_REASON})"),
         Ok(done) if done.cancelled.contains(id) => format!("{id}: cancelled ({STOP_REASON})"),
@@ -229,6 +232,6 @@ fn read_end(path: &str) -> Option<String> {
 
 fn lines_of(text: &str) -> Vec<String> {
     text.lines()
-        .map(|l| formatter::terminal_safe(l).replace('\t', "    "))
+        .map(|l| hermes_formatter::terminal_safe(l).replace('\t', "    "))
         .collect()
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ledger::{
+use hermes_ledger::{
     Child, Delegation, DelegationId, Event, EventState, ExitDetail, Host, Overview, Stalling,
     Timestamp, UnitStatus, UnitView,
 };
@@ -27,7 +27,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn from_settings(settings: &settings::Settings) -> Limits {
+    pub fn from_settings(settings: &hermes_settings::Settings) -> Limits {
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Limits {
             stall_idle_ms: ms(settings.delegation.stall_idle),
@@ -260,8 +260,9 @@ fn machines(
         *entry.hosts.entry(host.kind.as_str()).or_default() += 1;
     }
     // Session units of background hosts take a machine's slots; pool and inline ones do not.
-    let takes_slot =
-        |v: &UnitView| v.unit.pool().is_none() && v.unit.channel == ledger::Channel::Background;
+    let takes_slot = |v: &UnitView| {
+        v.unit.pool().is_none() && v.unit.channel == hermes_ledger::Channel::Background
+    };
     let slot_of = |v: &UnitView| takes_slot(v).then(|| machine_of(v, hosts)).flatten();
     for (name, counts) in unit_counts(running, queued, slot_of) {
         let entry = out.entry(name.clone()).or_insert_with(|| line(&name));
@@ -381,7 +382,7 @@ fn child_line(
     now: Timestamp,
     limits: &Limits,
 ) -> ChildLine {
-    let running = child.status == ledger::ChildStatus::Running;
+    let running = child.status == hermes_ledger::ChildStatus::Running;
     let stalling = stalls.iter().find(|s| s.index == child.index);
     let quiet = match (running, stalling) {
         (false, _) => None,
@@ -415,8 +416,8 @@ fn child_line(
     let own: Vec<Event> = events
         .iter()
         .filter(|e| {
-            e.key == ledger::EventKey::Task(child.index)
-                || (e.key == ledger::EventKey::Terminal
+            e.key == hermes_ledger::EventKey::Task(child.index)
+                || (e.key == hermes_ledger::EventKey::Terminal
                     && e.payload.outcomes().iter().any(|o| o.index == child.index))
         })
         .cloned()

@@ -2,7 +2,7 @@
 //! snapshotted with insta: running, quiet, stalling, queued, delivered, a narrow terminal, a
 //! terminal too small, the status pane and the stop question.
 
-use ledger::{
+use hermes_ledger::{
     Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event,
     EventKey, EventPayload, EventState, ExitDetail, Host, HostId, HostKind, Lease, Locality,
     Overview, ProcessId, Progress, SessionId, StallPhase, Stalling, TaskSpec, Timestamp,
@@ -107,7 +107,7 @@ fn event(u: &Delegation, state: EventState, attempts: u32) -> Event {
         state,
         attempts,
         lease: (state == EventState::Claimed).then(|| Lease {
-            token: ledger::ClaimToken(1),
+            token: hermes_ledger::ClaimToken(1),
             consumer: "drain-123".into(),
             claimed_at: ago(10),
             expires_at: NOW.plus_ms(290_000),

@@ -2,7 +2,7 @@
 //! asked) and how each key changes it. Pure: a key and the rows shown give a new state and at
 //! most one [`Action`] for the loop to carry out.
 
-use ledger::DelegationId;
+use hermes_ledger::DelegationId;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::model::{Model, Row};

@@ -2,7 +2,7 @@
 //! time (and the transcript lines the loop read for an open log pane). Snapshot-tested on
 //! ratatui's `TestBackend`.
 
-use ledger::Timestamp;
+use hermes_ledger::Timestamp;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -238,7 +238,7 @@ fn table_row(r: &Row, cols: Columns) -> TableRow<'static> {
         } else {
             r.goal.clone()
         };
-        cells.push(Cell::from(formatter::one_line(&goal, 120)));
+        cells.push(Cell::from(hermes_formatter::one_line(&goal, 120)));
     }
     let machine = match (&r.pool, r.machine.is_empty()) {
         (Some(pool), true) => format!("pool {pool}"),
@@ -358,7 +358,7 @@ fn status_lines(row: &Row) -> Vec<Line<'static>> {
             || format!("machine {}", row.machine),
             |p| format!("pool {p}")
         ),
-        formatter::one_line(&row.goal, 80),
+        hermes_formatter::one_line(&row.goal, 80),
         row.elapsed_ms
             .map(|e| format!("  ({})", duration(e)))
             .unwrap_or_default(),
@@ -384,7 +384,7 @@ fn status_lines(row: &Row) -> Vec<Line<'static>> {
         spans.push(Span::raw(format!(
             "{}  {}",
             c.delivery,
-            formatter::one_line(&c.goal, 60)
+            hermes_formatter::one_line(&c.goal, 60)
         )));
         lines.push(Line::from(spans));
         if let Some(t) = &c.transcript {
@@ -436,5 +436,5 @@ pub fn duration(ms: u64) -> String {
 }
 
 fn cut(text: &str, max: usize) -> String {
-    formatter::one_line(text, max)
+    hermes_formatter::one_line(text, max)
 }

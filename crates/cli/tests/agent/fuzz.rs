@@ -158,8 +158,8 @@ fn no_hook_input_blocks_panics_or_takes_what_it_did_not_print() {
             } else if state == "dropped" {
                 // A session-end ended the conversation: reopen it for the next cases.
                 let _ = h.ledger().reopen_session(
-                    &ledger::SessionId::new(SESSION).expect("id"),
-                    ledger::Timestamp(0),
+                    &hermes_ledger::SessionId::new(SESSION).expect("id"),
+                    hermes_ledger::Timestamp(0),
                 );
                 *id.borrow_mut() = ready(&h);
             } else {

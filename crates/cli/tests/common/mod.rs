@@ -13,10 +13,10 @@ pub struct Hermes {
     pub home: tempfile::TempDir,
     /// The ledger on the backend under test (`HERMES_TEST_BACKEND`): the home's redb file, or
     /// a fresh PostgreSQL database handed to every process as `HERMES_LEDGER_URL`.
-    pub location: ledger::Location,
+    pub location: hermes_ledger::Location,
     pub ledger_url: Option<String>,
     /// Drops this home's test database (PostgreSQL) when the test is done.
-    _database: Option<ledger::testing::TestDatabase>,
+    _database: Option<hermes_ledger::testing::TestDatabase>,
 }
 
 impl Hermes {
@@ -29,7 +29,7 @@ impl Hermes {
         )
         .expect("chmod the temp home");
         let (location, ledger_url, database) =
-            ledger::testing::TestBackend::from_env().fresh_owned(home.path());
+            hermes_ledger::testing::TestBackend::from_env().fresh_owned(home.path());
         Hermes {
             home,
             location,
@@ -41,8 +41,8 @@ impl Hermes {
     /// A home of its own on another "machine" sharing the PostgreSQL ledger at `url`.
     pub fn sharing(url: &str) -> Hermes {
         let mut h = Hermes::new();
-        let target = ledger::PgTarget::parse(url, None).expect("the test URL parses");
-        h.location = ledger::Location::Postgres(Box::new(target));
+        let target = hermes_ledger::PgTarget::parse(url, None).expect("the test URL parses");
+        h.location = hermes_ledger::Location::Postgres(Box::new(target));
         h.ledger_url = Some(url.to_owned());
         // The shared database belongs to the test, not to this home.
         h._database = None;
@@ -55,8 +55,8 @@ impl Hermes {
     }
 
     /// Opens this home's ledger directly.
-    pub fn ledger(&self) -> ledger::Ledger {
-        ledger::Ledger::open_at(&self.location, ledger::LedgerConfig::default())
+    pub fn ledger(&self) -> hermes_ledger::Ledger {
+        hermes_ledger::Ledger::open_at(&self.location, hermes_ledger::LedgerConfig::default())
             .expect("ledger opens")
     }
 

@@ -1,7 +1,7 @@
 //! Delegations, outcomes and events to render, with fixed times.
 
-use formatter::RenderContext;
-use ledger::{
+use hermes_formatter::RenderContext;
+use hermes_ledger::{
     Channel, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event, EventKey,
     EventPayload, EventState, TaskSpec, Timestamp, UnitStatus,
 };

@@ -1,8 +1,8 @@
 //! Untrusted text trying to pass for structure: it must stay quoted or on its label's line.
 
-use formatter::{Boundary, Envelope, GOAL_MAX_CHARS, render_boundary, render_envelope};
+use hermes_formatter::{Boundary, Envelope, GOAL_MAX_CHARS, render_boundary, render_envelope};
+use hermes_ledger::{ChildStatus, ExitDetail, UnitStatus};
 use insta::assert_snapshot;
-use ledger::{ChildStatus, ExitDetail, UnitStatus};
 
 use crate::fixtures::{ctx, delegation, outcome, task_event, terminal_event};
 use crate::structure::{Shape, check};

@@ -1,11 +1,13 @@
 //! The JSON views: documented field names, values from event data.
 
-use formatter::{
+use hermes_formatter::{
     Boundary, DeferredJson, DrainJson, Envelope, envelope_json, render_envelope, run_json,
     task_json,
 };
+use hermes_ledger::{
+    ChildStatus, ClaimToken, EventKey, ExitDetail, StallPhase, TimeoutPhase, UnitStatus,
+};
 use insta::assert_snapshot;
-use ledger::{ChildStatus, ClaimToken, EventKey, ExitDetail, StallPhase, TimeoutPhase, UnitStatus};
 use serde_json::{Value, json};
 
 use crate::fixtures::{NOW, ctx, delegation, outcome, task_event, terminal_event};
@@ -48,7 +50,7 @@ fn drain_output() {
     let events = [task_event(&unit, done)];
     let entry = envelope_json(&Envelope::new(&unit, &events), &ctx())
         .with_claim(ClaimToken(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef));
-    let other = ledger::DelegationId::from_bits(0xbeef);
+    let other = hermes_ledger::DelegationId::from_bits(0xbeef);
     let drain = DrainJson {
         session: "sess-1".into(),
         boundary: Boundary::Tool,

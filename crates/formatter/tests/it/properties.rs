@@ -3,11 +3,11 @@
 
 use std::borrow::Cow;
 
-use formatter::{
+use hermes_formatter::{
     Boundary, EXCERPT_MAX_CHARS, Envelope, GOAL_MAX_CHARS, RenderContext, one_line,
     render_boundary, truncate,
 };
-use ledger::{
+use hermes_ledger::{
     ChildOutcome, ChildStatus, Delegation, Event, ExitDetail, StallPhase, TimeoutPhase, Timestamp,
     UnitStatus,
 };
@@ -264,7 +264,7 @@ impl Unit {
             .collect();
         let goal_refs: Vec<&str> = goals.iter().map(String::as_str).collect();
         let mut d = delegation(&goal_refs);
-        d.id = ledger::DelegationId::from_bits(bits);
+        d.id = hermes_ledger::DelegationId::from_bits(bits);
         d.spec.goal = t(&self.goal);
         d.spec.context = self.context.as_deref().map(t);
         d.spec.toolsets = self.toolsets.iter().map(|s| t(s)).collect();

@@ -1,11 +1,11 @@
 //! Snapshots of every block shape and every body.
 
-use formatter::{Boundary, Envelope, RenderContext, render_boundary, render_envelope};
-use insta::assert_snapshot;
-use ledger::{
+use hermes_formatter::{Boundary, Envelope, RenderContext, render_boundary, render_envelope};
+use hermes_ledger::{
     ChildOutcome, ChildStatus, Delegation, Event, ExitDetail, Role, StallPhase, TimeoutPhase,
     UnitStatus,
 };
+use insta::assert_snapshot;
 
 use crate::fixtures::{NOW, ctx, delegation, outcome, task_event, terminal_event};
 
@@ -43,7 +43,7 @@ fn single_agent_child_shows_its_streams_model_and_usage() {
     let mut done = outcome(0, GOAL, ChildStatus::Completed);
     done.api_calls = 3;
     done.model = Some("claude-sonnet-4-5-20250929".into());
-    done.usage = Some(Box::new(ledger::Usage {
+    done.usage = Some(Box::new(hermes_ledger::Usage {
         input_tokens: 4135,
         output_tokens: 310,
         cached_input_tokens: 3000,
@@ -445,7 +445,7 @@ fn two_units() -> (Delegation, Vec<Event>, Delegation, Vec<Event>) {
     done.result = "first result".into();
     let first_events = vec![task_event(&first, done)];
     let mut second = delegation(&GOALS[..2]);
-    second.id = ledger::DelegationId::from_bits(0xfeed_0000_beef);
+    second.id = hermes_ledger::DelegationId::from_bits(0xfeed_0000_beef);
     let second_events = (0..2)
         .map(|i| {
             let mut done = outcome(i, GOALS[i as usize], ChildStatus::Completed);
@@ -489,7 +489,7 @@ fn boundary_to_a_byte_sink() {
     let (first, first_events, ..) = two_units();
     let one = [Envelope::new(&first, &first_events)];
     let mut bytes = Vec::new();
-    formatter::write_boundary_io(&mut bytes, &one, Boundary::Tool, &ctx())
+    hermes_formatter::write_boundary_io(&mut bytes, &one, Boundary::Tool, &ctx())
         .expect("writing to a Vec cannot fail");
     assert_eq!(
         bytes,
@@ -500,7 +500,7 @@ fn boundary_to_a_byte_sink() {
 #[test]
 fn inline_runs_are_not_called_background_work() {
     let mut unit = delegation(&[GOAL]);
-    unit.channel = ledger::Channel::Inline;
+    unit.channel = hermes_ledger::Channel::Inline;
     let events = [task_event(&unit, outcome(0, GOAL, ChildStatus::Completed))];
     let text = render(&unit, &events);
     assert!(
@@ -510,7 +510,7 @@ fn inline_runs_are_not_called_background_work() {
     assert!(!text.contains("background"), "{text}");
 
     let mut batch = delegation(&["a", "b"]);
-    batch.channel = ledger::Channel::Inline;
+    batch.channel = hermes_ledger::Channel::Inline;
     let events = [
         task_event(&batch, outcome(0, "a", ChildStatus::Completed)),
         task_event(&batch, outcome(1, "b", ChildStatus::Completed)),

@@ -1,7 +1,7 @@
 //! What a reader relies on: which lines at column 0 are structure, and a check that rendered
 //! text has only those, with the headers and rules it should have.
 
-use formatter::QUOTE_PREFIX;
+use hermes_formatter::QUOTE_PREFIX;
 
 /// Every way a line hermes writes itself may start. Any other line must be quoted or empty.
 const STRUCTURAL: &[&str] = &[

@@ -116,7 +116,7 @@ impl TaskSpec {
     /// Set anything else with struct-update syntax:
     ///
     /// ```
-    /// use ledger::{Role, TaskSpec};
+    /// use hermes_ledger::{Role, TaskSpec};
     ///
     /// let task = TaskSpec::new("count lines", vec!["wc".into(), "-l".into()]);
     /// assert_eq!(task.goal, "count lines");
@@ -182,7 +182,7 @@ impl DispatchSpec {
     /// Set anything else with struct-update syntax:
     ///
     /// ```
-    /// use ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
+    /// use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
     ///
     /// let spec = DispatchSpec::new("tidy up", vec![TaskSpec::new("lint", vec!["true".into()])]);
     /// assert_eq!(spec.goal, "tidy up");

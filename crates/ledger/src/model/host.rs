@@ -87,14 +87,14 @@ impl Locality {
         const MASK: u64 = (1 << ProcessId::TAG_BITS) - 1;
         /// Where the kernel starts numbering namespaces it creates (`PROC_DYNAMIC_FIRST`).
         const DYNAMIC_FIRST: u64 = 0xF000_0000;
-        let boot = stdx::fnv1a(self.boot_id.as_bytes());
+        let boot = hermes_stdx::fnv1a(self.boot_id.as_bytes());
         let namespace = self
             .pid_namespace
             .strip_prefix("pid:[")
             .and_then(|rest| rest.strip_suffix(']'))
             .and_then(|number| number.parse::<u64>().ok())
             .map_or_else(
-                || stdx::fnv1a(self.pid_namespace.as_bytes()),
+                || hermes_stdx::fnv1a(self.pid_namespace.as_bytes()),
                 |inode| inode.wrapping_sub(DYNAMIC_FIRST),
             );
         (namespace ^ boot) & MASK

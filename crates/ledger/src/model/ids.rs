@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch (UTC): one type for every crate, from `stdx`.
-pub use stdx::Timestamp;
+pub use hermes_stdx::Timestamp;
 
 /// A parent conversation's id: `[A-Za-z0-9._:-]{1,128}`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -320,7 +320,7 @@ impl ChildOutcome {
     /// Set anything else with struct-update syntax:
     ///
     /// ```
-    /// use ledger::{ChildOutcome, ChildStatus, ExitDetail, Timestamp};
+    /// use hermes_ledger::{ChildOutcome, ChildStatus, ExitDetail, Timestamp};
     ///
     /// let bare = ChildOutcome::new(2, "build", ChildStatus::Cancelled, Timestamp(5_000));
     /// assert_eq!((bare.index, bare.goal.as_str()), (2, "build"));

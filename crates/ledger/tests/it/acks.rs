@@ -5,7 +5,7 @@
 //! Two handles on one ledger stand for two processes.
 
 use crate::common::*;
-use ledger::*;
+use hermes_ledger::*;
 
 /// A finished unit of `tasks` children, all their events claimed by one token for a minute.
 fn claimed_unit(ledger: &Ledger, tasks: u32) -> (DelegationId, Claim) {

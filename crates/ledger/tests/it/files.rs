@@ -2,7 +2,7 @@
 
 use std::io::{Seek, SeekFrom, Write};
 
-use ledger::*;
+use hermes_ledger::*;
 
 fn make(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("ledger.redb");

@@ -3,7 +3,7 @@
 //! backends.
 
 use crate::common::*;
-use ledger::*;
+use hermes_ledger::*;
 
 #[test]
 fn the_overview_gives_each_unit_its_own_children_stalls_and_events() {

@@ -5,8 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use ledger::testing::{PoolMode, fresh_empty_database, pg_admin_url, pg_bouncer, query_bools};
-use ledger::*;
+use hermes_ledger::testing::{
+    PoolMode, fresh_empty_database, pg_admin_url, pg_bouncer, query_bools,
+};
+use hermes_ledger::*;
 
 fn connect(url: &str) -> Result<Ledger> {
     let target = PgTarget::parse(url, None)?;

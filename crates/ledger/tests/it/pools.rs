@@ -4,7 +4,7 @@
 use std::sync::{Arc, Barrier};
 
 use crate::common::*;
-use ledger::*;
+use hermes_ledger::*;
 
 /// Registers a live worker of `pool` (pid `pid`) whose lease runs until `lease_until`.
 fn worker(ledger: &Ledger, pid: u32, pool: &str, capacity: u32, lease_until: Timestamp) -> Host {
@@ -303,7 +303,7 @@ fn a_dead_workers_running_unit_ends_unknown_and_its_late_writes_are_refused() {
     // Its lease runs out: it is dead wherever it ran.
     let report = f
         .ledger
-        .recover(&Pids(true), T0.plus_ms(2_000), ledger::Sweep::Now)
+        .recover(&Pids(true), T0.plus_ms(2_000), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert!(report.returned_to_pool.is_empty());
@@ -359,7 +359,7 @@ fn a_unit_a_dead_worker_never_started_goes_back_to_its_place_in_the_pool() {
     let before = f.ledger.activity().unwrap();
     let report = f
         .ledger
-        .recover(&Pids(false), T0.plus_ms(10), ledger::Sweep::Now)
+        .recover(&Pids(false), T0.plus_ms(10), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.returned_to_pool, vec![first.clone()]);
     assert_ne!(

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use crate::common::*;
-use ledger::*;
+use hermes_ledger::*;
 
 struct FakeReaper {
     alive: HashSet<ProcessId>,
@@ -149,7 +149,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
     };
     let report = f
         .ledger
-        .recover(&alive, T0.plus_ms(10), ledger::Sweep::Now)
+        .recover(&alive, T0.plus_ms(10), hermes_ledger::Sweep::Now)
         .unwrap();
     assert!(
         report.ran && report.finalized.is_empty(),
@@ -163,13 +163,13 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
     // Rate limited: a sweep within the interval does nothing.
     assert!(
         !f.ledger
-            .recover(&dead, T0.plus_ms(20), ledger::Sweep::IfDue)
+            .recover(&dead, T0.plus_ms(20), hermes_ledger::Sweep::IfDue)
             .unwrap()
             .ran
     );
     let report = f
         .ledger
-        .recover(&dead, T0.plus_ms(10_000), ledger::Sweep::IfDue)
+        .recover(&dead, T0.plus_ms(10_000), hermes_ledger::Sweep::IfDue)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert_eq!(
@@ -210,7 +210,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
     // A second sweep finds nothing more to do.
     assert!(
         f.ledger
-            .recover(&dead, T0.plus_ms(20_000), ledger::Sweep::Now)
+            .recover(&dead, T0.plus_ms(20_000), hermes_ledger::Sweep::Now)
             .unwrap()
             .finalized
             .is_empty()
@@ -234,7 +234,7 @@ fn old_pending_events_expire_and_old_units_are_purged() {
     finish(&f.ledger, &id, 1, T0.plus_ms(900));
     let report = f
         .ledger
-        .recover(&reaper, T0.plus_ms(1_500), ledger::Sweep::Now)
+        .recover(&reaper, T0.plus_ms(1_500), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.expired_events, 1);
     let event = f.ledger.event(&key(&id, 0)).unwrap().unwrap();
@@ -242,14 +242,14 @@ fn old_pending_events_expire_and_old_units_are_purged() {
     assert_eq!(state(&f.ledger, &key(&id, 1)), EventState::Pending);
     assert_eq!(
         f.ledger
-            .recover(&reaper, T0.plus_ms(5_500), ledger::Sweep::Now)
+            .recover(&reaper, T0.plus_ms(5_500), hermes_ledger::Sweep::Now)
             .unwrap()
             .purged_units,
         0
     );
     let report = f
         .ledger
-        .recover(&reaper, T0.plus_ms(6_000), ledger::Sweep::Now)
+        .recover(&reaper, T0.plus_ms(6_000), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.purged_units, 1);
     assert!(f.ledger.delegation(&id).unwrap().is_none());
@@ -271,7 +271,7 @@ fn a_host_in_another_locality_is_never_judged_by_pid_while_its_lease_is_fresh() 
     let nobody = reaper(&[]);
     let report = f
         .ledger
-        .recover(&nobody, T0.plus_ms(10_000), ledger::Sweep::Now)
+        .recover(&nobody, T0.plus_ms(10_000), hermes_ledger::Sweep::Now)
         .unwrap();
     assert!(report.finalized.is_empty(), "{report:?}");
     assert_eq!(report.dead_hosts, 0);
@@ -311,7 +311,7 @@ fn an_expired_lease_elsewhere_ends_the_unit_unknown_with_the_stored_tail_and_kil
     let confusable = reaper(&[child, host.process]);
     let report = f
         .ledger
-        .recover(&confusable, T0.plus_ms(30_001), ledger::Sweep::Now)
+        .recover(&confusable, T0.plus_ms(30_001), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert!(
@@ -343,7 +343,7 @@ fn a_dead_hosts_late_writes_are_refused_and_its_lease_cannot_be_renewed() {
     // kill -9 of a host here is noticed by pid, long before any lease.
     let report = f
         .ledger
-        .recover(&reaper(&[]), T0.plus_ms(1), ledger::Sweep::Now)
+        .recover(&reaper(&[]), T0.plus_ms(1), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     let late = f.ledger.finish_child(
@@ -406,7 +406,11 @@ fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
     let before = f.ledger.activity().unwrap();
     let report = f
         .ledger
-        .recover(&reaper(&[live.process]), T0.plus_ms(1), ledger::Sweep::Now)
+        .recover(
+            &reaper(&[live.process]),
+            T0.plus_ms(1),
+            hermes_ledger::Sweep::Now,
+        )
         .unwrap();
     assert_eq!(report.adopted, vec![id.clone()]);
     assert!(report.finalized.is_empty());
@@ -500,7 +504,7 @@ fn a_session_left_with_queued_units_by_a_host_gone_here_is_reported_hostless() {
         let alive: &[ProcessId] = if process_alive { &[dead.process] } else { &[] };
         let report = f
             .ledger
-            .recover(&reaper(alive), after_lease, ledger::Sweep::Now)
+            .recover(&reaper(alive), after_lease, hermes_ledger::Sweep::Now)
             .unwrap();
         assert_eq!(report.adopted, vec![id.clone()], "{case}");
         let expected = if hostless {
@@ -526,7 +530,11 @@ fn a_session_left_with_queued_units_by_a_host_gone_here_is_reported_hostless() {
         .unwrap();
     let report = f
         .ledger
-        .recover(&reaper(&[live.process]), T0.plus_ms(1), ledger::Sweep::Now)
+        .recover(
+            &reaper(&[live.process]),
+            T0.plus_ms(1),
+            hermes_ledger::Sweep::Now,
+        )
         .unwrap();
     assert_eq!(report.adopted.len(), 1);
     assert!(report.hostless.is_empty(), "{report:?}");
@@ -569,7 +577,7 @@ fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritt
     // Once A is recovered (its unit finalized, its record gone), B may register.
     let report = f
         .ledger
-        .recover(&reaper(&[]), T0.plus_ms(60_000), ledger::Sweep::Now)
+        .recover(&reaper(&[]), T0.plus_ms(60_000), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id]);
     f.ledger.register_host(&later).expect("registers");
@@ -640,7 +648,7 @@ fn hosts_of_two_process_tables_sharing_a_pid_and_start_time_are_two_hosts() {
     // A sweep here recovers `a` (gone from this process table) and leaves `b` alone.
     let report = f
         .ledger
-        .recover(&none, T0.plus_ms(2), ledger::Sweep::Now)
+        .recover(&none, T0.plus_ms(2), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.dead_hosts, 1, "{report:?}");
     assert!(f.ledger.host(a).unwrap().is_none());
@@ -871,7 +879,7 @@ fn a_running_child_without_a_pid_is_killed_by_recovery_and_ends_unknown() {
     };
     let report = f
         .ledger
-        .recover(&dead, T0.plus_ms(10), ledger::Sweep::Now)
+        .recover(&dead, T0.plus_ms(10), hermes_ledger::Sweep::Now)
         .unwrap();
     assert_eq!(report.finalized, vec![id.clone()]);
     assert_eq!(*dead.asked.lock().unwrap(), vec![(0, None)]);
@@ -959,7 +967,11 @@ fn a_host_still_registering_is_judged_by_pid_only_from_its_own_process_table() {
     };
     for (case, process, taken_for_dead) in [
         ("registering here", plain.as_host_in(&here()), true),
-        ("registering elsewhere", plain.as_host_in(&elsewhere()), false),
+        (
+            "registering elsewhere",
+            plain.as_host_in(&elsewhere()),
+            false,
+        ),
         ("an untagged format-1 identity", plain, true),
     ] {
         let f = fixture();
@@ -985,7 +997,10 @@ fn a_host_still_registering_is_judged_by_pid_only_from_its_own_process_table() {
             !taken_for_dead,
             "{case}"
         );
-        let report = f.ledger.recover(&nobody, T0, ledger::Sweep::Now).unwrap();
+        let report = f
+            .ledger
+            .recover(&nobody, T0, hermes_ledger::Sweep::Now)
+            .unwrap();
         let unit = f.ledger.delegation(&id).unwrap().unwrap();
         assert_eq!(unit.host.is_none(), taken_for_dead, "{case}: {report:?}");
         assert!(nobody.killed.lock().unwrap().is_empty(), "{case}");

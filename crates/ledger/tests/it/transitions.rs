@@ -1,7 +1,7 @@
 //! Every transition of the ledger's state, one test each.
 
 use crate::common::*;
-use ledger::*;
+use hermes_ledger::*;
 
 #[test]
 fn publish_is_idempotent_per_key() {

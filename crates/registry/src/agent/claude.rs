@@ -112,7 +112,7 @@ impl AgentCli for Claude {
             "result" => {
                 if line.usage.is_some() || line.total_cost_usd.is_some() {
                     let u = line.usage.unwrap_or_default();
-                    out.push(Event::Usage(ledger::Usage {
+                    out.push(Event::Usage(hermes_ledger::Usage {
                         input_tokens: u.input_tokens
                             + u.cache_creation_input_tokens
                             + u.cache_read_input_tokens,

@@ -1,7 +1,7 @@
 //! What an agent's stream says, once its adapter has read a line: the events, and the report
 //! they add up to (calls, the tool in flight, model, answer, error, usage).
 
-use ledger::Usage;
+use hermes_ledger::Usage;
 
 /// One thing an agent's stream said.
 #[derive(Clone, Debug, PartialEq)]

@@ -120,7 +120,7 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
             let stats = &line["stats"];
             let count = |k: &str| stats[k].as_u64().unwrap_or(0);
             if stats.is_object() {
-                out.push(Event::Usage(ledger::Usage {
+                out.push(Event::Usage(hermes_ledger::Usage {
                     input_tokens: count("input_tokens"),
                     output_tokens: count("output_tokens"),
                     cached_input_tokens: count("cached"),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::event::Event;
 use super::prompt::{subagent_prompt, tools_for};
-use ledger::Role;
+use hermes_ledger::Role;
 
 /// What an adapter remembers between two lines of one stream.
 #[derive(Debug, Default)]
@@ -17,7 +17,7 @@ pub struct ReadState {
     /// Whether the model's current response was counted already (reset when a tool ends).
     pub in_model_turn: bool,
     /// Usage summed over turns, for agents that report it per turn.
-    pub usage: ledger::Usage,
+    pub usage: hermes_ledger::Usage,
 }
 
 impl ReadState {
@@ -154,7 +154,7 @@ pub struct AgentCommand {
 /// built-in profiles, and checks its program is on `path` (the `PATH` to search).
 pub fn command_for(
     request: &AgentRequest<'_>,
-    configured: &[settings::AgentCommand],
+    configured: &[hermes_settings::AgentCommand],
     path: Option<&OsStr>,
 ) -> Result<AgentCommand, AgentError> {
     let builtin = AGENTS.iter().copied().find(|a| a.name() == request.agent);
@@ -202,7 +202,7 @@ pub fn command_for(
     Ok(command)
 }
 
-fn known_names(configured: &[settings::AgentCommand]) -> String {
+fn known_names(configured: &[hermes_settings::AgentCommand]) -> String {
     let mut names: Vec<&str> = AGENTS.iter().map(|a| a.name()).collect();
     for c in configured {
         if !names.contains(&c.name.as_str()) {
@@ -305,7 +305,7 @@ mod tests {
         let bin = bin_dir(&["aider", "claude"]);
         let path = Some(bin.path().as_os_str());
         let configured = [
-            settings::AgentCommand {
+            hermes_settings::AgentCommand {
                 name: "aider".into(),
                 command: vec![
                     "aider".into(),
@@ -316,7 +316,7 @@ mod tests {
                 ],
                 adapter: None,
             },
-            settings::AgentCommand {
+            hermes_settings::AgentCommand {
                 name: "claude".into(),
                 command: vec![
                     "claude".into(),

@@ -3,7 +3,7 @@
 //! on its own and report what it did and verified. And the tool allow-list that toolsets and
 //! role map onto.
 
-use ledger::Role;
+use hermes_ledger::Role;
 
 use super::profile::AgentCli;
 

@@ -193,7 +193,7 @@ fn lines(sink: &mut dyn Sink, tag: &'static str, lead: &str, text: &str) {
 }
 
 /// Tokens and cost in words, for a transcript line and the block.
-pub fn usage_words(usage: &ledger::Usage) -> String {
+pub fn usage_words(usage: &hermes_ledger::Usage) -> String {
     let mut text = format!("usage: {} input tokens", usage.input_tokens);
     if usage.cached_input_tokens > 0 {
         text.push_str(&format!(" ({} cached)", usage.cached_input_tokens));

@@ -20,7 +20,10 @@ const LISTEN_SLICE: Duration = Duration::from_millis(500);
 /// `LISTEN` (the server pushes each change), on redb by one cheap read of the activity counter
 /// per poll.
 pub(super) async fn watch_activity(inner: Arc<Inner>) {
-    match inner.call(|l| l.listen(&[ledger::Listen::Activity])).await {
+    match inner
+        .call(|l| l.listen(&[hermes_ledger::Listen::Activity]))
+        .await
+    {
         Ok(Some(listener)) => return listen_activity(inner, listener).await,
         Ok(None) => {}
         Err(e) => {
@@ -60,7 +63,7 @@ pub(super) async fn watch_activity(inner: Arc<Inner>) {
 /// `watch_activity` on a ledger that pushes notifications: each one wakes the loop. A dropped
 /// connection is re-established by the listener with a growing pause; it reports that it
 /// reconnected, and the loop looks, since notices may have been missed meanwhile.
-pub(super) async fn listen_activity(inner: Arc<Inner>, listener: ledger::Listener) {
+pub(super) async fn listen_activity(inner: Arc<Inner>, listener: hermes_ledger::Listener) {
     // What was recorded before the `LISTEN` took effect sent no notice this listener heard:
     // look once now.
     inner.wake.notify_one();

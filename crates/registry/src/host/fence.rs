@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use ledger::{DelegationId, SessionId};
+use hermes_ledger::{DelegationId, SessionId};
 
 use super::inner::Inner;
 

@@ -6,14 +6,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use ledger::{DelegationId, HostId, HostKind, Ledger, ProcessId, Progress, SessionId};
+use hermes_ledger::{DelegationId, HostId, HostKind, Ledger, ProcessId, Progress, SessionId};
 use tokio::sync::{Notify, watch};
 
 use crate::child::{Context, LiveChild};
 use crate::config::{Config, millis};
 use crate::error::RegistryError;
 use crate::unit::{UnitProgress, UnitReport};
-use stdx::Clock;
+use hermes_stdx::Clock;
 
 use super::HostOptions;
 
@@ -33,7 +33,7 @@ pub(crate) struct Persisted {
     /// Its token.
     pub(crate) progress: Option<Progress>,
     /// The output bytes its stored transcript tail covers, and when that tail was written.
-    pub(crate) tail: Option<(u64, ledger::Timestamp)>,
+    pub(crate) tail: Option<(u64, hermes_ledger::Timestamp)>,
 }
 
 #[derive(Debug, Default)]
@@ -64,7 +64,7 @@ pub(crate) struct Inner {
     /// Told by every child of this host whose progress token moves (`progress::flush_progress`
     /// waits on it).
     pub(crate) progress_changed: Arc<Notify>,
-    /// Whether the last pass saw a queued unit ([`ledger::HostPass::queued`]), and whether a
+    /// Whether the last pass saw a queued unit ([`hermes_ledger::HostPass::queued`]), and whether a
     /// pass is reading: a unit that finishes wakes the loop to start queued work only if either
     /// holds (a unit queued after the pass's read sends an activity notice of its own).
     pub(crate) queue_seen: AtomicBool,
@@ -75,7 +75,7 @@ pub(crate) struct Inner {
     pub(crate) launches: watch::Sender<u64>,
     /// Set for a host that runs one inline unit and leaves with it
     /// ([`super::Host::start_dispatching`]): the finish that ends the unit also removes the
-    /// host's record ([`ledger::FinishAs::leaving`]).
+    /// host's record ([`hermes_ledger::FinishAs::leaving`]).
     pub(crate) leaves_with_unit: AtomicBool,
     /// Set once the host left that way: it renews nothing more.
     pub(crate) left: AtomicBool,
@@ -92,7 +92,7 @@ impl Inner {
         mut config: Config,
         clock: Arc<dyn Clock>,
         options: HostOptions,
-    ) -> (Arc<Inner>, ledger::Host) {
+    ) -> (Arc<Inner>, hermes_ledger::Host) {
         if let Some(worker) = &options.worker {
             // A worker's capacity is its own: it bounds its units and their batches.
             config.max_concurrent_children = worker.capacity.max(1);
@@ -100,7 +100,7 @@ impl Inner {
         let me = crate::procs::current_host();
         let now = clock.now();
         let host_id = ledger.next_host_id();
-        let record = ledger::Host {
+        let record = hermes_ledger::Host {
             process: me,
             kind: options.kind,
             session: options.session.clone(),
@@ -163,7 +163,7 @@ impl Inner {
     pub(super) async fn call<T, F>(&self, f: F) -> Result<T, RegistryError>
     where
         T: Send + 'static,
-        F: FnOnce(&Ledger) -> ledger::Result<T> + Send + 'static,
+        F: FnOnce(&Ledger) -> hermes_ledger::Result<T> + Send + 'static,
     {
         self.call_raw(move |l| f(l).map_err(RegistryError::from))
             .await

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::Ordering;
 
-use ledger::{
+use hermes_ledger::{
     Admission, Capacity, Channel, Delegation, Ledger, LedgerError, NewDelegation, SessionId,
     Timestamp, UnitStatus, WorkerPool,
 };
@@ -41,7 +41,7 @@ pub fn record_dispatch_to_session_host(
     ledger: &Ledger,
     config: &Config,
     new: NewDelegation,
-    liveness: &dyn ledger::Liveness,
+    liveness: &dyn hermes_ledger::Liveness,
     now: Timestamp,
 ) -> Result<Option<Admission>, RegistryError> {
     record_with(
@@ -59,7 +59,7 @@ pub(super) fn record_dispatch_as(
     config: &Config,
     new: NewDelegation,
     now: Timestamp,
-    registering: Option<&ledger::Host>,
+    registering: Option<&hermes_ledger::Host>,
 ) -> Result<Admission, RegistryError> {
     record_with(
         config,
@@ -78,7 +78,7 @@ pub(super) fn record_dispatch_as(
 fn record_with<T>(
     config: &Config,
     new: NewDelegation,
-    dispatch: impl FnOnce(NewDelegation, Capacity) -> ledger::Result<T>,
+    dispatch: impl FnOnce(NewDelegation, Capacity) -> hermes_ledger::Result<T>,
     admitted: impl FnOnce(&T) -> Option<&Admission>,
 ) -> Result<T, RegistryError> {
     if let Some(index) = new.spec.tasks.iter().position(|t| t.command.is_empty()) {
@@ -218,7 +218,7 @@ impl Inner {
     }
 
     /// A pass of a (non-inline) host over the ledger: takes its pool's units (a worker), then,
-    /// from one read ([`ledger::Ledger::host_pass`]), acts on the interrupts other processes
+    /// from one read ([`hermes_ledger::Ledger::host_pass`]), acts on the interrupts other processes
     /// asked for, starts its queued units that reached the head of the queue, and runs the
     /// units other processes recorded running for it. Returns whether the ledger could be read.
     pub(super) async fn pick_up(self: &Arc<Inner>) -> bool {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ledger::{HostKind, LedgerError, Timestamp};
+use hermes_ledger::{HostKind, LedgerError, Timestamp};
 
 use crate::config::millis;
 use crate::error::RegistryError;
@@ -70,7 +70,13 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             let (reaper, config) = (reaper.clone(), config.clone());
             let swept = inner
                 .call(move |l| {
-                    crate::housekeeping::sweep(l, &reaper, &config, now, ledger::Sweep::IfDue)
+                    crate::housekeeping::sweep(
+                        l,
+                        &reaper,
+                        &config,
+                        now,
+                        hermes_ledger::Sweep::IfDue,
+                    )
                 })
                 .await;
             if let Err(e) = swept {

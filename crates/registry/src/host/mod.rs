@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use std::sync::atomic::Ordering;
 
-use ledger::{
+use hermes_ledger::{
     Channel, ChildOutcome, Delegation, DelegationId, DispatchSpec, HostId, HostKind,
     InterruptTarget, Interrupts, Ledger, NewDelegation, ProcessId, SessionId, UnitStatus,
     WorkerPool,
@@ -37,7 +37,7 @@ use crate::config::Config;
 use crate::error::RegistryError;
 use crate::transcript;
 use crate::unit::{UnitProgress, UnitReport};
-use stdx::Clock;
+use hermes_stdx::Clock;
 
 use activity::watch_activity;
 pub(crate) use inner::Inner;
@@ -143,7 +143,7 @@ impl Host {
     /// the dispatch's own commit ([`Ledger::register_and_dispatch`]), so a one-shot run pays
     /// no commit for registering. A refused dispatch registers nothing and starts no host.
     /// An inline unit's host leaves in the commit of the finish that ends the unit, which also
-    /// settles the unit's events as delivered ([`ledger::FinishAs::leaving`],
+    /// settles the unit's events as delivered ([`hermes_ledger::FinishAs::leaving`],
     /// [`Host::left`]): its caller shows them next and writes nothing more. Otherwise (the unit
     /// was force-finalized) it leaves with [`Host::stop`] and its caller's last write
     /// ([`Ledger::settle_inline_leaving`]), or with [`Host::shutdown`].
@@ -212,7 +212,7 @@ impl Host {
     async fn dispatch_as(
         inner: &Arc<Inner>,
         request: DispatchRequest,
-        registering: Option<ledger::Host>,
+        registering: Option<hermes_ledger::Host>,
     ) -> Result<Dispatched, RegistryError> {
         let _gate = inner.launch_gate.lock().await;
         let new = NewDelegation {

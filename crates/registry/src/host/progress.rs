@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use ledger::{ChildStatus, ProgressUpdate, Timestamp};
+use hermes_ledger::{ChildStatus, ProgressUpdate, Timestamp};
 
 use super::inner::{Inner, Persisted};
 
@@ -59,7 +59,7 @@ struct Due {
     tail_waits: bool,
 }
 
-fn due(persisted: &Persisted, progress: &ledger::Progress, now: Timestamp) -> Due {
+fn due(persisted: &Persisted, progress: &hermes_ledger::Progress, now: Timestamp) -> Due {
     let token = persisted.progress.as_ref() != Some(progress);
     let moved = persisted
         .tail
@@ -149,7 +149,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ledger::Progress;
+    use hermes_ledger::Progress;
 
     fn progress(bytes: u64, tool: Option<&str>) -> Progress {
         Progress {

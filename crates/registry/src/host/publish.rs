@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ledger::{
+use hermes_ledger::{
     ChildOutcome, ChildStatus, Delegation, DelegationId, FinishAs, FinishChild, LedgerError,
     ProcessId, Progress, Timestamp, UnitStatus,
 };
@@ -58,7 +58,11 @@ impl Publisher {
 
     /// Records that a child is stalling (SIGTERM sent), so status views show it during the
     /// grace period.
-    pub(crate) async fn child_stalling(&self, id: &DelegationId, stalling: ledger::Stalling) {
+    pub(crate) async fn child_stalling(
+        &self,
+        id: &DelegationId,
+        stalling: hermes_ledger::Stalling,
+    ) {
         let (id, writer) = (id.clone(), self.inner.host_id);
         if let Err(e) = self
             .inner
@@ -148,7 +152,7 @@ impl Publisher {
                         error: String::new(),
                     });
                     entry.attempts = attempt;
-                    entry.error = stdx::one_line(&e.to_string());
+                    entry.error = hermes_stdx::one_line(&e.to_string());
                     if let Err(io) = entry.write() {
                         tracing::warn!(delegation = %id, index = outcome.index, error = %io, "cannot keep an unrecorded outcome beside its transcript");
                     }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ledger::{DispatchSpec, HostKind, Ledger, LedgerConfig, ProcessId, SessionId, TaskSpec};
-use registry::{Config, Host, HostOptions, SystemClock};
+use hermes_ledger::{DispatchSpec, HostKind, Ledger, LedgerConfig, ProcessId, SessionId, TaskSpec};
+use hermes_registry::{Config, Host, HostOptions, SystemClock};
 
 pub struct Fixture {
     pub home: tempfile::TempDir,
@@ -40,10 +40,10 @@ pub fn quick_config(home: &std::path::Path) -> Config {
 /// in the home, so a second process of the same test opens the same ledger).
 pub fn open_ledger(home: &std::path::Path) -> Arc<Ledger> {
     let marker = home.join("test-ledger-url");
-    let backend = ledger::testing::TestBackend::from_env();
+    let backend = hermes_ledger::testing::TestBackend::from_env();
     let location = match std::fs::read_to_string(&marker) {
         Ok(url) if !url.is_empty() => {
-            ledger::Location::from_url(Some(&url), &home.join("ledger.redb"), None)
+            hermes_ledger::Location::from_url(Some(&url), &home.join("ledger.redb"), None)
                 .expect("the stored URL parses")
         }
         _ => {
@@ -110,7 +110,7 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
 
 /// Whether any live process (zombies excluded) is in the group `leader` led.
 pub fn group_alive(leader: ProcessId) -> bool {
-    registry::procs::group_alive(leader)
+    hermes_registry::procs::group_alive(leader)
 }
 
 /// This process's resident set peak, in KiB.

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ledger::{
+use hermes_ledger::{
     Boundary, ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DropReason, Event, EventRef,
     Timestamp,
 };
@@ -15,7 +15,7 @@ use crate::outcome::{BoundaryOutcome, ClaimedEnvelope, RenderFailure};
 use crate::ownership::Access;
 use crate::ready::{self, Offer};
 use crate::scheduler::DeferKey;
-use stdx::lock;
+use hermes_stdx::lock;
 
 impl Router {
     /// One boundary under the routing reservation. Also returns the nudge generation this call
@@ -218,7 +218,7 @@ fn accept<T, E>(
     state: &mut State,
     outcome: &mut BoundaryOutcome<T, E>,
     delegation: Delegation,
-    claim: ledger::Claim,
+    claim: hermes_ledger::Claim,
     rendered: T,
 ) {
     state.outstanding.insert(claim.token);
@@ -236,7 +236,7 @@ fn accept<T, E>(
 fn absorb_refusal<T, E>(
     state: &mut State,
     delegation: &Delegation,
-    refused: &[(EventRef, ledger::Refusal)],
+    refused: &[(EventRef, hermes_ledger::Refusal)],
     events: &mut Vec<Event>,
     outcome: &mut BoundaryOutcome<T, E>,
 ) {
@@ -268,7 +268,7 @@ fn dedup_deferred(deferred: &mut Vec<Deferral>) {
 
 #[cfg(test)]
 mod tests {
-    use ledger::DelegationId;
+    use hermes_ledger::DelegationId;
 
     use super::*;
 
@@ -277,9 +277,9 @@ mod tests {
         let unit = DelegationId::from_bits(1);
         let deferral = |n: u32, at: u64| Deferral {
             delegation_id: unit.clone(),
-            keys: vec![ledger::EventKey::Task(n)],
+            keys: vec![hermes_ledger::EventKey::Task(n)],
             retry_at: Timestamp(at),
-            delivery: ledger::DeliveryMode::AfterTurn,
+            delivery: hermes_ledger::DeliveryMode::AfterTurn,
         };
         let mut list = vec![deferral(0, 1), deferral(1, 2), deferral(0, 3)];
         dedup_deferred(&mut list);

@@ -1,6 +1,6 @@
 //! Who a [`Router`](super::Router) consumes for, and what its waits did.
 
-use ledger::SessionId;
+use hermes_ledger::SessionId;
 
 /// Who consumes, for which session, and how (the `delivery.*` settings).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,15 +24,15 @@ impl RouterConfig {
 
     /// The default settings for a consumer `consumer` of `session`.
     pub fn new(session: SessionId, consumer: impl Into<String>) -> RouterConfig {
-        RouterConfig::from_settings(session, consumer, &settings::Settings::default())
+        RouterConfig::from_settings(session, consumer, &hermes_settings::Settings::default())
     }
 
     /// A consumer `consumer` of `session` with the lease and renewal period of `settings`
-    /// (renewals at least twice per lease, [`settings::Delivery::renew_every`]).
+    /// (renewals at least twice per lease, [`hermes_settings::Delivery::renew_every`]).
     pub fn from_settings(
         session: SessionId,
         consumer: impl Into<String>,
-        settings: &settings::Settings,
+        settings: &hermes_settings::Settings,
     ) -> RouterConfig {
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         RouterConfig {

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ledger::SessionId;
-use stdx::Signal;
+use hermes_ledger::SessionId;
+use hermes_stdx::Signal;
 
 use super::Router;
 
@@ -19,7 +19,7 @@ const FOLLOW_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
 /// Nudges `signal` whenever an event of `session` becomes deliverable (or the listener had to
 /// reconnect and may have missed one), until `following` is cleared.
 fn follow(
-    mut listener: ledger::Listener,
+    mut listener: hermes_ledger::Listener,
     session: SessionId,
     signal: Arc<Signal>,
     following: Arc<AtomicBool>,
@@ -29,9 +29,9 @@ fn follow(
         // attempts; polling (every FOLLOWING_POLL_MS) covers the gap.
         if let Ok(notices) = listener.wait(FOLLOW_SLICE) {
             let ours = notices.iter().any(|notice| match notice {
-                ledger::Notice::Event(of) => of == session.as_str(),
-                ledger::Notice::Reconnected => true,
-                ledger::Notice::Activity => false,
+                hermes_ledger::Notice::Event(of) => of == session.as_str(),
+                hermes_ledger::Notice::Reconnected => true,
+                hermes_ledger::Notice::Activity => false,
             });
             if ours {
                 signal.nudge();
@@ -48,7 +48,7 @@ impl Router {
         if self.follow_tried.swap(true, Ordering::SeqCst) {
             return;
         }
-        if let Ok(Some(listener)) = self.ledger.listen(&[ledger::Listen::Events]) {
+        if let Ok(Some(listener)) = self.ledger.listen(&[hermes_ledger::Listen::Events]) {
             self.following.store(true, Ordering::SeqCst);
             let (session, signal, following) = (
                 self.config.session.clone(),

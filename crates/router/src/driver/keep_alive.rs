@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
-use ledger::ClaimToken;
-use stdx::{Clock, Signal};
+use hermes_ledger::ClaimToken;
+use hermes_stdx::{Clock, Signal};
 
 use super::Router;
 use crate::error::RouterError;
@@ -12,7 +12,7 @@ use crate::heartbeat::Heartbeat;
 
 impl Router {
     /// Renews the claim every heartbeat from a background thread until the returned guard is
-    /// stopped or dropped. Use a clock that really sleeps ([`stdx::SystemClock`]).
+    /// stopped or dropped. Use a clock that really sleeps ([`hermes_stdx::SystemClock`]).
     pub fn keep_alive(
         &self,
         token: ClaimToken,
@@ -60,7 +60,7 @@ impl Router {
 pub struct KeepAlive {
     token: ClaimToken,
     stop: Arc<Signal>,
-    thread: Option<JoinHandle<Result<u32, ledger::LedgerError>>>,
+    thread: Option<JoinHandle<Result<u32, hermes_ledger::LedgerError>>>,
 }
 
 impl KeepAlive {

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use ledger::ClaimToken;
-use stdx::{Clock, SystemClock, lock};
+use hermes_ledger::ClaimToken;
+use hermes_stdx::{Clock, SystemClock, lock};
 
 use super::Router;
 use crate::error::RouterError;

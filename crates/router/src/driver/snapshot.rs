@@ -1,6 +1,6 @@
 //! What a boundary looks at: one read of the session, its open events and their units.
 
-use ledger::{BoundaryView, Timestamp};
+use hermes_ledger::{BoundaryView, Timestamp};
 
 use super::Router;
 use crate::error::RouterError;

@@ -5,8 +5,8 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use ledger::*;
-use router::{BoundaryOutcome, Router, RouterConfig};
+use hermes_ledger::*;
+use hermes_router::{BoundaryOutcome, Router, RouterConfig};
 
 /// A fixed start time.
 pub const T0: Timestamp = Timestamp(1_700_000_000_000);
@@ -41,14 +41,15 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub ledger: Arc<Ledger>,
     /// Drops the test's database (PostgreSQL) once the test is done.
-    _database: Option<ledger::testing::TestDatabase>,
+    _database: Option<hermes_ledger::testing::TestDatabase>,
 }
 
 /// A fresh ledger on the backend under test (`HERMES_TEST_BACKEND`).
 pub fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (location, _, database) = ledger::testing::TestBackend::from_env().fresh_owned(dir.path());
-    let ledger = ledger::testing::open_location(&location, LedgerConfig::default(), 7);
+    let (location, _, database) =
+        hermes_ledger::testing::TestBackend::from_env().fresh_owned(dir.path());
+    let ledger = hermes_ledger::testing::open_location(&location, LedgerConfig::default(), 7);
     Fixture {
         dir,
         ledger: Arc::new(ledger),
@@ -81,7 +82,7 @@ pub fn unit(ledger: &Ledger, session: &str, tasks: u32, delivery: DeliveryMode) 
 /// Finishes child `index` of `id` at `at`, publishing `task:index`.
 pub fn finish(ledger: &Ledger, id: &DelegationId, index: u32, at: Timestamp) {
     let done = ledger
-        .finish_child(ledger::HostId(0), id, outcome(index, at), at)
+        .finish_child(hermes_ledger::HostId(0), id, outcome(index, at), at)
         .expect("finish");
     assert!(done.published, "task {index} of {id} was already final");
 }

@@ -25,7 +25,7 @@ struct Wanted {
 }
 
 /// The agents from every profile, each once, in table order.
-fn wanted(configured: &[settings::AgentCommand]) -> Vec<Wanted> {
+fn wanted(configured: &[hermes_settings::AgentCommand]) -> Vec<Wanted> {
     let mut all: Vec<Wanted> = Vec::new();
     let mut add = |name: &str, programs: Vec<String>, configured: bool| {
         match all.iter_mut().find(|w| w.name == name) {
@@ -55,7 +55,7 @@ fn wanted(configured: &[settings::AgentCommand]) -> Vec<Wanted> {
             false,
         );
     }
-    for cli in registry::agent::AGENTS {
+    for cli in hermes_registry::agent::AGENTS {
         add(cli.name(), vec![cli.program().to_owned()], false);
     }
     for entry in configured {
@@ -69,7 +69,7 @@ fn wanted(configured: &[settings::AgentCommand]) -> Vec<Wanted> {
 }
 
 /// One line per agent CLI, their `--version`s asked at once.
-pub fn agent_clis(configured: &[settings::AgentCommand]) -> Vec<Check> {
+pub fn agent_clis(configured: &[hermes_settings::AgentCommand]) -> Vec<Check> {
     let path = std::env::join_paths(path_dirs()).ok();
     let found: Vec<(Wanted, Option<PathBuf>)> = wanted(configured)
         .into_iter()
@@ -77,7 +77,7 @@ pub fn agent_clis(configured: &[settings::AgentCommand]) -> Vec<Check> {
             let at = w
                 .programs
                 .iter()
-                .find_map(|p| registry::agent::find_program(p, path.as_deref()));
+                .find_map(|p| hermes_registry::agent::find_program(p, path.as_deref()));
             (w, at)
         })
         .collect();
@@ -174,7 +174,12 @@ fn version(program: &Path) -> Result<String, String> {
         text.lines()
             .map(str::trim)
             .find(|l| !l.is_empty())
-            .map(|l| stdx::one_line(l).chars().take(100).collect::<String>())
+            .map(|l| {
+                hermes_stdx::one_line(l)
+                    .chars()
+                    .take(100)
+                    .collect::<String>()
+            })
     };
     match (status, first(&out).or_else(|| first(&err))) {
         (Ok(s), Some(line)) if s.success() => Ok(line),
@@ -240,5 +245,5 @@ pub fn hooks() -> Vec<Check> {
 
 fn hermes_on_path() -> bool {
     let path = std::env::join_paths(path_dirs()).ok();
-    registry::agent::find_program("hermes", path.as_deref()).is_some()
+    hermes_registry::agent::find_program("hermes", path.as_deref()).is_some()
 }

@@ -101,7 +101,7 @@ impl AsyncRead for Watched {
         let before = buf.filled().len();
         let read = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            *stdx::lock(&self.answer.last_byte) = Instant::now();
+            *hermes_stdx::lock(&self.answer.last_byte) = Instant::now();
         }
         read
     }
@@ -223,7 +223,7 @@ impl Client {
                 if let Poll::Ready(result) = future.as_mut().poll(cx) {
                     return Poll::Ready(result);
                 }
-                let heard = *stdx::lock(&answer.last_byte);
+                let heard = *hermes_stdx::lock(&answer.last_byte);
                 let due = started.max(heard) + after;
                 if timer.deadline() != due {
                     timer.as_mut().reset(due);

@@ -142,7 +142,7 @@ impl Refused {
             Refused::Error(err) => describe(err, server),
             Refused::Io(err) => format!(
                 "cannot reach the PostgreSQL server at {server}: {}",
-                stdx::one_line(&err.to_string())
+                hermes_stdx::one_line(&err.to_string())
             ),
             Refused::NoPassword => format!(
                 "the PostgreSQL server at {server} asked for a password and none was given: \

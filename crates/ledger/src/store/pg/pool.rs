@@ -52,7 +52,7 @@ impl std::ops::Deref for Pg {
     }
 }
 
-pub(super) use stdx::lock;
+pub(super) use hermes_stdx::lock;
 
 /// Runs `f` where the synchronous client may block: on this thread, or on a scoped thread when
 /// this thread belongs to a tokio runtime.
@@ -329,5 +329,5 @@ pub(super) fn one_line(err: &postgres::Error) -> String {
         }
         source = inner.source();
     }
-    stdx::one_line(&text)
+    hermes_stdx::one_line(&text)
 }

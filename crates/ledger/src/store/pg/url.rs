@@ -23,7 +23,7 @@ pub struct PgTarget {
     pub(super) server: String,
     /// The deployment's namespace (`ledger.namespace`); `None`: the default, `hermes`, whose
     /// tables are where hermes always kept them (the `search_path`, normally `public`).
-    pub(super) namespace: Option<settings::Namespace>,
+    pub(super) namespace: Option<hermes_settings::Namespace>,
     /// The TLS its `sslmode` asks for (`tls::connector`).
     pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
     /// Where `LISTEN` goes (`ledger.listen_url`: a direct connection past a pooler in
@@ -164,7 +164,7 @@ impl PgTarget {
     /// The same database, in the deployment namespace `namespace` (`ledger.namespace`): a
     /// PostgreSQL schema of that name holding this deployment's tables, created by migration.
     /// The default namespace keeps the tables where every hermes before namespaces put them.
-    pub fn in_namespace(mut self, namespace: &settings::Namespace) -> PgTarget {
+    pub fn in_namespace(mut self, namespace: &hermes_settings::Namespace) -> PgTarget {
         self.namespace = (!namespace.is_default()).then(|| namespace.clone());
         self
     }
@@ -211,7 +211,7 @@ impl PgTarget {
     pub fn namespace(&self) -> &str {
         self.namespace
             .as_ref()
-            .map_or(settings::Namespace::DEFAULT, |ns| ns.as_str())
+            .map_or(hermes_settings::Namespace::DEFAULT, |ns| ns.as_str())
     }
 
     /// The notification channel `channel` (`hermes_activity`, `hermes_events`) of this
@@ -591,7 +591,7 @@ mod tests {
     use super::*;
 
     fn target(namespace: &str) -> PgTarget {
-        let ns = settings::Namespace::parse("test", namespace).expect("a namespace");
+        let ns = hermes_settings::Namespace::parse("test", namespace).expect("a namespace");
         PgTarget::parse("postgres://u@h/d", None)
             .expect("parses")
             .in_namespace(&ns)

@@ -113,7 +113,7 @@ impl RedbStore {
             .as_ref()?;
         let mut header = [0u8; HEADER_BYTES];
         let n = file.read_at(&mut header, 0).ok()?;
-        Some(stdx::fnv1a(&header[..n]))
+        Some(hermes_stdx::fnv1a(&header[..n]))
     }
 
     /// Whether the file was opened for writing (on its first write).
