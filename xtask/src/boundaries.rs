@@ -107,7 +107,19 @@ pub(crate) fn check(root: &Path) -> Result<()> {
     }
     let metadata: Value =
         serde_json::from_slice(&out.stdout).context("parsing cargo metadata's output")?;
-    check_metadata(&metadata)
+    let boundaries = check_metadata(&metadata);
+    let shape = crate::shape::problems(root, &metadata)?;
+    if !shape.is_empty() {
+        let before = boundaries
+            .err()
+            .map(|e| format!("{e}\n"))
+            .unwrap_or_default();
+        bail!(
+            "{before}workspace shape violated:\n  {}",
+            shape.join("\n  ")
+        );
+    }
+    boundaries
 }
 
 /// A workspace member, as `cargo metadata` describes it.
@@ -361,7 +373,7 @@ fn long_files(src: &Path) -> Result<Vec<String>> {
 
 /// The lines of `text` before its inline test module (a `#[cfg(test)]` on a `mod`), or all
 /// of them.
-fn lines_before_tests(text: &str) -> usize {
+pub(crate) fn lines_before_tests(text: &str) -> usize {
     let lines: Vec<&str> = text.lines().collect();
     lines
         .iter()

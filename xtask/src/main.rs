@@ -18,6 +18,7 @@
 mod bench;
 mod boundaries;
 mod pg;
+mod shape;
 mod soak;
 
 use std::path::Path;
