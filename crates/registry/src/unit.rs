@@ -134,214 +134,312 @@ pub(crate) async fn run(
     host: Publisher,
     unit: Delegation,
     parent: Option<SessionId>,
-    mut parts: UnitParts,
+    parts: UnitParts,
 ) -> UnitReport {
-    let root = host.context().config.transcript_root.clone();
-    let dir = match transcript::create_unit(&root, &unit) {
-        Ok(dir) => dir,
-        Err(e) => {
-            tracing::warn!(delegation = %unit.id, error = %e, "cannot create transcripts");
-            transcript::unit_dir(&root, &unit.id)
-        }
-    };
-    let mut manifest = Manifest::for_unit(&dir, &unit);
-    manifest.started = Some(transcript::rfc3339(
-        unit.started_at
-            .unwrap_or_else(|| host.context().clock.now()),
-    ));
-    write_manifest(&manifest, &dir);
-
-    let count = unit.task_count();
-    let parallelism = host.context().config.parallelism();
-    // A zero timeout means none, as `child_timeout_seconds = 0` does.
-    let timeout_ms = unit
-        .spec
-        .timeout_ms
-        .or(host
-            .context()
-            .config
-            .child_timeout
-            .map(crate::config::millis))
-        .filter(|ms| *ms > 0);
-    let mut outcomes: BTreeMap<u32, ChildOutcome> = BTreeMap::new();
-    let mut unit_status: Option<UnitStatus> = None;
-    let mut unpublished: Vec<ChildOutcome> = Vec::new();
-    let mut running: JoinSet<(ChildOutcome, Option<hermes_ledger::FinishChild>)> = JoinSet::new();
-    let mut next = 0u32;
-    let mut interrupt_open = true;
-    let sweep = host.context().config.sweep_interval;
-    let first = child::next_sweep(host.context().clock.now(), crate::config::millis(sweep))
-        .ms_since(host.context().clock.now());
+    let mut run = UnitRun::new(host, unit, parent, parts);
+    let sweep = run.host.context().config.sweep_interval;
+    let first = child::next_sweep(run.now(), crate::config::millis(sweep)).ms_since(run.now());
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::now() + std::time::Duration::from_millis(first),
         sweep,
     );
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
+    let mut interrupt_open = true;
     loop {
-        let interrupted = parts.interrupt.borrow().clone();
-        // Children that have not started yet never will once the unit is interrupted.
-        if let Some(reason) = &interrupted {
-            while next < count {
-                let outcome = not_started(&host, &unit, &dir, next, reason);
-                parts.children[next as usize].set_status(ChildStatus::Interrupted);
-                let finish = host
-                    .finish_child(&unit.id, outcome.clone(), None, None)
-                    .await;
-                running.spawn(async move { (outcome, finish) });
-                next += 1;
-            }
+        let interrupted = run.parts.interrupt.borrow().clone();
+        match &interrupted {
+            // Children that have not started yet never will once the unit is interrupted.
+            Some(reason) => run.end_unstarted(reason).await,
+            None => run.start_children(),
         }
-        while next < count && running.len() < parallelism && interrupted.is_none() {
-            let index = next;
-            next += 1;
-            let live = parts.children[index as usize].clone();
-            let task = &unit.spec.tasks[index as usize];
-            let log_path = transcript::task_log_path(&dir, index);
-            let max = host.context().config.transcript_max_bytes;
-            let log = TaskLog::open(log_path.clone(), max).unwrap_or_else(|e| {
-                tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
-                TaskLog::disabled(log_path)
-            });
-            let adapter = crate::agent::adapter_for(task.adapter.as_deref(), &task.command);
-            let raw_log = adapter.map(|_| {
-                let path = transcript::task_raw_path(&dir, index);
-                Arc::new(TaskLog::open(path.clone(), max).unwrap_or_else(|e| {
-                    tracing::warn!(path = %path.display(), error = %e, "cannot open the raw stream");
-                    TaskLog::disabled(path)
-                }))
-            });
-            let mut env_remove = env_removed(
-                // A worker's own session variables belong to whoever started it, never to the
-                // units it runs for other sessions.
-                parent.as_ref().filter(|_| !host.is_worker()),
-                inherited_names(),
-            );
-            if task.agent.is_none() {
-                // Only agent children carry a role; a command inherits none from this process.
-                env_remove.push(crate::agent::CHILD_ROLE_VAR.to_owned());
-            }
-            let plan = ChildPlan {
-                index,
-                goal: task.goal.clone(),
-                spawn: SpawnRequest {
-                    argv: task.command.clone(),
-                    cwd: unit.spec.cwd.as_ref().map(PathBuf::from),
-                    env: child_env(&unit, index, parent.as_ref())
-                        .into_iter()
-                        .chain(ledger_urls_for_children(|name| std::env::var(name).ok()))
-                        .chain(host.context().config.child_env.iter().cloned())
-                        .collect(),
-                    env_remove,
-                    umask: host.context().config.child_umask,
-                },
-                timeout_ms,
-                log: Arc::new(log),
-                adapter,
-                raw_log,
-            };
-            manifest.tasks[index as usize].status = ChildStatus::Running.as_str();
-            let host = host.clone();
-            let interrupt = parts.interrupt.clone();
-            let id = unit.id.clone();
-            // The first children of an inline unit that its dispatch recorded running
-            // (`Ledger::register_and_dispatch`; recovery finds them by their marker): a short
-            // one's pid goes in with its outcome, a longer one's after `START_RECORD_DELAY`.
-            let deferred = index < parts.recorded_running;
-            running.spawn(async move {
-                let mut started = None;
-                let outcome = match child::start(plan, live.clone(), host.context()) {
-                    Started::Failed(outcome) => *outcome,
-                    Started::Running(child) => {
-                        let (process, at) = (child.process(), child.started_at());
-                        if deferred {
-                            started = Some(process);
-                        } else {
-                            host.child_started(&id, index, process, at).await;
-                            live.start_recorded();
-                        }
-                        // Recorded at once (one short write), so status views show the stall
-                        // fields during the grace period, not only after SIGKILL.
-                        let (stall_host, stall_id) = (host.clone(), id.clone());
-                        let on_stalling = move |detail, since| {
-                            let stalling = hermes_ledger::Stalling {
-                                index,
-                                detail,
-                                since,
-                            };
-                            tokio::spawn(async move {
-                                stall_host.child_stalling(&stall_id, stalling).await;
-                            });
-                        };
-                        let supervised = child.supervise(interrupt, on_stalling);
-                        tokio::pin!(supervised);
-                        match started {
-                            Some(process) => tokio::select! {
-                                outcome = &mut supervised => outcome,
-                                () = tokio::time::sleep(START_RECORD_DELAY) => {
-                                    host.child_started(&id, index, process, at).await;
-                                    live.start_recorded();
-                                    started = None;
-                                    supervised.await
-                                }
-                            },
-                            None => supervised.await,
-                        }
-                    }
-                };
-                // The final token goes with the outcome: the periodic snapshot may be older.
-                let progress = Some(live.snapshot().progress);
-                let finish = host
-                    .finish_child(&id, outcome.clone(), progress, started)
-                    .await;
-                (outcome, finish)
-            });
-            write_manifest(&manifest, &dir);
-        }
-        send_progress(&parts, UnitStatus::Running);
-        if running.is_empty() && next >= count {
+        send_progress(&run.parts, UnitStatus::Running);
+        if run.running.is_empty() && run.next >= run.count {
             break;
         }
         tokio::select! {
-            joined = running.join_next() => {
-                let Some(joined) = joined else { continue };
+            joined = run.running.join_next() => {
                 match joined {
-                    Ok((outcome, finish)) => {
-                        let entry = &mut manifest.tasks[outcome.index as usize];
-                        entry.status = outcome.status.as_str();
-                        entry.exit_reason = Some(exit_reason(&outcome));
-                        write_manifest(&manifest, &dir);
-                        match finish {
-                            Some(finish) => unit_status = unit_status.or(finish.unit_status),
-                            None => unpublished.push(outcome.clone()),
-                        }
-                        outcomes.insert(outcome.index, outcome);
+                    Some(Ok((outcome, finish))) => run.child_ended(outcome, finish),
+                    Some(Err(e)) => {
+                        tracing::error!(delegation = %run.unit.id, error = %e, "a child's task failed");
                     }
-                    Err(e) => tracing::error!(delegation = %unit.id, error = %e, "a child's task failed"),
+                    None => {}
                 }
             }
-            changed = parts.interrupt.changed(), if interrupt_open => {
+            changed = run.parts.interrupt.changed(), if interrupt_open => {
                 // Once nobody can interrupt any more, the unit just runs on.
                 interrupt_open = changed.is_ok();
             }
             _ = tick.tick() => {}
         }
     }
+    run.finish().await
+}
 
-    // Whatever could not be published on its own (a ledger error) is finalized with the unit.
-    let status = match unit_status {
-        Some(status) => status,
-        None => host.settle_unit(&unit, unpublished, &outcomes).await,
-    };
-    manifest.completed = Some(transcript::rfc3339(host.context().clock.now()));
-    manifest.status = Some(status.as_str());
-    write_manifest(&manifest, &dir);
-    send_progress(&parts, status);
-    UnitReport {
-        delegation_id: unit.id.clone(),
-        status,
-        outcomes: outcomes.into_values().collect(),
-        transcript_dir: dir,
+/// A child's task: its outcome and what publishing it recorded (`None`: not recorded).
+type ChildTask = (ChildOutcome, Option<hermes_ledger::FinishChild>);
+
+/// A unit while it runs: its children started in order, at most `parallelism` at once.
+struct UnitRun {
+    host: Publisher,
+    unit: Delegation,
+    parent: Option<SessionId>,
+    parts: UnitParts,
+    /// The unit's transcript directory.
+    dir: PathBuf,
+    manifest: Manifest,
+    count: u32,
+    parallelism: usize,
+    /// The children's timeout; `None` for none.
+    timeout_ms: Option<u64>,
+    /// The next child to start.
+    next: u32,
+    running: JoinSet<ChildTask>,
+    outcomes: BTreeMap<u32, ChildOutcome>,
+    /// The unit's status, once a published finish ended it.
+    unit_status: Option<UnitStatus>,
+    /// Outcomes that could not be published on their own (a ledger error).
+    unpublished: Vec<ChildOutcome>,
+}
+
+impl UnitRun {
+    /// Creates the unit's transcript directory and manifest.
+    fn new(host: Publisher, unit: Delegation, parent: Option<SessionId>, parts: UnitParts) -> Self {
+        let config = &host.context().config;
+        let root = config.transcript_root.clone();
+        let dir = match transcript::create_unit(&root, &unit) {
+            Ok(dir) => dir,
+            Err(e) => {
+                tracing::warn!(delegation = %unit.id, error = %e, "cannot create transcripts");
+                transcript::unit_dir(&root, &unit.id)
+            }
+        };
+        let mut manifest = Manifest::for_unit(&dir, &unit);
+        let started = unit
+            .started_at
+            .unwrap_or_else(|| host.context().clock.now());
+        manifest.started = Some(transcript::rfc3339(started));
+        write_manifest(&manifest, &dir);
+        // A zero timeout means none, as `child_timeout_seconds = 0` does.
+        let timeout_ms = unit
+            .spec
+            .timeout_ms
+            .or(config.child_timeout.map(crate::config::millis))
+            .filter(|ms| *ms > 0);
+        UnitRun {
+            count: unit.task_count(),
+            parallelism: config.parallelism(),
+            timeout_ms,
+            host,
+            unit,
+            parent,
+            parts,
+            dir,
+            manifest,
+            next: 0,
+            running: JoinSet::new(),
+            outcomes: BTreeMap::new(),
+            unit_status: None,
+            unpublished: Vec::new(),
+        }
+    }
+
+    fn now(&self) -> hermes_ledger::Timestamp {
+        self.host.context().clock.now()
+    }
+
+    /// Ends every child not started yet as interrupted, for `reason`.
+    async fn end_unstarted(&mut self, reason: &str) {
+        while self.next < self.count {
+            let outcome = not_started(&self.host, &self.unit, &self.dir, self.next, reason);
+            self.parts.children[self.next as usize].set_status(ChildStatus::Interrupted);
+            let finish = self
+                .host
+                .finish_child(&self.unit.id, outcome.clone(), None, None)
+                .await;
+            self.running.spawn(async move { (outcome, finish) });
+            self.next += 1;
+        }
+    }
+
+    /// Starts children while there is room.
+    fn start_children(&mut self) {
+        while self.next < self.count && self.running.len() < self.parallelism {
+            let index = self.next;
+            self.next += 1;
+            let plan = self.plan(index);
+            self.manifest.tasks[index as usize].status = ChildStatus::Running.as_str();
+            let live = self.parts.children[index as usize].clone();
+            let started = Starting {
+                host: self.host.clone(),
+                interrupt: self.parts.interrupt.clone(),
+                id: self.unit.id.clone(),
+                index,
+                // The first children of an inline unit that its dispatch recorded running
+                // (`Ledger::register_and_dispatch`; recovery finds them by their marker): a
+                // short one's pid goes in with its outcome, a longer one's after
+                // `START_RECORD_DELAY`.
+                deferred: index < self.parts.recorded_running,
+            };
+            self.running.spawn(started.run(plan, live));
+            write_manifest(&self.manifest, &self.dir);
+        }
+    }
+
+    /// What child `index` runs, with what, and where its output goes.
+    fn plan(&self, index: u32) -> ChildPlan {
+        let config = &self.host.context().config;
+        let task = &self.unit.spec.tasks[index as usize];
+        let log_path = transcript::task_log_path(&self.dir, index);
+        let max = config.transcript_max_bytes;
+        let log = TaskLog::open(log_path.clone(), max).unwrap_or_else(|e| {
+            tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
+            TaskLog::disabled(log_path)
+        });
+        let adapter = crate::agent::adapter_for(task.adapter.as_deref(), &task.command);
+        let raw_log = adapter.map(|_| {
+            let path = transcript::task_raw_path(&self.dir, index);
+            Arc::new(TaskLog::open(path.clone(), max).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "cannot open the raw stream");
+                TaskLog::disabled(path)
+            }))
+        });
+        let mut env_remove = env_removed(
+            // A worker's own session variables belong to whoever started it, never to the
+            // units it runs for other sessions.
+            self.parent.as_ref().filter(|_| !self.host.is_worker()),
+            inherited_names(),
+        );
+        if task.agent.is_none() {
+            // Only agent children carry a role; a command inherits none from this process.
+            env_remove.push(crate::agent::CHILD_ROLE_VAR.to_owned());
+        }
+        ChildPlan {
+            index,
+            goal: task.goal.clone(),
+            spawn: SpawnRequest {
+                argv: task.command.clone(),
+                cwd: self.unit.spec.cwd.as_ref().map(PathBuf::from),
+                env: child_env(&self.unit, index, self.parent.as_ref())
+                    .into_iter()
+                    .chain(ledger_urls_for_children(|name| std::env::var(name).ok()))
+                    .chain(config.child_env.iter().cloned())
+                    .collect(),
+                env_remove,
+                umask: config.child_umask,
+            },
+            timeout_ms: self.timeout_ms,
+            log: Arc::new(log),
+            adapter,
+            raw_log,
+        }
+    }
+
+    /// Records a child's end in the manifest and the unit's tally.
+    fn child_ended(&mut self, outcome: ChildOutcome, finish: Option<hermes_ledger::FinishChild>) {
+        let entry = &mut self.manifest.tasks[outcome.index as usize];
+        entry.status = outcome.status.as_str();
+        entry.exit_reason = Some(exit_reason(&outcome));
+        write_manifest(&self.manifest, &self.dir);
+        match finish {
+            Some(finish) => self.unit_status = self.unit_status.or(finish.unit_status),
+            None => self.unpublished.push(outcome.clone()),
+        }
+        self.outcomes.insert(outcome.index, outcome);
+    }
+
+    /// Settles the unit (what could not be published on its own is finalized with it) and
+    /// reports how it ended.
+    async fn finish(mut self) -> UnitReport {
+        let status = match self.unit_status {
+            Some(status) => status,
+            None => {
+                let unpublished = std::mem::take(&mut self.unpublished);
+                self.host
+                    .settle_unit(&self.unit, unpublished, &self.outcomes)
+                    .await
+            }
+        };
+        self.manifest.completed = Some(transcript::rfc3339(self.now()));
+        self.manifest.status = Some(status.as_str());
+        write_manifest(&self.manifest, &self.dir);
+        send_progress(&self.parts, status);
+        UnitReport {
+            delegation_id: self.unit.id.clone(),
+            status,
+            outcomes: self.outcomes.into_values().collect(),
+            transcript_dir: self.dir,
+        }
+    }
+}
+
+/// What a child's task needs besides its plan: where it reports, and how.
+struct Starting {
+    host: Publisher,
+    interrupt: watch::Receiver<Option<String>>,
+    id: hermes_ledger::DelegationId,
+    index: u32,
+    /// Whether its start is recorded late (see [`START_RECORD_DELAY`]).
+    deferred: bool,
+}
+
+impl Starting {
+    /// Starts the child, records its start, supervises it to its end and publishes its
+    /// outcome.
+    async fn run(self, plan: ChildPlan, live: Arc<LiveChild>) -> ChildTask {
+        let Starting {
+            host,
+            interrupt,
+            id,
+            index,
+            deferred,
+        } = self;
+        let mut started = None;
+        let outcome = match child::start(plan, live.clone(), host.context()) {
+            Started::Failed(outcome) => *outcome,
+            Started::Running(child) => {
+                let (process, at) = (child.process(), child.started_at());
+                if deferred {
+                    started = Some(process);
+                } else {
+                    host.child_started(&id, index, process, at).await;
+                    live.start_recorded();
+                }
+                // Recorded at once (one short write), so status views show the stall fields
+                // during the grace period, not only after SIGKILL.
+                let (stall_host, stall_id) = (host.clone(), id.clone());
+                let on_stalling = move |detail, since| {
+                    let stalling = hermes_ledger::Stalling {
+                        index,
+                        detail,
+                        since,
+                    };
+                    tokio::spawn(async move {
+                        stall_host.child_stalling(&stall_id, stalling).await;
+                    });
+                };
+                let supervised = child.supervise(interrupt, on_stalling);
+                tokio::pin!(supervised);
+                match started {
+                    Some(process) => tokio::select! {
+                        outcome = &mut supervised => outcome,
+                        () = tokio::time::sleep(START_RECORD_DELAY) => {
+                            host.child_started(&id, index, process, at).await;
+                            live.start_recorded();
+                            started = None;
+                            supervised.await
+                        }
+                    },
+                    None => supervised.await,
+                }
+            }
+        };
+        // The final token goes with the outcome: the periodic snapshot may be older.
+        let progress = Some(live.snapshot().progress);
+        let finish = host
+            .finish_child(&id, outcome.clone(), progress, started)
+            .await;
+        (outcome, finish)
     }
 }
 
