@@ -1,0 +1,135 @@
+//! Claude Code. Every fact of its hooks is from its hooks reference,
+//! <https://code.claude.com/docs/en/hooks>, and its MCP page, <https://code.claude.com/docs/en/mcp>:
+//!
+//! - hooks get one JSON object on stdin with `session_id`, `transcript_path`, `cwd`,
+//!   `hook_event_name`; `SessionStart` adds `source` (`startup`, `resume`, `clear`, `compact`),
+//!   `SessionEnd` a `reason` (`clear`, `logout`, `prompt_input_exit`, `other`, …), `Stop`
+//!   `stop_hook_active`, `PostToolUse`/`PostToolUseFailure` the tool; a call made inside a
+//!   subagent carries `agent_id` (and `agent_type`);
+//! - exit 0 with JSON on stdout is an answer; exit 2 *blocks* (a `UserPromptSubmit` prompt is
+//!   erased, a `Stop` keeps Claude going with stderr); any other code is a non-blocking error,
+//!   shown to the user, and Claude goes on — which is what a failing hermes must do;
+//! - `hookSpecificOutput.additionalContext` of `UserPromptSubmit`, `PostToolUse` and
+//!   `PostToolUseFailure` is added to what the model reads, at most 10,000 characters of it
+//!   (beyond, the model gets a preview and a file path); `Stop` answers
+//!   `{"decision":"block","reason":…}` to keep Claude going with the reason;
+//! - project settings are `.claude/settings.json` (committed) and
+//!   `.claude/settings.local.json` (not); project MCP servers are `.mcp.json`'s `mcpServers`,
+//!   enabled through `enabledMcpjsonServers`; user settings are `~/.claude/settings.json`, and
+//!   user-scoped MCP servers `~/.claude.json`'s `mcpServers`;
+//! - it runs on `node`, from a package whose path holds `/claude-code/`.
+//!
+//! As a child: `claude -p PROMPT --output-format stream-json --verbose [--model M]
+//! [--allowedTools …]`, whose stdout is the Agent SDK's messages
+//! ([`StreamFormat::SdkMessages`]); format: <https://code.claude.com/docs/en/headless>
+//! (`--output-format stream-json`) and the Agent SDK's message types. Its MCP server's tool
+//! answers are cut past 25,000 tokens (`MAX_MCP_OUTPUT_TOKENS`), with a warning past 10,000.
+
+use crate::child::asks_stream_json;
+use crate::{
+    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    StartRule, StopActive, StreamFormat,
+};
+
+/// Claude Code.
+pub const CLAUDE: Agent = Agent {
+    name: "claude",
+    title: "Claude Code",
+    events: EVENTS,
+    executables: &["claude"],
+    script_markers: &["/claude-code/"],
+    // Claude keeps 10,000 characters of `additionalContext`; hermes stays clear of the edge.
+    budget: 9_500,
+    session_field: "session_id",
+    subagent_field: Some("agent_id"),
+    event_field: "hook_event_name",
+    start: StartRule::SOURCE,
+    stop_active: StopActive::STOP_HOOK_ACTIVE,
+    answer: Answer::AdditionalContext {
+        stop_decision: "block",
+    },
+    install: Install {
+        server: Server::Json {
+            file: Place {
+                project: &[".mcp.json"],
+                user: Some(&[".claude.json"]),
+            },
+            kind: Some("stdio"),
+            all_tools: false,
+        },
+        hooks: Hooks::Json {
+            file: Place::both(&[".claude", "settings.json"]),
+            local: Some(&[".claude", "settings.local.json"]),
+            layout: Layout::Groups,
+            // Seconds Claude gives each hook before it gives up on it.
+            entry: Entry::typed("command", Some(("timeout", 10))),
+            tool_matcher: Some("*"),
+            versioned: false,
+            enable_server: Some("enabledMcpjsonServers"),
+        },
+        print_note: "# (or: claude mcp add hermes -- {quoted} mcp)\n",
+        advice: "start claude in {project} and approve the `hermes` server if asked",
+    },
+    child: Some(Child {
+        program: "claude",
+        argv,
+        streams: |args| asks_stream_json(args, &[]),
+        toolset,
+        stream: StreamFormat::SdkMessages,
+    }),
+};
+
+/// Its hook events.
+const EVENTS: &[HookEvent] = &[
+    HookEvent::new("session-start", "SessionStart", Action::Start),
+    HookEvent::new("user-prompt-submit", "UserPromptSubmit", Action::TURN),
+    HookEvent::new("post-tool-use", "PostToolUse", Action::TOOL),
+    HookEvent::new("post-tool-use-failure", "PostToolUseFailure", Action::TOOL),
+    HookEvent::new("stop", "Stop", Action::Stop),
+    HookEvent::new("session-end", "SessionEnd", Action::End),
+];
+
+fn argv(prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "claude",
+        "-p",
+        prompt,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    if let Some(model) = model {
+        argv.extend(["--model".to_owned(), model.to_owned()]);
+    }
+    if !tools.is_empty() {
+        argv.extend(["--allowedTools".to_owned(), tools.join(",")]);
+    }
+    argv
+}
+
+fn toolset(name: &str) -> &'static [&'static str] {
+    match name {
+        "terminal" | "shell" => &["Bash"],
+        "file" | "files" => &["Read", "Write", "Edit", "Glob", "Grep"],
+        "web" => &["WebFetch", "WebSearch"],
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CLAUDE;
+    use crate::Start;
+    use serde_json::json;
+
+    #[test]
+    fn its_input_names_the_conversation_the_subagent_and_how_it_started() {
+        let input = json!({"session_id": "s-1", "source": "resume", "agent_id": "a"});
+        assert_eq!(CLAUDE.start(&input), Start::Resume);
+        assert_eq!(CLAUDE.start(&json!({"source": "compact"})), Start::Other);
+        assert!(CLAUDE.stop_active(&json!({"stop_hook_active": true})));
+        assert!(CLAUDE.has_tool_boundary() && CLAUDE.has_session_end());
+    }
+}

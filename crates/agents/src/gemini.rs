@@ -1,0 +1,134 @@
+//! Gemini CLI. Every fact of its hooks is from its hooks reference,
+//! <https://geminicli.com/docs/hooks/reference> (`docs/hooks/reference.md` in
+//! <https://github.com/google-gemini/gemini-cli>), and its MCP settings
+//! (<https://geminicli.com/docs/tools/mcp-server>):
+//!
+//! - hooks are the `hooks` object of `settings.json` (`<project>/.gemini/settings.json`,
+//!   `~/.gemini/settings.json`): event → groups with a `matcher` (a regular expression for
+//!   tool events, an exact string for lifecycle ones) and `hooks` of
+//!   `{type: "command", command, name, timeout}`, the **timeout in milliseconds** (default
+//!   60,000);
+//! - every input has `session_id`, `transcript_path`, `cwd`, `hook_event_name`, `timestamp`;
+//!   `SessionStart` adds `source` (`startup`|`resume`|`clear`), `SessionEnd` a `reason`,
+//!   `AfterAgent` `prompt`, `prompt_response` and `stop_hook_active`;
+//! - `BeforeAgent` (after the user's prompt, before planning) and `AfterTool` answer
+//!   `hookSpecificOutput.additionalContext`, appended to the prompt or the tool's result;
+//!   `AfterAgent` answers `{"decision":"deny","reason":…}` to reject the final response and
+//!   retry with `reason` as a new prompt; `SessionEnd` is best effort (not awaited);
+//! - exit 0 with JSON on stdout is an answer, exit 2 blocks, any other code is a warning and
+//!   the CLI goes on; stdout must hold nothing but the JSON;
+//! - MCP servers are `mcpServers` in the same `settings.json` (`command`, `args`, `env`);
+//! - it refuses MCP tool schemas holding `$ref`, `$defs` or `null` types.
+//!
+//! The reference names no limit on added context; hermes keeps Claude Code's budget.
+//!
+//! As a child: `gemini -p PROMPT --output-format stream-json [-m M] [--allowed-tools …]`, whose
+//! stdout is JSONL headless events ([`StreamFormat::HeadlessEvents`]). Format:
+//! <https://geminicli.com/docs/cli/headless/>.
+
+use crate::child::asks_stream_json;
+use crate::{
+    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    StartRule, StopActive, StreamFormat,
+};
+
+/// Gemini CLI's settings file, which holds both its MCP servers and its hooks.
+const SETTINGS: Place = Place::both(&[".gemini", "settings.json"]);
+
+/// Gemini CLI.
+pub const GEMINI: Agent = Agent {
+    name: "gemini",
+    title: "Gemini CLI",
+    events: EVENTS,
+    executables: &["gemini"],
+    script_markers: &[],
+    budget: 9_500,
+    session_field: "session_id",
+    subagent_field: None,
+    event_field: "hook_event_name",
+    start: StartRule::SOURCE,
+    stop_active: StopActive::STOP_HOOK_ACTIVE,
+    answer: Answer::AdditionalContext {
+        stop_decision: "deny",
+    },
+    install: Install {
+        server: Server::Json {
+            file: SETTINGS,
+            kind: None,
+            all_tools: false,
+        },
+        hooks: Hooks::Json {
+            file: SETTINGS,
+            local: None,
+            layout: Layout::Groups,
+            // Milliseconds Gemini gives each hook.
+            entry: Entry {
+                named: true,
+                ..Entry::typed("command", Some(("timeout", 10_000)))
+            },
+            // A regular expression for tool events: every tool.
+            tool_matcher: Some(".*"),
+            versioned: false,
+            enable_server: None,
+        },
+        print_note: "",
+        advice: "start gemini in {project}",
+    },
+    child: Some(Child {
+        program: "gemini",
+        argv,
+        streams: |args| asks_stream_json(args, &["-o"]),
+        toolset,
+        stream: StreamFormat::HeadlessEvents,
+    }),
+};
+
+const EVENTS: &[HookEvent] = &[
+    HookEvent::new("session-start", "SessionStart", Action::Start),
+    HookEvent::new("user-prompt-submit", "BeforeAgent", Action::TURN),
+    HookEvent::new("post-tool-use", "AfterTool", Action::TOOL),
+    HookEvent::new("stop", "AfterAgent", Action::Stop),
+    HookEvent::new("session-end", "SessionEnd", Action::End),
+];
+
+fn argv(prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = ["gemini", "-p", prompt, "--output-format", "stream-json"]
+        .map(str::to_owned)
+        .to_vec();
+    if let Some(model) = model {
+        argv.extend(["-m".to_owned(), model.to_owned()]);
+    }
+    if !tools.is_empty() {
+        argv.extend(["--allowed-tools".to_owned(), tools.join(",")]);
+    }
+    argv
+}
+
+fn toolset(name: &str) -> &'static [&'static str] {
+    match name {
+        "terminal" | "shell" => &["run_shell_command"],
+        "file" | "files" => &[
+            "read_file",
+            "write_file",
+            "replace",
+            "glob",
+            "search_file_content",
+            "list_directory",
+        ],
+        "web" => &["web_fetch", "google_web_search"],
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GEMINI;
+    use serde_json::json;
+
+    #[test]
+    fn it_says_when_a_stop_hook_kept_it_going_and_has_no_subagent_field() {
+        let input = json!({"session_id": "g-1", "stop_hook_active": true, "agent_id": "x"});
+        assert!(GEMINI.stop_active(&input));
+        assert!(GEMINI.subagent_field.is_none());
+    }
+}
