@@ -1,10 +1,10 @@
-//! Codex CLI. Its hooks are Claude-shaped; every fact of them is from its hooks page,
+//! Codex CLI. Its hooks have the groups shape ([`Layout::Groups`]); every fact of them is from its hooks page,
 //! <https://developers.openai.com/codex/hooks>, the input and output schemas it publishes
 //! (`codex-rs/hooks/schema/generated/*.schema.json` in <https://github.com/openai/codex>) and
 //! its MCP page, <https://developers.openai.com/codex/mcp>:
 //!
 //! - hooks live in `hooks.json` (or an inline `[hooks]` table of `config.toml`) beside a
-//!   config layer: `<repo>/.codex/hooks.json`, `~/.codex/hooks.json`; the shape is Claude's
+//!   config layer: `<repo>/.codex/hooks.json`, `~/.codex/hooks.json`; the shape is groups
 //!   (event → groups → `{type: "command", command, timeout}`, the timeout in seconds); hooks
 //!   run only in a project the user trusts, and on older releases only with
 //!   `[features] codex_hooks = true`;
@@ -18,7 +18,7 @@
 //!   Codex reports and goes on;
 //! - MCP servers are `[mcp_servers.NAME]` tables (`command`, `args`, `env`) of `config.toml`.
 //!
-//! The injected context is small: Codex keeps far less of it than Claude Code (about 2,500
+//! The injected context is small: Codex keeps far less of it than the 10,000 characters others keep (about 2,500
 //! tokens, per issue 20's survey; the page names no number), so hermes fits answers to 2,500
 //! characters and a long result is shortened with the way to read all of it.
 //!

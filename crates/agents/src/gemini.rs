@@ -20,7 +20,8 @@
 //! - MCP servers are `mcpServers` in the same `settings.json` (`command`, `args`, `env`);
 //! - it refuses MCP tool schemas holding `$ref`, `$defs` or `null` types.
 //!
-//! The reference names no limit on added context; hermes keeps Claude Code's budget.
+//! The reference names no limit on added context; hermes keeps the 9,500 characters it gives
+//! an agent that keeps 10,000.
 //!
 //! As a child: `gemini -p PROMPT --output-format stream-json [-m M] [--allowed-tools …]`, whose
 //! stdout is JSONL headless events ([`StreamFormat::HeadlessEvents`]). Format:

@@ -94,6 +94,20 @@ pub fn child(name: &str) -> Option<(&'static Agent, &'static Child)> {
     children().find(|(a, _)| a.name == name)
 }
 
+/// An example of a command running an agent on `prompt`, for help texts: the headless argv of
+/// the first agent hermes can run as a child, up to its prompt.
+pub fn example_command(prompt: &str) -> Vec<String> {
+    let Some((_, child)) = children().next() else {
+        return Vec::new();
+    };
+    let argv = (child.argv)(prompt, None, &[]);
+    let end = argv
+        .iter()
+        .position(|w| w == prompt)
+        .map_or(argv.len(), |i| i + 1);
+    argv[..end].to_vec()
+}
+
 /// Every executable name of every agent.
 pub fn executables() -> impl Iterator<Item = &'static str> {
     AGENTS.iter().flat_map(|a| a.executables.iter().copied())
