@@ -16,25 +16,27 @@ mod child;
 mod hook;
 mod install;
 
-mod claude;
-mod cline;
-mod codex;
-mod copilot;
-mod cursor;
-mod gemini;
-
 pub use child::{Child, StreamFormat};
 pub use hook::{Action, Answer, Boundary, HookEvent, Start, StartRule, StopActive};
 pub use install::{Entry, Hooks, Install, Layout, Place, Server};
 
-/// Every agent hermes speaks to, in the order they are listed to the user.
-pub const AGENTS: &[&Agent] = &[
-    &claude::CLAUDE,
-    &codex::CODEX,
-    &gemini::GEMINI,
-    &copilot::COPILOT,
-    &cursor::CURSOR,
-    &cline::CLINE,
+/// The table: each line is an agent's file (`src/MODULE.rs`) and the constant it defines.
+macro_rules! table {
+    ($($module:ident::$agent:ident),* $(,)?) => {
+        $(mod $module;)*
+
+        /// Every agent hermes speaks to, in the order they are listed to the user.
+        pub const AGENTS: &[&Agent] = &[$(&$module::$agent),*];
+    };
+}
+
+table![
+    claude::CLAUDE,
+    codex::CODEX,
+    gemini::GEMINI,
+    copilot::COPILOT,
+    cursor::CURSOR,
+    cline::CLINE,
 ];
 
 /// The agent whose protocol `hermes hook EVENT` speaks when no `--agent` is given: the first.
