@@ -2,9 +2,9 @@
 //! must find the same one, however the agent started them.
 //!
 //! Walking up from the parent, each ancestor is
-//! - an agent CLI, recognized by its executable name (`claude`, … of every profile in
-//!   `hook/agents.rs`) in its command name, `argv[0]` or, for a script run by an interpreter,
-//!   `argv[1]`: that is the agent, even when it runs on an interpreter (Claude Code on `node`);
+//! - an agent CLI, recognized by its executable name (of every agent of `hermes_agents`) in its
+//!   command name, `argv[0]` or, for a script run by an interpreter, `argv[1]`, or by a script
+//!   marker of its own in those: that is the agent, even when it runs on an interpreter (`node`);
 //! - a wrapper — a shell, a command wrapper (`env`, `nohup`, `timeout`), a launcher or
 //!   interpreter (`npx`, `npm`, `uvx`, `node`, `python3`, `cargo`, `mise`, …), judged by its
 //!   command name and by the program it executes (`/proc/PID/exe`, so a wrapper *script* with
@@ -111,7 +111,7 @@ impl Proc {
                 .argv
                 .iter()
                 .take(2)
-                .any(|a| a.contains("/claude-code/"))
+                .any(|a| hermes_agents::script_markers().any(|m| a.contains(m)))
     }
 
     fn runs_a_script(&self) -> bool {
@@ -138,7 +138,7 @@ fn is_wrapper_name(name: &str) -> bool {
 /// The agent process of this process.
 pub fn agent_process() -> ProcessId {
     let parent = std::os::unix::process::parent_id();
-    let agents: Vec<&str> = crate::hook::agent_executables().collect();
+    let agents: Vec<&str> = hermes_agents::executables().collect();
     let chain = ancestors(parent, read_proc);
     match find_agent(&chain, &agents) {
         Some(p) => ProcessId {
@@ -217,16 +217,16 @@ mod tests {
         }
     }
 
-    const AGENTS: &[&str] = &["claude", "codex"];
+    const AGENTS: &[&str] = &["agent-a", "agent-b"];
 
     #[test]
     fn launchers_and_interpreters_are_walked_past() {
-        // claude → sh -c → npx (node) → sh → hermes mcp
+        // agent-a → sh -c → npx (node) → sh → hermes mcp
         let chain = [
             p(1, "sh", "dash", &["sh", "-c", "hermes mcp"]),
             p(2, "npm exec herme", "node", &["npm exec hermes"]),
             p(3, "sh", "bash", &["sh", "-c", "npx hermes"]),
-            p(4, "claude", "claude", &["claude"]),
+            p(4, "agent-a", "agent-a", &["agent-a"]),
             p(5, "zsh", "zsh", &["-zsh"]),
         ];
         assert_eq!(find_agent(&chain, AGENTS).map(|p| p.pid), Some(4));
@@ -251,49 +251,43 @@ mod tests {
                 2,
                 "node",
                 "node",
-                &["node", "/usr/local/bin/claude", "--resume"],
+                &["node", "/usr/local/bin/agent-a", "--resume"],
             ),
             p(3, "bash", "bash", &["bash"]),
         ];
         assert_eq!(find_agent(&chain, AGENTS).map(|p| p.pid), Some(2));
-        let npm = [p(
-            9,
-            "node",
-            "node",
-            &[
-                "node",
-                "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js",
-            ],
-        )];
-        assert_eq!(find_agent(&npm, AGENTS).map(|p| p.pid), Some(9));
+        // An agent run by `node` from its package, found by its script marker.
+        for marker in hermes_agents::script_markers() {
+            let script = format!("/usr/lib/node_modules/@vendor{marker}cli.js");
+            let npm = [p(9, "node", "node", &["node", &script])];
+            assert_eq!(find_agent(&npm, AGENTS).map(|p| p.pid), Some(9), "{script}");
+        }
     }
 
     #[test]
     fn every_profiles_agent_is_found_by_its_executable_name() {
-        let agents: Vec<&str> = crate::hook::agent_executables().collect();
-        // Node CLIs installed by npm run as `node /usr/local/bin/NAME`; Codex is a binary.
-        for (comm, exe, argv) in [
-            ("node", "node", &["node", "/usr/local/bin/gemini"][..]),
-            (
-                "node",
-                "node",
-                &["node", "/usr/local/bin/copilot", "--resume"][..],
-            ),
-            ("cline", "node", &["cline"][..]),
-            ("codex", "codex", &["codex", "resume"][..]),
-            ("cursor-agent", "node", &["cursor-agent"][..]),
-        ] {
-            let chain = [
-                p(1, "sh", "dash", &["sh", "-c", "hermes hook stop"]),
-                p(2, "npx", "node", &["npx", "hermes"]),
-                p(3, comm, exe, argv),
-                p(4, "zsh", "zsh", &["-zsh"]),
-            ];
-            assert_eq!(
-                find_agent(&chain, &agents).map(|p| p.pid),
-                Some(3),
-                "{argv:?}"
-            );
+        let agents: Vec<&str> = hermes_agents::executables().collect();
+        // Node CLIs installed by npm run as `node /usr/local/bin/NAME`; others are binaries,
+        // or name their process.
+        for name in &agents {
+            let bin = format!("/usr/local/bin/{name}");
+            for (comm, exe, argv) in [
+                ("node", "node", vec!["node", bin.as_str(), "--resume"]),
+                (*name, "node", vec![*name]),
+                (*name, *name, vec![*name, "resume"]),
+            ] {
+                let chain = [
+                    p(1, "sh", "dash", &["sh", "-c", "hermes hook stop"]),
+                    p(2, "npx", "node", &["npx", "hermes"]),
+                    p(3, comm, exe, &argv),
+                    p(4, "zsh", "zsh", &["-zsh"]),
+                ];
+                assert_eq!(
+                    find_agent(&chain, &agents).map(|p| p.pid),
+                    Some(3),
+                    "{argv:?}"
+                );
+            }
         }
     }
 

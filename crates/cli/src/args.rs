@@ -110,13 +110,11 @@ pub struct DispatchArgs {
     /// A JSON tasks file (`-` for stdin) describing a batch.
     #[arg(long, value_name = "FILE|-")]
     pub tasks: Option<String>,
-    /// Run an agent CLI on the goal instead of a command: claude, codex, gemini, or an
-    /// [agents.NAME] of config.toml (no `--` needed).
-    #[arg(long, value_name = "NAME")]
+    // Run an agent CLI on the goal instead of a command (the agents listed from the table).
+    #[arg(long, value_name = "NAME", help = agent_help::child())]
     pub agent: Option<String>,
-    /// How to read the child's stdout: plain, or an agent's stream (claude, codex, gemini).
-    /// Default: recognised from the agent or the command.
-    #[arg(long, value_name = "ADAPTER")]
+    // How to read the child's stdout (the adapters listed from the table).
+    #[arg(long, value_name = "ADAPTER", help = agent_help::adapter())]
     pub adapter: Option<String>,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
@@ -422,16 +420,20 @@ pub enum HookCommand {
 
 #[derive(Debug, Args)]
 pub struct HookEventArgs {
-    /// The agent CLI whose hook this is (its protocol: input fields, answer, budget): claude,
-    /// codex, gemini, copilot, cursor or cline. The installed hooks always name it.
-    #[arg(long, default_value = "claude", value_name = "NAME")]
+    // The agent CLI whose hook this is (the agents listed from the table).
+    #[arg(
+        long,
+        default_value = hermes_agents::DEFAULT_HOOK_AGENT,
+        value_name = "NAME",
+        help = agent_help::hook()
+    )]
     pub agent: String,
 }
 
 #[derive(Debug, Args)]
 pub struct HookInstallArgs {
-    /// The agent CLI: claude, codex, gemini, copilot, cursor or cline.
-    #[arg(value_name = "AGENT")]
+    // The agent CLI (the agents listed from the table).
+    #[arg(value_name = "AGENT", help = agent_help::install())]
     pub agent: String,
     /// Print the settings instead of writing them.
     #[arg(long)]
@@ -443,9 +445,9 @@ pub struct HookInstallArgs {
     /// Write this binary's absolute path instead of `hermes` (found on PATH).
     #[arg(long)]
     pub absolute: bool,
-    /// Write the hooks into the agent's per-user, uncommitted project settings
-    /// (`.claude/settings.local.json`), with the absolute path.
-    #[arg(long)]
+    // Write the hooks into the agent's per-user, uncommitted project settings (the files listed
+    // from the table), with the absolute path.
+    #[arg(long, help = agent_help::local())]
     pub local: bool,
     /// Write the agent's user-level configuration (under your home directory) instead of the
     /// project's, where the agent has one.
@@ -573,5 +575,52 @@ mod tests {
         };
         assert_eq!(d.dispatch.toolsets, ["a", "b"]);
         assert_eq!(d.dispatch.command, ["sh", "-c", "x"]);
+    }
+}
+
+/// Help texts that list agents: from `hermes_agents`' table, never by hand.
+mod agent_help {
+    use hermes_agents::{AGENTS, child_names, names};
+
+    /// `--agent` of `delegate`.
+    pub fn child() -> String {
+        format!(
+            "Run an agent CLI on the goal instead of a command: {}, or an [agents.NAME] of config.toml (no `--` needed)",
+            child_names("")
+        )
+    }
+
+    /// `--adapter` of `delegate`.
+    pub fn adapter() -> String {
+        format!(
+            "How to read the child's stdout: plain, or an agent's stream ({}). Default: recognised from the agent or the command",
+            child_names("")
+        )
+    }
+
+    /// `--agent` of `hook EVENT`.
+    pub fn hook() -> String {
+        format!(
+            "The agent CLI whose hook this is (its protocol: input fields, answer, budget): {}. The installed hooks always name it",
+            names("or")
+        )
+    }
+
+    /// `AGENT` of `hook install`.
+    pub fn install() -> String {
+        format!("The agent CLI: {}", names("or"))
+    }
+
+    /// `--local` of `hook install`.
+    pub fn local() -> String {
+        let files: Vec<String> = AGENTS
+            .iter()
+            .filter_map(|a| a.install.local())
+            .map(|parts| format!("`{}`", parts.join("/")))
+            .collect();
+        format!(
+            "Write the hooks into the agent's per-user, uncommitted project settings ({}), with the absolute path",
+            hermes_agents::listed(files.iter().map(String::as_str), "or")
+        )
     }
 }

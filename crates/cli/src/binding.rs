@@ -13,7 +13,7 @@
 //! - the first hook of a conversation records it, adopting the provisional session (its
 //!   results are consumed with the conversation, nothing dispatched early is lost);
 //! - a session start while the agent's other conversations have seen nothing but session
-//!   starts adopts them: Claude Code's `--resume` may fire two (a fresh id and the resumed one,
+//!   starts adopts them: an agent's resume (`--resume`) may fire two (a fresh id and the resumed one,
 //!   in either order), and what a dispatch between them collected stays the conversation's; a
 //!   later hook naming the other id only makes that one current;
 //! - `session-end` removes its conversation (a `/clear` then starts a fresh one);
@@ -137,7 +137,7 @@ impl Bindings {
 
     /// A hook of `agent` names `session_id`: records it (see the module's documentation) and
     /// returns its conversation.
-    /// `profile` is the agent profile the hook ran for (`claude`).
+    /// `profile` is the agent profile the hook ran for.
     pub fn bind(
         &self,
         agent: ProcessId,
@@ -378,7 +378,7 @@ mod tests {
             .expect("resolve"));
         assert_eq!(provisional, (vec!["mcp-1".to_owned()], false));
         let conv = b
-            .bind(agent(1), "claude", "conv-a", Naming::Hook)
+            .bind(agent(1), "some-agent", "conv-a", Naming::Hook)
             .expect("bind");
         assert_eq!(names(&conv.sessions()), ["conv-a", "mcp-1"]);
         let seen = one(b
@@ -392,15 +392,15 @@ mod tests {
         for (first, second) in [("random", "orig"), ("orig", "random")] {
             let home = tempfile::tempdir().expect("temp dir");
             let b = Bindings::new(home.path());
-            b.bind(agent(2), "claude", first, Naming::Start)
+            b.bind(agent(2), "some-agent", first, Naming::Start)
                 .expect("bind");
             let conv = b
-                .bind(agent(2), "claude", second, Naming::Start)
+                .bind(agent(2), "some-agent", second, Naming::Start)
                 .expect("bind");
             assert_eq!(names(&conv.sessions()), [second, first]);
             // Later hooks may name either id: still the one conversation.
             let later = b
-                .bind(agent(2), "claude", "orig", Naming::Hook)
+                .bind(agent(2), "some-agent", "orig", Naming::Hook)
                 .expect("bind");
             assert_eq!(later.session, "orig");
             assert!(later.names("random"));
@@ -416,11 +416,12 @@ mod tests {
     fn a_second_conversation_of_one_agent_is_kept_apart_and_the_server_must_choose() {
         let home = tempfile::tempdir().expect("temp dir");
         let b = Bindings::new(home.path());
-        b.bind(agent(3), "claude", "a", Naming::Start)
+        b.bind(agent(3), "some-agent", "a", Naming::Start)
             .expect("bind");
-        b.bind(agent(3), "claude", "a", Naming::Hook).expect("bind");
+        b.bind(agent(3), "some-agent", "a", Naming::Hook)
+            .expect("bind");
         let second = b
-            .bind(agent(3), "claude", "b", Naming::Start)
+            .bind(agent(3), "some-agent", "b", Naming::Start)
             .expect("bind");
         assert_eq!(
             names(&second.sessions()),
@@ -463,10 +464,10 @@ mod tests {
     fn a_cleared_conversation_starts_fresh() {
         let home = tempfile::tempdir().expect("temp dir");
         let b = Bindings::new(home.path());
-        b.bind(agent(4), "claude", "first", Naming::Start)
+        b.bind(agent(4), "some-agent", "first", Naming::Start)
             .expect("bind");
         let after_clear = b
-            .bind(agent(4), "claude", "second", Naming::OtherStart)
+            .bind(agent(4), "some-agent", "second", Naming::OtherStart)
             .expect("bind");
         assert_eq!(names(&after_clear.sessions()), ["second"]);
     }

@@ -47,7 +47,7 @@ pub struct TaskDraft {
     pub command: Vec<String>,
     /// An agent profile to run on the goal instead of a command.
     pub agent: Option<String>,
-    /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`).
+    /// The stream adapter that reads its stdout (`plain`, or an agent's name).
     pub adapter: Option<String>,
     /// Context.
     pub context: Option<String>,

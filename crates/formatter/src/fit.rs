@@ -1,9 +1,9 @@
 //! What one answer holds when the reader keeps only so many characters.
 //!
-//! Agents cap what a hook or a tool may hand the model: Claude Code keeps at most 10,000
-//! characters of a hook's `additionalContext` and replaces the rest by a preview and a file
-//! path (<https://code.claude.com/docs/en/hooks>), MCP clients cut long tool results
-//! (<https://code.claude.com/docs/en/mcp>). A result that is cut there was never seen, yet it
+//! Agents cap what a hook or a tool may hand the model: one keeps at most 10,000 characters of
+//! a hook's `additionalContext` and replaces the rest by a preview and a file path, MCP clients
+//! cut long tool results (each agent's budget, and the pages that document it, are in its file
+//! of `hermes_agents`). A result that is cut there was never seen, yet it
 //! would be acknowledged as delivered. So every answer is fitted to a budget *before* anything
 //! is acknowledged:
 //!

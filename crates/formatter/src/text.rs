@@ -10,7 +10,7 @@
 //!   `…`. Such a field can never begin a line of its own.
 //! - **Multi-line text** ([`write_quoted`]) is written one line at a time, every line behind
 //!   [`QUOTE_PREFIX`]. Any line break ends a line, `\r` and the Unicode line separators included,
-//!   so nothing can return the cursor to column 0; tabs are kept, other control characters and
+//!   so nothing can return the caret to column 0; tabs are kept, other control characters and
 //!   bidirectional overrides are escaped as above.
 //!
 //! So every line of output that starts at column 0 was written by hermes itself.
@@ -173,7 +173,7 @@ pub fn write_quoted<W: fmt::Write + ?Sized>(w: &mut W, text: &str) -> fmt::Resul
 }
 
 /// Untrusted text for a terminal, line structure kept: `\n` and tabs stay, every other line break
-/// (`\r` above all, which returns the cursor to column 0) and every control character or
+/// (`\r` above all, which returns the caret to column 0) and every control character or
 /// bidirectional override becomes a visible escape, so a line hermes did not write can neither
 /// overwrite nor imitate one it did (for transcripts shown by `delegation log`).
 ///

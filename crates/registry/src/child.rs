@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 
 use hermes_ledger::{ChildOutcome, ChildStatus, ExitDetail, ProcessId, Progress, Timestamp};
 
-use crate::agent::{AgentCli, AgentStream, Report};
+use crate::agent::{Adapter, AgentStream, Report};
 use crate::capture::{Capture, Interleaved, Pointer, STDERR_TAIL_BYTES, TailBuffer};
 use crate::config::Config;
 use crate::progress::{Malformed, Message, Token};
@@ -291,7 +291,7 @@ pub(crate) struct ChildPlan {
     pub(crate) timeout_ms: Option<u64>,
     pub(crate) log: Arc<TaskLog>,
     /// The adapter that reads an agent child's stdout (`None`: shown as is).
-    pub(crate) adapter: Option<&'static dyn AgentCli>,
+    pub(crate) adapter: Option<Adapter>,
     /// Where an adapted child's raw stream goes (`task-N.jsonl`).
     pub(crate) raw_log: Option<Arc<TaskLog>>,
 }
@@ -336,7 +336,7 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
                 now,
                 &format!(
                     "hermes: stdout read by the {} stream adapter; the raw stream is in {}",
-                    cli.name(),
+                    cli.name,
                     raw.path().display()
                 ),
             );

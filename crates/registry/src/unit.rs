@@ -519,7 +519,7 @@ mod tests {
         // An agent child also learns its role.
         let mut agent = unit.clone();
         agent.spec.depth = 2;
-        agent.spec.tasks[0].agent = Some("claude".into());
+        agent.spec.tasks[0].agent = Some("some-agent".into());
         agent.spec.tasks[0].role = hermes_ledger::Role::Orchestrator;
         let env = child_env(&agent, 0, None);
         assert!(env.contains(&("HERMES_CHILD_DEPTH".to_owned(), "2".to_owned())));

@@ -6,8 +6,8 @@
 //! command = ["aider", "--yes", "--message", "{prompt}", "--model", "{model}"]
 //! adapter = "plain"
 //!
-//! [agents.claude]            # pins flags of a built-in profile
-//! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--max-turns", "30"]
+//! [agents.NAME]              # named after a built-in profile: pins its flags
+//! command = ["NAME", "-p", "{prompt}", "--max-turns", "30"]
 //! ```
 //!
 //! Which adapters exist and how a profile runs is the registry's business; this module only
@@ -15,15 +15,16 @@
 
 use crate::SettingsError;
 
-/// One `[agents.NAME]` entry.
+/// One `[agents.NAME]` entry: a command of the user's own, or an override of a built-in
+/// profile's (the built-in profiles are `hermes_agents`').
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentCommand {
+pub struct AgentOverride {
     /// Its name, as `--agent NAME` gives it.
     pub name: String,
     /// The argv, with `{prompt}` and `{model}` placeholders.
     pub command: Vec<String>,
-    /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`); `None`:
-    /// the built-in profile's of the same name, else recognised from the command.
+    /// The stream adapter that reads its stdout (`plain`, or an agent's name); `None`: the
+    /// built-in profile's of the same name, else recognised from the command.
     pub adapter: Option<String>,
 }
 
@@ -43,7 +44,7 @@ pub(crate) fn default_agent(raw: &str) -> Option<String> {
 }
 
 /// Reads the `[agents]` section of `config.toml` (from `origin`).
-pub(crate) fn parse(origin: &str, body: &toml::Value) -> Result<Vec<AgentCommand>, SettingsError> {
+pub(crate) fn parse(origin: &str, body: &toml::Value) -> Result<Vec<AgentOverride>, SettingsError> {
     let bad = |what: String, expected: &str| SettingsError::BadValue {
         what: format!("config {origin}: {what}"),
         expected: expected.to_owned(),
@@ -112,7 +113,7 @@ pub(crate) fn parse(origin: &str, body: &toml::Value) -> Result<Vec<AgentCommand
         }
         let command = command
             .ok_or_else(|| bad(key("command"), "set: command = [\"prog\", \"{prompt}\"]"))?;
-        agents.push(AgentCommand {
+        agents.push(AgentOverride {
             name: name.clone(),
             command,
             adapter,

@@ -15,7 +15,7 @@ mod sources;
 
 use std::time::Duration;
 
-pub use agents::AgentCommand;
+pub use agents::AgentOverride;
 pub use bounds::{Bounds, Unit};
 pub use keys::{KEYS, Key, LEDGER_LISTEN_URL_VAR, LEDGER_URL_VAR, SECTIONS, TEXT_KEYS, TextKey};
 pub use sources::{Effective, Source, Sources, Value, known_keys};
@@ -81,7 +81,7 @@ pub struct Settings {
     pub ledger: LedgerSection,
     /// `[agents.NAME]`: agent CLIs added to the built-in profiles, or overriding them, in
     /// name order.
-    pub agents: Vec<AgentCommand>,
+    pub agents: Vec<AgentOverride>,
 }
 
 /// `[ledger]`.

@@ -268,21 +268,21 @@ fn agent_profiles_depth_and_the_default_agent_are_read() {
     assert_eq!(s.delegation.max_depth, 2);
     assert_eq!(s.delegation.default_agent, None);
     assert!(s.agents.is_empty());
-    let text = "[delegation]\nmax_depth = 3\ndefault_agent = \"claude\"\n\n\
+    let text = "[delegation]\nmax_depth = 3\ndefault_agent = \"reviewer\"\n\n\
                 [agents.aider]\ncommand = [\"aider\", \"--message\", \"{prompt}\"]\nadapter = \"plain\"\n";
     let s = load(text, &[]).expect("loads");
     assert_eq!(s.delegation.max_depth, 3);
-    assert_eq!(s.delegation.default_agent.as_deref(), Some("claude"));
+    assert_eq!(s.delegation.default_agent.as_deref(), Some("reviewer"));
     assert_eq!(
         s.agents,
-        [crate::AgentCommand {
+        [crate::AgentOverride {
             name: "aider".into(),
             command: vec!["aider".into(), "--message".into(), "{prompt}".into()],
             adapter: Some("plain".into()),
         }]
     );
-    let s = load("", &[("HERMES_DELEGATION_DEFAULT_AGENT", "codex")]).expect("loads");
-    assert_eq!(s.delegation.default_agent.as_deref(), Some("codex"));
+    let s = load("", &[("HERMES_DELEGATION_DEFAULT_AGENT", "builder")]).expect("loads");
+    assert_eq!(s.delegation.default_agent.as_deref(), Some("builder"));
 }
 
 #[test]

@@ -51,7 +51,7 @@ impl Status {
 pub struct Check {
     /// How it went.
     pub status: Status,
-    /// What was checked (`home`, `ledger`, `agent claude`, …).
+    /// What was checked (`home`, `ledger`, `agent NAME`, …).
     pub name: String,
     /// What was found, on one line.
     pub detail: String,

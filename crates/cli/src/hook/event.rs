@@ -3,16 +3,16 @@
 //! every tool call.
 //!
 //! A hook never stands between a person and their agent: whatever goes wrong on hermes' side
-//! (bad configuration, bad input, no ledger) it exits 1 — for Claude Code a non-blocking error,
+//! (bad configuration, bad input, no ledger) it exits 1 — for most agents a non-blocking error,
 //! shown to the user while the agent goes on — with one `hermes:` line on stderr, having taken
 //! nothing. It never exits with the agent's "block" code (2). For an agent that takes *every*
-//! non-zero exit as "block" (Cline), it prints the agent's "go on" answer instead and exits 0,
+//! non-zero exit as "block", it prints the agent's "go on" answer instead and exits 0,
 //! the `hermes:` line still on stderr.
 
 use hermes_ledger::SessionId;
 use hermes_router::RouterError;
 
-use super::agents::{self, Action, HookEvent, Profile, Start};
+use super::agents::{self, Action, Agent, HookEvent, Start};
 use super::input::{self, HookInput};
 use crate::args::HookCommand;
 use crate::binding::{self, Bindings, Naming};
@@ -58,7 +58,7 @@ pub fn non_blocking(err: anyhow::Error) -> anyhow::Error {
 fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     let agent = agents::find(agent_name)
         .ok_or_else(|| fail(Code::Usage, format!("unknown agent {agent_name:?}")))?;
-    let event = agents::event(agent, subcommand).ok_or_else(|| {
+    let event = agent.event(subcommand).ok_or_else(|| {
         fail(
             Code::Usage,
             format!("{agent_name} has no hook event for hermes hook {subcommand}"),
@@ -77,7 +77,9 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     match event.action {
         Action::Start => start(&home, &sessions, input.start),
         Action::End => end(&home, &sessions),
-        Action::Deliver(boundary) => deliver(&home, agent, &event, &sessions, boundary),
+        Action::Deliver(boundary) => {
+            deliver(&home, agent, &event, &sessions, agents::boundary(boundary))
+        }
         // What is ready is acknowledged as it is handed over, so a second stop (with
         // `stop_hook_active`) finds only what arrived since and never blocks twice on the same.
         Action::Stop => deliver(
@@ -94,7 +96,7 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
 /// session id, bound to the agent process (with the sessions it adopted).
 fn conversation(
     home: &Home,
-    profile: &Profile,
+    profile: &Agent,
     input: &HookInput,
     event: &HookEvent,
 ) -> anyhow::Result<Vec<SessionId>> {
@@ -157,7 +159,7 @@ fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Res
 /// session's headless host does the claim and the ack when it runs (see `relay`).
 fn deliver(
     home: &Home,
-    agent: &Profile,
+    agent: &Agent,
     event: &HookEvent,
     sessions: &[SessionId],
     boundary: hermes_formatter::Boundary,

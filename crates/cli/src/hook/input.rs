@@ -1,5 +1,5 @@
 //! The JSON a hook-driven agent CLI sends a hook on stdin, read with bounds: one JSON value (the
-//! agent may leave stdin open after it, as Claude Code is reported to do for `SessionEnd`), at
+//! agent may leave stdin open after it, as one is reported to do for its session's end), at
 //! most [`MAX_INPUT`] bytes, within [`DEADLINE`]. The fields hermes reads are named by the
 //! agent's profile; the agents add fields freely, so the rest is ignored.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::agents::{Profile, Start};
+use super::agents::{Agent, Start};
 use crate::exit::{Code, fail};
 
 /// How long a hook waits for its JSON.
@@ -37,7 +37,7 @@ pub struct HookInput {
 
 impl HookInput {
     /// The fields `agent` names, from its JSON `value`.
-    pub fn of(agent: &Profile, value: &Value) -> HookInput {
+    pub fn of(agent: &Agent, value: &Value) -> HookInput {
         HookInput {
             session_id: value
                 .get(agent.session_field)
@@ -102,66 +102,34 @@ fn bad(why: &str) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::agents::find;
 
     #[test]
-    fn agent_payloads_parse_and_extra_fields_are_ignored() {
-        let claude = find("claude").expect("claude");
-        let value = parse_one(
-            &br#"{"session_id":"abc-1","transcript_path":"/t.jsonl","cwd":"/w","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_response":{"stdout":""}}"#[..],
-        )
-        .expect("parses");
-        let input = HookInput::of(claude, &value);
-        assert_eq!(input.session_id.as_deref(), Some("abc-1"));
-        assert!(!input.subagent && !input.stop_active);
-        let sub = parse_one(&br#"{"session_id":"s","agent_id":"a-1","agent_type":"Explore"}"#[..])
-            .expect("parses");
-        assert!(HookInput::of(claude, &sub).subagent);
-        let resume = parse_one(&br#"{"session_id":"s","source":"resume"}"#[..]).expect("parses");
-        assert_eq!(HookInput::of(claude, &resume).start, Some(Start::Resume));
-    }
-
-    #[test]
-    fn each_agent_names_its_conversation_in_its_own_field() {
-        let read = |agent: &str, text: &str| {
-            HookInput::of(
-                find(agent).expect(agent),
-                &parse_one(text.as_bytes()).expect("parses"),
-            )
-        };
-        // Copilot's camelCase payload.
-        let copilot = read(
-            "copilot",
-            r#"{"sessionId":"c-1","timestamp":1704614400000,"cwd":"/p","source":"resume"}"#,
-        );
-        assert_eq!(
-            (copilot.session_id.as_deref(), copilot.start),
-            (Some("c-1"), Some(Start::Resume))
-        );
-        // Cline's task and hook name.
-        let cline = read(
-            "cline",
-            r#"{"hookName":"TaskResume","taskId":"t-1","clineVersion":"3"}"#,
-        );
-        assert_eq!(
-            (cline.session_id.as_deref(), cline.start),
-            (Some("t-1"), Some(Start::Resume))
-        );
-        assert_eq!(cline.event_name.as_deref(), Some("TaskResume"));
-        // Cursor's conversation and its stop loop count.
-        let cursor = read(
-            "cursor",
-            r#"{"conversation_id":"k-1","hook_event_name":"stop","loop_count":1}"#,
-        );
-        assert_eq!(cursor.session_id.as_deref(), Some("k-1"));
-        assert!(cursor.stop_active);
-        // A session_id means nothing to an agent that names its conversation otherwise.
-        assert_eq!(read("cline", r#"{"session_id":"s"}"#).session_id, None);
-        let gemini = read(
-            "gemini",
-            r#"{"session_id":"g","hook_event_name":"AfterAgent","stop_hook_active":true}"#,
-        );
-        assert!(gemini.stop_active && !gemini.subagent);
+    fn each_agent_names_its_conversation_in_its_own_field_and_extra_fields_are_ignored() {
+        for agent in crate::hook::agents::AGENTS {
+            let mut value = serde_json::json!({"tool_input": {"command": "ls"}, "cwd": "/w"});
+            value[agent.session_field] = "id-1".into();
+            value[agent.event_field] = "SomeEvent".into();
+            let input = HookInput::of(agent, &value);
+            assert_eq!(input.session_id.as_deref(), Some("id-1"), "{}", agent.name);
+            assert_eq!(input.event_name.as_deref(), Some("SomeEvent"));
+            assert!(
+                !input.subagent && !input.session_id_malformed,
+                "{}",
+                agent.name
+            );
+            if let Some(field) = agent.subagent_field {
+                value[field] = "a-1".into();
+                assert!(HookInput::of(agent, &value).subagent, "{}", agent.name);
+            }
+            // A conversation id under another field means nothing to this agent.
+            let other = serde_json::json!({"some_other_id": "s"});
+            assert_eq!(HookInput::of(agent, &other).session_id, None);
+            let mut malformed = serde_json::json!({});
+            malformed[agent.session_field] = 7.into();
+            assert!(HookInput::of(agent, &malformed).session_id_malformed);
+        }
+        let text = br#"{"session_id":"abc-1","transcript_path":"/t.jsonl","hook_event_name":"PostToolUse"}"#;
+        assert_eq!(parse_one(&text[..]).expect("parses")["session_id"], "abc-1");
     }
 
     #[test]

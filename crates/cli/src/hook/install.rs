@@ -1,7 +1,7 @@
 //! `hermes hook install NAME`: registers `hermes mcp` and the hooks with an agent CLI, merged
-//! into the files it reads. The agent's profile ([`Install`]) says which files and what goes in
-//! them; [`install`] is the one routine that reads them, merges (`merge.rs`), prints or writes,
-//! and says what it did, for every agent.
+//! into the files it reads. The agent's profile ([`Install`], in `hermes_agents`) says which
+//! files and what goes in them; [`install`] is the one routine that reads them, merges
+//! (`merge.rs`), prints or writes, and says what it did, for every agent.
 //!
 //! The command written is `hermes` (found on PATH), so a committed settings file works for
 //! everyone; `--absolute` (or `--local`, for the uncommitted per-user file) writes this
@@ -10,15 +10,15 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use hermes_formatter::Boundary;
+use hermes_agents::{Action, Boundary, Entry, Place};
 
-use super::agents::{self, Action, InstallOptions, Profile};
+use super::agents::{self, Agent, InstallOptions};
 use super::merge::{self, Doc, File, Hook};
 use crate::args::HookInstallArgs;
 use crate::exit::{Code, fail};
 use crate::output;
 
-pub use super::merge::Layout;
+pub use hermes_agents::{Hooks, Install, Server};
 
 /// The name hermes' MCP server is registered under, with every agent.
 const SERVER: &str = "hermes";
@@ -26,13 +26,12 @@ const SERVER: &str = "hermes";
 /// Runs `hook install`.
 pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
     let Some(agent) = agents::find(&args.agent) else {
-        let known: Vec<&str> = agents::AGENTS.iter().map(|a| a.name).collect();
         return Err(fail(
             Code::Usage,
             format!(
                 "unknown agent {:?}; hermes knows {}",
                 args.agent,
-                known.join(", ")
+                hermes_agents::names("")
             ),
         ));
     };
@@ -40,7 +39,8 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
         return Err(fail(
             Code::Usage,
             format!(
-                "--local writes Claude Code's .claude/settings.local.json; {} has no such file (use --user for its user-level configuration)",
+                "--local writes {}; {} has no such file (use --user for its user-level configuration)",
+                local_files(),
                 agent.name
             ),
         ));
@@ -55,16 +55,33 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
             format!("--project {}: not a directory", project.display()),
         ));
     }
-    agent.install(&InstallOptions {
-        print: args.print,
-        project,
-        absolute: args.absolute || args.local,
-        local: args.local,
-        user: args.user,
-        home: std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from),
-    })
+    install(
+        agent,
+        &InstallOptions {
+            print: args.print,
+            project,
+            absolute: args.absolute || args.local,
+            local: args.local,
+            user: args.user,
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+        },
+    )
+}
+
+/// The files `--local` writes, for prose (`Title's path`, for each agent that has one).
+pub fn local_files() -> String {
+    hermes_agents::listed(
+        agents::AGENTS
+            .iter()
+            .filter_map(|a| Some((a.title, a.install.local()?)))
+            .map(|(title, parts)| format!("{title}'s {}", parts.join("/")))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+        "or",
+    )
 }
 
 /// The program the written commands start: `hermes`, or this binary's absolute path.
@@ -104,151 +121,46 @@ pub fn path_note(absolute: bool) -> &'static str {
     "note: `hermes` is not on PATH, so the agent cannot start it: put it there (cargo install --path crates/cli) or install again with --absolute (this binary's path)\n"
 }
 
-/// What `hermes hook install NAME` writes for one agent.
-#[derive(Debug)]
-pub struct Install {
-    /// Where the MCP server is registered, and how.
-    pub server: Server,
-    /// Where the hooks go, and how.
-    pub hooks: Hooks,
-    /// Printed after `--print`'s snippets (`{quoted}` is the program, quoted for a shell).
-    pub print_note: &'static str,
-    /// The line after "registered …": what the user does next (`{project}` is the project
-    /// directory, `{quoted}` the program).
-    pub advice: &'static str,
+/// Where the MCP server and the hooks go for `options`: the server's file, and the hooks'
+/// file (or directory of scripts). `hermes doctor` looks there.
+pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let server = match &install.server {
+        Server::Json { file, .. } | Server::Toml { file } => place_path(file, options)?,
+    };
+    let hooks = match &install.hooks {
+        Hooks::Json { file, .. } => place_path(file, options)?,
+        Hooks::Scripts { dir, .. } => place_path(dir, options)?,
+    };
+    Ok((server, hooks))
 }
 
-impl Install {
-    /// Whether `--local` has a file to write (Claude's uncommitted settings).
-    pub fn has_local(&self) -> bool {
-        matches!(self.hooks, Hooks::Json { local: Some(_), .. })
+/// Where `place` is for `options`.
+fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
+    let (root, parts) = match place.user {
+        Some(parts) if options.user => (options.root()?, parts),
+        _ => (options.project.clone(), place.project),
+    };
+    Ok(parts.iter().fold(root, |path, part| path.join(part)))
+}
+
+/// The hook entry `entry` describes, running `command` (the `hermes hook SUBCOMMAND` one).
+fn build_entry(entry: &Entry, command: &str, subcommand: &str) -> Doc {
+    let mut extra = Vec::new();
+    if entry.named {
+        extra.push(("name", Doc::string(format!("hermes-{subcommand}"))));
     }
-
-    /// Where the MCP server and the hooks go for `options`: the server's file, and the hooks'
-    /// file (or directory of scripts). `hermes doctor` looks there.
-    pub fn paths(&self, options: &InstallOptions) -> anyhow::Result<(PathBuf, PathBuf)> {
-        let server = match &self.server {
-            Server::Json { file, .. } | Server::Toml { file } => file.path(options)?,
-        };
-        let hooks = match &self.hooks {
-            Hooks::Json { file, .. } => file.path(options)?,
-            Hooks::Scripts { dir, .. } => dir.path(options)?,
-        };
-        Ok((server, hooks))
+    if let Some((key, value)) = entry.timeout {
+        extra.push((key, merge::number(value)));
     }
-}
-
-/// A file (or directory) under the project, or under the home with `--user`.
-#[derive(Clone, Copy, Debug)]
-pub struct Place {
-    /// Its path under the project.
-    pub project: &'static [&'static str],
-    /// Its path under the home with `--user`; `None`: the project's even then.
-    pub user: Option<&'static [&'static str]>,
-}
-
-impl Place {
-    /// The same path under the project and, with `--user`, under the home.
-    pub const fn both(parts: &'static [&'static str]) -> Place {
-        Place {
-            project: parts,
-            user: Some(parts),
-        }
+    if entry.typed {
+        return merge::command_entry(entry.command_key, command, &extra);
     }
-
-    /// Where it is for `options`.
-    fn path(&self, options: &InstallOptions) -> anyhow::Result<PathBuf> {
-        let (root, parts) = match self.user {
-            Some(parts) if options.user => (options.root()?, parts),
-            _ => (options.project.clone(), self.project),
-        };
-        Ok(parts.iter().fold(root, |path, part| path.join(part)))
+    let mut doc = Doc::object();
+    doc.set(entry.command_key, Doc::string(command));
+    for (key, value) in extra {
+        doc.set(key, value);
     }
-}
-
-/// Where and how the MCP server `hermes` (running `hermes mcp`) is registered.
-#[derive(Debug)]
-pub enum Server {
-    /// Under `mcpServers` of a JSON file.
-    Json {
-        file: Place,
-        /// The entry's `type`, for agents whose entries have one.
-        kind: Option<&'static str>,
-        /// Whether the entry lists its tools, all of them (`tools: ["*"]`).
-        all_tools: bool,
-    },
-    /// A `[mcp_servers.hermes]` table of a TOML file (Codex's `config.toml`).
-    Toml { file: Place },
-}
-
-/// Where and how the hooks are registered.
-#[derive(Debug)]
-pub enum Hooks {
-    /// Under `hooks` of a JSON file: event → entries.
-    Json {
-        file: Place,
-        /// The file `--local` writes instead (under the same root).
-        local: Option<&'static [&'static str]>,
-        layout: Layout,
-        entry: Entry,
-        /// The matcher of a tool event's group, if the agent's groups take one.
-        tool_matcher: Option<&'static str>,
-        /// Whether the file starts with `"version": 1`.
-        versioned: bool,
-        /// A list of the same file that must name a project's server for it to run (Claude's
-        /// `enabledMcpjsonServers`); not written with `--user`.
-        enable_server: Option<&'static str>,
-    },
-    /// One executable script per event, named after it, in a directory.
-    Scripts {
-        dir: Place,
-        /// The agent's name in the script's comment.
-        title: &'static str,
-    },
-}
-
-/// The hook entry hermes writes when it has none for an event yet.
-#[derive(Clone, Copy, Debug)]
-pub struct Entry {
-    /// Whether it starts with `"type": "command"`.
-    pub typed: bool,
-    /// The key the command goes under.
-    pub command_key: &'static str,
-    /// Whether it carries `"name": "hermes-SUBCOMMAND"`.
-    pub named: bool,
-    /// Its timeout's key and value, in the agent's unit.
-    pub timeout: Option<(&'static str, u64)>,
-}
-
-impl Entry {
-    /// `"type": "command"`, the command under `command_key`, and `timeout` (its key and value).
-    pub const fn typed(command_key: &'static str, timeout: Option<(&'static str, u64)>) -> Entry {
-        Entry {
-            typed: true,
-            command_key,
-            named: false,
-            timeout,
-        }
-    }
-
-    fn build(&self, command: &str, subcommand: &str) -> Doc {
-        let mut extra = Vec::new();
-        if self.named {
-            extra.push(("name", Doc::string(format!("hermes-{subcommand}"))));
-        }
-        if let Some((key, value)) = self.timeout {
-            extra.push((key, merge::number(value)));
-        }
-        if self.typed {
-            return merge::command_entry(self.command_key, command, &extra);
-        }
-        let mut entry = Doc::object();
-        entry.set(self.command_key, Doc::string(command));
-        for (key, value) in extra {
-            entry.set(key, value);
-        }
-        entry
-    }
+    doc
 }
 
 /// The file the server is registered in, read and merged.
@@ -262,6 +174,37 @@ enum ServerFile {
 }
 
 impl ServerFile {
+    /// Reads the server's file of `server` for `options` and merges the entry running
+    /// `program mcp` into it.
+    fn open(server: &Server, options: &InstallOptions, program: &str) -> anyhow::Result<Self> {
+        Ok(match server {
+            Server::Json {
+                file,
+                kind,
+                all_tools,
+            } => {
+                let mut file = File::open(&place_path(file, options)?, options.print)?;
+                let servers = merge::object_at(&mut file.doc, "mcpServers", &file.path)?;
+                let entry =
+                    merge::upsert_server(servers, SERVER, program, &["mcp"], *kind, &file.path)?;
+                if *all_tools && entry.get("tools").is_none() {
+                    entry.set("tools", Doc::Array(vec![Doc::string("*")]));
+                }
+                ServerFile::Json(file)
+            }
+            Server::Toml { file } => {
+                let path = place_path(file, options)?;
+                let was = if options.print {
+                    String::new()
+                } else {
+                    merge::read_text(&path)?
+                };
+                let text = merge::with_toml_server(&was, SERVER, program, &path)?;
+                ServerFile::Toml { path, was, text }
+            }
+        })
+    }
+
     fn path(&self) -> &Path {
         match self {
             ServerFile::Json(file) => &file.path,
@@ -285,130 +228,159 @@ impl ServerFile {
     }
 }
 
-/// Writes (or, with `--print`, prints) `profile`'s MCP server and hooks, merged into the
+/// What an install is about to write besides the server's file.
+struct Planned {
+    /// `hooks` or `hook scripts`, for the report.
+    what: &'static str,
+    /// The hooks' file or the scripts' directory.
+    place: PathBuf,
+    /// The hooks' own file, when it is not the server's.
+    file: Option<File>,
+    /// Each script: its path, its subcommand, its text.
+    scripts: Vec<(PathBuf, &'static str, String)>,
+    /// What `--print` shows: a label and a text, the server's file first.
+    shown: Vec<(String, String)>,
+}
+
+/// Writes (or, with `--print`, prints) `agent`'s MCP server and hooks, merged into the
 /// files already there, and says what it did.
-pub fn install(profile: &Profile, options: &InstallOptions) -> anyhow::Result<Code> {
+pub fn install(agent: &Agent, options: &InstallOptions) -> anyhow::Result<Code> {
     let program = program(options.absolute)?;
     let quoted = quoted(&program)?;
-    let spec = &profile.install;
-    let mut server = match &spec.server {
-        Server::Json {
-            file,
-            kind,
-            all_tools,
-        } => {
-            let mut file = File::open(&file.path(options)?, options.print)?;
-            let servers = merge::object_at(&mut file.doc, "mcpServers", &file.path)?;
-            let entry =
-                merge::upsert_server(servers, SERVER, &program, &["mcp"], *kind, &file.path)?;
-            if *all_tools && entry.get("tools").is_none() {
-                entry.set("tools", Doc::Array(vec![Doc::string("*")]));
-            }
-            ServerFile::Json(file)
-        }
-        Server::Toml { file } => {
-            let path = file.path(options)?;
-            let was = if options.print {
-                String::new()
-            } else {
-                merge::read_text(&path)?
-            };
-            let text = merge::with_toml_server(&was, SERVER, &program, &path)?;
-            ServerFile::Toml { path, was, text }
-        }
-    };
-    let names: Vec<&str> = profile.events.iter().map(|e| e.name).collect();
-    let mut shown = vec![(server.path().display().to_string(), server.text()?)];
-    let (what, place, hooks_file, scripts) = match &spec.hooks {
-        Hooks::Json {
-            file,
-            local,
-            layout,
-            entry,
-            tool_matcher,
-            versioned,
-            enable_server,
-        } => {
-            let path = match local {
-                Some(parts) if options.local => Place::both(parts).path(options)?,
-                _ => file.path(options)?,
-            };
-            // One file for both (Gemini's settings): the hooks go into the server's document.
-            let mut own = match &server {
-                ServerFile::Json(f) if f.path == path => None,
-                _ => Some(File::open(&path, options.print)?),
-            };
-            let target = match (&mut own, &mut server) {
-                (Some(file), _) | (None, ServerFile::Json(file)) => file,
-                (None, ServerFile::Toml { path, .. }) => {
-                    anyhow::bail!("internal error: {} is not a JSON file", path.display())
-                }
-            };
-            if let Some(key) = enable_server
-                && !options.user
-            {
-                merge::ensure_listed(&mut target.doc, key, SERVER, &target.path)?;
-            }
-            if *versioned && target.doc.get("version").is_none() {
-                target.doc.set("version", merge::number(1));
-            }
-            let hooks: Vec<Hook<'_>> = profile
-                .events
-                .iter()
-                .map(|e| {
-                    let command = format!("{quoted} hook {} --agent {}", e.command, profile.name);
-                    Hook {
-                        event: e.name,
-                        subcommand: e.command,
-                        entry: entry.build(&command, e.command),
-                        command,
-                        matcher: tool_matcher
-                            .filter(|_| matches!(e.action, Action::Deliver(Boundary::Tool))),
-                    }
-                })
-                .collect();
-            let hooks_obj = merge::object_at(&mut target.doc, "hooks", &target.path)?;
-            merge::upsert_hooks(hooks_obj, &hooks, *layout, entry.command_key, &target.path)?;
-            let text = target.text()?;
-            match &own {
-                Some(_) => shown.push((path.display().to_string(), text)),
-                None => shown[0].1 = text,
-            }
-            ("hooks", path, own, Vec::new())
-        }
+    let spec = &agent.install;
+    let mut server = ServerFile::open(&spec.server, options, &program)?;
+    let planned = match &spec.hooks {
+        Hooks::Json { .. } => plan_json_hooks(agent, options, &quoted, &mut server)?,
         Hooks::Scripts { dir, title } => {
-            let dir = dir.path(options)?;
-            let scripts: Vec<(PathBuf, &str, String)> = profile
-                .events
-                .iter()
-                .map(|e| {
-                    let body = format!(
-                        "#!/bin/sh\n# Written by `hermes hook install {name}`: hands hermes' background results to {title}.\nexec {quoted} hook {} --agent {name}\n",
-                        e.command,
-                        name = profile.name,
-                    );
-                    (dir.join(e.name), e.command, body)
-                })
-                .collect();
-            for (path, _, body) in &scripts {
-                shown.push((format!("{} (executable)", path.display()), body.clone()));
-            }
-            ("hook scripts", dir, None, scripts)
+            plan_scripts(agent, &place_path(dir, options)?, title, &quoted, &server)?
         }
     };
     if options.print {
         let mut text = String::new();
-        for (label, snippet) in &shown {
+        for (label, snippet) in &planned.shown {
             text.push_str(&format!("# {label}\n{snippet}"));
         }
         text.push_str(&spec.print_note.replace("{quoted}", &quoted));
         output::print(&text)?;
         return Ok(Code::Ok);
     }
-    // A script of the user's under one of these names cannot be merged: refuse before
-    // writing anything.
+    write(agent, &server, &planned)?;
+    report(agent, options, &quoted, &server, &planned)
+}
+
+/// Merges `agent`'s hooks into their JSON file (the server's, when it is the same file).
+fn plan_json_hooks(
+    agent: &Agent,
+    options: &InstallOptions,
+    quoted: &str,
+    server: &mut ServerFile,
+) -> anyhow::Result<Planned> {
+    let Hooks::Json {
+        file,
+        local,
+        layout,
+        entry,
+        tool_matcher,
+        versioned,
+        enable_server,
+    } = &agent.install.hooks
+    else {
+        anyhow::bail!("internal error: {} has no JSON hooks", agent.name);
+    };
+    let mut shown = vec![(server.path().display().to_string(), server.text()?)];
+    let path = match local {
+        Some(parts) if options.local => place_path(&Place::both(parts), options)?,
+        _ => place_path(file, options)?,
+    };
+    // One file for both (an agent's settings holding its servers): the hooks go into the
+    // server's document.
+    let mut own = match &*server {
+        ServerFile::Json(f) if f.path == path => None,
+        _ => Some(File::open(&path, options.print)?),
+    };
+    let target = match (&mut own, server) {
+        (Some(file), _) | (None, ServerFile::Json(file)) => file,
+        (None, ServerFile::Toml { path, .. }) => {
+            anyhow::bail!("internal error: {} is not a JSON file", path.display())
+        }
+    };
+    if let Some(key) = enable_server
+        && !options.user
+    {
+        merge::ensure_listed(&mut target.doc, key, SERVER, &target.path)?;
+    }
+    if *versioned && target.doc.get("version").is_none() {
+        target.doc.set("version", merge::number(1));
+    }
+    let hooks: Vec<Hook<'_>> = agent
+        .events
+        .iter()
+        .map(|e| {
+            let command = format!("{quoted} hook {} --agent {}", e.command, agent.name);
+            Hook {
+                event: e.name,
+                subcommand: e.command,
+                entry: build_entry(entry, &command, e.command),
+                command,
+                matcher: tool_matcher
+                    .filter(|_| matches!(e.action, Action::Deliver(Boundary::Tool))),
+            }
+        })
+        .collect();
+    let hooks_obj = merge::object_at(&mut target.doc, "hooks", &target.path)?;
+    merge::upsert_hooks(hooks_obj, &hooks, *layout, entry.command_key, &target.path)?;
+    let text = target.text()?;
+    match &own {
+        Some(_) => shown.push((path.display().to_string(), text)),
+        None => shown[0].1 = text,
+    }
+    Ok(Planned {
+        what: "hooks",
+        place: path,
+        file: own,
+        scripts: Vec::new(),
+        shown,
+    })
+}
+
+/// One executable script per event of `agent`, in `dir`.
+fn plan_scripts(
+    agent: &Agent,
+    dir: &Path,
+    title: &str,
+    quoted: &str,
+    server: &ServerFile,
+) -> anyhow::Result<Planned> {
+    let mut shown = vec![(server.path().display().to_string(), server.text()?)];
+    let scripts: Vec<(PathBuf, &'static str, String)> = agent
+        .events
+        .iter()
+        .map(|e| {
+            let body = format!(
+                "#!/bin/sh\n# Written by `hermes hook install {name}`: hands hermes' background results to {title}.\nexec {quoted} hook {} --agent {name}\n",
+                e.command,
+                name = agent.name,
+            );
+            (dir.join(e.name), e.command, body)
+        })
+        .collect();
+    for (path, _, body) in &scripts {
+        shown.push((format!("{} (executable)", path.display()), body.clone()));
+    }
+    Ok(Planned {
+        what: "hook scripts",
+        place: dir.to_owned(),
+        file: None,
+        scripts,
+        shown,
+    })
+}
+
+/// Writes what was planned. A script of the user's under one of the scripts' names cannot be
+/// merged: refuses before writing anything.
+fn write(agent: &Agent, server: &ServerFile, planned: &Planned) -> anyhow::Result<()> {
     let mut current = Vec::new();
-    for (path, subcommand, _) in &scripts {
+    for (path, subcommand, _) in &planned.scripts {
         let text = merge::read_text(path)?;
         if !text.is_empty() && !merge::is_hermes_script(&text, subcommand) {
             return Err(fail(
@@ -416,40 +388,54 @@ pub fn install(profile: &Profile, options: &InstallOptions) -> anyhow::Result<Co
                 format!(
                     "{}: a hook script of yours is already there; hermes cannot merge into it and wrote nothing (run `hermes hook {subcommand} --agent {name}` from it, or use hermes hook install {name} --print)",
                     path.display(),
-                    name = profile.name,
+                    name = agent.name,
                 ),
             ));
         }
         current.push(text);
     }
     server.write()?;
-    if let Some(file) = &hooks_file {
+    if let Some(file) = &planned.file {
         file.write()?;
     }
-    for ((path, _, body), text) in scripts.iter().zip(&current) {
+    for ((path, _, body), text) in planned.scripts.iter().zip(&current) {
         if text != body {
             merge::write_text(path, body)?;
         }
         merge::make_executable(path)?;
     }
-    let registered = if hooks_file.is_none() && scripts.is_empty() {
+    Ok(())
+}
+
+/// Says what was written, and what the user does next.
+fn report(
+    agent: &Agent,
+    options: &InstallOptions,
+    quoted: &str,
+    server: &ServerFile,
+    planned: &Planned,
+) -> anyhow::Result<Code> {
+    let names: Vec<&str> = agent.events.iter().map(|e| e.name).collect();
+    let what = planned.what;
+    let registered = if planned.file.is_none() && planned.scripts.is_empty() {
         format!(
             "registered the MCP server `{SERVER}` and the {what} {} in {}",
             names.join(", "),
-            place.display()
+            planned.place.display()
         )
     } else {
         format!(
             "registered the MCP server `{SERVER}` in {} and the {what} {} in {}",
             server.path().display(),
             names.join(", "),
-            place.display()
+            planned.place.display()
         )
     };
-    let advice = spec
+    let advice = agent
+        .install
         .advice
         .replace("{project}", &options.project.display().to_string())
-        .replace("{quoted}", &quoted);
+        .replace("{quoted}", quoted);
     let mut text = format!("{registered}\n{advice}\n");
     text.push_str(path_note(options.absolute));
     output::print(&text)?;

@@ -1,15 +1,15 @@
 //! Where `hermes hook install` wrote hermes' hooks, found again (`hermes doctor`): for every
-//! agent profile, at the project level (a directory), with `--local` (Claude's uncommitted
+//! agent profile, at the project level (a directory), with `--local` (an agent's uncommitted
 //! settings) and at the user level (the home directory), how many of its events run a
 //! `hermes hook` command and whether the MCP server `hermes` is registered. It reads the same
-//! places the install writes ([`Install::paths`]) and writes nothing.
+//! places the install writes ([`paths`]) and writes nothing.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::agents::{AGENTS, InstallOptions, Profile};
-use super::install::{Hooks, Install, Server};
+use super::agents::{AGENTS, Agent, InstallOptions};
+use super::install::{Hooks, Install, Server, paths};
 use super::merge::{is_hermes_hook, is_hermes_script};
 
 /// One place an agent's hooks may be installed, as found.
@@ -32,7 +32,7 @@ pub struct Found {
 /// An agent and the places where some of its hooks or its server were found.
 #[derive(Clone, Debug)]
 pub struct AgentHooks {
-    /// The agent (`claude`).
+    /// The agent's name.
     pub agent: &'static str,
     /// Where something of hermes' is installed (empty: nowhere).
     pub found: Vec<Found>,
@@ -58,7 +58,7 @@ pub fn installed(project: &Path, home: Option<&Path>) -> Vec<AgentHooks> {
         .collect()
 }
 
-fn levels(profile: &Profile, project: &Path, home: Option<&Path>) -> Vec<Found> {
+fn levels(profile: &Agent, project: &Path, home: Option<&Path>) -> Vec<Found> {
     let options = |user: bool, local: bool| InstallOptions {
         print: true,
         project: project.to_owned(),
@@ -69,7 +69,7 @@ fn levels(profile: &Profile, project: &Path, home: Option<&Path>) -> Vec<Found> 
     };
     let mut found = Vec::new();
     let install = &profile.install;
-    if let Ok((server, hooks)) = install.paths(&options(false, false)) {
+    if let Ok((server, hooks)) = paths(install, &options(false, false)) {
         found.push(look(profile, "project", &server, &hooks));
     }
     if let Hooks::Json {
@@ -79,12 +79,12 @@ fn levels(profile: &Profile, project: &Path, home: Option<&Path>) -> Vec<Found> 
         let hooks = parts
             .iter()
             .fold(project.to_owned(), |p, part| p.join(part));
-        if let Ok((server, _)) = install.paths(&options(false, true)) {
+        if let Ok((server, _)) = paths(install, &options(false, true)) {
             found.push(look(profile, "local", &server, &hooks));
         }
     }
     if home.is_some()
-        && let Ok((server, hooks)) = install.paths(&options(true, false))
+        && let Ok((server, hooks)) = paths(install, &options(true, false))
     {
         // An agent with no user-level file writes the project's even with `--user`.
         if !found.iter().any(|f| f.hooks == hooks) {
@@ -94,7 +94,7 @@ fn levels(profile: &Profile, project: &Path, home: Option<&Path>) -> Vec<Found> 
     found
 }
 
-fn look(profile: &Profile, level: &'static str, server: &Path, hooks: &Path) -> Found {
+fn look(profile: &Agent, level: &'static str, server: &Path, hooks: &Path) -> Found {
     let mut commands = Vec::new();
     match &profile.install.hooks {
         Hooks::Json { .. } => {
@@ -171,7 +171,6 @@ fn has_server(install: &Install, path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::agents::find;
 
     #[test]
     fn what_install_writes_is_found_again_and_nothing_else() {
@@ -179,8 +178,22 @@ mod tests {
         let home = tempfile::tempdir().expect("home");
         let before = installed(project.path(), Some(home.path()));
         assert!(before.iter().all(|a| a.found.is_empty()), "{before:?}");
-        for name in ["claude", "codex", "cline"] {
-            let profile = find(name).expect("profile");
+        // One agent of each shape: hooks beside an enabled JSON server, a TOML server, scripts.
+        let picked: Vec<&Agent> = [
+            AGENTS.iter().find(|a| a.install.has_local()),
+            AGENTS
+                .iter()
+                .find(|a| matches!(a.install.server, Server::Toml { .. })),
+            AGENTS
+                .iter()
+                .find(|a| matches!(a.install.hooks, Hooks::Scripts { .. })),
+        ]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+        assert_eq!(picked.len(), 3);
+        for profile in &picked {
             let options = InstallOptions {
                 print: false,
                 project: project.path().to_owned(),
@@ -193,7 +206,7 @@ mod tests {
         }
         let after = installed(project.path(), Some(home.path()));
         for agent in &after {
-            let installed_here = ["claude", "codex", "cline"].contains(&agent.agent);
+            let installed_here = picked.iter().any(|a| a.name == agent.agent);
             assert_eq!(!agent.found.is_empty(), installed_here, "{agent:?}");
             for found in &agent.found {
                 assert_eq!(found.level, "project", "{found:?}");

@@ -207,15 +207,7 @@ pub fn number(n: u64) -> Doc {
     Doc::Number(n.into())
 }
 
-/// How an agent lists the hooks of one event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Claude's shape (Codex and Gemini share it): a list of groups, each with an optional
-    /// `matcher` and a `hooks` list of entries.
-    Groups,
-    /// A flat list of entries (Copilot, Cursor).
-    Flat,
-}
+pub use hermes_agents::Layout;
 
 /// Registers `hooks` in the object `hooks_obj`, laid out as `layout`, each entry's command
 /// under `command_key`. A hook of hermes for the same subcommand, wherever it points, is
@@ -373,7 +365,7 @@ mod tests {
     fn hermes_hooks_are_recognized_wherever_they_point() {
         assert!(is_hermes_hook("hermes hook stop", "stop"));
         assert!(is_hermes_hook(
-            "/old/bin/hermes hook stop --agent claude",
+            "/old/bin/hermes hook stop --agent some-agent",
             "stop"
         ));
         assert!(is_hermes_hook("'/a b/hermes' hook stop", "stop"));
@@ -390,7 +382,7 @@ mod tests {
         );
         upsert_hooks(
             &mut hooks,
-            &[hook("hermes hook post-tool-use --agent claude")],
+            &[hook("hermes hook post-tool-use --agent some-agent")],
             Layout::Groups,
             "command",
             path,
@@ -398,7 +390,7 @@ mod tests {
         .expect("merges");
         assert_eq!(
             serde_json::to_string(&hooks).expect("JSON"),
-            r#"{"PostToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"hermes hook post-tool-use --agent claude","timeout":30}]}]}"#
+            r#"{"PostToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"hermes hook post-tool-use --agent some-agent","timeout":30}]}]}"#
         );
     }
 
@@ -463,7 +455,7 @@ mod tests {
 
     #[test]
     fn the_server_table_is_added_once_and_the_users_config_stays() {
-        let path = std::path::Path::new("/p/.codex/config.toml");
+        let path = std::path::Path::new("/p/.agent/config.toml");
         let with_server = |text: &str, program: &str, path: &Path| {
             with_toml_server(text, "hermes", program, path)
         };

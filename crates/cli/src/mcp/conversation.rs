@@ -117,7 +117,7 @@ impl Conversation {
         }
     }
 
-    /// The agent profile this server's agent runs hooks as (`claude`), once a hook has run.
+    /// The agent profile this server's agent runs hooks as, once a hook has run.
     pub fn agent(&self) -> Option<String> {
         if self.fixed.is_some() {
             return None;

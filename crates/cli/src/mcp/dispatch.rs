@@ -10,8 +10,14 @@ use super::conversation::Sessions;
 use super::tools::{Tools, blocking, ok_json, tool_error};
 use crate::reports;
 
-/// What the dispatch answer says when no hook of the conversation has reached hermes.
-pub const NO_BINDING: &str = "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install claude, codex, gemini, copilot, cursor or cline)";
+/// What the dispatch answer says when no hook of the conversation has reached hermes (the
+/// agents listed from the table).
+pub fn no_binding() -> String {
+    format!(
+        "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install {})",
+        hermes_agents::names("or")
+    )
+}
 
 /// What the dispatch answer says when the agent has no tool boundary for `inject`.
 fn inject_note(agent: &str) -> String {
@@ -106,7 +112,7 @@ pub async fn background(
     if !sessions.named
         && let serde_json::Value::Object(map) = &mut answer
     {
-        map.insert("warning".into(), NO_BINDING.into());
+        map.insert("warning".into(), no_binding().into());
     }
     if let (Some(agent), serde_json::Value::Object(map)) = (&fallback, &mut answer) {
         map.insert("note".into(), inject_note(agent).into());

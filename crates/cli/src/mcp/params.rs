@@ -35,15 +35,14 @@ pub struct DelegateTask {
     /// What the child should accomplish, in one sentence. It heads the result block, so make it
     /// specific. Required unless `tasks` is given.
     pub goal: Option<String>,
-    /// The program and its arguments, run as given (no shell: use ["sh","-c","…"] for one).
-    /// Required unless `tasks` or `agent` is given (or hermes has a default agent). Another
-    /// agent CLI works too, e.g. ["claude","-p","review the diff in src/"].
+    // The program and its arguments, run as given; its description names an agent CLI's
+    // command from the table of agents ([`described::command`]).
     #[serde(default, deserialize_with = "lenient")]
+    #[schemars(description = described::command())]
     pub command: Option<Vec<String>>,
-    /// Run this agent CLI on the goal instead of a command: "claude", "codex", "gemini" or
-    /// one configured in hermes. It gets the goal and context as a subagent and reports its
-    /// progress, model, answer and token usage. Without command and agent, hermes' default
-    /// agent (delegation.default_agent) runs the goal.
+    // Run this agent CLI on the goal instead of a command; its description lists the agents
+    // from the table ([`described::agent`]).
+    #[schemars(description = described::agent())]
     pub agent: Option<String>,
     /// Background the child needs that is not in the goal; shown again with its result.
     pub context: Option<String>,
@@ -209,5 +208,29 @@ mod tests {
             serde_json::from_value(serde_json::json!({"delegation_id": "d", "offset": "10"}))
                 .expect("reads");
         assert_eq!(r.offset, Some(10));
+    }
+}
+
+/// Descriptions that name agents: from `hermes_agents`' table, never by hand.
+mod described {
+    /// `command` of a task.
+    pub fn command() -> String {
+        let example =
+            serde_json::to_string(&hermes_agents::example_command("review the diff in src/"))
+                .unwrap_or_default();
+        format!(
+            "The program and its arguments, run as given (no shell: use [\"sh\",\"-c\",\"…\"] for one).\nRequired unless `tasks` or `agent` is given (or hermes has a default agent). Another\nagent CLI works too, e.g. {example}."
+        )
+    }
+
+    /// `agent` of a task.
+    pub fn agent() -> String {
+        let names: Vec<String> = hermes_agents::children()
+            .map(|(a, _)| format!("\"{}\"", a.name))
+            .collect();
+        format!(
+            "Run this agent CLI on the goal instead of a command: {} or\none configured in hermes. It gets the goal and context as a subagent and reports its\nprogress, model, answer and token usage. Without command and agent, hermes' default\nagent (delegation.default_agent) runs the goal.",
+            hermes_agents::listed(names.iter().map(String::as_str), "")
+        )
     }
 }

@@ -1,6 +1,6 @@
 //! Tool input schemas every MCP client accepts. schemars writes an optional field
 //! as `"type": ["string", "null"]` and an optional enum or struct as `anyOf` of a `$ref` into
-//! `$defs` and `null`; Gemini CLI refuses those schemas and the MCP Inspector's `--cli` does
+//! `$defs` and `null`; some agent CLIs refuse those schemas and the MCP Inspector's `--cli` does
 //! not convert arguments it cannot read a type from. [`input`] rewrites each schema into the
 //! plain subset: every `$ref` inlined, no `$defs`, no `null` in a `type` or an `anyOf`/`oneOf`
 //! (an optional field is simply not `required`). [`refused`] finds what is left of those

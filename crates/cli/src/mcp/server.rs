@@ -4,7 +4,7 @@
 //! A named conversation's background children (its hooks bound it, or `HERMES_SESSION_ID`) run
 //! in the session's headless host (`hermes host`, started for it as `hermes delegate` starts
 //! one), never in this process: the server is a front end that can come and go, and
-//! `claude --resume` finds their results. What the server itself runs — `background: false`
+//! an agent's resume (`--resume`) finds their results. What the server itself runs — `background: false`
 //! units, and the units of a provisional session no hook ever named — is its own: a registry
 //! host that renews its lease, persists progress, acts on interrupts and sweeps.
 //!

@@ -30,10 +30,20 @@ const RECENT: usize = 20;
 /// Recent units `delegation_list` shows with `all`.
 const RECENT_ALL: usize = 1_000_000;
 
-/// Characters of one tool answer. Claude Code warns when an MCP tool's output passes 10,000
-/// tokens and cuts it at 25,000 (<https://code.claude.com/docs/en/mcp>, `MAX_MCP_OUTPUT_TOKENS`);
-/// 30,000 characters stay under the warning.
+/// Characters of one tool answer. An agent may warn when an MCP tool's output passes 10,000
+/// tokens and cut it at 25,000 (the first agent of `hermes_agents`' table, whose file cites
+/// its MCP page); 30,000 characters stay under the warning.
 pub const ANSWER_BUDGET: usize = 30_000;
+
+/// The description of `delegate_task`; `{example}` is an agent CLI's command from the table of
+/// agents.
+const DELEGATE: &str = "Delegate work to a child process: a script, a build, a test run or another agent CLI (e.g. {example}). By default it runs in the background and this call returns at once with a delegation id; the child's result is later handed to you by itself, once, as a block starting with [ASYNC DELEGATION COMPLETE …] (with the next user message, or right after a tool call when result_delivery is inject and your agent has a hook there; if it has none, the answer's note says the result comes at the next turn boundary instead) — do not poll for it, unless the answer carries a warning saying results cannot arrive by themselves. With background=false the call waits (sending progress notifications) and returns that result block itself. Give tasks (instead of goal/command) to run several children in parallel as one delegation.";
+
+/// The description of `delegate_task`, its example command from the table of agents.
+fn delegate_description() -> String {
+    let example = serde_json::to_string(&hermes_agents::example_command("…")).unwrap_or_default();
+    DELEGATE.replace("{example}", &example)
+}
 
 /// What `delegation_results` says when nothing is ready.
 pub const NOTHING_READY: &str = "No delegation results are ready. Background results also arrive by themselves at the next turn (or after a tool call for result_delivery=inject); use delegation_list to see what is still running.";
@@ -87,7 +97,7 @@ impl Tools {
     /// Runs commands (scripts, builds, other agent CLIs) as background children and hands you
     /// each result exactly once.
     #[tool(
-        description = "Delegate work to a child process: a script, a build, a test run or another agent CLI (e.g. [\"claude\",\"-p\",\"…\"]). By default it runs in the background and this call returns at once with a delegation id; the child's result is later handed to you by itself, once, as a block starting with [ASYNC DELEGATION COMPLETE …] (with the next user message, or right after a tool call when result_delivery is inject and your agent has a hook there; if it has none, the answer's note says the result comes at the next turn boundary instead) — do not poll for it, unless the answer carries a warning saying results cannot arrive by themselves. With background=false the call waits (sending progress notifications) and returns that result block itself. Give tasks (instead of goal/command) to run several children in parallel as one delegation.",
+        description = delegate_description(),
         input_schema = super::schema::input::<DelegateTask>()
     )]
     async fn delegate_task(

@@ -82,7 +82,7 @@ impl Ui {
 
     /// The index of the selected row among `rows` (the first row when none is selected, or
     /// when the selected one is gone).
-    pub fn cursor(&self, rows: &[&Row]) -> Option<usize> {
+    pub fn selected_row(&self, rows: &[&Row]) -> Option<usize> {
         if rows.is_empty() {
             return None;
         }
@@ -96,7 +96,7 @@ impl Ui {
 
     /// Moves the selection by `delta` rows.
     pub fn move_by(&mut self, delta: isize, rows: &[&Row]) {
-        let Some(at) = self.cursor(rows) else {
+        let Some(at) = self.selected_row(rows) else {
             self.selected = None;
             return;
         };
@@ -105,7 +105,7 @@ impl Ui {
     }
 
     fn selected_id(&self, rows: &[&Row]) -> Option<DelegationId> {
-        self.cursor(rows).map(|i| rows[i].id.clone())
+        self.selected_row(rows).map(|i| rows[i].id.clone())
     }
 
     /// Handles one key.
@@ -170,7 +170,7 @@ impl Ui {
                     };
                 }
             }
-            KeyCode::Char('s') => match self.cursor(&rows).map(|i| rows[i]) {
+            KeyCode::Char('s') => match self.selected_row(&rows).map(|i| rows[i]) {
                 Some(row) if !row.finished => self.prompt = Prompt::ConfirmStop(row.id.clone()),
                 Some(row) => self.note = Some(format!("{}: already {}", row.id, row.status)),
                 None => {}

@@ -207,7 +207,7 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, screen: &Screen<'_>) {
         .highlight_symbol("› ")
         .highlight_spacing(ratatui::widgets::HighlightSpacing::Always)
         .column_spacing(1);
-    let mut state = TableState::default().with_selected(screen.ui.cursor(&rows));
+    let mut state = TableState::default().with_selected(screen.ui.selected_row(&rows));
     frame.render_stateful_widget(table, area, &mut state);
     if empty && area.height > 2 {
         let text = if screen.model.rows.is_empty() {

@@ -102,10 +102,10 @@ pub struct TaskSpec {
     pub role: Role,
     /// The model it runs, if known.
     pub model: Option<String>,
-    /// The agent profile its command was built from (`claude`, `codex`, …), if any.
+    /// The agent profile its command was built from (an agent's name), if any.
     /// Added in format 4.
     pub agent: Option<String>,
-    /// The stream adapter that reads its stdout (`plain`, `claude`, `codex`, `gemini`); `None`:
+    /// The stream adapter that reads its stdout (`plain`, or an agent's name); `None`:
     /// recognised from its command. Added in format 4.
     pub adapter: Option<String>,
 }

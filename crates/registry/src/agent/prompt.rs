@@ -5,7 +5,7 @@
 
 use hermes_ledger::Role;
 
-use super::profile::AgentCli;
+use hermes_agents::Child;
 
 /// The prompt of an agent child: `goal`, `context`, and what its `role` and `depth` allow.
 pub fn subagent_prompt(
@@ -49,10 +49,10 @@ pub fn subagent_prompt(
 
 /// The tool names an agent may use for `toolsets` (empty: the agent's defaults). A toolset the
 /// agent knows maps onto its tools; any other name is taken as a tool name of the agent's own.
-pub fn tools_for(cli: &dyn AgentCli, toolsets: &[String]) -> Vec<String> {
+pub fn tools_for(child: &Child, toolsets: &[String]) -> Vec<String> {
     let mut tools: Vec<String> = Vec::new();
     for set in toolsets.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let known = cli.toolset(set);
+        let known = (child.toolset)(set);
         let names: Vec<String> = if known.is_empty() {
             vec![set.to_owned()]
         } else {

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::event::{Event, Report, Tally};
-use super::profile::{AgentCli, ReadState};
+use super::profile::{Adapter, ReadState, read_line};
 use crate::progress::{Line, LineAssembler};
 
 /// Where a stream's transcript goes.
@@ -33,7 +33,7 @@ pub struct AgentStream {
 
 #[derive(Debug)]
 struct Reader {
-    cli: &'static dyn AgentCli,
+    adapter: Adapter,
     state: ReadState,
     tally: Tally,
     events: Vec<Event>,
@@ -44,13 +44,16 @@ struct Reader {
 }
 
 impl AgentStream {
-    /// A stream read by `cli`, assembling lines of at most `line_max` bytes.
-    pub fn new(cli: &'static dyn AgentCli, line_max: usize) -> AgentStream {
+    /// A stream read by `adapter`, assembling lines of at most `line_max` bytes.
+    pub fn new(adapter: Adapter, line_max: usize) -> AgentStream {
         AgentStream {
             assembler: LineAssembler::new(line_max),
             reader: Reader {
-                cli,
-                state: ReadState::default(),
+                adapter,
+                state: ReadState {
+                    agent: adapter.name,
+                    ..ReadState::default()
+                },
                 tally: Tally::default(),
                 events: Vec::new(),
                 pending: String::new(),
@@ -62,7 +65,7 @@ impl AgentStream {
 
     /// The adapter's name.
     pub fn name(&self) -> &'static str {
-        self.reader.cli.name()
+        self.reader.adapter.name
     }
 
     /// Takes in bytes of stdout.
@@ -104,7 +107,7 @@ impl Reader {
         }
         let mut events = std::mem::take(&mut self.events);
         events.clear();
-        if self.cli.read(bytes, &mut self.state, &mut events) {
+        if read_line(self.adapter, bytes, &mut self.state, &mut events) {
             for event in &events {
                 self.show(event, sink);
                 self.tally.apply(event);
@@ -122,7 +125,7 @@ impl Reader {
             self.fell_back = true;
             let text = format!(
                 "hermes: the {} stream adapter cannot read some lines of this child's output; they are shown as they are",
-                self.cli.name()
+                self.adapter.name
             );
             sink.line("---", &text);
         }
@@ -206,7 +209,7 @@ pub fn usage_words(usage: &hermes_ledger::Usage) -> String {
 }
 
 /// Reads one line of a stream of JSON objects through `read_object`; `false` if the line is
-/// not a JSON object (the [`AgentCli::read`] of such a stream).
+/// not a JSON object (the [`read_line`] of such a stream).
 pub(crate) fn read_object_line(
     line: &[u8],
     state: &mut ReadState,
@@ -250,16 +253,14 @@ pub(crate) fn short(text: &str) -> String {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use proptest::prelude::*;
-
+mod tests {
     use super::*;
 
     /// A sink that keeps everything, for tests.
     #[derive(Default)]
-    pub(crate) struct Kept {
-        pub(crate) lines: Vec<(&'static str, String)>,
-        pub(crate) raw: Vec<u8>,
+    struct Kept {
+        lines: Vec<(&'static str, String)>,
+        raw: Vec<u8>,
     }
 
     impl Sink for Kept {
@@ -271,56 +272,22 @@ pub(crate) mod tests {
         }
     }
 
-    impl Kept {
-        pub(crate) fn text(&self) -> String {
-            self.lines
-                .iter()
-                .map(|(tag, text)| format!("{tag} | {text}\n"))
-                .collect()
-        }
-    }
-
-    /// The lines of a fixture that are sent (directions starting with `#` are not).
-    pub(crate) fn sent(fixture: &str) -> String {
-        fixture
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .map(|l| format!("{l}\n"))
-            .collect()
-    }
-
-    /// Replays a fixture through the adapter `name` in small chunks: its report and the
-    /// readable transcript (`tag | text` lines).
-    pub(crate) fn replay(name: &str, fixture: &str) -> (Report, String) {
-        let cli = crate::agent::adapter_by_name(name)
-            .expect("known")
-            .expect("not plain");
-        let mut stream = AgentStream::new(cli, 1 << 20);
-        let mut kept = Kept::default();
-        let bytes = sent(fixture);
-        for chunk in bytes.as_bytes().chunks(7) {
-            stream.feed(chunk, &mut kept);
-        }
-        stream.finish(&mut kept);
-        assert_eq!(
-            kept.raw,
-            bytes.as_bytes(),
-            "the raw stream is kept as it came"
-        );
-        (stream.report().clone(), kept.text())
-    }
-
     #[test]
     fn garbage_and_half_lines_fall_back_once_and_lose_nothing() {
-        let cli = crate::agent::adapter_by_name("claude")
-            .expect("known")
-            .expect("an adapter");
-        let mut stream = AgentStream::new(cli, 1 << 20);
+        let adapter = hermes_agents::children()
+            .find(|(_, c)| c.stream == hermes_agents::StreamFormat::SdkMessages)
+            .map(|(a, _)| a)
+            .expect("an agent streams SDK messages");
+        let mut stream = AgentStream::new(adapter, 1 << 20);
         let mut kept = Kept::default();
         let input = b"not json\n{\"type\":\"system\",\"subtype\":\"init\",\"model\":\"m\"}\n{\"type\":\"assis\nplain tail";
         stream.feed(input, &mut kept);
         stream.finish(&mut kept);
-        let text = kept.text();
+        let text: String = kept
+            .lines
+            .iter()
+            .map(|(tag, text)| format!("{tag} | {text}\n"))
+            .collect();
         assert_eq!(text.matches("cannot read some lines").count(), 1, "{text}");
         for piece in [
             "out | not json\n",
@@ -332,77 +299,5 @@ pub(crate) mod tests {
         }
         assert_eq!(stream.report().model.as_deref(), Some("m"));
         assert_eq!(kept.raw, input);
-    }
-
-    fn fixture_lines() -> Vec<String> {
-        [
-            include_str!("../../tests/fixtures/agents/claude.jsonl"),
-            include_str!("../../tests/fixtures/agents/codex.jsonl"),
-            include_str!("../../tests/fixtures/agents/gemini.jsonl"),
-            include_str!("../../tests/fixtures/agents/gemini-error.jsonl"),
-        ]
-        .iter()
-        .flat_map(|f| sent(f).lines().map(str::to_owned).collect::<Vec<_>>())
-        .collect()
-    }
-
-    fn piece() -> impl Strategy<Value = Vec<u8>> {
-        let lines = fixture_lines();
-        let n = lines.len();
-        prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..64),
-            (0..n).prop_map(move |i| lines[i].clone().into_bytes()),
-            ((0..n), any::<prop::sample::Index>()).prop_map({
-                let lines = fixture_lines();
-                move |(i, cut)| {
-                    let line = lines[i].as_bytes();
-                    line[..cut.index(line.len() + 1)].to_vec()
-                }
-            }),
-            Just(b"\n".to_vec()),
-            Just(b"\r\n".to_vec()),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
-
-        /// Any bytes, cut anywhere, through any adapter: no panic, the raw stream is kept
-        /// exactly, and every line that is not a JSON object is in the readable transcript.
-        #[test]
-        fn any_stream_through_any_adapter_loses_no_output(
-            pieces in proptest::collection::vec(piece(), 0..24),
-            cuts in proptest::collection::vec(1usize..40, 1..8),
-            adapter in 0usize..3,
-        ) {
-            let cli = crate::agent::AGENTS[adapter];
-            let input: Vec<u8> = pieces.concat();
-            let mut stream = AgentStream::new(cli, 1 << 20);
-            let mut kept = Kept::default();
-            let mut rest = &input[..];
-            let mut i = 0;
-            while !rest.is_empty() {
-                let n = cuts[i % cuts.len()].min(rest.len());
-                stream.feed(&rest[..n], &mut kept);
-                rest = &rest[n..];
-                i += 1;
-            }
-            stream.finish(&mut kept);
-            prop_assert_eq!(&kept.raw, &input);
-            for line in input.split(|&b| b == b'\n') {
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                if matches!(serde_json::from_slice::<Value>(line), Ok(Value::Object(_))) {
-                    continue;
-                }
-                let text = String::from_utf8_lossy(line).into_owned();
-                prop_assert!(
-                    kept.lines.iter().any(|(tag, t)| *tag == "out" && *t == text),
-                    "{:?} missing from {:?}", text, kept.lines
-                );
-            }
-        }
     }
 }

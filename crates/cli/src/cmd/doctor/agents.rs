@@ -25,7 +25,7 @@ struct Wanted {
 }
 
 /// The agents from every profile, each once, in table order.
-fn wanted(configured: &[hermes_settings::AgentCommand]) -> Vec<Wanted> {
+fn wanted(configured: &[hermes_settings::AgentOverride]) -> Vec<Wanted> {
     let mut all: Vec<Wanted> = Vec::new();
     let mut add = |name: &str, programs: Vec<String>, configured: bool| {
         match all.iter_mut().find(|w| w.name == name) {
@@ -55,8 +55,8 @@ fn wanted(configured: &[hermes_settings::AgentCommand]) -> Vec<Wanted> {
             false,
         );
     }
-    for cli in hermes_registry::agent::AGENTS {
-        add(cli.name(), vec![cli.program().to_owned()], false);
+    for (agent, child) in hermes_agents::children() {
+        add(agent.name, vec![child.program.to_owned()], false);
     }
     for entry in configured {
         add(
@@ -69,7 +69,7 @@ fn wanted(configured: &[hermes_settings::AgentCommand]) -> Vec<Wanted> {
 }
 
 /// One line per agent CLI, their `--version`s asked at once.
-pub fn agent_clis(configured: &[hermes_settings::AgentCommand]) -> Vec<Check> {
+pub fn agent_clis(configured: &[hermes_settings::AgentOverride]) -> Vec<Check> {
     let path = std::env::join_paths(path_dirs()).ok();
     let found: Vec<(Wanted, Option<PathBuf>)> = wanted(configured)
         .into_iter()

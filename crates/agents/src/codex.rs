@@ -1,10 +1,10 @@
-//! Codex CLI. Its hooks are Claude-shaped; every fact here is from its hooks page,
+//! Codex CLI. Its hooks have the groups shape ([`Layout::Groups`]); every fact of them is from its hooks page,
 //! <https://developers.openai.com/codex/hooks>, the input and output schemas it publishes
 //! (`codex-rs/hooks/schema/generated/*.schema.json` in <https://github.com/openai/codex>) and
 //! its MCP page, <https://developers.openai.com/codex/mcp>:
 //!
 //! - hooks live in `hooks.json` (or an inline `[hooks]` table of `config.toml`) beside a
-//!   config layer: `<repo>/.codex/hooks.json`, `~/.codex/hooks.json`; the shape is Claude's
+//!   config layer: `<repo>/.codex/hooks.json`, `~/.codex/hooks.json`; the shape is groups
 //!   (event → groups → `{type: "command", command, timeout}`, the timeout in seconds); hooks
 //!   run only in a project the user trusts, and on older releases only with
 //!   `[features] codex_hooks = true`;
@@ -18,18 +18,27 @@
 //!   Codex reports and goes on;
 //! - MCP servers are `[mcp_servers.NAME]` tables (`command`, `args`, `env`) of `config.toml`.
 //!
-//! The injected context is small: Codex keeps far less of it than Claude Code (about 2,500
+//! The injected context is small: Codex keeps far less of it than the 10,000 characters others keep (about 2,500
 //! tokens, per issue 20's survey; the page names no number), so hermes fits answers to 2,500
 //! characters and a long result is shortened with the way to read all of it.
+//!
+//! As a child: `codex exec --json [-m M] PROMPT`, whose stdout is JSONL thread events
+//! ([`StreamFormat::ThreadItems`]). Codex has no per-tool allow-list, so toolsets are recorded
+//! only. Format: <https://github.com/openai/codex/blob/main/docs/exec.md> and
+//! `codex-rs/exec/src/exec_events.rs`.
 
-use super::{Action, Answer, HookEvent, Profile, StartRule, StopActive};
-use crate::hook::install::{Entry, Hooks, Install, Layout, Place, Server};
+use crate::{
+    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    StartRule, StopActive, StreamFormat,
+};
 
-/// Codex CLI's profile.
-pub const CODEX: Profile = Profile {
+/// Codex CLI.
+pub const CODEX: Agent = Agent {
     name: "codex",
+    title: "Codex",
     events: EVENTS,
     executables: &["codex"],
+    script_markers: &[],
     // Characters of one answer (see the module's documentation).
     budget: 2_500,
     session_field: "session_id",
@@ -57,6 +66,13 @@ pub const CODEX: Profile = Profile {
         print_note: "",
         advice: "trust the project when codex asks, so its hooks run (older codex releases also need [features] codex_hooks = true); Codex has no session-end hook, so a conversation's session ends when idle and its results wait for a resume",
     },
+    child: Some(Child {
+        program: "codex",
+        argv,
+        streams,
+        toolset: |_| &[],
+        stream: StreamFormat::ThreadItems,
+    }),
 };
 
 const EVENTS: &[HookEvent] = &[
@@ -65,3 +81,19 @@ const EVENTS: &[HookEvent] = &[
     HookEvent::new("post-tool-use", "PostToolUse", Action::TOOL),
     HookEvent::new("stop", "Stop", Action::Stop),
 ];
+
+fn argv(prompt: &str, model: Option<&str>, _tools: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["codex".into(), "exec".into(), "--json".into()];
+    if let Some(model) = model {
+        argv.extend(["-m".to_owned(), model.to_owned()]);
+    }
+    argv.push(prompt.to_owned());
+    argv
+}
+
+fn streams(args: &[String]) -> bool {
+    args.first().is_some_and(|a| a == "exec" || a == "e")
+        && args
+            .iter()
+            .any(|a| a == "--json" || a == "--experimental-json")
+}

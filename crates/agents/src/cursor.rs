@@ -18,14 +18,18 @@
 //! - MCP servers are `mcpServers` of `.cursor/mcp.json` (`~/.cursor/mcp.json` for every
 //!   project), a local server `{command, args, env}`.
 
-use super::{Action, Answer, HookEvent, Profile, StartRule, StopActive};
-use crate::hook::install::{Entry, Hooks, Install, Layout, Place, Server};
+use crate::{
+    Action, Agent, Answer, Entry, HookEvent, Hooks, Install, Layout, Place, Server, StartRule,
+    StopActive,
+};
 
-/// Cursor's profile.
-pub const CURSOR: Profile = Profile {
+/// Cursor.
+pub const CURSOR: Agent = Agent {
     name: "cursor",
+    title: "Cursor",
     events: EVENTS,
     executables: &["cursor-agent", "cursor", "Cursor"],
+    script_markers: &[],
     budget: 9_500,
     session_field: "conversation_id",
     subagent_field: None,
@@ -57,6 +61,7 @@ pub const CURSOR: Profile = Profile {
         print_note: "",
         advice: "enable the `hermes` server in Cursor's MCP settings; Cursor's hooks cannot add context after a tool call, so results arrive when the agent stops (as a follow-up message), inject ones too",
     },
+    child: None,
 };
 
 const EVENTS: &[HookEvent] = &[

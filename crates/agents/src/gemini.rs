@@ -1,4 +1,4 @@
-//! Gemini CLI. Every fact here is from its hooks reference,
+//! Gemini CLI. Every fact of its hooks is from its hooks reference,
 //! <https://geminicli.com/docs/hooks/reference> (`docs/hooks/reference.md` in
 //! <https://github.com/google-gemini/gemini-cli>), and its MCP settings
 //! (<https://geminicli.com/docs/tools/mcp-server>):
@@ -17,21 +17,32 @@
 //!   retry with `reason` as a new prompt; `SessionEnd` is best effort (not awaited);
 //! - exit 0 with JSON on stdout is an answer, exit 2 blocks, any other code is a warning and
 //!   the CLI goes on; stdout must hold nothing but the JSON;
-//! - MCP servers are `mcpServers` in the same `settings.json` (`command`, `args`, `env`).
+//! - MCP servers are `mcpServers` in the same `settings.json` (`command`, `args`, `env`);
+//! - it refuses MCP tool schemas holding `$ref`, `$defs` or `null` types.
 //!
-//! The reference names no limit on added context; hermes keeps Claude Code's budget.
+//! The reference names no limit on added context; hermes keeps the 9,500 characters it gives
+//! an agent that keeps 10,000.
+//!
+//! As a child: `gemini -p PROMPT --output-format stream-json [-m M] [--allowed-tools …]`, whose
+//! stdout is JSONL headless events ([`StreamFormat::HeadlessEvents`]). Format:
+//! <https://geminicli.com/docs/cli/headless/>.
 
-use super::{Action, Answer, HookEvent, Profile, StartRule, StopActive};
-use crate::hook::install::{Entry, Hooks, Install, Layout, Place, Server};
+use crate::child::asks_stream_json;
+use crate::{
+    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    StartRule, StopActive, StreamFormat,
+};
 
 /// Gemini CLI's settings file, which holds both its MCP servers and its hooks.
 const SETTINGS: Place = Place::both(&[".gemini", "settings.json"]);
 
-/// Gemini CLI's profile.
-pub const GEMINI: Profile = Profile {
+/// Gemini CLI.
+pub const GEMINI: Agent = Agent {
     name: "gemini",
+    title: "Gemini CLI",
     events: EVENTS,
     executables: &["gemini"],
+    script_markers: &[],
     budget: 9_500,
     session_field: "session_id",
     subagent_field: None,
@@ -64,6 +75,13 @@ pub const GEMINI: Profile = Profile {
         print_note: "",
         advice: "start gemini in {project}",
     },
+    child: Some(Child {
+        program: "gemini",
+        argv,
+        streams: |args| asks_stream_json(args, &["-o"]),
+        toolset,
+        stream: StreamFormat::HeadlessEvents,
+    }),
 };
 
 const EVENTS: &[HookEvent] = &[
@@ -73,3 +91,45 @@ const EVENTS: &[HookEvent] = &[
     HookEvent::new("stop", "AfterAgent", Action::Stop),
     HookEvent::new("session-end", "SessionEnd", Action::End),
 ];
+
+fn argv(prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = ["gemini", "-p", prompt, "--output-format", "stream-json"]
+        .map(str::to_owned)
+        .to_vec();
+    if let Some(model) = model {
+        argv.extend(["-m".to_owned(), model.to_owned()]);
+    }
+    if !tools.is_empty() {
+        argv.extend(["--allowed-tools".to_owned(), tools.join(",")]);
+    }
+    argv
+}
+
+fn toolset(name: &str) -> &'static [&'static str] {
+    match name {
+        "terminal" | "shell" => &["run_shell_command"],
+        "file" | "files" => &[
+            "read_file",
+            "write_file",
+            "replace",
+            "glob",
+            "search_file_content",
+            "list_directory",
+        ],
+        "web" => &["web_fetch", "google_web_search"],
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GEMINI;
+    use serde_json::json;
+
+    #[test]
+    fn it_says_when_a_stop_hook_kept_it_going_and_has_no_subagent_field() {
+        let input = json!({"session_id": "g-1", "stop_hook_active": true, "agent_id": "x"});
+        assert!(GEMINI.stop_active(&input));
+        assert!(GEMINI.subagent_field.is_none());
+    }
+}

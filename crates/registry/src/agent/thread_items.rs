@@ -1,48 +1,18 @@
-//! Codex CLI: `codex exec --json [-m M] PROMPT`, and its JSONL events (`thread.started`,
+//! Thread events ([`hermes_agents::StreamFormat::ThreadItems`]): JSONL `thread.started`,
 //! `turn.started`, `item.started` / `item.completed` for `reasoning`, `agent_message`,
 //! `command_execution`, `mcp_tool_call`, `web_search`, `file_change`, and `turn.completed` with
-//! `usage`; `turn.failed` and `error` on failure). Codex has no per-tool allow-list, so
-//! toolsets are recorded only. Format: <https://github.com/openai/codex/blob/main/docs/exec.md>
-//! and `codex-rs/exec/src/exec_events.rs`.
+//! `usage`; `turn.failed` and `error` on failure. Which agent emits it, and where its format is
+//! documented, is that agent's file in `hermes_agents`.
 
 use serde_json::Value;
 
 use super::event::Event;
-use super::profile::{AgentCli, ReadState};
+use super::profile::ReadState;
 use super::stream::{read_object_line, short, str_at};
 
-/// Codex CLI.
-#[derive(Debug)]
-pub struct Codex;
-
-impl AgentCli for Codex {
-    fn name(&self) -> &'static str {
-        "codex"
-    }
-
-    fn argv(&self, prompt: &str, model: Option<&str>, _tools: &[String]) -> Vec<String> {
-        let mut argv: Vec<String> = vec!["codex".into(), "exec".into(), "--json".into()];
-        if let Some(model) = model {
-            argv.extend(["-m".to_owned(), model.to_owned()]);
-        }
-        argv.push(prompt.to_owned());
-        argv
-    }
-
-    fn streams(&self, args: &[String]) -> bool {
-        args.first().is_some_and(|a| a == "exec" || a == "e")
-            && args
-                .iter()
-                .any(|a| a == "--json" || a == "--experimental-json")
-    }
-
-    fn toolset(&self, _name: &str) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn read(&self, line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
-        read_object_line(line, state, out, read_object)
-    }
+/// Reads one line of the stream into events; `false` if it is not a JSON object.
+pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+    read_object_line(line, state, out, read_object)
 }
 
 fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
@@ -124,8 +94,8 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
             state.usage.output_tokens += count("output_tokens");
             out.push(Event::Usage(state.usage.clone()));
         }
-        "turn.failed" => out.push(Event::Error(error_text(&line["error"]))),
-        "error" => out.push(Event::Error(error_text(line))),
+        "turn.failed" => out.push(Event::Error(error_text(state.agent, &line["error"]))),
+        "error" => out.push(Event::Error(error_text(state.agent, line))),
         other => out.push(Event::Note(other.to_owned())),
     }
 }
@@ -146,56 +116,11 @@ fn tool_detail(kind: &str, item: &Value) -> String {
     }
 }
 
-fn error_text(error: &Value) -> String {
+fn error_text(agent: &str, error: &Value) -> String {
     let message = str_at(error, "message");
     if message.is_empty() {
-        "codex reported an error".to_owned()
+        format!("{agent} reported an error")
     } else {
         message.to_owned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::stream::tests::replay;
-
-    #[test]
-    fn a_documented_stream_gives_calls_the_command_the_last_message_and_usage() {
-        let (report, text) = replay(
-            "codex",
-            include_str!("../../tests/fixtures/agents/codex.jsonl"),
-        );
-        assert_eq!(report.api_calls, 2);
-        assert_eq!(report.current_tool, None);
-        assert_eq!(
-            report.answer.as_deref(),
-            Some("The tests pass: 12 passed, 0 failed.")
-        );
-        let usage = report.usage.expect("usage");
-        assert_eq!(
-            (
-                usage.input_tokens,
-                usage.cached_input_tokens,
-                usage.output_tokens
-            ),
-            (24763, 24448, 122)
-        );
-        assert!(
-            text.contains("prg | tool shell: bash -lc 'cargo test'\n"),
-            "{text}"
-        );
-        assert!(text.contains("prg | tool shell done (exit 0)\n"), "{text}");
-    }
-
-    #[test]
-    fn a_failed_turn_is_the_agents_failure() {
-        let (report, _) = replay(
-            "codex",
-            include_str!("../../tests/fixtures/agents/codex-error.jsonl"),
-        );
-        assert_eq!(
-            report.error.as_deref(),
-            Some("stream disconnected before completion: model not found")
-        );
     }
 }

@@ -22,14 +22,17 @@
 //! - the CLI's MCP servers are `mcpServers` of `.cline/mcp.json` (`{command, args, type:
 //!   "stdio"}`); the VS Code extension keeps them in its MCP settings.
 
-use super::{Action, Answer, HookEvent, Profile, Start, StartRule, StopActive};
-use crate::hook::install::{Hooks, Install, Place, Server};
+use crate::{
+    Action, Agent, Answer, HookEvent, Hooks, Install, Place, Server, Start, StartRule, StopActive,
+};
 
-/// Cline's profile.
-pub const CLINE: Profile = Profile {
+/// Cline.
+pub const CLINE: Agent = Agent {
     name: "cline",
+    title: "Cline",
     events: EVENTS,
     executables: &["cline"],
+    script_markers: &[],
     // Cline keeps 50 KB of `contextModification`; in characters, with room for wide ones.
     budget: 12_000,
     session_field: "taskId",
@@ -59,6 +62,7 @@ pub const CLINE: Profile = Profile {
         print_note: "",
         advice: "turn hooks on in Cline's settings if they are off (the VS Code extension takes its MCP servers from its MCP settings: add `{quoted} mcp` there); Cline has no hook that ends a conversation, so its session ends when idle and its results wait for a resume",
     },
+    child: None,
 };
 
 const EVENTS: &[HookEvent] = &[

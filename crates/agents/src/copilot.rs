@@ -20,14 +20,18 @@
 //! - MCP servers are `mcpServers` of `~/.copilot/mcp-config.json` (user) or a repository's
 //!   `.github/mcp.json`, a local server `{type: "stdio", command, args, tools: ["*"]}`.
 
-use super::{Action, Answer, HookEvent, Profile, StartRule, StopActive};
-use crate::hook::install::{Entry, Hooks, Install, Layout, Place, Server};
+use crate::{
+    Action, Agent, Answer, Entry, HookEvent, Hooks, Install, Layout, Place, Server, Start,
+    StartRule, StopActive,
+};
 
-/// GitHub Copilot CLI's profile.
-pub const COPILOT: Profile = Profile {
+/// GitHub Copilot CLI.
+pub const COPILOT: Agent = Agent {
     name: "copilot",
+    title: "GitHub Copilot CLI",
     events: EVENTS,
     executables: &["copilot"],
+    script_markers: &[],
     budget: 9_500,
     session_field: "sessionId",
     subagent_field: None,
@@ -36,7 +40,7 @@ pub const COPILOT: Profile = Profile {
         field: Some("source"),
         resume: "resume",
         fresh: &["startup", "new"],
-        other: super::Start::Other,
+        other: Start::Other,
     },
     stop_active: StopActive::Never,
     answer: Answer::Block,
@@ -66,6 +70,7 @@ pub const COPILOT: Profile = Profile {
         print_note: "",
         advice: "Copilot reads no hook's answer after a tool call or a prompt, so results arrive when the agent finishes a turn (agentStop), inject ones too",
     },
+    child: None,
 };
 
 const EVENTS: &[HookEvent] = &[

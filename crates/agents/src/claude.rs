@@ -1,4 +1,4 @@
-//! Claude Code. Every fact here is from its hooks reference,
+//! Claude Code. Every fact of its hooks is from its hooks reference,
 //! <https://code.claude.com/docs/en/hooks>, and its MCP page, <https://code.claude.com/docs/en/mcp>:
 //!
 //! - hooks get one JSON object on stdin with `session_id`, `transcript_path`, `cwd`,
@@ -16,16 +16,28 @@
 //! - project settings are `.claude/settings.json` (committed) and
 //!   `.claude/settings.local.json` (not); project MCP servers are `.mcp.json`'s `mcpServers`,
 //!   enabled through `enabledMcpjsonServers`; user settings are `~/.claude/settings.json`, and
-//!   user-scoped MCP servers `~/.claude.json`'s `mcpServers`.
+//!   user-scoped MCP servers `~/.claude.json`'s `mcpServers`;
+//! - it runs on `node`, from a package whose path holds `/claude-code/`.
+//!
+//! As a child: `claude -p PROMPT --output-format stream-json --verbose [--model M]
+//! [--allowedTools …]`, whose stdout is the Agent SDK's messages
+//! ([`StreamFormat::SdkMessages`]); format: <https://code.claude.com/docs/en/headless>
+//! (`--output-format stream-json`) and the Agent SDK's message types. Its MCP server's tool
+//! answers are cut past 25,000 tokens (`MAX_MCP_OUTPUT_TOKENS`), with a warning past 10,000.
 
-use super::{Action, Answer, HookEvent, Profile, StartRule, StopActive};
-use crate::hook::install::{Entry, Hooks, Install, Layout, Place, Server};
+use crate::child::asks_stream_json;
+use crate::{
+    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    StartRule, StopActive, StreamFormat,
+};
 
-/// Claude Code's profile.
-pub const CLAUDE: Profile = Profile {
+/// Claude Code.
+pub const CLAUDE: Agent = Agent {
     name: "claude",
+    title: "Claude Code",
     events: EVENTS,
     executables: &["claude"],
+    script_markers: &["/claude-code/"],
     // Claude keeps 10,000 characters of `additionalContext`; hermes stays clear of the edge.
     budget: 9_500,
     session_field: "session_id",
@@ -58,6 +70,13 @@ pub const CLAUDE: Profile = Profile {
         print_note: "# (or: claude mcp add hermes -- {quoted} mcp)\n",
         advice: "start claude in {project} and approve the `hermes` server if asked",
     },
+    child: Some(Child {
+        program: "claude",
+        argv,
+        streams: |args| asks_stream_json(args, &[]),
+        toolset,
+        stream: StreamFormat::SdkMessages,
+    }),
 };
 
 /// Its hook events.
@@ -69,3 +88,48 @@ const EVENTS: &[HookEvent] = &[
     HookEvent::new("stop", "Stop", Action::Stop),
     HookEvent::new("session-end", "SessionEnd", Action::End),
 ];
+
+fn argv(prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "claude",
+        "-p",
+        prompt,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    if let Some(model) = model {
+        argv.extend(["--model".to_owned(), model.to_owned()]);
+    }
+    if !tools.is_empty() {
+        argv.extend(["--allowedTools".to_owned(), tools.join(",")]);
+    }
+    argv
+}
+
+fn toolset(name: &str) -> &'static [&'static str] {
+    match name {
+        "terminal" | "shell" => &["Bash"],
+        "file" | "files" => &["Read", "Write", "Edit", "Glob", "Grep"],
+        "web" => &["WebFetch", "WebSearch"],
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CLAUDE;
+    use crate::Start;
+    use serde_json::json;
+
+    #[test]
+    fn its_input_names_the_conversation_the_subagent_and_how_it_started() {
+        let input = json!({"session_id": "s-1", "source": "resume", "agent_id": "a"});
+        assert_eq!(CLAUDE.start(&input), Start::Resume);
+        assert_eq!(CLAUDE.start(&json!({"source": "compact"})), Start::Other);
+        assert!(CLAUDE.stop_active(&json!({"stop_hook_active": true})));
+        assert!(CLAUDE.has_tool_boundary() && CLAUDE.has_session_end());
+    }
+}

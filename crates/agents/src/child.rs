@@ -1,0 +1,47 @@
+//! An agent run as a child: the argv that runs it headless on a prompt, how to tell that a
+//! command given as is asks for its structured stream, its toolsets, and which stream format it
+//! emits. The parsers of those formats are the registry's; it finds them through
+//! [`StreamFormat`], never by an agent's name.
+
+/// How hermes runs an agent as a child.
+#[derive(Clone, Copy, Debug)]
+pub struct Child {
+    /// The executable.
+    pub program: &'static str,
+    /// The argv that runs `prompt` headless, streaming JSON, with `model` and the allowed
+    /// `tools` (empty: the agent's defaults) where the agent has such flags.
+    pub argv: fn(prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String>,
+    /// Whether `args` (what follows the program in a command given as is) ask for the
+    /// structured stream.
+    pub streams: fn(args: &[String]) -> bool,
+    /// The agent's tools for a toolset name (`terminal`, `file`, `web`); empty if unknown.
+    pub toolset: fn(name: &str) -> &'static [&'static str],
+    /// The format of its structured stdout.
+    pub stream: StreamFormat,
+}
+
+/// A format of structured stdout, one JSON object per line, that the registry can read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamFormat {
+    /// Agent SDK messages: `system` (subtype `init` naming the model), `assistant` messages
+    /// whose content holds `text` and `tool_use` blocks, `user` messages carrying `tool_result`
+    /// blocks, and a last `result` with the answer, `is_error`, `usage` and `total_cost_usd`.
+    SdkMessages,
+    /// Thread events: `thread.started`, `turn.started`, `item.started` / `item.completed` for
+    /// `reasoning`, `agent_message`, `command_execution`, `mcp_tool_call`, `web_search`,
+    /// `file_change`, and `turn.completed` with `usage`; `turn.failed` and `error` on failure.
+    ThreadItems,
+    /// Headless events: `init` naming the model, `message` chunks of the user and the
+    /// assistant, `tool_use` and `tool_result`, `error` warnings, and a last `result` with
+    /// `status` and `stats`.
+    HeadlessEvents,
+}
+
+/// Whether `args` hold `--output-format stream-json` (or `=stream-json`), the flag also spelled
+/// as one of `short` (`-o`).
+pub fn asks_stream_json(args: &[String], short: &[&str]) -> bool {
+    args.iter().any(|a| a == "--output-format=stream-json")
+        || args.windows(2).any(|w| {
+            (w[0] == "--output-format" || short.contains(&w[0].as_str())) && w[1] == "stream-json"
+        })
+}

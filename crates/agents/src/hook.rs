@@ -1,0 +1,205 @@
+//! An agent's hooks: its events and what hermes does at each, how its input names the
+//! conversation, how a session start came about, and the shape of an answer. Pure functions of
+//! the agent's data and the hook's JSON input.
+
+use serde_json::{Value, json};
+
+use crate::Agent;
+
+/// Where a delivery happens: after a tool call, or at a turn boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Boundary {
+    /// After a tool call, inside the agent's turn.
+    Tool,
+    /// Between turns (before the next prompt, or when the agent would stop).
+    Turn,
+}
+
+/// What hermes does at one hook event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// The conversation starts, resumes, is cleared or compacted: bind it.
+    Start,
+    /// A boundary: hand over what is ready at it as the event's additional context.
+    Deliver(Boundary),
+    /// The agent wants to stop: keep it going with what is ready, once.
+    Stop,
+    /// The conversation ends: end its session.
+    End,
+}
+
+impl Action {
+    /// A tool boundary's delivery.
+    pub const TOOL: Action = Action::Deliver(Boundary::Tool);
+    /// A turn boundary's delivery.
+    pub const TURN: Action = Action::Deliver(Boundary::Turn);
+}
+
+/// One hook event of an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HookEvent {
+    /// The `hermes hook` subcommand the installed hook runs (`post-tool-use`).
+    pub command: &'static str,
+    /// The agent's own name for the event (`PostToolUse`).
+    pub name: &'static str,
+    /// What hermes does.
+    pub action: Action,
+}
+
+impl HookEvent {
+    /// The agent's event `name`, whose hook runs `hermes hook COMMAND`, doing `action`.
+    pub const fn new(command: &'static str, name: &'static str, action: Action) -> HookEvent {
+        HookEvent {
+            command,
+            name,
+            action,
+        }
+    }
+}
+
+/// How a session start came about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A new conversation.
+    Fresh,
+    /// An earlier conversation comes back under its id.
+    Resume,
+    /// Anything else (a clear, a compaction): the id says which conversation it is.
+    Other,
+}
+
+/// How a session start says how it came about: the value of an input field.
+#[derive(Clone, Copy, Debug)]
+pub struct StartRule {
+    /// The field; `None`: every start is [`Start::Fresh`].
+    pub field: Option<&'static str>,
+    /// The value that means [`Start::Resume`].
+    pub resume: &'static str,
+    /// The values that mean [`Start::Fresh`] (so does a missing field).
+    pub fresh: &'static [&'static str],
+    /// What any other value means.
+    pub other: Start,
+}
+
+impl StartRule {
+    /// The `source` field (`startup`, `resume`, `clear`, `compact`) that several agents share.
+    pub const SOURCE: StartRule = StartRule {
+        field: Some("source"),
+        resume: "resume",
+        fresh: &["startup"],
+        other: Start::Other,
+    };
+    /// No field: every start is a new conversation.
+    pub const ALWAYS_FRESH: StartRule = StartRule {
+        field: None,
+        resume: "",
+        fresh: &[],
+        other: Start::Fresh,
+    };
+}
+
+/// How an agent says that a stop hook already kept it going.
+#[derive(Clone, Copy, Debug)]
+pub enum StopActive {
+    /// It does not say (every stop may be kept going).
+    Never,
+    /// A boolean field that is `true` then.
+    Flag(&'static str),
+    /// A counter field of stops kept going in a row, more than zero then.
+    Count(&'static str),
+}
+
+impl StopActive {
+    /// The `stop_hook_active` flag that several agents share.
+    pub const STOP_HOOK_ACTIVE: StopActive = StopActive::Flag("stop_hook_active");
+}
+
+/// The shape of the answer that hands a text over.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer {
+    /// `hookSpecificOutput.additionalContext` under the event's name; at a stop,
+    /// `{"decision": stop_decision, "reason": text}`.
+    AdditionalContext {
+        /// The decision that keeps the agent going (`block`, or `deny`).
+        stop_decision: &'static str,
+    },
+    /// `{"decision": "block", "reason": text}` at every event.
+    Block,
+    /// `{"followup_message": text}`, sent as the next user message.
+    Followup,
+    /// `{"cancel": false, "contextModification": text}`; the agent takes *every* non-zero
+    /// exit as "block", so a failing hook answers `{"cancel": false}` and exits 0.
+    ContextModification,
+}
+
+impl Agent {
+    /// How a session start came about.
+    pub fn start(&self, input: &Value) -> Start {
+        let rule = &self.start;
+        match rule
+            .field
+            .and_then(|f| input.get(f))
+            .and_then(Value::as_str)
+        {
+            None => Start::Fresh,
+            Some(value) if value == rule.resume => Start::Resume,
+            Some(value) if rule.fresh.contains(&value) => Start::Fresh,
+            Some(_) => rule.other,
+        }
+    }
+
+    /// Whether the agent goes on because a stop hook already kept it going.
+    pub fn stop_active(&self, input: &Value) -> bool {
+        match self.stop_active {
+            StopActive::Never => false,
+            StopActive::Flag(field) => input.get(field).and_then(Value::as_bool) == Some(true),
+            StopActive::Count(field) => input
+                .get(field)
+                .and_then(Value::as_u64)
+                .is_some_and(|n| n > 0),
+        }
+    }
+
+    /// The answer handing `text` over at `event`.
+    pub fn answer(&self, event: &HookEvent, text: &str) -> Value {
+        match self.answer {
+            Answer::AdditionalContext { stop_decision } => match event.action {
+                Action::Stop => json!({"decision": stop_decision, "reason": text}),
+                _ => json!({"hookSpecificOutput": {
+                    "hookEventName": event.name,
+                    "additionalContext": text,
+                }}),
+            },
+            Answer::Block => json!({"decision": "block", "reason": text}),
+            Answer::Followup => json!({ "followup_message": text }),
+            Answer::ContextModification => {
+                json!({"cancel": false, "contextModification": text})
+            }
+        }
+    }
+
+    /// What a failing hook prints on stdout, exiting 0, for an agent that treats *every*
+    /// non-zero exit as "block"; `None`: hermes' failures exit 1, which the agent takes as a
+    /// non-blocking error.
+    pub fn fail_open(&self) -> Option<Value> {
+        match self.answer {
+            Answer::ContextModification => Some(json!({"cancel": false})),
+            _ => None,
+        }
+    }
+
+    /// Whether the agent has a tool boundary whose answer the model reads.
+    pub fn has_tool_boundary(&self) -> bool {
+        self.events.iter().any(|e| e.action == Action::TOOL)
+    }
+
+    /// Whether the agent tells hermes when a conversation ends.
+    pub fn has_session_end(&self) -> bool {
+        self.events.iter().any(|e| e.action == Action::End)
+    }
+
+    /// The event that the `hermes hook` subcommand `command` runs.
+    pub fn event(&self, command: &str) -> Option<HookEvent> {
+        self.events.iter().copied().find(|e| e.command == command)
+    }
+}

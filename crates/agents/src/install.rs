@@ -1,0 +1,126 @@
+//! What `hermes hook install NAME` writes for an agent: where its MCP server is registered and
+//! how, where its hooks go and in which shape. Data only: the command that reads, merges and
+//! writes those files is the cli's.
+
+/// What `hermes hook install NAME` writes for one agent.
+#[derive(Debug)]
+pub struct Install {
+    /// Where the MCP server is registered, and how.
+    pub server: Server,
+    /// Where the hooks go, and how.
+    pub hooks: Hooks,
+    /// Printed after `--print`'s snippets (`{quoted}` is the program, quoted for a shell).
+    pub print_note: &'static str,
+    /// The line after "registered …": what the user does next (`{project}` is the project
+    /// directory, `{quoted}` the program).
+    pub advice: &'static str,
+}
+
+impl Install {
+    /// The file `--local` writes (uncommitted, per-user project settings), if the agent has one.
+    pub fn local(&self) -> Option<&'static [&'static str]> {
+        match self.hooks {
+            Hooks::Json { local, .. } => local,
+            Hooks::Scripts { .. } => None,
+        }
+    }
+
+    /// Whether `--local` has a file to write.
+    pub fn has_local(&self) -> bool {
+        self.local().is_some()
+    }
+}
+
+/// A file (or directory) under the project, or under the home with `--user`.
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    /// Its path under the project.
+    pub project: &'static [&'static str],
+    /// Its path under the home with `--user`; `None`: the project's even then.
+    pub user: Option<&'static [&'static str]>,
+}
+
+impl Place {
+    /// The same path under the project and, with `--user`, under the home.
+    pub const fn both(parts: &'static [&'static str]) -> Place {
+        Place {
+            project: parts,
+            user: Some(parts),
+        }
+    }
+}
+
+/// Where and how the MCP server `hermes` (running `hermes mcp`) is registered.
+#[derive(Debug)]
+pub enum Server {
+    /// Under `mcpServers` of a JSON file.
+    Json {
+        file: Place,
+        /// The entry's `type`, for agents whose entries have one.
+        kind: Option<&'static str>,
+        /// Whether the entry lists its tools, all of them (`tools: ["*"]`).
+        all_tools: bool,
+    },
+    /// A `[mcp_servers.hermes]` table of a TOML file.
+    Toml { file: Place },
+}
+
+/// Where and how the hooks are registered.
+#[derive(Debug)]
+pub enum Hooks {
+    /// Under `hooks` of a JSON file: event → entries.
+    Json {
+        file: Place,
+        /// The file `--local` writes instead (under the same root).
+        local: Option<&'static [&'static str]>,
+        layout: Layout,
+        entry: Entry,
+        /// The matcher of a tool event's group, if the agent's groups take one.
+        tool_matcher: Option<&'static str>,
+        /// Whether the file starts with `"version": 1`.
+        versioned: bool,
+        /// A list of the same file that must name a project's server for it to run; not
+        /// written with `--user`.
+        enable_server: Option<&'static str>,
+    },
+    /// One executable script per event, named after it, in a directory.
+    Scripts {
+        dir: Place,
+        /// The agent's name in the script's comment.
+        title: &'static str,
+    },
+}
+
+/// How an agent lists the hooks of one event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A list of groups, each with an optional `matcher` and a `hooks` list of entries.
+    Groups,
+    /// A flat list of entries.
+    Flat,
+}
+
+/// The hook entry hermes writes when it has none for an event yet.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// Whether it starts with `"type": "command"`.
+    pub typed: bool,
+    /// The key the command goes under.
+    pub command_key: &'static str,
+    /// Whether it carries `"name": "hermes-SUBCOMMAND"`.
+    pub named: bool,
+    /// Its timeout's key and value, in the agent's unit.
+    pub timeout: Option<(&'static str, u64)>,
+}
+
+impl Entry {
+    /// `"type": "command"`, the command under `command_key`, and `timeout` (its key and value).
+    pub const fn typed(command_key: &'static str, timeout: Option<(&'static str, u64)>) -> Entry {
+        Entry {
+            typed: true,
+            command_key,
+            named: false,
+            timeout,
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Headless events ([`hermes_agents::StreamFormat::HeadlessEvents`]): JSONL `init` naming the
+//! model, `message` chunks of the user and the assistant, `tool_use` and `tool_result`, `error`
+//! warnings, and a last `result` with `status` and `stats`. Which agent emits it, and where its
+//! format is documented, is that agent's file in `hermes_agents`.
+
+use serde_json::Value;
+
+use super::event::Event;
+use super::profile::ReadState;
+use super::stream::{read_object_line, short, str_at};
+
+/// Reads one line of the stream into events; `false` if it is not a JSON object.
+pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+    read_object_line(line, state, out, read_object)
+}
+
+fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
+    match str_at(line, "type") {
+        "init" => out.push(Event::Init {
+            model: line.get("model").and_then(Value::as_str).map(str::to_owned),
+        }),
+        "message" if str_at(line, "role") == "assistant" => {
+            state.model_output(out);
+            out.push(Event::Assistant {
+                text: str_at(line, "content").to_owned(),
+                delta: line["delta"].as_bool().unwrap_or(false),
+            });
+        }
+        "message" => {}
+        "tool_use" => {
+            state.model_output(out);
+            let parameters = &line["parameters"];
+            let detail = [
+                "command",
+                "file_path",
+                "absolute_path",
+                "path",
+                "pattern",
+                "url",
+                "query",
+            ]
+            .iter()
+            .find_map(|k| parameters.get(*k).and_then(Value::as_str))
+            .map(short)
+            .unwrap_or_default();
+            out.push(Event::ToolStart {
+                id: str_at(line, "tool_id").to_owned(),
+                name: str_at(line, "tool_name").to_owned(),
+                detail,
+            });
+        }
+        "tool_result" => {
+            let ok = str_at(line, "status") == "success";
+            let detail = if ok {
+                short(str_at(line, "output"))
+            } else {
+                short(str_at(&line["error"], "message"))
+            };
+            out.push(Event::ToolEnd {
+                id: str_at(line, "tool_id").to_owned(),
+                ok,
+                detail,
+            });
+            state.in_model_turn = false;
+        }
+        "error" => out.push(Event::Note(format!(
+            "{}: {}",
+            match str_at(line, "severity") {
+                "" => "error",
+                s => s,
+            },
+            str_at(line, "message")
+        ))),
+        "result" => {
+            let stats = &line["stats"];
+            let count = |k: &str| stats[k].as_u64().unwrap_or(0);
+            if stats.is_object() {
+                out.push(Event::Usage(hermes_ledger::Usage {
+                    input_tokens: count("input_tokens"),
+                    output_tokens: count("output_tokens"),
+                    cached_input_tokens: count("cached"),
+                    cost_usd: None,
+                }));
+            }
+            if str_at(line, "status") == "error" {
+                let message = str_at(&line["error"], "message");
+                out.push(Event::Error(if message.is_empty() {
+                    format!("{} reported an error", state.agent)
+                } else {
+                    message.to_owned()
+                }));
+            }
+        }
+        other => out.push(Event::Note(other.to_owned())),
+    }
+}
