@@ -32,25 +32,6 @@ pub(crate) const MAX_FILES_PER_AGENT: usize = 3;
 pub(crate) const MAX_FN_LINES: usize = 100;
 /// The most words `ARCHITECTURE.md` may have: a bird's-eye view, not a manual.
 pub(crate) const MAX_ARCHITECTURE_WORDS: usize = 2_500;
-/// The agents hermes knows, each with what names it in a source file: its name as a word, or,
-/// for a name that is also a common word, the forms only the agent takes.
-const AGENTS: [(&str, &[&str]); 6] = [
-    ("claude", &["claude"]),
-    ("codex", &["codex"]),
-    ("gemini", &["gemini"]),
-    ("copilot", &["copilot"]),
-    (
-        "cursor",
-        &[
-            "\"cursor\"",
-            "cursor-agent",
-            "cursor cli",
-            "cursor's",
-            ".cursor/",
-        ],
-    ),
-    ("cline", &["cline"]),
-];
 /// What a citation of a document outside the repository looks like in a document (the first
 /// two also in a source file: code may well run a script it names by a path outside).
 const OUTSIDE_CITATIONS: [&str; 4] = ["SPEC §", "SPEC.md", "../shared", "shared/STYLE"];
@@ -60,7 +41,8 @@ const OUTSIDE_CITATIONS: [&str; 4] = ["SPEC §", "SPEC.md", "../shared", "shared
 pub(crate) fn problems(root: &Path, metadata: &Value) -> Result<Vec<String>> {
     let mut problems = package_problems(metadata);
     let sources = crate_sources(&root.join("crates"))?;
-    problems.extend(agent_spread(&sources, &AGENTS));
+    let agents: Vec<&str> = hermes_agents::AGENTS.iter().map(|a| a.name).collect();
+    problems.extend(agent_spread(&sources, &agents));
     for (path, text) in &sources {
         problems.extend(long_functions(path, text));
     }
@@ -143,17 +125,14 @@ fn rust_files(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
     Ok(out)
 }
 
-/// Agents whose name appears (as a word, in any case) in more than [`MAX_FILES_PER_AGENT`]
-/// of `sources`.
-fn agent_spread(sources: &[(PathBuf, String)], agents: &[(&str, &[&str])]) -> Vec<String> {
+/// Agents (named in the table of `hermes-agents`) whose name appears as a word, in any case,
+/// in more than [`MAX_FILES_PER_AGENT`] of `sources`.
+fn agent_spread(sources: &[(PathBuf, String)], agents: &[&str]) -> Vec<String> {
     let mut problems = Vec::new();
-    for (agent, needles) in agents {
+    for agent in agents {
         let files: Vec<&Path> = sources
             .iter()
-            .filter(|(_, text)| {
-                let text = text.to_lowercase();
-                needles.iter().any(|needle| names_word(&text, needle))
-            })
+            .filter(|(_, text)| names_word(&text.to_lowercase(), agent))
             .map(|(path, _)| path.as_path())
             .collect();
         if files.len() > MAX_FILES_PER_AGENT {
@@ -385,17 +364,13 @@ mod tests {
             file(4, "CLAUDE_CONFIG_DIR"),
             file(5, "claudette and xclaude"),
         ];
-        let claude: &[(&str, &[&str])] = &[("claude", &["claude"])];
-        let found = agent_spread(&sources, claude);
+        let found = agent_spread(&sources, &["claude"]);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0].starts_with("4 files name the agent claude"),
             "{found:?}"
         );
-        assert!(agent_spread(&sources[..3], claude).is_empty());
-        let cursor: &[(&str, &[&str])] = &[("cursor", &["\"cursor\"", "cursor-agent"])];
-        let sources = [file(1, "the cursor moves"), file(2, "agent: \"cursor\"")];
-        assert!(agent_spread(&sources, cursor).is_empty());
+        assert!(agent_spread(&sources[..3], &["claude"]).is_empty());
     }
 
     #[test]
