@@ -244,6 +244,13 @@ impl Cluster {
 
     /// `initdb`, the certificate, `postgresql.conf` (with `settings` last) and `pg_hba.conf`.
     fn create(&self, settings: &str) -> Result<()> {
+        self.init_data()?;
+        self.make_certificates()?;
+        self.configure(settings)
+    }
+
+    /// `initdb` as the server's user, the password passed in a private file removed after.
+    fn init_data(&self) -> Result<()> {
         if let Some(user) = &self.server_user {
             let (uid, gid) = user_ids(user)?;
             std::os::unix::fs::chown(&self.dir, Some(uid), Some(gid))
@@ -275,10 +282,13 @@ impl Cluster {
             .output();
         fs::remove_file(&pwfile).context("removing the password file")?;
         checked("initdb", initdb)?;
+        Ok(())
+    }
 
-        // A certificate authority of the cluster's own (`data/ca.crt`, which tests verify the
-        // server against) and the server's certificate signed by it for 127.0.0.1, all made by
-        // the server's user so it owns the keys.
+    /// A certificate authority of the cluster's own (`data/ca.crt`, which tests verify the
+    /// server against) and the server's certificate signed by it for 127.0.0.1, all made by
+    /// the server's user so it owns the keys.
+    fn make_certificates(&self) -> Result<()> {
         let data = self.data();
         let key = data.join("server.key");
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
@@ -344,7 +354,12 @@ impl Cluster {
         ];
         openssl("openssl x509 (the server's certificate)", &sign)?;
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600))?;
+        Ok(())
+    }
 
+    /// `postgresql.conf` (the cluster's settings, its socket directory, then `settings`) and
+    /// `pg_hba.conf`.
+    fn configure(&self, settings: &str) -> Result<()> {
         // Appending and rewriting keep each file's owner.
         let conf = self.data().join("postgresql.conf");
         let mut text = fs::read_to_string(&conf).context("reading postgresql.conf")?;
