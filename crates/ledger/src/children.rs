@@ -5,15 +5,17 @@
 use std::collections::BTreeSet;
 
 use crate::error::{LedgerError, Result};
-use crate::events::publish_in;
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Child, ChildOutcome, ChildStatus, Delegation, DelegationId, EventKey, EventPayload, ExitDetail,
-    HostId, ProcessId, Progress, Stalling, Timestamp, UnitStatus, UnitTally,
+    Child, ChildOutcome, ChildStatus, Delegation, DelegationId, EventKey, EventPayload, HostId,
+    ProcessId, Progress, Stalling, Timestamp, UnitStatus, UnitTally,
 };
 use crate::store::{Writer, is_task_of};
-use crate::units::Owner;
+use crate::txn::finalize::{apply_outcome, force_finish};
+use crate::txn::hosts::release_host;
+use crate::txn::inline::deliver_inline;
+use crate::txn::publish::{Owner, publish_in};
 
 /// A batch of progress to persist.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -297,8 +299,8 @@ impl Ledger {
             };
             let left = match (unit_status, leaving) {
                 (Some(_), Some(host)) if inline => {
-                    crate::events::deliver_inline(w, id, now)?;
-                    crate::sessions::release_host(w, host)?;
+                    deliver_inline(w, id, now)?;
+                    release_host(w, host)?;
                     true
                 }
                 _ => false,
@@ -403,16 +405,6 @@ pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTr
     seen
 }
 
-fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
-    child.status = outcome.status;
-    child.ended_at = Some(outcome.ended_at);
-    child.exit_code = outcome.exit_code;
-    child.signal = outcome.signal;
-    child.started_at = child.started_at.or(outcome.started_at);
-    child.progress.api_calls = child.progress.api_calls.max(outcome.api_calls);
-    child.progress.current_tool = None;
-}
-
 /// Refuses a host's write about `unit` unless the host (`writer`, its fencing epoch) still owns
 /// it: the unit names the host's process and that process's record carries the same epoch. A
 /// unit no host owns (recorded by hand, as tools and tests do) takes any writer: a host's units
@@ -509,83 +501,4 @@ fn settle_unit(w: &Writer<'_>, mut unit: Delegation, now: Timestamp) -> Result<O
     unit.ended_at = Some(now);
     w.put_delegation(&unit)?;
     Ok(Some(unit.status))
-}
-
-/// Force-finalizes `unit` inside `w` (see `Ledger::finish_unit`).
-pub(crate) fn force_finish(
-    w: &Writer<'_>,
-    unit: Delegation,
-    missing: Vec<ChildOutcome>,
-    reason: &str,
-    now: Timestamp,
-) -> Result<UnitStatus> {
-    let mut covered = Vec::new();
-    for mut child in w.children(&unit.id)? {
-        if child.status.is_terminal() {
-            continue;
-        }
-        let outcome = missing
-            .iter()
-            .find(|o| o.index == child.index && o.status.is_terminal())
-            .cloned()
-            .unwrap_or_else(|| unknown_outcome(&unit, &child, reason, now));
-        apply_outcome(&mut child, &outcome);
-        w.put_child(&child)?;
-        covered.push(outcome);
-    }
-    let statuses: Vec<ChildStatus> = w.children(&unit.id)?.iter().map(|c| c.status).collect();
-    let status = UnitStatus::from_children(&statuses);
-    if !covered.is_empty() {
-        let payload = EventPayload::Terminal {
-            unit_status: status,
-            reason: reason.to_owned(),
-            children: covered,
-        };
-        publish_in(w, Owner::of(&unit), EventKey::Terminal, payload, now)?;
-    }
-    w.remove_tally(&unit.id)?;
-    let mut unit = unit;
-    unit.status = status;
-    unit.ended_at = Some(now);
-    w.put_delegation(&unit)?;
-    Ok(status)
-}
-
-/// The outcome recorded for a child whose fate is not known.
-pub(crate) fn unknown_outcome(
-    unit: &Delegation,
-    child: &Child,
-    reason: &str,
-    now: Timestamp,
-) -> ChildOutcome {
-    let started = child.status == ChildStatus::Running;
-    ChildOutcome {
-        index: child.index,
-        goal: unit.goal_of(child.index).to_owned(),
-        status: if started {
-            ChildStatus::Unknown
-        } else {
-            ChildStatus::Cancelled
-        },
-        exit_code: None,
-        signal: None,
-        started_at: child.started_at,
-        ended_at: now,
-        api_calls: child.progress.api_calls,
-        result: String::new(),
-        stderr_tail: None,
-        transcript_tail: None,
-        transcript: child.transcript.clone().unwrap_or_default(),
-        detail: if started {
-            ExitDetail::Unknown {
-                reason: reason.to_owned(),
-            }
-        } else {
-            ExitDetail::Cancelled {
-                reason: reason.to_owned(),
-            }
-        },
-        model: None,
-        usage: None,
-    }
 }

@@ -39,6 +39,7 @@ mod store;
 /// For this workspace's tests: which backend they run against, and a fresh ledger of it.
 #[doc(hidden)]
 pub mod testing;
+mod txn;
 mod units;
 
 pub use ack::Acked;
@@ -49,10 +50,10 @@ pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use observe::{CommitObserver, observe_commits};
 pub use overview::{Census, Overview, UnitView};
-pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
+pub use pools::WorkerSummary;
 pub use queries::{HostPass, Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};
-pub use sessions::{HostClaim, Liveness, SessionEnd};
+pub use sessions::{HostClaim, SessionEnd};
 pub use store::Listen;
 pub use store::pg::{
     Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url, serialization_failures,
@@ -99,5 +100,7 @@ impl Location {
     }
 }
 pub use children::{FinishAs, FinishChild, ProgressUpdate};
-pub use interrupts::{InterruptTarget, Interrupts};
+pub use txn::interrupt::{InterruptTarget, Interrupts};
+pub use txn::liveness::Liveness;
+pub use txn::pool::{POOL_NAME_MAX, check_pool_name};
 pub use units::{Admission, NewDelegation};

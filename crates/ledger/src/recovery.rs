@@ -13,14 +13,17 @@
 
 use std::collections::HashMap;
 
-use crate::children::{force_finish, unknown_outcome};
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
     Child, ChildOutcome, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId,
     SessionId, Timestamp, UnitStatus,
 };
-use crate::sessions::{Liveness, is_live, unrecorded_is_alive};
+use crate::rules;
+use crate::txn::assign::set_host;
+use crate::txn::finalize::{force_finish, unknown_outcome};
+use crate::txn::liveness::{Liveness, is_live, unrecorded_is_alive};
+use crate::txn::pool::{return_to_pool, returns_to_pool};
 
 /// Lines of transcript kept for a child whose outcome is unknown.
 pub const TAIL_LINES: usize = 20;
@@ -326,7 +329,7 @@ impl Ledger {
                     .filter(|h| is_live(w.host(*h).ok().flatten(), *h, liveness, now)),
                 None => None,
             };
-            crate::units::set_host(w, &mut unit, heir)?;
+            set_host(w, &mut unit, heir)?;
             w.bump_activity()?;
             Ok((Some(heir), true))
         })
@@ -353,8 +356,8 @@ impl Ledger {
                 return Ok((Orphan::Untouched, false));
             }
             let children = w.children(id)?;
-            if crate::pools::returns_to_pool(&unit, &children) {
-                crate::pools::return_to_pool(w, unit)?;
+            if returns_to_pool(&unit, &children) {
+                return_to_pool(w, unit)?;
                 return Ok((Orphan::ReturnedToPool, true));
             }
             let mut missing = Vec::new();
@@ -413,7 +416,7 @@ impl Ledger {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
-                    crate::rules::drop_event(&mut event, DropReason::ReplayExpired, now);
+                    rules::drop_event(&mut event, DropReason::ReplayExpired, now);
                     w.put_event(&event)?;
                     count += 1;
                 }

@@ -5,12 +5,16 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec,
-    Host, ProcessId, Progress, SessionId, Timestamp, UnitStatus, UnitTally,
+    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, Host, ProcessId,
+    Progress, SessionId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::Writer;
 use crate::store::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
+use crate::txn::hosts::register_in;
+use crate::txn::liveness::{Liveness, is_live};
+use crate::txn::pool::check_pool_unit;
+use crate::txn::sessions::ensure_active;
 
 /// A unit to record.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,24 +47,6 @@ pub struct Admission {
     /// outcome was unknown had landed): nothing was written now, and `delegation` is the unit
     /// as it stands.
     pub already_recorded: bool,
-}
-
-/// Who an event belongs to: what publishing it needs to know about its unit.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Owner<'a> {
-    pub(crate) id: &'a DelegationId,
-    pub(crate) session: Option<&'a SessionId>,
-    pub(crate) delivery: DeliveryMode,
-}
-
-impl<'a> Owner<'a> {
-    pub(crate) fn of(unit: &'a Delegation) -> Owner<'a> {
-        Owner {
-            id: &unit.id,
-            session: unit.session.as_ref(),
-            delivery: unit.spec.delivery,
-        }
-    }
 }
 
 /// `existing` as the answer to dispatching `new` again under its id, or a refusal when the id
@@ -112,7 +98,7 @@ impl Ledger {
         &self,
         new: NewDelegation,
         capacity: Capacity,
-        liveness: &dyn crate::sessions::Liveness,
+        liveness: &dyn Liveness,
         now: Timestamp,
     ) -> Result<Option<Admission>> {
         check_new(&new)?;
@@ -134,7 +120,7 @@ impl Ledger {
             };
             // The hosts the admission reads next, read once (a backend keeps them for it).
             let record = w.hosts()?.into_iter().find(|h| h.process == host);
-            if !crate::sessions::is_live(record, host, liveness, now) {
+            if !is_live(record, host, liveness, now) {
                 return Ok((None, false));
             }
             let new = NewDelegation {
@@ -167,7 +153,7 @@ impl Ledger {
     ) -> Result<Admission> {
         check_new(&new)?;
         self.write_then(|w| {
-            crate::sessions::register_in(w, host)?;
+            register_in(w, host)?;
             let starting = Starting {
                 count: match new.channel {
                     Channel::Inline => capacity.max_running.max(1),
@@ -237,23 +223,6 @@ impl Ledger {
     }
 }
 
-/// Hands `session`'s queued units (not a pool's) to `host` inside `w`, as a session's host
-/// changes (`--resume`, a new headless host): returns how many moved.
-pub(crate) fn adopt_in(w: &Writer<'_>, session: &SessionId, host: ProcessId) -> Result<usize> {
-    let mut moved = 0;
-    for mut unit in w.active_units()? {
-        if unit.session.as_ref() == Some(session)
-            && unit.status == UnitStatus::Queued
-            && unit.pool().is_none()
-            && unit.host != Some(host)
-        {
-            set_host(w, &mut unit, Some(host))?;
-            moved += 1;
-        }
-    }
-    Ok(moved)
-}
-
 /// What dispatch refuses before it opens a transaction.
 fn check_new(new: &NewDelegation) -> Result<()> {
     if new.spec.tasks.is_empty() {
@@ -267,7 +236,7 @@ fn check_new(new: &NewDelegation) -> Result<()> {
         ));
     }
     if let Some(pool) = &new.spec.pool {
-        crate::pools::check_pool_unit(pool, new.channel, new.session.as_ref())?;
+        check_pool_unit(pool, new.channel, new.session.as_ref())?;
     }
     Ok(())
 }
@@ -297,7 +266,7 @@ fn dispatch_in(
         return same_dispatch(existing, new).map(|admission| (admission, false));
     }
     let session = match &new.session {
-        Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
+        Some(id) => Some(ensure_active(w, id, now)?),
         None => None,
     };
     // A background unit goes to a host that is live for the ledger: registered, or the
@@ -411,19 +380,4 @@ fn dispatch_in(
         },
         true,
     ))
-}
-
-/// Moves a unit to another host (or to none), keeping its tally in step.
-pub(crate) fn set_host(
-    w: &Writer<'_>,
-    unit: &mut Delegation,
-    host: Option<ProcessId>,
-) -> Result<()> {
-    unit.host = host;
-    w.put_delegation(unit)?;
-    if let Some(mut tally) = w.tally(&unit.id)? {
-        tally.host = host;
-        w.put_tally(&unit.id, &tally)?;
-    }
-    Ok(())
 }
