@@ -2,8 +2,6 @@
 //! row keeps finishing a child O(1) in the batch's size), and the fencing check on every host
 //! write (`check_owner`).
 
-use std::collections::BTreeSet;
-
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 
@@ -11,7 +9,7 @@ use crate::model::{
     Child, ChildOutcome, ChildStatus, Delegation, DelegationId, EventKey, EventPayload, HostId,
     ProcessId, Progress, Stalling, Timestamp, UnitStatus, UnitTally,
 };
-use crate::store::{Writer, is_task_of};
+use crate::store::Writer;
 use crate::txn::finalize::{apply_outcome, force_finish};
 use crate::txn::hosts::release_host;
 use crate::txn::inline::deliver_inline;
@@ -184,6 +182,7 @@ impl Ledger {
     /// ([`Ledger::child_started`]): a short child of an inline unit, recorded running by its
     /// dispatch ([`Ledger::register_and_dispatch`]), whose pid goes in with its outcome, in
     /// the same commit.
+    #[cfg(any(test, feature = "testing"))]
     pub fn finish_started_child(
         &self,
         writer: HostId,
@@ -374,6 +373,7 @@ impl Ledger {
 
     /// Whether every child of the unit has its own `task:N` event or is covered by the
     /// `terminal` event. Extra or out-of-range keys never make a unit look complete.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_fully_recorded(&self, id: &DelegationId) -> Result<bool> {
         self.read(|r| {
             let unit = r
@@ -386,13 +386,17 @@ impl Ledger {
 }
 
 /// The children of `unit` that `events` account for.
-pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTreeSet<u32> {
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn recorded(
+    unit: &Delegation,
+    events: &[crate::model::Event],
+) -> std::collections::BTreeSet<u32> {
     let n = unit.task_count();
-    let mut seen = BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
     for event in events {
         match (&event.key, &event.payload) {
             (key, EventPayload::Task(outcome))
-                if is_task_of(*key, n) && *key == EventKey::Task(outcome.index) =>
+                if crate::store::is_task_of(*key, n) && *key == EventKey::Task(outcome.index) =>
             {
                 seen.insert(outcome.index);
             }

@@ -36,7 +36,10 @@ mod recovery;
 mod rules;
 mod sessions;
 mod store;
-/// For this workspace's tests: which backend they run against, and a fresh ledger of it.
+/// For this workspace's tests (through `hermes-testkit`): fixtures and SQL on a test database.
+/// Compiled only for this crate's tests and with the `testing` feature, which only
+/// dev-dependencies enable.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
 mod txn;

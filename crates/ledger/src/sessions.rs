@@ -198,6 +198,7 @@ impl Ledger {
 
     /// Whether the host `process` is alive, judged by its lease and, from its own locality, its
     /// pid (see [`Host::is_dead`]).
+    #[cfg(any(test, feature = "testing"))]
     pub fn host_is_live(
         &self,
         process: ProcessId,

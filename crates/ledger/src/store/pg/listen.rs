@@ -332,6 +332,7 @@ impl Listener {
     /// Whether notifications reach this listener; `false` behind a pooler in transaction
     /// mode without `ledger.listen_url`, where [`Listener::wait`] returns
     /// [`Notice::Reconnected`] every [`DEAF_POLL`] so its caller looks.
+    #[cfg(any(test, feature = "testing"))]
     pub fn hears_notifications(&self) -> bool {
         !matches!(self.mode, Mode::Deaf)
     }
