@@ -259,72 +259,109 @@ struct Promises {
 /// Runs a random sequence of operations until the power goes (or the sequence ends); returns
 /// the promises of every operation that succeeded.
 fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Promises {
-    let mut p = Promises::default();
-    let mut now = T0;
+    let mut run = Run {
+        ledger,
+        p: Promises::default(),
+        now: T0,
+    };
     for _ in 0..steps {
-        now = now.plus_ms(1);
-        let result: Result<(), LedgerError> = match rng.u8(0..10) {
-            0 | 1 => {
-                let tasks = rng.u32(1..4);
-                let new = background_unit(session(), spec(tasks));
-                ledger.dispatch(new, ROOMY, now).map(|a| {
-                    p.units.insert(a.delegation.id, tasks);
+        run.now = run.now.plus_ms(1);
+        let result = match rng.u8(0..10) {
+            0 | 1 => Some(run.dispatch(rng)),
+            2..=4 => run.finish_some_child(rng),
+            5 | 6 => run.claim_pending(rng),
+            7 => run.fence_a_claim(),
+            _ => run.settle_a_claim(rng),
+        };
+        // `None`: there was nothing to do this step.
+        if result.is_some_and(|r| r.is_err()) {
+            // The power went during this operation: it may or may not have happened.
+            return run.p;
+        }
+    }
+    run.p
+}
+
+/// A random run in progress: the ledger under test, what its successful operations promise,
+/// and the time of the current step. Each step returns `None` when it had nothing to do, or
+/// what the ledger answered.
+struct Run<'a> {
+    ledger: &'a Ledger,
+    p: Promises,
+    now: Timestamp,
+}
+
+impl Run<'_> {
+    /// Dispatches a unit of one to three children.
+    fn dispatch(&mut self, rng: &mut fastrand::Rng) -> Result<(), LedgerError> {
+        let tasks = rng.u32(1..4);
+        let new = background_unit(session(), spec(tasks));
+        self.ledger.dispatch(new, ROOMY, self.now).map(|a| {
+            self.p.units.insert(a.delegation.id, tasks);
+        })
+    }
+
+    /// Finishes some unfinished child.
+    fn finish_some_child(&mut self, rng: &mut fastrand::Rng) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let open: Vec<EventRef> = p
+            .units
+            .iter()
+            .flat_map(|(id, n)| {
+                (0..*n).map(|i| EventRef {
+                    delegation_id: id.clone(),
+                    key: EventKey::Task(i),
                 })
-            }
-            2..=4 => {
-                // Finish some unfinished child.
-                let open: Vec<EventRef> = p
-                    .units
-                    .iter()
-                    .flat_map(|(id, n)| {
-                        (0..*n).map(|i| EventRef {
-                            delegation_id: id.clone(),
-                            key: EventKey::Task(i),
-                        })
-                    })
-                    .filter(|e| !p.published.contains(e))
-                    .collect();
-                if open.is_empty() {
-                    continue;
-                }
-                let key = open[rng.usize(..open.len())].clone();
-                let EventKey::Task(index) = key.key else {
-                    continue;
-                };
-                let outcome = ChildOutcome {
-                    exit_code: Some(0),
-                    started_at: Some(T0),
-                    result: "x".repeat(rng.usize(0..3000)),
-                    ..ChildOutcome::new(index, "task", ChildStatus::Completed, now)
-                };
-                ledger
-                    .finish_child(HostId(0), &key.delegation_id, outcome, now)
-                    .map(|finish| {
-                        assert!(finish.published, "a first finish publishes");
-                        p.published.insert(key.clone());
-                        p.pending.insert(key);
-                    })
-            }
-            5 | 6 => {
-                // Claim one or two pending or claimed (expired-lease claims are not made here:
-                // leases are long) events: only pending ones.
-                let candidates: Vec<EventRef> = p.pending.iter().cloned().collect();
-                if candidates.is_empty() {
-                    continue;
-                }
-                let first = candidates[rng.usize(..candidates.len())].clone();
-                let mut keys = vec![first.clone()];
-                let second = candidates[rng.usize(..candidates.len())].clone();
-                if second != first {
-                    keys.push(second);
-                }
-                let request = ClaimRequest {
-                    keys: keys.clone(),
-                    consumer: "test".into(),
-                    session: Some(session()),
-                    lease_ms: LEASE_MS,
-                };
-                ledger.claim(&request, now).map(|outcome| match outcome {
+            })
+            .filter(|e| !p.published.contains(e))
+            .collect();
+        if open.is_empty() {
+            return None;
+        }
+        let key = open[rng.usize(..open.len())].clone();
+        let EventKey::Task(index) = key.key else {
+            return None;
+        };
+        let outcome = ChildOutcome {
+            exit_code: Some(0),
+            started_at: Some(T0),
+            result: "x".repeat(rng.usize(0..3000)),
+            ..ChildOutcome::new(index, "task", ChildStatus::Completed, self.now)
+        };
+        let finished = self
+            .ledger
+            .finish_child(HostId(0), &key.delegation_id, outcome, self.now);
+        Some(finished.map(|finish| {
+            assert!(finish.published, "a first finish publishes");
+            p.published.insert(key.clone());
+            p.pending.insert(key);
+        }))
+    }
+
+    /// Claims one or two pending events (expired-lease claims are not made here: leases are
+    /// long).
+    fn claim_pending(&mut self, rng: &mut fastrand::Rng) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let candidates: Vec<EventRef> = p.pending.iter().cloned().collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let first = candidates[rng.usize(..candidates.len())].clone();
+        let mut keys = vec![first.clone()];
+        let second = candidates[rng.usize(..candidates.len())].clone();
+        if second != first {
+            keys.push(second);
+        }
+        let request = ClaimRequest {
+            keys: keys.clone(),
+            consumer: "test".into(),
+            session: Some(session()),
+            lease_ms: LEASE_MS,
+        };
+        Some(
+            self.ledger
+                .claim(&request, self.now)
+                .map(|outcome| match outcome {
                     ClaimOutcome::Claimed(claim) => {
                         for key in &keys {
                             p.pending.remove(key);
@@ -338,21 +375,25 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
                             p.pending.remove(&key);
                         }
                     }
-                })
-            }
-            7 => {
-                // Fence: claim a claimed event whose lease has run out (time jumps past it).
-                let Some((key, old)) = p.holder.iter().next().map(|(k, t)| (k.clone(), *t)) else {
-                    continue;
-                };
-                now = now.plus_ms(LEASE_MS + 1);
-                let request = ClaimRequest {
-                    keys: vec![key.clone()],
-                    consumer: "fencer".into(),
-                    session: Some(session()),
-                    lease_ms: LEASE_MS,
-                };
-                ledger.claim(&request, now).map(|outcome| match outcome {
+                }),
+        )
+    }
+
+    /// Fences: claims a claimed event whose lease has run out (time jumps past it).
+    fn fence_a_claim(&mut self) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let (key, old) = p.holder.iter().next().map(|(k, t)| (k.clone(), *t))?;
+        self.now = self.now.plus_ms(LEASE_MS + 1);
+        let request = ClaimRequest {
+            keys: vec![key.clone()],
+            consumer: "fencer".into(),
+            session: Some(session()),
+            lease_ms: LEASE_MS,
+        };
+        Some(
+            self.ledger
+                .claim(&request, self.now)
+                .map(|outcome| match outcome {
                     ClaimOutcome::Claimed(claim) => {
                         // The old token loses every key it held.
                         if let Some(keys) = p.live.remove(&old) {
@@ -368,40 +409,37 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
                         p.live.insert(claim.token, vec![key]);
                     }
                     ClaimOutcome::Refused(_) => {}
-                })
-            }
-            _ => {
-                // Ack or release a live claim.
-                let Some(token) = p.live.keys().nth(rng.usize(..p.live.len().max(1))).copied()
-                else {
-                    continue;
-                };
-                let ack = rng.bool();
-                let settled = if ack {
-                    ledger.ack(token, now)
-                } else {
-                    ledger.release(token, now)
-                };
-                settled.map(|_| {
-                    let keys = p.live.remove(&token).unwrap_or_default();
-                    p.dead_tokens.insert(token, ack);
-                    for key in keys {
-                        p.holder.remove(&key);
-                        if ack {
-                            p.delivered.insert(key);
-                        } else {
-                            p.pending.insert(key);
-                        }
-                    }
-                })
-            }
-        };
-        if result.is_err() {
-            // The power went during this operation: it may or may not have happened.
-            return p;
-        }
+                }),
+        )
     }
-    p
+
+    /// Acks or releases a live claim.
+    fn settle_a_claim(&mut self, rng: &mut fastrand::Rng) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let token = p
+            .live
+            .keys()
+            .nth(rng.usize(..p.live.len().max(1)))
+            .copied()?;
+        let ack = rng.bool();
+        let settled = if ack {
+            self.ledger.ack(token, self.now)
+        } else {
+            self.ledger.release(token, self.now)
+        };
+        Some(settled.map(|_| {
+            let keys = p.live.remove(&token).unwrap_or_default();
+            p.dead_tokens.insert(token, ack);
+            for key in keys {
+                p.holder.remove(&key);
+                if ack {
+                    p.delivered.insert(key);
+                } else {
+                    p.pending.insert(key);
+                }
+            }
+        }))
+    }
 }
 
 /// Checks a reopened ledger against the promises; returns what does not hold.
@@ -413,57 +451,89 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
         }
     };
     for (id, tasks) in &p.units {
-        let unit = ledger.delegation(id);
-        check(
-            matches!(unit, Ok(Some(_))),
-            format!("unit {id} lost: {unit:?}"),
-        );
-        let Ok(events) = ledger.events(id) else {
-            check(false, format!("events of {id} unreadable"));
-            continue;
-        };
-        let Ok(children) = ledger.children(id) else {
-            check(false, format!("children of {id} unreadable"));
-            continue;
-        };
-        check(
-            children.len() == *tasks as usize,
-            format!("{id} has {} children", children.len()),
-        );
-        for child in &children {
-            let has_event = events.iter().any(|e| e.key == EventKey::Task(child.index));
-            check(
-                child.status.is_terminal() == has_event,
-                format!(
-                    "{id} task {} is {} but its event exists: {has_event}",
-                    child.index, child.status
-                ),
-            );
-        }
-        for event in &events {
-            let key = event.event_ref();
-            // A delivered event may keep the lease of the claim that acked it.
-            let claimed = event.state == EventState::Claimed;
-            check(
-                claimed == event.lease.is_some() || event.state == EventState::Delivered,
-                format!("{key:?} is {:?} with lease {:?}", event.state, event.lease),
-            );
-            // A claim record lists every key its token holds. (A fenced token's record is
-            // gone while its other keys still carry its expired lease: that is by design.)
-            if let Some(lease) = &event.lease
-                && let Ok(Some(record)) = ledger.claim_record(lease.token)
-            {
-                check(
-                    record.keys.contains(&key),
-                    format!("{key:?} is held by {} whose record omits it", lease.token),
-                );
-            }
-            check(
-                (event.state == EventState::Delivered) == event.delivered_at.is_some(),
-                format!("{key:?} delivered_at does not match its state"),
-            );
-        }
+        unit_violations(ledger, id, *tasks, &mut check);
     }
+    promise_violations(ledger, p, &mut check);
+    index_violations(ledger, p, &mut check);
+    // Last: settling mutates.
+    token_violations(ledger, p, &mut check);
+    // And the reopened file takes writes.
+    let new = background_unit(
+        session(),
+        DispatchSpec::new("after", vec![TaskSpec::new("t", vec!["true".into()])]),
+    );
+    let dispatched = ledger.dispatch(new, ROOMY, T0.plus_ms(20_000_000));
+    check(
+        dispatched.is_ok(),
+        format!("a write after reopening failed: {dispatched:?}"),
+    );
+    bad
+}
+
+/// What a check of the reopened ledger reports: whether it holds, and what it says if not.
+type Check<'c> = dyn FnMut(bool, String) + 'c;
+
+/// A promised unit is there with its children, and its children's and events' records agree.
+fn unit_violations(ledger: &Ledger, id: &DelegationId, tasks: u32, check: &mut Check<'_>) {
+    let unit = ledger.delegation(id);
+    check(
+        matches!(unit, Ok(Some(_))),
+        format!("unit {id} lost: {unit:?}"),
+    );
+    let Ok(events) = ledger.events(id) else {
+        check(false, format!("events of {id} unreadable"));
+        return;
+    };
+    let Ok(children) = ledger.children(id) else {
+        check(false, format!("children of {id} unreadable"));
+        return;
+    };
+    check(
+        children.len() == tasks as usize,
+        format!("{id} has {} children", children.len()),
+    );
+    for child in &children {
+        let has_event = events.iter().any(|e| e.key == EventKey::Task(child.index));
+        check(
+            child.status.is_terminal() == has_event,
+            format!(
+                "{id} task {} is {} but its event exists: {has_event}",
+                child.index, child.status
+            ),
+        );
+    }
+    for event in &events {
+        event_violations(ledger, event, check);
+    }
+}
+
+/// An event's state, lease, claim record and delivery time agree.
+fn event_violations(ledger: &Ledger, event: &Event, check: &mut Check<'_>) {
+    let key = event.event_ref();
+    // A delivered event may keep the lease of the claim that acked it.
+    let claimed = event.state == EventState::Claimed;
+    check(
+        claimed == event.lease.is_some() || event.state == EventState::Delivered,
+        format!("{key:?} is {:?} with lease {:?}", event.state, event.lease),
+    );
+    // A claim record lists every key its token holds. (A fenced token's record is gone while
+    // its other keys still carry its expired lease: that is by design.)
+    if let Some(lease) = &event.lease
+        && let Ok(Some(record)) = ledger.claim_record(lease.token)
+    {
+        check(
+            record.keys.contains(&key),
+            format!("{key:?} is held by {} whose record omits it", lease.token),
+        );
+    }
+    check(
+        (event.state == EventState::Delivered) == event.delivered_at.is_some(),
+        format!("{key:?} delivered_at does not match its state"),
+    );
+}
+
+/// Published stays published, acked stays delivered.
+fn promise_violations(ledger: &Ledger, p: &Promises, check: &mut Check<'_>) {
     for key in &p.published {
         let event = ledger.event(key);
         check(
@@ -478,6 +548,10 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
             format!("acked {key:?} is {state:?}"),
         );
     }
+}
+
+/// The index of open events holds exactly the events that are not terminal.
+fn index_violations(ledger: &Ledger, p: &Promises, check: &mut Check<'_>) {
     let open: BTreeSet<EventRef> = ledger
         .open_events(&session())
         .unwrap_or_default()
@@ -497,8 +571,11 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
             );
         }
     }
-    // Last: settling mutates. A fenced or settled token stays dead; one that acked finds its
-    // own ack (a no-op that says so).
+}
+
+/// A fenced or settled token stays dead; one that acked finds its own ack (a no-op that says
+/// so). Settling mutates: this runs after the other checks.
+fn token_violations(ledger: &Ledger, p: &Promises, check: &mut Check<'_>) {
     for (token, acked) in &p.dead_tokens {
         let again = ledger.ack_outcome(*token, T0.plus_ms(10_000_000));
         check(
@@ -509,17 +586,6 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
             format!("dead token {token} (acked: {acked}) settled again: {again:?}"),
         );
     }
-    // And the reopened file takes writes.
-    let new = background_unit(
-        session(),
-        DispatchSpec::new("after", vec![TaskSpec::new("t", vec!["true".into()])]),
-    );
-    let dispatched = ledger.dispatch(new, ROOMY, T0.plus_ms(20_000_000));
-    check(
-        dispatched.is_ok(),
-        format!("a write after reopening failed: {dispatched:?}"),
-    );
-    bad
 }
 
 /// One trial: run, cut, reopen, check. `Err` says what broke.

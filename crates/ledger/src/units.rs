@@ -6,7 +6,7 @@ use crate::ledger::Ledger;
 
 use crate::model::{
     Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, Host, ProcessId,
-    Progress, SessionId, Timestamp, UnitStatus, UnitTally,
+    Progress, Session, SessionId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::Writer;
@@ -269,57 +269,12 @@ fn dispatch_in(
         Some(id) => Some(ensure_active(w, id, now)?),
         None => None,
     };
-    // A background unit goes to a host that is live for the ledger: registered, or the
-    // session's recorded host. A host that retired (`retire_host`) gets nothing more, so
-    // no unit is ever left with a host that has decided to exit. A pool unit has no host
-    // until a worker takes it.
-    let pool = new.spec.pool.clone();
-    let host = if pool.is_some() { None } else { new.host };
-    if let (Channel::Background, Some(host)) = (new.channel, host) {
-        let hosts_session = session.as_ref().is_some_and(|s| s.host == Some(host));
-        if !hosts_session && w.host(host)?.is_none() {
-            return Err(LedgerError::HostGone(host));
-        }
-    }
+    let host = host_of(w, new, session.as_ref())?;
     let id = match &new.id {
         Some(id) => id.clone(),
-        None => loop {
-            let id = ledger.next_delegation_id();
-            if !w.delegation_exists(id.as_str())? {
-                break id;
-            }
-        },
+        None => draw_id(ledger, w)?,
     };
-    let (status, queue_seq, queue_position) = match new.channel {
-        Channel::Inline => (UnitStatus::Running, None, None),
-        Channel::Background => {
-            // Session units queue per machine; each pool has a FIFO queue of its own
-            // (one table, told apart by the unit's pool), and a pool unit always waits
-            // for a worker.
-            let (active, hosts) = (w.active_units()?, w.hosts()?);
-            let machines = Machines::of(&hosts);
-            let admit = match pool.as_deref() {
-                Some(pool) => rules::admit_to_pool(&active, pool, capacity),
-                None => {
-                    let machine = machines.of_host(new.host);
-                    rules::admit(&active, &machines, machine, capacity)
-                }
-            };
-            match admit {
-                Admit::Run => (UnitStatus::Running, None, None),
-                Admit::Full => {
-                    return Err(LedgerError::QueueFull {
-                        max: capacity.max_queued,
-                    });
-                }
-                Admit::Queue { ahead } => {
-                    let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
-                    w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
-                    (UnitStatus::Queued, Some(seq), Some(ahead + 1))
-                }
-            }
-        }
-    };
+    let place = place(w, new, capacity)?;
     let transcript_dir = new
         .transcript_root
         .as_ref()
@@ -328,30 +283,132 @@ fn dispatch_in(
         id: id.clone(),
         session: new.session.clone(),
         channel: new.channel,
-        status,
+        status: place.status,
         dispatched_at: now,
-        started_at: (status == UnitStatus::Running).then_some(now),
+        started_at: (place.status == UnitStatus::Running).then_some(now),
         ended_at: None,
         host,
-        queue_seq,
+        queue_seq: place.queue_seq,
         interrupt: None,
-        transcript_dir: transcript_dir.clone(),
+        transcript_dir,
         spec: new.spec.clone(),
     };
-    w.put_delegation(&unit)?;
+    record_unit(w, &unit)?;
+    w.put_children(&children_of(&unit, starting, now))?;
+    Ok((
+        Admission {
+            delegation: unit,
+            queue_position: place.queue_position,
+            already_recorded: false,
+        },
+        true,
+    ))
+}
+
+/// The host a new unit goes to: `new.host`, unless it is a pool unit (it has no host until a
+/// worker takes it). A background unit goes to a host that is live for the ledger: registered,
+/// or the session's recorded host. A host that retired (`retire_host`) gets nothing more
+/// (`HostGone`), so no unit is ever left with a host that has decided to exit.
+fn host_of(
+    w: &Writer<'_>,
+    new: &NewDelegation,
+    session: Option<&Session>,
+) -> Result<Option<ProcessId>> {
+    let host = if new.spec.pool.is_some() {
+        None
+    } else {
+        new.host
+    };
+    if let (Channel::Background, Some(host)) = (new.channel, host) {
+        let hosts_session = session.is_some_and(|s| s.host == Some(host));
+        if !hosts_session && w.host(host)?.is_none() {
+            return Err(LedgerError::HostGone(host));
+        }
+    }
+    Ok(host)
+}
+
+/// A delegation id no unit has yet.
+fn draw_id(ledger: &Ledger, w: &Writer<'_>) -> Result<DelegationId> {
+    loop {
+        let id = ledger.next_delegation_id();
+        if !w.delegation_exists(id.as_str())? {
+            return Ok(id);
+        }
+    }
+}
+
+/// Where admission puts a new unit.
+struct Place {
+    status: UnitStatus,
+    /// Its place in the FIFO order, when queued.
+    queue_seq: Option<u64>,
+    /// Its 1-based place in the queue, when queued.
+    queue_position: Option<u32>,
+}
+
+/// Admits `new`: an inline unit runs at once; a background unit runs if a slot is free and
+/// nothing waits before it, queues otherwise, and is refused past `max_queued` (`QueueFull`).
+/// Session units queue per machine; each pool has a FIFO queue of its own (one table, told
+/// apart by the unit's pool), and a pool unit always waits for a worker.
+fn place(w: &Writer<'_>, new: &NewDelegation, capacity: Capacity) -> Result<Place> {
+    let run = Place {
+        status: UnitStatus::Running,
+        queue_seq: None,
+        queue_position: None,
+    };
+    if new.channel == Channel::Inline {
+        return Ok(run);
+    }
+    let (active, hosts) = (w.active_units()?, w.hosts()?);
+    let machines = Machines::of(&hosts);
+    let admit = match new.spec.pool.as_deref() {
+        Some(pool) => rules::admit_to_pool(&active, pool, capacity),
+        None => {
+            let machine = machines.of_host(new.host);
+            rules::admit(&active, &machines, machine, capacity)
+        }
+    };
+    match admit {
+        Admit::Run => Ok(run),
+        Admit::Full => Err(LedgerError::QueueFull {
+            max: capacity.max_queued,
+        }),
+        Admit::Queue { ahead } => {
+            let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
+            w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
+            Ok(Place {
+                status: UnitStatus::Queued,
+                queue_seq: Some(seq),
+                queue_position: Some(ahead + 1),
+            })
+        }
+    }
+}
+
+/// Writes a new unit, with its tally when it wants one, and wakes the hosts for a background
+/// unit.
+fn record_unit(w: &Writer<'_>, unit: &Delegation) -> Result<()> {
+    w.put_delegation(unit)?;
     // A pool unit gets its tally when a worker takes it (see `children::check_owner`); a unit
     // of one task gets none (see `UnitTally`).
-    if unit.pool().is_none() && UnitTally::wanted(&unit) {
-        w.put_tally(&id, &UnitTally::for_unit(&unit))?;
+    if unit.pool().is_none() && UnitTally::wanted(unit) {
+        w.put_tally(&unit.id, &UnitTally::for_unit(unit))?;
     }
     if unit.channel == Channel::Background {
         w.bump_activity()?;
     }
-    let children: Vec<Child> = (0..unit.task_count())
+    Ok(())
+}
+
+/// The children of a new unit: the first `starting.count` running on `starting.machine`
+/// (their dispatching process starts them the moment the commit is durable), the rest pending.
+fn children_of(unit: &Delegation, starting: &Starting, now: Timestamp) -> Vec<Child> {
+    (0..unit.task_count())
         .map(|index| {
             let starts = index < starting.count;
             Child {
-                delegation_id: id.clone(),
+                delegation_id: unit.id.clone(),
                 index,
                 status: if starts {
                     ChildStatus::Running
@@ -364,20 +421,12 @@ fn dispatch_in(
                 exit_code: None,
                 signal: None,
                 progress: Progress::default(),
-                transcript: transcript_dir
+                transcript: unit
+                    .transcript_dir
                     .as_ref()
                     .map(|dir| format!("{dir}/task-{index}.log")),
                 machine: starts.then(|| starting.machine.clone()).flatten(),
             }
         })
-        .collect();
-    w.put_children(&children)?;
-    Ok((
-        Admission {
-            delegation: unit,
-            queue_position,
-            already_recorded: false,
-        },
-        true,
-    ))
+        .collect()
 }
