@@ -211,7 +211,6 @@ impl Ledger {
         how: FinishAs,
         now: Timestamp,
     ) -> Result<FinishChild> {
-        let FinishAs { started, leaving } = how;
         if !outcome.status.is_terminal() {
             return Err(LedgerError::Invalid(format!(
                 "cannot finish task {} of {id} with status {}",
@@ -220,98 +219,7 @@ impl Ledger {
         }
         let id = id.clone();
         self.write_grouped(move |_, w| {
-            let id = &id;
-            // A unit of several tasks that is not terminal has a tally: this child and the
-            // tally are all that is read (the tally names the unit's host too). A unit of one
-            // task, and units recorded by an older build, have none and are read whole.
-            let tally = w.tally(id)?;
-            let unit = match tally {
-                Some(_) => None,
-                None => Some(
-                    w.delegation(id.as_str())?
-                        .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?,
-                ),
-            };
-            match (&tally, &unit) {
-                (Some(tally), _) => check_host(w, id, tally.host, writer)?,
-                (None, Some(unit)) => check_owner(w, unit, writer)?,
-                (None, None) => check_host(w, id, None, writer)?,
-            }
-            let mut child = w
-                .child(id, outcome.index)?
-                .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
-            if child.status.is_terminal() {
-                return Ok((
-                    FinishChild {
-                        published: false,
-                        unit_status: None,
-                        left: false,
-                    },
-                    false,
-                ));
-            }
-            if let Some(progress) = progress.clone() {
-                child.progress = progress;
-            }
-            match started {
-                Some(process) => {
-                    child.process.get_or_insert(process);
-                    // The child's own start, not its dispatch's.
-                    child.started_at = outcome.started_at.or(child.started_at);
-                }
-                // Recorded running by its dispatch but never started (it could not, or its
-                // unit was interrupted first): its outcome says whether it ever ran.
-                None if child.process.is_none() => child.started_at = outcome.started_at,
-                None => {}
-            }
-            apply_outcome(&mut child, &outcome);
-            w.put_child(&child)?;
-            let key = EventKey::Task(outcome.index);
-            let status = outcome.status;
-            let inline = match (&tally, &unit) {
-                (Some(tally), _) => tally.session.is_none(),
-                (None, Some(unit)) => unit.session.is_none(),
-                (None, None) => false,
-            };
-            let unit_status = match (tally, unit) {
-                (Some(mut tally), _) => {
-                    let owner = Owner {
-                        id,
-                        session: tally.session.as_ref(),
-                        delivery: tally.delivery,
-                    };
-                    publish_in(w, owner, key, EventPayload::Task(outcome.clone()), now)?;
-                    tally.add(status);
-                    settle_tallied(w, id, tally, now)?
-                }
-                (None, Some(unit)) => {
-                    publish_in(
-                        w,
-                        Owner::of(&unit),
-                        key,
-                        EventPayload::Task(outcome.clone()),
-                        now,
-                    )?;
-                    settle_unit(w, unit, now)?
-                }
-                (None, None) => None,
-            };
-            let left = match (unit_status, leaving) {
-                (Some(_), Some(host)) if inline => {
-                    deliver_inline(w, id, now)?;
-                    release_host(w, host)?;
-                    true
-                }
-                _ => false,
-            };
-            Ok((
-                FinishChild {
-                    published: true,
-                    unit_status,
-                    left,
-                },
-                true,
-            ))
+            finish_in(w, &id, writer, &outcome, progress.clone(), how, now)
         })
     }
 
@@ -407,6 +315,137 @@ pub(crate) fn recorded(
         }
     }
     seen
+}
+
+/// What a child's finish reads of its unit: a unit of several tasks that is not terminal has
+/// a tally (which names the unit's host too), and that is all it reads; a unit of one task,
+/// and units recorded by an older build, have none and are read whole.
+enum Finishing {
+    Tallied(UnitTally),
+    Whole(Delegation),
+}
+
+impl Finishing {
+    /// Whether the unit is inline (it has no session).
+    fn is_inline(&self) -> bool {
+        match self {
+            Finishing::Tallied(tally) => tally.session.is_none(),
+            Finishing::Whole(unit) => unit.session.is_none(),
+        }
+    }
+}
+
+/// Finishes child `outcome.index` of `id` inside `w` (see [`Ledger::finish_child_as`]);
+/// returns what it did and whether anything was written.
+fn finish_in(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    writer: HostId,
+    outcome: &ChildOutcome,
+    progress: Option<Progress>,
+    how: FinishAs,
+    now: Timestamp,
+) -> Result<(FinishChild, bool)> {
+    let finishing = finishing(w, id, writer)?;
+    let mut child = w
+        .child(id, outcome.index)?
+        .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
+    if child.status.is_terminal() {
+        let nothing = FinishChild {
+            published: false,
+            unit_status: None,
+            left: false,
+        };
+        return Ok((nothing, false));
+    }
+    record_final(&mut child, outcome, progress, how.started);
+    w.put_child(&child)?;
+    let inline = finishing.is_inline();
+    let unit_status = publish_and_settle(w, id, finishing, outcome, now)?;
+    let left = match (unit_status, how.leaving) {
+        (Some(_), Some(host)) if inline => {
+            deliver_inline(w, id, now)?;
+            release_host(w, host)?;
+            true
+        }
+        _ => false,
+    };
+    let finished = FinishChild {
+        published: true,
+        unit_status,
+        left,
+    };
+    Ok((finished, true))
+}
+
+/// What finishing a child of `id` reads of its unit, once `writer` is found to own it.
+fn finishing(w: &Writer<'_>, id: &DelegationId, writer: HostId) -> Result<Finishing> {
+    match w.tally(id)? {
+        Some(tally) => {
+            check_host(w, id, tally.host, writer)?;
+            Ok(Finishing::Tallied(tally))
+        }
+        None => {
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
+            Ok(Finishing::Whole(unit))
+        }
+    }
+}
+
+/// Applies a finished child's outcome, final progress and process (`started`) to its record.
+fn record_final(
+    child: &mut Child,
+    outcome: &ChildOutcome,
+    progress: Option<Progress>,
+    started: Option<ProcessId>,
+) {
+    if let Some(progress) = progress {
+        child.progress = progress;
+    }
+    match started {
+        Some(process) => {
+            child.process.get_or_insert(process);
+            // The child's own start, not its dispatch's.
+            child.started_at = outcome.started_at.or(child.started_at);
+        }
+        // Recorded running by its dispatch but never started (it could not, or its unit was
+        // interrupted first): its outcome says whether it ever ran.
+        None if child.process.is_none() => child.started_at = outcome.started_at,
+        None => {}
+    }
+    apply_outcome(child, outcome);
+}
+
+/// Publishes a finished child's `task:N` event and settles its unit: returns the unit's final
+/// status if this child was its last.
+fn publish_and_settle(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    finishing: Finishing,
+    outcome: &ChildOutcome,
+    now: Timestamp,
+) -> Result<Option<UnitStatus>> {
+    let key = EventKey::Task(outcome.index);
+    let payload = EventPayload::Task(outcome.clone());
+    match finishing {
+        Finishing::Tallied(mut tally) => {
+            let owner = Owner {
+                id,
+                session: tally.session.as_ref(),
+                delivery: tally.delivery,
+            };
+            publish_in(w, owner, key, payload, now)?;
+            tally.add(outcome.status);
+            settle_tallied(w, id, tally, now)
+        }
+        Finishing::Whole(unit) => {
+            publish_in(w, Owner::of(&unit), key, payload, now)?;
+            settle_unit(w, unit, now)
+        }
+    }
 }
 
 /// Refuses a host's write about `unit` unless the host (`writer`, its fencing epoch) still owns
