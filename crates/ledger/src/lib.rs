@@ -9,6 +9,13 @@
 //! change is one short transaction; every settlement is checked against the claim's fencing
 //! token and returns the transition that really happened.
 //!
+//! Imports go one way: the operation modules (`events.rs`, `units.rs`, `children.rs`, … : thin
+//! `impl Ledger` blocks) → `txn/` (what runs inside a transaction and more than one operation
+//! uses) → `rules.rs`, `model/`, `store/`. No operation module imports another, and neither
+//! `txn/` nor the store imports one (checked by `xtask/src/boundaries.rs`). Test support lives
+//! in `hermes-testkit`; what of it needs this crate's insides (`testing/`) is compiled only for
+//! tests, with the `testing` feature that only dev-dependencies enable.
+//!
 //! This crate must never hold a transaction across an `.await`, a child wait or terminal I/O,
 //! never read a clock for what it records (callers pass `now`; the only timing here is the
 //! pause between retries of a lost serialization race or a failed connection), never touch a
