@@ -322,7 +322,7 @@ pub(crate) fn recorded(
 /// and units recorded by an older build, have none and are read whole.
 enum Finishing {
     Tallied(UnitTally),
-    Whole(Delegation),
+    Whole(Box<Delegation>),
 }
 
 impl Finishing {
@@ -390,7 +390,7 @@ fn finishing(w: &Writer<'_>, id: &DelegationId, writer: HostId) -> Result<Finish
                 .delegation(id.as_str())?
                 .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
             check_owner(w, &unit, writer)?;
-            Ok(Finishing::Whole(unit))
+            Ok(Finishing::Whole(Box::new(unit)))
         }
     }
 }
@@ -443,7 +443,7 @@ fn publish_and_settle(
         }
         Finishing::Whole(unit) => {
             publish_in(w, Owner::of(&unit), key, payload, now)?;
-            settle_unit(w, unit, now)
+            settle_unit(w, *unit, now)
         }
     }
 }
