@@ -3,9 +3,10 @@
 //! A SIGKILL leaves the page cache intact, so a crash test with `kill -9` would pass with no
 //! fsync at all. Here the storage is a `PowerCutBackend` (`power_loss/disk.rs`):
 //! written-but-unsynced data is volatile, and at a random cut (the n-th write or sync, drawn
-//! from a seeded RNG) everything not yet synced is lost, except a random prefix of the last unsynced write (a torn write). The ledger
-//! runs in `ConcurrencyMode::MultiWriter` on it, as in production: byte-range locks are
-//! delegated to redb's `FileBackend` on a scratch file, data lives in memory.
+//! from a seeded RNG) everything not yet synced is lost, except a random prefix of the last
+//! unsynced write (a torn write). The ledger runs in `ConcurrencyMode::MultiWriter` on it, as
+//! in production: byte-range locks are delegated to redb's `FileBackend` on a scratch file,
+//! data lives in memory.
 //!
 //! After each cut the surviving image is reopened and checked: it opens, every operation that
 //! returned success before the cut is there (published stays published, acked stays delivered,
