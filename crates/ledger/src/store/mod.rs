@@ -346,6 +346,7 @@ pub(crate) fn event_ref(path: &Path, id: &str, code: u32) -> Result<EventRef> {
 }
 
 /// Whether `key` names one of the first `task_count` children.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn is_task_of(key: EventKey, task_count: u32) -> bool {
     matches!(key, EventKey::Task(n) if n < task_count)
 }

@@ -48,7 +48,9 @@ mod write;
 
 pub use credentials::url_without_password;
 pub use listen::{Listener, Notice};
+pub(crate) use retry::Pg;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use retry::off_runtime;
 pub use retry::serialization_failures;
-pub(crate) use retry::{Pg, off_runtime};
 pub use schema::SCHEMA_VERSION;
 pub use url::{PgEnv, PgTarget, is_postgres_url};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use postgres::IsolationLevel;
 
 use super::pool::Conns;
-use super::tx::{Columns, Tx};
+use super::tx::Tx;
 use super::url::PgTarget;
 use crate::error::{LedgerError, Result};
 use crate::store::{Counters, Reader, Writer};
@@ -136,10 +136,12 @@ impl Pg {
     }
 
     /// Runs a one-value query on a pooled connection (tests).
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn query_value<T>(&self, sql: &str) -> Result<T>
     where
         T: for<'r> postgres::types::FromSql<'r> + Send,
     {
+        use super::tx::Columns;
         off_runtime(|| {
             let mut conn = self.take()?;
             let rows = conn
