@@ -287,6 +287,7 @@ impl Ledger {
 
     /// The claim a token names, if it is still recorded (a claim that acked stays recorded
     /// until retention purges its unit).
+    #[cfg(any(test, feature = "testing"))]
     pub fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
         self.read_one(|r| r.claim_record(token))
     }
