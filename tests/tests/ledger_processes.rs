@@ -9,8 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hermes_ledger::testing::TestBackend;
 use hermes_ledger::*;
+use hermes_testkit::TestBackend;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_ledger-worker");
 

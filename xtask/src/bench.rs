@@ -290,7 +290,7 @@ fn reference() -> Result<f64> {
 
 /// The release `ledger-worker`, built now: the contended figures' processes, and what creates
 /// databases and reads the server's statement counts for xtask, which names no PostgreSQL
-/// crate (`hermes_ledger::testing` through it).
+/// crate (`hermes_testkit` through it).
 fn ledger_worker(pg_url: &str) -> Result<PathBuf> {
     let status = cargo(pg_url)
         .args(["build", "--quiet", "--release", "-p", "hermes-tests"])

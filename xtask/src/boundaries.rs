@@ -62,19 +62,29 @@ const FORBIDDEN_IO: [&str; 11] = [
     "println!",
     "eprintln!",
 ];
-/// The ledger's operation modules: the store below them never imports one (it only reads and
-/// writes records), so a backend is one folder under `store/` and nothing else.
-const LEDGER_OPERATIONS: [&str; 9] = [
-    "events",
-    "units",
-    "children",
-    "interrupts",
-    "pools",
-    "sessions",
-    "recovery",
-    "queries",
-    "overview",
+/// The top-level modules of the ledger's `src/` (files `x.rs` or folders `x/`) that are not
+/// operation modules: the crate root, the façade and its group commit, errors, the codec, the
+/// pure rules, the layers below the operations (`txn/`, `store/`, `model/`) and test-only
+/// modules. Every other top-level module is an operation module (a file of `impl Ledger`
+/// methods), so a new one is checked from the day it is added.
+const LEDGER_NOT_OPERATIONS: [&str; 13] = [
+    "lib",
+    "ledger",
+    "group",
+    "observe",
+    "error",
+    "codec",
+    "rules",
+    "txn",
+    "store",
+    "model",
+    "agree",
+    "power_loss",
+    "testing",
 ];
+/// The ledger's in-transaction layer: below every operation module, above `rules`, `model` and
+/// `store`.
+const LEDGER_TXN: &str = "txn";
 /// What the ledger's pure rules (`rules.rs`) may import from their crate: types only.
 const RULES_IMPORT: &str = "crate::model";
 /// The package that holds these rules (and so names every forbidden crate in its text).
@@ -291,33 +301,80 @@ fn check_metadata(metadata: &Value) -> Result<()> {
     Ok(())
 }
 
-/// The layers inside the ledger: `store/` imports no operation module, and `rules.rs` imports
-/// nothing of its crate but `model`.
+/// The layers inside the ledger: an operation module imports no other operation module, the
+/// in-transaction layer (`txn/`) and the store (`store/`) import none at all, and `rules.rs`
+/// imports nothing of its crate but `model`. Imports go one way: operations → `txn` →
+/// (`rules`, `model`, `store`).
 fn ledger_layers(src: &Path) -> Result<Vec<String>> {
+    let read = |path: &Path| {
+        fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    };
     let mut problems = Vec::new();
     // A ledger without these files (the fake workspaces of the tests below) has no layers to
     // check.
     if !src.join("store").is_dir() || !src.join("rules.rs").is_file() {
         return Ok(problems);
     }
-    for (path, text) in sources(&src.join("store"))? {
-        let imported = crate_paths(&text);
-        for op in LEDGER_OPERATIONS {
-            let module = format!("crate::{op}");
-            if imported
+    // Every top-level module not listed as something else is an operation module, found.
+    let mut operations = Vec::new();
+    for entry in fs::read_dir(src).with_context(|| format!("listing {}", src.display()))? {
+        let path = entry?.path();
+        let name = match path.file_stem().and_then(|n| n.to_str()) {
+            Some(name) if path.is_dir() || path.extension().is_some_and(|e| e == "rs") => name,
+            _ => continue,
+        };
+        if !LEDGER_NOT_OPERATIONS.contains(&name) {
+            operations.push(name.to_owned());
+        }
+    }
+    operations.sort();
+    let imports = |text: &str, op: &str| {
+        let module = format!("crate::{op}");
+        crate_paths(text)
+            .iter()
+            .any(|p| p == &module || p.starts_with(&format!("{module}::")))
+    };
+    for (layer, why) in [
+        ("store", "the store never imports an operation module"),
+        (
+            LEDGER_TXN,
+            "txn/ sits below the operations and imports none",
+        ),
+    ] {
+        if !src.join(layer).is_dir() {
+            continue;
+        }
+        for (path, text) in sources(&src.join(layer))? {
+            for op in operations.iter().filter(|op| imports(&text, op)) {
+                problems.push(format!("{} imports crate::{op}; {why}", path.display()));
+            }
+        }
+    }
+    for own in &operations {
+        let file = src.join(format!("{own}.rs"));
+        let mut files = if file.is_file() {
+            vec![(file.clone(), read(&file)?)]
+        } else {
+            Vec::new()
+        };
+        if src.join(own).is_dir() {
+            files.extend(sources(&src.join(own))?);
+        }
+        for (path, text) in files {
+            for op in operations
                 .iter()
-                .any(|p| p == &module || p.starts_with(&format!("{module}::")))
+                .filter(|op| *op != own && imports(&text, op))
             {
                 problems.push(format!(
-                    "{} imports crate::{op}; the store never imports an operation module",
+                    "{} imports crate::{op}; an operation module imports no other operation \
+                     module (move what both need into {LEDGER_TXN}/)",
                     path.display()
                 ));
             }
         }
     }
     let rules = src.join("rules.rs");
-    let text =
-        fs::read_to_string(&rules).with_context(|| format!("reading {}", rules.display()))?;
+    let text = read(&rules)?;
     for name in crate_paths(&text) {
         if name != RULES_IMPORT && !name.starts_with(&format!("{RULES_IMPORT}::")) {
             problems.push(format!(
@@ -620,13 +677,42 @@ mod tests {
         assert!(!names_crate_root("let url = \"postgres://x\";", "postgres"));
     }
 
+    /// A fake ledger `src/` with a store, the rules, the in-transaction layer and two operation
+    /// modules, each importing only what it may.
+    fn fake_ledger(src: &Path) {
+        fs::create_dir_all(src.join("store/pg")).expect("mkdir");
+        fs::create_dir_all(src.join("txn")).expect("mkdir");
+        fs::create_dir_all(src.join("model")).expect("mkdir");
+        for (file, text) in [
+            (
+                "lib.rs",
+                "mod events;\nmod units;\nmod txn;\npub use units::Admission;\n",
+            ),
+            ("ledger.rs", "use crate::group::GroupCommit;\n"),
+            ("rules.rs", "use crate::model::Event;\n"),
+            ("store/pg/read.rs", "use crate::model::Event;\n"),
+            (
+                "txn/publish.rs",
+                "use crate::{model::Event, rules, store::Writer};\n",
+            ),
+            (
+                "events.rs",
+                "use crate::txn::publish::{Owner, publish_in};\n",
+            ),
+            (
+                "units.rs",
+                "use crate::{ledger::Ledger, txn::publish::Owner};\n",
+            ),
+        ] {
+            fs::write(src.join(file), text).expect("write");
+        }
+    }
+
     #[test]
     fn the_ledgers_store_and_rules_keep_to_their_layers() {
         let dir = tempfile::tempdir().expect("tempdir");
         let src = dir.path();
-        fs::create_dir_all(src.join("store/pg")).expect("mkdir");
-        fs::write(src.join("rules.rs"), "use crate::model::Event;\n").expect("write");
-        fs::write(src.join("store/pg/read.rs"), "use crate::model::Event;\n").expect("write");
+        fake_ledger(src);
         assert!(ledger_layers(src).expect("reads").is_empty());
         fs::write(src.join("store/pg/read.rs"), "use crate::units::Owner;\n").expect("write");
         fs::write(src.join("rules.rs"), "use crate::events::Claim;\n").expect("write");
@@ -640,7 +726,8 @@ mod tests {
     fn grouped_crate_imports_are_seen_by_the_layer_checks() {
         let dir = tempfile::tempdir().expect("tempdir");
         let src = dir.path();
-        fs::create_dir_all(src.join("store")).expect("mkdir");
+        fake_ledger(src);
+        fs::write(src.join("recovery.rs"), "").expect("write");
         fs::write(
             src.join("rules.rs"),
             "use crate::{model::Event, units::Owner};\nuse crate::model;\n",
@@ -655,6 +742,41 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("crate::recovery"), "{problems:?}");
         assert!(problems[1].contains("crate::units::Owner"), "{problems:?}");
+    }
+
+    #[test]
+    fn an_operation_module_imports_no_other_and_txn_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = dir.path();
+        fake_ledger(src);
+        // An operation module added since the check was written is found, as a file and as a
+        // folder; listed modules (`ledger.rs`, `txn/`) are not operation modules.
+        fs::write(src.join("fresh.rs"), "use crate::ledger::Ledger;\n").expect("write");
+        fs::create_dir_all(src.join("folded")).expect("mkdir");
+        fs::write(src.join("folded/mod.rs"), "").expect("write");
+        assert!(ledger_layers(src).expect("reads").is_empty());
+        fs::write(
+            src.join("units.rs"),
+            "use crate::{events::publish_in, txn::publish::Owner};\n",
+        )
+        .expect("write");
+        fs::write(src.join("folded/part.rs"), "fn f() { crate::fresh::g() }\n").expect("write");
+        fs::write(src.join("txn/publish.rs"), "use crate::units::Owner;\n").expect("write");
+        let mut problems = ledger_layers(src).expect("reads");
+        problems.sort();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems[0].contains("folded/part.rs imports crate::fresh; an operation module"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("txn/publish.rs imports crate::units; txn/"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[2].contains("units.rs imports crate::events; an operation module"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -155,7 +155,7 @@ fn main() -> Result<()> {
     let pg = Bench {
         exe: exe.clone(),
         home: pg_home.path().to_owned(),
-        ledger_url: Some(hermes_ledger::testing::fresh_database(&admin)),
+        ledger_url: Some(hermes_testkit::fresh_database(&admin)),
         fast_sweeps: true,
     };
     pg.ok(&["delegate", "--session", "B", "--", "true"])?;
@@ -188,14 +188,14 @@ fn main() -> Result<()> {
 /// `pg_cli_statements_per_event` (see the module docs).
 fn statements_per_event(exe: &Path, admin: &str) -> Result<f64> {
     let home = support::private_home()?;
-    let url = hermes_ledger::testing::fresh_database(admin);
+    let url = hermes_testkit::fresh_database(admin);
     let bench = Bench {
         exe: exe.to_owned(),
         home: home.path().to_owned(),
         ledger_url: Some(url.clone()),
         fast_sweeps: false,
     };
-    hermes_ledger::testing::reset_statements(admin, &url);
+    hermes_testkit::reset_statements(admin, &url);
     for _ in 0..CLI_UNITS {
         bench.ok(&["delegate", "--session", "B", "--", "true"])?;
     }
@@ -216,7 +216,7 @@ fn statements_per_event(exe: &Path, admin: &str) -> Result<f64> {
         drains += 1;
         delivered += out["envelopes"].as_array().map_or(0, Vec::len);
     }
-    let statements = hermes_ledger::testing::statements_run(admin, &url);
+    let statements = hermes_testkit::statements_run(admin, &url);
     if delivered != CLI_UNITS {
         bail!("{delivered} envelopes delivered for {CLI_UNITS} units");
     }

@@ -136,7 +136,7 @@ impl Bench {
     fn new(exe: &Path, admin: &str) -> Result<Bench> {
         Ok(Bench {
             exe: exe.to_owned(),
-            url: hermes_ledger::testing::fresh_database(admin),
+            url: hermes_testkit::fresh_database(admin),
             dispatcher: support::private_home()?,
             workers: Vec::new(),
         })

@@ -55,7 +55,7 @@ fn drain_all(h: &Hermes, session: &str, ids: &[&str]) -> HashMap<String, (u32, V
 
 #[test]
 fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_there() {
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let a = Hermes::sharing(&url);
     let b = Hermes::sharing(&url);
     let (mut machine_a, ids) = common::machine_dispatching(
@@ -146,7 +146,7 @@ fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_ther
 
 #[test]
 fn each_machine_runs_its_own_max_concurrent_children() {
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let (a, b) = (Hermes::sharing(&url), Hermes::sharing(&url));
     // Two slots per machine (TIMINGS): A fills its own with two long units.
     let script = "\"$HERMES\" delegate --session A -- sleep 300 && \

@@ -216,9 +216,7 @@ fn a_damaged_ledger_exits_6_with_one_line() {
             );
         }
         // A database whose schema a newer hermes wrote.
-        Some(url) => {
-            hermes_ledger::testing::set_schema_version(url, hermes_ledger::SCHEMA_VERSION + 1)
-        }
+        Some(url) => hermes_testkit::set_schema_version(url, hermes_ledger::SCHEMA_VERSION + 1),
     }
     for args in [
         &["delegation", "list"][..],
@@ -430,9 +428,9 @@ fn ledger_info_and_migrate_say_which_ledger_without_a_password() {
 fn ledger_info_on_a_new_ledger_finds_no_schema_and_creates_none() {
     let h = Hermes::new();
     // An empty database on PostgreSQL (the suite's own come with the schema already).
-    let empty = h.on_postgres().then(|| {
-        hermes_ledger::testing::fresh_empty_database(&hermes_ledger::testing::pg_admin_url())
-    });
+    let empty = h
+        .on_postgres()
+        .then(|| hermes_testkit::fresh_empty_database(&hermes_testkit::pg_admin_url()));
     let env: Vec<(&str, &str)> = empty
         .iter()
         .map(|url| ("HERMES_LEDGER_URL", url.as_str()))

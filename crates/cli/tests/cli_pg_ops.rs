@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{Hermes, wait_for};
-use hermes_ledger::testing::{fresh_database, pg_admin_url};
 use hermes_pgcluster::FaultProxy;
+use hermes_testkit::{fresh_database, pg_admin_url};
 use serde_json::Value;
 
 /// The simple-query message that commits a transaction, as the client sends it.
@@ -611,7 +611,7 @@ fn dbname(url: &str) -> &str {
 /// Whether a backend of `direct`'s database last ran `LISTEN` on one of hermes' own channels
 /// (a listener that connected past the pooler; one behind it never listens on them).
 fn listening_directly(direct: &str) -> bool {
-    hermes_ledger::testing::query_bools(
+    hermes_testkit::query_bools(
         direct,
         "SELECT count(*) > 0 FROM pg_stat_activity \
          WHERE datname = current_database() AND query LIKE 'LISTEN hermes\\_events%'",
@@ -626,9 +626,8 @@ fn listening_directly(direct: &str) -> bool {
 /// connection, where the waiting drain listens.
 #[test]
 fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_once() {
-    let bouncer =
-        hermes_ledger::testing::pg_bouncer(hermes_ledger::testing::PoolMode::Transaction, 3);
-    let direct = hermes_ledger::testing::fresh_empty_database(&pg_admin_url());
+    let bouncer = hermes_testkit::pg_bouncer(hermes_testkit::PoolMode::Transaction, 3);
+    let direct = hermes_testkit::fresh_empty_database(&pg_admin_url());
     let h = Hermes::sharing(&bouncer.url(dbname(&direct)));
     let migrated = h.json(&["ledger", "migrate", "--json"]);
     assert_eq!(
@@ -710,7 +709,7 @@ fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_on
 fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit_6() {
     let db = fresh_database(&pg_admin_url());
     let role = format!("capped_{}", std::process::id());
-    hermes_ledger::testing::execute_sql(
+    hermes_testkit::execute_sql(
         &db,
         &format!(
             "CREATE ROLE {role} LOGIN PASSWORD 'pw'; \
@@ -741,10 +740,10 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
     common::wait_for(
         std::time::Duration::from_secs(10),
         "session a's host to run its child on its one connection",
-        || (running() && hermes_ledger::testing::connections_of(&db, &role) == 1).then_some(()),
+        || (running() && hermes_testkit::connections_of(&db, &role) == 1).then_some(()),
     );
-    let held = hermes_ledger::testing::connections_of(&db, &role);
-    hermes_ledger::testing::execute_sql(
+    let held = hermes_testkit::connections_of(&db, &role);
+    hermes_testkit::execute_sql(
         &db,
         &format!("ALTER ROLE {role} CONNECTION LIMIT {}", held + 1),
     );
@@ -758,7 +757,7 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
         "{}",
         refused.stderr
     );
-    hermes_ledger::testing::execute_sql(&db, &format!("ALTER ROLE {role} CONNECTION LIMIT -1"));
+    hermes_testkit::execute_sql(&db, &format!("ALTER ROLE {role} CONNECTION LIMIT -1"));
     let end = h.run(&["session", "end", "a"]);
     assert_eq!(end.code, 0, "{}", end.stderr);
 }
@@ -792,7 +791,7 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
     });
     assert_eq!(status()["tasks"][0]["recording"], Value::Null);
 
-    hermes_ledger::testing::fail_event_writes(&url, true);
+    hermes_testkit::fail_event_writes(&url, true);
     std::fs::write(&go, b"").expect("the child may finish");
     let recording = wait_for(
         Duration::from_secs(15),
@@ -814,7 +813,7 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
         text.stdout
     );
 
-    hermes_ledger::testing::fail_event_writes(&url, false);
+    hermes_testkit::fail_event_writes(&url, false);
     let done = wait_for(Duration::from_secs(20), "the result is recorded", || {
         let value = status();
         (value["status"] == "completed").then_some(value)
@@ -924,7 +923,7 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
         common::wait_for(limit, &format!("{name} to hold one connection"), || {
             let status = dispatcher.json(&["delegation", "status", id, "--json"]);
             let running = status["tasks"][0]["pid"].is_u64();
-            (running && hermes_ledger::testing::connections_named(&url, name) == 1).then_some(())
+            (running && hermes_testkit::connections_named(&url, name) == 1).then_some(())
         });
     }
 }

@@ -346,7 +346,7 @@ fn ledger_info_answers_for_an_unreachable_server_and_names_a_missing_password() 
     assert!(!error.contains("secret"), "{error}");
 
     // The server answers, asking for a password the URL does not give.
-    let admin = hermes_ledger::testing::pg_admin_url();
+    let admin = hermes_testkit::pg_admin_url();
     let (head, rest) = admin.split_once('@').expect("user@host");
     let user = head.rsplit_once(':').expect("user:password").0;
     let without = Hermes::sharing(&format!("{user}@{rest}"));

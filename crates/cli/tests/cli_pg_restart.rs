@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use common::{Hermes, wait_for};
 
-/// Restarts the throwaway server (`hermes_ledger::testing::pg_server`), as the user that owns its data
+/// Restarts the throwaway server (`hermes_testkit::pg_server`), as the user that owns its data
 /// directory.
 fn restart_server() {
-    let server = hermes_ledger::testing::pg_server();
+    let server = hermes_testkit::pg_server();
     let (dir, bin) = (server.dir.display(), server.bin.display());
     let data = format!("{dir}/data");
     let owner = std::fs::metadata(&data).expect("the data directory").uid();
@@ -48,7 +48,7 @@ fn restart_server() {
 
 #[test]
 fn a_server_restart_under_a_running_host_loses_and_doubles_nothing() {
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let h = Hermes::sharing(&url);
     let timings = [
         ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),

@@ -47,7 +47,7 @@ impl Cluster {
     /// started within a clock tick of the others — as containers started together on one node
     /// are. Each must register and serve, none taken for another.
     fn start() -> Cluster {
-        let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+        let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
         let dispatcher = Hermes::sharing(&url);
         let records = tempfile::tempdir().expect("records dir");
         let mut cluster = Cluster {

@@ -492,7 +492,7 @@ fn status_shows_a_stalling_child_and_its_stall_fields_during_the_grace_period() 
 /// delivers, instead of exiting 6 at its next look.
 #[test]
 fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let h = Hermes::sharing(&url);
     let go = h.path().join("go");
     let script = common::until_told(&go, "reconnected");
@@ -528,9 +528,9 @@ fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
                   AND query NOT LIKE 'SELECT set_config%' AND query NOT LIKE 'LISTEN%' \
                   AND query NOT LIKE 'SELECT pg_notify%'";
     wait_for(Duration::from_secs(20), "the drain to wait", || {
-        (hermes_ledger::testing::query_bools(&url, looked) == vec![true]).then_some(())
+        (hermes_testkit::query_bools(&url, looked) == vec![true]).then_some(())
     });
-    let ended = hermes_ledger::testing::terminate_connections(&url);
+    let ended = hermes_testkit::terminate_connections(&url);
     assert!(ended >= 2, "{ended} connections ended");
     std::fs::write(&go, b"").expect("the child may finish");
     let out = drain.wait_with_output().expect("drain ends");

@@ -371,7 +371,7 @@ fn a_lost_machines_session_resumes_on_another_and_shows_each_result_once() {
         ("HERMES_HOST_LEASE_SECONDS", "3"),
         ("HERMES_HOST_HEARTBEAT_SECONDS", "0.5"),
     ];
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let (a, b) = (Hermes::sharing(&url), Hermes::sharing(&url));
     let (mut machine_a, ids) =
         common::machine_dispatching(&a, "M", &["echo before-the-loss", "exec sleep 300"], &LEASE);

@@ -257,7 +257,7 @@ fn pg_admin() -> std::result::Result<String, String> {
 
 /// A ledger on a fresh, empty database of the server `admin` names, and its URL.
 fn fresh_pg(admin: &str) -> Result<(Ledger, String)> {
-    let url = hermes_ledger::testing::fresh_database(admin);
+    let url = hermes_testkit::fresh_database(admin);
     let ledger = Ledger::open_at(
         &Location::from_url(Some(&url), std::path::Path::new(""), None)?,
         LedgerConfig::default(),
@@ -298,11 +298,11 @@ fn run() -> std::result::Result<(), String> {
     let (ledger, url) = fresh_pg(&admin).map_err(pg)?;
     let unit = dispatch(&ledger, 1).map_err(pg)?;
     // Counted from here: the cycles' statements only, not the database's set-up or dispatch.
-    hermes_ledger::testing::reset_statements(&admin, &url);
+    hermes_testkit::reset_statements(&admin, &url);
     let conflicts_before = hermes_ledger::serialization_failures();
     let (pg_cycle_per_s, cycles) = cycle(&ledger, &unit, window).map_err(pg)?;
     let pg_conflicts = hermes_ledger::serialization_failures() - conflicts_before;
-    let pg_statements = hermes_ledger::testing::statements_run(&admin, &url);
+    let pg_statements = hermes_testkit::statements_run(&admin, &url);
     let (pg_busy_per_s, pg_busy_commits) =
         busy_host(&fresh_pg(&admin).map_err(pg)?.0, units).map_err(pg)?;
     let out = format!(

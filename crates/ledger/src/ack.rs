@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use hermes_stdx::lock;
 
 use crate::error::{LedgerError, Result};
-use crate::events::standing;
 use crate::ledger::Ledger;
 use crate::model::{ClaimToken, EventState, Timestamp, Transition};
 use crate::rules::{self, Standing};
 use crate::store::{TokenAck, Writer};
+use crate::txn::claims::standing;
 
 /// How long an ack whose outcome is unknown is retried when the claim's lease was never read
 /// (the connection broke before the first statement): the shortest claim lease.

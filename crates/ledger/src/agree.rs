@@ -126,7 +126,7 @@ fn payload(index: u32, interrupted_by_session_end: bool) -> EventPayload {
     if interrupted_by_session_end {
         outcome.status = ChildStatus::Interrupted;
         outcome.detail = ExitDetail::Interrupted {
-            reason: crate::sessions::SESSION_END.into(),
+            reason: crate::txn::sessions::SESSION_END.into(),
         };
     }
     EventPayload::Task(outcome)
@@ -290,7 +290,7 @@ proptest! {
         prop_assert_eq!(&seen[0], &seen[1]);
     }
 
-    /// `hermes_publish` is `events::publish_in`: unit missing, event present, the session
+    /// `hermes_publish` is `txn::publish::publish_in`: unit missing, event present, the session
     /// ended or the payload interrupted by its end give the same answer and the same event.
     #[test]
     fn a_publish_in_sql_agrees_with_the_operation(

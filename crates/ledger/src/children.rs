@@ -2,18 +2,18 @@
 //! row keeps finishing a child O(1) in the batch's size), and the fencing check on every host
 //! write (`check_owner`).
 
-use std::collections::BTreeSet;
-
 use crate::error::{LedgerError, Result};
-use crate::events::publish_in;
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Child, ChildOutcome, ChildStatus, Delegation, DelegationId, EventKey, EventPayload, ExitDetail,
-    HostId, ProcessId, Progress, Stalling, Timestamp, UnitStatus, UnitTally,
+    Child, ChildOutcome, ChildStatus, Delegation, DelegationId, EventKey, EventPayload, HostId,
+    ProcessId, Progress, Stalling, Timestamp, UnitStatus, UnitTally,
 };
-use crate::store::{Writer, is_task_of};
-use crate::units::Owner;
+use crate::store::Writer;
+use crate::txn::finalize::{apply_outcome, force_finish};
+use crate::txn::hosts::release_host;
+use crate::txn::inline::deliver_inline;
+use crate::txn::publish::{Owner, publish_in};
 
 /// A batch of progress to persist.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,6 +182,7 @@ impl Ledger {
     /// ([`Ledger::child_started`]): a short child of an inline unit, recorded running by its
     /// dispatch ([`Ledger::register_and_dispatch`]), whose pid goes in with its outcome, in
     /// the same commit.
+    #[cfg(any(test, feature = "testing"))]
     pub fn finish_started_child(
         &self,
         writer: HostId,
@@ -210,7 +211,6 @@ impl Ledger {
         how: FinishAs,
         now: Timestamp,
     ) -> Result<FinishChild> {
-        let FinishAs { started, leaving } = how;
         if !outcome.status.is_terminal() {
             return Err(LedgerError::Invalid(format!(
                 "cannot finish task {} of {id} with status {}",
@@ -219,98 +219,7 @@ impl Ledger {
         }
         let id = id.clone();
         self.write_grouped(move |_, w| {
-            let id = &id;
-            // A unit of several tasks that is not terminal has a tally: this child and the
-            // tally are all that is read (the tally names the unit's host too). A unit of one
-            // task, and units recorded by an older build, have none and are read whole.
-            let tally = w.tally(id)?;
-            let unit = match tally {
-                Some(_) => None,
-                None => Some(
-                    w.delegation(id.as_str())?
-                        .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?,
-                ),
-            };
-            match (&tally, &unit) {
-                (Some(tally), _) => check_host(w, id, tally.host, writer)?,
-                (None, Some(unit)) => check_owner(w, unit, writer)?,
-                (None, None) => check_host(w, id, None, writer)?,
-            }
-            let mut child = w
-                .child(id, outcome.index)?
-                .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
-            if child.status.is_terminal() {
-                return Ok((
-                    FinishChild {
-                        published: false,
-                        unit_status: None,
-                        left: false,
-                    },
-                    false,
-                ));
-            }
-            if let Some(progress) = progress.clone() {
-                child.progress = progress;
-            }
-            match started {
-                Some(process) => {
-                    child.process.get_or_insert(process);
-                    // The child's own start, not its dispatch's.
-                    child.started_at = outcome.started_at.or(child.started_at);
-                }
-                // Recorded running by its dispatch but never started (it could not, or its
-                // unit was interrupted first): its outcome says whether it ever ran.
-                None if child.process.is_none() => child.started_at = outcome.started_at,
-                None => {}
-            }
-            apply_outcome(&mut child, &outcome);
-            w.put_child(&child)?;
-            let key = EventKey::Task(outcome.index);
-            let status = outcome.status;
-            let inline = match (&tally, &unit) {
-                (Some(tally), _) => tally.session.is_none(),
-                (None, Some(unit)) => unit.session.is_none(),
-                (None, None) => false,
-            };
-            let unit_status = match (tally, unit) {
-                (Some(mut tally), _) => {
-                    let owner = Owner {
-                        id,
-                        session: tally.session.as_ref(),
-                        delivery: tally.delivery,
-                    };
-                    publish_in(w, owner, key, EventPayload::Task(outcome.clone()), now)?;
-                    tally.add(status);
-                    settle_tallied(w, id, tally, now)?
-                }
-                (None, Some(unit)) => {
-                    publish_in(
-                        w,
-                        Owner::of(&unit),
-                        key,
-                        EventPayload::Task(outcome.clone()),
-                        now,
-                    )?;
-                    settle_unit(w, unit, now)?
-                }
-                (None, None) => None,
-            };
-            let left = match (unit_status, leaving) {
-                (Some(_), Some(host)) if inline => {
-                    crate::events::deliver_inline(w, id, now)?;
-                    crate::sessions::release_host(w, host)?;
-                    true
-                }
-                _ => false,
-            };
-            Ok((
-                FinishChild {
-                    published: true,
-                    unit_status,
-                    left,
-                },
-                true,
-            ))
+            finish_in(w, &id, writer, &outcome, progress.clone(), how, now)
         })
     }
 
@@ -372,6 +281,7 @@ impl Ledger {
 
     /// Whether every child of the unit has its own `task:N` event or is covered by the
     /// `terminal` event. Extra or out-of-range keys never make a unit look complete.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_fully_recorded(&self, id: &DelegationId) -> Result<bool> {
         self.read(|r| {
             let unit = r
@@ -384,13 +294,17 @@ impl Ledger {
 }
 
 /// The children of `unit` that `events` account for.
-pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTreeSet<u32> {
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn recorded(
+    unit: &Delegation,
+    events: &[crate::model::Event],
+) -> std::collections::BTreeSet<u32> {
     let n = unit.task_count();
-    let mut seen = BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
     for event in events {
         match (&event.key, &event.payload) {
             (key, EventPayload::Task(outcome))
-                if is_task_of(*key, n) && *key == EventKey::Task(outcome.index) =>
+                if crate::store::is_task_of(*key, n) && *key == EventKey::Task(outcome.index) =>
             {
                 seen.insert(outcome.index);
             }
@@ -403,14 +317,135 @@ pub(crate) fn recorded(unit: &Delegation, events: &[crate::model::Event]) -> BTr
     seen
 }
 
-fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
-    child.status = outcome.status;
-    child.ended_at = Some(outcome.ended_at);
-    child.exit_code = outcome.exit_code;
-    child.signal = outcome.signal;
-    child.started_at = child.started_at.or(outcome.started_at);
-    child.progress.api_calls = child.progress.api_calls.max(outcome.api_calls);
-    child.progress.current_tool = None;
+/// What a child's finish reads of its unit: a unit of several tasks that is not terminal has
+/// a tally (which names the unit's host too), and that is all it reads; a unit of one task,
+/// and units recorded by an older build, have none and are read whole.
+enum Finishing {
+    Tallied(UnitTally),
+    Whole(Box<Delegation>),
+}
+
+impl Finishing {
+    /// Whether the unit is inline (it has no session).
+    fn is_inline(&self) -> bool {
+        match self {
+            Finishing::Tallied(tally) => tally.session.is_none(),
+            Finishing::Whole(unit) => unit.session.is_none(),
+        }
+    }
+}
+
+/// Finishes child `outcome.index` of `id` inside `w` (see [`Ledger::finish_child_as`]);
+/// returns what it did and whether anything was written.
+fn finish_in(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    writer: HostId,
+    outcome: &ChildOutcome,
+    progress: Option<Progress>,
+    how: FinishAs,
+    now: Timestamp,
+) -> Result<(FinishChild, bool)> {
+    let finishing = finishing(w, id, writer)?;
+    let mut child = w
+        .child(id, outcome.index)?
+        .ok_or_else(|| LedgerError::ChildNotFound(id.clone(), outcome.index))?;
+    if child.status.is_terminal() {
+        let nothing = FinishChild {
+            published: false,
+            unit_status: None,
+            left: false,
+        };
+        return Ok((nothing, false));
+    }
+    record_final(&mut child, outcome, progress, how.started);
+    w.put_child(&child)?;
+    let inline = finishing.is_inline();
+    let unit_status = publish_and_settle(w, id, finishing, outcome, now)?;
+    let left = match (unit_status, how.leaving) {
+        (Some(_), Some(host)) if inline => {
+            deliver_inline(w, id, now)?;
+            release_host(w, host)?;
+            true
+        }
+        _ => false,
+    };
+    let finished = FinishChild {
+        published: true,
+        unit_status,
+        left,
+    };
+    Ok((finished, true))
+}
+
+/// What finishing a child of `id` reads of its unit, once `writer` is found to own it.
+fn finishing(w: &Writer<'_>, id: &DelegationId, writer: HostId) -> Result<Finishing> {
+    match w.tally(id)? {
+        Some(tally) => {
+            check_host(w, id, tally.host, writer)?;
+            Ok(Finishing::Tallied(tally))
+        }
+        None => {
+            let unit = w
+                .delegation(id.as_str())?
+                .ok_or_else(|| LedgerError::DelegationNotFound(id.clone()))?;
+            check_owner(w, &unit, writer)?;
+            Ok(Finishing::Whole(Box::new(unit)))
+        }
+    }
+}
+
+/// Applies a finished child's outcome, final progress and process (`started`) to its record.
+fn record_final(
+    child: &mut Child,
+    outcome: &ChildOutcome,
+    progress: Option<Progress>,
+    started: Option<ProcessId>,
+) {
+    if let Some(progress) = progress {
+        child.progress = progress;
+    }
+    match started {
+        Some(process) => {
+            child.process.get_or_insert(process);
+            // The child's own start, not its dispatch's.
+            child.started_at = outcome.started_at.or(child.started_at);
+        }
+        // Recorded running by its dispatch but never started (it could not, or its unit was
+        // interrupted first): its outcome says whether it ever ran.
+        None if child.process.is_none() => child.started_at = outcome.started_at,
+        None => {}
+    }
+    apply_outcome(child, outcome);
+}
+
+/// Publishes a finished child's `task:N` event and settles its unit: returns the unit's final
+/// status if this child was its last.
+fn publish_and_settle(
+    w: &Writer<'_>,
+    id: &DelegationId,
+    finishing: Finishing,
+    outcome: &ChildOutcome,
+    now: Timestamp,
+) -> Result<Option<UnitStatus>> {
+    let key = EventKey::Task(outcome.index);
+    let payload = EventPayload::Task(outcome.clone());
+    match finishing {
+        Finishing::Tallied(mut tally) => {
+            let owner = Owner {
+                id,
+                session: tally.session.as_ref(),
+                delivery: tally.delivery,
+            };
+            publish_in(w, owner, key, payload, now)?;
+            tally.add(outcome.status);
+            settle_tallied(w, id, tally, now)
+        }
+        Finishing::Whole(unit) => {
+            publish_in(w, Owner::of(&unit), key, payload, now)?;
+            settle_unit(w, *unit, now)
+        }
+    }
 }
 
 /// Refuses a host's write about `unit` unless the host (`writer`, its fencing epoch) still owns
@@ -509,83 +544,4 @@ fn settle_unit(w: &Writer<'_>, mut unit: Delegation, now: Timestamp) -> Result<O
     unit.ended_at = Some(now);
     w.put_delegation(&unit)?;
     Ok(Some(unit.status))
-}
-
-/// Force-finalizes `unit` inside `w` (see `Ledger::finish_unit`).
-pub(crate) fn force_finish(
-    w: &Writer<'_>,
-    unit: Delegation,
-    missing: Vec<ChildOutcome>,
-    reason: &str,
-    now: Timestamp,
-) -> Result<UnitStatus> {
-    let mut covered = Vec::new();
-    for mut child in w.children(&unit.id)? {
-        if child.status.is_terminal() {
-            continue;
-        }
-        let outcome = missing
-            .iter()
-            .find(|o| o.index == child.index && o.status.is_terminal())
-            .cloned()
-            .unwrap_or_else(|| unknown_outcome(&unit, &child, reason, now));
-        apply_outcome(&mut child, &outcome);
-        w.put_child(&child)?;
-        covered.push(outcome);
-    }
-    let statuses: Vec<ChildStatus> = w.children(&unit.id)?.iter().map(|c| c.status).collect();
-    let status = UnitStatus::from_children(&statuses);
-    if !covered.is_empty() {
-        let payload = EventPayload::Terminal {
-            unit_status: status,
-            reason: reason.to_owned(),
-            children: covered,
-        };
-        publish_in(w, Owner::of(&unit), EventKey::Terminal, payload, now)?;
-    }
-    w.remove_tally(&unit.id)?;
-    let mut unit = unit;
-    unit.status = status;
-    unit.ended_at = Some(now);
-    w.put_delegation(&unit)?;
-    Ok(status)
-}
-
-/// The outcome recorded for a child whose fate is not known.
-pub(crate) fn unknown_outcome(
-    unit: &Delegation,
-    child: &Child,
-    reason: &str,
-    now: Timestamp,
-) -> ChildOutcome {
-    let started = child.status == ChildStatus::Running;
-    ChildOutcome {
-        index: child.index,
-        goal: unit.goal_of(child.index).to_owned(),
-        status: if started {
-            ChildStatus::Unknown
-        } else {
-            ChildStatus::Cancelled
-        },
-        exit_code: None,
-        signal: None,
-        started_at: child.started_at,
-        ended_at: now,
-        api_calls: child.progress.api_calls,
-        result: String::new(),
-        stderr_tail: None,
-        transcript_tail: None,
-        transcript: child.transcript.clone().unwrap_or_default(),
-        detail: if started {
-            ExitDetail::Unknown {
-                reason: reason.to_owned(),
-            }
-        } else {
-            ExitDetail::Cancelled {
-                reason: reason.to_owned(),
-            }
-        },
-        model: None,
-        usage: None,
-    }
 }

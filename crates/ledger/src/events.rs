@@ -8,13 +8,15 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
     Claim, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId,
-    DropReason, Event, EventKey, EventPayload, EventRef, EventState, ExitDetail, Lease, ProcessId,
-    Published, Refusal, Session, SessionId, SessionState, Timestamp, Transition,
+    DropReason, Event, EventKey, EventPayload, EventRef, EventState, Lease, ProcessId, Published,
+    Refusal, Session, SessionId, SessionState, Timestamp, Transition,
 };
-use crate::rules::{self, KeysCheck, Standing};
-use crate::sessions::SESSION_END;
+use crate::rules::{self, KeysCheck};
 use crate::store::Writer;
-use crate::units::Owner;
+use crate::txn::claims::held;
+use crate::txn::hosts::release_host;
+use crate::txn::inline::deliver_inline;
+use crate::txn::publish::{Owner, ended_with_its_session, publish_in};
 
 /// What a boundary looks at ([`Ledger::boundary_view`]).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -285,6 +287,7 @@ impl Ledger {
 
     /// The claim a token names, if it is still recorded (a claim that acked stays recorded
     /// until retention purges its unit).
+    #[cfg(any(test, feature = "testing"))]
     pub fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>> {
         self.read_one(|r| r.claim_record(token))
     }
@@ -395,7 +398,7 @@ impl Ledger {
     ) -> Result<Vec<Transition>> {
         self.write_then(|w| {
             let transitions = settle_inline_in(w, id, now)?;
-            crate::sessions::release_host(w, host)?;
+            release_host(w, host)?;
             Ok((transitions, true))
         })
     }
@@ -412,32 +415,6 @@ fn settle_inline_in(w: &Writer<'_>, id: &DelegationId, now: Timestamp) -> Result
         )));
     }
     deliver_inline(w, id, now)
-}
-
-/// Marks an inline unit's deliverable events delivered inside `w`, as a claim and its ack at
-/// once (one attempt each): after the run showed them ([`Ledger::settle_inline`]), or in the
-/// run's last finish (`children::FinishAs::leaving`).
-pub(crate) fn deliver_inline(
-    w: &Writer<'_>,
-    id: &DelegationId,
-    now: Timestamp,
-) -> Result<Vec<Transition>> {
-    let mut transitions = Vec::new();
-    for mut event in w.events(id)? {
-        if !event.is_deliverable(now) {
-            continue;
-        }
-        let from = event.state;
-        if let Some(lease) = event.lease.take() {
-            w.remove_claim(lease.token)?;
-        }
-        // Claimed and acked at once: one attempt, delivered.
-        event.attempts += 1;
-        rules::ack(&mut event, now);
-        w.put_event(&event)?;
-        transitions.push(rules::transition(&event, from));
-    }
-    Ok(transitions)
 }
 
 /// Applies `change` to every key `token` still holds inside `w`, or fails with `ClaimLost`
@@ -458,91 +435,6 @@ fn settle_in(
     }
     w.remove_claim(token)?;
     Ok(transitions)
-}
-
-/// The claim and its events, if `token` still holds every key it claimed.
-pub(crate) fn held(w: &Writer<'_>, token: ClaimToken) -> Result<(ClaimRecord, Vec<Event>)> {
-    match standing(w, token)? {
-        (record, events, Standing::Holds) => Ok((record, events)),
-        _ => Err(LedgerError::ClaimLost(token)),
-    }
-}
-
-/// The claim `token` names, its keys' events and where it stands (`rules::standing`); a token
-/// with no record (never issued, fenced, settled other than by an ack, or purged) or a key
-/// whose event is gone is `ClaimLost`.
-pub(crate) fn standing(
-    w: &Writer<'_>,
-    token: ClaimToken,
-) -> Result<(ClaimRecord, Vec<Event>, Standing)> {
-    let record = w
-        .claim_record(token)?
-        .ok_or(LedgerError::ClaimLost(token))?;
-    let mut events = Vec::with_capacity(record.keys.len());
-    for key in &record.keys {
-        events.push(w.event(key)?);
-    }
-    let standing = rules::standing(token, &events);
-    let events = events
-        .into_iter()
-        .collect::<Option<Vec<Event>>>()
-        .ok_or(LedgerError::ClaimLost(token))?;
-    Ok((record, events, standing))
-}
-
-/// Publishes inside `w`: idempotent per key. An event of an ended session is recorded already
-/// dropped (`session_ended`), so it is readable but never offered.
-pub(crate) fn publish_in(
-    w: &Writer<'_>,
-    unit: Owner<'_>,
-    key: EventKey,
-    payload: EventPayload,
-    now: Timestamp,
-) -> Result<Published> {
-    let mut event = Event {
-        delegation_id: unit.id.clone(),
-        key,
-        session: unit.session.cloned(),
-        delivery: unit.delivery,
-        payload,
-        state: EventState::Pending,
-        attempts: 0,
-        lease: None,
-        published_at: now,
-        delivered_at: None,
-        dropped_at: None,
-        drop_reason: None,
-    };
-    // An outcome of a child its session's end interrupted belongs to the run that ended: it is
-    // dropped like the session's pending events were, even when the session was reopened
-    // (resumed) before the child's end was recorded.
-    let ended_with_its_session = ended_with_its_session(&event.payload);
-    let session_ended = match unit.session {
-        Some(session) => w
-            .session(session)?
-            .is_some_and(|s| s.state == SessionState::Ended),
-        None => false,
-    };
-    if ended_with_its_session || session_ended {
-        rules::drop_event(&mut event, DropReason::SessionEnded, now);
-    }
-    Ok(if w.insert_event(&event)? {
-        Published::Inserted
-    } else {
-        Published::AlreadyPresent
-    })
-}
-
-/// Whether `payload` says its session's end interrupted it: then it belongs to the run that
-/// ended, and is dropped like the session's pending events were, even when the session was
-/// reopened (resumed) before the child's end was recorded.
-fn ended_with_its_session(payload: &EventPayload) -> bool {
-    match payload {
-        EventPayload::Task(outcome) => {
-            matches!(&outcome.detail, ExitDetail::Interrupted { reason } if reason == SESSION_END)
-        }
-        EventPayload::Terminal { reason, .. } => reason == SESSION_END,
-    }
 }
 
 /// Whether a claim wrote anything: it took its keys, or dropped one whose attempts were used

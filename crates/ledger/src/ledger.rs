@@ -195,6 +195,7 @@ impl Ledger {
 
     /// How many child and unit rows this handle has decoded so far: the rows whose number can
     /// grow with a batch's size. For tests and benchmarks that check what an operation reads.
+    #[cfg(any(test, feature = "testing"))]
     pub fn rows_read(&self) -> u64 {
         self.counters.rows.load(Ordering::Relaxed)
     }

@@ -9,6 +9,13 @@
 //! change is one short transaction; every settlement is checked against the claim's fencing
 //! token and returns the transition that really happened.
 //!
+//! Imports go one way: the operation modules (`events.rs`, `units.rs`, `children.rs`, … : thin
+//! `impl Ledger` blocks) → `txn/` (what runs inside a transaction and more than one operation
+//! uses) → `rules.rs`, `model/`, `store/`. No operation module imports another, and neither
+//! `txn/` nor the store imports one (checked by `xtask/src/boundaries.rs`). Test support lives
+//! in `hermes-testkit`; what of it needs this crate's insides (`testing/`) is compiled only for
+//! tests, with the `testing` feature that only dev-dependencies enable.
+//!
 //! This crate must never hold a transaction across an `.await`, a child wait or terminal I/O,
 //! never read a clock for what it records (callers pass `now`; the only timing here is the
 //! pause between retries of a lost serialization race or a failed connection), never touch a
@@ -36,9 +43,13 @@ mod recovery;
 mod rules;
 mod sessions;
 mod store;
-/// For this workspace's tests: which backend they run against, and a fresh ledger of it.
+/// For this workspace's tests (through `hermes-testkit`): fixtures and SQL on a test database.
+/// Compiled only for this crate's tests and with the `testing` feature, which only
+/// dev-dependencies enable.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
+mod txn;
 mod units;
 
 pub use ack::Acked;
@@ -49,10 +60,10 @@ pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use observe::{CommitObserver, observe_commits};
 pub use overview::{Census, Overview, UnitView};
-pub use pools::{POOL_NAME_MAX, WorkerSummary, check_pool_name};
+pub use pools::WorkerSummary;
 pub use queries::{HostPass, Listing, SessionSummary};
 pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};
-pub use sessions::{HostClaim, Liveness, SessionEnd};
+pub use sessions::{HostClaim, SessionEnd};
 pub use store::Listen;
 pub use store::pg::{
     Listener, Notice, PgEnv, PgTarget, SCHEMA_VERSION, is_postgres_url, serialization_failures,
@@ -99,5 +110,7 @@ impl Location {
     }
 }
 pub use children::{FinishAs, FinishChild, ProgressUpdate};
-pub use interrupts::{InterruptTarget, Interrupts};
+pub use txn::interrupt::{InterruptTarget, Interrupts};
+pub use txn::liveness::Liveness;
+pub use txn::pool::{POOL_NAME_MAX, check_pool_name};
 pub use units::{Admission, NewDelegation};

@@ -1,11 +1,12 @@
 //! The power-loss test: a fault-injecting storage layer under redb, cut at random moments.
 //!
 //! A SIGKILL leaves the page cache intact, so a crash test with `kill -9` would pass with no
-//! fsync at all. Here the storage is a `PowerCutBackend`: written-but-unsynced data is volatile,
-//! and at a random cut (the n-th write or sync, drawn from a seeded RNG) everything not yet
-//! synced is lost, except a random prefix of the last unsynced write (a torn write). The ledger
-//! runs in `ConcurrencyMode::MultiWriter` on it, as in production: byte-range locks are
-//! delegated to redb's `FileBackend` on a scratch file, data lives in memory.
+//! fsync at all. Here the storage is a `PowerCutBackend` (`power_loss/disk.rs`):
+//! written-but-unsynced data is volatile, and at a random cut (the n-th write or sync, drawn
+//! from a seeded RNG) everything not yet synced is lost, except a random prefix of the last
+//! unsynced write (a torn write). The ledger runs in `ConcurrencyMode::MultiWriter` on it, as
+//! in production: byte-range locks are delegated to redb's `FileBackend` on a scratch file,
+//! data lives in memory.
 //!
 //! After each cut the surviving image is reopened and checked: it opens, every operation that
 //! returned success before the cut is there (published stays published, acked stays delivered,
@@ -13,12 +14,10 @@
 //! `fsync` must be caught by the same checks (`a_disk_that_ignores_fsync_is_caught`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use redb::backends::FileBackend;
-use redb::{BackendError, StorageBackend};
 
 use crate::error::LedgerError;
 use crate::ledger::{Ledger, LedgerConfig, TokenSource};
@@ -27,186 +26,9 @@ use crate::model::*;
 use crate::model::{ClaimOutcome, ClaimRequest};
 use crate::testing::{background_unit, spec};
 
-/// The simulated disk.
-#[derive(Debug)]
-struct Disk {
-    /// What survives a power cut.
-    durable: Vec<u8>,
-    /// What reads see: durable plus unsynced writes.
-    current: Vec<u8>,
-    /// Writes (and length changes) since the last sync, oldest first.
-    unsynced: Vec<Pending>,
-    /// Writes and syncs so far.
-    ops: u64,
-    /// The op at which the power goes (0: never).
-    cut_at: u64,
-    /// What survived, once the power went.
-    survivor: Option<Vec<u8>>,
-    /// A lying disk: `sync_data` succeeds and persists nothing.
-    lying: bool,
-    rng: fastrand::Rng,
-}
+mod disk;
 
-#[derive(Debug)]
-enum Pending {
-    Write(u64, Vec<u8>),
-    SetLen(u64),
-}
-
-fn apply(image: &mut Vec<u8>, pending: &Pending) {
-    match pending {
-        Pending::Write(offset, data) => {
-            let start = usize::try_from(*offset).expect("offset fits");
-            if image.len() < start + data.len() {
-                image.resize(start + data.len(), 0);
-            }
-            image[start..start + data.len()].copy_from_slice(data);
-        }
-        Pending::SetLen(len) => image.resize(usize::try_from(*len).expect("length fits"), 0),
-    }
-}
-
-impl Disk {
-    fn new(image: Vec<u8>, cut_at: u64, lying: bool, seed: u64) -> Disk {
-        Disk {
-            current: image.clone(),
-            durable: image,
-            unsynced: Vec::new(),
-            ops: 0,
-            cut_at,
-            survivor: None,
-            lying,
-            rng: fastrand::Rng::with_seed(seed),
-        }
-    }
-
-    /// Counts one write or sync; true if the power goes now.
-    fn tick(&mut self) -> bool {
-        self.ops += 1;
-        self.ops == self.cut_at
-    }
-
-    /// The power goes: unsynced data is lost, the last unsynced write torn.
-    fn power_cut(&mut self) {
-        if self.survivor.is_some() {
-            return;
-        }
-        let mut image = self.durable.clone();
-        if let Some(Pending::Write(offset, data)) = self.unsynced.last() {
-            let kept = self.rng.usize(0..=data.len());
-            apply(&mut image, &Pending::Write(*offset, data[..kept].to_vec()));
-        }
-        self.survivor = Some(image);
-    }
-
-    fn down(&self) -> std::io::Result<()> {
-        if self.survivor.is_some() {
-            Err(std::io::Error::other("the power is off"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-#[derive(Debug)]
-struct PowerCutBackend {
-    disk: Arc<Mutex<Disk>>,
-    locks: FileBackend,
-}
-
-fn lock(disk: &Mutex<Disk>) -> MutexGuard<'_, Disk> {
-    disk.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl StorageBackend for PowerCutBackend {
-    fn len(&self) -> Result<u64, std::io::Error> {
-        let disk = lock(&self.disk);
-        disk.down()?;
-        Ok(disk.current.len() as u64)
-    }
-
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        let disk = lock(&self.disk);
-        disk.down()?;
-        let start = usize::try_from(offset).map_err(std::io::Error::other)?;
-        let source = disk
-            .current
-            .get(start..start + out.len())
-            .ok_or_else(|| std::io::Error::other("read past the end"))?;
-        out.copy_from_slice(source);
-        Ok(())
-    }
-
-    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        let mut disk = lock(&self.disk);
-        disk.down()?;
-        let pending = Pending::SetLen(len);
-        apply(&mut disk.current, &pending);
-        disk.unsynced.push(pending);
-        Ok(())
-    }
-
-    fn sync_data(&self) -> Result<(), std::io::Error> {
-        let mut disk = lock(&self.disk);
-        disk.down()?;
-        if disk.tick() {
-            disk.power_cut();
-            return disk.down();
-        }
-        if !disk.lying {
-            let pending = std::mem::take(&mut disk.unsynced);
-            for p in &pending {
-                apply(&mut disk.durable, p);
-            }
-        }
-        Ok(())
-    }
-
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        let mut disk = lock(&self.disk);
-        disk.down()?;
-        disk.unsynced.push(Pending::Write(offset, data.to_vec()));
-        if disk.tick() {
-            // The write was on its way to the disk when the power went: it is the torn one.
-            disk.power_cut();
-            return disk.down();
-        }
-        apply(&mut disk.current, &Pending::Write(offset, data.to_vec()));
-        Ok(())
-    }
-
-    fn close(&self) -> Result<(), std::io::Error> {
-        self.locks.close()
-    }
-
-    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.locks.try_lock_range(start, end)
-    }
-
-    fn try_lock_shared_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> Result<bool, BackendError> {
-        self.locks.try_lock_shared_range(start, end)
-    }
-
-    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.locks.lock_range(start, end)
-    }
-
-    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.locks.lock_shared_range(start, end)
-    }
-
-    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.locks.unlock_range(start, end)
-    }
-
-    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.locks.query_lock_range(start, end)
-    }
-}
+use disk::{Disk, PowerCutBackend, lock};
 
 const T0: Timestamp = Timestamp(1_700_000_000_000);
 const LEASE_MS: u64 = 60_000;
@@ -259,72 +81,109 @@ struct Promises {
 /// Runs a random sequence of operations until the power goes (or the sequence ends); returns
 /// the promises of every operation that succeeded.
 fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Promises {
-    let mut p = Promises::default();
-    let mut now = T0;
+    let mut run = Run {
+        ledger,
+        p: Promises::default(),
+        now: T0,
+    };
     for _ in 0..steps {
-        now = now.plus_ms(1);
-        let result: Result<(), LedgerError> = match rng.u8(0..10) {
-            0 | 1 => {
-                let tasks = rng.u32(1..4);
-                let new = background_unit(session(), spec(tasks));
-                ledger.dispatch(new, ROOMY, now).map(|a| {
-                    p.units.insert(a.delegation.id, tasks);
+        run.now = run.now.plus_ms(1);
+        let result = match rng.u8(0..10) {
+            0 | 1 => Some(run.dispatch(rng)),
+            2..=4 => run.finish_some_child(rng),
+            5 | 6 => run.claim_pending(rng),
+            7 => run.fence_a_claim(),
+            _ => run.settle_a_claim(rng),
+        };
+        // `None`: there was nothing to do this step.
+        if result.is_some_and(|r| r.is_err()) {
+            // The power went during this operation: it may or may not have happened.
+            return run.p;
+        }
+    }
+    run.p
+}
+
+/// A random run in progress: the ledger under test, what its successful operations promise,
+/// and the time of the current step. Each step returns `None` when it had nothing to do, or
+/// what the ledger answered.
+struct Run<'a> {
+    ledger: &'a Ledger,
+    p: Promises,
+    now: Timestamp,
+}
+
+impl Run<'_> {
+    /// Dispatches a unit of one to three children.
+    fn dispatch(&mut self, rng: &mut fastrand::Rng) -> Result<(), LedgerError> {
+        let tasks = rng.u32(1..4);
+        let new = background_unit(session(), spec(tasks));
+        self.ledger.dispatch(new, ROOMY, self.now).map(|a| {
+            self.p.units.insert(a.delegation.id, tasks);
+        })
+    }
+
+    /// Finishes some unfinished child.
+    fn finish_some_child(&mut self, rng: &mut fastrand::Rng) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let open: Vec<EventRef> = p
+            .units
+            .iter()
+            .flat_map(|(id, n)| {
+                (0..*n).map(|i| EventRef {
+                    delegation_id: id.clone(),
+                    key: EventKey::Task(i),
                 })
-            }
-            2..=4 => {
-                // Finish some unfinished child.
-                let open: Vec<EventRef> = p
-                    .units
-                    .iter()
-                    .flat_map(|(id, n)| {
-                        (0..*n).map(|i| EventRef {
-                            delegation_id: id.clone(),
-                            key: EventKey::Task(i),
-                        })
-                    })
-                    .filter(|e| !p.published.contains(e))
-                    .collect();
-                if open.is_empty() {
-                    continue;
-                }
-                let key = open[rng.usize(..open.len())].clone();
-                let EventKey::Task(index) = key.key else {
-                    continue;
-                };
-                let outcome = ChildOutcome {
-                    exit_code: Some(0),
-                    started_at: Some(T0),
-                    result: "x".repeat(rng.usize(0..3000)),
-                    ..ChildOutcome::new(index, "task", ChildStatus::Completed, now)
-                };
-                ledger
-                    .finish_child(HostId(0), &key.delegation_id, outcome, now)
-                    .map(|finish| {
-                        assert!(finish.published, "a first finish publishes");
-                        p.published.insert(key.clone());
-                        p.pending.insert(key);
-                    })
-            }
-            5 | 6 => {
-                // Claim one or two pending or claimed (expired-lease claims are not made here:
-                // leases are long) events: only pending ones.
-                let candidates: Vec<EventRef> = p.pending.iter().cloned().collect();
-                if candidates.is_empty() {
-                    continue;
-                }
-                let first = candidates[rng.usize(..candidates.len())].clone();
-                let mut keys = vec![first.clone()];
-                let second = candidates[rng.usize(..candidates.len())].clone();
-                if second != first {
-                    keys.push(second);
-                }
-                let request = ClaimRequest {
-                    keys: keys.clone(),
-                    consumer: "test".into(),
-                    session: Some(session()),
-                    lease_ms: LEASE_MS,
-                };
-                ledger.claim(&request, now).map(|outcome| match outcome {
+            })
+            .filter(|e| !p.published.contains(e))
+            .collect();
+        if open.is_empty() {
+            return None;
+        }
+        let key = open[rng.usize(..open.len())].clone();
+        let EventKey::Task(index) = key.key else {
+            return None;
+        };
+        let outcome = ChildOutcome {
+            exit_code: Some(0),
+            started_at: Some(T0),
+            result: "x".repeat(rng.usize(0..3000)),
+            ..ChildOutcome::new(index, "task", ChildStatus::Completed, self.now)
+        };
+        let finished = self
+            .ledger
+            .finish_child(HostId(0), &key.delegation_id, outcome, self.now);
+        Some(finished.map(|finish| {
+            assert!(finish.published, "a first finish publishes");
+            p.published.insert(key.clone());
+            p.pending.insert(key);
+        }))
+    }
+
+    /// Claims one or two pending events (expired-lease claims are not made here: leases are
+    /// long).
+    fn claim_pending(&mut self, rng: &mut fastrand::Rng) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let candidates: Vec<EventRef> = p.pending.iter().cloned().collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let first = candidates[rng.usize(..candidates.len())].clone();
+        let mut keys = vec![first.clone()];
+        let second = candidates[rng.usize(..candidates.len())].clone();
+        if second != first {
+            keys.push(second);
+        }
+        let request = ClaimRequest {
+            keys: keys.clone(),
+            consumer: "test".into(),
+            session: Some(session()),
+            lease_ms: LEASE_MS,
+        };
+        Some(
+            self.ledger
+                .claim(&request, self.now)
+                .map(|outcome| match outcome {
                     ClaimOutcome::Claimed(claim) => {
                         for key in &keys {
                             p.pending.remove(key);
@@ -338,21 +197,25 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
                             p.pending.remove(&key);
                         }
                     }
-                })
-            }
-            7 => {
-                // Fence: claim a claimed event whose lease has run out (time jumps past it).
-                let Some((key, old)) = p.holder.iter().next().map(|(k, t)| (k.clone(), *t)) else {
-                    continue;
-                };
-                now = now.plus_ms(LEASE_MS + 1);
-                let request = ClaimRequest {
-                    keys: vec![key.clone()],
-                    consumer: "fencer".into(),
-                    session: Some(session()),
-                    lease_ms: LEASE_MS,
-                };
-                ledger.claim(&request, now).map(|outcome| match outcome {
+                }),
+        )
+    }
+
+    /// Fences: claims a claimed event whose lease has run out (time jumps past it).
+    fn fence_a_claim(&mut self) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let (key, old) = p.holder.iter().next().map(|(k, t)| (k.clone(), *t))?;
+        self.now = self.now.plus_ms(LEASE_MS + 1);
+        let request = ClaimRequest {
+            keys: vec![key.clone()],
+            consumer: "fencer".into(),
+            session: Some(session()),
+            lease_ms: LEASE_MS,
+        };
+        Some(
+            self.ledger
+                .claim(&request, self.now)
+                .map(|outcome| match outcome {
                     ClaimOutcome::Claimed(claim) => {
                         // The old token loses every key it held.
                         if let Some(keys) = p.live.remove(&old) {
@@ -368,40 +231,37 @@ fn run_until_cut(ledger: &Ledger, rng: &mut fastrand::Rng, steps: usize) -> Prom
                         p.live.insert(claim.token, vec![key]);
                     }
                     ClaimOutcome::Refused(_) => {}
-                })
-            }
-            _ => {
-                // Ack or release a live claim.
-                let Some(token) = p.live.keys().nth(rng.usize(..p.live.len().max(1))).copied()
-                else {
-                    continue;
-                };
-                let ack = rng.bool();
-                let settled = if ack {
-                    ledger.ack(token, now)
-                } else {
-                    ledger.release(token, now)
-                };
-                settled.map(|_| {
-                    let keys = p.live.remove(&token).unwrap_or_default();
-                    p.dead_tokens.insert(token, ack);
-                    for key in keys {
-                        p.holder.remove(&key);
-                        if ack {
-                            p.delivered.insert(key);
-                        } else {
-                            p.pending.insert(key);
-                        }
-                    }
-                })
-            }
-        };
-        if result.is_err() {
-            // The power went during this operation: it may or may not have happened.
-            return p;
-        }
+                }),
+        )
     }
-    p
+
+    /// Acks or releases a live claim.
+    fn settle_a_claim(&mut self, rng: &mut fastrand::Rng) -> Option<Result<(), LedgerError>> {
+        let p = &mut self.p;
+        let token = p
+            .live
+            .keys()
+            .nth(rng.usize(..p.live.len().max(1)))
+            .copied()?;
+        let ack = rng.bool();
+        let settled = if ack {
+            self.ledger.ack(token, self.now)
+        } else {
+            self.ledger.release(token, self.now)
+        };
+        Some(settled.map(|_| {
+            let keys = p.live.remove(&token).unwrap_or_default();
+            p.dead_tokens.insert(token, ack);
+            for key in keys {
+                p.holder.remove(&key);
+                if ack {
+                    p.delivered.insert(key);
+                } else {
+                    p.pending.insert(key);
+                }
+            }
+        }))
+    }
 }
 
 /// Checks a reopened ledger against the promises; returns what does not hold.
@@ -413,57 +273,89 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
         }
     };
     for (id, tasks) in &p.units {
-        let unit = ledger.delegation(id);
-        check(
-            matches!(unit, Ok(Some(_))),
-            format!("unit {id} lost: {unit:?}"),
-        );
-        let Ok(events) = ledger.events(id) else {
-            check(false, format!("events of {id} unreadable"));
-            continue;
-        };
-        let Ok(children) = ledger.children(id) else {
-            check(false, format!("children of {id} unreadable"));
-            continue;
-        };
-        check(
-            children.len() == *tasks as usize,
-            format!("{id} has {} children", children.len()),
-        );
-        for child in &children {
-            let has_event = events.iter().any(|e| e.key == EventKey::Task(child.index));
-            check(
-                child.status.is_terminal() == has_event,
-                format!(
-                    "{id} task {} is {} but its event exists: {has_event}",
-                    child.index, child.status
-                ),
-            );
-        }
-        for event in &events {
-            let key = event.event_ref();
-            // A delivered event may keep the lease of the claim that acked it.
-            let claimed = event.state == EventState::Claimed;
-            check(
-                claimed == event.lease.is_some() || event.state == EventState::Delivered,
-                format!("{key:?} is {:?} with lease {:?}", event.state, event.lease),
-            );
-            // A claim record lists every key its token holds. (A fenced token's record is
-            // gone while its other keys still carry its expired lease: that is by design.)
-            if let Some(lease) = &event.lease
-                && let Ok(Some(record)) = ledger.claim_record(lease.token)
-            {
-                check(
-                    record.keys.contains(&key),
-                    format!("{key:?} is held by {} whose record omits it", lease.token),
-                );
-            }
-            check(
-                (event.state == EventState::Delivered) == event.delivered_at.is_some(),
-                format!("{key:?} delivered_at does not match its state"),
-            );
-        }
+        unit_violations(ledger, id, *tasks, &mut check);
     }
+    promise_violations(ledger, p, &mut check);
+    index_violations(ledger, p, &mut check);
+    // Last: settling mutates.
+    token_violations(ledger, p, &mut check);
+    // And the reopened file takes writes.
+    let new = background_unit(
+        session(),
+        DispatchSpec::new("after", vec![TaskSpec::new("t", vec!["true".into()])]),
+    );
+    let dispatched = ledger.dispatch(new, ROOMY, T0.plus_ms(20_000_000));
+    check(
+        dispatched.is_ok(),
+        format!("a write after reopening failed: {dispatched:?}"),
+    );
+    bad
+}
+
+/// What a check of the reopened ledger reports: whether it holds, and what it says if not.
+type Check<'c> = dyn FnMut(bool, String) + 'c;
+
+/// A promised unit is there with its children, and its children's and events' records agree.
+fn unit_violations(ledger: &Ledger, id: &DelegationId, tasks: u32, check: &mut Check<'_>) {
+    let unit = ledger.delegation(id);
+    check(
+        matches!(unit, Ok(Some(_))),
+        format!("unit {id} lost: {unit:?}"),
+    );
+    let Ok(events) = ledger.events(id) else {
+        check(false, format!("events of {id} unreadable"));
+        return;
+    };
+    let Ok(children) = ledger.children(id) else {
+        check(false, format!("children of {id} unreadable"));
+        return;
+    };
+    check(
+        children.len() == tasks as usize,
+        format!("{id} has {} children", children.len()),
+    );
+    for child in &children {
+        let has_event = events.iter().any(|e| e.key == EventKey::Task(child.index));
+        check(
+            child.status.is_terminal() == has_event,
+            format!(
+                "{id} task {} is {} but its event exists: {has_event}",
+                child.index, child.status
+            ),
+        );
+    }
+    for event in &events {
+        event_violations(ledger, event, check);
+    }
+}
+
+/// An event's state, lease, claim record and delivery time agree.
+fn event_violations(ledger: &Ledger, event: &Event, check: &mut Check<'_>) {
+    let key = event.event_ref();
+    // A delivered event may keep the lease of the claim that acked it.
+    let claimed = event.state == EventState::Claimed;
+    check(
+        claimed == event.lease.is_some() || event.state == EventState::Delivered,
+        format!("{key:?} is {:?} with lease {:?}", event.state, event.lease),
+    );
+    // A claim record lists every key its token holds. (A fenced token's record is gone while
+    // its other keys still carry its expired lease: that is by design.)
+    if let Some(lease) = &event.lease
+        && let Ok(Some(record)) = ledger.claim_record(lease.token)
+    {
+        check(
+            record.keys.contains(&key),
+            format!("{key:?} is held by {} whose record omits it", lease.token),
+        );
+    }
+    check(
+        (event.state == EventState::Delivered) == event.delivered_at.is_some(),
+        format!("{key:?} delivered_at does not match its state"),
+    );
+}
+
+/// Published stays published, acked stays delivered.
+fn promise_violations(ledger: &Ledger, p: &Promises, check: &mut Check<'_>) {
     for key in &p.published {
         let event = ledger.event(key);
         check(
@@ -478,6 +370,10 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
             format!("acked {key:?} is {state:?}"),
         );
     }
+}
+
+/// The index of open events holds exactly the events that are not terminal.
+fn index_violations(ledger: &Ledger, p: &Promises, check: &mut Check<'_>) {
     let open: BTreeSet<EventRef> = ledger
         .open_events(&session())
         .unwrap_or_default()
@@ -497,8 +393,11 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
             );
         }
     }
-    // Last: settling mutates. A fenced or settled token stays dead; one that acked finds its
-    // own ack (a no-op that says so).
+}
+
+/// A fenced or settled token stays dead; one that acked finds its own ack (a no-op that says
+/// so). Settling mutates: this runs after the other checks.
+fn token_violations(ledger: &Ledger, p: &Promises, check: &mut Check<'_>) {
     for (token, acked) in &p.dead_tokens {
         let again = ledger.ack_outcome(*token, T0.plus_ms(10_000_000));
         check(
@@ -509,17 +408,6 @@ fn violations(ledger: &Ledger, p: &Promises) -> Vec<String> {
             format!("dead token {token} (acked: {acked}) settled again: {again:?}"),
         );
     }
-    // And the reopened file takes writes.
-    let new = background_unit(
-        session(),
-        DispatchSpec::new("after", vec![TaskSpec::new("t", vec!["true".into()])]),
-    );
-    let dispatched = ledger.dispatch(new, ROOMY, T0.plus_ms(20_000_000));
-    check(
-        dispatched.is_ok(),
-        format!("a write after reopening failed: {dispatched:?}"),
-    );
-    bad
 }
 
 /// One trial: run, cut, reopen, check. `Err` says what broke.

@@ -13,14 +13,17 @@
 
 use std::collections::HashMap;
 
-use crate::children::{force_finish, unknown_outcome};
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Child, ChildOutcome, ChildStatus, DelegationId, DropReason, Host, Locality, ProcessId,
-    SessionId, Timestamp, UnitStatus,
+    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DropReason, Host,
+    Locality, ProcessId, SessionId, Timestamp, UnitStatus,
 };
-use crate::sessions::{Liveness, is_live, unrecorded_is_alive};
+use crate::rules;
+use crate::txn::assign::set_host;
+use crate::txn::finalize::{force_finish, unknown_outcome};
+use crate::txn::liveness::{Liveness, is_live, unrecorded_is_alive};
+use crate::txn::pool::{return_to_pool, returns_to_pool};
 
 /// Lines of transcript kept for a child whose outcome is unknown.
 pub const TAIL_LINES: usize = 20;
@@ -129,8 +132,8 @@ enum Orphan {
 
 /// Whether a queued unit waits for a host of its session: a background unit of no pool (a
 /// pool's units wait for its workers; an inline unit has no session).
-fn needs_host(unit: &crate::model::Delegation) -> bool {
-    unit.channel == crate::model::Channel::Background && unit.spec.pool.is_none()
+fn needs_host(unit: &Delegation) -> bool {
+    unit.channel == Channel::Background && unit.spec.pool.is_none()
 }
 
 /// What recovery found on this machine of a dead host's running unit, outside any
@@ -181,6 +184,9 @@ impl Ledger {
         Ok(report)
     }
 
+    /// Settles the units of dead hosts and forgets the hosts; nothing is read when nothing
+    /// was committed since a sweep that found every host alive, and time and the processes
+    /// leave them so.
     fn settle_dead_hosts(
         &self,
         reaper: &dyn Reaper,
@@ -190,12 +196,7 @@ impl Ledger {
         let here = reaper.locality();
         // Read before the transaction: a commit in between makes it differ next time.
         let stamp = self.change_stamp();
-        if let Some(stamp) = stamp
-            && hermes_stdx::lock(&self.sweeps)
-                .quiet
-                .as_ref()
-                .is_some_and(|q| q.stamp == stamp && q.all_alive(&here, now, reaper))
-        {
+        if self.still_quiet(stamp, &here, now, reaper) {
             return Ok(());
         }
         let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
@@ -210,17 +211,8 @@ impl Ledger {
             Some(_) => dead_hosts.iter().any(|h| h.process == process),
             None => !unrecorded_is_alive(process, reaper),
         };
-        let quiet = stamp.map(|stamp| QuietSweep {
-            stamp,
-            hosts: records.values().cloned().collect(),
-            unrecorded: units
-                .iter()
-                .filter_map(|u| u.host)
-                .filter(|p| !records.contains_key(p))
-                .collect(),
-        });
         let found_dead = !dead_hosts.is_empty() || units.iter().any(|u| u.host.is_some_and(dead));
-        hermes_stdx::lock(&self.sweeps).quiet = quiet.filter(|_| !found_dead);
+        self.remember_quiet(stamp, &records, &units, found_dead);
         for unit in units {
             let Some(host) = unit.host.filter(|h| dead(*h)) else {
                 continue;
@@ -230,75 +222,153 @@ impl Ledger {
                 |h| h.locality == here || h.locality == Locality::default(),
             );
             if unit.status == UnitStatus::Queued {
-                if let Some(heir) = self.hand_over(&unit.id, host, reaper, now)? {
-                    // A host that fenced but still runs rejoins by itself; one of
-                    // another machine is that machine's to replace, where the unit's files are.
-                    if heir.is_none()
-                        && local
-                        && !reaper.is_alive(host)
-                        && let Some(session) = unit.session.as_ref().filter(|_| needs_host(&unit))
-                        && !report.hostless.contains(session)
-                    {
-                        report.hostless.push(session.clone());
-                    }
-                    report.adopted.push(unit.id);
-                }
-                continue;
-            }
-            // Kill first, outside any transaction, and only what is provably the dead host's
-            // (same locality; the reaper checks pid + start time or the child's marker); the
-            // write below re-checks everything.
-            let children = self.children(&unit.id)?;
-            let mut found = Found::default();
-            for child in children.iter().filter(|c| !c.status.is_terminal()) {
-                if local {
-                    // With or without a recorded pid: a running child's marker finds it.
-                    if child.status == ChildStatus::Running {
-                        reaper.kill_child(&unit.id, child);
-                        report.killed_children += 1;
-                        found
-                            .left
-                            .extend(reaper.unrecorded_outcome(&unit.id, child));
-                    }
-                    let tail = child
-                        .transcript
-                        .as_deref()
-                        .and_then(|p| reaper.transcript_tail(p));
-                    found.tails.push((child.index, tail));
-                }
-            }
-            match self.finalize_orphan(&unit.id, host, found, now)? {
-                Orphan::Finalized => report.finalized.push(unit.id),
-                Orphan::ReturnedToPool => report.returned_to_pool.push(unit.id),
-                Orphan::Untouched => {}
+                self.adopt_orphan(unit, host, local, reaper, now, report)?;
+            } else {
+                self.settle_orphan(unit, host, local, reaper, now, report)?;
             }
         }
         // Forget the dead hosts (re-judged inside the write: a host that renewed meanwhile is
         // alive after all).
         if !dead_hosts.is_empty() {
-            report.dead_hosts = self.write_then(|w| {
-                let mut removed = 0;
-                for host in &dead_hosts {
-                    let current = w.host(host.process)?;
-                    if current.as_ref().map(|h| h.host_id) != Some(host.host_id)
-                        || is_live(current, host.process, reaper, now)
-                    {
-                        continue;
-                    }
-                    if let Some(session) = &host.session
-                        && let Some(mut record) = w.session(session)?
-                        && record.host == Some(host.process)
-                    {
-                        record.host = None;
-                        w.put_session(&record)?;
-                    }
-                    w.remove_host(host.process)?;
-                    removed += 1;
-                }
-                Ok((removed, removed > 0))
-            })?;
+            report.dead_hosts = self.forget_dead_hosts(&dead_hosts, reaper, now)?;
         }
         Ok(())
+    }
+
+    /// Whether the last sweep found every host alive as of `stamp`, and they all still are.
+    fn still_quiet(
+        &self,
+        stamp: Option<u64>,
+        here: &Locality,
+        now: Timestamp,
+        reaper: &dyn Reaper,
+    ) -> bool {
+        stamp.is_some_and(|stamp| {
+            hermes_stdx::lock(&self.sweeps)
+                .quiet
+                .as_ref()
+                .is_some_and(|q| q.stamp == stamp && q.all_alive(here, now, reaper))
+        })
+    }
+
+    /// Remembers what this sweep read as of `stamp` when it found no dead host, so the next
+    /// one can skip the read while nothing is committed; forgets it otherwise.
+    fn remember_quiet(
+        &self,
+        stamp: Option<u64>,
+        records: &HashMap<ProcessId, Host>,
+        units: &[Delegation],
+        found_dead: bool,
+    ) {
+        let quiet = stamp.map(|stamp| QuietSweep {
+            stamp,
+            hosts: records.values().cloned().collect(),
+            unrecorded: units
+                .iter()
+                .filter_map(|u| u.host)
+                .filter(|p| !records.contains_key(p))
+                .collect(),
+        });
+        hermes_stdx::lock(&self.sweeps).quiet = quiet.filter(|_| !found_dead);
+    }
+
+    /// Hands a dead host's queued unit over ([`Ledger::hand_over`]); a session left with no
+    /// host, whose host of this locality is gone with its process, is reported `hostless`.
+    fn adopt_orphan(
+        &self,
+        unit: Delegation,
+        host: ProcessId,
+        local: bool,
+        reaper: &dyn Reaper,
+        now: Timestamp,
+        report: &mut RecoveryReport,
+    ) -> Result<()> {
+        if let Some(heir) = self.hand_over(&unit.id, host, reaper, now)? {
+            // A host that fenced but still runs rejoins by itself; one of another machine is
+            // that machine's to replace, where the unit's files are.
+            if heir.is_none()
+                && local
+                && !reaper.is_alive(host)
+                && let Some(session) = unit.session.as_ref().filter(|_| needs_host(&unit))
+                && !report.hostless.contains(session)
+            {
+                report.hostless.push(session.clone());
+            }
+            report.adopted.push(unit.id);
+        }
+        Ok(())
+    }
+
+    /// Settles a dead host's running unit: its surviving children killed first, outside any
+    /// transaction, and only what is provably the dead host's (same locality; the reaper
+    /// checks pid + start time or the child's marker); then finalized, or put back in its
+    /// pool ([`Ledger::finalize_orphan`], which re-checks everything).
+    fn settle_orphan(
+        &self,
+        unit: Delegation,
+        host: ProcessId,
+        local: bool,
+        reaper: &dyn Reaper,
+        now: Timestamp,
+        report: &mut RecoveryReport,
+    ) -> Result<()> {
+        let children = self.children(&unit.id)?;
+        let mut found = Found::default();
+        for child in children.iter().filter(|c| !c.status.is_terminal()) {
+            if local {
+                // With or without a recorded pid: a running child's marker finds it.
+                if child.status == ChildStatus::Running {
+                    reaper.kill_child(&unit.id, child);
+                    report.killed_children += 1;
+                    found
+                        .left
+                        .extend(reaper.unrecorded_outcome(&unit.id, child));
+                }
+                let tail = child
+                    .transcript
+                    .as_deref()
+                    .and_then(|p| reaper.transcript_tail(p));
+                found.tails.push((child.index, tail));
+            }
+        }
+        match self.finalize_orphan(&unit.id, host, found, now)? {
+            Orphan::Finalized => report.finalized.push(unit.id),
+            Orphan::ReturnedToPool => report.returned_to_pool.push(unit.id),
+            Orphan::Untouched => {}
+        }
+        Ok(())
+    }
+
+    /// Removes the records of the hosts judged dead that are still dead inside the write (a
+    /// host that renewed meanwhile is alive after all), letting go of their sessions; returns
+    /// how many it removed.
+    fn forget_dead_hosts(
+        &self,
+        dead_hosts: &[&Host],
+        liveness: &dyn Liveness,
+        now: Timestamp,
+    ) -> Result<usize> {
+        self.write_then(|w| {
+            let mut removed = 0;
+            for host in dead_hosts {
+                let current = w.host(host.process)?;
+                if current.as_ref().map(|h| h.host_id) != Some(host.host_id)
+                    || is_live(current, host.process, liveness, now)
+                {
+                    continue;
+                }
+                if let Some(session) = &host.session
+                    && let Some(mut record) = w.session(session)?
+                    && record.host == Some(host.process)
+                {
+                    record.host = None;
+                    w.put_session(&record)?;
+                }
+                w.remove_host(host.process)?;
+                removed += 1;
+            }
+            Ok((removed, removed > 0))
+        })
     }
 
     /// Gives a dead host's queued unit to its session's live host (or to none, for the next
@@ -326,7 +396,7 @@ impl Ledger {
                     .filter(|h| is_live(w.host(*h).ok().flatten(), *h, liveness, now)),
                 None => None,
             };
-            crate::units::set_host(w, &mut unit, heir)?;
+            set_host(w, &mut unit, heir)?;
             w.bump_activity()?;
             Ok((Some(heir), true))
         })
@@ -353,8 +423,8 @@ impl Ledger {
                 return Ok((Orphan::Untouched, false));
             }
             let children = w.children(id)?;
-            if crate::pools::returns_to_pool(&unit, &children) {
-                crate::pools::return_to_pool(w, unit)?;
+            if returns_to_pool(&unit, &children) {
+                return_to_pool(w, unit)?;
                 return Ok((Orphan::ReturnedToPool, true));
             }
             let mut missing = Vec::new();
@@ -413,7 +483,7 @@ impl Ledger {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
-                    crate::rules::drop_event(&mut event, DropReason::ReplayExpired, now);
+                    rules::drop_event(&mut event, DropReason::ReplayExpired, now);
                     w.put_event(&event)?;
                     count += 1;
                 }

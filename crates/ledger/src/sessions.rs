@@ -1,13 +1,16 @@
 //! Sessions and the hosts that run their children.
 
 use crate::error::{LedgerError, Result};
-use crate::interrupts::InterruptTarget;
 use crate::ledger::Ledger;
 use crate::model::{
-    DelegationId, DropReason, Host, HostId, Locality, ProcessId, Session, SessionId, SessionState,
-    Timestamp,
+    DelegationId, DropReason, Host, HostId, ProcessId, Session, SessionId, SessionState, Timestamp,
 };
-use crate::store::Writer;
+use crate::rules;
+use crate::txn::assign::adopt_in;
+use crate::txn::hosts::{register_in, release_host};
+use crate::txn::interrupt::{InterruptTarget, interrupt_in};
+use crate::txn::liveness::{Liveness, is_live};
+use crate::txn::sessions::{SESSION_END, ensure_active};
 
 /// What ending a session did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,9 +39,6 @@ pub enum HostClaim {
     /// Another live process hosts it.
     HeldBy(ProcessId),
 }
-
-/// The interrupt reason a session's end gives its running units.
-pub(crate) const SESSION_END: &str = "session_end";
 
 impl Ledger {
     /// The session, creating it as active if the ledger has never seen it.
@@ -84,17 +84,12 @@ impl Ledger {
                     if let Some(lease) = event.lease.take() {
                         w.remove_claim(lease.token)?;
                     }
-                    crate::rules::drop_event(&mut event, DropReason::SessionEnded, now);
+                    rules::drop_event(&mut event, DropReason::SessionEnded, now);
                     w.put_event(&event)?;
                     end.dropped_events += 1;
                 }
             }
-            let stopped = crate::interrupts::interrupt_in(
-                w,
-                &InterruptTarget::Session(id.clone()),
-                SESSION_END,
-                now,
-            )?;
+            let stopped = interrupt_in(w, &InterruptTarget::Session(id.clone()), SESSION_END, now)?;
             end.interrupted = stopped.flagged;
             end.cancelled = stopped.cancelled;
             Ok(end)
@@ -151,7 +146,7 @@ impl Ledger {
     pub fn register_session_host(&self, host: &Host, session: &SessionId) -> Result<usize> {
         self.write(|w| {
             register_in(w, host)?;
-            crate::units::adopt_in(w, session, host.process)
+            adopt_in(w, session, host.process)
         })
     }
 
@@ -203,6 +198,7 @@ impl Ledger {
 
     /// Whether the host `process` is alive, judged by its lease and, from its own locality, its
     /// pid (see [`Host::is_dead`]).
+    #[cfg(any(test, feature = "testing"))]
     pub fn host_is_live(
         &self,
         process: ProcessId,
@@ -262,92 +258,5 @@ impl Ledger {
                 }
             }
         })
-    }
-}
-
-/// What the ledger asks about processes: where the caller runs, and whether a process of the
-/// caller's own locality still runs. The ledger itself knows nothing of `/proc` or signals;
-/// the registry answers for the real operating system, tests with fakes.
-pub trait Liveness: Sync {
-    /// Where the caller runs.
-    fn locality(&self) -> Locality;
-    /// Whether `process` (pid and start time) runs in the caller's locality.
-    fn is_alive(&self, process: ProcessId) -> bool;
-}
-
-/// Whether the host `process` (whose record is `record`) is alive. A process with no record
-/// (one that claimed a session and is still registering) is judged by pid from its own
-/// locality, and taken for alive from any other ([`unrecorded_is_alive`]).
-pub(crate) fn is_live(
-    record: Option<Host>,
-    process: ProcessId,
-    liveness: &dyn Liveness,
-    now: Timestamp,
-) -> bool {
-    match record {
-        Some(host) => !host.is_dead(&liveness.locality(), now, &|p| liveness.is_alive(p)),
-        None => unrecorded_is_alive(process, liveness),
-    }
-}
-
-/// Whether a host with no record yet (still registering) is alive: judged by pid from its own
-/// locality; from another, where its pid means nothing, nothing says it is dead.
-pub(crate) fn unrecorded_is_alive(process: ProcessId, liveness: &dyn Liveness) -> bool {
-    !liveness.locality().judges(process) || liveness.is_alive(process)
-}
-
-/// Records `host` inside `w` (see [`Ledger::register_host`]).
-pub(crate) fn register_in(w: &Writer<'_>, host: &Host) -> Result<()> {
-    if let Some(existing) = w.host(host.process)?
-        && existing.host_id != host.host_id
-        && existing.locality != host.locality
-        && existing.locality != Locality::default()
-    {
-        let live = existing.lease_expires_at > host.registered_at;
-        let owns_units = w
-            .active_units()?
-            .iter()
-            .any(|u| u.host == Some(host.process));
-        if live || owns_units {
-            return Err(LedgerError::HostCollision {
-                process: host.process,
-                machine: existing.locality.hostname.clone(),
-            });
-        }
-    }
-    w.put_host(host)
-}
-
-/// Removes a host's record and clears its session's host if it is this one.
-pub(crate) fn release_host(w: &Writer<'_>, process: ProcessId) -> Result<()> {
-    if let Some(host) = w.host(process)?
-        && let Some(id) = &host.session
-        && let Some(mut session) = w.session(id)?
-        && session.host == Some(process)
-    {
-        session.host = None;
-        w.put_session(&session)?;
-    }
-    w.remove_host(process)
-}
-
-/// The session, created active if new; `SessionEnded` if it has ended.
-pub(crate) fn ensure_active(w: &Writer<'_>, id: &SessionId, now: Timestamp) -> Result<Session> {
-    match w.session(id)? {
-        Some(session) if session.state == SessionState::Ended => {
-            Err(LedgerError::SessionEnded(id.clone()))
-        }
-        Some(session) => Ok(session),
-        None => {
-            let session = Session {
-                id: id.clone(),
-                state: SessionState::Active,
-                created_at: now,
-                ended_at: None,
-                host: None,
-            };
-            w.put_session(&session)?;
-            Ok(session)
-        }
     }
 }

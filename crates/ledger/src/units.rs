@@ -5,12 +5,16 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec,
-    Host, ProcessId, Progress, SessionId, Timestamp, UnitStatus, UnitTally,
+    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, Host, ProcessId,
+    Progress, Session, SessionId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::Writer;
 use crate::store::{META_ACTIVITY, META_NEXT_QUEUE_SEQ};
+use crate::txn::hosts::register_in;
+use crate::txn::liveness::{Liveness, is_live};
+use crate::txn::pool::check_pool_unit;
+use crate::txn::sessions::ensure_active;
 
 /// A unit to record.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,24 +47,6 @@ pub struct Admission {
     /// outcome was unknown had landed): nothing was written now, and `delegation` is the unit
     /// as it stands.
     pub already_recorded: bool,
-}
-
-/// Who an event belongs to: what publishing it needs to know about its unit.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Owner<'a> {
-    pub(crate) id: &'a DelegationId,
-    pub(crate) session: Option<&'a SessionId>,
-    pub(crate) delivery: DeliveryMode,
-}
-
-impl<'a> Owner<'a> {
-    pub(crate) fn of(unit: &'a Delegation) -> Owner<'a> {
-        Owner {
-            id: &unit.id,
-            session: unit.session.as_ref(),
-            delivery: unit.spec.delivery,
-        }
-    }
 }
 
 /// `existing` as the answer to dispatching `new` again under its id, or a refusal when the id
@@ -112,7 +98,7 @@ impl Ledger {
         &self,
         new: NewDelegation,
         capacity: Capacity,
-        liveness: &dyn crate::sessions::Liveness,
+        liveness: &dyn Liveness,
         now: Timestamp,
     ) -> Result<Option<Admission>> {
         check_new(&new)?;
@@ -134,7 +120,7 @@ impl Ledger {
             };
             // The hosts the admission reads next, read once (a backend keeps them for it).
             let record = w.hosts()?.into_iter().find(|h| h.process == host);
-            if !crate::sessions::is_live(record, host, liveness, now) {
+            if !is_live(record, host, liveness, now) {
                 return Ok((None, false));
             }
             let new = NewDelegation {
@@ -167,7 +153,7 @@ impl Ledger {
     ) -> Result<Admission> {
         check_new(&new)?;
         self.write_then(|w| {
-            crate::sessions::register_in(w, host)?;
+            register_in(w, host)?;
             let starting = Starting {
                 count: match new.channel {
                     Channel::Inline => capacity.max_running.max(1),
@@ -237,23 +223,6 @@ impl Ledger {
     }
 }
 
-/// Hands `session`'s queued units (not a pool's) to `host` inside `w`, as a session's host
-/// changes (`--resume`, a new headless host): returns how many moved.
-pub(crate) fn adopt_in(w: &Writer<'_>, session: &SessionId, host: ProcessId) -> Result<usize> {
-    let mut moved = 0;
-    for mut unit in w.active_units()? {
-        if unit.session.as_ref() == Some(session)
-            && unit.status == UnitStatus::Queued
-            && unit.pool().is_none()
-            && unit.host != Some(host)
-        {
-            set_host(w, &mut unit, Some(host))?;
-            moved += 1;
-        }
-    }
-    Ok(moved)
-}
-
 /// What dispatch refuses before it opens a transaction.
 fn check_new(new: &NewDelegation) -> Result<()> {
     if new.spec.tasks.is_empty() {
@@ -267,7 +236,7 @@ fn check_new(new: &NewDelegation) -> Result<()> {
         ));
     }
     if let Some(pool) = &new.spec.pool {
-        crate::pools::check_pool_unit(pool, new.channel, new.session.as_ref())?;
+        check_pool_unit(pool, new.channel, new.session.as_ref())?;
     }
     Ok(())
 }
@@ -297,60 +266,15 @@ fn dispatch_in(
         return same_dispatch(existing, new).map(|admission| (admission, false));
     }
     let session = match &new.session {
-        Some(id) => Some(crate::sessions::ensure_active(w, id, now)?),
+        Some(id) => Some(ensure_active(w, id, now)?),
         None => None,
     };
-    // A background unit goes to a host that is live for the ledger: registered, or the
-    // session's recorded host. A host that retired (`retire_host`) gets nothing more, so
-    // no unit is ever left with a host that has decided to exit. A pool unit has no host
-    // until a worker takes it.
-    let pool = new.spec.pool.clone();
-    let host = if pool.is_some() { None } else { new.host };
-    if let (Channel::Background, Some(host)) = (new.channel, host) {
-        let hosts_session = session.as_ref().is_some_and(|s| s.host == Some(host));
-        if !hosts_session && w.host(host)?.is_none() {
-            return Err(LedgerError::HostGone(host));
-        }
-    }
+    let host = host_of(w, new, session.as_ref())?;
     let id = match &new.id {
         Some(id) => id.clone(),
-        None => loop {
-            let id = ledger.next_delegation_id();
-            if !w.delegation_exists(id.as_str())? {
-                break id;
-            }
-        },
+        None => draw_id(ledger, w)?,
     };
-    let (status, queue_seq, queue_position) = match new.channel {
-        Channel::Inline => (UnitStatus::Running, None, None),
-        Channel::Background => {
-            // Session units queue per machine; each pool has a FIFO queue of its own
-            // (one table, told apart by the unit's pool), and a pool unit always waits
-            // for a worker.
-            let (active, hosts) = (w.active_units()?, w.hosts()?);
-            let machines = Machines::of(&hosts);
-            let admit = match pool.as_deref() {
-                Some(pool) => rules::admit_to_pool(&active, pool, capacity),
-                None => {
-                    let machine = machines.of_host(new.host);
-                    rules::admit(&active, &machines, machine, capacity)
-                }
-            };
-            match admit {
-                Admit::Run => (UnitStatus::Running, None, None),
-                Admit::Full => {
-                    return Err(LedgerError::QueueFull {
-                        max: capacity.max_queued,
-                    });
-                }
-                Admit::Queue { ahead } => {
-                    let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
-                    w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
-                    (UnitStatus::Queued, Some(seq), Some(ahead + 1))
-                }
-            }
-        }
-    };
+    let place = place(w, new, capacity)?;
     let transcript_dir = new
         .transcript_root
         .as_ref()
@@ -359,30 +283,132 @@ fn dispatch_in(
         id: id.clone(),
         session: new.session.clone(),
         channel: new.channel,
-        status,
+        status: place.status,
         dispatched_at: now,
-        started_at: (status == UnitStatus::Running).then_some(now),
+        started_at: (place.status == UnitStatus::Running).then_some(now),
         ended_at: None,
         host,
-        queue_seq,
+        queue_seq: place.queue_seq,
         interrupt: None,
-        transcript_dir: transcript_dir.clone(),
+        transcript_dir,
         spec: new.spec.clone(),
     };
-    w.put_delegation(&unit)?;
+    record_unit(w, &unit)?;
+    w.put_children(&children_of(&unit, starting, now))?;
+    Ok((
+        Admission {
+            delegation: unit,
+            queue_position: place.queue_position,
+            already_recorded: false,
+        },
+        true,
+    ))
+}
+
+/// The host a new unit goes to: `new.host`, unless it is a pool unit (it has no host until a
+/// worker takes it). A background unit goes to a host that is live for the ledger: registered,
+/// or the session's recorded host. A host that retired (`retire_host`) gets nothing more
+/// (`HostGone`), so no unit is ever left with a host that has decided to exit.
+fn host_of(
+    w: &Writer<'_>,
+    new: &NewDelegation,
+    session: Option<&Session>,
+) -> Result<Option<ProcessId>> {
+    let host = if new.spec.pool.is_some() {
+        None
+    } else {
+        new.host
+    };
+    if let (Channel::Background, Some(host)) = (new.channel, host) {
+        let hosts_session = session.is_some_and(|s| s.host == Some(host));
+        if !hosts_session && w.host(host)?.is_none() {
+            return Err(LedgerError::HostGone(host));
+        }
+    }
+    Ok(host)
+}
+
+/// A delegation id no unit has yet.
+fn draw_id(ledger: &Ledger, w: &Writer<'_>) -> Result<DelegationId> {
+    loop {
+        let id = ledger.next_delegation_id();
+        if !w.delegation_exists(id.as_str())? {
+            return Ok(id);
+        }
+    }
+}
+
+/// Where admission puts a new unit.
+struct Place {
+    status: UnitStatus,
+    /// Its place in the FIFO order, when queued.
+    queue_seq: Option<u64>,
+    /// Its 1-based place in the queue, when queued.
+    queue_position: Option<u32>,
+}
+
+/// Admits `new`: an inline unit runs at once; a background unit runs if a slot is free and
+/// nothing waits before it, queues otherwise, and is refused past `max_queued` (`QueueFull`).
+/// Session units queue per machine; each pool has a FIFO queue of its own (one table, told
+/// apart by the unit's pool), and a pool unit always waits for a worker.
+fn place(w: &Writer<'_>, new: &NewDelegation, capacity: Capacity) -> Result<Place> {
+    let run = Place {
+        status: UnitStatus::Running,
+        queue_seq: None,
+        queue_position: None,
+    };
+    if new.channel == Channel::Inline {
+        return Ok(run);
+    }
+    let (active, hosts) = (w.active_units()?, w.hosts()?);
+    let machines = Machines::of(&hosts);
+    let admit = match new.spec.pool.as_deref() {
+        Some(pool) => rules::admit_to_pool(&active, pool, capacity),
+        None => {
+            let machine = machines.of_host(new.host);
+            rules::admit(&active, &machines, machine, capacity)
+        }
+    };
+    match admit {
+        Admit::Run => Ok(run),
+        Admit::Full => Err(LedgerError::QueueFull {
+            max: capacity.max_queued,
+        }),
+        Admit::Queue { ahead } => {
+            let seq = w.meta(META_NEXT_QUEUE_SEQ)?.unwrap_or(0);
+            w.set_meta(META_NEXT_QUEUE_SEQ, seq + 1)?;
+            Ok(Place {
+                status: UnitStatus::Queued,
+                queue_seq: Some(seq),
+                queue_position: Some(ahead + 1),
+            })
+        }
+    }
+}
+
+/// Writes a new unit, with its tally when it wants one, and wakes the hosts for a background
+/// unit.
+fn record_unit(w: &Writer<'_>, unit: &Delegation) -> Result<()> {
+    w.put_delegation(unit)?;
     // A pool unit gets its tally when a worker takes it (see `children::check_owner`); a unit
     // of one task gets none (see `UnitTally`).
-    if unit.pool().is_none() && UnitTally::wanted(&unit) {
-        w.put_tally(&id, &UnitTally::for_unit(&unit))?;
+    if unit.pool().is_none() && UnitTally::wanted(unit) {
+        w.put_tally(&unit.id, &UnitTally::for_unit(unit))?;
     }
     if unit.channel == Channel::Background {
         w.bump_activity()?;
     }
-    let children: Vec<Child> = (0..unit.task_count())
+    Ok(())
+}
+
+/// The children of a new unit: the first `starting.count` running on `starting.machine`
+/// (their dispatching process starts them the moment the commit is durable), the rest pending.
+fn children_of(unit: &Delegation, starting: &Starting, now: Timestamp) -> Vec<Child> {
+    (0..unit.task_count())
         .map(|index| {
             let starts = index < starting.count;
             Child {
-                delegation_id: id.clone(),
+                delegation_id: unit.id.clone(),
                 index,
                 status: if starts {
                     ChildStatus::Running
@@ -395,35 +421,12 @@ fn dispatch_in(
                 exit_code: None,
                 signal: None,
                 progress: Progress::default(),
-                transcript: transcript_dir
+                transcript: unit
+                    .transcript_dir
                     .as_ref()
                     .map(|dir| format!("{dir}/task-{index}.log")),
                 machine: starts.then(|| starting.machine.clone()).flatten(),
             }
         })
-        .collect();
-    w.put_children(&children)?;
-    Ok((
-        Admission {
-            delegation: unit,
-            queue_position,
-            already_recorded: false,
-        },
-        true,
-    ))
-}
-
-/// Moves a unit to another host (or to none), keeping its tally in step.
-pub(crate) fn set_host(
-    w: &Writer<'_>,
-    unit: &mut Delegation,
-    host: Option<ProcessId>,
-) -> Result<()> {
-    unit.host = host;
-    w.put_delegation(unit)?;
-    if let Some(mut tally) = w.tally(&unit.id)? {
-        tally.host = host;
-        w.put_tally(&unit.id, &tally)?;
-    }
-    Ok(())
+        .collect()
 }

@@ -2,7 +2,7 @@
 //! on a fresh directory, started on a free port of 127.0.0.1, stopped and removed when done.
 //! `cargo xtask ci|test|bench|pg` start one around their runs ([`Cluster::start`]), and a test
 //! process that was given none starts its own ([`Cluster::start_for_process`], used by
-//! `hermes_ledger::testing`), so plain `cargo test` needs nothing set.
+//! `hermes_testkit`), so plain `cargo test` needs nothing set.
 //!
 //! The server is Debian's (`/usr/lib/postgresql/<highest version>/bin`, which `.ci/run`
 //! installs). It refuses to run as root, so as root every server command runs as the

@@ -569,7 +569,7 @@ pub(crate) mod tests_support {
         let at = Timestamp(1_764_441_835_000);
         Delegation {
             channel: hermes_ledger::Channel::Inline,
-            ..hermes_ledger::testing::running_unit(DelegationId::from_bits(0xabc), spec, at)
+            ..hermes_testkit::running_unit(DelegationId::from_bits(0xabc), spec, at)
         }
     }
 }

@@ -78,7 +78,7 @@ async fn dispatch_until_told(
 /// its own clock all the same, and the calls themselves end on theirs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let (proxy, via) = hermes_pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
     // A call gives up after 2 s of silence (a statement timeout of 1 s and a margin).
     let (partitioned, outside) = (connect_within(&via, Duration::from_secs(1)), connect(&url));
@@ -138,23 +138,23 @@ async fn a_host_whose_server_stops_answering_fences_itself_on_its_own_clock() {
 /// finished child's result is recorded once the server accepts writes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let ledger = connect(&url);
     let home = tempfile::tempdir().expect("tempdir");
     let host = host_on(ledger.clone(), home.path(), "full").await;
     let go = home.path().join("go");
     let id = dispatch_until_told(&host, "full", &go, &ledger).await;
 
-    hermes_ledger::testing::fail_event_writes(&url, true);
+    hermes_testkit::fail_event_writes(&url, true);
     std::fs::write(&go, b"").expect("the child may finish");
     // More refusals than the three attempts and one finalization a host used to make.
     assert!(
         eventually(Duration::from_secs(20), || {
-            hermes_ledger::testing::refused_event_writes(&url) >= 6
+            hermes_testkit::refused_event_writes(&url) >= 6
         })
         .await,
         "the host keeps trying to record the result: {} refusals",
-        hermes_ledger::testing::refused_event_writes(&url)
+        hermes_testkit::refused_event_writes(&url)
     );
     assert!(!host.is_fenced(), "its lease still renews");
     // Meanwhile the outcome waits beside its transcript, saying why (`delegation status`).
@@ -173,7 +173,7 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
         "{}",
         kept.describe()
     );
-    hermes_ledger::testing::fail_event_writes(&url, false);
+    hermes_testkit::fail_event_writes(&url, false);
     let recorded = |ledger: &Ledger| {
         ledger
             .delegation(&id)
@@ -200,7 +200,7 @@ async fn a_finished_childs_result_is_recorded_once_a_storage_error_clears() {
 /// its output) rather than `unknown`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
-    let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
+    let url = hermes_testkit::fresh_database(&hermes_testkit::pg_admin_url());
     let (proxy, via) = hermes_pgcluster::FaultProxy::in_front_of(&url).expect("the proxy starts");
     let (partitioned, outside) = (connect(&via), connect(&url));
     let home = tempfile::tempdir().expect("tempdir");
@@ -212,7 +212,7 @@ async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
         .clone()
         .expect("a transcript");
 
-    hermes_ledger::testing::fail_event_writes(&url, true);
+    hermes_testkit::fail_event_writes(&url, true);
     std::fs::write(&go, b"").expect("the child may finish");
     assert!(
         eventually(Duration::from_secs(10), || {
@@ -224,7 +224,7 @@ async fn a_result_its_fenced_host_could_not_record_is_recorded_by_recovery() {
     // Then the host loses its server altogether, and fences on its own clock.
     proxy.black_hole();
     assert!(eventually(Duration::from_secs(10), || host.is_fenced()).await);
-    hermes_ledger::testing::fail_event_writes(&url, false);
+    hermes_testkit::fail_event_writes(&url, false);
 
     // Once its lease ran out, a sweep on this machine recovers the unit with the kept outcome.
     let config = quick_config(home.path());

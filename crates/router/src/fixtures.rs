@@ -20,7 +20,7 @@ pub(crate) fn delegation(bits: u64, session: &str, delivery: DeliveryMode) -> De
     };
     Delegation {
         session: Some(sid(session)),
-        ..hermes_ledger::testing::running_unit(unit_id(bits), spec, Timestamp(0))
+        ..hermes_testkit::running_unit(unit_id(bits), spec, Timestamp(0))
     }
 }
 

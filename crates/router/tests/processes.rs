@@ -21,9 +21,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use hermes_ledger::testing::TestBackend;
 use hermes_ledger::{DeliveryMode, EventState, Ledger, LedgerConfig, Location};
 use hermes_router::{Boundary, Clock, Router, RouterConfig, SystemClock};
+use hermes_testkit::TestBackend;
 
 const WORKER: &str = "HERMES_ROUTER_WORKER";
 /// Where the workers find the ledger: a redb file's path or a `postgres://` URL.

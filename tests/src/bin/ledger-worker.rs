@@ -18,15 +18,15 @@
 //!     (`wait_ready`, then `ack_many` of every envelope), until DONE exists and the session has
 //!     nothing open; prints `acked N at_ms T` when the acks of N events were durable
 //! ledger-worker fresh-database ADMIN_URL
-//!     create a database with hermes' schema on the server ADMIN_URL names (`hermes_ledger::testing::fresh_database`)
+//!     create a database with hermes' schema on the server ADMIN_URL names (`hermes_testkit::fresh_database`)
 //!     and print its URL (for `cargo xtask bench`, which names no PostgreSQL crate)
 //! ledger-worker fresh-empty-database ADMIN_URL
-//!     the same without hermes' schema (`hermes_ledger::testing::fresh_empty_database`), for the
+//!     the same without hermes' schema (`hermes_testkit::fresh_empty_database`), for the
 //!     plain-SQL floor the bench compares the ledger with
 //! ledger-worker reset-statements ADMIN_URL DB_URL
 //! ledger-worker statements ADMIN_URL DB_URL
 //!     forget, then print, the statements the server ran in the database of DB_URL, as
-//!     `pg_stat_statements` counts them (`hermes_ledger::testing::statements_run`)
+//!     `pg_stat_statements` counts them (`hermes_testkit::statements_run`)
 //! ```
 //! Every committed step is printed on its own line (`published task:3`, `acked task:3`) and
 //! flushed before the next step starts, so a parent that kills this process knows what was
@@ -277,19 +277,19 @@ fn run(args: &[String]) -> Result<(), String> {
             }
         }
         "fresh-database" => {
-            let url = hermes_ledger::testing::fresh_database(&arg(1)?);
+            let url = hermes_testkit::fresh_database(&arg(1)?);
             writeln!(out, "{url}").map_err(|e| e.to_string())
         }
         "fresh-empty-database" => {
-            let url = hermes_ledger::testing::fresh_empty_database(&arg(1)?);
+            let url = hermes_testkit::fresh_empty_database(&arg(1)?);
             writeln!(out, "{url}").map_err(|e| e.to_string())
         }
         "reset-statements" => {
-            hermes_ledger::testing::reset_statements(&arg(1)?, &arg(2)?);
+            hermes_testkit::reset_statements(&arg(1)?, &arg(2)?);
             Ok(())
         }
         "statements" => {
-            let count = hermes_ledger::testing::statements_run(&arg(1)?, &arg(2)?);
+            let count = hermes_testkit::statements_run(&arg(1)?, &arg(2)?);
             writeln!(out, "{count}").map_err(|e| e.to_string())
         }
         other => Err(format!("unknown mode {other:?}")),

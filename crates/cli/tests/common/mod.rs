@@ -16,7 +16,7 @@ pub struct Hermes {
     pub location: hermes_ledger::Location,
     pub ledger_url: Option<String>,
     /// Drops this home's test database (PostgreSQL) when the test is done.
-    _database: Option<hermes_ledger::testing::TestDatabase>,
+    _database: Option<hermes_testkit::TestDatabase>,
 }
 
 impl Hermes {
@@ -29,7 +29,7 @@ impl Hermes {
         )
         .expect("chmod the temp home");
         let (location, ledger_url, database) =
-            hermes_ledger::testing::TestBackend::from_env().fresh_owned(home.path());
+            hermes_testkit::TestBackend::from_env().fresh_owned(home.path());
         Hermes {
             home,
             location,

@@ -77,7 +77,8 @@ impl Backend {
         }
     }
 
-    /// The PostgreSQL connections, when the ledger lives there.
+    /// The PostgreSQL connections, when the ledger lives there (tests).
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn pg(&self) -> Option<&Pg> {
         match self {
             Backend::Redb(_) => None,

@@ -1,8 +1,9 @@
 //! The backend seam: typed reads and writes inside one transaction.
 //!
 //! Every ledger operation (`events.rs`, `units.rs`, `children.rs`, `sessions.rs`, `recovery.rs`,
-//! `queries.rs`, …) is written once, against [`ReadTx`] and [`WriteTx`]; the rules it applies
-//! live in those files and in `rules.rs`, never in a backend. A backend supplies only transactional storage of the
+//! `queries.rs`, …, and the in-transaction steps they share under `txn/`) is written once,
+//! against [`ReadTx`] and [`WriteTx`]; the rules it applies live in those files and in
+//! `rules.rs`, never in a backend. A backend supplies only transactional storage of the
 //! ledger's records and the indexes over them:
 //!
 //! - `redb/` — the embedded default: one file, typed redb tables, index tables kept in step;
@@ -251,7 +252,7 @@ pub(crate) trait WriteTx: ReadTx {
 /// agree) and commits on its own. [`Backend::transitions`] is `None` on a backend without them
 /// (redb, whose transactions are local and cheap): the operations run as written.
 pub(crate) trait Transitions {
-    /// `events::publish_in` for an event of the unit `id` (`ended_with_session`: its payload
+    /// `txn::publish::publish_in` for an event of the unit `id` (`ended_with_session`: its payload
     /// says its session's end interrupted it). `None`: there is no such unit.
     fn publish(
         &self,
@@ -345,6 +346,7 @@ pub(crate) fn event_ref(path: &Path, id: &str, code: u32) -> Result<EventRef> {
 }
 
 /// Whether `key` names one of the first `task_count` children.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn is_task_of(key: EventKey, task_count: u32) -> bool {
     matches!(key, EventKey::Task(n) if n < task_count)
 }

@@ -1,5 +1,5 @@
 //! The ledger's integration tests, one binary: each module a subject, all over the public API
-//! (and `hermes_ledger::testing`), on the backend `HERMES_TEST_BACKEND` names.
+//! (and `hermes_testkit`), on the backend `HERMES_TEST_BACKEND` names.
 
 mod common;
 

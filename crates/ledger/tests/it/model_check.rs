@@ -80,7 +80,7 @@ impl Model {
 /// Cases per run: 256 on redb; 64 on PostgreSQL, where every case is a database of its own and
 /// every operation a network round trip (the same seeded sequence, its first 64 cases).
 fn cases() -> u32 {
-    if hermes_ledger::testing::TestBackend::from_env().is_postgres() {
+    if hermes_testkit::TestBackend::from_env().is_postgres() {
         64
     } else {
         256

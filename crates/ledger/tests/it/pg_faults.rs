@@ -3,9 +3,9 @@
 //! against the throwaway test server whatever the backend under test.
 
 use crate::common::*;
-use hermes_ledger::testing::{fresh_database, pg_admin_url};
 use hermes_ledger::*;
 use hermes_pgcluster::FaultProxy;
+use hermes_testkit::{fresh_database, pg_admin_url};
 
 /// The simple-query message that commits a transaction, as the client sends it.
 const COMMIT: &[u8] = b"COMMIT\0";
@@ -203,7 +203,7 @@ fn a_ledger_whose_connections_were_all_terminated_reconnects_at_its_next_operati
         .expect("PostgreSQL notifies");
     // Its connection (the one its calls and its listener share) ends, as when an operator or
     // a failover ends hermes' backends.
-    let ended = hermes_ledger::testing::terminate_connections(&url);
+    let ended = hermes_testkit::terminate_connections(&url);
     assert_eq!(ended, 1, "the calls and the listener share one connection");
     finish(&ledger, &id, 0, T0);
     let c = claimed(claim(&ledger, &[key(&id, 0)], 60_000, T0));
@@ -263,15 +263,15 @@ fn a_server_that_accepts_and_never_answers_fails_the_connect_within_its_timeout(
 fn every_session_gets_server_side_deadlines_and_keeps_the_urls_application_name() {
     let url = fresh_database(&pg_admin_url());
     assert_eq!(
-        hermes_ledger::testing::session_setting(&url, "statement_timeout"),
+        hermes_testkit::session_setting(&url, "statement_timeout"),
         "30s"
     );
     assert_eq!(
-        hermes_ledger::testing::session_setting(&url, "idle_in_transaction_session_timeout"),
+        hermes_testkit::session_setting(&url, "idle_in_transaction_session_timeout"),
         "1min"
     );
     assert_eq!(
-        hermes_ledger::testing::session_setting(&url, "application_name"),
+        hermes_testkit::session_setting(&url, "application_name"),
         "hermes"
     );
     let named = format!(
@@ -279,7 +279,7 @@ fn every_session_gets_server_side_deadlines_and_keeps_the_urls_application_name(
         if url.contains('?') { '&' } else { '?' }
     );
     assert_eq!(
-        hermes_ledger::testing::session_setting(&named, "application_name"),
+        hermes_testkit::session_setting(&named, "application_name"),
         "ops-east"
     );
 }
@@ -302,7 +302,7 @@ fn refusals_say_what_the_server_said() {
     let wrong = connect(&format!("{user}:not-the-password@{rest}"));
     assert!(wrong.contains("refused the login"), "{wrong}");
     assert!(!wrong.contains("not-the-password"), "{wrong}");
-    let missing = connect(&hermes_ledger::testing::with_dbname(&url, "no_such_db_22"));
+    let missing = connect(&hermes_testkit::with_dbname(&url, "no_such_db_22"));
     assert!(missing.contains("has no such database"), "{missing}");
     assert!(!missing.contains("cannot reach"), "{missing}");
 }
@@ -578,7 +578,7 @@ fn a_ledger_its_listeners_and_concurrent_calls_share_one_connection() {
     // Once the calls are over, any extra connection they opened was closed.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let held = hermes_ledger::testing::connections_named(&url, "one_conn");
+        let held = hermes_testkit::connections_named(&url, "one_conn");
         if held == 1 {
             break;
         }

@@ -5,10 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use hermes_ledger::testing::{
-    PoolMode, fresh_empty_database, pg_admin_url, pg_bouncer, query_bools,
-};
 use hermes_ledger::*;
+use hermes_testkit::{PoolMode, fresh_empty_database, pg_admin_url, pg_bouncer, query_bools};
 
 fn connect(url: &str) -> Result<Ledger> {
     let target = PgTarget::parse(url, None)?;

@@ -1,10 +1,10 @@
 //! What only the PostgreSQL backend has: URLs, TLS, schema versions, an unreachable server.
 //! These run against the throwaway test server whatever the backend under test.
 
-use hermes_ledger::testing::{
+use hermes_ledger::*;
+use hermes_testkit::{
     connection_is_encrypted, fresh_database, fresh_empty_database, pg_admin_url, set_schema_version,
 };
-use hermes_ledger::*;
 
 fn connect(url: &str) -> Result<Ledger> {
     let target = PgTarget::parse(url, None)?;
@@ -38,7 +38,7 @@ fn sslmode_require_encrypts_and_disable_does_not() {
 #[test]
 fn verify_full_and_verify_ca_check_the_servers_certificate_against_sslrootcert() {
     let url = fresh_database(&pg_admin_url());
-    let ca = hermes_ledger::testing::pg_authority();
+    let ca = hermes_testkit::pg_authority();
     let root = |file: &std::path::Path| format!("sslrootcert={}", file.display());
     // The server's certificate is for 127.0.0.1, signed by the cluster's CA.
     for mode in ["verify-full", "verify-ca"] {
@@ -91,7 +91,7 @@ fn verify_full_and_verify_ca_check_the_servers_certificate_against_sslrootcert()
 /// (`data/` of the cluster: `unix_socket_directories`), in the `?host=` form libpq documents
 /// for a socket directory (libpq-connect, "Connection URIs").
 fn over_the_socket(url: &str) -> String {
-    let socket_dir = hermes_ledger::testing::pg_server().dir.join("data");
+    let socket_dir = hermes_testkit::pg_server().dir.join("data");
     let (scheme_user, rest) = url.split_once('@').expect("the URL has a user");
     let (authority, path) = rest.split_once('/').expect("the URL names a database");
     let port = authority.rsplit_once(':').map_or("5432", |(_, port)| port);
@@ -461,7 +461,7 @@ fn two_namespaces_on_one_database_never_see_each_others_sessions_units_or_result
     }
     // The default namespace's tables are where hermes always kept them; the others are
     // schemas of their own.
-    let placed = hermes_ledger::testing::query_bools(
+    let placed = hermes_testkit::query_bools(
         &url,
         "SELECT to_regclass('public.hermes_units') IS NOT NULL, \
                 to_regclass('team_a.hermes_units') IS NOT NULL, \

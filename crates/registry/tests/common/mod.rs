@@ -40,7 +40,7 @@ pub fn quick_config(home: &std::path::Path) -> Config {
 /// in the home, so a second process of the same test opens the same ledger).
 pub fn open_ledger(home: &std::path::Path) -> Arc<Ledger> {
     let marker = home.join("test-ledger-url");
-    let backend = hermes_ledger::testing::TestBackend::from_env();
+    let backend = hermes_testkit::TestBackend::from_env();
     let location = match std::fs::read_to_string(&marker) {
         Ok(url) if !url.is_empty() => {
             hermes_ledger::Location::from_url(Some(&url), &home.join("ledger.redb"), None)

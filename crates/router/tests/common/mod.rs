@@ -41,15 +41,14 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub ledger: Arc<Ledger>,
     /// Drops the test's database (PostgreSQL) once the test is done.
-    _database: Option<hermes_ledger::testing::TestDatabase>,
+    _database: Option<hermes_testkit::TestDatabase>,
 }
 
 /// A fresh ledger on the backend under test (`HERMES_TEST_BACKEND`).
 pub fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (location, _, database) =
-        hermes_ledger::testing::TestBackend::from_env().fresh_owned(dir.path());
-    let ledger = hermes_ledger::testing::open_location(&location, LedgerConfig::default(), 7);
+    let (location, _, database) = hermes_testkit::TestBackend::from_env().fresh_owned(dir.path());
+    let ledger = hermes_testkit::open_location(&location, LedgerConfig::default(), 7);
     Fixture {
         dir,
         ledger: Arc::new(ledger),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use postgres::error::SqlState;
 
 use super::client::{Client, no_answer};
-use super::pool::{CONNECT_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT, one_line};
+use super::retry::{CONNECT_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT, one_line};
 use super::url::PgTarget;
 
 /// Why a connection could not be opened.

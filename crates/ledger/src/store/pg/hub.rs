@@ -1,12 +1,12 @@
 //! What the listeners of one process subscribed to, and what they heard: the notifications
-//! that arrive on the shared connection (`conns.rs`) are handed to every listener whose
+//! that arrive on the shared connection (`pool.rs`) are handed to every listener whose
 //! channels they name, whichever call or wait received them.
 
 use std::collections::BTreeSet;
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
-use super::pool::lock;
+use hermes_stdx::lock;
 
 /// What a listener heard.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,17 +1,19 @@
 //! `LISTEN`/`NOTIFY`: the channels the ledger notifies and the listeners that wait on them —
-//! on the ledger's own connection, shared with its calls (`conns.rs`, `hub.rs`), or on a
+//! on the ledger's own connection, shared with its calls (`pool.rs`, `hub.rs`), or on a
 //! connection of their own to `ledger.listen_url`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hermes_stdx::lock;
+
 use super::client::Client;
-use super::connect::*;
-use super::conns::Conns;
+use super::connect::{Refused, connect_within};
 use super::hub::Heard;
-use super::pool::*;
-use super::url::*;
+use super::pool::Conns;
+use super::retry::{MAX_BACKOFF, Pg, off_runtime, one_line};
+use super::url::PgTarget;
 use crate::error::{LedgerError, Result};
 use crate::store::Listen;
 
@@ -39,7 +41,7 @@ impl Pg {
     /// tells its caller to look every [`DEAF_POLL`], and a warning says how to do better.
     ///
     /// Without `ledger.listen_url` the listener listens on the ledger's own connection, which
-    /// its calls share (one server connection per process, `conns.rs`); the probe is then
+    /// its calls share (one server connection per process, `pool.rs`); the probe is then
     /// notified from a short-lived connection of its own, once per process.
     pub(crate) fn listen(&self, what: &[Listen]) -> Result<Listener> {
         let channels: Vec<String> = what
@@ -330,6 +332,7 @@ impl Listener {
     /// Whether notifications reach this listener; `false` behind a pooler in transaction
     /// mode without `ledger.listen_url`, where [`Listener::wait`] returns
     /// [`Notice::Reconnected`] every [`DEAF_POLL`] so its caller looks.
+    #[cfg(any(test, feature = "testing"))]
     pub fn hears_notifications(&self) -> bool {
         !matches!(self.mode, Mode::Deaf)
     }

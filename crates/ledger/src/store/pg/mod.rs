@@ -30,12 +30,12 @@
 
 mod client;
 mod connect;
-mod conns;
 mod credentials;
 mod hub;
 mod listen;
 mod pool;
 mod read;
+mod retry;
 mod rows;
 mod schema;
 mod tls;
@@ -48,7 +48,9 @@ mod write;
 
 pub use credentials::url_without_password;
 pub use listen::{Listener, Notice};
-pub use pool::serialization_failures;
-pub(crate) use pool::{Pg, off_runtime};
+pub(crate) use retry::Pg;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use retry::off_runtime;
+pub use retry::serialization_failures;
 pub use schema::SCHEMA_VERSION;
 pub use url::{PgEnv, PgTarget, is_postgres_url};

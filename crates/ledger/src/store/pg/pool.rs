@@ -1,333 +1,394 @@
-//! A PostgreSQL ledger on its connections (`conns.rs`), and the retry loop every transaction
-//! runs in (again after a serialization failure; once more on a fresh connection when one
-//! broke before `COMMIT`).
+//! The connections a PostgreSQL ledger holds: normally one, lent in turn to the process's
+//! calls and to its listeners, which wait on it for notifications between calls (issue #22,
+//! defect 9: one server connection per process where possible).
+//!
+//! A call takes the connection; when it is out, the call asks a listener waiting on it to give
+//! it up ([`Conns::wanted`]) and waits a moment for it, and only then opens another, which is
+//! closed when given back while one is kept already. Every connection `LISTEN`s on the
+//! channels the process's listeners subscribed to (`hub.rs`), and the notifications any call
+//! or wait receives on it are handed to them when it is given back.
 
-use std::cell::{Cell, RefCell};
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use postgres::IsolationLevel;
+use hermes_stdx::lock;
 
-use super::conns::*;
-use super::tx::*;
-use super::url::*;
-use crate::error::{LedgerError, Result};
-use crate::store::{Counters, Reader, Writer};
+use super::client::Client;
+use super::connect::{
+    Refused, connect_reading_schema, connect_within, describe, describe_broken, server_said,
+};
+use super::hub::Hub;
+use super::retry::{CONNECT_TIMEOUT, MAX_BACKOFF, off_runtime, one_line, server_gone};
+use super::url::PgTarget;
+use crate::error::{LedgerError, Result, StorageFault};
 
-/// How long a connection attempt may take.
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long sent data may stay unacknowledged before the kernel drops the connection.
-pub(super) const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Keepalives on an idle connection: after this long idle…
-pub(super) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
-/// …one probe this often…
-pub(super) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
-/// …and the connection is dropped after this many unanswered.
-pub(super) const KEEPALIVE_RETRIES: u32 = 3;
-/// The server ends a statement that runs longer (set per session), unless
-/// `ledger.statement_timeout_seconds` says otherwise.
-pub(super) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
-/// The most a call waits past the statement timeout for the server's answer before its
-/// connection is taken for broken (`PgTarget::answer_within`).
-pub(super) const ANSWER_MARGIN: Duration = Duration::from_secs(5);
-/// The server ends a session whose transaction stays idle longer (its client hung or vanished
-/// mid-transaction: its locks are released).
-pub(super) const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
-/// Serialization failures tolerated before an operation gives up.
-pub(super) const MAX_RETRIES: u32 = 200;
-/// The longest pause between two connection attempts after failures.
-pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Connections kept open while nothing uses them.
+const KEEP: usize = 1;
+/// How long a call waits for the connection another call holds before opening one more.
+const WAIT_FOR_BUSY: Duration = Duration::from_millis(250);
 
-/// A PostgreSQL ledger: its connections (`conns.rs`), which its listeners share.
-pub(crate) struct Pg {
-    pub(super) conns: Arc<Conns>,
+/// One connection, and the channels it listens on.
+pub(super) struct Conn {
+    pub(super) client: Client,
+    pub(super) listening: BTreeSet<String>,
 }
 
-impl std::ops::Deref for Pg {
-    type Target = Conns;
+/// How a new connection is opened: [`connect_within`], or [`connect_reading_schema`], which
+/// also answers the schema version.
+type Connect<T> = fn(
+    &PgTarget,
+    &tokio_postgres_rustls::MakeRustlsConnect,
+) -> std::result::Result<(Client, T), Refused>;
 
-    fn deref(&self) -> &Conns {
-        &self.conns
+/// Consecutive connection failures, for backoff: while the server cannot be reached, a
+/// process makes one connection attempt per pause, the pause doubling from 100 ms to
+/// [`MAX_BACKOFF`].
+#[derive(Default)]
+pub(super) struct Backoff {
+    pub(super) failures: u32,
+    /// No attempt before this (the pause after a failure, or an attempt under way).
+    pub(super) not_before: Option<Instant>,
+    /// Why the last attempt failed: said again to the calls the pause turns away.
+    pub(super) last: Option<String>,
+}
+
+/// The kept connections, and how many are lent out.
+#[derive(Default)]
+pub(super) struct Slots {
+    pub(super) idle: Vec<Conn>,
+    pub(super) busy: usize,
+    /// Calls waiting for a connection: listeners leave it to them.
+    pub(super) calls_waiting: usize,
+}
+
+/// A PostgreSQL ledger's connections, shared by the ledger and its listeners.
+pub(crate) struct Conns {
+    pub(super) target: PgTarget,
+    pub(super) path: PathBuf,
+    pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
+    pub(super) slots: Mutex<Slots>,
+    /// Signalled whenever a connection is given back.
+    pub(super) freed: Condvar,
+    pub(super) backoff: Mutex<Backoff>,
+    /// The listeners' subscriptions and what they heard.
+    pub(super) hub: Hub,
+    /// Asks a listener waiting on the connection to give it up for a call.
+    pub(super) wanted: tokio::sync::Notify,
+    /// Whether notifications reach the connection, once a listener probed it.
+    pub(super) probed: Mutex<Option<bool>>,
+}
+
+impl Drop for Conns {
+    fn drop(&mut self) {
+        // Closing a client blocks on its runtime: never on a tokio worker thread.
+        let idle = std::mem::take(&mut lock(&self.slots).idle);
+        off_runtime(move || drop(idle));
     }
 }
 
-pub(super) use hermes_stdx::lock;
+/// A connection lent out: given back when dropped.
+pub(super) struct Pooled<'c> {
+    conns: &'c Conns,
+    conn: Option<Conn>,
+}
 
-/// Runs `f` where the synchronous client may block: on this thread, or on a scoped thread when
-/// this thread belongs to a tokio runtime.
-pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return f();
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Conn;
+
+    fn deref(&self) -> &Conn {
+        self.conn.as_ref().expect("lent until dropped")
     }
-    std::thread::scope(|scope| match scope.spawn(f).join() {
-        Ok(value) => value,
-        Err(payload) => std::panic::resume_unwind(payload),
-    })
 }
 
-/// Serialization failures and deadlocks this process's statements met (each then run again).
-static CONFLICTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How many serialization failures and deadlocks this process's PostgreSQL statements met
-/// (each was run again), for the benchmarks: the one-statement transitions take row locks and
-/// should meet none; the serializable transactions meet them when processes write the same
-/// rows at once.
-pub fn serialization_failures() -> u64 {
-    CONFLICTS.load(std::sync::atomic::Ordering::Relaxed)
+impl std::ops::DerefMut for Pooled<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        self.conn.as_mut().expect("lent until dropped")
+    }
 }
 
-pub(super) fn count_conflict() {
-    CONFLICTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.conns.give_back(conn);
+        }
+    }
 }
 
-/// How an operation's statements are run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Bracket {
-    /// In a transaction.
-    Transaction,
-    /// One statement on its own ([`Pg::read_one`]).
-    One,
-}
-
-/// What went wrong with a statement, as far as retrying is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Failure {
-    /// A serialization failure or deadlock: run the operation again.
-    Conflict,
-    /// The connection broke: the operation may run again on a new one if it never reached
-    /// `COMMIT`.
-    Broken,
-    /// A read begun as one statement ([`Pg::read_one`]) asked for a second: run it again in a
-    /// read transaction.
-    Unbracketed,
-}
-
-impl Pg {
-    /// A pool for `target` with no connection yet.
-    fn new(target: PgTarget) -> Pg {
-        Pg {
-            conns: Arc::new(Conns::new(target)),
+impl Conns {
+    /// Connections to `target`, none open yet.
+    pub(super) fn new(target: PgTarget) -> Conns {
+        Conns {
+            path: PathBuf::from(target.display()),
+            tls: target.tls.clone(),
+            hub: Hub::new(),
+            target,
+            slots: Mutex::new(Slots::default()),
+            freed: Condvar::new(),
+            backoff: Mutex::new(Backoff::default()),
+            wanted: tokio::sync::Notify::new(),
+            probed: Mutex::new(None),
         }
     }
 
-    /// Connects to `target` and reads the schema version recorded (`None`: hermes never
-    /// created its schema there), creating and migrating nothing.
-    pub(crate) fn probe(target: PgTarget) -> Result<Option<i32>> {
-        let pg = Pg::new(target);
-        off_runtime(|| {
-            let (mut conn, asked) = pg.take_reading_schema()?;
-            match asked {
-                Some(version) => Ok(version),
-                None => super::schema::schema_version(&pg.target, &mut conn.client)
-                    .map_err(|err| pg.unavailable(&err)),
-            }
-        })
+    pub(super) fn unavailable(&self, err: &postgres::Error) -> LedgerError {
+        LedgerError::Unavailable {
+            path: self.path.clone(),
+            reason: describe(err, &self.target.server),
+        }
     }
 
-    /// Connects to `target` (checking, creating or migrating the schema).
-    pub(crate) fn connect(target: PgTarget) -> Result<Pg> {
-        let pg = Pg::new(target);
-        off_runtime(|| {
-            let (mut conn, asked) = pg.take_reading_schema()?;
-            pg.prepare_schema(&mut conn.client, asked)?;
-            pg.put_back(conn);
-            Ok::<(), LedgerError>(())
-        })?;
-        Ok(pg)
-    }
-
-    /// Runs a one-value query on a pooled connection (tests).
-    pub(crate) fn query_value<T>(&self, sql: &str) -> Result<T>
-    where
-        T: for<'r> postgres::types::FromSql<'r> + Send,
-    {
-        off_runtime(|| {
-            let mut conn = self.take()?;
-            let rows = conn
-                .client
-                .query_typed(sql, &[])
-                .map_err(|e| self.statement_error(&e))?;
-            self.put_back(conn);
-            let row = rows
-                .first()
-                .ok_or_else(|| LedgerError::Invalid(format!("no row from {sql}")))?;
-            row.col::<T>(self.path(), 0)
-        })
-    }
-
-    /// How the ledger is named in messages.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Runs `f` in one `REPEATABLE READ` read-only transaction.
-    pub(crate) fn read<T: Send>(
-        &self,
-        counters: &Counters,
-        f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
-    ) -> Result<T> {
-        self.read_as(Bracket::Transaction, counters, f)
-    }
-
-    /// [`Pg::read`] for a read that is most often one statement (a poll): that statement runs
-    /// on its own, one snapshot by itself, without the `START TRANSACTION` and `ROLLBACK` of a
-    /// read transaction around it (a short-lived command or a poll pays one statement, not
-    /// three). Should `f` ask for a second statement, nothing it read is used: it runs again
-    /// in a read transaction, so that all it reads is one snapshot.
-    pub(crate) fn read_one<T: Send>(
-        &self,
-        counters: &Counters,
-        f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
-    ) -> Result<T> {
-        self.read_as(Bracket::One, counters, f)
-    }
-
-    fn read_as<T: Send>(
-        &self,
-        bracket: Bracket,
-        counters: &Counters,
-        f: &mut (dyn FnMut(&Reader<'_>) -> Result<T> + Send),
-    ) -> Result<T> {
-        self.check_reachable()?;
-        off_runtime(|| {
-            self.run_as(
-                counters,
-                bracket,
-                IsolationLevel::RepeatableRead,
-                true,
-                &mut |tx| {
-                    let reader = Reader(Box::new(tx));
-                    f(&reader).map(|value| (value, false))
-                },
-            )
-        })
-    }
-
-    /// Runs `f` in one `SERIALIZABLE` transaction, again from the start after a serialization
-    /// failure; commits when `f` returns `(value, true)`.
-    /// Returns `f`'s value and whether it committed.
-    pub(crate) fn write<T: Send>(
-        &self,
-        counters: &Counters,
-        f: &mut (dyn FnMut(&Writer<'_>) -> Result<(T, bool)> + Send),
-    ) -> Result<(T, bool)> {
-        self.check_reachable()?;
-        off_runtime(|| {
-            self.run(counters, IsolationLevel::Serializable, false, &mut |tx| {
-                let writer = Writer(Box::new(tx));
-                let (value, commit) = f(&writer)?;
-                if commit {
-                    writer.commit()?;
-                }
-                Ok(((value, commit), commit))
-            })
-        })
-    }
-
-    pub(super) fn run<T>(
-        &self,
-        counters: &Counters,
-        isolation: IsolationLevel,
-        read_only: bool,
-        f: &mut dyn FnMut(Tx<'_, '_>) -> Result<(T, bool)>,
-    ) -> Result<T> {
-        self.run_as(counters, Bracket::Transaction, isolation, read_only, f)
-    }
-
-    fn run_as<T>(
-        &self,
-        counters: &Counters,
-        mut bracket: Bracket,
-        isolation: IsolationLevel,
-        read_only: bool,
-        f: &mut dyn FnMut(Tx<'_, '_>) -> Result<(T, bool)>,
-    ) -> Result<T> {
-        let mut conflicts = 0u32;
-        let mut reconnected = false;
-        loop {
-            let mut conn = self.take()?;
-            let failure = Cell::new(None);
-            let committed = Cell::new(false);
-            let result = {
-                let client = &mut conn.client;
-                let begun = match bracket {
-                    Bracket::One => Ok(client.unbracketed()),
-                    Bracket::Transaction => client.begin(Some(isolation), read_only),
-                };
-                match begun {
-                    Ok(txn) => {
-                        let tx = Tx {
-                            pg: self,
-                            txn: RefCell::new(Some(txn)),
-                            counters,
-                            dirty: Cell::new(false),
-                            aborted: Cell::new(false),
-                            failure: &failure,
-                            committed: &committed,
-                            seen: RefCell::default(),
-                            held: RefCell::default(),
-                            one_statement: Cell::new(match bracket {
-                                Bracket::One => Some(false),
-                                Bracket::Transaction => None,
-                            }),
-                        };
-                        f(tx)
-                    }
-                    Err(err) => {
-                        // A connection that broke while idle (a server restart, or a backend
-                        // terminated by an operator: its FATAL 57P01 arrives as the answer to
-                        // BEGIN) is retried once, afresh, below.
-                        let broken =
-                            err.is_closed() || err.as_db_error().is_none() || server_gone(&err);
-                        failure.set(broken.then_some(Failure::Broken));
-                        Err(self.statement_error(&err))
-                    }
-                }
+    pub(super) fn statement_error(&self, err: &postgres::Error) -> LedgerError {
+        if err.is_closed()
+            || err.as_db_error().is_none() && err.code().is_none()
+            || server_gone(err)
+        {
+            return LedgerError::Unavailable {
+                path: self.path.clone(),
+                reason: describe_broken(err, &self.target.server),
             };
-            self.put_back(conn);
-            match (result, failure.get()) {
-                // (Whatever `f` made of the refusal, what it read is not one snapshot.)
-                (_, Some(Failure::Unbracketed)) => bracket = Bracket::Transaction,
-                (Ok((value, _)), _) => return Ok(value),
-                (Err(_), Some(Failure::Conflict)) if conflicts < MAX_RETRIES => {
-                    conflicts += 1;
-                    count_conflict();
-                    // A short, growing, jittered pause lets the winner finish.
-                    let micros = 50 * u64::from(conflicts.min(20)) * (1 + fastrand::u64(..4));
-                    std::thread::sleep(Duration::from_micros(micros));
-                }
-                (Err(_), Some(Failure::Broken)) if !committed.get() && !reconnected => {
-                    // Whatever broke this connection (a restart, a failover, an operator
-                    // ending hermes' backends) most likely broke the idle ones too: the one
-                    // retry runs on a new connection, and the idle ones are let go.
-                    reconnected = true;
-                    self.let_go();
-                }
-                (Err(err), _) => return Err(err),
+        }
+        let text = match server_said(err) {
+            Some(said) => format!("the PostgreSQL server at {} {said}", self.target.server),
+            None => format!("PostgreSQL at {}: {}", self.target.server, one_line(err)),
+        };
+        LedgerError::Storage(StorageFault::Engine(text))
+    }
+
+    /// The kept connection (asking a listener waiting on it to give it up, waiting a moment
+    /// for a call to), or a new one (unless connecting failed very recently: then the caller
+    /// gets the error at once, and attempts are spaced by a growing pause).
+    pub(super) fn take(&self) -> Result<Pooled<'_>> {
+        let connect = |target: &PgTarget, tls: &_| connect_within(target, tls).map(|c| (c, ()));
+        self.take_as(connect).map(|(conn, _)| conn)
+    }
+
+    /// A connection for the first call of a ledger being opened, and the schema version
+    /// recorded (see [`connect_reading_schema`]): the kept connection and `None` (not asked)
+    /// if there is one, else a new one that asked in its first statement.
+    pub(super) fn take_reading_schema(&self) -> Result<(Pooled<'_>, Option<Option<i32>>)> {
+        self.take_as(connect_reading_schema)
+    }
+
+    /// [`Conns::take`], a new connection opened by `connect`, whose answer comes back beside
+    /// it (`None` when the kept connection was lent instead).
+    fn take_as<T>(&self, connect: Connect<T>) -> Result<(Pooled<'_>, Option<T>)> {
+        let give_up = Instant::now() + WAIT_FOR_BUSY;
+        let mut slots = lock(&self.slots);
+        loop {
+            if let Some(conn) = pop_open(&mut slots) {
+                return Ok((self.lend(&mut slots, conn), None));
+            }
+            let now = Instant::now();
+            if slots.busy == 0 || now >= give_up {
+                break;
+            }
+            self.wanted.notify_one();
+            slots.calls_waiting += 1;
+            slots = match self.freed.wait_timeout(slots, give_up - now) {
+                Ok((slots, _)) => slots,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+            slots.calls_waiting -= 1;
+        }
+        slots.busy += 1;
+        drop(slots);
+        match self.open_as(connect) {
+            Ok((conn, answer)) => Ok((
+                Pooled {
+                    conns: self,
+                    conn: Some(conn),
+                },
+                Some(answer),
+            )),
+            Err(err) => {
+                lock(&self.slots).busy -= 1;
+                self.freed.notify_all();
+                Err(err)
             }
         }
     }
-}
 
-/// Whether the server ended the session or cannot take one now (a shutdown or restart in
-/// progress, SQLSTATE class 57P; a connection failure, class 08): try again on a new
-/// connection.
-pub(super) fn server_gone(err: &postgres::Error) -> bool {
-    err.code()
-        .is_some_and(|code| code.code().starts_with("57P") || code.code().starts_with("08"))
-}
-
-/// An error and its causes, on one line.
-pub(super) fn one_line(err: &postgres::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(inner) = source {
-        let more = inner.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        source = inner.source();
+    /// Gives `conn` back (as dropping it does).
+    pub(super) fn put_back(&self, conn: Pooled<'_>) {
+        drop(conn);
     }
-    hermes_stdx::one_line(&text)
+
+    /// The kept connection if nobody holds it and no call waits for it, without waiting or
+    /// connecting (for a listener).
+    pub(super) fn try_take(&self) -> Option<Pooled<'_>> {
+        let mut slots = lock(&self.slots);
+        if slots.calls_waiting > 0 {
+            return None;
+        }
+        pop_open(&mut slots).map(|conn| self.lend(&mut slots, conn))
+    }
+
+    /// Whether no connection is open at all (none kept, none lent).
+    pub(super) fn none_open(&self) -> bool {
+        let slots = lock(&self.slots);
+        slots.busy == 0 && slots.idle.is_empty()
+    }
+
+    fn lend(&self, slots: &mut Slots, conn: Conn) -> Pooled<'_> {
+        slots.busy += 1;
+        Pooled {
+            conns: self,
+            conn: Some(conn),
+        }
+    }
+
+    /// Takes `conn` back: what it heard goes to the listeners; it is kept unless it broke or
+    /// one is kept already (then it is closed).
+    fn give_back(&self, mut conn: Conn) {
+        let heard = conn.client.take_notifications();
+        self.hub.publish(&heard);
+        let surplus = {
+            let mut slots = lock(&self.slots);
+            slots.busy = slots.busy.saturating_sub(1);
+            if conn.client.is_closed() || slots.idle.len() >= KEEP {
+                Some(conn)
+            } else {
+                slots.idle.push(conn);
+                None
+            }
+        };
+        self.freed.notify_all();
+        self.hub.wake();
+        drop(surplus);
+    }
+
+    /// Lets the kept connections go (after a connection broke: the others most likely did).
+    pub(super) fn let_go(&self) {
+        let idle = std::mem::take(&mut lock(&self.slots).idle);
+        drop(idle);
+    }
+
+    /// A new connection by `connect` (which also answers a `T`), listening on what the
+    /// listeners subscribed to; they are told to look (notifications may have gone unheard
+    /// while none listened).
+    fn open_as<T>(&self, connect: Connect<T>) -> Result<(Conn, T)> {
+        self.may_attempt()?;
+        match connect(&self.target, &self.tls) {
+            Ok((client, answer)) => {
+                *lock(&self.backoff) = Backoff::default();
+                let mut conn = Conn {
+                    client,
+                    listening: BTreeSet::new(),
+                };
+                if self.hub.has_subscribers() {
+                    self.listen_on(&mut conn)?;
+                    self.hub.reconnected();
+                }
+                Ok((conn, answer))
+            }
+            Err(refused) => {
+                let reason = refused.reason(&self.target.server);
+                let mut backoff = lock(&self.backoff);
+                backoff.failures = backoff.failures.saturating_add(1);
+                let pause = Duration::from_millis(50)
+                    .saturating_mul(1 << backoff.failures.min(6))
+                    .min(MAX_BACKOFF);
+                backoff.not_before = Some(Instant::now() + pause);
+                backoff.last = Some(reason.clone());
+                Err(LedgerError::Unavailable {
+                    path: self.path.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Whether a new connection may be attempted now: not during the pause after a failed
+    /// attempt (the call fails at once, with the reason the last attempt failed), and while
+    /// the server cannot be reached, by one caller at a time (the attempt holds the others
+    /// off for as long as its login may take).
+    fn may_attempt(&self) -> Result<()> {
+        let mut backoff = lock(&self.backoff);
+        let now = Instant::now();
+        if backoff.not_before.is_some_and(|at| now < at) {
+            return Err(self.paused(&backoff));
+        }
+        if backoff.failures > 0 {
+            let login = self
+                .target
+                .config
+                .get_connect_timeout()
+                .copied()
+                .unwrap_or(CONNECT_TIMEOUT);
+            backoff.not_before = Some(now + login);
+        }
+        Ok(())
+    }
+
+    /// While the server cannot be reached — no connection open, and the pause after a failed
+    /// attempt lasting — the error a call fails with at once, before anything is set up for it
+    /// (a thread off the runtime, a transaction); `Ok` otherwise.
+    pub(super) fn check_reachable(&self) -> Result<()> {
+        if !self.none_open() {
+            return Ok(());
+        }
+        let backoff = lock(&self.backoff);
+        match backoff.not_before {
+            Some(at) if Instant::now() < at => Err(self.paused(&backoff)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The error of a call turned away during the pause: why the last attempt failed.
+    fn paused(&self, backoff: &Backoff) -> LedgerError {
+        LedgerError::Unavailable {
+            path: self.path.clone(),
+            reason: backoff.last.clone().unwrap_or_else(|| {
+                format!(
+                    "cannot reach the PostgreSQL server at {}",
+                    self.target.server
+                )
+            }),
+        }
+    }
+
+    /// When the next connection attempt may be made, while connecting failed lately and its
+    /// pause lasts (`None`: now).
+    pub(super) fn next_attempt(&self) -> Option<Instant> {
+        lock(&self.backoff)
+            .not_before
+            .filter(|at| *at > Instant::now())
+    }
+
+    /// `LISTEN`s on `conn` on every channel subscribed to that it does not listen on yet (one
+    /// simple-protocol round trip, under the call deadline).
+    pub(super) fn listen_on(&self, conn: &mut Conn) -> Result<()> {
+        let missing: Vec<String> = self
+            .hub
+            .channels()
+            .into_iter()
+            .filter(|c| !conn.listening.contains(c))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        // A channel is `hermes_…` or a namespace's (`[a-z_][a-z0-9_]*_…`): no quoting needed.
+        let sql = missing
+            .iter()
+            .map(|c| format!("LISTEN {c}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        conn.client
+            .batch_execute(&sql)
+            .map_err(|err| self.statement_error(&err))?;
+        conn.listening.extend(missing);
+        Ok(())
+    }
+}
+
+/// The kept connection that is still open, if any (closed ones are dropped).
+fn pop_open(slots: &mut Slots) -> Option<Conn> {
+    while let Some(conn) = slots.idle.pop() {
+        if !conn.client.is_closed() {
+            return Some(conn);
+        }
+    }
+    None
 }

@@ -1,7 +1,7 @@
 //! The ledger's reads on PostgreSQL (`ReadTx`).
 
-use super::rows::*;
-use super::tx::*;
+use super::rows::{claim_columns, claim_of, event_columns, token_bytes};
+use super::tx::{Columns, Tx, int, kept, uint};
 use crate::codec::decode_record as decode;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_host};

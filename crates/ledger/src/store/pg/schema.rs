@@ -5,7 +5,7 @@ use super::client::{Client, Transaction};
 use postgres::error::SqlState;
 use postgres::types::Type;
 
-use super::pool::*;
+use super::retry::{Pg, off_runtime};
 use super::url::{PgTarget, quote_ident};
 use crate::error::{LedgerError, Result};
 

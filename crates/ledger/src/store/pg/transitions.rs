@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use postgres::error::SqlState;
 
-use super::pool::*;
+use super::retry::{Pg, count_conflict, off_runtime, server_gone};
 use super::rows::{event_columns, event_of, state_of, token_bytes};
 use super::tx::{Columns, Param, Row, int};
 use crate::codec;

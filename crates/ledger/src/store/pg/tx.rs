@@ -9,7 +9,7 @@ use postgres::types::Type;
 use postgres::types::{FromSql, ToSql};
 use serde::Serialize;
 
-use super::pool::*;
+use super::retry::{Failure, Pg, server_gone};
 use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::{decode_delegation, decode_host};

@@ -3,7 +3,10 @@
 
 use std::str::FromStr;
 
-use super::pool::*;
+use super::retry::{
+    ANSWER_MARGIN, CONNECT_TIMEOUT, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_RETRIES,
+    STATEMENT_TIMEOUT, TCP_USER_TIMEOUT,
+};
 use super::tls::{Check, Roots, Verify};
 use crate::error::{LedgerError, Result};
 

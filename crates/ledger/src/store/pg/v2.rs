@@ -77,7 +77,7 @@ pub(super) fn migrate(
         path: path.to_owned(),
         reason: format!(
             "migrating the schema to version 2: {}",
-            super::pool::one_line(&err)
+            super::retry::one_line(&err)
         ),
     };
     txn.batch_execute(TABLES).map_err(fail)?;

@@ -72,6 +72,6 @@ pub(super) fn migrate(path: &std::path::Path, txn: &mut Transaction<'_>) -> Resu
 fn failed(path: &std::path::Path, what: &str, err: &postgres::Error) -> LedgerError {
     LedgerError::Unavailable {
         path: path.to_owned(),
-        reason: format!("{what}: {}", super::pool::one_line(err)),
+        reason: format!("{what}: {}", super::retry::one_line(err)),
     }
 }

@@ -2,9 +2,9 @@
 
 use std::cell::Cell;
 
-use super::pool::*;
-use super::rows::*;
-use super::tx::*;
+use super::retry::Failure;
+use super::rows::{EventRow, claim_columns, claim_keys, event_columns, token_bytes};
+use super::tx::{Tx, encode, int};
 use crate::error::{LedgerError, Result};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, Host, ProcessId, Session,

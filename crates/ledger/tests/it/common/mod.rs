@@ -31,7 +31,7 @@ pub fn registered_host(ledger: &Ledger, pid: u32) -> ProcessId {
 }
 
 pub fn spec(tasks: u32) -> DispatchSpec {
-    hermes_ledger::testing::spec(tasks)
+    hermes_testkit::spec(tasks)
 }
 
 /// A background dispatch of `tasks` tasks into session `s`, for no host yet, under a fresh id.
@@ -62,13 +62,13 @@ pub struct Fixture {
     pub location: Location,
     /// Drops the test's database (PostgreSQL) once the test is done; declared last, so the
     /// ledger's connections close first.
-    _database: Option<hermes_ledger::testing::TestDatabase>,
+    _database: Option<hermes_testkit::TestDatabase>,
 }
 
 impl Fixture {
     /// Another handle on the same ledger, as another process would open it.
     pub fn reopen(&self) -> Ledger {
-        hermes_ledger::testing::open_location(&self.location, LedgerConfig::default(), 11)
+        hermes_testkit::open_location(&self.location, LedgerConfig::default(), 11)
     }
 }
 
@@ -79,9 +79,8 @@ pub fn fixture() -> Fixture {
 /// A fresh ledger on the backend under test (`HERMES_TEST_BACKEND`).
 pub fn fixture_with(config: LedgerConfig) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (location, _, database) =
-        hermes_ledger::testing::TestBackend::from_env().fresh_owned(dir.path());
-    let ledger = hermes_ledger::testing::open_location(&location, config, 7);
+    let (location, _, database) = hermes_testkit::TestBackend::from_env().fresh_owned(dir.path());
+    let ledger = hermes_testkit::open_location(&location, config, 7);
     Fixture {
         _dir: dir,
         ledger,

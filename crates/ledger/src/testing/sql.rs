@@ -1,189 +1,17 @@
-//! Test support: the backend the suites run against, chosen by `HERMES_TEST_BACKEND` (`redb`,
-//! the default, or `postgres`), and a fresh ledger of it per test (a file in the test's own
-//! directory, or a new database on the throwaway server). `cargo xtask ci` runs the backend
-//! suites once per backend; nothing here ever skips a test.
+//! SQL on a test database, for this workspace's tests: databases made fresh (from a template
+//! holding hermes' schema) and dropped, what the server says of a ledger's connections and
+//! statements, and a trigger that makes event writes fail as a full disk would.
 //!
-//! The throwaway server is the one `cargo xtask` started (`HERMES_TEST_PG_URL`,
-//! `HERMES_TEST_PG_DIR`, `HERMES_TEST_PG_BIN`), or else one this test process starts the first
-//! time a test asks for it and that ends with the process ([`pg_server`]), so a plain `cargo
-//! test` needs nothing set: only Debian's PostgreSQL server binaries installed.
+//! Here rather than in `hermes-testkit` because only this crate may name a PostgreSQL client.
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::model::{
-    Channel, Delegation, DelegationId, DispatchSpec, SessionId, TaskSpec, Timestamp, UnitStatus,
-};
-use crate::{Ledger, LedgerConfig, Location, NewDelegation, PgTarget, TokenSource};
+use crate::store::pg::off_runtime;
+use crate::{Ledger, LedgerConfig, PgTarget, TokenSource};
 
-/// The variable naming the backend under test.
-pub const BACKEND_VAR: &str = "HERMES_TEST_BACKEND";
-/// The variable holding the admin URL of the throwaway test server.
-pub const PG_URL_VAR: &str = hermes_pgcluster::URL_VAR;
-
-/// The throwaway test server.
-#[derive(Clone, Debug)]
-pub struct TestServer {
-    /// Its admin URL (`postgres://hermes:PASSWORD@127.0.0.1:PORT/postgres`), to create
-    /// databases from.
-    pub admin_url: String,
-    /// Its directory (`data/` inside is the cluster), for tests that stop or restart it.
-    pub dir: PathBuf,
-    /// Its binaries (`pg_ctl`, …).
-    pub bin: PathBuf,
-}
-
-/// The throwaway test server: the one `cargo xtask` named in the environment, or one started
-/// now for the rest of this process (once; every test of the process shares it). Panics when
-/// none can be had, saying what to install: a test that needs the server fails without it,
-/// never skips.
-pub fn pg_server() -> &'static TestServer {
-    static SERVER: OnceLock<std::result::Result<TestServer, String>> = OnceLock::new();
-    static STARTED: OnceLock<hermes_pgcluster::ProcessCluster> = OnceLock::new();
-    let server = SERVER.get_or_init(|| {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        if let Some(admin_url) = var(PG_URL_VAR) {
-            return Ok(TestServer {
-                admin_url,
-                dir: var(hermes_pgcluster::DIR_VAR).unwrap_or_default().into(),
-                bin: var(hermes_pgcluster::BIN_VAR).unwrap_or_default().into(),
-            });
-        }
-        let started =
-            hermes_pgcluster::Cluster::start_for_process().map_err(|err| format!("{err:#}"))?;
-        let cluster = STARTED.get_or_init(|| started).cluster();
-        Ok(TestServer {
-            admin_url: cluster.url(),
-            dir: cluster.dir().to_owned(),
-            bin: cluster.bin().to_owned(),
-        })
-    });
-    match server {
-        Ok(server) => server,
-        Err(why) => {
-            panic!("this test needs a throwaway PostgreSQL server and none could be started: {why}")
-        }
-    }
-}
-
-/// The backend the suites run against.
-#[derive(Clone, Debug)]
-pub enum TestBackend {
-    /// A redb file per test.
-    Redb,
-    /// A database per test on this server (its admin URL).
-    Postgres(String),
-}
-
-impl TestBackend {
-    /// The backend `HERMES_TEST_BACKEND` names. Panics (failing the test) on an unknown value,
-    /// or when PostgreSQL is asked for and no server can be had ([`pg_server`]): a missing
-    /// server must fail, never skip.
-    pub fn from_env() -> TestBackend {
-        match std::env::var(BACKEND_VAR).as_deref() {
-            Err(_) | Ok("") | Ok("redb") => TestBackend::Redb,
-            Ok("postgres") => TestBackend::Postgres(pg_server().admin_url.clone()),
-            Ok(other) => panic!("{BACKEND_VAR}={other:?}: expected redb or postgres"),
-        }
-    }
-
-    /// Whether this is PostgreSQL.
-    pub fn is_postgres(&self) -> bool {
-        matches!(self, TestBackend::Postgres(_))
-    }
-
-    /// A fresh, empty ledger location: `dir/ledger.redb`, or a new database. The second value
-    /// is the URL to hand to a `hermes` process (`HERMES_LEDGER_URL`), if any.
-    pub fn fresh(&self, dir: &Path) -> (Location, Option<String>) {
-        match self {
-            TestBackend::Redb => (Location::File(dir.join("ledger.redb")), None),
-            TestBackend::Postgres(admin) => {
-                let url = fresh_database(admin);
-                let target = PgTarget::parse(&url, None).expect("the test URL parses");
-                (Location::Postgres(Box::new(target)), Some(url))
-            }
-        }
-    }
-
-    /// [`TestBackend::fresh`], with a guard that drops the database when the test is done
-    /// (each costs the server some megabytes; a suite makes hundreds).
-    pub fn fresh_owned(&self, dir: &Path) -> (Location, Option<String>, Option<TestDatabase>) {
-        let (location, url) = self.fresh(dir);
-        let guard = match (self, &url) {
-            (TestBackend::Postgres(admin), Some(url)) => Some(TestDatabase {
-                admin: admin.clone(),
-                name: database_name(url),
-            }),
-            _ => None,
-        };
-        (location, url, guard)
-    }
-
-    /// A fresh ledger, opened with a seeded token source. (Its database, on PostgreSQL, stays
-    /// until the server goes: prefer `fresh_owned` where a fixture can hold the guard.)
-    pub fn open(&self, dir: &Path, config: LedgerConfig, seed: u64) -> Ledger {
-        open_location(&self.fresh(dir).0, config, seed)
-    }
-}
-
-/// A test database, dropped (with any connection still open to it) when this is dropped.
-#[derive(Debug)]
-pub struct TestDatabase {
-    admin: String,
-    name: String,
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let admin = self.admin.clone();
-        // Best effort: the server is a throwaway, a database left behind only costs space.
-        let _ = crate::store::pg::off_runtime(move || {
-            let mut client = postgres::Client::connect(&admin, postgres::NoTls)?;
-            client.batch_execute(&sql)
-        });
-    }
-}
-
-/// Opens (another handle on) the ledger at `location` with a seeded token source.
-pub fn open_location(location: &Location, config: LedgerConfig, seed: u64) -> Ledger {
-    match location {
-        Location::File(path) => Ledger::open_with(path, config, TokenSource::Seeded(seed)),
-        Location::Postgres(target) => Ledger::connect(target, config, TokenSource::Seeded(seed)),
-    }
-    .expect("the test ledger opens")
-}
-
-/// The admin URL of the throwaway test server, for tests that need PostgreSQL whatever the
-/// backend under test (several machines sharing one ledger, TLS, a server restart); see
-/// [`pg_server`].
-pub fn pg_admin_url() -> String {
-    pg_server().admin_url.clone()
-}
-
-/// The certificate authority that signed the test server's certificate (`data/ca.crt` of the
-/// cluster), for `sslrootcert`.
-pub fn pg_authority() -> PathBuf {
-    pg_server().dir.join("data").join("ca.crt")
-}
-
-/// PgBouncer's pool modes, for [`pg_bouncer`].
-pub use hermes_pgcluster::PoolMode;
-
-/// PgBouncer in `mode` in front of the test server, with at most `pool_size` server
-/// connections per database (hermes behind a pooler). Dropping it stops it.
-pub fn pg_bouncer(mode: PoolMode, pool_size: u32) -> hermes_pgcluster::Bouncer {
-    let server = pg_server();
-    let cluster = hermes_pgcluster::Cluster::attach(
-        &server.admin_url,
-        server.dir.clone(),
-        server.bin.clone(),
-    )
-    .expect("the test server's URL names it");
-    hermes_pgcluster::Bouncer::start(&cluster, mode, pool_size)
-        .unwrap_or_else(|err| panic!("this test needs PgBouncer and it did not start: {err:#}"))
-}
+/// The variable holding the admin URL of the throwaway test server (`hermes-pgcluster`'s
+/// `URL_VAR`, named in messages).
+const PG_URL_VAR: &str = "HERMES_TEST_PG_URL";
 
 /// Whether a ledger connection to `url` is encrypted (the server's own view of it).
 pub fn connection_is_encrypted(url: &str) -> bool {
@@ -233,7 +61,7 @@ fn create_database(admin: &str, template: Option<&str>) -> String {
         Some(template) => format!("CREATE DATABASE {name} TEMPLATE {template}"),
         None => format!("CREATE DATABASE {name}"),
     };
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
         client.batch_execute(&sql)
     })
@@ -242,7 +70,7 @@ fn create_database(admin: &str, template: Option<&str>) -> String {
 }
 
 /// The database part of `url`.
-fn database_name(url: &str) -> String {
+pub fn database_name(url: &str) -> String {
     let base = url.split('?').next().unwrap_or(url);
     base.rsplit('/').next().unwrap_or_default().to_owned()
 }
@@ -255,7 +83,7 @@ pub fn set_schema_version(url: &str, version: i32) {
         Ledger::connect(&target, LedgerConfig::default(), TokenSource::Seeded(0))
             .expect("the schema is created"),
     );
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         client.execute("UPDATE hermes_schema SET version = $1", &[&version])
     })
@@ -282,7 +110,7 @@ pub fn with_dbname(url: &str, dbname: &str) -> String {
 /// Ends every other server connection to the database of `url` (`pg_terminate_backend`, as an
 /// operator or a failover does) and returns how many it ended.
 pub fn terminate_connections(url: &str) -> usize {
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         let rows = client.query(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -321,7 +149,7 @@ pub fn fail_event_writes(url: &str, fail: bool) {
     } else {
         "DROP TRIGGER IF EXISTS hermes_test_refuse ON hermes_events;"
     };
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         client.batch_execute(sql)
     })
@@ -331,7 +159,7 @@ pub fn fail_event_writes(url: &str, fail: bool) {
 /// How many event writes [`fail_event_writes`] refused so far (sequences are not rolled back
 /// with the refused transaction).
 pub fn refused_event_writes(url: &str) -> i64 {
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         let row = client.query_one(
             "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM hermes_test_refused",
@@ -344,7 +172,7 @@ pub fn refused_event_writes(url: &str) -> i64 {
 
 /// Runs `sql` (any number of statements) on the database of `url`, as its superuser.
 pub fn execute_sql(url: &str, sql: &str) {
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         client.batch_execute(sql)
     })
@@ -353,7 +181,7 @@ pub fn execute_sql(url: &str, sql: &str) {
 
 /// How many backends of `role` are connected to the database of `url`.
 pub fn connections_of(url: &str, role: &str) -> usize {
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         let row = client.query_one(
             "SELECT count(*) FROM pg_stat_activity \
@@ -368,7 +196,7 @@ pub fn connections_of(url: &str, role: &str) -> usize {
 /// How many server connections to the database of `url` (other than the one asking) have
 /// `application_name` (`?application_name=…` in a URL names a process's connections).
 pub fn connections_named(url: &str, application_name: &str) -> usize {
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         let row = client.query_one(
             "SELECT count(*) FROM pg_stat_activity \
@@ -384,7 +212,7 @@ pub fn connections_named(url: &str, application_name: &str) -> usize {
 /// How many server connections to the database of `url` last ran exactly `query` (say
 /// `LISTEN hermes_events`: the consumers waiting on it).
 pub fn connections_that_ran(url: &str, query: &str) -> usize {
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         let row = client.query_one(
             "SELECT count(*) FROM pg_stat_activity \
@@ -402,7 +230,7 @@ pub fn connections_that_ran(url: &str, query: &str) -> usize {
 /// `cargo xtask bench` does).
 pub fn reset_statements(admin: &str, url: &str) {
     let name = database_name(url);
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
         client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")?;
         client.execute(
@@ -423,7 +251,7 @@ pub fn reset_statements(admin: &str, url: &str) {
 /// statements included; a statement that failed is not counted).
 pub fn statements_run(admin: &str, url: &str) -> u64 {
     let name = database_name(url);
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
         let row = client.query_one(
             "SELECT coalesce(sum(s.calls), 0)::bigint FROM pg_stat_statements s \
@@ -439,7 +267,7 @@ pub fn statements_run(admin: &str, url: &str) -> u64 {
 /// The boolean columns of the one row `sql` answers in the database of `url` (an empty list
 /// if it cannot be asked).
 pub fn query_bools(url: &str, sql: &str) -> Vec<bool> {
-    crate::store::pg::off_runtime(|| {
+    off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         let row = client.query_one(sql, &[])?;
         Ok::<Vec<bool>, postgres::Error>((0..row.len()).map(|i| row.get::<_, bool>(i)).collect())
@@ -447,43 +275,14 @@ pub fn query_bools(url: &str, sql: &str) -> Vec<bool> {
     .unwrap_or_default()
 }
 
-/// A dispatch of `tasks` children that each run `true`, their goals `task 0`, `task 1`, ….
-pub fn spec(tasks: u32) -> DispatchSpec {
-    let tasks = (0..tasks)
-        .map(|i| TaskSpec::new(format!("task {i}"), vec!["true".into()]))
-        .collect();
-    DispatchSpec::new("goal", tasks)
-}
-
-/// A recorded unit `id` that runs `spec`, dispatched and running since `at`: background, of no
-/// session and no host (set what a test needs with `..`).
-pub fn running_unit(id: DelegationId, spec: DispatchSpec, at: Timestamp) -> Delegation {
-    Delegation {
-        id,
-        session: None,
-        channel: Channel::Background,
-        spec,
-        status: UnitStatus::Running,
-        dispatched_at: at,
-        started_at: None,
-        ended_at: None,
-        host: None,
-        queue_seq: None,
-        interrupt: None,
-        transcript_dir: None,
-    }
-}
-
-/// A background unit of `session` that runs `spec`, named by no process yet.
-pub fn background_unit(session: SessionId, spec: DispatchSpec) -> NewDelegation {
-    NewDelegation {
-        id: None,
-        session: Some(session),
-        channel: Channel::Background,
-        spec,
-        host: None,
-        transcript_root: None,
-    }
+/// Drops the database `name` on the server of `admin`, with any connection still open to it.
+/// Best effort: the server is a throwaway, a database left behind only costs space.
+pub fn drop_database(admin: &str, name: &str) {
+    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+    let _ = off_runtime(move || {
+        let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
+        client.batch_execute(&sql)
+    });
 }
 
 #[cfg(test)]
