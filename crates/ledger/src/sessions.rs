@@ -97,7 +97,7 @@ impl Ledger {
     }
 
     /// Reopens a session its agent ended, because the conversation came back under the same id
-    /// (Claude Code's `--resume` after `/exit`): it takes new work again. What was dropped when
+    /// (an agent's `--resume` after it exited): it takes new work again. What was dropped when
     /// it ended stays dropped and nothing delivered is offered again: only the session's state
     /// changes. An active session is left as it is (nothing written); an unknown one is created
     /// active. Returns whether it had ended.

@@ -185,7 +185,7 @@ mod tests {
     fn old_task() -> TaskSpecV3 {
         TaskSpecV3 {
             goal: "review".into(),
-            command: vec!["claude".into(), "-p".into(), "review".into()],
+            command: vec!["some-agent".into(), "-p".into(), "review".into()],
             context: Some("c".into()),
             toolsets: vec!["files".into()],
             role: Role::Orchestrator,
@@ -235,8 +235,8 @@ mod tests {
         // Format 4 keeps what it added.
         let mut new = unit.clone();
         new.spec.depth = 2;
-        new.spec.tasks[0].agent = Some("claude".into());
-        new.spec.tasks[0].adapter = Some("claude".into());
+        new.spec.tasks[0].agent = Some("some-agent".into());
+        new.spec.tasks[0].adapter = Some("some-agent".into());
         let bytes = crate::codec::encode(&new);
         assert_eq!(bytes[0], 4);
         assert_eq!(
@@ -294,7 +294,7 @@ mod tests {
         }
         let mut new = Event::from(old);
         if let EventPayload::Terminal { children, .. } = &mut new.payload {
-            children[0].model = Some("claude-sonnet".into());
+            children[0].model = Some("some-model".into());
             children[0].usage = Some(Box::new(crate::model::Usage {
                 input_tokens: 10,
                 output_tokens: 5,
