@@ -8,11 +8,11 @@ use hermes_ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId};
 use serde_json::json;
 
 use crate::args::DelegationCommand;
-use crate::color;
-use crate::exit::{Code, fail, fail_with};
-use crate::home::{Home, now};
-use crate::output;
-use crate::reports;
+use crate::services::color;
+use crate::services::exit::{Code, fail, fail_with};
+use crate::services::home::{Home, now};
+use crate::services::output;
+use crate::services::reports;
 
 /// Recent units `list` shows without `--all`.
 const RECENT: usize = 20;

@@ -4,9 +4,9 @@ use hermes_ledger::{HostKind, SessionEnd, SessionId};
 use serde_json::json;
 
 use crate::args::SessionCommand;
-use crate::exit::{Code, fail};
-use crate::home::{Home, now};
-use crate::output;
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, now};
+use crate::services::output;
 
 /// Runs a `session` subcommand.
 pub fn run(command: SessionCommand) -> anyhow::Result<Code> {

@@ -14,8 +14,8 @@
 use hermes_formatter::Boundary;
 use serde_json::{Value, json};
 
-use crate::exit::Code;
 use crate::hook::install::{self, Install};
+use crate::services::exit::Code;
 
 mod claude;
 mod cline;
@@ -117,7 +117,7 @@ impl InstallOptions {
             return Ok(self.project.clone());
         }
         self.home.clone().ok_or_else(|| {
-            crate::exit::fail(
+            crate::services::exit::fail(
                 Code::Usage,
                 "--user: HOME is not set, so hermes cannot find your home directory",
             )

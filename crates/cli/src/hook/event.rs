@@ -15,12 +15,12 @@ use hermes_router::RouterError;
 use super::agents::{self, Action, HookEvent, Profile, Start};
 use super::input::{self, HookInput};
 use crate::args::HookCommand;
-use crate::binding::{self, Bindings, Naming};
-use crate::deliver;
-use crate::exit::{Code, code_of, fail};
-use crate::home::{Home, env_var, now};
-use crate::output;
-use crate::relay::{self, Outcome};
+use crate::services::binding::{self, Bindings, Naming};
+use crate::services::delivery::consume;
+use crate::services::exit::{Code, code_of, fail};
+use crate::services::home::{Home, env_var, now};
+use crate::services::output;
+use crate::services::relay::{self, Outcome};
 
 /// Runs `hermes hook EVENT` (or `hook install`).
 pub fn run(command: HookCommand) -> anyhow::Result<Code> {
@@ -37,7 +37,7 @@ pub fn run(command: HookCommand) -> anyhow::Result<Code> {
         Ok(code) => Ok(code),
         Err(err) => match agents::find(&agent).and_then(|a| a.fail_open()) {
             Some(go_on) if !matches!(code_of(&err), Code::Ok) => {
-                eprintln!("{}", crate::exit::one_line(&err));
+                eprintln!("{}", crate::services::exit::one_line(&err));
                 output::print_json(&go_on)?;
                 Ok(Code::Ok)
             }
@@ -181,7 +181,7 @@ fn deliver(
     }
     let ledger = home.ledger()?;
     let take =
-        || deliver::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings);
+        || consume::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings);
     let taken = match take() {
         // A later hook of a conversation its agent ended: the conversation is back.
         Err(RouterError::SessionEnded(id)) => {
@@ -194,7 +194,7 @@ fn deliver(
     let Some(taken) = taken.filter(|t| !t.claimed.is_empty()) else {
         return Ok(Code::Ok);
     };
-    let shown = deliver::present(&taken.router, taken.claimed, boundary, agent.budget, answer)?;
+    let shown = consume::present(&taken.router, taken.claimed, boundary, agent.budget, answer)?;
     tracing::debug!(shown, "hook delivered");
     Ok(Code::Ok)
 }

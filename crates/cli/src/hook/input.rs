@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::agents::{Profile, Start};
-use crate::exit::{Code, fail};
+use crate::services::exit::{Code, fail};
 
 /// How long a hook waits for its JSON.
 pub const DEADLINE: Duration = Duration::from_secs(2);

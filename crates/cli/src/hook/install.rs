@@ -15,8 +15,8 @@ use hermes_formatter::Boundary;
 use super::agents::{self, Action, InstallOptions, Profile};
 use super::merge::{self, Doc, File, Hook};
 use crate::args::HookInstallArgs;
-use crate::exit::{Code, fail};
-use crate::output;
+use crate::services::exit::{Code, fail};
+use crate::services::output;
 
 pub use super::merge::Layout;
 

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 pub use super::doc::Doc;
-use crate::exit::{Code, fail};
+use crate::services::exit::{Code, fail};
 
 /// A settings file as read: its document and whether it began with a byte-order mark.
 #[derive(Debug)]

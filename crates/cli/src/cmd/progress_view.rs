@@ -9,7 +9,7 @@ use hermes_registry::{ChildProgress, UnitProgress};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::watch;
 
-use crate::home::now;
+use crate::services::home::now;
 
 /// A line to print once, and that the children still running are being stopped (Ctrl-C).
 pub type Note = watch::Receiver<Option<&'static str>>;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
 
 use crate::args::DispatchArgs;
-use crate::exit::{Code, fail};
-use crate::tasks_file::{self, Batch};
+use crate::services::dispatch::tasks_file::{self, Batch};
+use crate::services::exit::{Code, fail};
 
 /// A dispatch as asked for, before defaults, agents and checks of the whole.
 #[derive(Clone, Debug, Default)]
@@ -96,7 +96,7 @@ impl Draft {
 
     /// The unit the draft describes: its batch when given, else its agent or command.
     pub fn build(mut self) -> anyhow::Result<DispatchSpec> {
-        let settings = crate::agent_dispatch::settings()?;
+        let settings = crate::services::dispatch::agents::settings()?;
         // The bounds were checked; 0 means "the configured default".
         let timeout_ms = self
             .timeout
@@ -187,7 +187,7 @@ impl Draft {
             pool,
             depth: 1,
         };
-        crate::agent_dispatch::resolve(&mut spec, &settings)?;
+        crate::services::dispatch::agents::resolve(&mut spec, &settings)?;
         Ok(spec)
     }
 
@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn nothing_to_run_is_a_usage_error() {
         let err = Draft::default().build().expect_err("refused");
-        assert_eq!(crate::exit::code_of(&err), Code::Usage);
+        assert_eq!(crate::services::exit::code_of(&err), Code::Usage);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use hermes_formatter::Envelope;
 use hermes_ledger::{Delegation, Event};
 use hermes_router::{AfterShown, Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
 
-use crate::deliver::tokens;
-use crate::home::{now, render_context};
+use crate::services::delivery::consume::tokens;
+use crate::services::home::{now, render_context};
 
 /// A claimed envelope, rendered before it was claimed.
 pub type Claimed = ClaimedEnvelope<String>;

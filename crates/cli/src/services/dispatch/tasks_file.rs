@@ -5,7 +5,7 @@
 use hermes_ledger::{DeliveryMode, Role};
 use serde::Deserialize;
 
-use crate::exit::{Code, fail};
+use crate::services::exit::{Code, fail};
 
 /// `leaf` / `orchestrator`.
 pub fn parse_role(text: &str) -> Option<Role> {

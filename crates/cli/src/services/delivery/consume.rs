@@ -35,7 +35,7 @@ pub fn take_ready(
     let config = RouterConfig::from_settings(session.clone(), consumer, settings);
     let router = Router::new(ledger, config);
     let round = match deadline {
-        None => router.take_ready(boundary, crate::home::now(), render_check),
+        None => router.take_ready(boundary, crate::services::home::now(), render_check),
         Some(deadline) => router.wait_ready(boundary, deadline, &SystemClock, render_check),
     }?;
     Ok((router, round))
@@ -46,7 +46,7 @@ pub fn take_ready(
 pub fn render_check(delegation: &Delegation, events: &[Event]) -> Result<(), Infallible> {
     let _ = hermes_formatter::render_envelope(
         &hermes_formatter::Envelope::new(delegation, events),
-        &hermes_formatter::RenderContext::utc(crate::home::now()),
+        &hermes_formatter::RenderContext::utc(crate::services::home::now()),
     );
     Ok(())
 }
@@ -121,7 +121,7 @@ pub fn present(
     if claimed.is_empty() {
         return Ok(0);
     }
-    let ctx = crate::home::render_context();
+    let ctx = crate::services::home::render_context();
     let fitted = {
         let envelopes: Vec<hermes_formatter::Envelope<'_>> = claimed
             .iter()

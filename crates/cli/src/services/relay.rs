@@ -4,7 +4,7 @@
 //! and close (on redb, six of the ten `fdatasync`s a delivering hook made) on top of the claim
 //! and the ack. The session's headless host has the ledger open already, so it offers the hooks
 //! of its session a Unix socket, `HOME/run/<hash of the session>.sock`, and does the claim and
-//! the ack for them, through the same [`deliver::present`] protocol as everywhere else:
+//! the ack for them, through the same [`consume::present`] protocol as everywhere else:
 //!
 //! 1. the hook sends one JSON line, `{"sessions": [...], "boundary", "consumer", "budget"}`;
 //! 2. the host claims what is ready and answers `{"nothing": true}`, `{"text": "..."}` (the
@@ -30,7 +30,7 @@ use hermes_formatter::Boundary;
 use hermes_ledger::{Ledger, SessionId};
 use serde::{Deserialize, Serialize};
 
-use crate::deliver;
+use crate::services::delivery::consume;
 
 /// How long a hook waits for the host to connect and to claim.
 const CLAIM_DEADLINE: Duration = Duration::from_secs(5);
@@ -153,7 +153,7 @@ fn answer(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("{e}"));
     let taken = sessions.and_then(|sessions| {
-        deliver::take_conversation(
+        consume::take_conversation(
             ledger,
             &sessions,
             request.boundary,
@@ -184,7 +184,7 @@ fn answer(
             );
         }
     };
-    let presented = deliver::present(
+    let presented = consume::present(
         &taken.router,
         taken.claimed,
         request.boundary,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use hermes_settings::{Settings, SettingsError, Sources};
 
-use crate::exit::{Code, fail};
+use crate::services::exit::{Code, fail};
 
 /// Reads `file` (if it exists) and `env`; a bad file, key or value is a usage error naming it.
 pub fn load<I>(file: &Path, env: I) -> anyhow::Result<Settings>
@@ -75,7 +75,7 @@ mod tests {
         let file = dir.path().join("config.toml");
         std::fs::write(&file, "[delegation]\nmax_concurrent_children = 0\n").expect("write");
         let err = load(&file, std::iter::empty()).expect_err("refused");
-        assert_eq!(crate::exit::code_of(&err), Code::Usage);
+        assert_eq!(crate::services::exit::code_of(&err), Code::Usage);
         assert!(err.to_string().contains("config.toml"), "{err}");
         assert!(err.to_string().contains("max_concurrent_children"), "{err}");
         let missing = load(&dir.path().join("nope.toml"), std::iter::empty()).expect("defaults");
@@ -96,7 +96,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let env = [("HERMES_DELEGATION_BOGUS".to_owned(), "1".to_owned())];
         let err = load(&dir.path().join("config.toml"), env).expect_err("refused");
-        assert_eq!(crate::exit::code_of(&err), Code::Usage);
+        assert_eq!(crate::services::exit::code_of(&err), Code::Usage);
         assert!(err.to_string().contains("HERMES_DELEGATION_BOGUS"), "{err}");
     }
 }

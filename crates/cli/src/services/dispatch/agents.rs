@@ -9,13 +9,16 @@ use hermes_registry::agent::{
 };
 use hermes_settings::Settings;
 
-use crate::exit::{Code, fail};
-use crate::home::env_var;
+use crate::services::exit::{Code, fail};
+use crate::services::home::env_var;
 
 /// The settings in force (`config.toml` and the environment), read for a dispatch.
 pub fn settings() -> anyhow::Result<Settings> {
-    let home = crate::config::home_dir(&env_var)?;
-    crate::config::load(&home.join("config.toml"), crate::config::environment())
+    let home = crate::services::config::home_dir(&env_var)?;
+    crate::services::config::load(
+        &home.join("config.toml"),
+        crate::services::config::environment(),
+    )
 }
 
 /// Whether `delegation.default_agent` is set (a goal without a command then runs it).

@@ -16,7 +16,7 @@ use hermes_ledger::{Census, EventState, Host, HostKind, Timestamp, UnitStatus};
 
 use super::exposition::{Exposition, Kind, labels};
 use super::tally::{Buckets, Totals, UNIT_STATUSES, exponential_buckets};
-use crate::top::model::{self, Limits};
+use crate::services::overview::{self as model, Limits};
 
 /// Every host kind, so each machine has every `hermes_live_hosts` series.
 const HOST_KINDS: [HostKind; 4] = [
@@ -228,8 +228,8 @@ fn histograms(out: &mut Exposition, totals: &Totals, process: &ProcessCounts) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::exposition::Format;
-    use crate::metrics::tally::Tally;
+    use crate::services::metrics::exposition::Format;
+    use crate::services::metrics::tally::Tally;
     use hermes_ledger::{
         Capacity, Channel, DispatchSpec, HostId, Ledger, LedgerConfig, Locality, NewDelegation,
         ProcessId, SessionId, TaskSpec, WorkerPool,

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::exposition::Format;
-use crate::exit::{Code, fail};
+use crate::services::exit::{Code, fail};
 
 /// What renders the metrics in a format (it may block: it reads the ledger).
 pub type Source = Arc<dyn Fn(Format) -> anyhow::Result<String> + Send + Sync>;

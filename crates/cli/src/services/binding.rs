@@ -32,7 +32,7 @@ use anyhow::Context as _;
 use hermes_ledger::{ProcessId, SessionId};
 use serde::{Deserialize, Serialize};
 
-pub use crate::agent_proc::agent_process;
+pub use crate::services::agent_proc::agent_process;
 
 /// One conversation of an agent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

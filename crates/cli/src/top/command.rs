@@ -1,11 +1,11 @@
-//! `hermes top`: the live view (`crate::top`). Not a terminal → exit 2, pointing at the
+//! `hermes top`: the live view (`live.rs`). Not a terminal → exit 2, pointing at the
 //! machine-readable view.
 
 use std::io::IsTerminal as _;
 
-use crate::exit::{Code, fail};
-use crate::home::Home;
-use crate::top::model::Limits;
+use crate::services::exit::{Code, fail};
+use crate::services::home::Home;
+use crate::services::overview::Limits;
 
 /// Runs `hermes top`.
 pub fn run() -> anyhow::Result<Code> {
@@ -19,6 +19,6 @@ pub fn run() -> anyhow::Result<Code> {
     let ledger = home.ledger()?;
     let limits = Limits::from_settings(&home.settings);
     // Long-lived: it sweeps while it shows.
-    home.sweeping(&ledger, || crate::top::live::run(&ledger, limits))?;
+    home.sweeping(&ledger, || super::live::run(&ledger, limits))?;
     Ok(Code::Ok)
 }

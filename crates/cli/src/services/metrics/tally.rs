@@ -261,9 +261,9 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::exposition::Format;
-    use crate::metrics::render::{self, ProcessCounts};
-    use crate::top::model::Limits;
+    use crate::services::metrics::exposition::Format;
+    use crate::services::metrics::render::{self, ProcessCounts};
+    use crate::services::overview::Limits;
     use hermes_ledger::{
         Capacity, Channel, ChildOutcome, DispatchSpec, HostId, Ledger, LedgerConfig, NewDelegation,
         ProcessId, TaskSpec, Timestamp,
@@ -411,9 +411,9 @@ mod tests {
         // Another process's handle on the same file.
         let other = Ledger::open(&path, LedgerConfig::default()).expect("open");
         let limits = Limits::from_settings(&hermes_settings::Settings::default());
-        let mut scrapes = crate::metrics::process::Scrapes::default();
+        let mut scrapes = crate::services::metrics::process::Scrapes::default();
         let mut scrape = || {
-            crate::metrics::process::snapshot(&ledger, &limits, &mut scrapes)
+            crate::services::metrics::process::snapshot(&ledger, &limits, &mut scrapes)
                 .map(|e| e.encode(Format::Prometheus))
         };
         let dispatched = |text: &str| {

@@ -4,9 +4,9 @@ use hermes_ledger::{ClaimToken, DropReason};
 use serde_json::json;
 
 use crate::args::{DeliveryAction, DeliveryCmd};
-use crate::exit::{Code, fail};
-use crate::home::{Home, now};
-use crate::output;
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, now};
+use crate::services::output;
 
 /// Runs `delivery`.
 pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {

@@ -8,7 +8,7 @@ use hermes_registry::DispatchRequest;
 
 use super::conversation::Sessions;
 use super::tools::{Tools, blocking, ok_json, tool_error};
-use crate::reports;
+use crate::services::reports;
 
 /// What the dispatch answer says when no hook of the conversation has reached hermes.
 pub const NO_BINDING: &str = "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install claude, codex, gemini, copilot, cursor or cline)";
@@ -27,7 +27,7 @@ pub async fn background(
     mut spec: hermes_ledger::DispatchSpec,
 ) -> super::tools::ToolResult {
     // A session's unit runs on this machine: a program it cannot find is refused now.
-    if let Err(e) = crate::dispatch::check_programs_here(&spec) {
+    if let Err(e) = crate::services::dispatch::draft::check_programs_here(&spec) {
         return tool_error(&e);
     }
     let session = sessions.current.clone();
@@ -37,7 +37,7 @@ pub async fn background(
             .await
             .ok()
             .flatten()
-            .filter(|agent| crate::hook::inject_falls_back(agent))
+            .filter(|agent| crate::services::agents::inject_falls_back(agent))
     } else {
         None
     };
@@ -51,7 +51,7 @@ pub async fn background(
         let s = session.clone();
         let recorded = blocking(move || {
             let config = home.registry();
-            let (host, admission) = crate::cmd::delegate::into_session_host(
+            let (host, admission) = crate::services::session_host::into_session_host(
                 &home, &ledger, &config, &s, spec, None, None,
             )?;
             let transcripts: Vec<String> = hermes_registry::transcript::task_logs(

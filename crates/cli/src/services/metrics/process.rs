@@ -9,8 +9,8 @@ use hermes_ledger::{Census, Host, Ledger, Liveness as _};
 use super::exposition::{Exposition, Format, Seen};
 use super::render::{self, ProcessCounts};
 use super::tally::{Buckets, Tally, Totals};
-use crate::home::now;
-use crate::top::model::Limits;
+use crate::services::home::now;
+use crate::services::overview::Limits;
 
 static COMMITS: OnceLock<Mutex<Buckets>> = OnceLock::new();
 

@@ -1,4 +1,5 @@
-//! A session's headless host (`hermes host --session S`): whether one lives, starting one, and
+//! A session's headless host (`hermes host --session S`): whether one lives, starting one,
+//! handing it a unit (`into_session_host`, for `delegate` and `hermes mcp`), and
 //! starting one for each session a recovery sweep of this machine left with queued units and
 //! no host (the queued units of a dead host wait for the next host of their
 //! session; without a new dispatch into it, nothing else would start one).
@@ -9,10 +10,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use hermes_ledger::{Ledger, ProcessId, RecoveryReport, SessionId};
+use hermes_ledger::{
+    Channel, DelegationId, Ledger, LedgerError, NewDelegation, ProcessId, RecoveryReport, SessionId,
+};
+use hermes_registry::RegistryError;
 
-use crate::exit::{Code, fail};
-use crate::home::{Home, now};
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, now};
 
 /// How long a command waits for a headless host it started to claim the session.
 const HOST_START_LIMIT: Duration = Duration::from_secs(10);
@@ -80,7 +84,7 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
     let log2 = log.try_clone().context("cannot share the host log")?;
     let mut command = Command::new(exe);
     // The host starts with the user's mask, which it gives to the children it runs.
-    crate::home::with_user_umask(&mut command);
+    crate::services::home::with_user_umask(&mut command);
     let mut child = command
         .args(["host", "--session", session.as_str(), "-v"])
         .env("HERMES_HOME", &home.dir)
@@ -133,5 +137,50 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
             ));
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Records a background unit of `session` for the session's live host, starting a headless
+/// `hermes host --session S` first when it has none (the one way `delegate` and `hermes mcp`
+/// hand a named session's work to a host that outlives them). `looked`: the session's live
+/// host as the caller just read it (`Some(None)`: none), so the first try reads it no more.
+/// Returns the host and the admission.
+pub fn into_session_host(
+    home: &Home,
+    ledger: &Ledger,
+    config: &hermes_registry::Config,
+    session: &SessionId,
+    spec: hermes_ledger::DispatchSpec,
+    id: Option<DelegationId>,
+    mut looked: Option<Option<ProcessId>>,
+) -> anyhow::Result<(ProcessId, hermes_ledger::Admission)> {
+    // A host may retire between our look and our dispatch; the ledger then refuses the unit
+    // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
+    // `idle_exit_seconds` before it may retire.
+    let mut attempts = 0;
+    loop {
+        let live = match looked.take() {
+            Some(live) => live,
+            None => live(ledger, session)?,
+        };
+        let host = match live {
+            Some(host) => host,
+            None => start(home, ledger, session)?,
+        };
+        let new = NewDelegation {
+            id: id.clone(),
+            session: Some(session.clone()),
+            channel: Channel::Background,
+            spec: spec.clone(),
+            host: Some(host),
+            transcript_root: None,
+        };
+        match hermes_registry::record_dispatch(ledger, config, new, now()) {
+            Err(RegistryError::Ledger(LedgerError::HostGone(gone))) if attempts < 2 => {
+                tracing::info!(%session, host = %gone, "the session's host retired; starting another");
+                attempts += 1;
+            }
+            result => return Ok((host, result?)),
+        }
     }
 }

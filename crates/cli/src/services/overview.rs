@@ -1,4 +1,4 @@
-//! What `hermes top` shows, computed from one ledger read: a header per machine and per pool,
+//! What `hermes top` and the metrics show, computed from one ledger read: a header per machine and per pool,
 //! and one row per unit with its quiet-time bar and delivery state. Pure: the time, the
 //! thresholds and the liveness of hosts are arguments, so a fixed ledger and clock give a
 //! fixed model (and so a fixed frame).

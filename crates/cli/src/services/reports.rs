@@ -8,7 +8,7 @@ use hermes_ledger::{
 };
 use serde_json::{Value, json};
 
-use crate::output::time;
+use crate::services::output::time;
 
 pub fn unit_json(u: &Delegation) -> Value {
     json!({
@@ -52,7 +52,7 @@ pub fn live_workers(ledger: &Ledger, pool: &str) -> anyhow::Result<usize> {
         .workers(
             Some(pool),
             &hermes_registry::OsReaper::new(),
-            crate::home::now(),
+            crate::services::home::now(),
         )?
         .len())
 }

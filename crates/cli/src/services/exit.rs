@@ -184,9 +184,9 @@ pub fn error_json(err: &anyhow::Error) -> Value {
 pub fn report(err: &anyhow::Error) -> ExitCode {
     let code = code_of(err);
     if code != Code::Ok {
-        if JSON_ERRORS.load(Ordering::Relaxed) && !crate::output::answered() {
+        if JSON_ERRORS.load(Ordering::Relaxed) && !crate::services::output::answered() {
             // Best effort: the line on stderr says the same.
-            let _ = crate::output::print_json(&error_json(err));
+            let _ = crate::services::output::print_json(&error_json(err));
         }
         eprintln!("{}", one_line(err));
     }

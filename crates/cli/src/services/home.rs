@@ -12,9 +12,9 @@ use hermes_registry::{Clock, SystemClock, housekeeping};
 
 use hermes_settings::Settings;
 
-use crate::config::{self, home_dir};
-use crate::exit::{Code, fail};
-use crate::session_host;
+use crate::services::config::{self, home_dir};
+use crate::services::exit::{Code, fail};
+use crate::services::session_host;
 
 /// Everything a command needs from its surroundings.
 #[derive(Clone, Debug)]
