@@ -16,7 +16,7 @@ pub fn run(args: &DeliveryCmd) -> anyhow::Result<Code> {
         .parse()
         .map_err(|e: hermes_ledger::IdError| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let at = now();
     // A token that acked already — an earlier `delivery ack` whose answer was lost (exit 6), or
     // any ack in any process while the unit is kept — acks again as a no-op that says so

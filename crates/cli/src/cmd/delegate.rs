@@ -24,7 +24,7 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     let spec = Draft::from_args(&args.dispatch)?.build()?;
     crate::services::dispatch::draft::check_programs_here(&spec)?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     // The id is drawn before anything is written, so that a failure whose outcome is unknown
     // (the connection broke around COMMIT) can name it, and the caller can look or retry.
     let drawn = given.is_none();

@@ -58,7 +58,7 @@ fn parse_session(s: &str) -> anyhow::Result<SessionId> {
 fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> {
     let session = session.as_deref().map(parse_session).transpose()?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let listing = ledger.list(session.as_ref(), if all { RECENT_ALL } else { RECENT })?;
     if json {
         output::print_json(&reports::list_json(
@@ -130,7 +130,7 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
 fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     let id = parse_id(id)?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let Some(unit) = ledger.delegation(&id)? else {
         return Err(not_found(&id));
     };
@@ -205,7 +205,7 @@ fn stop(
         (None, None, false) => return Err(fail(Code::Usage, "give an ID, --session S or --all")),
     };
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     if let InterruptTarget::Delegation(id) = &target
         && ledger.delegation(id)?.is_none()
     {
@@ -315,7 +315,7 @@ fn print_stored_output(
 fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
     let id = parse_id(id)?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     if ledger.delegation(&id)?.is_none() {
         return Err(fail(Code::NotFound, format!("delegation {id} not found")));
     }

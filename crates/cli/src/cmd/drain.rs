@@ -36,8 +36,8 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
     // A drain that waits waits for the server too: one down when it starts is looked for
     // again until the deadline.
     let ledger = match deadline {
-        Some(deadline) => home.ledger_by(deadline)?,
-        None => home.ledger()?,
+        Some(deadline) => home.open_ledger_and_sweep_by(deadline)?,
+        None => home.open_ledger_and_sweep()?,
     };
     let take = || {
         consume::take_ready(

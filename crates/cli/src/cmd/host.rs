@@ -27,7 +27,7 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
         .metrics_listen
         .map(crate::services::metrics::serve::bind)
         .transpose()?;
-    let ledger = home.hosting_ledger(&session)?;
+    let ledger = home.open_ledger_and_sweep_as_host(&session)?;
     let me = hermes_registry::procs::current_host();
     if let Some(other) = take_session(&ledger, &session, me)? {
         held_by(&session, other, quiet);

@@ -13,7 +13,7 @@ use crate::services::overview::Limits;
 pub fn run(args: &MetricsArgs) -> anyhow::Result<Code> {
     crate::services::metrics::process::install();
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let limits = Limits::from_settings(&home.settings);
     let mut scrapes = crate::services::metrics::process::Scrapes::default();
     let exposition = crate::services::metrics::process::snapshot(&ledger, &limits, &mut scrapes)?;

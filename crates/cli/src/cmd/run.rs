@@ -46,7 +46,7 @@ fn inline(
     refuse_meaningless(&spec)?;
     tracing::debug!(kind, "inline run");
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let runtime = crate::services::home::runtime()?;
     let request = DispatchRequest::inline(spec, parent);
     let (host, report, interrupted) =

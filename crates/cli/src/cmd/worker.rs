@@ -34,7 +34,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
     }
     hermes_ledger::check_pool_name(&args.pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let capacity = args
         .capacity
         .unwrap_or(home.settings.delegation.max_concurrent_children);
@@ -192,7 +192,7 @@ fn list(pool: Option<&str>, json_out: bool) -> anyhow::Result<Code> {
         hermes_ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
     }
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let at = now();
     let workers = ledger.workers(pool, &hermes_registry::OsReaper::new(), at)?;
     if json_out {

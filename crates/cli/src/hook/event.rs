@@ -140,7 +140,7 @@ fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Res
     if how == Some(Start::Resume)
         && let Some(current) = sessions.first()
     {
-        let ledger = home.ledger()?;
+        let ledger = home.open_ledger_and_sweep()?;
         if ledger
             .session(current)?
             .is_some_and(|s| s.state == hermes_ledger::SessionState::Ended)
@@ -179,7 +179,7 @@ fn deliver(
             return Ok(Code::Ok);
         }
     }
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let take =
         || consume::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings);
     let taken = match take() {
@@ -202,7 +202,7 @@ fn deliver(
 /// Ends the conversation's sessions: their running units are interrupted, what they never
 /// received is dropped, later dispatches into them are refused (until a resume).
 fn end(home: &Home, sessions: &[SessionId]) -> anyhow::Result<Code> {
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     for session in sessions {
         // A conversation that never dispatched anything has no record to end.
         if ledger.session(session)?.is_none() {

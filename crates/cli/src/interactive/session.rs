@@ -45,8 +45,8 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
     let home = Home::load()?;
     // A resumed session's queued units wait for this process, which hosts it.
     let ledger = match resume.and_then(|raw| SessionId::new(raw).ok()) {
-        Some(resumed) => home.hosting_ledger(&resumed)?,
-        None => home.ledger()?,
+        Some(resumed) => home.open_ledger_and_sweep_as_host(&resumed)?,
+        None => home.open_ledger_and_sweep()?,
     };
     let me = procs::current_host();
     let (session, greeting) = match resume {

@@ -45,7 +45,7 @@ pub fn run() -> anyhow::Result<Code> {
             SessionId::new(s).map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}")))
         })
         .transpose()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let agent = binding::agent_process();
     let runtime = crate::services::home::runtime()?;
     let served = runtime.block_on(async move {

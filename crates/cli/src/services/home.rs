@@ -117,33 +117,33 @@ impl Home {
         self.dir.join("cache")
     }
 
-    /// Opens the ledger and runs the recovery sweep, unless a short-lived command of this home
+    /// Opens the ledger, runs the recovery sweep and may start headless hosts. The sweep is skipped when a short-lived command of this home
     /// swept within `host.recovery_interval_seconds` (short-lived commands sweep at
     /// start, rate-limited to that interval). The limit is the mtime of `cache/last-sweep`: a
     /// hint, never synced, so a command with nothing to write still syncs nothing.
     ///
     /// Sessions the sweep left with queued units and no host (their host of this machine died)
     /// get a new headless host ([`session_host::host_orphans`]).
-    pub fn ledger(&self) -> anyhow::Result<Arc<Ledger>> {
+    pub fn open_ledger_and_sweep(&self) -> anyhow::Result<Arc<Ledger>> {
         self.swept_ledger(None)
     }
 
-    /// [`Home::ledger`] for a command that waits until `deadline` (`drain --wait`): a
-    /// PostgreSQL server that cannot be reached (down or restarting) is looked for again, with
+    /// [`Home::open_ledger_and_sweep`] for a command that waits until `deadline` (`drain
+    /// --wait`): a PostgreSQL server that cannot be reached (down or restarting) is looked for again, with
     /// a pause growing from 100 ms to 2 s, until the deadline; one still unreachable then is
     /// the error, saying how long it was waited for. A redb file that cannot be opened is the
     /// error at once.
-    pub fn ledger_by(&self, deadline: Timestamp) -> anyhow::Result<Arc<Ledger>> {
+    pub fn open_ledger_and_sweep_by(&self, deadline: Timestamp) -> anyhow::Result<Arc<Ledger>> {
         if !matches!(
             self.ledger_location()?,
             hermes_ledger::Location::Postgres(_)
         ) {
-            return self.ledger();
+            return self.open_ledger_and_sweep();
         }
         let started = now();
         let mut pause = std::time::Duration::from_millis(100);
         loop {
-            let err = match self.ledger() {
+            let err = match self.open_ledger_and_sweep() {
                 Ok(ledger) => return Ok(ledger),
                 Err(err) => err,
             };
@@ -170,9 +170,12 @@ impl Home {
         }
     }
 
-    /// [`Home::ledger`] for a process about to host `session` itself: it starts no other host
-    /// for that session, whose queued units wait for it.
-    pub fn hosting_ledger(&self, session: &SessionId) -> anyhow::Result<Arc<Ledger>> {
+    /// [`Home::open_ledger_and_sweep`] for a process about to host `session` itself: it starts
+    /// no other host for that session, whose queued units wait for it.
+    pub fn open_ledger_and_sweep_as_host(
+        &self,
+        session: &SessionId,
+    ) -> anyhow::Result<Arc<Ledger>> {
         self.swept_ledger(Some(session))
     }
 

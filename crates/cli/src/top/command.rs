@@ -16,7 +16,7 @@ pub fn run() -> anyhow::Result<Code> {
         ));
     }
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let limits = Limits::from_settings(&home.settings);
     // Long-lived: it sweeps while it shows.
     home.sweeping(&ledger, || super::live::run(&ledger, limits))?;
