@@ -221,17 +221,10 @@ fn stop(
         }))?;
         return Ok(Code::Ok);
     }
-    let mut text = String::new();
-    for id in &done.flagged {
-        text.push_str(&format!("{id}: stopping ({reason})\n"));
-    }
-    for id in &done.cancelled {
-        text.push_str(&format!("{id}: cancelled ({reason})\n"));
-    }
-    if text.is_empty() {
-        text.push_str("nothing to stop\n");
-    }
-    output::print(&text)?;
+    output::print(&reports::stop_text(
+        &done,
+        reports::StopWording::WithReason(reason),
+    ))?;
     Ok(Code::Ok)
 }
 

@@ -33,6 +33,7 @@ use crate::services::delivery::printed;
 use crate::services::dispatch::draft::Draft;
 use crate::services::exit::{Code, fail};
 use crate::services::home::{Home, now};
+use crate::services::reports;
 
 const PROMPT: &str = "hermes> ";
 /// Consumer names of interactive sessions: `interactive:<pid>:<start time>`.
@@ -425,7 +426,7 @@ impl Turns {
         )?;
         let unit = &dispatched.delegation;
         let mut text = if let Some(pool) = unit.pool() {
-            let workers = crate::services::reports::live_workers(&self.ledger, pool).unwrap_or(0);
+            let workers = reports::live_workers(&self.ledger, pool).unwrap_or(0);
             format!(
                 "{} queued in pool {pool} (position {}, {workers} live worker(s)): {goal}\n",
                 unit.id,
@@ -489,17 +490,7 @@ impl Turns {
         let done = self
             .runtime
             .block_on(self.host.interrupt(target, "stopped_by_user"))?;
-        let mut text = String::new();
-        for id in &done.flagged {
-            text.push_str(&format!("{id}: stopping\n"));
-        }
-        for id in &done.cancelled {
-            text.push_str(&format!("{id}: cancelled while queued\n"));
-        }
-        if text.is_empty() {
-            text.push_str("nothing to stop\n");
-        }
-        Ok(text)
+        Ok(reports::stop_text(&done, reports::StopWording::Plain))
     }
 
     /// `exit` and Ctrl-D: asks first while units run or wait; then delivers what is ready, ends

@@ -1,10 +1,10 @@
-//! JSON views of delegations shared by the command line and the MCP server: `delegation
-//! list/status --json`, the dispatch handle of `delegate --json` and the MCP tools answer with
-//! the same shapes.
+//! Views of delegations shared by the front-ends: the JSON of `delegation list/status --json`,
+//! the dispatch handle of `delegate --json` and the MCP tools (the same shapes), and the text of
+//! a stop (`delegation stop` and the interactive session's `stop`, one function).
 
 use hermes_ledger::{
-    Child, ChildOutcome, Delegation, Event, EventKey, EventState, ExitDetail, Ledger, Listing,
-    SessionId, Stalling,
+    Child, ChildOutcome, Delegation, Event, EventKey, EventState, ExitDetail, Interrupts, Ledger,
+    Listing, SessionId, Stalling,
 };
 use serde_json::{Value, json};
 
@@ -291,4 +291,76 @@ pub fn dispatch_json(
         map.insert("workers".into(), json!(workers.unwrap_or(0)));
     }
     value
+}
+
+/// How a stop report words what happened to each unit.
+#[derive(Clone, Copy, Debug)]
+pub enum StopWording<'a> {
+    /// `hermes delegation stop`: `ID: stopping (REASON)`, `ID: cancelled (REASON)`.
+    WithReason(&'a str),
+    /// The interactive session's `stop`: `ID: stopping`, `ID: cancelled while queued`.
+    Plain,
+}
+
+/// The text of an interrupt request's outcome: one line per unit flagged (its host stops it),
+/// then one per queued unit cancelled, or `nothing to stop`.
+pub fn stop_text(done: &Interrupts, wording: StopWording<'_>) -> String {
+    let (stopping, cancelled) = match wording {
+        StopWording::WithReason(reason) => (
+            format!("stopping ({reason})"),
+            format!("cancelled ({reason})"),
+        ),
+        StopWording::Plain => ("stopping".to_owned(), "cancelled while queued".to_owned()),
+    };
+    let mut text = String::new();
+    for id in &done.flagged {
+        text.push_str(&format!("{id}: {stopping}\n"));
+    }
+    for id in &done.cancelled {
+        text.push_str(&format!("{id}: {cancelled}\n"));
+    }
+    if text.is_empty() {
+        text.push_str("nothing to stop\n");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use hermes_ledger::{DelegationId, Interrupts};
+
+    use super::{StopWording, stop_text};
+
+    fn done() -> Interrupts {
+        let id = |raw: &str| DelegationId::new(raw).expect("a valid id");
+        Interrupts {
+            flagged: vec![id("deleg_000000000001")],
+            cancelled: vec![id("deleg_000000000002")],
+        }
+    }
+
+    #[test]
+    fn a_stop_report_names_the_reason_on_the_command_line() {
+        assert_eq!(
+            stop_text(&done(), StopWording::WithReason("stopped_by_user")),
+            "deleg_000000000001: stopping (stopped_by_user)\n\
+             deleg_000000000002: cancelled (stopped_by_user)\n"
+        );
+    }
+
+    #[test]
+    fn a_stop_report_in_the_session_says_a_queued_unit_was_cancelled_while_queued() {
+        assert_eq!(
+            stop_text(&done(), StopWording::Plain),
+            "deleg_000000000001: stopping\ndeleg_000000000002: cancelled while queued\n"
+        );
+    }
+
+    #[test]
+    fn a_stop_report_of_nothing_says_so() {
+        assert_eq!(
+            stop_text(&Interrupts::default(), StopWording::Plain),
+            "nothing to stop\n"
+        );
+    }
 }
