@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::client::Mcp;
+use super::client::Mcp;
+use super::hooks::payload;
 use crate::common::{Hermes, wait_for};
-use crate::hooks::payload;
 
 const STANDIN: &str = "HERMES_TEST_STANDIN_AGENT";
 const MARK: &str = "@@agent ";

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::fixtures::{claude, with};
+use super::standin::{Agent, LAUNCHERS, context_of, wait_ready};
 use crate::common::{Hermes, wait_for};
-use crate::fixtures::{claude, with};
-use crate::standin::{Agent, LAUNCHERS, context_of, wait_ready};
 
 /// The `hermes hook` subcommand Claude Code's settings run for `event`.
 fn sub(event: &str) -> &'static str {

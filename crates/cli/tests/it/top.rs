@@ -4,8 +4,6 @@
 //! metric with its type, against the values `delegation list --json` gives for the same
 //! ledger. Backend-parameterized (`HERMES_TEST_BACKEND`).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
@@ -14,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Hermes, wait_for};
+use crate::common::{Hermes, wait_for};
 use expectrl::Session;
 use serde_json::Value;
 

@@ -3,12 +3,10 @@
 //! --mount-proc`), so no machine can judge another's processes by pid. These run against the
 //! throwaway test server whatever the backend under test.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{Hermes, Machine, wait_for};
+use crate::common::{Hermes, Machine, wait_for};
 use serde_json::Value;
 
 /// Short leases, so a lost machine's units are recovered within seconds.
@@ -58,7 +56,7 @@ fn a_lost_machines_results_are_drained_once_elsewhere_and_the_session_moves_ther
     let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
     let a = Hermes::sharing(&url);
     let b = Hermes::sharing(&url);
-    let (mut machine_a, ids) = common::machine_dispatching(
+    let (mut machine_a, ids) = crate::common::machine_dispatching(
         &a,
         "M",
         &["echo early-result", "echo started; exec sleep 300"],

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::agent_fixtures as fx;
+use super::agent_fixtures as fx;
+use super::standin::{Agent, wait_ready};
 use crate::common::{Hermes, Run};
-use crate::standin::{Agent, wait_ready};
 
 /// What the tests need to know of one agent, all of it from its documentation.
 pub struct Spec {
@@ -297,11 +297,11 @@ macro_rules! agent_tests {
 }
 
 agent_tests! {
-    codex => crate::agent_fixtures::CODEX,
-    gemini => crate::agent_fixtures::GEMINI,
-    copilot => crate::agent_fixtures::COPILOT,
-    cursor => crate::agent_fixtures::CURSOR,
-    cline => crate::agent_fixtures::CLINE,
+    codex => crate::mcp_and_hooks::agent_fixtures::CODEX,
+    gemini => crate::mcp_and_hooks::agent_fixtures::GEMINI,
+    copilot => crate::mcp_and_hooks::agent_fixtures::COPILOT,
+    cursor => crate::mcp_and_hooks::agent_fixtures::CURSOR,
+    cline => crate::mcp_and_hooks::agent_fixtures::CLINE,
 }
 
 /// Cline runs a script named after the event; one of the user's under a name hermes needs

@@ -1,12 +1,10 @@
 //! Two `drain` processes racing on one session: every event is delivered exactly once.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Hermes;
+use crate::common::Hermes;
 
 #[test]
 fn two_racing_drains_deliver_each_of_200_events_exactly_once() {

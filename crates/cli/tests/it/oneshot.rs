@@ -1,10 +1,8 @@
 //! `hermes -z` and `hermes cron run`, and the error paths every command shares.
 
-mod common;
-
 use std::time::Duration;
 
-use common::Hermes;
+use crate::common::Hermes;
 
 #[test]
 fn oneshot_prints_the_result_block_and_leaves_nothing_pending() {
@@ -555,7 +553,7 @@ impl Running {
 
     /// Its exit code, once it exited within `limit`.
     fn exit_within(&mut self, limit: std::time::Duration) -> i32 {
-        let status = common::wait_for(limit, "hermes to exit", || {
+        let status = crate::common::wait_for(limit, "hermes to exit", || {
             self.child.try_wait().expect("try_wait")
         });
         status.code().unwrap_or(-1)
@@ -582,7 +580,7 @@ impl Drop for KillGroup {
 
 /// The running unit's id and its child's pid, which the child wrote to `pid_file`.
 fn running_child(h: &Hermes, pid_file: &std::path::Path) -> (String, u64) {
-    common::wait_for(Duration::from_secs(20), "the child to run", || {
+    crate::common::wait_for(Duration::from_secs(20), "the child to run", || {
         let pid = std::fs::read_to_string(pid_file)
             .ok()?
             .trim()
@@ -617,7 +615,10 @@ fn ctrl_c_says_it_stops_the_children_and_exits_130_with_the_unit_interrupted() {
     assert_eq!(status["status"], "interrupted", "{status}");
     assert_eq!(status["interrupt"], "interrupted_by_user", "{status}");
     assert_eq!(status["tasks"][0]["status"], "interrupted", "{status}");
-    assert!(!common::process_alive(pid), "the child {pid} survived");
+    assert!(
+        !crate::common::process_alive(pid),
+        "the child {pid} survived"
+    );
 }
 
 #[test]
@@ -634,14 +635,14 @@ fn a_second_ctrl_c_kills_a_child_that_ignores_sigterm_at_once() {
     let (id, pid) = running_child(&h, &pid_file);
     let _cleanup = KillGroup(pid);
     run.interrupt();
-    common::wait_for(Duration::from_secs(20), "the first Ctrl-C's note", || {
+    crate::common::wait_for(Duration::from_secs(20), "the first Ctrl-C's note", || {
         run.stderr().contains("stopping the children").then_some(())
     });
     let transcript = h.json(&["delegation", "status", &id, "--json"])["tasks"][0]["transcript"]
         .as_str()
         .expect("transcript")
         .to_owned();
-    common::wait_for(Duration::from_secs(20), "SIGTERM to the child", || {
+    crate::common::wait_for(Duration::from_secs(20), "SIGTERM to the child", || {
         let log = std::fs::read_to_string(&transcript).ok()?;
         log.contains("SIGTERM sent").then_some(())
     });
@@ -649,11 +650,14 @@ fn a_second_ctrl_c_kills_a_child_that_ignores_sigterm_at_once() {
         run.child.try_wait().expect("try_wait").is_none(),
         "hermes left during the grace"
     );
-    assert!(common::process_alive(pid), "the child ignores SIGTERM");
+    assert!(
+        crate::common::process_alive(pid),
+        "the child ignores SIGTERM"
+    );
     run.interrupt();
     assert_eq!(run.exit_within(Duration::from_secs(20)), 130);
-    common::wait_for(Duration::from_secs(10), "the child to be gone", || {
-        (!common::process_alive(pid)).then_some(())
+    crate::common::wait_for(Duration::from_secs(10), "the child to be gone", || {
+        (!crate::common::process_alive(pid)).then_some(())
     });
     let status = h.json(&["delegation", "status", &id, "--json"]);
     assert_eq!(status["status"], "interrupted", "{status}");

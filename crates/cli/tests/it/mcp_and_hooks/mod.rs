@@ -3,9 +3,6 @@
 //! agents send; stand-in agent processes run both, one conversation each — Claude Code's
 //! protocol (`claude.rs`) and the other agents' (`agents.rs`, `agent_fixtures.rs`).
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod agent_fixtures;
 mod agents;
 mod claude;

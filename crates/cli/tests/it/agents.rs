@@ -4,12 +4,10 @@
 //! `#wait NAME` until the test creates `$STANDIN_DIR/NAME`, so every observation below is of a
 //! state the test holds the child in, not of a race.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Hermes, wait_for};
+use crate::common::{Hermes, wait_for};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -63,7 +61,7 @@ impl Agents {
     }
 
     /// Runs hermes with the stand-ins replaying `fixture`.
-    fn run(&self, fixture: &Path, args: &[&str], env: &[(&str, &str)]) -> common::Run {
+    fn run(&self, fixture: &Path, args: &[&str], env: &[(&str, &str)]) -> crate::common::Run {
         let mut c = self.h.command(args);
         c.env("PATH", &self.path)
             .env("STANDIN_DIR", self.dir.path())
@@ -74,7 +72,7 @@ impl Agents {
         for (k, v) in env {
             c.env(k, v);
         }
-        common::Run::from(c.output().expect("hermes runs"))
+        crate::common::Run::from(c.output().expect("hermes runs"))
     }
 
     /// Lets a stand-in waiting at `#wait name` go on.

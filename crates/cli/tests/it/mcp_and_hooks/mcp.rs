@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::client::{Mcp, Raw};
+use super::client::{Mcp, Raw};
 use crate::common::{Hermes, wait_for};
 
 const SESSION: (&str, &str) = ("HERMES_SESSION_ID", "conv-mcp");

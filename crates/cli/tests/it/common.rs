@@ -1,8 +1,6 @@
 //! Helpers for driving the real `hermes` binary: a temp home per test, short timings, and
 //! waiting on conditions with deadlines.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

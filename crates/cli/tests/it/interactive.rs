@@ -1,13 +1,11 @@
 //! End-to-end tests of the interactive session, driving the real binary through a
 //! pseudo-terminal and reading the screen through a terminal emulator.
 
-mod common;
-
 use std::io::{Read as _, Write as _};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Hermes, process_alive, wait_for};
+use crate::common::{Hermes, process_alive, wait_for};
 use expectrl::Session;
 use serde_json::Value;
 
@@ -373,8 +371,12 @@ fn a_lost_machines_session_resumes_on_another_and_shows_each_result_once() {
     ];
     let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
     let (a, b) = (Hermes::sharing(&url), Hermes::sharing(&url));
-    let (mut machine_a, ids) =
-        common::machine_dispatching(&a, "M", &["echo before-the-loss", "exec sleep 300"], &LEASE);
+    let (mut machine_a, ids) = crate::common::machine_dispatching(
+        &a,
+        "M",
+        &["echo before-the-loss", "exec sleep 300"],
+        &LEASE,
+    );
     let (early_id, late_id) = (ids[0].clone(), ids[1].clone());
     wait_for(
         Duration::from_secs(30),

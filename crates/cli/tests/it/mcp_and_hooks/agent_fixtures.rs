@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::agents::Spec;
+use super::agents::Spec;
 
 /// The hermes hook entry among `entries` (the one whose `key` runs `hermes … hook`).
 fn hermes_command(entries: &[Value], key: &str) -> String {

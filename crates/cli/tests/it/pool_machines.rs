@@ -8,13 +8,11 @@
 //! machine (`POOL_MACHINE`, inherited from its worker): what ran where, and at once, is read
 //! from those records, since a worker's pid says nothing across pid namespaces.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Hermes, Machine, wait_for};
+use crate::common::{Hermes, Machine, wait_for};
 use serde_json::Value;
 
 /// Short leases (a lost machine's units are recovered within seconds), renewed every second

@@ -1,11 +1,9 @@
 //! `delegate`, the headless host, `drain`, `delivery`, sessions, and crash recovery.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Hermes, process_alive, wait_for};
+use crate::common::{Hermes, process_alive, wait_for};
 use serde_json::Value;
 
 fn delegate(h: &Hermes, session: &str, script: &str) -> String {
@@ -495,7 +493,7 @@ fn a_waiting_drain_whose_connections_are_all_ended_reconnects_and_delivers() {
     let url = hermes_ledger::testing::fresh_database(&hermes_ledger::testing::pg_admin_url());
     let h = Hermes::sharing(&url);
     let go = h.path().join("go");
-    let script = common::until_told(&go, "reconnected");
+    let script = crate::common::until_told(&go, "reconnected");
     let run = h.run(&[
         "delegate",
         "--session",
@@ -567,7 +565,7 @@ fn a_relative_home_reaches_children_in_other_directories_as_the_same_home() {
         .current_dir(parent)
         .output()
         .expect("hermes -z runs");
-    let run = common::Run::from(out);
+    let run = crate::common::Run::from(out);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let result = run.json()["tasks"][0]["result"]
         .as_str()
@@ -595,7 +593,7 @@ fn a_relative_home_reaches_children_in_other_directories_as_the_same_home() {
         "-c",
         script,
     ]);
-    let run = common::Run::from(
+    let run = crate::common::Run::from(
         delegate
             .env("HERMES_HOME", name)
             .env("HERMES", env!("CARGO_BIN_EXE_hermes"))

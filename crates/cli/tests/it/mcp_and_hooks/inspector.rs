@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+use super::standin::wait_ready;
 use crate::common::Hermes;
-use crate::standin::wait_ready;
 
 /// The Inspector release the test runs.
 const INSPECTOR: &str = "@modelcontextprotocol/inspector@0.15.0";

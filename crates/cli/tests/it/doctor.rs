@@ -1,14 +1,12 @@
 //! What a person asks of their setup: `hermes doctor`, `hermes config show`, the warning log of
 //! `-z` runs and color on statuses — driven through the real binary with a temp home.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Hermes, Run};
+use crate::common::{Hermes, Run};
 use serde_json::Value;
 
 /// The checks of `doctor --json`, by name.

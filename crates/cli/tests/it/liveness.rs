@@ -1,12 +1,10 @@
 //! Liveness by lease, with real processes: a dead host's capacity comes back without
 //! any other command run, and a host in another pid namespace is never judged by pid.
 
-mod common;
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{Hermes, process_alive, wait_for};
+use crate::common::{Hermes, process_alive, wait_for};
 use serde_json::Value;
 
 /// Short sweeps, a long lease: anything noticed within seconds was noticed by pid, not lease.

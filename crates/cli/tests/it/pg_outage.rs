@@ -5,14 +5,12 @@
 //! --json` answers for an unreachable one. Each test stops a throwaway server of its own,
 //! reached through a proxy that counts connection attempts (each one it accepts).
 
-mod common;
-
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::{Hermes, process_alive, wait_for};
+use crate::common::{Hermes, process_alive, wait_for};
 use hermes_pgcluster::{Cluster, FaultProxy, StopMode};
 use serde_json::Value;
 
@@ -356,7 +354,7 @@ fn ledger_info_answers_for_an_unreachable_server_and_names_a_missing_password() 
         .env_remove("PGPASSWORD")
         .env("PGPASSFILE", missing)
         .env("HOME", without.path());
-    let run = common::Run::from(command.output().expect("hermes runs"));
+    let run = crate::common::Run::from(command.output().expect("hermes runs"));
     run.assert_one_error_line(6);
     assert!(
         run.stderr

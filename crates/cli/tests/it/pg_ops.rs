@@ -2,11 +2,9 @@
 //! binary reaching the throwaway server, through a fault proxy when a test needs one. These
 //! run on PostgreSQL whatever the backend under test.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Hermes, wait_for};
+use crate::common::{Hermes, wait_for};
 use hermes_ledger::testing::{fresh_database, pg_admin_url};
 use hermes_pgcluster::FaultProxy;
 use serde_json::Value;
@@ -108,7 +106,7 @@ fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_del
     let delivery = |h: &Hermes| {
         h.json(&["delegation", "status", &id, "--json"])["tasks"][0]["delivery"].clone()
     };
-    common::wait_for(
+    crate::common::wait_for(
         std::time::Duration::from_secs(30),
         "the child's result",
         || (delivery(&direct)["state"] == "pending").then_some(()),
@@ -145,7 +143,7 @@ fn an_ack_that_exited_6_at_commit_run_again_by_the_harness_says_repeated_and_del
     assert_eq!(answer["transitions"][0]["to"], "delivered", "{answer}");
 
     // Once the lease is over the result is not offered again: it was delivered once.
-    common::wait_for(
+    crate::common::wait_for(
         std::time::Duration::from_secs(30),
         "the claim's lease to run out",
         || (held_at.elapsed() > std::time::Duration::from_millis(3_500)).then_some(()),
@@ -229,7 +227,7 @@ fn two_deployments_on_one_database_keep_their_sessions_hosts_and_results_apart()
     // The same session name in both: A's child is still running when B's session ends.
     // A's child finishes only once the test says so.
     let go = a.path().join("go");
-    let script = common::until_told(&go, "from-a");
+    let script = crate::common::until_told(&go, "from-a");
     let slow = a.run(&[
         "delegate",
         "--session",
@@ -342,7 +340,7 @@ fn outage_rig() -> (FaultProxy, Hermes, Hermes) {
 /// logged in `log` that it fenced itself; then the server answers again, on new connections.
 fn outage_until_fenced(proxy: &FaultProxy, log: &std::path::Path, who: &str) {
     proxy.black_hole();
-    common::wait_for(
+    crate::common::wait_for(
         std::time::Duration::from_secs(60),
         &format!("{who} to fence itself"),
         || {
@@ -373,7 +371,7 @@ fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the
             .is_some_and(|all| all.iter().any(|w| w["pid"] == pid))
     };
     let limit = Duration::from_secs(60);
-    common::wait_for(limit, "the worker to register", || {
+    crate::common::wait_for(limit, "the worker to register", || {
         live_worker(&dispatcher).then_some(())
     });
     let dispatch = |script: &str| {
@@ -400,22 +398,22 @@ fn a_worker_fenced_by_a_long_outage_re_registers_with_a_fresh_epoch_and_runs_the
     // Its child's start recorded, not only the unit taken (a taken unit is `running` at
     // once): a unit whose child's start the outage kept from the ledger was, for recovery,
     // never started, and goes back to the pool instead of ending `unknown`.
-    common::wait_for(limit, "the first unit's child to start", || {
+    crate::common::wait_for(limit, "the first unit's child to start", || {
         let unit = status(&before);
         (unit["tasks"][0]["status"] == "running" && unit["tasks"][0]["pid"].is_u64()).then_some(())
     });
 
     outage_until_fenced(&proxy, &log, "the worker");
 
-    common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
+    crate::common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
         (status(&before)["status"] == "unknown").then_some(())
     });
-    common::wait_for(limit, "the worker to re-register", || {
+    crate::common::wait_for(limit, "the worker to re-register", || {
         live_worker(&dispatcher).then_some(())
     });
     let after = dispatch("echo after the outage");
     let mut drained = String::new();
-    common::wait_for(limit, "the next unit's result", || {
+    crate::common::wait_for(limit, "the next unit's result", || {
         let run = dispatcher.run(&["drain", "--session", "W", "--wait", "5"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         drained.push_str(&run.stdout);
@@ -460,7 +458,7 @@ fn proxied_host(
 /// Waits until process `pid` hosts session `H` and has registered.
 fn wait_hosted(dispatcher: &Hermes, pid: u64, what: &str) {
     let session = hermes_ledger::SessionId::new("H").expect("id");
-    common::wait_for(std::time::Duration::from_secs(60), what, || {
+    crate::common::wait_for(std::time::Duration::from_secs(60), what, || {
         let ledger = dispatcher.ledger();
         let process = ledger.session(&session).ok()??.host?;
         (u64::from(process.pid) == pid && ledger.host(process).ok()?.is_some()).then_some(())
@@ -494,7 +492,7 @@ fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_
     };
     let status = |id: &str| dispatcher.json(&["delegation", "status", id, "--json"]);
     let before = dispatch("sleep 120");
-    common::wait_for(limit, "the first unit's child to start", || {
+    crate::common::wait_for(limit, "the first unit's child to start", || {
         status(&before)["tasks"][0]["pid"].is_u64().then_some(())
     });
     // One child at a time: this one waits, assigned to the host, through the outage.
@@ -503,11 +501,11 @@ fn a_headless_host_fenced_by_a_long_outage_hosts_its_session_again_while_it_has_
 
     outage_until_fenced(&proxy, &log, "the host");
 
-    common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
+    crate::common::wait_for(limit, "the fenced epoch's unit to be recovered", || {
         (status(&before)["status"] == "unknown").then_some(())
     });
     let mut drained = String::new();
-    common::wait_for(limit, "the queued unit's result", || {
+    crate::common::wait_for(limit, "the queued unit's result", || {
         let run = dispatcher.run(&["drain", "--session", "H", "--wait", "5"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         drained.push_str(&run.stdout);
@@ -540,11 +538,11 @@ fn a_headless_host_fenced_with_no_work_left_exits_once_its_units_were_recovered(
     let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
     let status = || dispatcher.json(&["delegation", "status", &id, "--json"]);
     let limit = Duration::from_secs(60);
-    common::wait_for(limit, "the unit's child to start", || {
+    crate::common::wait_for(limit, "the unit's child to start", || {
         status()["tasks"][0]["pid"].is_u64().then_some(())
     });
     outage_until_fenced(&proxy, &log, "the host");
-    let exited = common::wait_for(limit, "the host to exit", || {
+    let exited = crate::common::wait_for(limit, "the host to exit", || {
         host.0.try_wait().expect("waits")
     });
     let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -591,7 +589,7 @@ fn a_headless_host_whose_connections_fail_for_less_than_its_lease_keeps_hosting(
     let run = dispatcher.run(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut drained = String::new();
-    common::wait_for(limit, "the unit's result", || {
+    crate::common::wait_for(limit, "the unit's result", || {
         let run = dispatcher.run(&["drain", "--session", "H", "--wait", "5"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         drained.push_str(&run.stdout);
@@ -652,7 +650,7 @@ fn behind_pgbouncer_in_transaction_mode_a_session_dispatches_hosts_and_drains_on
             .spawn()
             .expect("drain starts");
         if round == "listened" {
-            common::wait_for(
+            crate::common::wait_for(
                 std::time::Duration::from_secs(10),
                 "the waiting drain to listen on the direct connection",
                 || listening_directly(&direct).then_some(()),
@@ -738,7 +736,7 @@ fn a_host_refused_for_too_many_connections_is_reported_by_its_delegate_with_exit
         let status = h.json(&["delegation", "list", "--json"]);
         status.to_string().contains("\"running\"")
     };
-    common::wait_for(
+    crate::common::wait_for(
         std::time::Duration::from_secs(10),
         "session a's host to run its child on its one connection",
         || (running() && hermes_ledger::testing::connections_of(&db, &role) == 1).then_some(()),
@@ -771,7 +769,7 @@ fn delegation_status_shows_a_result_its_host_keeps_failing_to_record() {
     let url = fresh_database(&pg_admin_url());
     let h = Hermes::sharing(&url);
     let go = h.path().join("go");
-    let script = common::until_told(&go, "the result");
+    let script = crate::common::until_told(&go, "the result");
     let dispatched = h.json(&[
         "delegate",
         "--session",
@@ -892,7 +890,7 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
         .stderr(std::process::Stdio::null());
     let _host = Killed(host.spawn().expect("the host starts"));
     let limit = Duration::from_secs(60);
-    common::wait_for(limit, "the worker to register", || {
+    crate::common::wait_for(limit, "the worker to register", || {
         let workers = dispatcher.json(&["worker", "list", "--json"]);
         workers["workers"]
             .as_array()
@@ -900,7 +898,7 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
             .then_some(())
     });
     let session = hermes_ledger::SessionId::new("H").expect("id");
-    common::wait_for(limit, "the host to host session H", || {
+    crate::common::wait_for(limit, "the host to host session H", || {
         dispatcher.ledger().session(&session).ok()??.host.map(drop)
     });
     let delegate = |args: &[&str]| {
@@ -921,7 +919,7 @@ fn a_worker_and_a_headless_host_each_hold_one_connection_while_they_run_a_child(
     ]);
     let hosted = delegate(&["delegate", "--session", "H", "--json", "--", "sleep", "60"]);
     for (id, name) in [(&pooled, "pinned_worker"), (&hosted, "pinned_host")] {
-        common::wait_for(limit, &format!("{name} to hold one connection"), || {
+        crate::common::wait_for(limit, &format!("{name} to hold one connection"), || {
             let status = dispatcher.json(&["delegation", "status", id, "--json"]);
             let running = status["tasks"][0]["pid"].is_u64();
             (running && hermes_ledger::testing::connections_named(&url, name) == 1).then_some(())

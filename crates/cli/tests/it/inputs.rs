@@ -1,14 +1,12 @@
 //! What a careless or hostile environment cannot do to hermes: loose file modes, leaked session
 //! variables, closed pipes, out-of-range numbers, unknown overrides, half-typed command lines.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Hermes, wait_for};
+use crate::common::{Hermes, wait_for};
 
 /// Every file and directory under `dir` with its mode.
 fn modes(dir: &Path) -> Vec<(String, u32, bool)> {
@@ -47,7 +45,7 @@ fn every_file_is_private_whatever_the_umask_and_children_keep_the_users_mask() {
                 Ok(())
             });
         }
-        common::Run::from(c.output().expect("hermes runs"))
+        crate::common::Run::from(c.output().expect("hermes runs"))
     };
     let run = with_umask_000(&["delegate", "--session", "P", "--", "echo", "secret"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -555,7 +553,7 @@ fn an_argument_that_is_not_utf8_is_refused_without_a_panic() {
         (&["delegation"], "unrecognized subcommand"),
     ] {
         let out = h.command(args).arg(name).output().expect("hermes runs");
-        let run = common::Run::from(out);
+        let run = crate::common::Run::from(out);
         run.assert_one_error_line(2);
         assert!(run.stderr.contains(said), "{}", run.stderr);
     }

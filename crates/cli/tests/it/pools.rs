@@ -2,14 +2,12 @@
 //! embedded ledger: a burst spread over every worker's slots, SIGTERM to a worker, a worker
 //! killed with SIGKILL mid-run. Every result is delivered exactly once to its session.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Hermes, process_alive, wait_for};
+use crate::common::{Hermes, process_alive, wait_for};
 use serde_json::Value;
 
 /// Short sweeps and recovery, a long lease: a death noticed within seconds was noticed by pid.
@@ -158,7 +156,7 @@ fn a_burst_runs_on_every_workers_slots_at_once_and_each_result_arrives_once() {
 
     let started = Instant::now();
     // Every child waits for `go`: while they wait, what runs is exactly what the slots allow.
-    let script = common::until_told(&go, "done $HERMES_DELEGATION_ID");
+    let script = crate::common::until_told(&go, "done $HERMES_DELEGATION_ID");
     let mut ids = BTreeSet::new();
     for _ in 0..12 {
         let d = dispatch(&h, "S", "burst", &script);
