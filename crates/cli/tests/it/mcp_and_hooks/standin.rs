@@ -20,7 +20,7 @@ use crate::common::{Hermes, wait_for};
 
 const STANDIN: &str = "HERMES_TEST_STANDIN_AGENT";
 const MARK: &str = "@@agent ";
-const SELF_TEST: &str = "standin::the_stand_in_agent_answers_its_driver";
+const SELF_TEST: &str = "mcp_and_hooks::standin::the_stand_in_agent_answers_its_driver";
 
 /// The driver's handle on one stand-in agent process.
 pub struct Agent {
