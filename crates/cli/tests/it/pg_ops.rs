@@ -944,7 +944,7 @@ fn a_waiting_drain_outlasts_an_outage_and_delivers_what_came_after_it() {
     let (waiting, direct) = (Hermes::sharing(&via), Hermes::sharing(&url));
     let mut drain = waiting.command(&["drain", "--session", "W", "--wait", "60", "--json"]);
     let mut drain = drain
-        .env("RUST_LOG", "router=debug")
+        .env("RUST_LOG", "hermes_router=debug")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -224,7 +224,7 @@ fn waiting_drain(h: &Hermes) -> (Killed, Receiver<String>) {
     let mut command = h.command(&["drain", "--session", "D", "--wait", "60", "--json"]);
     command
         .env(DEFAULT_SWEEP.0, DEFAULT_SWEEP.1)
-        .env("RUST_LOG", "router=debug")
+        .env("RUST_LOG", "hermes_router=debug")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut drain = command.spawn().expect("the drain starts");
