@@ -9,13 +9,15 @@
 //!
 //! **A front-end never imports another front-end**: each uses `services` (and `args`), and what
 //! two of them need moves down into `services`. `app.rs`, the dispatcher, is the one module that
-//! names them all.
+//! names them all (checked by `layers.rs`).
 
 pub mod app;
 mod args;
 mod cmd;
 mod hook;
 mod interactive;
+#[cfg(test)]
+mod layers;
 mod mcp;
 mod services;
 mod top;

@@ -1,4 +1,5 @@
-//! One module per command group.
+//! One module per command group (and `progress_view.rs`, the progress lines of a `-z` or cron
+//! run). A command uses the services; it never names another front-end.
 
 pub mod claim;
 pub mod completions;
