@@ -1,5 +1,5 @@
-//! The `hermes` binary: everything it does is `hermes_cli::app::main`.
+//! The `hermes` binary: everything it does is `hermes::app::main`.
 
 fn main() -> std::process::ExitCode {
-    hermes_cli::app::main()
+    hermes::app::main()
 }
