@@ -1,14 +1,14 @@
 //! The library's rule, checked over its sources: a front-end (`cmd`, `hook`, `interactive`,
 //! `mcp`, `top`) never names another front-end, and `services` names none — except
-//! `services/agents.rs`, the one seam to the agent profiles still kept in `hook/`. Only the
-//! dispatcher (`app.rs`) and the crate root name them all.
+//! `services/agent_profiles.rs`, the one seam to the agent profiles still kept in `hook/`.
+//! Only the dispatcher (`app.rs`) and the crate root name them all.
 
 use std::path::{Path, PathBuf};
 
 /// The front-ends: each a folder under `src/`.
 const FRONT_ENDS: [&str; 5] = ["cmd", "hook", "interactive", "mcp", "top"];
 /// The one file of `services` that may name a front-end (`hook`).
-const SEAM: &str = "services/agents.rs";
+const SEAM: &str = "services/agent_profiles.rs";
 
 /// Every `.rs` file under `dir`, with its text.
 fn rust_files(dir: &Path) -> Vec<(PathBuf, String)> {

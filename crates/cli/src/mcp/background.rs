@@ -37,7 +37,7 @@ pub async fn background(
             .await
             .ok()
             .flatten()
-            .filter(|agent| crate::services::agents::inject_falls_back(agent))
+            .filter(|agent| crate::services::agent_profiles::inject_falls_back(agent))
     } else {
         None
     };

@@ -138,7 +138,7 @@ fn is_wrapper_name(name: &str) -> bool {
 /// The agent process of this process.
 pub fn agent_process() -> ProcessId {
     let parent = std::os::unix::process::parent_id();
-    let agents: Vec<&str> = crate::services::agents::executables().collect();
+    let agents: Vec<&str> = crate::services::agent_profiles::executables().collect();
     let chain = ancestors(parent, read_proc);
     match find_agent(&chain, &agents) {
         Some(p) => ProcessId {
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn every_profiles_agent_is_found_by_its_executable_name() {
-        let agents: Vec<&str> = crate::services::agents::executables().collect();
+        let agents: Vec<&str> = crate::services::agent_profiles::executables().collect();
         // Node CLIs installed by npm run as `node /usr/local/bin/NAME`; Codex is a binary.
         for (comm, exe, argv) in [
             ("node", "node", &["node", "/usr/local/bin/gemini"][..]),

@@ -1,6 +1,6 @@
 //! The services every front-end uses. Nothing here imports a front-end (`cmd`, `mcp`, `hook`,
-//! `interactive`, `top`), with one named exception: `agents.rs`, the seam to the agent profiles
-//! that still live beside the hooks.
+//! `interactive`, `top`), with one named exception: `agent_profiles.rs`, the seam to the agent
+//! profiles that still live beside the hooks.
 //!
 //! - Where things are: `home.rs` (the home, the settings in force, the ledger opened and swept),
 //!   `config.rs` (`config.toml` and the environment).
@@ -9,14 +9,14 @@
 //!   finished inline unit as shown).
 //! - Results out: `delivery/` (take, show, settle), `relay.rs` (a hook's delivery through its
 //!   session's host), `binding.rs` (one conversation, one session), `agent_proc.rs` (which
-//!   process is the agent), `agents.rs` (what the agent profiles answer).
+//!   process is the agent), `agent_profiles.rs` (what the agent profiles answer).
 //! - Views: `reports.rs` (JSON and text shared by the command line and MCP), `overview.rs` (the
 //!   machine, pool and unit lines of `hermes top` and the metrics), `metrics/` (Prometheus).
 //! - The process's edges: `exit.rs` (exit codes, the one error report), `output.rs` (stdout),
 //!   `color.rs`, `logfile.rs`.
 
 pub mod agent_proc;
-pub mod agents;
+pub mod agent_profiles;
 pub mod binding;
 pub mod color;
 pub mod config;

@@ -48,7 +48,7 @@ fn wanted(configured: &[hermes_settings::AgentCommand]) -> Vec<Wanted> {
             }),
         }
     };
-    for (name, executables) in crate::services::agents::agent_programs() {
+    for (name, executables) in crate::services::agent_profiles::agent_programs() {
         add(
             name,
             executables.iter().map(|e| (*e).to_owned()).collect(),
@@ -200,7 +200,7 @@ pub fn hooks() -> Vec<Check> {
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
     let on_path = hermes_on_path();
-    crate::services::agents::installed(&project, home.as_deref())
+    crate::services::agent_profiles::installed(&project, home.as_deref())
         .into_iter()
         .map(|agent| {
             let name = format!("hooks {}", agent.agent);
