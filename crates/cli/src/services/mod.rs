@@ -1,6 +1,8 @@
 //! The services every front-end uses. Nothing here imports a front-end (`cmd`, `mcp`, `hook`,
 //! `interactive`, `top`), with one named exception: `agent_profiles.rs`, the seam to the agent
-//! profiles that still live beside the hooks.
+//! profiles that still live beside the hooks. From the command line (`args.rs`) two services
+//! take the types clap fills: `color.rs` its `ColorChoice`, `dispatch/draft.rs` its
+//! `DispatchArgs` (`Draft::from_args`, the low args turned into the one typed draft).
 //!
 //! - Where things are: `home.rs` (the home, the settings in force, the ledger opened and swept),
 //!   `config.rs` (`config.toml` and the environment).
