@@ -14,23 +14,23 @@
 //!   --metrics-listen` on that ledger, scraped every second for 30 s, as a percentage of one
 //!   core over the window.
 //!
-//! The view and the renderer are the binary's own modules, compiled in here from their files
+//! The view and the renderer are the library's own modules, compiled in here from their files
 //! (they are pure: ledger data in, a frame or text out).
 
 mod support;
 
-// Not every item of the binary's modules is used by a benchmark.
+// Not every item of the library's modules is used by a benchmark.
 #[allow(dead_code)]
-#[path = "../src/metrics/exposition.rs"]
+#[path = "../src/services/metrics/exposition.rs"]
 mod exposition;
 #[allow(dead_code)]
-#[path = "../src/top/model.rs"]
+#[path = "../src/services/overview.rs"]
 mod model;
 #[allow(dead_code)]
-#[path = "../src/metrics/render.rs"]
+#[path = "../src/services/metrics/render.rs"]
 mod render;
 #[allow(dead_code)]
-#[path = "../src/metrics/tally.rs"]
+#[path = "../src/services/metrics/tally.rs"]
 mod tally;
 #[allow(dead_code)]
 #[path = "../src/top/ui.rs"]
@@ -38,9 +38,9 @@ mod ui;
 #[allow(dead_code)]
 #[path = "../src/top/view.rs"]
 mod view;
-/// `render.rs` finds the model where the binary keeps it.
-mod top {
-    pub(crate) use crate::model;
+/// `render.rs` and `view.rs` find the model where the library keeps it.
+mod services {
+    pub(crate) use crate::model as overview;
 }
 
 use std::io::{Read as _, Write as _};

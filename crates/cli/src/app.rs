@@ -1,14 +1,29 @@
-//! From parsed arguments to the command that runs them.
+//! From the command line to the command that runs it: parses the arguments, runs the command,
+//! maps its error to an exit code. The dispatcher is the one module that names every front-end
+//! (`cmd`, `mcp`, `hook`, `interactive`, `top`); the front-ends never name each other.
 
 use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser};
 
 use crate::args::{Cli, Command, CronCommand};
 use crate::cmd;
-use crate::exit::{self, Code, fail};
+use crate::services::exit::{self, Code, fail};
+
+/// The whole process: parses the command line, runs the command, reports its error and returns
+/// the exit code.
+pub fn main() -> std::process::ExitCode {
+    crate::services::home::make_files_private();
+    exit::install_panic_hook();
+    let code = match run() {
+        Ok(code) => std::process::ExitCode::from(code as u8),
+        Err(err) => exit::report(&err),
+    };
+    record_io_counts();
+    code
+}
 
 /// Parses the command line and runs it.
-pub fn run() -> anyhow::Result<Code> {
+fn run() -> anyhow::Result<Code> {
     // Lossy: an argument that is not UTF-8 (a child's file name) is clap's to judge, not ours.
     let args: Vec<String> = std::env::args_os()
         .skip(1)
@@ -39,9 +54,9 @@ pub fn run() -> anyhow::Result<Code> {
     };
     check_shape(&cli)?;
     if cli.quiet {
-        crate::home::quiet();
+        crate::services::home::quiet();
     }
-    crate::color::init(cli.color);
+    crate::services::color::init(cli.color);
     // The runs a person watches keep their warnings in a file under the home (`logfile.rs`).
     let logs_to_file = matches!(cli.command, None | Some(Command::Cron(_)));
     init_tracing(cli.verbose, logs_to_file, cli.quiet);
@@ -51,13 +66,13 @@ pub fn run() -> anyhow::Result<Code> {
         }
         Some(Command::Delegate(args)) => cmd::delegate::run(&args),
         Some(Command::Drain(args)) => cmd::drain::run(&args),
-        Some(Command::Delivery(args)) => cmd::delivery::run(&args),
+        Some(Command::Delivery(args)) => cmd::claim::run(&args),
         Some(Command::Delegation(c)) => cmd::delegation::run(c),
         Some(Command::Session(c)) => cmd::session::run(c),
         Some(Command::Host(args)) => cmd::host::run(&args, cli.quiet),
         Some(Command::Ledger(c)) => cmd::ledger::run(c),
         Some(Command::Worker(args)) => cmd::worker::run(&args, cli.quiet),
-        Some(Command::Top) => cmd::top::run(),
+        Some(Command::Top) => crate::top::run(),
         Some(Command::Metrics(args)) => cmd::metrics::run(&args),
         Some(Command::Mcp) => crate::mcp::run(),
         Some(Command::Hook(c)) => crate::hook::run(c),
@@ -227,10 +242,10 @@ fn init_tracing(verbose: u8, logs_to_file: bool, quiet: bool) {
             .with_filter(filter)
     });
     let file = logs_to_file
-        .then(|| crate::config::home_dir(&crate::home::env_var).ok())
+        .then(|| crate::services::config::home_dir(&crate::services::home::env_var).ok())
         .flatten()
         .map(|home| {
-            let log = crate::logfile::LogFile::under(&home);
+            let log = crate::services::logfile::LogFile::under(&home);
             fmt::layer()
                 .with_writer(if quiet { log.quietly() } else { log })
                 .with_ansi(false)
@@ -249,7 +264,7 @@ fn init_tracing(verbose: u8, logs_to_file: bool, quiet: bool) {
 /// its pid, its command line, and the `fdatasync`s, writes and durable commits it made on the
 /// ledger (counted by the ledger's storage layer, open and close included). The benchmarks read
 /// it; nothing else does.
-pub fn record_io_counts() {
+fn record_io_counts() {
     let Some(path) = std::env::var_os("HERMES_DEBUG_SYNC_COUNT") else {
         return;
     };

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hermes_ledger::{DeliveryMode, Role};
 use hermes_settings::Bounds;
 
-use crate::tasks_file::{parse_delivery, parse_role};
+use crate::services::dispatch::tasks_file::{parse_delivery, parse_role};
 
 /// hermes: durable background delegation for agent conversations.
 #[derive(Debug, Parser)]
@@ -459,7 +459,7 @@ pub struct HookInstallArgs {
 pub struct MetricsArgs {
     /// The text format.
     #[arg(long, value_enum, default_value_t)]
-    pub format: crate::metrics::exposition::Format,
+    pub format: crate::services::metrics::exposition::Format,
 }
 
 #[derive(Debug, Args)]

@@ -6,10 +6,10 @@ use hermes_settings::{Effective, Source, Value};
 use serde_json::{Value as Json, json};
 
 use crate::args::ConfigCommand;
-use crate::config::{self, home_dir};
-use crate::exit::Code;
-use crate::home::env_var;
-use crate::output;
+use crate::services::config::{self, home_dir};
+use crate::services::exit::Code;
+use crate::services::home::env_var;
+use crate::services::output;
 
 /// Runs a `config` subcommand.
 pub fn run(command: ConfigCommand) -> anyhow::Result<Code> {

@@ -2,18 +2,16 @@
 //! the ledger for S's host, starting a headless `hermes host --session S` first when S has none.
 
 use hermes_ledger::{
-    Channel, DelegationId, Ledger, LedgerError, NewDelegation, ProcessId, SessionId, SessionState,
-    UnitStatus,
+    Channel, DelegationId, Ledger, LedgerError, NewDelegation, SessionId, SessionState, UnitStatus,
 };
-use hermes_registry::RegistryError;
 
 use crate::args::DelegateArgs;
-use crate::dispatch::Draft;
-use crate::exit::{Code, fail, fail_with};
-use crate::home::{Home, now, session_of};
-use crate::output;
-use crate::reports;
-use crate::session_host;
+use crate::services::dispatch::draft::Draft;
+use crate::services::exit::{Code, fail, fail_with};
+use crate::services::home::{Home, now, session_of};
+use crate::services::output;
+use crate::services::reports;
+use crate::services::session_host;
 
 /// Runs `delegate`.
 pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
@@ -24,9 +22,9 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
         .map(|raw| DelegationId::new(raw).map_err(|e| fail(Code::Usage, format!("--id: {e}"))))
         .transpose()?;
     let spec = Draft::from_args(&args.dispatch)?.build()?;
-    crate::dispatch::check_programs_here(&spec)?;
+    crate::services::dispatch::draft::check_programs_here(&spec)?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     // The id is drawn before anything is written, so that a failure whose outcome is unknown
     // (the connection broke around COMMIT) can name it, and the caller can look or retry.
     let drawn = given.is_none();
@@ -95,7 +93,7 @@ fn dispatch(
             (None, admission)
         }
         None => {
-            let (host, admission) = into_session_host(
+            let (host, admission) = session_host::into_session_host(
                 home,
                 ledger,
                 &config,
@@ -114,10 +112,10 @@ fn dispatch(
 /// may have broken after `COMMIT` reached the server), so the error names the id it was to be
 /// recorded under — on stderr, and as a JSON object on stdout with `--json`.
 fn outcome_unknown(err: anyhow::Error, id: &DelegationId) -> anyhow::Error {
-    if crate::exit::code_of(&err) != Code::LedgerUnavailable {
+    if crate::services::exit::code_of(&err) != Code::LedgerUnavailable {
         return err;
     }
-    let cause = crate::exit::one_line(&err);
+    let cause = crate::services::exit::one_line(&err);
     let cause = cause.strip_prefix("hermes: ").unwrap_or(&cause);
     let message = format!(
         "{cause}; delegation {id} may or may not have been recorded: look with `hermes delegation status {id}`, or send the same dispatch again with `--id {id}` (a no-op if it was)"
@@ -204,51 +202,6 @@ fn answer(
         session,
     ))?;
     Ok(Code::Ok)
-}
-
-/// Records a background unit of `session` for the session's live host, starting a headless
-/// `hermes host --session S` first when it has none (the one way `delegate` and `hermes mcp`
-/// hand a named session's work to a host that outlives them). `looked`: the session's live
-/// host as the caller just read it (`Some(None)`: none), so the first try reads it no more.
-/// Returns the host and the admission.
-pub fn into_session_host(
-    home: &Home,
-    ledger: &Ledger,
-    config: &hermes_registry::Config,
-    session: &SessionId,
-    spec: hermes_ledger::DispatchSpec,
-    id: Option<DelegationId>,
-    mut looked: Option<Option<ProcessId>>,
-) -> anyhow::Result<(ProcessId, hermes_ledger::Admission)> {
-    // A host may retire between our look and our dispatch; the ledger then refuses the unit
-    // (`HostGone`) and we start a new host. Two tries are enough: a fresh host waits
-    // `idle_exit_seconds` before it may retire.
-    let mut attempts = 0;
-    loop {
-        let live = match looked.take() {
-            Some(live) => live,
-            None => session_host::live(ledger, session)?,
-        };
-        let host = match live {
-            Some(host) => host,
-            None => session_host::start(home, ledger, session)?,
-        };
-        let new = NewDelegation {
-            id: id.clone(),
-            session: Some(session.clone()),
-            channel: Channel::Background,
-            spec: spec.clone(),
-            host: Some(host),
-            transcript_root: None,
-        };
-        match hermes_registry::record_dispatch(ledger, config, new, now()) {
-            Err(RegistryError::Ledger(LedgerError::HostGone(gone))) if attempts < 2 => {
-                tracing::info!(%session, host = %gone, "the session's host retired; starting another");
-                attempts += 1;
-            }
-            result => return Ok((host, result?)),
-        }
-    }
 }
 
 /// What a dispatch says in text: `head`, its queue position, its transcripts, where results go.

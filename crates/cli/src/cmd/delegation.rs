@@ -8,11 +8,11 @@ use hermes_ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId};
 use serde_json::json;
 
 use crate::args::DelegationCommand;
-use crate::color;
-use crate::exit::{Code, fail, fail_with};
-use crate::home::{Home, now};
-use crate::output;
-use crate::reports;
+use crate::services::color;
+use crate::services::exit::{Code, fail, fail_with};
+use crate::services::home::{Home, now};
+use crate::services::output;
+use crate::services::reports;
 
 /// Recent units `list` shows without `--all`.
 const RECENT: usize = 20;
@@ -58,7 +58,7 @@ fn parse_session(s: &str) -> anyhow::Result<SessionId> {
 fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> {
     let session = session.as_deref().map(parse_session).transpose()?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let listing = ledger.list(session.as_ref(), if all { RECENT_ALL } else { RECENT })?;
     if json {
         output::print_json(&reports::list_json(
@@ -130,7 +130,7 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
 fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {
     let id = parse_id(id)?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let Some(unit) = ledger.delegation(&id)? else {
         return Err(not_found(&id));
     };
@@ -205,7 +205,7 @@ fn stop(
         (None, None, false) => return Err(fail(Code::Usage, "give an ID, --session S or --all")),
     };
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     if let InterruptTarget::Delegation(id) = &target
         && ledger.delegation(id)?.is_none()
     {
@@ -221,17 +221,10 @@ fn stop(
         }))?;
         return Ok(Code::Ok);
     }
-    let mut text = String::new();
-    for id in &done.flagged {
-        text.push_str(&format!("{id}: stopping ({reason})\n"));
-    }
-    for id in &done.cancelled {
-        text.push_str(&format!("{id}: cancelled ({reason})\n"));
-    }
-    if text.is_empty() {
-        text.push_str("nothing to stop\n");
-    }
-    output::print(&text)?;
+    output::print(&reports::stop_text(
+        &done,
+        reports::StopWording::WithReason(reason),
+    ))?;
     Ok(Code::Ok)
 }
 
@@ -315,7 +308,7 @@ fn print_stored_output(
 fn log(id: &str, task: Option<u32>, follow: bool) -> anyhow::Result<Code> {
     let id = parse_id(id)?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     if ledger.delegation(&id)?.is_none() {
         return Err(fail(Code::NotFound, format!("delegation {id} not found")));
     }

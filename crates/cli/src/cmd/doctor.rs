@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 use hermes_settings::Source;
 use serde_json::json;
 
-use crate::color;
-use crate::config::{self, home_dir};
-use crate::exit::{Code, code_of};
-use crate::home::{Home, env_var};
-use crate::output;
+use crate::services::color;
+use crate::services::config::{self, home_dir};
+use crate::services::exit::{Code, code_of};
+use crate::services::home::{Home, env_var};
+use crate::services::output;
 
 /// How a check went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,10 +10,10 @@ use hermes_formatter::{Boundary, DeferredJson, DrainJson, Envelope};
 use hermes_router::AfterShown;
 
 use crate::args::{BoundaryArg, DrainArgs};
-use crate::deliver::{self, Round};
-use crate::exit::Code;
-use crate::home::{Home, now, render_context, session_of};
-use crate::output;
+use crate::services::delivery::consume::{self, Round};
+use crate::services::exit::Code;
+use crate::services::home::{Home, now, render_context, session_of};
+use crate::services::output;
 
 /// Runs `drain`.
 pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
@@ -36,11 +36,11 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
     // A drain that waits waits for the server too: one down when it starts is looked for
     // again until the deadline.
     let ledger = match deadline {
-        Some(deadline) => home.ledger_by(deadline)?,
-        None => home.ledger()?,
+        Some(deadline) => home.open_ledger_and_sweep_by(deadline)?,
+        None => home.open_ledger_and_sweep()?,
     };
     let take = || {
-        deliver::take_ready(
+        consume::take_ready(
             Arc::clone(&ledger),
             &session,
             boundary,
@@ -60,7 +60,7 @@ pub fn run(args: &DrainArgs) -> anyhow::Result<Code> {
     } else {
         AfterShown::Ack
     };
-    router.present(&deliver::tokens(&round.delivered), after, || {
+    router.present(&consume::tokens(&round.delivered), after, || {
         present(&round, args, &session, boundary)
     })??;
     Ok(Code::Ok)

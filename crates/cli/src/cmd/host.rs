@@ -12,8 +12,8 @@ use hermes_registry::{Host, HostOptions, OsReaper};
 
 use crate::args::HostArgs;
 use crate::cmd::rejoin::{self, Backoff, Signals};
-use crate::exit::{Code, fail};
-use crate::home::{Home, now};
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, now};
 
 /// How often the host looks for work and idleness.
 const POLL: Duration = Duration::from_millis(200);
@@ -25,32 +25,32 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
     let home = Home::load()?;
     let metrics = args
         .metrics_listen
-        .map(crate::metrics::serve::bind)
+        .map(crate::services::metrics::serve::bind)
         .transpose()?;
-    let ledger = home.hosting_ledger(&session)?;
+    let ledger = home.open_ledger_and_sweep_as_host(&session)?;
     let me = hermes_registry::procs::current_host();
     if let Some(other) = take_session(&ledger, &session, me)? {
         held_by(&session, other, quiet);
         return Ok(Code::Ok);
     }
-    let runtime = crate::home::runtime()?;
+    let runtime = crate::services::home::runtime()?;
     let idle_exit = home.settings.host.idle_exit;
-    let limits = crate::top::model::Limits::from_settings(&home.settings);
+    let limits = crate::services::overview::Limits::from_settings(&home.settings);
     if args.metrics_listen.is_some() {
-        crate::metrics::process::install();
+        crate::services::metrics::process::install();
     }
     runtime.block_on(async move {
         let mut signals = Signals::watch()?;
         if let Some(listener) = metrics {
-            crate::metrics::serve::spawn(
+            crate::services::metrics::serve::spawn(
                 listener,
-                crate::metrics::process::source(ledger.clone(), limits),
+                crate::services::metrics::process::source(ledger.clone(), limits),
             )?;
         }
         let mut host = start(&ledger, &home, &session).await?;
         // The hooks of this session deliver through this process (`relay`): no ledger of their
         // own to open and close. Without the socket they deliver by themselves.
-        let _relay = crate::relay::serve(
+        let _relay = crate::services::relay::serve(
             &home.dir,
             &session,
             Arc::clone(&ledger),

@@ -4,9 +4,9 @@
 use serde_json::json;
 
 use crate::args::LedgerCommand;
-use crate::exit::Code;
-use crate::home::Home;
-use crate::output;
+use crate::services::exit::Code;
+use crate::services::home::Home;
+use crate::services::output;
 
 /// Runs a `ledger` subcommand.
 pub fn run(command: LedgerCommand) -> anyhow::Result<Code> {

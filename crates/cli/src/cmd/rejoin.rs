@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use hermes_ledger::{HostId, Ledger, ProcessId};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::home::{Home, now};
+use crate::services::home::{Home, now};
 
 /// Starts a host of this process, as a worker or a headless host says in `options`: a fresh
 /// fencing epoch, registered, running its units. The first start and each rejoin use it.

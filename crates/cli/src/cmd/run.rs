@@ -5,18 +5,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use hermes_formatter::{Boundary, Envelope};
-use hermes_ledger::{DelegationId, DeliveryMode, HostKind, SessionId, UnitStatus};
+
+use hermes_ledger::{DelegationId, DeliveryMode, HostKind, SessionId};
 use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock, UnitReport};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 
+use super::progress_view;
 use crate::args::RunArgs;
-use crate::dispatch::Draft;
-use crate::exit::{Code, fail};
-use crate::home::{Home, env_var, now, render_context};
-use crate::output;
-use crate::progress_view;
+use crate::services::dispatch::draft::Draft;
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, env_var, now};
+use crate::services::inline;
+use crate::services::output;
 
 /// The interrupt reason Ctrl-C records.
 const INTERRUPTED_BY_USER: &str = "interrupted_by_user";
@@ -45,14 +46,14 @@ fn inline(
     refuse_meaningless(&spec)?;
     tracing::debug!(kind, "inline run");
     let home = Home::load()?;
-    let ledger = home.ledger()?;
-    let runtime = crate::home::runtime()?;
+    let ledger = home.open_ledger_and_sweep()?;
+    let runtime = crate::services::home::runtime()?;
     let request = DispatchRequest::inline(spec, parent);
     let (host, report, interrupted) =
         runtime.block_on(run_unit(&ledger, home.registry(), request, quiet))?;
     let me = host.process();
     let finished = report.and_then(|report| {
-        let finished = finish(&ledger, &report, args.json)?;
+        let finished = inline::finish(&ledger, &report, args.json)?;
         Ok((report.delegation_id, finished))
     });
     let (id, finished) = match finished {
@@ -187,52 +188,4 @@ async fn stop_on_ctrl_c(
             stopping.await
         }
     }
-}
-
-/// A finished inline unit, as its caller shows it.
-pub struct Finished {
-    /// The result block (or the JSON of `--json`, one line).
-    pub text: String,
-    /// Why the run counts as failed (exit 1): not every child completed.
-    pub failure: Option<anyhow::Error>,
-}
-
-/// Renders a finished inline unit from the ledger (`-z`, cron, and a foreground
-/// `delegate_task`); the caller settles its events once it has shown them.
-pub fn finish(
-    ledger: &hermes_ledger::Ledger,
-    report: &hermes_registry::UnitReport,
-    json: bool,
-) -> anyhow::Result<Finished> {
-    let id = &report.delegation_id;
-    let delegation = ledger
-        .delegation(id)?
-        .ok_or_else(|| fail(Code::WorkFailed, format!("{id} vanished from the ledger")))?;
-    let mut events = ledger.events(id)?;
-    events.sort_by_key(|e| e.key);
-    let envelope = Envelope::new(&delegation, &events);
-    let text = if json {
-        let mut line = serde_json::to_string(&hermes_formatter::run_json(&envelope))
-            .context("cannot encode JSON")?;
-        line.push('\n');
-        line
-    } else {
-        hermes_formatter::render_boundary(&[envelope], Boundary::Turn, &render_context())
-    };
-    let failure = (report.status != UnitStatus::Completed).then(|| {
-        let done = report
-            .outcomes
-            .iter()
-            .filter(|o| o.status == hermes_ledger::ChildStatus::Completed)
-            .count();
-        fail(
-            Code::WorkFailed,
-            format!(
-                "{id} {}: {done} of {} tasks completed",
-                report.status,
-                delegation.task_count()
-            ),
-        )
-    });
-    Ok(Finished { text, failure })
 }

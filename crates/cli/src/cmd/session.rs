@@ -4,16 +4,16 @@ use hermes_ledger::{HostKind, SessionEnd, SessionId};
 use serde_json::json;
 
 use crate::args::SessionCommand;
-use crate::exit::{Code, fail};
-use crate::home::{Home, now};
-use crate::output;
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, now};
+use crate::services::output;
 
 /// Runs a `session` subcommand.
 pub fn run(command: SessionCommand) -> anyhow::Result<Code> {
     let home = Home::load()?;
     match command {
         SessionCommand::List { json } => {
-            let ledger = home.ledger()?;
+            let ledger = home.open_ledger_and_sweep()?;
             let sessions = ledger.sessions()?;
             if json {
                 output::print_json(&json!({
@@ -58,7 +58,7 @@ pub fn run(command: SessionCommand) -> anyhow::Result<Code> {
 /// its units interrupted; it leaves by its idle exit at the latest.
 fn end(home: &Home, session: String, json: bool) -> anyhow::Result<()> {
     let id = SessionId::new(session).map_err(|e| fail(Code::Usage, e.to_string()))?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let end = ledger.end_session(&id, now())?;
     let headless = end.host.as_ref().filter(|h| h.kind == HostKind::Headless);
     let stopping = headless.is_some_and(hermes_registry::procs::stop_host);

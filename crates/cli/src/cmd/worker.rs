@@ -16,9 +16,9 @@ use serde_json::json;
 
 use crate::args::{WorkerArgs, WorkerCommand};
 use crate::cmd::rejoin::{self, Backoff, Signals};
-use crate::exit::{Code, fail};
-use crate::home::{Home, now};
-use crate::output::{self, time};
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, now};
+use crate::services::output::{self, time};
 
 /// How often the worker looks at its own state (fenced? drained?). Work arrives through the
 /// host's activity watch, not through this.
@@ -34,7 +34,7 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
     }
     hermes_ledger::check_pool_name(&args.pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let capacity = args
         .capacity
         .unwrap_or(home.settings.delegation.max_concurrent_children);
@@ -43,24 +43,24 @@ pub fn run(args: &WorkerArgs, quiet: bool) -> anyhow::Result<Code> {
         capacity,
     };
     let drain = args.drain_timeout.unwrap_or_default();
-    let limits = crate::top::model::Limits::from_settings(&home.settings);
+    let limits = crate::services::overview::Limits::from_settings(&home.settings);
     if args.metrics_listen.is_some() {
-        crate::metrics::process::install();
+        crate::services::metrics::process::install();
     }
     let metrics = args
         .metrics_listen
-        .map(crate::metrics::serve::bind)
+        .map(crate::services::metrics::serve::bind)
         .transpose()?;
     let metrics_ledger = std::sync::Arc::clone(&ledger);
-    let runtime = crate::home::runtime()?;
+    let runtime = crate::services::home::runtime()?;
     runtime.block_on(async move {
         // Watch the signals before registering, so a stop that comes at once is not lost.
         let mut signals = Signals::watch()?;
         let mut host = start(&ledger, &home, &pool).await?;
         if let Some(listener) = metrics {
-            crate::metrics::serve::spawn(
+            crate::services::metrics::serve::spawn(
                 listener,
-                crate::metrics::process::source(metrics_ledger, limits),
+                crate::services::metrics::process::source(metrics_ledger, limits),
             )?;
         }
         tracing::info!(pool = %pool.pool, capacity, pid = host.process().pid, "worker started");
@@ -192,7 +192,7 @@ fn list(pool: Option<&str>, json_out: bool) -> anyhow::Result<Code> {
         hermes_ledger::check_pool_name(pool).map_err(|e| fail(Code::Usage, e.to_string()))?;
     }
     let home = Home::load()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let at = now();
     let workers = ledger.workers(pool, &hermes_registry::OsReaper::new(), at)?;
     if json_out {

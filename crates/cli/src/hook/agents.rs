@@ -11,42 +11,7 @@
 //! its sessions to end by idleness (`host.idle_exit_seconds`), their results pending for a
 //! resume.
 
-pub use hermes_agents::{AGENTS, Action, Agent, HookEvent, Start, find};
-
-use crate::exit::Code;
-
-/// What `hermes hook install NAME` was asked.
-#[derive(Clone, Debug)]
-pub struct InstallOptions {
-    /// Print the snippets instead of writing them.
-    pub print: bool,
-    /// The project directory.
-    pub project: std::path::PathBuf,
-    /// Write the absolute path of this hermes rather than `hermes` (found on PATH).
-    pub absolute: bool,
-    /// Write into the agent's uncommitted, per-user project settings.
-    pub local: bool,
-    /// Write the agent's user-level configuration (under `home`) instead of the project's.
-    pub user: bool,
-    /// The user's home directory (`$HOME`), for `user`.
-    pub home: Option<std::path::PathBuf>,
-}
-
-impl InstallOptions {
-    /// The directory the agent's files go under: the user's home with `user`, else the
-    /// project.
-    pub fn root(&self) -> anyhow::Result<std::path::PathBuf> {
-        if !self.user {
-            return Ok(self.project.clone());
-        }
-        self.home.clone().ok_or_else(|| {
-            crate::exit::fail(
-                Code::Usage,
-                "--user: HOME is not set, so hermes cannot find your home directory",
-            )
-        })
-    }
-}
+pub use hermes_agents::{Action, Agent, HookEvent, Start, find};
 
 /// The formatter's boundary for an agent's.
 pub fn boundary(b: hermes_agents::Boundary) -> hermes_formatter::Boundary {

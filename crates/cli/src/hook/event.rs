@@ -15,17 +15,17 @@ use hermes_router::RouterError;
 use super::agents::{self, Action, Agent, HookEvent, Start};
 use super::input::{self, HookInput};
 use crate::args::HookCommand;
-use crate::binding::{self, Bindings, Naming};
-use crate::deliver;
-use crate::exit::{Code, code_of, fail};
-use crate::home::{Home, env_var, now};
-use crate::output;
-use crate::relay::{self, Outcome};
+use crate::services::binding::{self, Bindings, Naming};
+use crate::services::delivery::consume;
+use crate::services::exit::{Code, code_of, fail};
+use crate::services::home::{Home, env_var, now};
+use crate::services::output;
+use crate::services::relay::{self, Outcome};
 
 /// Runs `hermes hook EVENT` (or `hook install`).
 pub fn run(command: HookCommand) -> anyhow::Result<Code> {
     let (subcommand, agent) = match command {
-        HookCommand::Install(args) => return super::install::run(&args),
+        HookCommand::Install(args) => return crate::services::hook_files::install(&args),
         HookCommand::SessionStart(a) => ("session-start", a.agent),
         HookCommand::UserPromptSubmit(a) => ("user-prompt-submit", a.agent),
         HookCommand::PostToolUse(a) => ("post-tool-use", a.agent),
@@ -37,7 +37,7 @@ pub fn run(command: HookCommand) -> anyhow::Result<Code> {
         Ok(code) => Ok(code),
         Err(err) => match agents::find(&agent).and_then(|a| a.fail_open()) {
             Some(go_on) if !matches!(code_of(&err), Code::Ok) => {
-                eprintln!("{}", crate::exit::one_line(&err));
+                eprintln!("{}", crate::services::exit::one_line(&err));
                 output::print_json(&go_on)?;
                 Ok(Code::Ok)
             }
@@ -142,7 +142,7 @@ fn start(home: &Home, sessions: &[SessionId], how: Option<Start>) -> anyhow::Res
     if how == Some(Start::Resume)
         && let Some(current) = sessions.first()
     {
-        let ledger = home.ledger()?;
+        let ledger = home.open_ledger_and_sweep()?;
         if ledger
             .session(current)?
             .is_some_and(|s| s.state == hermes_ledger::SessionState::Ended)
@@ -181,9 +181,9 @@ fn deliver(
             return Ok(Code::Ok);
         }
     }
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let take =
-        || deliver::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings);
+        || consume::take_conversation(&ledger, sessions, boundary, &consumer, &home.settings);
     let taken = match take() {
         // A later hook of a conversation its agent ended: the conversation is back.
         Err(RouterError::SessionEnded(id)) => {
@@ -196,7 +196,7 @@ fn deliver(
     let Some(taken) = taken.filter(|t| !t.claimed.is_empty()) else {
         return Ok(Code::Ok);
     };
-    let shown = deliver::present(&taken.router, taken.claimed, boundary, agent.budget, answer)?;
+    let shown = consume::present(&taken.router, taken.claimed, boundary, agent.budget, answer)?;
     tracing::debug!(shown, "hook delivered");
     Ok(Code::Ok)
 }
@@ -204,7 +204,7 @@ fn deliver(
 /// Ends the conversation's sessions: their running units are interrupted, what they never
 /// received is dropped, later dispatches into them are refused (until a resume).
 fn end(home: &Home, sessions: &[SessionId]) -> anyhow::Result<Code> {
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     for session in sessions {
         // A conversation that never dispatched anything has no record to end.
         if ledger.session(session)?.is_none() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::agents::{Agent, Start};
-use crate::exit::{Code, fail};
+use crate::services::exit::{Code, fail};
 
 /// How long a hook waits for its JSON.
 pub const DEADLINE: Duration = Duration::from_secs(2);
@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn each_agent_names_its_conversation_in_its_own_field_and_extra_fields_are_ignored() {
-        for agent in crate::hook::agents::AGENTS {
+        for agent in hermes_agents::AGENTS {
             let mut value = serde_json::json!({"tool_input": {"command": "ls"}, "cwd": "/w"});
             value[agent.session_field] = "id-1".into();
             value[agent.event_field] = "SomeEvent".into();

@@ -4,13 +4,7 @@
 //! each, in `hermes_agents` (see `agents.rs`).
 
 mod agents;
-mod doc;
 mod event;
 mod input;
-mod install;
-mod installed;
-mod merge;
 
 pub use event::run;
-pub use hermes_agents::inject_falls_back;
-pub use installed::{agent_programs, installed};

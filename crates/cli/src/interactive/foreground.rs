@@ -42,7 +42,7 @@ pub fn run(
         // Subscribing now marks every earlier Ctrl-C as seen.
         let mut interrupted = interrupts.subscribe();
         let mut command = std::process::Command::new(program);
-        crate::home::with_user_umask(&mut command);
+        crate::services::home::with_user_umask(&mut command);
         let mut child = match tokio::process::Command::from(command)
             .args(args)
             .stdin(Stdio::null())

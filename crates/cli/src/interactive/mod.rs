@@ -3,7 +3,6 @@
 //! by an idle poller and the post-turn drain), with a line editor in front.
 
 mod console;
-mod delivery;
 mod foreground;
 mod line;
 mod poller;

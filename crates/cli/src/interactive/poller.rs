@@ -10,7 +10,7 @@ use std::time::Duration;
 use hermes_router::{Boundary, Router, RouterError};
 
 use super::console::Console;
-use super::delivery;
+use crate::services::delivery::printed;
 
 /// How long one wait for ready results lasts before the poller looks at the console again.
 const ROUND_MS: u64 = 500;
@@ -30,12 +30,12 @@ pub fn spawn(
 
 fn run(router: &Router, console: &Console, ended: &AtomicBool) {
     while console.enter_round() {
-        match delivery::wait(router, ROUND_MS) {
+        match printed::wait(router, ROUND_MS) {
             Ok(claimed) => console.finish_round(|printer| match printer {
                 Some(printer) => {
-                    delivery::present(router, claimed, Boundary::Turn, |text| printer.print(text))
+                    printed::present(router, claimed, Boundary::Turn, |text| printer.print(text))
                 }
-                None => delivery::give_back(router, claimed),
+                None => printed::give_back(router, claimed),
             }),
             Err(RouterError::SessionEnded(session)) => {
                 ended.store(true, Ordering::SeqCst);

@@ -27,11 +27,13 @@ use tokio::sync::watch;
 use super::console::{self, Console, ExternalPrinter};
 use super::line::{self, Command, Parsed};
 use super::progress::{self, Announced};
-use super::{delivery, foreground, poller, views};
+use super::{foreground, poller, views};
 use crate::args::DispatchArgs;
-use crate::dispatch::Draft;
-use crate::exit::{Code, fail};
-use crate::home::{Home, now};
+use crate::services::delivery::printed;
+use crate::services::dispatch::draft::Draft;
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, now};
+use crate::services::reports;
 
 const PROMPT: &str = "hermes> ";
 /// Consumer names of interactive sessions: `interactive:<pid>:<start time>`.
@@ -44,8 +46,8 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
     let home = Home::load()?;
     // A resumed session's queued units wait for this process, which hosts it.
     let ledger = match resume.and_then(|raw| SessionId::new(raw).ok()) {
-        Some(resumed) => home.hosting_ledger(&resumed)?,
-        None => home.ledger()?,
+        Some(resumed) => home.open_ledger_and_sweep_as_host(&resumed)?,
+        None => home.open_ledger_and_sweep()?,
     };
     let me = procs::current_host();
     let (session, greeting) = match resume {
@@ -58,7 +60,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
             (id, text)
         }
     };
-    let runtime = crate::home::runtime()?;
+    let runtime = crate::services::home::runtime()?;
     let host = runtime.block_on(Host::start(
         ledger.clone(),
         home.registry(),
@@ -351,9 +353,9 @@ impl Turns {
 
     /// Delivers what is ready at `boundary`, printed straight to stdout (the console is paused).
     fn deliver(&self, boundary: Boundary) -> Flow {
-        match delivery::take(&self.router, boundary) {
+        match printed::take(&self.router, boundary) {
             Ok(claimed) => {
-                delivery::present(&self.router, claimed, boundary, console::print_plain);
+                printed::present(&self.router, claimed, boundary, console::print_plain);
                 Flow::Continue
             }
             Err(RouterError::SessionEnded(_)) => Flow::Exit(self.ended_elsewhere()),
@@ -416,7 +418,7 @@ impl Turns {
             draft.goal = shlex::try_join(draft.command.iter().map(String::as_str)).ok();
         }
         let spec = draft.build()?;
-        crate::dispatch::check_programs_here(&spec)?;
+        crate::services::dispatch::draft::check_programs_here(&spec)?;
         let goal = hermes_formatter::one_line(&spec.goal, 80);
         let dispatched = self.runtime.block_on(
             self.host
@@ -424,7 +426,7 @@ impl Turns {
         )?;
         let unit = &dispatched.delegation;
         let mut text = if let Some(pool) = unit.pool() {
-            let workers = crate::reports::live_workers(&self.ledger, pool).unwrap_or(0);
+            let workers = reports::live_workers(&self.ledger, pool).unwrap_or(0);
             format!(
                 "{} queued in pool {pool} (position {}, {workers} live worker(s)): {goal}\n",
                 unit.id,
@@ -434,7 +436,7 @@ impl Turns {
             format!(
                 "{} {} (position {}): {goal}\n",
                 unit.id,
-                crate::color::status("queued", 0),
+                crate::services::color::status("queued", 0),
                 dispatched.queue_position.unwrap_or(0)
             )
         } else {
@@ -445,7 +447,7 @@ impl Turns {
             format!(
                 "{} {}: {} task(s) · {goal}\n",
                 unit.id,
-                crate::color::status("running", 0),
+                crate::services::color::status("running", 0),
                 unit.task_count()
             )
         };
@@ -488,17 +490,7 @@ impl Turns {
         let done = self
             .runtime
             .block_on(self.host.interrupt(target, "stopped_by_user"))?;
-        let mut text = String::new();
-        for id in &done.flagged {
-            text.push_str(&format!("{id}: stopping\n"));
-        }
-        for id in &done.cancelled {
-            text.push_str(&format!("{id}: cancelled while queued\n"));
-        }
-        if text.is_empty() {
-            text.push_str("nothing to stop\n");
-        }
-        Ok(text)
+        Ok(reports::stop_text(&done, reports::StopWording::Plain))
     }
 
     /// `exit` and Ctrl-D: asks first while units run or wait; then delivers what is ready, ends
@@ -538,7 +530,7 @@ impl Turns {
                 ));
                 self.runtime
                     .block_on(self.host.shutdown("interactive_host_stopped"));
-                return Flow::Exit(crate::exit::code_of(&anyhow::Error::new(e)));
+                return Flow::Exit(crate::services::exit::code_of(&anyhow::Error::new(e)));
             }
         };
         let running = self.host.running();

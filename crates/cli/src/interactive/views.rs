@@ -7,8 +7,8 @@ use hermes_ledger::{
 };
 use hermes_registry::{Host, UnitProgress};
 
-use crate::color;
-use crate::home::now;
+use crate::services::color;
+use crate::services::home::now;
 
 /// Recent units `agents` shows.
 const RECENT: usize = 10;
@@ -81,7 +81,7 @@ pub fn agents(
 
 /// ` · pool P · worker PID` for a pool unit, nothing otherwise.
 fn placed(unit: &Delegation) -> String {
-    let words = crate::reports::placement(unit);
+    let words = crate::services::reports::placement(unit);
     if words.is_empty() {
         words
     } else {
@@ -243,7 +243,8 @@ pub fn status(ledger: &Ledger, host: &Host, id: &DelegationId) -> anyhow::Result
             child.exit_code.map_or("-".to_owned(), |c| c.to_string()),
             delivery
         );
-        if let Some(words) = stalling.and_then(|s| crate::reports::stall_words(&s.detail)) {
+        if let Some(words) = stalling.and_then(|s| crate::services::reports::stall_words(&s.detail))
+        {
             let _ = writeln!(text, "    {words}");
         }
         if let Some(t) = &child.transcript {

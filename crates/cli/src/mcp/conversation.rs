@@ -14,9 +14,9 @@ use hermes_ledger::{Delegation, DelegationId, HostClaim, Ledger, ProcessId, Sess
 use hermes_router::{Router, RouterConfig};
 use hermes_stdx::lock;
 
-use crate::binding::{Bindings, Resolved};
-use crate::exit::{Code, fail};
-use crate::home::now;
+use crate::services::binding::{Bindings, Resolved};
+use crate::services::exit::{Code, fail};
+use crate::services::home::now;
 
 /// The sessions of the conversation.
 #[derive(Clone, Debug)]

@@ -14,8 +14,8 @@ use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, Progr
 use rmcp::service::{Peer, RequestContext};
 
 use super::tools::{ANSWER_BUDGET, ToolResult, Tools, blocking, ok_text, tool_error};
-use crate::exit::{Code, fail, one_line};
-use crate::home::now;
+use crate::services::exit::{Code, fail, one_line};
+use crate::services::home::now;
 
 /// How often the children's progress is looked at (the host persists changes within its 100 ms
 /// progress interval).
@@ -68,7 +68,7 @@ pub async fn run(
     let conversation = tools.conversation.clone();
     let finished = blocking(move || {
         let ledger = conversation.ledger();
-        let finished = crate::cmd::run::finish(ledger, &report, false)?;
+        let finished = crate::services::inline::finish(ledger, &report, false)?;
         // Claim and ack at once: the caller has the result.
         ledger.settle_inline(&report.delegation_id, now())?;
         Ok(finished)

@@ -4,8 +4,8 @@
 //! `background: false` units and a provisional session's, and its tools consume the
 //! conversation's results.
 
+mod background;
 mod conversation;
-mod dispatch;
 mod inline;
 mod params;
 mod results;

@@ -1,5 +1,5 @@
 //! Reading a conversation's results: `delegation_list`, `delegation_results` (claimed, fitted
-//! and acknowledged through `deliver::present`, the one protocol hooks use too) and
+//! and acknowledged through `consume::present`, the one protocol hooks use too) and
 //! `delegation_result` (a stored result in full, page by page; it delivers nothing).
 
 use hermes_formatter::Boundary;
@@ -9,9 +9,9 @@ use hermes_router::RouterError;
 use super::conversation::Conversation;
 use super::params::DelegationResult;
 use super::tools::ANSWER_BUDGET;
-use crate::deliver;
-use crate::exit::{Code, fail};
-use crate::home::now;
+use crate::services::delivery::consume;
+use crate::services::exit::{Code, fail};
+use crate::services::home::now;
 
 /// The conversation's units: every session it serves (or `wanted`'s), and the
 /// `background: false` units it ran or runs.
@@ -70,14 +70,14 @@ pub fn take(
     let mut taken = Vec::new();
     for (i, session) in sessions.all.iter().enumerate() {
         let router = conversation.router(session);
-        match router.take_ready(boundary, now(), deliver::render_check) {
+        match router.take_ready(boundary, now(), consume::render_check) {
             Ok(round) => taken.extend(round.delivered),
             // An adopted session that has ended has nothing to give.
             Err(RouterError::SessionEnded(_)) if i > 0 => {}
             Err(e) => {
                 conversation
                     .router(&sessions.current)
-                    .give_back(&deliver::tokens(&taken));
+                    .give_back(&consume::tokens(&taken));
                 return Err(e.into());
             }
         }
@@ -85,7 +85,7 @@ pub fn take(
     let total = taken.len();
     let router = conversation.router(&sessions.current);
     let mut text = String::new();
-    let shown = deliver::present(&router, taken, boundary, ANSWER_BUDGET, |t| {
+    let shown = consume::present(&router, taken, boundary, ANSWER_BUDGET, |t| {
         text = t.to_owned();
         Ok(())
     })?;

@@ -26,9 +26,9 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::conversation::{Conversation, Setup};
 use super::tools::Tools;
-use crate::binding::{self, Bindings};
-use crate::exit::{Code, fail};
-use crate::home::{Home, env_var, now};
+use crate::services::binding::{self, Bindings};
+use crate::services::exit::{Code, fail};
+use crate::services::home::{Home, env_var, now};
 
 /// Why serving ended.
 enum End {
@@ -45,9 +45,9 @@ pub fn run() -> anyhow::Result<Code> {
             SessionId::new(s).map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}")))
         })
         .transpose()?;
-    let ledger = home.ledger()?;
+    let ledger = home.open_ledger_and_sweep()?;
     let agent = binding::agent_process();
-    let runtime = crate::home::runtime()?;
+    let runtime = crate::services::home::runtime()?;
     let served = runtime.block_on(async move {
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;

@@ -6,9 +6,9 @@ use std::time::Duration;
 use hermes_settings::Bounds;
 
 use super::params::{BatchTask, DelegateTask};
-use crate::dispatch::Draft;
-use crate::exit::{Code, fail};
-use crate::tasks_file::{self, Batch, TaskDraft};
+use crate::services::dispatch::draft::Draft;
+use crate::services::dispatch::tasks_file::{self, Batch, TaskDraft};
+use crate::services::exit::{Code, fail};
 
 /// The unit `delegate_task`'s parameters describe, checked like the command line's DISPATCH.
 pub fn spec(p: DelegateTask) -> anyhow::Result<hermes_ledger::DispatchSpec> {
@@ -44,7 +44,8 @@ pub fn spec(p: DelegateTask) -> anyhow::Result<hermes_ledger::DispatchSpec> {
         }
         None if draft.command.is_empty()
             && draft.agent.is_none()
-            && (draft.goal.is_none() || !crate::agent_dispatch::has_default_agent()) =>
+            && (draft.goal.is_none()
+                || !crate::services::dispatch::agents::has_default_agent()) =>
         {
             return Err(fail(
                 Code::Usage,

@@ -21,9 +21,9 @@ use super::conversation::Conversation;
 use super::params::{
     BoundaryParam, DelegateTask, DelegationId, DelegationList, DelegationResult, DelegationResults,
 };
-use crate::exit::{Code, fail, one_line};
-use crate::home::{Home, now};
-use crate::reports;
+use crate::services::exit::{Code, fail, one_line};
+use crate::services::home::{Home, now};
+use crate::services::reports;
 
 /// Recent units `delegation_list` shows without `all`.
 const RECENT: usize = 20;
@@ -121,7 +121,7 @@ impl Tools {
                 Err(e) => return tool_error(&e),
             };
         if background {
-            super::dispatch::background(self, sessions, spec).await
+            super::background::background(self, sessions, spec).await
         } else {
             super::inline::run(self, sessions.current, spec, context).await
         }

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use hermes_ledger::{InterruptTarget, Ledger, Liveness as _, Overview};
 use ratatui::crossterm::event::{self, Event, KeyEventKind, MouseEventKind};
 
-use super::model::{self, Limits, Model};
 use super::terminal::Screen;
 use super::ui::{Action, Pane, Ui};
 use super::view::{self, LogTail};
-use crate::home::now;
+use crate::services::home::now;
+use crate::services::overview::{self as model, Limits, Model};
 
 /// How many finished units are shown (toggled with `t`).
 pub const RECENT: usize = 20;

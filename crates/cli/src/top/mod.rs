@@ -1,9 +1,13 @@
-//! `hermes top`: a live full-screen view over the ledger.
+//! `hermes top`: a live full-screen view over the ledger (`command.rs` checks for a terminal and
+//! starts `live.rs`'s loop). What it shows is computed by `services::overview`, which the
+//! metrics read too.
 
-pub mod live;
-pub mod model;
-pub mod terminal;
+mod command;
+mod live;
+mod terminal;
 #[cfg(test)]
 mod tests;
-pub mod ui;
-pub mod view;
+mod ui;
+mod view;
+
+pub use command::run;

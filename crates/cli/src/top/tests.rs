@@ -12,9 +12,9 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::model::{self, Limits, Quiet};
 use super::ui::{Action, Pane, Prompt, Ui};
 use super::view::{self, Screen};
+use crate::services::overview::{self as model, Limits, Quiet};
 
 /// 2026-12-01 12:00:00 UTC.
 const NOW: Timestamp = Timestamp(1_796_126_400_000);

@@ -5,7 +5,7 @@
 use hermes_ledger::DelegationId;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::model::{Model, Row};
+use crate::services::overview::{Model, Row};
 
 /// The pane under the table.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Cell, Paragraph, Row as TableRow, Table, TableState, Wrap};
 
-use super::model::{self, Delivery, LeaseHealth, Model, Quiet, Row};
 use super::ui::{Pane, Prompt, Ui};
+use crate::services::overview::{self as model, Delivery, LeaseHealth, Model, Quiet, Row};
 
 /// The smallest terminal the view draws in.
 pub const MIN_WIDTH: u16 = 60;

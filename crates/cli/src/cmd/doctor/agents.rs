@@ -48,7 +48,8 @@ fn wanted(configured: &[hermes_settings::AgentOverride]) -> Vec<Wanted> {
             }),
         }
     };
-    for (name, executables) in crate::hook::agent_programs() {
+    for agent in hermes_agents::AGENTS {
+        let (name, executables) = (agent.name, agent.executables);
         add(
             name,
             executables.iter().map(|e| (*e).to_owned()).collect(),
@@ -200,7 +201,7 @@ pub fn hooks() -> Vec<Check> {
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
     let on_path = hermes_on_path();
-    crate::hook::installed(&project, home.as_deref())
+    crate::services::hook_files::installed(&project, home.as_deref())
         .into_iter()
         .map(|agent| {
             let name = format!("hooks {}", agent.agent);

@@ -1,0 +1,121 @@
+//! `delegate_task` in the background. A named conversation's unit (its hooks bound it, or
+//! `HERMES_SESSION_ID`) goes to the session's headless host, started for it as `hermes
+//! delegate` starts one, so the children outlive this server: a client that closes (stdin
+//! closed, then SIGTERM, as the MCP SDKs do) stops none of them, and a resumed conversation gets
+//! their results. A provisional session's unit runs in this server, and ends with it.
+
+use hermes_registry::DispatchRequest;
+
+use super::conversation::Sessions;
+use super::tools::{Tools, blocking, ok_json, tool_error};
+use crate::services::reports;
+
+/// What the dispatch answer says when no hook of the conversation has reached hermes (the
+/// agents listed from the table).
+pub fn no_binding() -> String {
+    format!(
+        "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install {})",
+        hermes_agents::names("or")
+    )
+}
+
+/// What the dispatch answer says when the agent has no tool boundary for `inject`.
+fn inject_note(agent: &str) -> String {
+    format!(
+        "{agent} has no hook after a tool call that can add context, so result_delivery inject is delivered as after_turn: the result arrives at the next turn boundary"
+    )
+}
+
+/// Dispatches `spec` in the background into the conversation's current session.
+pub async fn background(
+    tools: &Tools,
+    sessions: Sessions,
+    mut spec: hermes_ledger::DispatchSpec,
+) -> super::tools::ToolResult {
+    // A session's unit runs on this machine: a program it cannot find is refused now.
+    if let Err(e) = crate::services::dispatch::draft::check_programs_here(&spec) {
+        return tool_error(&e);
+    }
+    let session = sessions.current.clone();
+    let fallback = if spec.delivery == hermes_ledger::DeliveryMode::Inject {
+        let conversation = tools.conversation.clone();
+        blocking(move || Ok(conversation.agent()))
+            .await
+            .ok()
+            .flatten()
+            .filter(|agent| hermes_agents::inject_falls_back(agent))
+    } else {
+        None
+    };
+    if fallback.is_some() {
+        spec.delivery = hermes_ledger::DeliveryMode::AfterTurn;
+    }
+    let pooled = spec.pool.clone();
+    let (unit, transcripts, queue_position, host_pid) = if sessions.named && pooled.is_none() {
+        let home = tools.home.clone();
+        let ledger = tools.conversation.ledger().clone();
+        let s = session.clone();
+        let recorded = blocking(move || {
+            let config = home.registry();
+            let (host, admission) = crate::services::session_host::into_session_host(
+                &home, &ledger, &config, &s, spec, None, None,
+            )?;
+            let transcripts: Vec<String> = hermes_registry::transcript::task_logs(
+                &config.transcript_root,
+                &admission.delegation,
+            )
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+            Ok((admission, transcripts, host))
+        })
+        .await;
+        match recorded {
+            Ok((a, t, host)) => (a.delegation, t, a.queue_position, Some(host.pid)),
+            Err(e) => return tool_error(&e),
+        }
+    } else {
+        let dispatched = tools
+            .host
+            .dispatch(DispatchRequest::background(session.clone(), spec))
+            .await;
+        match dispatched {
+            Ok(d) => {
+                let t = d
+                    .transcripts
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                let pid = pooled.is_none().then(|| tools.host.process().pid);
+                (d.delegation, t, d.queue_position, pid)
+            }
+            Err(e) => return tool_error(&anyhow::Error::new(e)),
+        }
+    };
+    let workers = match pooled {
+        Some(pool) => {
+            let conversation = tools.conversation.clone();
+            blocking(move || reports::live_workers(conversation.ledger(), &pool))
+                .await
+                .ok()
+        }
+        None => None,
+    };
+    let mut answer = reports::dispatch_json(
+        &unit,
+        &session,
+        &transcripts,
+        queue_position,
+        host_pid,
+        workers,
+    );
+    if !sessions.named
+        && let serde_json::Value::Object(map) = &mut answer
+    {
+        map.insert("warning".into(), no_binding().into());
+    }
+    if let (Some(agent), serde_json::Value::Object(map)) = (&fallback, &mut answer) {
+        map.insert("note".into(), inject_note(agent).into());
+    }
+    ok_json(&answer)
+}
