@@ -9,8 +9,6 @@
 //! PostgreSQL database with `postgres`); the workers get its location in `HERMES_ROUTER_LEDGER`
 //! (the file's path or the database's URL).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -20,7 +18,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use hermes_ledger::{DeliveryMode, EventState, Ledger, LedgerConfig, Location};
 use hermes_router::{Boundary, Clock, Router, RouterConfig, SystemClock};
 use hermes_testkit::TestBackend;
@@ -28,7 +26,8 @@ use hermes_testkit::TestBackend;
 const WORKER: &str = "HERMES_ROUTER_WORKER";
 /// Where the workers find the ledger: a redb file's path or a `postgres://` URL.
 const LEDGER: &str = "HERMES_ROUTER_LEDGER";
-const TEST_NAME: &str = "two_processes_draining_one_session_deliver_each_event_exactly_once";
+const TEST_NAME: &str =
+    "processes::two_processes_draining_one_session_deliver_each_event_exactly_once";
 const UNITS: u32 = 20;
 const TASKS: u32 = 10;
 

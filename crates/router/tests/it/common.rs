@@ -1,6 +1,5 @@
 //! Shared helpers for the router's integration tests: a ledger in a temp dir, units, finished
 //! children, and consumers.
-#![allow(dead_code)]
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -38,7 +37,8 @@ pub fn outcome(index: u32, at: Timestamp) -> ChildOutcome {
 }
 
 pub struct Fixture {
-    pub dir: tempfile::TempDir,
+    /// Holds the ledger's directory for the test's lifetime.
+    _dir: tempfile::TempDir,
     pub ledger: Arc<Ledger>,
     /// Drops the test's database (PostgreSQL) once the test is done.
     _database: Option<hermes_testkit::TestDatabase>,
@@ -50,7 +50,7 @@ pub fn fixture() -> Fixture {
     let (location, _, database) = hermes_testkit::TestBackend::from_env().fresh_owned(dir.path());
     let ledger = hermes_testkit::open_location(&location, LedgerConfig::default(), 7);
     Fixture {
-        dir,
+        _dir: dir,
         ledger: Arc::new(ledger),
         _database: database,
     }
@@ -104,15 +104,6 @@ pub fn router(ledger: &Arc<Ledger>, session: &str, consumer: &str) -> Router {
 pub fn render(delegation: &Delegation, events: &[Event]) -> Result<String, Infallible> {
     let keys: Vec<String> = events.iter().map(|e| e.key.to_string()).collect();
     Ok(format!("{}/{}", delegation.id, keys.join(",")))
-}
-
-/// The rendered text of every delivered envelope.
-pub fn texts<E>(outcome: &BoundaryOutcome<String, E>) -> Vec<String> {
-    outcome
-        .delivered
-        .iter()
-        .map(|e| e.rendered.clone())
-        .collect()
 }
 
 /// The keys of every delivered envelope, as `task:N` lists.

@@ -2,8 +2,6 @@
 //! live claims of others (restart, renew, ack), the scheduler's wake-ups, two consumer paths in
 //! one process, ownership, rendering before claiming, and two-phase delivery.
 
-mod common;
-
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use hermes_ledger::{
     DelegationId, DeliveryMode, DropReason, Event, EventKey, EventState, Ledger, Timestamp,
 };
