@@ -43,7 +43,12 @@ const UI_CRATES: [&str; 6] = [
 const UI_OWNER: &str = "hermes-cli";
 /// Crates that read no clock, no environment and do no I/O: no tokio, and none of
 /// [`FORBIDDEN_IO`] in their sources.
-const PURE_CRATES: [&str; 3] = ["hermes-router", "hermes-formatter", "hermes-settings"];
+const PURE_CRATES: [&str; 4] = [
+    "hermes-router",
+    "hermes-formatter",
+    "hermes-settings",
+    "hermes-agents",
+];
 /// The router's thin driver (`driver.rs` and its parts under `driver/`) is the one place in a
 /// pure crate allowed to call the ledger and sleep.
 const PURE_EXCEPTION: (&str, &str) = ("hermes-router", "driver");
@@ -598,6 +603,7 @@ mod tests {
                 ("hermes-router", &[("hermes-ledger", None, None)], CLEAN),
                 ("hermes-formatter", &[], CLEAN),
                 ("hermes-settings", &[], CLEAN),
+                ("hermes-agents", &[], CLEAN),
                 ("hermes-stdx", &[], CLEAN),
             ],
         );
@@ -624,6 +630,7 @@ mod tests {
                     "use std::{env as e};",
                 ),
                 ("hermes-stdx", &[("hermes-ledger", None, None)], ""),
+                ("hermes-agents", &[], "fn f() { std::process::exit(1) }"),
                 // Not named anywhere in the rules: found because it is a member.
                 (
                     "newcrate",
@@ -642,10 +649,11 @@ mod tests {
             "uses std::env; hermes-settings does no I/O",
             "names postgres; only hermes-ledger may",
             "hermes-stdx depends on hermes-ledger; it sits below every workspace crate",
+            "uses std::process; hermes-agents does no I/O",
         ] {
             assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
         }
-        assert_eq!(err.lines().count(), 9, "{err}");
+        assert_eq!(err.lines().count(), 10, "{err}");
     }
 
     #[test]
