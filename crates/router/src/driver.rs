@@ -244,7 +244,8 @@ impl Router {
         self.signal.nudge();
     }
 
-    /// Wake-ups of waits so far.
+    /// Wake-ups of waits so far (for tests and benchmarks: whether waits spin).
+    #[cfg(any(test, feature = "testing"))]
     pub fn wait_stats(&self) -> WaitStats {
         WaitStats {
             wakeups: self.wakeups.load(Ordering::Relaxed),

@@ -77,9 +77,4 @@ impl<T, E> BoundaryOutcome<T, E> {
     pub fn needs_attention(&self) -> bool {
         !self.delivered.is_empty() || !self.failed.is_empty()
     }
-
-    /// The earliest time a deferred envelope will be tried again.
-    pub fn next_retry(&self) -> Option<Timestamp> {
-        self.deferred.iter().map(|d| d.retry_at).min()
-    }
 }
