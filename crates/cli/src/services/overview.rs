@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use hermes_ledger::{
-    Child, Delegation, DelegationId, Event, EventState, ExitDetail, Host, Overview, Stalling,
+    Child, Delegation, DelegationId, Event, EventState, ExitDetail, HostRecord, Overview, Stalling,
     Timestamp, UnitStatus, UnitView,
 };
 
@@ -155,9 +155,9 @@ pub fn build(
     overview: &Overview,
     now: Timestamp,
     limits: &Limits,
-    dead: &dyn Fn(&Host) -> bool,
+    dead: &dyn Fn(&HostRecord) -> bool,
 ) -> Model {
-    let live: Vec<&Host> = overview.hosts.iter().filter(|h| !dead(h)).collect();
+    let live: Vec<&HostRecord> = overview.hosts.iter().filter(|h| !dead(h)).collect();
     let all_hosts = &overview.hosts;
     let row = |v: &UnitView| unit_row(v, all_hosts, now, limits);
     let mut rows: Vec<Row> = overview.running.iter().map(row).collect();
@@ -181,22 +181,22 @@ pub fn build(
 }
 
 /// The machine a unit runs on: a child's recorded machine, else its host's.
-fn machine_of(view: &UnitView, hosts: &[Host]) -> Option<String> {
+fn machine_of(view: &UnitView, hosts: &[HostRecord]) -> Option<String> {
     view.children
         .iter()
         .find_map(|c| c.machine.clone())
         .or_else(|| host_of(&view.unit, hosts).map(|h| h.locality.hostname.clone()))
 }
 
-fn host_of<'a>(unit: &Delegation, hosts: &'a [Host]) -> Option<&'a Host> {
+fn host_of<'a>(unit: &Delegation, hosts: &'a [HostRecord]) -> Option<&'a HostRecord> {
     unit.host
         .and_then(|p| hosts.iter().find(|h| h.process == p))
 }
 
 /// The lease health of the hosts of `live` that `serves` picks.
 fn lease_health(
-    live: &[&Host],
-    serves: impl Fn(&Host) -> bool,
+    live: &[&HostRecord],
+    serves: impl Fn(&HostRecord) -> bool,
     now: Timestamp,
     limits: &Limits,
 ) -> LeaseHealth {
@@ -238,10 +238,10 @@ fn unit_counts(
 }
 
 fn machines(
-    live: &[&Host],
+    live: &[&HostRecord],
     running: &[UnitView],
     queued: &[UnitView],
-    hosts: &[Host],
+    hosts: &[HostRecord],
     now: Timestamp,
     limits: &Limits,
 ) -> Vec<MachineLine> {
@@ -275,7 +275,7 @@ fn machines(
 }
 
 fn pools(
-    live: &[&Host],
+    live: &[&HostRecord],
     running: &[UnitView],
     queued: &[UnitView],
     now: Timestamp,
@@ -305,13 +305,13 @@ fn pools(
         (entry.used, entry.queued) = counts;
     }
     for entry in out.values_mut() {
-        let serves = |h: &Host| h.worker.as_ref().is_some_and(|w| w.pool == entry.name);
+        let serves = |h: &HostRecord| h.worker.as_ref().is_some_and(|w| w.pool == entry.name);
         entry.lease = lease_health(live, serves, now, limits);
     }
     out.into_values().collect()
 }
 
-fn unit_row(view: &UnitView, hosts: &[Host], now: Timestamp, limits: &Limits) -> Row {
+fn unit_row(view: &UnitView, hosts: &[HostRecord], now: Timestamp, limits: &Limits) -> Row {
     let unit = &view.unit;
     let finished = unit.status.is_terminal();
     let children: Vec<ChildLine> = view

@@ -4,7 +4,7 @@
 
 use hermes_ledger::{
     Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event,
-    EventKey, EventPayload, EventState, ExitDetail, Host, HostId, HostKind, Lease, Locality,
+    EventKey, EventPayload, EventState, ExitDetail, HostRecord, HostId, HostKind, Lease, Locality,
     Overview, ProcessId, Progress, SessionId, StallPhase, Stalling, TaskSpec, Timestamp,
     UnitStatus, UnitView, WorkerPool,
 };
@@ -37,8 +37,8 @@ fn process(pid: u32) -> ProcessId {
     ProcessId { pid, start_time: 7 }
 }
 
-fn host(pid: u32, kind: HostKind, machine: &str, worker: Option<(&str, u32)>) -> Host {
-    Host {
+fn host(pid: u32, kind: HostKind, machine: &str, worker: Option<(&str, u32)>) -> HostRecord {
+    HostRecord {
         process: process(pid),
         kind,
         session: None,

@@ -59,7 +59,7 @@ pub(super) fn record_dispatch_as(
     config: &Config,
     new: NewDelegation,
     now: Timestamp,
-    registering: Option<&hermes_ledger::Host>,
+    registering: Option<&hermes_ledger::HostRecord>,
 ) -> Result<Admission, RegistryError> {
     record_with(
         config,

@@ -212,7 +212,7 @@ impl Host {
     async fn dispatch_as(
         inner: &Arc<Inner>,
         request: DispatchRequest,
-        registering: Option<hermes_ledger::Host>,
+        registering: Option<hermes_ledger::HostRecord>,
     ) -> Result<Dispatched, RegistryError> {
         let _gate = inner.launch_gate.lock().await;
         let new = NewDelegation {

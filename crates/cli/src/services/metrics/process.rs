@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use hermes_ledger::{Census, Host, Ledger, Liveness as _};
+use hermes_ledger::{Census, HostRecord, Ledger, Liveness as _};
 
 use super::exposition::{Exposition, Format, Seen};
 use super::render::{self, ProcessCounts};
@@ -77,7 +77,7 @@ fn render_now(census: &Census, totals: &Totals, limits: &Limits) -> Exposition {
     let reaper = hermes_registry::OsReaper::new();
     let here = reaper.locality();
     let at = now();
-    let dead = |h: &Host| h.is_dead(&here, at, &|p| reaper.is_alive(p));
+    let dead = |h: &HostRecord| h.is_dead(&here, at, &|p| reaper.is_alive(p));
     render::render(census, totals, at, limits, &dead, &counts())
 }
 
