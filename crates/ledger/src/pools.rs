@@ -10,7 +10,7 @@
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    Delegation, HostRecord, HostId, HostKind, ProcessId, Timestamp, UnitStatus, UnitTally,
+    Delegation, HostId, HostKind, HostRecord, ProcessId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::txn::assign::set_host;
 use crate::txn::liveness::Liveness;

@@ -200,7 +200,8 @@ impl Ledger {
             return Ok(());
         }
         let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
-        let records: HashMap<ProcessId, HostRecord> = hosts.into_iter().map(|h| (h.process, h)).collect();
+        let records: HashMap<ProcessId, HostRecord> =
+            hosts.into_iter().map(|h| (h.process, h)).collect();
         // Each recorded host is judged once; a unit naming a host with no record (one still
         // registering, or a format-1 leftover) is judged by pid, from its own locality only.
         let dead_hosts: Vec<&HostRecord> = records

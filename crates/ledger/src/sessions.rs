@@ -3,7 +3,8 @@
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    DelegationId, DropReason, HostRecord, HostId, ProcessId, Session, SessionId, SessionState, Timestamp,
+    DelegationId, DropReason, HostId, HostRecord, ProcessId, Session, SessionId, SessionState,
+    Timestamp,
 };
 use crate::rules;
 use crate::txn::assign::adopt_in;

@@ -5,8 +5,8 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, HostRecord, ProcessId,
-    Progress, Session, SessionId, Timestamp, UnitStatus, UnitTally,
+    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, HostRecord,
+    ProcessId, Progress, Session, SessionId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::Writer;

@@ -4,7 +4,7 @@
 
 use hermes_ledger::{
     Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event,
-    EventKey, EventPayload, EventState, ExitDetail, HostRecord, HostId, HostKind, Lease, Locality,
+    EventKey, EventPayload, EventState, ExitDetail, HostId, HostKind, HostRecord, Lease, Locality,
     Overview, ProcessId, Progress, SessionId, StallPhase, Stalling, TaskSpec, Timestamp,
     UnitStatus, UnitView, WorkerPool,
 };

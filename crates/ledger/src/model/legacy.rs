@@ -7,9 +7,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Event, HostRecord,
-    HostId, HostKind, Locality, ProcessId, Progress, Role, SessionId, TaskSpec, Timestamp,
-    UnitStatus,
+    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Event,
+    HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId, TaskSpec,
+    Timestamp, UnitStatus,
 };
 
 use crate::codec::{self, DecodeError};

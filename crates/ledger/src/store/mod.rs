@@ -29,8 +29,8 @@ use std::path::Path;
 use crate::error::{LedgerError, Result};
 use crate::model::{
     Child, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId, Event,
-    EventKey, EventPayload, EventRef, HostRecord, ProcessId, Published, Session, SessionId, Stalling,
-    Timestamp, UnitTally,
+    EventKey, EventPayload, EventRef, HostRecord, ProcessId, Published, Session, SessionId,
+    Stalling, Timestamp, UnitTally,
 };
 
 /// The `META` key of the file's format version.

@@ -7,7 +7,13 @@ use crate::common::*;
 use hermes_ledger::*;
 
 /// Registers a live worker of `pool` (pid `pid`) whose lease runs until `lease_until`.
-fn worker(ledger: &Ledger, pid: u32, pool: &str, capacity: u32, lease_until: Timestamp) -> HostRecord {
+fn worker(
+    ledger: &Ledger,
+    pid: u32,
+    pool: &str,
+    capacity: u32,
+    lease_until: Timestamp,
+) -> HostRecord {
     let host = HostRecord {
         process: ProcessId { pid, start_time: 3 },
         kind: HostKind::Worker,

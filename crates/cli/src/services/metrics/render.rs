@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use hermes_ledger::{Census, EventState, HostRecord, HostKind, Timestamp, UnitStatus};
+use hermes_ledger::{Census, EventState, HostKind, HostRecord, Timestamp, UnitStatus};
 
 use super::exposition::{Exposition, Kind, labels};
 use super::tally::{Buckets, Totals, UNIT_STATUSES, exponential_buckets};

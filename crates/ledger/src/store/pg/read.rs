@@ -6,8 +6,8 @@ use crate::codec::decode_record as decode;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_host};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord, ProcessId,
-    Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord,
+    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
 };
 use crate::store::key_code;
 use crate::store::{ReadTx, session_part};

@@ -7,8 +7,8 @@ use super::rows::{EventRow, claim_columns, claim_keys, event_columns, token_byte
 use super::tx::{Tx, encode, int};
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, HostRecord, ProcessId, Session,
-    SessionId, Stalling, UnitStatus, UnitTally,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, HostRecord, ProcessId,
+    Session, SessionId, Stalling, UnitStatus, UnitTally,
 };
 use crate::store::META_ACTIVITY;
 use crate::store::{ReadTx, WriteTx};

@@ -9,8 +9,8 @@ use crate::codec::decode_record as decode;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_delegation, decode_event, decode_host};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord, ProcessId,
-    Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord,
+    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
 };
 use crate::store::{ReadTx, event_ref, key_code, session_part};
 
