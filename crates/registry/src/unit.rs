@@ -137,7 +137,7 @@ pub(crate) async fn run(
     parts: UnitParts,
 ) -> UnitReport {
     let mut run = UnitRun::new(host, unit, parent, parts);
-    let sweep = run.host.context().config.sweep_interval;
+    let sweep = run.host.context().config.host.sweep_interval;
     let first = child::next_sweep(run.now(), crate::config::millis(sweep)).ms_since(run.now());
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::now() + std::time::Duration::from_millis(first),
@@ -224,7 +224,7 @@ impl UnitRun {
         let timeout_ms = unit
             .spec
             .timeout_ms
-            .or(config.child_timeout.map(crate::config::millis))
+            .or(config.delegation.child_timeout.map(crate::config::millis))
             .filter(|ms| *ms > 0);
         UnitRun {
             count: unit.task_count(),
@@ -291,7 +291,7 @@ impl UnitRun {
         let config = &self.host.context().config;
         let task = &self.unit.spec.tasks[index as usize];
         let log_path = transcript::task_log_path(&self.dir, index);
-        let max = config.transcript_max_bytes;
+        let max = config.delegation.transcript_max_bytes;
         let log = TaskLog::open(log_path.clone(), max).unwrap_or_else(|e| {
             tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
             TaskLog::disabled(log_path)

@@ -547,7 +547,7 @@ impl Turns {
                     self.host.wait(id).await;
                 }
             };
-            let limit = self.host.config().kill_grace + Duration::from_secs(5);
+            let limit = self.host.config().delegation.kill_grace + Duration::from_secs(5);
             let finished = tokio::time::timeout(limit, wait_all).await.is_ok();
             self.host.shutdown("session_end").await;
             finished

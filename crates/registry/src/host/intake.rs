@@ -112,8 +112,8 @@ use std::os::unix::fs::DirBuilderExt;
 
 fn capacity(config: &Config) -> Capacity {
     Capacity {
-        max_running: config.max_concurrent_children,
-        max_queued: config.max_queued,
+        max_running: config.delegation.max_concurrent_children,
+        max_queued: config.delegation.max_queued,
     }
 }
 
@@ -153,7 +153,7 @@ impl Inner {
                     i as u32,
                     t.goal.clone(),
                     path,
-                    self.ctx.config.result_max_bytes,
+                    self.ctx.config.result_max_bytes(),
                     self.progress_changed.clone(),
                 ))
             })
