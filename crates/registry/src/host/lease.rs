@@ -15,7 +15,7 @@ use crate::error::RegistryError;
 use super::inner::Inner;
 
 /// The host's housekeeping loop.
-pub(super) async fn maintain(inner: Arc<Inner>) {
+pub(super) async fn housekeeping_loop(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
     let config = inner.ctx.config.clone();
     let mut last_renewal = inner.ctx.clock.now();

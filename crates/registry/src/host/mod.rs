@@ -43,7 +43,7 @@ use activity::watch_activity;
 pub(crate) use inner::Inner;
 use intake::record_dispatch_as;
 pub use intake::{record_dispatch, record_dispatch_to_session_host};
-use lease::{fence_on_time, maintain};
+use lease::{fence_on_time, housekeeping_loop};
 pub(crate) use publish::Publisher;
 
 /// Finished units whose reports a host keeps for [`Host::wait`].
@@ -164,7 +164,7 @@ impl Host {
 
     /// Starts the tasks of a registered host.
     fn begin(inner: Arc<Inner>) -> Host {
-        tokio::spawn(maintain(inner.clone()));
+        tokio::spawn(housekeeping_loop(inner.clone()));
         tokio::spawn(fence_on_time(inner.clone()));
         tokio::spawn(progress::flush_progress(inner.clone()));
         if inner.options.kind != HostKind::Inline {
