@@ -130,7 +130,7 @@ fn inherited_names() -> impl Iterator<Item = String> {
 }
 
 /// Runs a unit to its end and reports how it ended.
-pub(crate) async fn run(
+pub(crate) async fn run_to_end(
     host: Publisher,
     unit: Delegation,
     parent: Option<SessionId>,
@@ -281,7 +281,8 @@ impl UnitRun {
                 // `START_RECORD_DELAY`.
                 deferred: index < self.parts.recorded_running,
             };
-            self.running.spawn(started.run(plan, live));
+            self.running
+                .spawn(started.start_supervise_and_publish(plan, live));
             write_manifest(&self.manifest, &self.dir);
         }
     }
@@ -386,7 +387,7 @@ struct Starting {
 impl Starting {
     /// Starts the child, records its start, supervises it to its end and publishes its
     /// outcome.
-    async fn run(self, plan: ChildPlan, live: Arc<LiveChild>) -> ChildTask {
+    async fn start_supervise_and_publish(self, plan: ChildPlan, live: Arc<LiveChild>) -> ChildTask {
         let Starting {
             host,
             interrupt,

@@ -188,8 +188,9 @@ impl Inner {
         };
         let inner = self.clone();
         tokio::spawn(async move {
-            let report =
-                Arc::new(unit::run(Publisher::new(inner.clone()), unit, parent, parts).await);
+            let report = Arc::new(
+                unit::run_to_end(Publisher::new(inner.clone()), unit, parent, parts).await,
+            );
             let id = report.delegation_id.clone();
             {
                 let mut units = inner.lock();
