@@ -113,7 +113,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         poller: Some(poller),
     };
     say(&greeting);
-    let result = turns.run(&mut editor);
+    let result = turns.run_turns_until_exit(&mut editor);
     let _ = stop_tx.send(true);
     turns.stop_poller();
     if result.is_err() || matches!(result, Ok(Code::SessionEnded)) {
@@ -298,7 +298,9 @@ struct Turns {
 }
 
 impl Turns {
-    fn run(&mut self, editor: &mut DefaultEditor) -> anyhow::Result<Code> {
+    /// The prompt loop: reads a line, runs it as a turn, delivers what is ready after it, until
+    /// the user exits or the session is ended elsewhere.
+    fn run_turns_until_exit(&mut self, editor: &mut DefaultEditor) -> anyhow::Result<Code> {
         // What waited (a resumed session) is delivered before the first prompt.
         if let Flow::Exit(code) = self.end_of_turn() {
             return Ok(code);
