@@ -6,8 +6,8 @@
 //!   an event (take, ack, release, defer, drop) with the transition it reports.
 //! - Admission: slots and queues per machine.
 //!
-//! Unit status from its children is `UnitStatus::from_children`/`from_counts` and a host's
-//! death `HostRecord::is_dead`, both pure, in `model.rs`.
+//! Unit status from its children is `UnitStatus::from_children`/`from_counts`
+//! (`model/status.rs`) and a host's death `HostRecord::is_dead` (`model/host.rs`), both pure.
 //!
 //! Capacity is per machine: a unit counts on the machine of its host, known by
 //! the host's locality (boot id, pid namespace, host name: one process table). Units with no

@@ -3,7 +3,7 @@
 //! map onto hermes' boundaries, which input fields name the conversation and a subagent, the
 //! shape of an answer, how many characters of an answer the agent keeps, and which files
 //! `hermes hook install NAME` writes. Everything else (binding, claiming, fitting,
-//! acknowledging) is written once, in `event.rs` and `deliver.rs`.
+//! acknowledging) is written once, in `event.rs` and `services/delivery/consume.rs`.
 //!
 //! What an agent lacks follows from its events: one without a tool boundary that can add
 //! context ([`Agent::has_tool_boundary`]) gets `inject` results at its next turn boundary, and
