@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use hermes_ledger::{InterruptTarget, Ledger, Liveness as _, Overview};
 use ratatui::crossterm::event::{self, Event, KeyEventKind, MouseEventKind};
 
-use super::terminal::Screen;
+use super::terminal::FullScreen;
 use super::ui::{KeyAction, Pane, Ui};
 use super::view::{self, LogTail};
 use crate::services::home::now;
@@ -94,7 +94,7 @@ impl Wake {
 
 /// Runs the view until the person quits or a signal comes.
 pub fn run(ledger: &Arc<Ledger>, limits: Limits) -> anyhow::Result<()> {
-    let mut screen = Screen::enter()?;
+    let mut screen = FullScreen::enter()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut wake = Wake::start(ledger, &stop);
     let reaper = hermes_registry::OsReaper::new();
