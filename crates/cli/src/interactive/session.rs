@@ -25,7 +25,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use super::console::{self, Console, ExternalPrinter};
-use super::line::{self, Command, Parsed};
+use super::line::{self, LineCommand, Parsed};
 use super::progress::{self, Announced};
 use super::{foreground, poller, views};
 use crate::args::DispatchArgs;
@@ -386,20 +386,20 @@ impl Turns {
             Parsed::Command(command) => *command,
         };
         let done = match command {
-            Command::Exit => return self.exit(editor),
-            Command::Help => Ok(line::HELP.to_owned()),
-            Command::Delegate { dispatch } => self.delegate(&dispatch),
-            Command::Run { command } => return self.foreground(&command),
-            Command::Agents => {
+            LineCommand::Exit => return self.exit(editor),
+            LineCommand::Help => Ok(line::HELP.to_owned()),
+            LineCommand::Delegate { dispatch } => self.delegate(&dispatch),
+            LineCommand::Run { command } => return self.foreground(&command),
+            LineCommand::Agents => {
                 views::agents(&self.ledger, &self.host, &self.session, self.max_running)
             }
-            Command::Status { id } => {
+            LineCommand::Status { id } => {
                 parse_id(&id).and_then(|id| views::status(&self.ledger, &self.host, &id))
             }
-            Command::Log { id, task } => {
+            LineCommand::Log { id, task } => {
                 parse_id(&id).and_then(|id| views::log(&self.ledger, &id, task))
             }
-            Command::Stop { target } => self.stop(&target),
+            LineCommand::Stop { target } => self.stop(&target),
         };
         match done {
             Ok(text) => say(&text),
