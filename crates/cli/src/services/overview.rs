@@ -117,7 +117,7 @@ pub struct Row {
     pub api_calls: u64,
     pub tool: Option<String>,
     pub quiet: Option<Quiet>,
-    pub delivery: Delivery,
+    pub delivery: DeliveryState,
     pub attempts: u32,
     pub tasks: u32,
     pub children: Vec<ChildLine>,
@@ -125,7 +125,7 @@ pub struct Row {
 
 /// A unit's delivery state (its events taken together).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Delivery {
+pub enum DeliveryState {
     /// Nothing published yet.
     Nothing,
     Pending,
@@ -441,44 +441,44 @@ fn child_line(
 
 /// The state of a set of events taken together: a live claim first, then anything pending,
 /// then dropped, then delivered.
-fn delivery(events: &[Event], now: Timestamp) -> Delivery {
+fn delivery(events: &[Event], now: Timestamp) -> DeliveryState {
     if let Some(lease) = events
         .iter()
         .filter(|e| e.state == EventState::Claimed)
         .find_map(|e| e.lease.as_ref())
     {
-        return Delivery::Claimed {
+        return DeliveryState::Claimed {
             by: lease.consumer.clone(),
             left_ms: lease.expires_at.ms_since(now),
         };
     }
     if events.iter().any(|e| e.state == EventState::Pending) {
-        return Delivery::Pending;
+        return DeliveryState::Pending;
     }
     if let Some(e) = events.iter().find(|e| e.state == EventState::Dropped) {
-        return Delivery::Dropped(
+        return DeliveryState::Dropped(
             e.drop_reason
                 .as_ref()
                 .map_or_else(|| "dropped".to_owned(), |r| r.as_str().to_owned()),
         );
     }
     if events.is_empty() {
-        Delivery::Nothing
+        DeliveryState::Nothing
     } else {
-        Delivery::Delivered
+        DeliveryState::Delivered
     }
 }
 
 /// A delivery state in words, with its attempts (`×2`).
-pub fn delivery_words(d: &Delivery, attempts: Option<u32>) -> String {
+pub fn delivery_words(d: &DeliveryState, attempts: Option<u32>) -> String {
     let text = match d {
-        Delivery::Nothing => "—".to_owned(),
-        Delivery::Pending => "pending".to_owned(),
-        Delivery::Claimed { by, left_ms } => {
+        DeliveryState::Nothing => "—".to_owned(),
+        DeliveryState::Pending => "pending".to_owned(),
+        DeliveryState::Claimed { by, left_ms } => {
             format!("claimed by {by} {}s", left_ms.div_ceil(1000))
         }
-        Delivery::Delivered => "delivered".to_owned(),
-        Delivery::Dropped(reason) => format!("dropped: {reason}"),
+        DeliveryState::Delivered => "delivered".to_owned(),
+        DeliveryState::Dropped(reason) => format!("dropped: {reason}"),
     };
     match attempts {
         Some(n) if n > 0 => format!("{text} ×{n}"),
