@@ -82,7 +82,7 @@ fn render_now(census: &Census, totals: &Totals, limits: &Limits) -> Exposition {
 }
 
 /// A source of metrics text for the endpoint; it keeps its tally and series between scrapes.
-pub fn source(ledger: Arc<Ledger>, limits: Limits) -> super::serve::Source {
+pub fn source(ledger: Arc<Ledger>, limits: Limits) -> super::serve::MetricsSource {
     let scrapes = Mutex::new(Scrapes::default());
     Arc::new(move |format: Format| {
         let mut scrapes = scrapes.lock().unwrap_or_else(PoisonError::into_inner);
