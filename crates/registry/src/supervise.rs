@@ -21,7 +21,7 @@ use crate::capture::Pointer;
 use crate::child::{ChildPlan, Context, LiveChild};
 use crate::config::{Config, millis, seconds};
 use crate::procs::signal_group;
-use crate::stall::{StallTracker, Thresholds, Verdict};
+use crate::stall::{StallTracker, StallVerdict, Thresholds};
 
 /// How long the rest of a child's output may take to arrive once it exited, before whatever of
 /// its process group still holds the pipes is stopped.
@@ -171,8 +171,10 @@ impl RunningChild {
         );
         let grace = millis(self.ctx.config.delegation.stall_grace);
         match tracker.decide(now) {
-            Verdict::Ok { check_at } => (None, timeout_at.map_or(check_at, |t| t.min(check_at))),
-            Verdict::Stalling { info, kill_at } => {
+            StallVerdict::Ok { check_at } => {
+                (None, timeout_at.map_or(check_at, |t| t.min(check_at)))
+            }
+            StallVerdict::Stalling { info, kill_at } => {
                 let ending = Ending {
                     status: ChildStatus::Stalled,
                     detail: info.detail(grace),
@@ -180,7 +182,7 @@ impl RunningChild {
                 };
                 (Some(ending), now)
             }
-            Verdict::Kill { info } => {
+            StallVerdict::Kill { info } => {
                 let ending = Ending {
                     status: ChildStatus::Stalled,
                     detail: info.detail(grace),
