@@ -14,9 +14,9 @@
 pub use hermes_agents::{Action, Agent, HookEvent, Start, find};
 
 /// The formatter's boundary for an agent's.
-pub fn boundary(b: hermes_agents::Boundary) -> hermes_formatter::Boundary {
+pub fn boundary(b: hermes_agents::HookBoundary) -> hermes_formatter::Boundary {
     match b {
-        hermes_agents::Boundary::Tool => hermes_formatter::Boundary::Tool,
-        hermes_agents::Boundary::Turn => hermes_formatter::Boundary::Turn,
+        hermes_agents::HookBoundary::Tool => hermes_formatter::Boundary::Tool,
+        hermes_agents::HookBoundary::Turn => hermes_formatter::Boundary::Turn,
     }
 }
