@@ -178,16 +178,16 @@ fn long_functions(path: &Path, text: &str) -> Vec<String> {
         if !body {
             continue;
         }
-        if let Some(len) = lines[at..end].iter().position(|l| *l == closing) {
-            if len + 1 > MAX_FN_LINES {
-                problems.push(format!(
-                    "{}:{} fn {name} is {} lines, more than {MAX_FN_LINES}: split it into \
-                     named steps",
-                    path.display(),
-                    at + 1,
-                    len + 1
-                ));
-            }
+        if let Some(len) = lines[at..end].iter().position(|l| *l == closing)
+            && len + 1 > MAX_FN_LINES
+        {
+            problems.push(format!(
+                "{}:{} fn {name} is {} lines, more than {MAX_FN_LINES}: split it into \
+                 named steps",
+                path.display(),
+                at + 1,
+                len + 1
+            ));
         }
     }
     problems

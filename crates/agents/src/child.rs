@@ -5,7 +5,7 @@
 
 /// How hermes runs an agent as a child.
 #[derive(Clone, Copy, Debug)]
-pub struct Child {
+pub struct ChildProfile {
     /// The executable.
     pub program: &'static str,
     /// The argv that runs `prompt` headless, streaming JSON, with `model` and the allowed

@@ -27,7 +27,7 @@
 
 use crate::child::asks_stream_json;
 use crate::{
-    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
     StartRule, StopActive, StreamFormat,
 };
 
@@ -70,7 +70,7 @@ pub const CLAUDE: Agent = Agent {
         print_note: "# (or: claude mcp add hermes -- {quoted} mcp)\n",
         advice: "start claude in {project} and approve the `hermes` server if asked",
     },
-    child: Some(Child {
+    child: Some(ChildProfile {
         program: "claude",
         argv,
         streams: |args| asks_stream_json(args, &[]),

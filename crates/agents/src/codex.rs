@@ -28,7 +28,7 @@
 //! `codex-rs/exec/src/exec_events.rs`.
 
 use crate::{
-    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
     StartRule, StopActive, StreamFormat,
 };
 
@@ -66,7 +66,7 @@ pub const CODEX: Agent = Agent {
         print_note: "",
         advice: "trust the project when codex asks, so its hooks run (older codex releases also need [features] codex_hooks = true); Codex has no session-end hook, so a conversation's session ends when idle and its results wait for a resume",
     },
-    child: Some(Child {
+    child: Some(ChildProfile {
         program: "codex",
         argv,
         streams,

@@ -29,7 +29,7 @@
 
 use crate::child::asks_stream_json;
 use crate::{
-    Action, Agent, Answer, Child, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
     StartRule, StopActive, StreamFormat,
 };
 
@@ -75,7 +75,7 @@ pub const GEMINI: Agent = Agent {
         print_note: "",
         advice: "start gemini in {project}",
     },
-    child: Some(Child {
+    child: Some(ChildProfile {
         program: "gemini",
         argv,
         streams: |args| asks_stream_json(args, &["-o"]),

@@ -8,7 +8,7 @@ use crate::Agent;
 
 /// Where a delivery happens: after a tool call, or at a turn boundary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Boundary {
+pub enum HookBoundary {
     /// After a tool call, inside the agent's turn.
     Tool,
     /// Between turns (before the next prompt, or when the agent would stop).
@@ -21,7 +21,7 @@ pub enum Action {
     /// The conversation starts, resumes, is cleared or compacted: bind it.
     Start,
     /// A boundary: hand over what is ready at it as the event's additional context.
-    Deliver(Boundary),
+    Deliver(HookBoundary),
     /// The agent wants to stop: keep it going with what is ready, once.
     Stop,
     /// The conversation ends: end its session.
@@ -30,9 +30,9 @@ pub enum Action {
 
 impl Action {
     /// A tool boundary's delivery.
-    pub const TOOL: Action = Action::Deliver(Boundary::Tool);
+    pub const TOOL: Action = Action::Deliver(HookBoundary::Tool);
     /// A turn boundary's delivery.
-    pub const TURN: Action = Action::Deliver(Boundary::Turn);
+    pub const TURN: Action = Action::Deliver(HookBoundary::Turn);
 }
 
 /// One hook event of an agent.

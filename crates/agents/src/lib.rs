@@ -16,8 +16,8 @@ mod child;
 mod hook;
 mod install;
 
-pub use child::{Child, StreamFormat};
-pub use hook::{Action, Answer, Boundary, HookEvent, Start, StartRule, StopActive};
+pub use child::{ChildProfile, StreamFormat};
+pub use hook::{Action, Answer, HookBoundary, HookEvent, Start, StartRule, StopActive};
 pub use install::{Entry, Hooks, Install, Layout, Place, Server};
 
 /// The table: each line is an agent's file (`src/MODULE.rs`) and the constant it defines.
@@ -75,7 +75,7 @@ pub struct Agent {
     /// What `hermes hook install NAME` writes.
     pub install: Install,
     /// How hermes runs it as a child (`--agent NAME`), if it can.
-    pub child: Option<Child>,
+    pub child: Option<ChildProfile>,
 }
 
 /// The agent called `name`.
@@ -84,7 +84,7 @@ pub fn find(name: &str) -> Option<&'static Agent> {
 }
 
 /// The agents hermes can run as a child, with how, in table order.
-pub fn children() -> impl Iterator<Item = (&'static Agent, &'static Child)> {
+pub fn children() -> impl Iterator<Item = (&'static Agent, &'static ChildProfile)> {
     AGENTS
         .iter()
         .copied()
@@ -92,7 +92,7 @@ pub fn children() -> impl Iterator<Item = (&'static Agent, &'static Child)> {
 }
 
 /// The agent called `name` that hermes can run as a child.
-pub fn child(name: &str) -> Option<(&'static Agent, &'static Child)> {
+pub fn child(name: &str) -> Option<(&'static Agent, &'static ChildProfile)> {
     children().find(|(a, _)| a.name == name)
 }
 

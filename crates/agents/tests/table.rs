@@ -1,7 +1,7 @@
 //! The table of agents: what each offers. (That every agent's name stays in its own file is
 //! checked by `cargo xtask ci`'s shape check, `xtask/src/shape.rs`.)
 
-use hermes_agents::{AGENTS, Action, Boundary, Start, inject_falls_back};
+use hermes_agents::{AGENTS, Action, HookBoundary, Start, inject_falls_back};
 use serde_json::json;
 
 #[test]
@@ -26,7 +26,7 @@ fn each_agent_offers_the_boundaries_its_documentation_names() {
             agent
                 .events
                 .iter()
-                .any(|e| matches!(e.action, Action::Deliver(Boundary::Turn) | Action::Stop)),
+                .any(|e| matches!(e.action, Action::Deliver(HookBoundary::Turn) | Action::Stop)),
             "{} delivers at some turn boundary",
             agent.name
         );

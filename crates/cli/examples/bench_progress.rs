@@ -164,7 +164,7 @@ fn busy_host() -> Result<(f64, f64)> {
         .enable_all()
         .build()?;
     let mut config = hermes_registry::Config::new(home.path());
-    config.max_concurrent_children = BUSY as u32 + 1;
+    config.delegation.max_concurrent_children = BUSY as u32 + 1;
     let session = SessionId::new("busy")?;
     let probe = probe_script(&marks);
     let mut tasks = vec![TaskSpec::new(

@@ -468,7 +468,7 @@ fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> 
 fn check_owner_as(
     unit: &Delegation,
     writer: HostId,
-    host: Option<&crate::model::Host>,
+    host: Option<&crate::model::HostRecord>,
 ) -> Result<()> {
     let owns = match unit.host {
         Some(_) => host.is_some_and(|h| h.host_id == writer),

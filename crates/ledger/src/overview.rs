@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use crate::error::Result;
 use crate::ledger::Ledger;
-use crate::model::{Child, Delegation, DelegationId, Event, Host, Stalling, UnitStatus};
+use crate::model::{Child, Delegation, DelegationId, Event, HostRecord, Stalling, UnitStatus};
 use crate::store::Reader;
 
 /// A unit with everything a live view shows of it.
@@ -29,7 +29,7 @@ pub struct UnitView {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overview {
     /// Every host record (live or not: the caller judges liveness, which needs the OS).
-    pub hosts: Vec<Host>,
+    pub hosts: Vec<HostRecord>,
     /// Running units, oldest start first.
     pub running: Vec<UnitView>,
     /// Queued units in FIFO order.

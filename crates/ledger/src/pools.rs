@@ -10,7 +10,7 @@
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    Delegation, Host, HostId, HostKind, ProcessId, Timestamp, UnitStatus, UnitTally,
+    Delegation, HostId, HostKind, HostRecord, ProcessId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::txn::assign::set_host;
 use crate::txn::liveness::Liveness;
@@ -19,7 +19,7 @@ use crate::txn::liveness::Liveness;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerSummary {
     /// Its host record (pool and capacity in `worker`, locality, lease).
-    pub host: Host,
+    pub host: HostRecord,
     /// Units of its pool it runs now.
     pub running: usize,
 }

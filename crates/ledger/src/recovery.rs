@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DropReason, Host,
+    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DropReason, HostRecord,
     Locality, ProcessId, SessionId, Timestamp, UnitStatus,
 };
 use crate::rules;
@@ -102,7 +102,7 @@ pub(crate) struct Sweeps {
 struct QuietSweep {
     stamp: u64,
     /// Every host record.
-    hosts: Vec<Host>,
+    hosts: Vec<HostRecord>,
     /// The processes units name as their host without a record, judged by pid.
     unrecorded: Vec<ProcessId>,
 }
@@ -200,10 +200,11 @@ impl Ledger {
             return Ok(());
         }
         let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
-        let records: HashMap<ProcessId, Host> = hosts.into_iter().map(|h| (h.process, h)).collect();
+        let records: HashMap<ProcessId, HostRecord> =
+            hosts.into_iter().map(|h| (h.process, h)).collect();
         // Each recorded host is judged once; a unit naming a host with no record (one still
         // registering, or a format-1 leftover) is judged by pid, from its own locality only.
-        let dead_hosts: Vec<&Host> = records
+        let dead_hosts: Vec<&HostRecord> = records
             .values()
             .filter(|h| h.is_dead(&here, now, &|p| reaper.is_alive(p)))
             .collect();
@@ -256,7 +257,7 @@ impl Ledger {
     fn remember_quiet(
         &self,
         stamp: Option<u64>,
-        records: &HashMap<ProcessId, Host>,
+        records: &HashMap<ProcessId, HostRecord>,
         units: &[Delegation],
         found_dead: bool,
     ) {
@@ -344,7 +345,7 @@ impl Ledger {
     /// how many it removed.
     fn forget_dead_hosts(
         &self,
-        dead_hosts: &[&Host],
+        dead_hosts: &[&HostRecord],
         liveness: &dyn Liveness,
         now: Timestamp,
     ) -> Result<usize> {

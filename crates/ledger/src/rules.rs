@@ -6,8 +6,8 @@
 //!   an event (take, ack, release, defer, drop) with the transition it reports.
 //! - Admission: slots and queues per machine.
 //!
-//! Unit status from its children is `UnitStatus::from_children`/`from_counts` and a host's
-//! death `Host::is_dead`, both pure, in `model.rs`.
+//! Unit status from its children is `UnitStatus::from_children`/`from_counts`
+//! (`model/status.rs`) and a host's death `HostRecord::is_dead` (`model/host.rs`), both pure.
 //!
 //! Capacity is per machine: a unit counts on the machine of its host, known by
 //! the host's locality (boot id, pid namespace, host name: one process table). Units with no
@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use crate::model::{
-    Capacity, Channel, ClaimToken, Delegation, DropReason, Event, EventRef, EventState, Host,
+    Capacity, Channel, ClaimToken, Delegation, DropReason, Event, EventRef, EventState, HostRecord,
     Lease, Locality, ProcessId, Refusal, SessionId, Timestamp, Transition, UnitStatus,
 };
 
@@ -208,7 +208,7 @@ pub(crate) struct Machines<'h> {
 
 impl<'h> Machines<'h> {
     /// The machines of `hosts`.
-    pub(crate) fn of(hosts: &'h [Host]) -> Machines<'h> {
+    pub(crate) fn of(hosts: &'h [HostRecord]) -> Machines<'h> {
         Machines {
             by_process: hosts.iter().map(|h| (h.process, &h.locality)).collect(),
         }
@@ -325,8 +325,8 @@ mod tests {
         DelegationId, DispatchSpec, HostId, HostKind, SessionId, TaskSpec, Timestamp,
     };
 
-    fn host(pid: u32, machine: &str) -> Host {
-        Host {
+    fn host(pid: u32, machine: &str) -> HostRecord {
+        HostRecord {
             process: ProcessId { pid, start_time: 1 },
             kind: HostKind::Headless,
             session: None,

@@ -3,7 +3,8 @@
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    DelegationId, DropReason, Host, HostId, ProcessId, Session, SessionId, SessionState, Timestamp,
+    DelegationId, DropReason, HostId, HostRecord, ProcessId, Session, SessionId, SessionState,
+    Timestamp,
 };
 use crate::rules;
 use crate::txn::assign::adopt_in;
@@ -26,7 +27,7 @@ pub struct SessionEnd {
     /// The session's host when it ended, if it had one with a record: it leaves once its
     /// interrupted units are finalized (a headless host notices, or is told by whoever ended the
     /// session when it runs in the same locality).
-    pub host: Option<Host>,
+    pub host: Option<HostRecord>,
 }
 
 /// The result of asking to host a session.
@@ -135,7 +136,7 @@ impl Ledger {
     /// overwritten while its lease runs or units are recorded as its: that would hand its units
     /// to this process. The caller then gets [`LedgerError::HostCollision`] and should start
     /// again (as a new process, with another pid or start time).
-    pub fn register_host(&self, host: &Host) -> Result<()> {
+    pub fn register_host(&self, host: &HostRecord) -> Result<()> {
         self.write(|w| register_in(w, host))
     }
 
@@ -143,7 +144,7 @@ impl Ledger {
     /// hands it the session's queued units (not a pool's) that another host held: the session's
     /// host changed (`--resume`, a new headless host). Returns how many moved. One write: a
     /// host seen registered has its units, whatever happens to it next.
-    pub fn register_session_host(&self, host: &Host, session: &SessionId) -> Result<usize> {
+    pub fn register_session_host(&self, host: &HostRecord, session: &SessionId) -> Result<usize> {
         self.write(|w| {
             register_in(w, host)?;
             adopt_in(w, session, host.process)
@@ -192,12 +193,12 @@ impl Ledger {
     }
 
     /// A host's record.
-    pub fn host(&self, process: ProcessId) -> Result<Option<Host>> {
+    pub fn host(&self, process: ProcessId) -> Result<Option<HostRecord>> {
         self.read_one(|r| r.host(process))
     }
 
     /// Whether the host `process` is alive, judged by its lease and, from its own locality, its
-    /// pid (see [`Host::is_dead`]).
+    /// pid (see [`HostRecord::is_dead`]).
     #[cfg(any(test, feature = "testing"))]
     pub fn host_is_live(
         &self,
@@ -236,7 +237,7 @@ impl Ledger {
     }
 
     /// Makes `process` the host of `session` unless another live process hosts it (at most one
-    /// live host per session). `liveness` judges the recorded host (see [`Host::is_dead`]).
+    /// live host per session). `liveness` judges the recorded host (see [`HostRecord::is_dead`]).
     pub fn claim_session_host(
         &self,
         session: &SessionId,

@@ -5,8 +5,8 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, Host, ProcessId,
-    Progress, Session, SessionId, Timestamp, UnitStatus, UnitTally,
+    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, HostRecord,
+    ProcessId, Progress, Session, SessionId, Timestamp, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::Writer;
@@ -146,7 +146,7 @@ impl Ledger {
     /// `cancelled`: they may have run.
     pub fn register_and_dispatch(
         &self,
-        host: &Host,
+        host: &HostRecord,
         new: NewDelegation,
         capacity: Capacity,
         now: Timestamp,
@@ -193,7 +193,7 @@ impl Ledger {
         now: Timestamp,
     ) -> Result<Option<Delegation>> {
         // Pool units wait in queues of their own, for workers (`take_pool_unit`).
-        let next = |active: &[Delegation], hosts: &[crate::model::Host]| {
+        let next = |active: &[Delegation], hosts: &[crate::model::HostRecord]| {
             rules::startable(active, &Machines::of(hosts), host, capacity).cloned()
         };
         let startable = self.read_one(|r| {

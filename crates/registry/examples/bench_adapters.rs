@@ -114,8 +114,8 @@ async fn idle_adapted_children(children: usize, window: Duration) -> (f64, f64) 
         Ledger::open(&home.path().join("ledger.redb"), LedgerConfig::default()).expect("ledger"),
     );
     let mut config = Config::new(home.path());
-    config.max_concurrent_children = children as u32;
-    config.stall_idle = Duration::from_secs(3600);
+    config.delegation.max_concurrent_children = children as u32;
+    config.delegation.stall_idle = Duration::from_secs(3600);
     let session = SessionId::new("bench").expect("session");
     let options = HostOptions {
         kind: HostKind::Headless,

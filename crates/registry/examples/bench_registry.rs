@@ -88,9 +88,9 @@ async fn stall_lateness(rounds: usize, per_round: usize) -> Vec<f64> {
     let home = tempfile::tempdir().expect("tempdir");
     let stamps = tempfile::tempdir().expect("tempdir");
     let host = host(home.path(), |c| {
-        c.stall_idle = Duration::from_secs(1);
-        c.stall_grace = Duration::from_secs(1);
-        c.max_concurrent_children = per_round as u32;
+        c.delegation.stall_idle = Duration::from_secs(1);
+        c.delegation.stall_grace = Duration::from_secs(1);
+        c.delegation.max_concurrent_children = per_round as u32;
     })
     .await;
     let mut late = Vec::new();
@@ -140,8 +140,8 @@ async fn stall_lateness(rounds: usize, per_round: usize) -> Vec<f64> {
 async fn idle_children(children: usize, window: Duration) -> (f64, f64) {
     let home = tempfile::tempdir().expect("tempdir");
     let host = host(home.path(), |c| {
-        c.max_concurrent_children = children as u32;
-        c.stall_idle = Duration::from_secs(3600);
+        c.delegation.max_concurrent_children = children as u32;
+        c.delegation.stall_idle = Duration::from_secs(3600);
     })
     .await;
     let session = SessionId::new("bench").expect("session");

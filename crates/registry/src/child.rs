@@ -329,7 +329,7 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
     plan.log
         .note(now, &format!("hermes: started pid {}", spawned.process.pid));
     // Lines of the progress pipe and of an agent's stream are parsed whole, up to this size.
-    let line_max = (4 * ctx.config.result_max_bytes).max(1 << 20);
+    let line_max = (4 * ctx.config.result_max_bytes()).max(1 << 20);
     let stdout = match (plan.adapter, &plan.raw_log) {
         (Some(cli), Some(raw)) => {
             plan.log.note(

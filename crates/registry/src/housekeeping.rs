@@ -123,7 +123,10 @@ pub fn prune_if_due(config: &Config, now: SystemTime) -> Option<usize> {
     if let Err(e) = touch(&marker, now) {
         tracing::warn!(path = %marker.display(), error = %e, "cannot record the transcript prune");
     }
-    Some(transcript::prune(root, config.transcript_retention))
+    Some(transcript::prune(
+        root,
+        config.delegation.transcript_retention,
+    ))
 }
 
 /// Sets the mtime of `path` (created 0600 if missing) to `at`: a stamp for [`stamp_due`].
@@ -163,7 +166,7 @@ mod tests {
     fn prunes_at_most_once_per_interval() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut config = Config::new(tmp.path());
-        config.transcript_retention = Duration::from_secs(3600);
+        config.delegation.transcript_retention = Duration::from_secs(3600);
         std::fs::create_dir_all(&config.transcript_root).expect("root");
         let now = SystemTime::now();
         assert_eq!(prune_if_due(&config, now), Some(0));

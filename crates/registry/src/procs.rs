@@ -171,7 +171,7 @@ fn signal_verified(process: ProcessId, signal: Signal) -> bool {
 /// Asks the host `host` to stop (SIGTERM: it interrupts and finalizes its children, then
 /// unregisters) if it runs in this process's locality and is still that process, pid and start
 /// time. Whether the signal was sent; a host elsewhere is never signalled.
-pub fn stop_host(host: &hermes_ledger::Host) -> bool {
+pub fn stop_host(host: &hermes_ledger::HostRecord) -> bool {
     host.locality == current_locality() && signal_verified(host.process, Signal::SIGTERM)
 }
 

@@ -54,7 +54,7 @@ impl StallInfo {
 
 /// The decision.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Verdict {
+pub enum StallVerdict {
     /// Nothing to do; the child would cross its threshold at `check_at` if nothing changes.
     Ok {
         /// When to look again at the latest.
@@ -122,14 +122,14 @@ impl StallTracker {
 
     /// Decides. Once stalling, the child stays stalling: output during its shutdown does not
     /// save it.
-    pub fn decide(&mut self, now: Timestamp) -> Verdict {
+    pub fn decide(&mut self, now: Timestamp) -> StallVerdict {
         let info = match self.stalling {
             Some(info) => info,
             None => {
                 let (threshold_ms, phase) = self.threshold();
                 let crossed_at = self.last_change_at.plus_ms(threshold_ms);
                 if now < crossed_at {
-                    return Verdict::Ok {
+                    return StallVerdict::Ok {
                         check_at: crossed_at,
                     };
                 }
@@ -146,9 +146,9 @@ impl StallTracker {
         };
         let kill_at = info.detected_at.plus_ms(self.thresholds.grace_ms);
         if now >= kill_at {
-            Verdict::Kill { info }
+            StallVerdict::Kill { info }
         } else {
-            Verdict::Stalling { info, kill_at }
+            StallVerdict::Stalling { info, kill_at }
         }
     }
 }
@@ -176,12 +176,12 @@ mod tests {
         let mut s = StallTracker::new(T, Timestamp(10_000));
         assert_eq!(
             s.decide(Timestamp(10_999)),
-            Verdict::Ok {
+            StallVerdict::Ok {
                 check_at: Timestamp(11_000)
             }
         );
         match s.decide(Timestamp(11_000)) {
-            Verdict::Stalling { info, kill_at } => {
+            StallVerdict::Stalling { info, kill_at } => {
                 assert_eq!(info.quiet_ms, 1_000);
                 assert_eq!(info.phase, StallPhase::Idle);
                 assert_eq!(kill_at, Timestamp(11_500));
@@ -190,9 +190,12 @@ mod tests {
         }
         assert!(matches!(
             s.decide(Timestamp(11_499)),
-            Verdict::Stalling { .. }
+            StallVerdict::Stalling { .. }
         ));
-        assert!(matches!(s.decide(Timestamp(11_500)), Verdict::Kill { .. }));
+        assert!(matches!(
+            s.decide(Timestamp(11_500)),
+            StallVerdict::Kill { .. }
+        ));
     }
 
     #[test]
@@ -201,11 +204,11 @@ mod tests {
         for i in 1..=20u64 {
             let now = Timestamp(i * 200);
             s.observe(Ok((&token(i, None), Some(now))), now);
-            assert!(matches!(s.decide(now), Verdict::Ok { .. }));
+            assert!(matches!(s.decide(now), StallVerdict::Ok { .. }));
         }
         assert_eq!(
             s.decide(Timestamp(4_999)),
-            Verdict::Ok {
+            StallVerdict::Ok {
                 check_at: Timestamp(5_000)
             }
         );
@@ -217,7 +220,7 @@ mod tests {
         s.observe(Ok((&token(1, None), Some(Timestamp(300)))), Timestamp(900));
         assert_eq!(
             s.decide(Timestamp(900)),
-            Verdict::Ok {
+            StallVerdict::Ok {
                 check_at: Timestamp(1_300)
             }
         );
@@ -228,7 +231,7 @@ mod tests {
         );
         assert!(matches!(
             s.decide(Timestamp(1_300)),
-            Verdict::Stalling { .. }
+            StallVerdict::Stalling { .. }
         ));
     }
 
@@ -248,12 +251,12 @@ mod tests {
         );
         assert_eq!(
             s.decide(Timestamp(1_500)),
-            Verdict::Ok {
+            StallVerdict::Ok {
                 check_at: Timestamp(5_100)
             }
         );
         match s.decide(Timestamp(5_100)) {
-            Verdict::Stalling { info, .. } => {
+            StallVerdict::Stalling { info, .. } => {
                 assert_eq!(info.phase, StallPhase::InTool);
                 assert_eq!(info.threshold_ms, 5_000);
                 assert_eq!(
@@ -278,7 +281,7 @@ mod tests {
         }
         assert!(matches!(
             s.decide(Timestamp(1_000)),
-            Verdict::Stalling { .. }
+            StallVerdict::Stalling { .. }
         ));
     }
 
@@ -287,7 +290,7 @@ mod tests {
         let mut s = StallTracker::new(T, Timestamp(0));
         assert!(matches!(
             s.decide(Timestamp(1_000)),
-            Verdict::Stalling { .. }
+            StallVerdict::Stalling { .. }
         ));
         s.observe(
             Ok((&token(5, None), Some(Timestamp(1_100)))),
@@ -295,8 +298,11 @@ mod tests {
         );
         assert!(matches!(
             s.decide(Timestamp(1_200)),
-            Verdict::Stalling { .. }
+            StallVerdict::Stalling { .. }
         ));
-        assert!(matches!(s.decide(Timestamp(1_500)), Verdict::Kill { .. }));
+        assert!(matches!(
+            s.decide(Timestamp(1_500)),
+            StallVerdict::Kill { .. }
+        ));
     }
 }

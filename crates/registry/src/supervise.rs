@@ -21,7 +21,7 @@ use crate::capture::Pointer;
 use crate::child::{ChildPlan, Context, LiveChild};
 use crate::config::{Config, millis, seconds};
 use crate::procs::signal_group;
-use crate::stall::{StallTracker, Thresholds, Verdict};
+use crate::stall::{StallTracker, StallVerdict, Thresholds};
 
 /// How long the rest of a child's output may take to arrive once it exited, before whatever of
 /// its process group still holds the pipes is stopped.
@@ -70,13 +70,13 @@ impl RunningChild {
         let mut on_stalling = Some(on_stalling);
         let config = self.ctx.config.clone();
         let thresholds = Thresholds {
-            idle_ms: millis(config.stall_idle),
-            in_tool_ms: millis(config.stall_in_tool),
-            grace_ms: millis(config.stall_grace),
+            idle_ms: millis(config.delegation.stall_idle),
+            in_tool_ms: millis(config.delegation.stall_in_tool),
+            grace_ms: millis(config.delegation.stall_grace),
         };
         let mut tracker = StallTracker::new(thresholds, self.started_at);
         let timeout_at = self.plan.timeout_ms.map(|ms| self.started_at.plus_ms(ms));
-        let sweep_ms = millis(config.sweep_interval).max(1);
+        let sweep_ms = millis(config.host.sweep_interval).max(1);
         let mut ending: Option<Ending> = None;
         let mut interrupt_open = true;
         let mut hurry = self.ctx.hurry.clone();
@@ -133,7 +133,7 @@ impl RunningChild {
         interrupt: &watch::Receiver<Option<String>>,
         now: Timestamp,
     ) -> (Option<Ending>, Timestamp) {
-        let kill_grace = millis(self.ctx.config.kill_grace);
+        let kill_grace = millis(self.ctx.config.delegation.kill_grace);
         if let Some(reason) = interrupt.borrow().clone() {
             let ending = Ending {
                 status: ChildStatus::Interrupted,
@@ -169,10 +169,12 @@ impl RunningChild {
                 .map_err(|e| *e),
             now,
         );
-        let grace = millis(self.ctx.config.stall_grace);
+        let grace = millis(self.ctx.config.delegation.stall_grace);
         match tracker.decide(now) {
-            Verdict::Ok { check_at } => (None, timeout_at.map_or(check_at, |t| t.min(check_at))),
-            Verdict::Stalling { info, kill_at } => {
+            StallVerdict::Ok { check_at } => {
+                (None, timeout_at.map_or(check_at, |t| t.min(check_at)))
+            }
+            StallVerdict::Stalling { info, kill_at } => {
                 let ending = Ending {
                     status: ChildStatus::Stalled,
                     detail: info.detail(grace),
@@ -180,7 +182,7 @@ impl RunningChild {
                 };
                 (Some(ending), now)
             }
-            Verdict::Kill { info } => {
+            StallVerdict::Kill { info } => {
                 let ending = Ending {
                     status: ChildStatus::Stalled,
                     detail: info.detail(grace),
@@ -249,7 +251,7 @@ impl RunningChild {
         let agent_error = self
             .live
             .finals(
-                self.ctx.config.result_max_bytes,
+                self.ctx.config.result_max_bytes(),
                 &Pointer::whole(&transcript),
             )
             .agent_error;
@@ -290,7 +292,9 @@ impl RunningChild {
             transcript: &transcript,
             capped_at: self.plan.log.cap_reached(),
         };
-        let finals = self.live.finals(self.ctx.config.result_max_bytes, &pointer);
+        let finals = self
+            .live
+            .finals(self.ctx.config.result_max_bytes(), &pointer);
         let failed = status != ChildStatus::Completed;
         ChildOutcome {
             index: self.plan.index,
@@ -324,7 +328,7 @@ async fn drain(readers: &mut [JoinHandle<()>], leader: ProcessId, config: &Confi
         return;
     }
     signal_group(leader, Signal::SIGTERM);
-    if join_within(readers, config.kill_grace).await {
+    if join_within(readers, config.delegation.kill_grace).await {
         return;
     }
     signal_group(leader, Signal::SIGKILL);

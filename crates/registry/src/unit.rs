@@ -130,14 +130,14 @@ fn inherited_names() -> impl Iterator<Item = String> {
 }
 
 /// Runs a unit to its end and reports how it ended.
-pub(crate) async fn run(
+pub(crate) async fn run_to_end(
     host: Publisher,
     unit: Delegation,
     parent: Option<SessionId>,
     parts: UnitParts,
 ) -> UnitReport {
     let mut run = UnitRun::new(host, unit, parent, parts);
-    let sweep = run.host.context().config.sweep_interval;
+    let sweep = run.host.context().config.host.sweep_interval;
     let first = child::next_sweep(run.now(), crate::config::millis(sweep)).ms_since(run.now());
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::now() + std::time::Duration::from_millis(first),
@@ -224,7 +224,7 @@ impl UnitRun {
         let timeout_ms = unit
             .spec
             .timeout_ms
-            .or(config.child_timeout.map(crate::config::millis))
+            .or(config.delegation.child_timeout.map(crate::config::millis))
             .filter(|ms| *ms > 0);
         UnitRun {
             count: unit.task_count(),
@@ -281,7 +281,8 @@ impl UnitRun {
                 // `START_RECORD_DELAY`.
                 deferred: index < self.parts.recorded_running,
             };
-            self.running.spawn(started.run(plan, live));
+            self.running
+                .spawn(started.start_supervise_and_publish(plan, live));
             write_manifest(&self.manifest, &self.dir);
         }
     }
@@ -291,7 +292,7 @@ impl UnitRun {
         let config = &self.host.context().config;
         let task = &self.unit.spec.tasks[index as usize];
         let log_path = transcript::task_log_path(&self.dir, index);
-        let max = config.transcript_max_bytes;
+        let max = config.delegation.transcript_max_bytes;
         let log = TaskLog::open(log_path.clone(), max).unwrap_or_else(|e| {
             tracing::warn!(path = %log_path.display(), error = %e, "cannot open transcript");
             TaskLog::disabled(log_path)
@@ -386,7 +387,7 @@ struct Starting {
 impl Starting {
     /// Starts the child, records its start, supervises it to its end and publishes its
     /// outcome.
-    async fn run(self, plan: ChildPlan, live: Arc<LiveChild>) -> ChildTask {
+    async fn start_supervise_and_publish(self, plan: ChildPlan, live: Arc<LiveChild>) -> ChildTask {
         let Starting {
             host,
             interrupt,

@@ -17,8 +17,8 @@ const ROLE: &str = "REGISTRY_TEST_SECOND_PROCESS_HOME";
 
 fn config(home: &Path) -> hermes_registry::Config {
     let mut c = quick_config(home);
-    c.max_concurrent_children = 2;
-    c.stall_idle = Duration::from_secs(60);
+    c.delegation.max_concurrent_children = 2;
+    c.delegation.stall_idle = Duration::from_secs(60);
     c
 }
 
@@ -138,8 +138,8 @@ async fn a_freed_slot_starts_a_unit_another_process_queued_without_waiting_for_a
 async fn freed_slot_starts_the_queued_unit(foreign: bool) {
     let home = tempfile::tempdir().expect("tempdir");
     let mut c = config(home.path());
-    c.max_concurrent_children = 1;
-    c.sweep_interval = Duration::from_secs(20);
+    c.delegation.max_concurrent_children = 1;
+    c.host.sweep_interval = Duration::from_secs(20);
     let options = HostOptions {
         kind: HostKind::Headless,
         session: Some(SessionId::new("slot").expect("session")),
@@ -219,8 +219,8 @@ async fn dispatch_past_max_queued_is_refused_with_a_clear_error() {
         worker: None,
     };
     let mut c = config(home.path());
-    c.max_concurrent_children = 1;
-    c.max_queued = 1;
+    c.delegation.max_concurrent_children = 1;
+    c.delegation.max_queued = 1;
     let host = Host::start(open_ledger(home.path()), c, Arc::new(SystemClock), options)
         .await
         .expect("host starts");
@@ -416,7 +416,7 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
 async fn shutdown_interrupts_running_units_cancels_queued_ones_and_unregisters() {
     let home = tempfile::tempdir().expect("tempdir");
     let mut c = config(home.path());
-    c.max_concurrent_children = 1;
+    c.delegation.max_concurrent_children = 1;
     let options = HostOptions {
         kind: HostKind::Headless,
         session: Some(SessionId::new("down").expect("session")),
@@ -468,10 +468,9 @@ async fn shutdown_interrupts_running_units_cancels_queued_ones_and_unregisters()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_cannot_renew_its_lease_stops_its_children_before_the_lease_runs_out() {
     let f = fixture_with(HostKind::Headless, Some("fence"), |c| {
-        c.heartbeat_interval = Duration::from_millis(500);
-        c.lease = Duration::from_secs(3);
-        c.self_fence_after = Duration::from_millis(2_500);
-        c.sweep_interval = Duration::from_millis(50);
+        c.host.heartbeat = Duration::from_millis(500);
+        c.host.lease = Duration::from_secs(3);
+        c.host.sweep_interval = Duration::from_millis(50);
     })
     .await;
     let session = SessionId::new("fence").expect("session");

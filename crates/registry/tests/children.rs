@@ -27,8 +27,8 @@ fn stall_fields(detail: &ExitDetail) -> (f64, f64, StallPhase, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_child_is_stopped_with_its_stall_fields_and_its_whole_group_dies() {
-    let f = inline_fixture(|c| c.sweep_interval = Duration::from_secs(1)).await;
-    let sweep = f.host.config().sweep_interval.as_secs_f64();
+    let f = inline_fixture(|c| c.host.sweep_interval = Duration::from_secs(1)).await;
+    let sweep = f.host.config().host.sweep_interval.as_secs_f64();
     let report = f
         .host
         .run_inline(spec(&[&sh("sleep 1000 & sleep 1000")]), None)
@@ -182,7 +182,7 @@ async fn a_child_exiting_after_the_unit_was_force_finalized_publishes_nothing() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_children_publish_the_moment_each_ends() {
-    let f = inline_fixture(|c| c.stall_idle = Duration::from_secs(30)).await;
+    let f = inline_fixture(|c| c.delegation.stall_idle = Duration::from_secs(30)).await;
     let report = f
         .host
         .run_inline(
@@ -223,7 +223,7 @@ async fn batch_children_publish_the_moment_each_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_parallelism_is_bounded_by_max_concurrent_children() {
-    let f = inline_fixture(|c| c.max_concurrent_children = 2).await;
+    let f = inline_fixture(|c| c.delegation.max_concurrent_children = 2).await;
     let report = f
         .host
         .run_inline(
@@ -275,8 +275,8 @@ async fn a_missing_command_is_an_error_with_the_os_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_names_its_phase() {
     let f = inline_fixture(|c| {
-        c.child_timeout = Some(Duration::from_millis(700));
-        c.stall_idle = Duration::from_secs(60);
+        c.delegation.child_timeout = Some(Duration::from_millis(700));
+        c.delegation.stall_idle = Duration::from_secs(60);
     })
     .await;
     let report = f
@@ -314,7 +314,7 @@ async fn a_timeout_names_its_phase() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupts_stop_the_whole_group_and_say_why() {
     let f = fixture_with(hermes_ledger::HostKind::Headless, Some("s1"), |c| {
-        c.stall_idle = Duration::from_secs(60)
+        c.delegation.stall_idle = Duration::from_secs(60)
     })
     .await;
     let session = hermes_ledger::SessionId::new("s1").expect("session");
@@ -369,8 +369,8 @@ async fn interrupts_stop_the_whole_group_and_say_why() {
 async fn hurry_kills_the_children_being_stopped_at_once_and_no_other() {
     // A grace period far beyond the test's deadlines: only `hurry` can end it.
     let f = fixture_with(hermes_ledger::HostKind::Headless, Some("s1"), |c| {
-        c.stall_idle = Duration::from_secs(60);
-        c.kill_grace = Duration::from_secs(300);
+        c.delegation.stall_idle = Duration::from_secs(60);
+        c.delegation.kill_grace = Duration::from_secs(300);
     })
     .await;
     let session = hermes_ledger::SessionId::new("s1").expect("session");
@@ -441,7 +441,7 @@ async fn hurry_kills_the_children_being_stopped_at_once_and_no_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_asked_for_by_another_process_is_acted_on_within_a_sweep() {
     let f = fixture_with(hermes_ledger::HostKind::Headless, Some("s2"), |c| {
-        c.stall_idle = Duration::from_secs(60)
+        c.delegation.stall_idle = Duration::from_secs(60)
     })
     .await;
     let session = hermes_ledger::SessionId::new("s2").expect("session");
@@ -606,7 +606,7 @@ async fn live_progress_reaches_the_ledger_and_the_watch_channel() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_grandchild_left_behind_is_stopped_when_the_child_exits() {
-    let f = inline_fixture(|c| c.stall_idle = Duration::from_secs(60)).await;
+    let f = inline_fixture(|c| c.delegation.stall_idle = Duration::from_secs(60)).await;
     let started = std::time::Instant::now();
     let report = f
         .host
@@ -651,7 +651,7 @@ async fn the_final_progress_token_is_persisted_with_the_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
-    let f = inline_fixture(|c| c.transcript_retention = Duration::from_secs(3600)).await;
+    let f = inline_fixture(|c| c.delegation.transcript_retention = Duration::from_secs(3600)).await;
     let root = f.host.config().transcript_root.clone();
     // A prune ran moments ago (the host's own sweeps prune at most hourly): nothing may prune
     // during this test but the explicit call below.
@@ -692,7 +692,7 @@ async fn dispatch_leaves_old_transcripts_to_the_scheduled_prune() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalling_child_is_recorded_in_the_ledger_when_it_gets_sigterm() {
-    let f = inline_fixture(|c| c.stall_grace = Duration::from_secs(5)).await;
+    let f = inline_fixture(|c| c.delegation.stall_grace = Duration::from_secs(5)).await;
     // The whole group ignores SIGTERM: it lives through the grace period.
     let request =
         hermes_registry::DispatchRequest::inline(spec(&[&sh("trap '' TERM; sleep 1000")]), None);
@@ -730,8 +730,8 @@ async fn an_inline_host_leaves_with_its_units_last_finish_and_never_fences() {
         let home = tempfile::tempdir().expect("tempdir");
         let ledger = open_ledger(home.path());
         let mut config = quick_config(home.path());
-        config.sweep_interval = Duration::from_millis(2);
-        config.heartbeat_interval = Duration::from_millis(1);
+        config.host.sweep_interval = Duration::from_millis(2);
+        config.host.heartbeat = Duration::from_millis(1);
         let options = HostOptions {
             kind: HostKind::Inline,
             session: None,
@@ -813,7 +813,7 @@ async fn every_short_tool_call_reaches_the_ledger_while_it_lasts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_of_many_busy_children_goes_out_in_few_writes() {
     let f = inline_fixture(|c| {
-        c.max_concurrent_children = 8;
+        c.delegation.max_concurrent_children = 8;
         c.progress_interval = Duration::from_millis(100);
     })
     .await;
@@ -855,8 +855,8 @@ async fn a_successful_child_s_stderr_is_in_its_result_marked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_result_does_not_send_the_reader_to_a_transcript_that_was_cut_too() {
     let f = inline_fixture(|c| {
-        c.result_max_bytes = 1024;
-        c.transcript_max_bytes = 8192;
+        c.delegation.result_max_bytes = 1024;
+        c.delegation.transcript_max_bytes = 8192;
     })
     .await;
     let report = f

@@ -14,8 +14,8 @@ const GIB: u64 = 1 << 30;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_printing_a_gibibyte_keeps_the_host_small() {
-    let f = inline_fixture(|c| c.stall_idle = Duration::from_secs(60)).await;
-    let max = f.host.config().result_max_bytes;
+    let f = inline_fixture(|c| c.delegation.stall_idle = Duration::from_secs(60)).await;
+    let max = f.host.config().result_max_bytes();
     let gib = GIB.to_string();
     let started = std::time::Instant::now();
     let report = f
@@ -45,7 +45,7 @@ async fn a_child_printing_a_gibibyte_keeps_the_host_small() {
     // The transcript keeps its head and its latest lines within its cap (64 MiB), in lines of
     // at most LINE_MAX bytes of text, and says how much it skipped: every byte of output is
     // either in it or counted.
-    let cap = f.host.config().transcript_max_bytes;
+    let cap = f.host.config().delegation.transcript_max_bytes;
     let len = std::fs::metadata(&child.transcript)
         .expect("transcript")
         .len();

@@ -30,10 +30,9 @@ fn connect_within(url: &str, statement_timeout: Duration) -> Arc<Ledger> {
 /// A headless host of `session` with a 3 s lease that fences itself after 2.5 s.
 async fn host_on(ledger: Arc<Ledger>, home: &Path, session: &str) -> Host {
     let mut config = quick_config(home);
-    config.heartbeat_interval = Duration::from_millis(500);
-    config.lease = Duration::from_secs(3);
-    config.self_fence_after = Duration::from_millis(2_500);
-    config.sweep_interval = Duration::from_millis(50);
+    config.host.heartbeat = Duration::from_millis(500);
+    config.host.lease = Duration::from_secs(3);
+    config.host.sweep_interval = Duration::from_millis(50);
     let options = HostOptions {
         kind: HostKind::Headless,
         session: Some(SessionId::new(session).expect("session")),

@@ -72,13 +72,13 @@ pub enum SettingsError {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `[delegation]`: how children run.
-    pub delegation: Delegation,
+    pub delegation: DelegationSettings,
     /// `[delivery]`: how results are claimed and delivered.
-    pub delivery: Delivery,
+    pub delivery: DeliverySettings,
     /// `[host]`: how host processes behave.
-    pub host: Host,
+    pub host: HostSettings,
     /// `[ledger]`: where the ledger lives.
-    pub ledger: LedgerSection,
+    pub ledger: LedgerSettings,
     /// `[agents.NAME]`: agent CLIs added to the built-in profiles, or overriding them, in
     /// name order.
     pub agents: Vec<AgentOverride>,
@@ -86,7 +86,7 @@ pub struct Settings {
 
 /// `[ledger]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LedgerSection {
+pub struct LedgerSettings {
     /// `ledger.url`: unset → the home's embedded redb file; a `postgres://` or
     /// `postgresql://` URL → a PostgreSQL database shared by any number of machines.
     pub url: Option<LedgerUrl>,
@@ -230,7 +230,7 @@ pub fn redacted(url: &str) -> String {
 
 /// `[delegation]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delegation {
+pub struct DelegationSettings {
     /// Running background units per machine, and the parallelism inside one batch.
     pub max_concurrent_children: u32,
     /// Queued units at most before dispatch is refused.
@@ -261,10 +261,10 @@ pub struct Delegation {
 
 /// `[delivery]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delivery {
+pub struct DeliverySettings {
     /// Lease of a claim.
     pub claim_lease: Duration,
-    /// How often a consumer renews the claims it presents (see [`Delivery::renew_every`]).
+    /// How often a consumer renews the claims it presents (see [`DeliverySettings::renew_every`]).
     pub heartbeat: Duration,
     /// Claims after which a released event is dropped.
     pub max_attempts: u32,
@@ -276,7 +276,7 @@ pub struct Delivery {
 
 /// `[host]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Host {
+pub struct HostSettings {
     /// How often a host's monitor looks at its children at the latest.
     pub sweep_interval: Duration,
     /// A headless host with nothing to do exits after this long.
@@ -304,7 +304,7 @@ impl Settings {
     /// Every field zero, before the key table's defaults are applied.
     fn zeroed() -> Settings {
         Settings {
-            delegation: Delegation {
+            delegation: DelegationSettings {
                 max_concurrent_children: 0,
                 max_queued: 0,
                 stall_idle: Duration::ZERO,
@@ -318,21 +318,21 @@ impl Settings {
                 max_depth: 0,
                 default_agent: None,
             },
-            delivery: Delivery {
+            delivery: DeliverySettings {
                 claim_lease: Duration::ZERO,
                 heartbeat: Duration::ZERO,
                 max_attempts: 0,
                 replay_max_age: Duration::ZERO,
                 retention: Duration::ZERO,
             },
-            host: Host {
+            host: HostSettings {
                 sweep_interval: Duration::ZERO,
                 idle_exit: Duration::ZERO,
                 heartbeat: Duration::ZERO,
                 lease: Duration::ZERO,
                 recovery_interval: Duration::ZERO,
             },
-            ledger: LedgerSection::default(),
+            ledger: LedgerSettings::default(),
             agents: Vec::new(),
         }
     }
@@ -379,7 +379,7 @@ impl Settings {
     }
 }
 
-impl Host {
+impl HostSettings {
     /// The lease rule: a host renews at least twice per lease, so one slow renewal never costs
     /// it its lease.
     fn check(&self) -> Result<(), SettingsError> {
@@ -404,7 +404,7 @@ impl Host {
     }
 }
 
-impl Delivery {
+impl DeliverySettings {
     /// How often a consumer renews the claims it presents: `heartbeat_seconds`, but never less
     /// often than twice per lease, so a presented claim cannot lapse between two renewals.
     pub fn renew_every(&self) -> Duration {

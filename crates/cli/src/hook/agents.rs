@@ -3,7 +3,7 @@
 //! map onto hermes' boundaries, which input fields name the conversation and a subagent, the
 //! shape of an answer, how many characters of an answer the agent keeps, and which files
 //! `hermes hook install NAME` writes. Everything else (binding, claiming, fitting,
-//! acknowledging) is written once, in `event.rs` and `deliver.rs`.
+//! acknowledging) is written once, in `event.rs` and `services/delivery/consume.rs`.
 //!
 //! What an agent lacks follows from its events: one without a tool boundary that can add
 //! context ([`Agent::has_tool_boundary`]) gets `inject` results at its next turn boundary, and
@@ -14,9 +14,9 @@
 pub use hermes_agents::{Action, Agent, HookEvent, Start, find};
 
 /// The formatter's boundary for an agent's.
-pub fn boundary(b: hermes_agents::Boundary) -> hermes_formatter::Boundary {
+pub fn boundary(b: hermes_agents::HookBoundary) -> hermes_formatter::Boundary {
     match b {
-        hermes_agents::Boundary::Tool => hermes_formatter::Boundary::Tool,
-        hermes_agents::Boundary::Turn => hermes_formatter::Boundary::Turn,
+        hermes_agents::HookBoundary::Tool => hermes_formatter::Boundary::Tool,
+        hermes_agents::HookBoundary::Turn => hermes_formatter::Boundary::Turn,
     }
 }

@@ -15,12 +15,12 @@ use crate::args::DispatchArgs;
 )]
 struct LineCli {
     #[command(subcommand)]
-    command: Command,
+    command: LineCommand,
 }
 
 /// What a line asks for.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum LineCommand {
     /// Dispatch a unit into this session in the background.
     Delegate {
         #[command(flatten)]
@@ -67,7 +67,7 @@ pub enum Parsed {
     /// Nothing but blanks.
     Empty,
     /// A command.
-    Command(Box<Command>),
+    Command(Box<LineCommand>),
     /// Not a command: what to tell the person.
     Invalid(String),
 }
@@ -115,7 +115,7 @@ commands (each line is a turn; ready results print at the end of a turn, or whil
 mod tests {
     use super::*;
 
-    fn command(text: &str) -> Command {
+    fn command(text: &str) -> LineCommand {
         match parse(text) {
             Parsed::Command(c) => *c,
             other => panic!("{text:?} gave {other:?}"),
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn delegate_takes_dispatch_options_and_a_quoted_command() {
-        let Command::Delegate { dispatch } =
+        let LineCommand::Delegate { dispatch } =
             command("delegate --goal 'slow job' -- sh -c 'sleep 1; echo done'")
         else {
             panic!("not delegate")
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn run_takes_a_command_with_or_without_dashes() {
         for text in ["run -- ls -l", "run ls -l"] {
-            let Command::Run { command } = command(text) else {
+            let LineCommand::Run { command } = command(text) else {
                 panic!("not run")
             };
             assert_eq!(command, ["ls", "-l"], "{text}");
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn log_takes_an_optional_task() {
-        let Command::Log { id, task } = command("log deleg_000000000001 2") else {
+        let LineCommand::Log { id, task } = command("log deleg_000000000001 2") else {
             panic!("not log")
         };
         assert_eq!(id, "deleg_000000000001");
@@ -161,6 +161,6 @@ mod tests {
             panic!("accepted")
         };
         assert!(why.contains("quotes"), "{why}");
-        assert!(matches!(command("quit"), Command::Exit));
+        assert!(matches!(command("quit"), LineCommand::Exit));
     }
 }

@@ -25,10 +25,12 @@ pub fn spawn(
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("hermes-idle-delivery".into())
-        .spawn(move || run(&router, &console, &ended))
+        .spawn(move || deliver_while_idle(&router, &console, &ended))
 }
 
-fn run(router: &Router, console: &Console, ended: &AtomicBool) {
+/// The poller thread's loop: while the prompt waits, prints the results that become ready
+/// above it; stops when the console closes or the session was ended elsewhere.
+fn deliver_while_idle(router: &Router, console: &Console, ended: &AtomicBool) {
     while console.enter_round() {
         match printed::wait(router, ROUND_MS) {
             Ok(claimed) => console.finish_round(|printer| match printer {

@@ -25,7 +25,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
 use super::console::{self, Console, ExternalPrinter};
-use super::line::{self, Command, Parsed};
+use super::line::{self, LineCommand, Parsed};
 use super::progress::{self, Announced};
 use super::{foreground, poller, views};
 use crate::args::DispatchArgs;
@@ -113,7 +113,7 @@ pub fn run(resume: Option<&str>) -> anyhow::Result<Code> {
         poller: Some(poller),
     };
     say(&greeting);
-    let result = turns.run(&mut editor);
+    let result = turns.run_turns_until_exit(&mut editor);
     let _ = stop_tx.send(true);
     turns.stop_poller();
     if result.is_err() || matches!(result, Ok(Code::SessionEnded)) {
@@ -298,7 +298,9 @@ struct Turns {
 }
 
 impl Turns {
-    fn run(&mut self, editor: &mut DefaultEditor) -> anyhow::Result<Code> {
+    /// The prompt loop: reads a line, runs it as a turn, delivers what is ready after it, until
+    /// the user exits or the session is ended elsewhere.
+    fn run_turns_until_exit(&mut self, editor: &mut DefaultEditor) -> anyhow::Result<Code> {
         // What waited (a resumed session) is delivered before the first prompt.
         if let Flow::Exit(code) = self.end_of_turn() {
             return Ok(code);
@@ -384,20 +386,20 @@ impl Turns {
             Parsed::Command(command) => *command,
         };
         let done = match command {
-            Command::Exit => return self.exit(editor),
-            Command::Help => Ok(line::HELP.to_owned()),
-            Command::Delegate { dispatch } => self.delegate(&dispatch),
-            Command::Run { command } => return self.foreground(&command),
-            Command::Agents => {
+            LineCommand::Exit => return self.exit(editor),
+            LineCommand::Help => Ok(line::HELP.to_owned()),
+            LineCommand::Delegate { dispatch } => self.delegate(&dispatch),
+            LineCommand::Run { command } => return self.foreground(&command),
+            LineCommand::Agents => {
                 views::agents(&self.ledger, &self.host, &self.session, self.max_running)
             }
-            Command::Status { id } => {
+            LineCommand::Status { id } => {
                 parse_id(&id).and_then(|id| views::status(&self.ledger, &self.host, &id))
             }
-            Command::Log { id, task } => {
+            LineCommand::Log { id, task } => {
                 parse_id(&id).and_then(|id| views::log(&self.ledger, &id, task))
             }
-            Command::Stop { target } => self.stop(&target),
+            LineCommand::Stop { target } => self.stop(&target),
         };
         match done {
             Ok(text) => say(&text),
@@ -547,7 +549,7 @@ impl Turns {
                     self.host.wait(id).await;
                 }
             };
-            let limit = self.host.config().kill_grace + Duration::from_secs(5);
+            let limit = self.host.config().delegation.kill_grace + Duration::from_secs(5);
             let finished = tokio::time::timeout(limit, wait_all).await.is_ok();
             self.host.shutdown("session_end").await;
             finished

@@ -50,7 +50,7 @@ pub struct DelegateTask {
     #[serde(default, deserialize_with = "lenient")]
     pub toolsets: Option<Vec<String>>,
     /// `leaf` (default) does the work itself; `orchestrator` may delegate further.
-    pub role: Option<Role>,
+    pub role: Option<RoleParam>,
     /// The model the child uses, if it is an agent; recorded and shown with the result.
     pub model: Option<String>,
     /// A batch: several children run in parallel as one delegation, and their results arrive
@@ -96,7 +96,7 @@ pub struct BatchTask {
     /// Its toolsets (default: the batch's).
     pub toolsets: Option<Vec<String>>,
     /// Its role (default: the batch's).
-    pub role: Option<Role>,
+    pub role: Option<RoleParam>,
     /// Its model (default: the batch's).
     pub model: Option<String>,
 }
@@ -104,7 +104,7 @@ pub struct BatchTask {
 /// A child's role.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub enum RoleParam {
     Leaf,
     Orchestrator,
 }
@@ -117,11 +117,11 @@ pub enum Delivery {
     Inject,
 }
 
-impl From<Role> for hermes_ledger::Role {
-    fn from(role: Role) -> Self {
+impl From<RoleParam> for hermes_ledger::Role {
+    fn from(role: RoleParam) -> Self {
         match role {
-            Role::Leaf => hermes_ledger::Role::Leaf,
-            Role::Orchestrator => hermes_ledger::Role::Orchestrator,
+            RoleParam::Leaf => hermes_ledger::Role::Leaf,
+            RoleParam::Orchestrator => hermes_ledger::Role::Orchestrator,
         }
     }
 }
@@ -138,7 +138,7 @@ impl From<Delivery> for hermes_ledger::DeliveryMode {
 /// `delegation_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DelegationId {
+pub struct DelegationIdParam {
     /// The id `delegate_task` returned, `deleg_` and 12 hex digits.
     pub delegation_id: String,
 }

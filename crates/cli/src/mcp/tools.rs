@@ -19,7 +19,8 @@ use serde_json::json;
 
 use super::conversation::Conversation;
 use super::params::{
-    BoundaryParam, DelegateTask, DelegationId, DelegationList, DelegationResult, DelegationResults,
+    BoundaryParam, DelegateTask, DelegationIdParam, DelegationList, DelegationResult,
+    DelegationResults,
 };
 use crate::services::exit::{Code, fail, one_line};
 use crate::services::home::{Home, now};
@@ -130,9 +131,9 @@ impl Tools {
     /// A delegation's children: status, progress, result, delivery.
     #[tool(
         description = "Show one delegation of this conversation as JSON: its status, and per child the status, exit code, duration, progress (api calls, current tool, quiet seconds), result once finished, transcript path and whether the result was delivered.",
-        input_schema = super::schema::input::<DelegationId>()
+        input_schema = super::schema::input::<DelegationIdParam>()
     )]
-    async fn delegation_status(&self, Parameters(p): Parameters<DelegationId>) -> ToolResult {
+    async fn delegation_status(&self, Parameters(p): Parameters<DelegationIdParam>) -> ToolResult {
         let conversation = self.conversation.clone();
         let found = blocking(move || {
             let unit = conversation.own_unit(&p.delegation_id)?;
@@ -174,9 +175,9 @@ impl Tools {
     /// Stops a delegation.
     #[tool(
         description = "Stop a delegation of this conversation: running children get SIGTERM (SIGKILL after a grace period) and end as interrupted; a queued one is cancelled. Its result block still arrives, saying so.",
-        input_schema = super::schema::input::<DelegationId>()
+        input_schema = super::schema::input::<DelegationIdParam>()
     )]
-    async fn delegation_stop(&self, Parameters(p): Parameters<DelegationId>) -> ToolResult {
+    async fn delegation_stop(&self, Parameters(p): Parameters<DelegationIdParam>) -> ToolResult {
         let conversation = self.conversation.clone();
         let unit = match blocking(move || conversation.own_unit(&p.delegation_id)).await {
             Ok(unit) => unit,

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use hermes_ledger::{
-    Child, Delegation, DelegationId, Event, EventState, ExitDetail, Host, Overview, Stalling,
+    Child, Delegation, DelegationId, Event, EventState, ExitDetail, HostRecord, Overview, Stalling,
     Timestamp, UnitStatus, UnitView,
 };
 
@@ -117,7 +117,7 @@ pub struct Row {
     pub api_calls: u64,
     pub tool: Option<String>,
     pub quiet: Option<Quiet>,
-    pub delivery: Delivery,
+    pub delivery: DeliveryState,
     pub attempts: u32,
     pub tasks: u32,
     pub children: Vec<ChildLine>,
@@ -125,7 +125,7 @@ pub struct Row {
 
 /// A unit's delivery state (its events taken together).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Delivery {
+pub enum DeliveryState {
     /// Nothing published yet.
     Nothing,
     Pending,
@@ -155,9 +155,9 @@ pub fn build(
     overview: &Overview,
     now: Timestamp,
     limits: &Limits,
-    dead: &dyn Fn(&Host) -> bool,
+    dead: &dyn Fn(&HostRecord) -> bool,
 ) -> Model {
-    let live: Vec<&Host> = overview.hosts.iter().filter(|h| !dead(h)).collect();
+    let live: Vec<&HostRecord> = overview.hosts.iter().filter(|h| !dead(h)).collect();
     let all_hosts = &overview.hosts;
     let row = |v: &UnitView| unit_row(v, all_hosts, now, limits);
     let mut rows: Vec<Row> = overview.running.iter().map(row).collect();
@@ -181,22 +181,22 @@ pub fn build(
 }
 
 /// The machine a unit runs on: a child's recorded machine, else its host's.
-fn machine_of(view: &UnitView, hosts: &[Host]) -> Option<String> {
+fn machine_of(view: &UnitView, hosts: &[HostRecord]) -> Option<String> {
     view.children
         .iter()
         .find_map(|c| c.machine.clone())
         .or_else(|| host_of(&view.unit, hosts).map(|h| h.locality.hostname.clone()))
 }
 
-fn host_of<'a>(unit: &Delegation, hosts: &'a [Host]) -> Option<&'a Host> {
+fn host_of<'a>(unit: &Delegation, hosts: &'a [HostRecord]) -> Option<&'a HostRecord> {
     unit.host
         .and_then(|p| hosts.iter().find(|h| h.process == p))
 }
 
 /// The lease health of the hosts of `live` that `serves` picks.
 fn lease_health(
-    live: &[&Host],
-    serves: impl Fn(&Host) -> bool,
+    live: &[&HostRecord],
+    serves: impl Fn(&HostRecord) -> bool,
     now: Timestamp,
     limits: &Limits,
 ) -> LeaseHealth {
@@ -238,10 +238,10 @@ fn unit_counts(
 }
 
 fn machines(
-    live: &[&Host],
+    live: &[&HostRecord],
     running: &[UnitView],
     queued: &[UnitView],
-    hosts: &[Host],
+    hosts: &[HostRecord],
     now: Timestamp,
     limits: &Limits,
 ) -> Vec<MachineLine> {
@@ -275,7 +275,7 @@ fn machines(
 }
 
 fn pools(
-    live: &[&Host],
+    live: &[&HostRecord],
     running: &[UnitView],
     queued: &[UnitView],
     now: Timestamp,
@@ -305,13 +305,13 @@ fn pools(
         (entry.used, entry.queued) = counts;
     }
     for entry in out.values_mut() {
-        let serves = |h: &Host| h.worker.as_ref().is_some_and(|w| w.pool == entry.name);
+        let serves = |h: &HostRecord| h.worker.as_ref().is_some_and(|w| w.pool == entry.name);
         entry.lease = lease_health(live, serves, now, limits);
     }
     out.into_values().collect()
 }
 
-fn unit_row(view: &UnitView, hosts: &[Host], now: Timestamp, limits: &Limits) -> Row {
+fn unit_row(view: &UnitView, hosts: &[HostRecord], now: Timestamp, limits: &Limits) -> Row {
     let unit = &view.unit;
     let finished = unit.status.is_terminal();
     let children: Vec<ChildLine> = view
@@ -441,44 +441,44 @@ fn child_line(
 
 /// The state of a set of events taken together: a live claim first, then anything pending,
 /// then dropped, then delivered.
-fn delivery(events: &[Event], now: Timestamp) -> Delivery {
+fn delivery(events: &[Event], now: Timestamp) -> DeliveryState {
     if let Some(lease) = events
         .iter()
         .filter(|e| e.state == EventState::Claimed)
         .find_map(|e| e.lease.as_ref())
     {
-        return Delivery::Claimed {
+        return DeliveryState::Claimed {
             by: lease.consumer.clone(),
             left_ms: lease.expires_at.ms_since(now),
         };
     }
     if events.iter().any(|e| e.state == EventState::Pending) {
-        return Delivery::Pending;
+        return DeliveryState::Pending;
     }
     if let Some(e) = events.iter().find(|e| e.state == EventState::Dropped) {
-        return Delivery::Dropped(
+        return DeliveryState::Dropped(
             e.drop_reason
                 .as_ref()
                 .map_or_else(|| "dropped".to_owned(), |r| r.as_str().to_owned()),
         );
     }
     if events.is_empty() {
-        Delivery::Nothing
+        DeliveryState::Nothing
     } else {
-        Delivery::Delivered
+        DeliveryState::Delivered
     }
 }
 
 /// A delivery state in words, with its attempts (`×2`).
-pub fn delivery_words(d: &Delivery, attempts: Option<u32>) -> String {
+pub fn delivery_words(d: &DeliveryState, attempts: Option<u32>) -> String {
     let text = match d {
-        Delivery::Nothing => "—".to_owned(),
-        Delivery::Pending => "pending".to_owned(),
-        Delivery::Claimed { by, left_ms } => {
+        DeliveryState::Nothing => "—".to_owned(),
+        DeliveryState::Pending => "pending".to_owned(),
+        DeliveryState::Claimed { by, left_ms } => {
             format!("claimed by {by} {}s", left_ms.div_ceil(1000))
         }
-        Delivery::Delivered => "delivered".to_owned(),
-        Delivery::Dropped(reason) => format!("dropped: {reason}"),
+        DeliveryState::Delivered => "delivered".to_owned(),
+        DeliveryState::Dropped(reason) => format!("dropped: {reason}"),
     };
     match attempts {
         Some(n) if n > 0 => format!("{text} ×{n}"),

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use hermes_ledger::{InterruptTarget, Ledger, Liveness as _, Overview};
 use ratatui::crossterm::event::{self, Event, KeyEventKind, MouseEventKind};
 
-use super::terminal::Screen;
-use super::ui::{Action, Pane, Ui};
+use super::terminal::FullScreen;
+use super::ui::{KeyAction, Pane, Ui};
 use super::view::{self, LogTail};
 use crate::services::home::now;
 use crate::services::overview::{self as model, Limits, Model};
@@ -94,7 +94,7 @@ impl Wake {
 
 /// Runs the view until the person quits or a signal comes.
 pub fn run(ledger: &Arc<Ledger>, limits: Limits) -> anyhow::Result<()> {
-    let mut screen = Screen::enter()?;
+    let mut screen = FullScreen::enter()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut wake = Wake::start(ledger, &stop);
     let reaper = hermes_registry::OsReaper::new();
@@ -145,12 +145,12 @@ pub fn run(ledger: &Arc<Ledger>, limits: Limits) -> anyhow::Result<()> {
         match event::read() {
             Ok(Event::Key(key)) if key.kind != KeyEventKind::Release => {
                 match ui.on_key(key, &model) {
-                    Action::Quit => break Ok(()),
-                    Action::Stop(id) => {
+                    KeyAction::Quit => break Ok(()),
+                    KeyAction::Stop(id) => {
                         ui.note = Some(stop_unit(ledger, &id));
                         dirty = true;
                     }
-                    Action::None => {}
+                    KeyAction::None => {}
                 }
             }
             Ok(Event::Mouse(mouse)) => {

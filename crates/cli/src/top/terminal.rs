@@ -17,15 +17,15 @@ use ratatui::crossterm::terminal::{
 };
 
 /// The terminal in full-screen mode; dropping it restores the terminal.
-pub struct Screen {
+pub struct FullScreen {
     pub terminal: Terminal<CrosstermBackend<Stdout>>,
     /// Set by SIGTERM, SIGHUP or SIGINT.
     pub signalled: Arc<AtomicBool>,
 }
 
-impl std::fmt::Debug for Screen {
+impl std::fmt::Debug for FullScreen {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Screen").finish_non_exhaustive()
+        f.debug_struct("FullScreen").finish_non_exhaustive()
     }
 }
 
@@ -43,9 +43,9 @@ pub fn restore() {
     let _ = out.flush();
 }
 
-impl Screen {
+impl FullScreen {
     /// Enters full-screen mode.
-    pub fn enter() -> anyhow::Result<Screen> {
+    pub fn enter() -> anyhow::Result<FullScreen> {
         let signalled = Arc::new(AtomicBool::new(false));
         for signal in [
             signal_hook::consts::SIGTERM,
@@ -73,7 +73,7 @@ impl Screen {
                 return Err(err).context("cannot draw on the terminal");
             }
         };
-        Ok(Screen {
+        Ok(FullScreen {
             terminal,
             signalled,
         })
@@ -85,7 +85,7 @@ impl Screen {
     }
 }
 
-impl Drop for Screen {
+impl Drop for FullScreen {
     fn drop(&mut self) {
         restore();
     }

@@ -4,7 +4,7 @@
 
 use hermes_ledger::{
     Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event,
-    EventKey, EventPayload, EventState, ExitDetail, Host, HostId, HostKind, Lease, Locality,
+    EventKey, EventPayload, EventState, ExitDetail, HostId, HostKind, HostRecord, Lease, Locality,
     Overview, ProcessId, Progress, SessionId, StallPhase, Stalling, TaskSpec, Timestamp,
     UnitStatus, UnitView, WorkerPool,
 };
@@ -12,7 +12,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::ui::{Action, Pane, Prompt, Ui};
+use super::ui::{KeyAction, Pane, Prompt, Ui};
 use super::view::{self, Screen};
 use crate::services::overview::{self as model, Limits, Quiet};
 
@@ -37,8 +37,8 @@ fn process(pid: u32) -> ProcessId {
     ProcessId { pid, start_time: 7 }
 }
 
-fn host(pid: u32, kind: HostKind, machine: &str, worker: Option<(&str, u32)>) -> Host {
-    Host {
+fn host(pid: u32, kind: HostKind, machine: &str, worker: Option<(&str, u32)>) -> HostRecord {
+    HostRecord {
         process: process(pid),
         kind,
         session: None,
@@ -278,9 +278,9 @@ fn a_terminal_too_small_says_so_in_the_frame() {
 fn enter_opens_the_status_pane_of_the_selected_unit() {
     let model = model::build(&overview(), NOW, &limits(), &|_| false);
     let mut ui = Ui::default();
-    assert_eq!(ui.on_key(key(KeyCode::Down), &model), Action::None);
-    assert_eq!(ui.on_key(key(KeyCode::Down), &model), Action::None);
-    assert_eq!(ui.on_key(key(KeyCode::Down), &model), Action::None);
+    assert_eq!(ui.on_key(key(KeyCode::Down), &model), KeyAction::None);
+    assert_eq!(ui.on_key(key(KeyCode::Down), &model), KeyAction::None);
+    assert_eq!(ui.on_key(key(KeyCode::Down), &model), KeyAction::None);
     ui.on_key(key(KeyCode::Enter), &model);
     assert_eq!(
         ui.pane,
@@ -297,12 +297,12 @@ fn s_asks_before_stopping_and_only_y_stops() {
     let first = DelegationId::new("deleg_000000000001").expect("id");
     assert_eq!(ui.prompt, Prompt::ConfirmStop(first.clone()));
     insta::assert_snapshot!(frame(140, 20, &ui));
-    assert_eq!(ui.on_key(key(KeyCode::Char('n')), &model), Action::None);
+    assert_eq!(ui.on_key(key(KeyCode::Char('n')), &model), KeyAction::None);
     assert_eq!(ui.prompt, Prompt::None);
     ui.on_key(key(KeyCode::Char('s')), &model);
     assert_eq!(
         ui.on_key(key(KeyCode::Char('y')), &model),
-        Action::Stop(first)
+        KeyAction::Stop(first)
     );
 }
 
@@ -323,7 +323,7 @@ fn the_filter_keeps_units_of_a_session_pool_or_machine() {
     assert_eq!(shown, ["deleg_000000000005", "deleg_000000000007"]);
     ui.on_key(key(KeyCode::Char('t')), &model);
     assert!(ui.visible(&model).iter().all(|r| !r.finished));
-    assert_eq!(ui.on_key(key(KeyCode::Char('q')), &model), Action::Quit);
+    assert_eq!(ui.on_key(key(KeyCode::Char('q')), &model), KeyAction::Quit);
 }
 
 #[test]

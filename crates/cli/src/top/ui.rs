@@ -1,6 +1,6 @@
 //! What the person at `hermes top` has chosen (selection, filter, open pane, a question being
 //! asked) and how each key changes it. Pure: a key and the rows shown give a new state and at
-//! most one [`Action`] for the loop to carry out.
+//! most one [`KeyAction`] for the loop to carry out.
 
 use hermes_ledger::DelegationId;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -29,7 +29,7 @@ pub enum Prompt {
 
 /// What the loop must do after a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub enum KeyAction {
     None,
     Quit,
     /// Stop the unit (the person said yes).
@@ -109,11 +109,11 @@ impl Ui {
     }
 
     /// Handles one key.
-    pub fn on_key(&mut self, key: KeyEvent, model: &Model) -> Action {
+    pub fn on_key(&mut self, key: KeyEvent, model: &Model) -> KeyAction {
         let ctrl_c =
             key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
         if ctrl_c {
-            return Action::Quit;
+            return KeyAction::Quit;
         }
         match std::mem::replace(&mut self.prompt, Prompt::None) {
             Prompt::Filter(mut text) => {
@@ -130,14 +130,14 @@ impl Ui {
                     }
                     _ => self.prompt = Prompt::Filter(text),
                 }
-                return Action::None;
+                return KeyAction::None;
             }
             Prompt::ConfirmStop(id) => {
                 return match key.code {
-                    KeyCode::Char('y' | 'Y') => Action::Stop(id),
+                    KeyCode::Char('y' | 'Y') => KeyAction::Stop(id),
                     _ => {
                         self.note = Some(format!("{id}: not stopped"));
-                        Action::None
+                        KeyAction::None
                     }
                 };
             }
@@ -145,9 +145,9 @@ impl Ui {
         }
         let rows = self.visible(model);
         match key.code {
-            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Char('q') => return KeyAction::Quit,
             KeyCode::Esc if self.pane != Pane::None => self.pane = Pane::None,
-            KeyCode::Esc => return Action::Quit,
+            KeyCode::Esc => return KeyAction::Quit,
             KeyCode::Up | KeyCode::Char('k') => self.move_by(-1, &rows),
             KeyCode::Down | KeyCode::Char('j') => self.move_by(1, &rows),
             KeyCode::PageUp => self.move_by(-10, &rows),
@@ -179,6 +179,6 @@ impl Ui {
             KeyCode::Char('t') => self.show_finished = !self.show_finished,
             _ => {}
         }
-        Action::None
+        KeyAction::None
     }
 }

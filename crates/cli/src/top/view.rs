@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Cell, Paragraph, Row as TableRow, Table, TableState, Wrap};
 
 use super::ui::{Pane, Prompt, Ui};
-use crate::services::overview::{self as model, Delivery, LeaseHealth, Model, Quiet, Row};
+use crate::services::overview::{self as model, DeliveryState, LeaseHealth, Model, Quiet, Row};
 
 /// The smallest terminal the view draws in.
 pub const MIN_WIDTH: u16 = 60;
@@ -258,7 +258,7 @@ fn table_row(r: &Row, cols: Columns) -> TableRow<'static> {
     cells.push(Cell::from(r.quiet.map(quiet_line).unwrap_or_default()));
     cells.push(Cell::from(model::delivery_words(
         &r.delivery,
-        (r.delivery != Delivery::Nothing).then_some(r.attempts),
+        (r.delivery != DeliveryState::Nothing).then_some(r.attempts),
     )));
     let style = if r.finished {
         Style::new().fg(Color::DarkGray)

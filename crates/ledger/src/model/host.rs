@@ -144,7 +144,7 @@ pub struct WorkerPool {
 
 /// A live (or once-live) host process and its lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Host {
+pub struct HostRecord {
     /// Who the host is.
     pub process: ProcessId,
     /// What kind of host.
@@ -166,7 +166,7 @@ pub struct Host {
     pub worker: Option<WorkerPool>,
 }
 
-impl Host {
+impl HostRecord {
     /// Whether this host is dead, judged from `here` at `now`: its lease ran out, or — only if
     /// it runs in the same locality, where pids mean the same thing — its process (pid and start
     /// time) is gone. A record with no locality (format 1) is judged by pid alone.

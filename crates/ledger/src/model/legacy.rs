@@ -7,9 +7,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Event, Host,
-    HostId, HostKind, Locality, ProcessId, Progress, Role, SessionId, TaskSpec, Timestamp,
-    UnitStatus,
+    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Event,
+    HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId, TaskSpec,
+    Timestamp, UnitStatus,
 };
 
 use crate::codec::{self, DecodeError};
@@ -30,9 +30,9 @@ pub(crate) struct HostV2 {
     pub lease_expires_at: Timestamp,
 }
 
-impl From<HostV2> for Host {
-    fn from(old: HostV2) -> Host {
-        Host {
+impl From<HostV2> for HostRecord {
+    fn from(old: HostV2) -> HostRecord {
+        HostRecord {
             process: old.process,
             kind: old.kind,
             session: old.session,
@@ -57,9 +57,9 @@ pub(crate) struct HostV1 {
     pub heartbeat_at: Timestamp,
 }
 
-impl From<HostV1> for Host {
-    fn from(old: HostV1) -> Host {
-        Host {
+impl From<HostV1> for HostRecord {
+    fn from(old: HostV1) -> HostRecord {
+        HostRecord {
             process: old.process,
             kind: old.kind,
             session: old.session,
@@ -205,11 +205,11 @@ fn decode_any<T>(
 
 /// A host record of any format (format 1 had no fencing epoch, locality or lease; format 2 no
 /// worker pool).
-pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<Host> {
+pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<HostRecord> {
     decode_any(path, "host", bytes, |version| match version {
         1 => read::<HostV1, _>,
         2 => read::<HostV2, _>,
-        _ => read::<Host, _>,
+        _ => read::<HostRecord, _>,
     })
 }
 
@@ -337,7 +337,7 @@ mod tests {
             (host.host_id, host.lease_expires_at),
             (HostId(5), Timestamp(30))
         );
-        let worker = Host {
+        let worker = HostRecord {
             kind: HostKind::Worker,
             session: None,
             worker: Some(WorkerPool {

@@ -29,8 +29,8 @@ use std::path::Path;
 use crate::error::{LedgerError, Result};
 use crate::model::{
     Child, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId, Event,
-    EventKey, EventPayload, EventRef, Host, ProcessId, Published, Session, SessionId, Stalling,
-    Timestamp, UnitTally,
+    EventKey, EventPayload, EventRef, HostRecord, ProcessId, Published, Session, SessionId,
+    Stalling, Timestamp, UnitTally,
 };
 
 /// The `META` key of the file's format version.
@@ -79,9 +79,9 @@ pub(crate) trait ReadTx {
     /// Every session.
     fn sessions(&self) -> Result<Vec<Session>>;
     /// The host record of a process.
-    fn host(&self, process: ProcessId) -> Result<Option<Host>>;
+    fn host(&self, process: ProcessId) -> Result<Option<HostRecord>>;
     /// Every host record.
-    fn hosts(&self) -> Result<Vec<Host>>;
+    fn hosts(&self) -> Result<Vec<HostRecord>>;
     /// The last output a host stored for a running child, if any.
     fn child_tail(&self, id: &DelegationId, index: u32) -> Result<Option<String>>;
     /// A unit.
@@ -202,7 +202,7 @@ pub(crate) trait WriteTx: ReadTx {
     /// Inserts or updates a session.
     fn put_session(&self, session: &Session) -> Result<()>;
     /// Inserts or updates a host record.
-    fn put_host(&self, host: &Host) -> Result<()>;
+    fn put_host(&self, host: &HostRecord) -> Result<()>;
     /// Removes a host record.
     fn remove_host(&self, process: ProcessId) -> Result<()>;
     /// Inserts or updates a unit, keeping the active set, the queue and the by-time and

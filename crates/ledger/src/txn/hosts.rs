@@ -2,11 +2,11 @@
 //! live host) and removing one with its hold on its session.
 
 use crate::error::{LedgerError, Result};
-use crate::model::{Host, Locality, ProcessId};
+use crate::model::{HostRecord, Locality, ProcessId};
 use crate::store::Writer;
 
 /// Records `host` inside `w` (see [`Ledger::register_host`]).
-pub(crate) fn register_in(w: &Writer<'_>, host: &Host) -> Result<()> {
+pub(crate) fn register_in(w: &Writer<'_>, host: &HostRecord) -> Result<()> {
     if let Some(existing) = w.host(host.process)?
         && existing.host_id != host.host_id
         && existing.locality != host.locality

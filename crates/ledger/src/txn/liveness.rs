@@ -1,7 +1,7 @@
 //! The question the ledger asks about processes ([`Liveness`]) and how a host is judged alive
 //! with it: by its lease and, from its own locality, its pid.
 
-use crate::model::{Host, Locality, ProcessId, Timestamp};
+use crate::model::{HostRecord, Locality, ProcessId, Timestamp};
 
 /// What the ledger asks about processes: where the caller runs, and whether a process of the
 /// caller's own locality still runs. The ledger itself knows nothing of `/proc` or signals;
@@ -17,7 +17,7 @@ pub trait Liveness: Sync {
 /// (one that claimed a session and is still registering) is judged by pid from its own
 /// locality, and taken for alive from any other ([`unrecorded_is_alive`]).
 pub(crate) fn is_live(
-    record: Option<Host>,
+    record: Option<HostRecord>,
     process: ProcessId,
     liveness: &dyn Liveness,
     now: Timestamp,

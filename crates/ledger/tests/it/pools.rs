@@ -7,8 +7,14 @@ use crate::common::*;
 use hermes_ledger::*;
 
 /// Registers a live worker of `pool` (pid `pid`) whose lease runs until `lease_until`.
-fn worker(ledger: &Ledger, pid: u32, pool: &str, capacity: u32, lease_until: Timestamp) -> Host {
-    let host = Host {
+fn worker(
+    ledger: &Ledger,
+    pid: u32,
+    pool: &str,
+    capacity: u32,
+    lease_until: Timestamp,
+) -> HostRecord {
+    let host = HostRecord {
         process: ProcessId { pid, start_time: 3 },
         kind: HostKind::Worker,
         session: None,
@@ -49,7 +55,7 @@ fn pool_unit(ledger: &Ledger, pool: &str, capacity: Capacity) -> Result<Admissio
     )
 }
 
-fn take(ledger: &Ledger, w: &Host, capacity: u32) -> Option<Delegation> {
+fn take(ledger: &Ledger, w: &HostRecord, capacity: u32) -> Option<Delegation> {
     let pool = &w.worker.as_ref().expect("a worker").pool;
     ledger
         .take_pool_unit(w.process, w.host_id, pool, capacity, T0.plus_ms(1))
@@ -245,7 +251,7 @@ fn two_workers_racing_for_units_never_take_the_same_one() {
     let ids: Vec<DelegationId> = (0..12)
         .map(|_| pool_unit(&f.ledger, "race", ROOMY).unwrap().delegation.id)
         .collect();
-    let hosts: Vec<Host> = (0..2)
+    let hosts: Vec<HostRecord> = (0..2)
         .map(|i| worker(&f.ledger, 20 + i, "race", 100, LONG))
         .collect();
     let barrier = Arc::new(Barrier::new(hosts.len()));

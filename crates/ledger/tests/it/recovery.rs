@@ -52,8 +52,8 @@ fn reaper(alive: &[ProcessId]) -> FakeReaper {
 }
 
 /// Registers a host of session `s` at `locality` whose lease runs until `lease_until`.
-fn host_at(ledger: &Ledger, pid: u32, locality: Locality, lease_until: Timestamp) -> Host {
-    let host = Host {
+fn host_at(ledger: &Ledger, pid: u32, locality: Locality, lease_until: Timestamp) -> HostRecord {
+    let host = HostRecord {
         process: ProcessId { pid, start_time: 5 },
         kind: HostKind::Headless,
         session: Some(session()),
@@ -69,7 +69,7 @@ fn host_at(ledger: &Ledger, pid: u32, locality: Locality, lease_until: Timestamp
 }
 
 /// A unit of `tasks` children hosted by `host`, its first child started as `child`.
-fn hosted_unit(ledger: &Ledger, host: &Host, tasks: u32, child: ProcessId) -> DelegationId {
+fn hosted_unit(ledger: &Ledger, host: &HostRecord, tasks: u32, child: ProcessId) -> DelegationId {
     let new = NewDelegation {
         id: None,
         session: Some(session()),
@@ -98,7 +98,7 @@ fn a_dead_hosts_units_are_finalized_as_unknown_with_tails() {
         pid: 101,
         start_time: 6,
     };
-    let record = Host {
+    let record = HostRecord {
         process: host,
         kind: HostKind::Headless,
         session: Some(session()),
@@ -440,7 +440,7 @@ fn a_session_host_registers_and_takes_its_sessions_queued_units_in_one_commit() 
         },
         ..queued_request(&old)
     });
-    let new = Host {
+    let new = HostRecord {
         process: ProcessId {
             pid: 600,
             start_time: 5,
@@ -466,7 +466,7 @@ const FULL: Capacity = Capacity {
 };
 
 /// A unit of the session for `host` to queue.
-fn queued_request(host: &Host) -> NewDelegation {
+fn queued_request(host: &HostRecord) -> NewDelegation {
     NewDelegation {
         id: None,
         session: Some(session()),
@@ -478,7 +478,7 @@ fn queued_request(host: &Host) -> NewDelegation {
 }
 
 /// A unit of the session queued on `host` (no room to run).
-fn queued_on(ledger: &Ledger, host: &Host) -> DelegationId {
+fn queued_on(ledger: &Ledger, host: &HostRecord) -> DelegationId {
     ledger
         .dispatch(queued_request(host), FULL, T0)
         .unwrap()
@@ -555,7 +555,7 @@ fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritt
         },
     );
     // Machine B's process happens to have the same pid and start time.
-    let b = Host {
+    let b = HostRecord {
         host_id: HostId(99),
         locality: here(),
         registered_at: T0.plus_ms(1_000),
@@ -569,7 +569,7 @@ fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritt
     );
     // Past A's lease, its unit still names it: still refused, so the unit is recovered as
     // A's, never adopted by B.
-    let later = Host {
+    let later = HostRecord {
         registered_at: T0.plus_ms(60_000),
         ..b.clone()
     };
@@ -582,7 +582,7 @@ fn a_host_of_another_machine_with_the_same_pid_and_start_time_is_never_overwritt
     assert_eq!(report.finalized, vec![id]);
     f.ledger.register_host(&later).expect("registers");
     // The same process registering again (a new epoch of the same locality) is fine.
-    let again = Host {
+    let again = HostRecord {
         host_id: HostId(100),
         ..later
     };
@@ -604,7 +604,7 @@ fn hosts_of_two_process_tables_sharing_a_pid_and_start_time_are_two_hosts() {
     assert!(!a.names(1, 663_038) && !a.names(2, 663_037));
     let lease = T0.plus_ms(30_000);
     let register = |process: ProcessId, locality: Locality, epoch: u128| {
-        let host = Host {
+        let host = HostRecord {
             process,
             kind: HostKind::Worker,
             session: None,
@@ -687,7 +687,7 @@ impl Reaper for RecordingReaper {
 #[test]
 fn a_oneshot_host_registers_with_its_dispatch_and_leaves_with_its_settlement() {
     let f = fixture();
-    let host = Host {
+    let host = HostRecord {
         kind: HostKind::Inline,
         session: None,
         lease_expires_at: LONG,
@@ -927,8 +927,8 @@ fn a_childs_start_is_refused_to_another_epoch_and_names_the_hosts_machine() {
 
 /// A one-shot run's unit of two children, registered with its inline host (process `pid`) in
 /// its dispatch commit, as `hermes -z` does, `running` of them started at once.
-fn inline_unit(f: &Fixture, pid: u32, running: u32) -> (Host, DelegationId) {
-    let host = Host {
+fn inline_unit(f: &Fixture, pid: u32, running: u32) -> (HostRecord, DelegationId) {
+    let host = HostRecord {
         kind: HostKind::Inline,
         session: None,
         ..host_at(&f.ledger, pid, here(), LONG)

@@ -5,7 +5,7 @@ use hermes_ledger::Usage;
 
 /// One thing an agent's stream said.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Event {
+pub enum StreamEvent {
     /// The session started (the init event), with the model it runs.
     Init {
         /// The model, if the event names it.
@@ -94,27 +94,27 @@ impl Tally {
         found.map(|(_, name)| name.as_str())
     }
 
-    pub(crate) fn apply(&mut self, event: &Event) {
+    pub(crate) fn apply(&mut self, event: &StreamEvent) {
         let open = std::mem::replace(
             &mut self.message_open,
-            matches!(event, Event::Assistant { .. }),
+            matches!(event, StreamEvent::Assistant { .. }),
         );
         let r = &mut self.report;
         match event {
-            Event::Init { model } => {
+            StreamEvent::Init { model } => {
                 if model.is_some() {
                     r.model.clone_from(model);
                 }
             }
-            Event::ModelCall => r.api_calls += 1,
-            Event::ToolStart { id, name, .. } => {
+            StreamEvent::ModelCall => r.api_calls += 1,
+            StreamEvent::ToolStart { id, name, .. } => {
                 if self.tools.len() == TOOLS_MAX {
                     self.tools.remove(0);
                 }
                 self.tools.push((id.clone(), name.clone()));
                 r.current_tool = Some(name.clone());
             }
-            Event::ToolEnd { id, .. } => {
+            StreamEvent::ToolEnd { id, .. } => {
                 // A call without an id is the latest one; an id never started ends nothing.
                 match self.tools.iter().rposition(|(i, _)| i == id) {
                     Some(at) => {
@@ -127,7 +127,7 @@ impl Tally {
                 }
                 r.current_tool = self.tools.last().map(|(_, name)| name.clone());
             }
-            Event::Assistant { text, delta } => {
+            StreamEvent::Assistant { text, delta } => {
                 if !delta || !open {
                     self.message.clear();
                 }
@@ -136,13 +136,13 @@ impl Tally {
                     r.answer = Some(self.message.clone());
                 }
             }
-            Event::Answer(text) => {
+            StreamEvent::Answer(text) => {
                 self.answered = true;
                 r.answer = Some(text.clone());
             }
-            Event::Usage(usage) => r.usage = Some(usage.clone()),
-            Event::Error(message) => r.error = Some(message.clone()),
-            Event::Note(_) => {}
+            StreamEvent::Usage(usage) => r.usage = Some(usage.clone()),
+            StreamEvent::Error(message) => r.error = Some(message.clone()),
+            StreamEvent::Note(_) => {}
         }
     }
 }
@@ -154,18 +154,18 @@ mod tests {
     #[test]
     fn tools_in_flight_and_the_answer_follow_the_events() {
         let mut t = Tally::default();
-        let start = |id: &str, name: &str| Event::ToolStart {
+        let start = |id: &str, name: &str| StreamEvent::ToolStart {
             id: id.into(),
             name: name.into(),
             detail: String::new(),
         };
-        let end = |id: &str| Event::ToolEnd {
+        let end = |id: &str| StreamEvent::ToolEnd {
             id: id.into(),
             ok: true,
             detail: String::new(),
         };
         for e in [
-            Event::ModelCall,
+            StreamEvent::ModelCall,
             start("a", "Bash"),
             start("b", "Read"),
             end("a"),
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(t.report.current_tool.as_deref(), Some("Read"));
         t.apply(&end("b"));
         assert_eq!(t.report.current_tool, None);
-        let say = |text: &str, delta| Event::Assistant {
+        let say = |text: &str, delta| StreamEvent::Assistant {
             text: text.into(),
             delta,
         };
@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(t.report.answer.as_deref(), Some("Hello"));
         t.apply(&say("Bye", false));
         assert_eq!(t.report.answer.as_deref(), Some("Bye"));
-        t.apply(&Event::Answer("Final".into()));
+        t.apply(&StreamEvent::Answer("Final".into()));
         t.apply(&say("later", false));
         assert_eq!(t.report.answer.as_deref(), Some("Final"));
         assert_eq!(t.report.api_calls, 1);

@@ -5,23 +5,23 @@
 
 use serde_json::Value;
 
-use super::event::Event;
+use super::event::StreamEvent;
 use super::profile::ReadState;
 use super::stream::{read_object_line, short, str_at};
 
 /// Reads one line of the stream into events; `false` if it is not a JSON object.
-pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<StreamEvent>) -> bool {
     read_object_line(line, state, out, read_object)
 }
 
-fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
+fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) {
     match str_at(line, "type") {
-        "init" => out.push(Event::Init {
+        "init" => out.push(StreamEvent::Init {
             model: line.get("model").and_then(Value::as_str).map(str::to_owned),
         }),
         "message" if str_at(line, "role") == "assistant" => {
             state.model_output(out);
-            out.push(Event::Assistant {
+            out.push(StreamEvent::Assistant {
                 text: str_at(line, "content").to_owned(),
                 delta: line["delta"].as_bool().unwrap_or(false),
             });
@@ -43,7 +43,7 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
             .find_map(|k| parameters.get(*k).and_then(Value::as_str))
             .map(short)
             .unwrap_or_default();
-            out.push(Event::ToolStart {
+            out.push(StreamEvent::ToolStart {
                 id: str_at(line, "tool_id").to_owned(),
                 name: str_at(line, "tool_name").to_owned(),
                 detail,
@@ -56,14 +56,14 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
             } else {
                 short(str_at(&line["error"], "message"))
             };
-            out.push(Event::ToolEnd {
+            out.push(StreamEvent::ToolEnd {
                 id: str_at(line, "tool_id").to_owned(),
                 ok,
                 detail,
             });
             state.in_model_turn = false;
         }
-        "error" => out.push(Event::Note(format!(
+        "error" => out.push(StreamEvent::Note(format!(
             "{}: {}",
             match str_at(line, "severity") {
                 "" => "error",
@@ -75,7 +75,7 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
             let stats = &line["stats"];
             let count = |k: &str| stats[k].as_u64().unwrap_or(0);
             if stats.is_object() {
-                out.push(Event::Usage(hermes_ledger::Usage {
+                out.push(StreamEvent::Usage(hermes_ledger::Usage {
                     input_tokens: count("input_tokens"),
                     output_tokens: count("output_tokens"),
                     cached_input_tokens: count("cached"),
@@ -84,13 +84,13 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
             }
             if str_at(line, "status") == "error" {
                 let message = str_at(&line["error"], "message");
-                out.push(Event::Error(if message.is_empty() {
+                out.push(StreamEvent::Error(if message.is_empty() {
                     format!("{} reported an error", state.agent)
                 } else {
                     message.to_owned()
                 }));
             }
         }
-        other => out.push(Event::Note(other.to_owned())),
+        other => out.push(StreamEvent::Note(other.to_owned())),
     }
 }

@@ -14,7 +14,7 @@ mod stream;
 mod thread_items;
 
 pub use depth::{CHILD_DEPTH_VAR, CHILD_ROLE_VAR, DepthRefusal, depth_for_dispatch};
-pub use event::{Event, Report};
+pub use event::{Report, StreamEvent};
 pub use profile::{
     Adapter, AgentCommand, AgentError, AgentRequest, ReadState, adapter_by_name, adapter_for,
     command_for, find_program, read_line,

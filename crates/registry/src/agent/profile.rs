@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use hermes_agents::{Agent, StreamFormat};
 use hermes_ledger::Role;
 
-use super::event::Event;
+use super::event::StreamEvent;
 use super::prompt::{subagent_prompt, tools_for};
 
 /// What an adapter remembers between two lines of one stream.
@@ -26,10 +26,10 @@ pub struct ReadState {
 
 impl ReadState {
     /// The model produced output: one call, unless this response was counted already.
-    pub fn model_output(&mut self, out: &mut Vec<Event>) {
+    pub fn model_output(&mut self, out: &mut Vec<StreamEvent>) {
         if !self.in_model_turn {
             self.in_model_turn = true;
-            out.push(Event::ModelCall);
+            out.push(StreamEvent::ModelCall);
         }
     }
 }
@@ -44,7 +44,7 @@ pub fn read_line(
     adapter: Adapter,
     line: &[u8],
     state: &mut ReadState,
-    out: &mut Vec<Event>,
+    out: &mut Vec<StreamEvent>,
 ) -> bool {
     let Some(child) = &adapter.child else {
         return false;

@@ -5,7 +5,7 @@
 
 use hermes_ledger::Role;
 
-use hermes_agents::Child;
+use hermes_agents::ChildProfile;
 
 /// The prompt of an agent child: `goal`, `context`, and what its `role` and `depth` allow.
 pub fn subagent_prompt(
@@ -49,7 +49,7 @@ pub fn subagent_prompt(
 
 /// The tool names an agent may use for `toolsets` (empty: the agent's defaults). A toolset the
 /// agent knows maps onto its tools; any other name is taken as a tool name of the agent's own.
-pub fn tools_for(child: &Child, toolsets: &[String]) -> Vec<String> {
+pub fn tools_for(child: &ChildProfile, toolsets: &[String]) -> Vec<String> {
     let mut tools: Vec<String> = Vec::new();
     for set in toolsets.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let known = (child.toolset)(set);

@@ -10,21 +10,21 @@ use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::event::Event;
+use super::event::StreamEvent;
 use super::profile::ReadState;
 use super::stream::short;
 
 /// Reads one line of the stream (without its newline) into events; `false` if it is not a
 /// JSON object of its shape, which is then shown as it is.
-pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<StreamEvent>) -> bool {
     // Typed, borrowing and skipping what it does not need: most of a line is content.
     let Ok(line) = serde_json::from_slice::<Line<'_>>(line) else {
         return false;
     };
     let subtype = line.subtype.as_deref().unwrap_or("");
     match &*line.kind {
-        "system" if subtype == "init" => out.push(Event::Init { model: line.model }),
-        "system" => out.push(Event::Note(format!("system {subtype}"))),
+        "system" if subtype == "init" => out.push(StreamEvent::Init { model: line.model }),
+        "system" => out.push(StreamEvent::Note(format!("system {subtype}"))),
         "assistant" => {
             let Some(message) = line.message else {
                 return true;
@@ -32,15 +32,15 @@ pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> 
             let id = message.id.as_deref();
             if id.is_none() || id != state.message_id.as_deref() {
                 state.message_id = id.map(str::to_owned);
-                out.push(Event::ModelCall);
+                out.push(StreamEvent::ModelCall);
             }
             for block in message.content.0 {
                 match &*block.kind {
-                    "text" => out.push(Event::Assistant {
+                    "text" => out.push(StreamEvent::Assistant {
                         text: block.text.unwrap_or_default(),
                         delta: false,
                     }),
-                    "tool_use" => out.push(Event::ToolStart {
+                    "tool_use" => out.push(StreamEvent::ToolStart {
                         id: block.id.as_deref().unwrap_or("").to_owned(),
                         name: block.name.as_deref().unwrap_or("").to_owned(),
                         detail: block.input.as_ref().map(tool_detail).unwrap_or_default(),
@@ -52,7 +52,7 @@ pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> 
         "user" => {
             for block in line.message.map(|m| m.content.0).unwrap_or_default() {
                 if block.kind == "tool_result" {
-                    out.push(Event::ToolEnd {
+                    out.push(StreamEvent::ToolEnd {
                         id: block.tool_use_id.as_deref().unwrap_or("").to_owned(),
                         ok: !block.is_error.unwrap_or(false),
                         detail: block
@@ -67,7 +67,7 @@ pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> 
         "result" => {
             if line.usage.is_some() || line.total_cost_usd.is_some() {
                 let u = line.usage.unwrap_or_default();
-                out.push(Event::Usage(hermes_ledger::Usage {
+                out.push(StreamEvent::Usage(hermes_ledger::Usage {
                     input_tokens: u.input_tokens
                         + u.cache_creation_input_tokens
                         + u.cache_read_input_tokens,
@@ -83,12 +83,12 @@ pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> 
                 } else {
                     text
                 };
-                out.push(Event::Error(message));
+                out.push(StreamEvent::Error(message));
             } else {
-                out.push(Event::Answer(text));
+                out.push(StreamEvent::Answer(text));
             }
         }
-        other => out.push(Event::Note(other.to_owned())),
+        other => out.push(StreamEvent::Note(other.to_owned())),
     }
     true
 }

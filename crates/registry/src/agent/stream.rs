@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::event::{Event, Report, Tally};
+use super::event::{Report, StreamEvent, Tally};
 use super::profile::{Adapter, ReadState, read_line};
 use crate::progress::{Line, LineAssembler};
 
@@ -36,7 +36,7 @@ struct Reader {
     adapter: Adapter,
     state: ReadState,
     tally: Tally,
-    events: Vec<Event>,
+    events: Vec<StreamEvent>,
     /// Assistant text not written yet (a message streamed in chunks is one line).
     pending: String,
     fell_back: bool,
@@ -139,8 +139,8 @@ impl Reader {
         }
     }
 
-    fn show(&mut self, event: &Event, sink: &mut dyn Sink) {
-        if let Event::Assistant { text, delta } = event {
+    fn show(&mut self, event: &StreamEvent, sink: &mut dyn Sink) {
+        if let StreamEvent::Assistant { text, delta } = event {
             if !delta {
                 self.flush(sink);
             }
@@ -152,12 +152,12 @@ impl Reader {
         }
         self.flush(sink);
         match event {
-            Event::Init { model } => {
+            StreamEvent::Init { model } => {
                 let text = format!("init model {}", model.as_deref().unwrap_or("?"));
                 sink.line("prg", &text);
             }
-            Event::ModelCall | Event::Assistant { .. } => {}
-            Event::ToolStart { name, detail, .. } => {
+            StreamEvent::ModelCall | StreamEvent::Assistant { .. } => {}
+            StreamEvent::ToolStart { name, detail, .. } => {
                 let text = if detail.is_empty() {
                     format!("tool {name}")
                 } else {
@@ -165,7 +165,7 @@ impl Reader {
                 };
                 sink.line("prg", &text);
             }
-            Event::ToolEnd { id, ok, detail } => {
+            StreamEvent::ToolEnd { id, ok, detail } => {
                 let name = self.tally.tool_of(id).unwrap_or("?");
                 let word = if *ok { "done" } else { "failed" };
                 let text = if detail.is_empty() {
@@ -175,10 +175,10 @@ impl Reader {
                 };
                 sink.line("prg", &text);
             }
-            Event::Answer(text) => lines(sink, "out", "result: ", text),
-            Event::Usage(usage) => sink.line("prg", &usage_words(usage)),
-            Event::Error(message) => lines(sink, "err", "error: ", message),
-            Event::Note(text) => sink.line("prg", text),
+            StreamEvent::Answer(text) => lines(sink, "out", "result: ", text),
+            StreamEvent::Usage(usage) => sink.line("prg", &usage_words(usage)),
+            StreamEvent::Error(message) => lines(sink, "err", "error: ", message),
+            StreamEvent::Note(text) => sink.line("prg", text),
         }
     }
 }
@@ -213,8 +213,8 @@ pub fn usage_words(usage: &hermes_ledger::Usage) -> String {
 pub(crate) fn read_object_line(
     line: &[u8],
     state: &mut ReadState,
-    out: &mut Vec<Event>,
-    read_object: fn(&Value, &mut ReadState, &mut Vec<Event>),
+    out: &mut Vec<StreamEvent>,
+    read_object: fn(&Value, &mut ReadState, &mut Vec<StreamEvent>),
 ) -> bool {
     let Some(line) = object(line) else {
         return false;

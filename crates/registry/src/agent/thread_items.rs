@@ -6,31 +6,34 @@
 
 use serde_json::Value;
 
-use super::event::Event;
+use super::event::StreamEvent;
 use super::profile::ReadState;
 use super::stream::{read_object_line, short, str_at};
 
 /// Reads one line of the stream into events; `false` if it is not a JSON object.
-pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<Event>) -> bool {
+pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<StreamEvent>) -> bool {
     read_object_line(line, state, out, read_object)
 }
 
-fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
+fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) {
     let item = &line["item"];
     match str_at(line, "type") {
         "thread.started" => {
-            out.push(Event::Note(format!("thread {}", str_at(line, "thread_id"))));
+            out.push(StreamEvent::Note(format!(
+                "thread {}",
+                str_at(line, "thread_id")
+            )));
         }
         "turn.started" => {
             state.in_model_turn = false;
-            out.push(Event::Note("turn started".into()));
+            out.push(StreamEvent::Note("turn started".into()));
         }
         "item.started" => {
             if let kind @ ("command_execution" | "mcp_tool_call" | "web_search") =
                 str_at(item, "type")
             {
                 state.model_output(out);
-                out.push(Event::ToolStart {
+                out.push(StreamEvent::ToolStart {
                     id: str_at(item, "id").to_owned(),
                     name: tool_name(kind, item),
                     detail: tool_detail(kind, item),
@@ -41,14 +44,14 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
         "item.completed" => match str_at(item, "type") {
             "agent_message" => {
                 state.model_output(out);
-                out.push(Event::Assistant {
+                out.push(StreamEvent::Assistant {
                     text: str_at(item, "text").to_owned(),
                     delta: false,
                 });
             }
             "reasoning" => {
                 state.model_output(out);
-                out.push(Event::Note(format!(
+                out.push(StreamEvent::Note(format!(
                     "thinking: {}",
                     short(str_at(item, "text"))
                 )));
@@ -62,7 +65,7 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
                     Some(code) => format!("exit {code}"),
                     None => str_at(item, "status").to_owned(),
                 };
-                out.push(Event::ToolEnd {
+                out.push(StreamEvent::ToolEnd {
                     id: str_at(item, "id").to_owned(),
                     ok,
                     detail,
@@ -77,14 +80,17 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
                     .flatten()
                     .map(|c| str_at(c, "path"))
                     .collect();
-                out.push(Event::Note(format!(
+                out.push(StreamEvent::Note(format!(
                     "file change: {}",
                     short(&paths.join(", "))
                 )));
                 state.in_model_turn = false;
             }
-            "error" => out.push(Event::Note(format!("error: {}", str_at(item, "message")))),
-            other => out.push(Event::Note(other.to_owned())),
+            "error" => out.push(StreamEvent::Note(format!(
+                "error: {}",
+                str_at(item, "message")
+            ))),
+            other => out.push(StreamEvent::Note(other.to_owned())),
         },
         "turn.completed" => {
             let usage = &line["usage"];
@@ -92,11 +98,11 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<Event>) {
             state.usage.input_tokens += count("input_tokens");
             state.usage.cached_input_tokens += count("cached_input_tokens");
             state.usage.output_tokens += count("output_tokens");
-            out.push(Event::Usage(state.usage.clone()));
+            out.push(StreamEvent::Usage(state.usage.clone()));
         }
-        "turn.failed" => out.push(Event::Error(error_text(state.agent, &line["error"]))),
-        "error" => out.push(Event::Error(error_text(state.agent, line))),
-        other => out.push(Event::Note(other.to_owned())),
+        "turn.failed" => out.push(StreamEvent::Error(error_text(state.agent, &line["error"]))),
+        "error" => out.push(StreamEvent::Error(error_text(state.agent, line))),
+        other => out.push(StreamEvent::Note(other.to_owned())),
     }
 }
 

@@ -92,15 +92,15 @@ impl Inner {
         mut config: Config,
         clock: Arc<dyn Clock>,
         options: HostOptions,
-    ) -> (Arc<Inner>, hermes_ledger::Host) {
+    ) -> (Arc<Inner>, hermes_ledger::HostRecord) {
         if let Some(worker) = &options.worker {
             // A worker's capacity is its own: it bounds its units and their batches.
-            config.max_concurrent_children = worker.capacity.max(1);
+            config.delegation.max_concurrent_children = worker.capacity.max(1);
         }
         let me = crate::procs::current_host();
         let now = clock.now();
         let host_id = ledger.next_host_id();
-        let record = hermes_ledger::Host {
+        let record = hermes_ledger::HostRecord {
             process: me,
             kind: options.kind,
             session: options.session.clone(),
@@ -108,7 +108,7 @@ impl Inner {
             heartbeat_at: now,
             host_id,
             locality: crate::procs::current_locality(),
-            lease_expires_at: now.plus_ms(millis(config.lease)),
+            lease_expires_at: now.plus_ms(millis(config.host.lease)),
             worker: options.worker.clone(),
         };
         let (hurry, hurried) = watch::channel(false);

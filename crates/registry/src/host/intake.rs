@@ -59,7 +59,7 @@ pub(super) fn record_dispatch_as(
     config: &Config,
     new: NewDelegation,
     now: Timestamp,
-    registering: Option<&hermes_ledger::Host>,
+    registering: Option<&hermes_ledger::HostRecord>,
 ) -> Result<Admission, RegistryError> {
     record_with(
         config,
@@ -112,8 +112,8 @@ use std::os::unix::fs::DirBuilderExt;
 
 fn capacity(config: &Config) -> Capacity {
     Capacity {
-        max_running: config.max_concurrent_children,
-        max_queued: config.max_queued,
+        max_running: config.delegation.max_concurrent_children,
+        max_queued: config.delegation.max_queued,
     }
 }
 
@@ -153,7 +153,7 @@ impl Inner {
                     i as u32,
                     t.goal.clone(),
                     path,
-                    self.ctx.config.result_max_bytes,
+                    self.ctx.config.result_max_bytes(),
                     self.progress_changed.clone(),
                 ))
             })
@@ -188,8 +188,9 @@ impl Inner {
         };
         let inner = self.clone();
         tokio::spawn(async move {
-            let report =
-                Arc::new(unit::run(Publisher::new(inner.clone()), unit, parent, parts).await);
+            let report = Arc::new(
+                unit::run_to_end(Publisher::new(inner.clone()), unit, parent, parts).await,
+            );
             let id = report.delegation_id.clone();
             {
                 let mut units = inner.lock();

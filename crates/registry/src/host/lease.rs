@@ -15,7 +15,7 @@ use crate::error::RegistryError;
 use super::inner::Inner;
 
 /// The host's housekeeping loop.
-pub(super) async fn maintain(inner: Arc<Inner>) {
+pub(super) async fn housekeeping_loop(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
     let config = inner.ctx.config.clone();
     let mut last_renewal = inner.ctx.clock.now();
@@ -28,9 +28,9 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
     let reaper = crate::reaper::OsReaper::new();
     loop {
         let now = inner.ctx.clock.now();
-        if now.ms_since(last_renewal) >= millis(config.heartbeat_interval) {
+        if now.ms_since(last_renewal) >= millis(config.host.heartbeat) {
             last_renewal = now;
-            let (me, host_id, lease) = (inner.me, inner.host_id, millis(config.lease));
+            let (me, host_id, lease) = (inner.me, inner.host_id, millis(config.host.lease));
             let before = inner.ledger.change_stamp();
             let gate = inner.renewal_gate.lock().await;
             if inner.left.load(Ordering::SeqCst) {
@@ -65,7 +65,7 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
                 }
             }
         }
-        if now.ms_since(last_sweep) >= millis(config.recovery_interval) {
+        if now.ms_since(last_sweep) >= millis(config.host.recovery_interval) {
             last_sweep = now;
             let (reaper, config) = (reaper.clone(), config.clone());
             let swept = inner
@@ -92,7 +92,7 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             && matches!(
                 (stamp, state_read),
                 (Some(stamp), Some((seen, at)))
-                    if stamp == seen && now.ms_since(at) < STATE_RECHECK * millis(config.sweep_interval)
+                    if stamp == seen && now.ms_since(at) < STATE_RECHECK * millis(config.host.sweep_interval)
             );
         if !current {
             // One read a pass: a host that picks up work reads its interrupts with it.
@@ -104,7 +104,7 @@ pub(super) async fn maintain(inner: Arc<Inner>) {
             state_read = if clean { stamp.map(|s| (s, now)) } else { None };
         }
         woken = tokio::select! {
-            () = tokio::time::sleep(config.sweep_interval) => false,
+            () = tokio::time::sleep(config.host.sweep_interval) => false,
             () = inner.wake.notified() => true,
             _ = stop.changed() => return,
         };
@@ -128,8 +128,8 @@ const FENCE_NAP: Duration = Duration::from_secs(1);
 /// It reads only the clock and [`Inner::renewed_at`], never the ledger.
 pub(super) async fn fence_on_time(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
-    let limit = millis(inner.ctx.config.self_fence_after);
-    let tick = inner.ctx.config.sweep_interval.min(FENCE_TICK);
+    let limit = millis(inner.ctx.config.self_fence_after());
+    let tick = inner.ctx.config.host.sweep_interval.min(FENCE_TICK);
     loop {
         let renewed = Timestamp(inner.renewed_at.load(Ordering::SeqCst));
         let since = inner.ctx.clock.now().ms_since(renewed);

@@ -1,5 +1,5 @@
 //! A host: the process that runs units. It registers itself in the ledger with a fresh fencing
-//! epoch, its locality and a lease it renews every `heartbeat_interval`; dispatches and launches
+//! epoch, its locality and a lease it renews every `host.heartbeat`; dispatches and launches
 //! units, persists its children's progress (and output tails) as it changes, in one write per
 //! `progress_interval` at most for all its units (`progress.rs`), acts on interrupts
 //! asked for by other processes, starts its queued units when they reach the head of the FIFO
@@ -43,7 +43,7 @@ use activity::watch_activity;
 pub(crate) use inner::Inner;
 use intake::record_dispatch_as;
 pub use intake::{record_dispatch, record_dispatch_to_session_host};
-use lease::{fence_on_time, maintain};
+use lease::{fence_on_time, housekeeping_loop};
 pub(crate) use publish::Publisher;
 
 /// Finished units whose reports a host keeps for [`Host::wait`].
@@ -164,7 +164,7 @@ impl Host {
 
     /// Starts the tasks of a registered host.
     fn begin(inner: Arc<Inner>) -> Host {
-        tokio::spawn(maintain(inner.clone()));
+        tokio::spawn(housekeeping_loop(inner.clone()));
         tokio::spawn(fence_on_time(inner.clone()));
         tokio::spawn(progress::flush_progress(inner.clone()));
         if inner.options.kind != HostKind::Inline {
@@ -212,7 +212,7 @@ impl Host {
     async fn dispatch_as(
         inner: &Arc<Inner>,
         request: DispatchRequest,
-        registering: Option<hermes_ledger::Host>,
+        registering: Option<hermes_ledger::HostRecord>,
     ) -> Result<Dispatched, RegistryError> {
         let _gate = inner.launch_gate.lock().await;
         let new = NewDelegation {
@@ -227,7 +227,9 @@ impl Host {
         let config = inner.ctx.config.clone();
         // Registering, an inline unit's first children are recorded running by the dispatch.
         let recorded_running = match (&registering, request.channel) {
-            (Some(_), Channel::Inline) => inner.ctx.config.max_concurrent_children.max(1),
+            (Some(_), Channel::Inline) => {
+                inner.ctx.config.delegation.max_concurrent_children.max(1)
+            }
             _ => 0,
         };
         let admission = inner
@@ -324,7 +326,7 @@ impl Host {
             if unit.host != Some(me) {
                 return None;
             }
-            let sweep = self.inner.ctx.config.sweep_interval;
+            let sweep = self.inner.ctx.config.host.sweep_interval;
             let _ = tokio::time::timeout(sweep, launches.changed()).await;
         }
     }
@@ -430,7 +432,7 @@ impl Host {
                 tracing::warn!(delegation = %id, error = %e, "cannot record the interrupt");
             }
         }
-        let limit = inner.ctx.config.kill_grace + Duration::from_secs(5);
+        let limit = inner.ctx.config.delegation.kill_grace + Duration::from_secs(5);
         let all = async {
             for id in &running {
                 self.wait(id).await;

@@ -25,12 +25,12 @@ impl Fixture {
 /// Short thresholds so stalls happen within seconds.
 pub fn quick_config(home: &std::path::Path) -> Config {
     let mut c = Config::new(home);
-    c.stall_idle = Duration::from_secs(1);
-    c.stall_in_tool = Duration::from_secs(3);
-    c.stall_grace = Duration::from_secs(1);
-    c.kill_grace = Duration::from_secs(1);
-    c.sweep_interval = Duration::from_millis(250);
-    c.heartbeat_interval = Duration::from_millis(500);
+    c.delegation.stall_idle = Duration::from_secs(1);
+    c.delegation.stall_in_tool = Duration::from_secs(3);
+    c.delegation.stall_grace = Duration::from_secs(1);
+    c.delegation.kill_grace = Duration::from_secs(1);
+    c.host.sweep_interval = Duration::from_millis(250);
+    c.host.heartbeat = Duration::from_millis(500);
     c.progress_interval = Duration::from_millis(500);
     c
 }

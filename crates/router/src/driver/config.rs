@@ -28,7 +28,7 @@ impl RouterConfig {
     }
 
     /// A consumer `consumer` of `session` with the lease and renewal period of `settings`
-    /// (renewals at least twice per lease, [`hermes_settings::Delivery::renew_every`]).
+    /// (renewals at least twice per lease, [`hermes_settings::DeliverySettings::renew_every`]).
     pub fn from_settings(
         session: SessionId,
         consumer: impl Into<String>,

@@ -13,7 +13,7 @@ use crate::services::delivery::consume::tokens;
 use crate::services::home::{now, render_context};
 
 /// A claimed envelope, rendered before it was claimed.
-pub type Claimed = ClaimedEnvelope<String>;
+pub type RenderedClaim = ClaimedEnvelope<String>;
 
 /// Renders one envelope (before the router claims it, so rendering never burns an attempt).
 fn render(delegation: &Delegation, events: &[Event]) -> Result<String, Infallible> {
@@ -24,13 +24,13 @@ fn render(delegation: &Delegation, events: &[Event]) -> Result<String, Infallibl
 }
 
 /// Claims what is ready at `boundary` now.
-pub fn take(router: &Router, boundary: Boundary) -> Result<Vec<Claimed>, RouterError> {
+pub fn take(router: &Router, boundary: Boundary) -> Result<Vec<RenderedClaim>, RouterError> {
     Ok(router.take_ready(boundary, now(), render)?.delivered)
 }
 
 /// Waits until `deadline_ms` from now for something ready at a turn boundary (or until the
 /// router's waits are interrupted) and claims it.
-pub fn wait(router: &Router, deadline_ms: u64) -> Result<Vec<Claimed>, RouterError> {
+pub fn wait(router: &Router, deadline_ms: u64) -> Result<Vec<RenderedClaim>, RouterError> {
     let deadline = now().plus_ms(deadline_ms);
     Ok(router
         .wait_ready(Boundary::Turn, deadline, &SystemClock, render)?
@@ -39,7 +39,7 @@ pub fn wait(router: &Router, deadline_ms: u64) -> Result<Vec<Claimed>, RouterErr
 
 /// The text of the envelopes claimed at one boundary (the tool carrier at a tool boundary,
 /// one leading line when several arrive together).
-pub fn text(claimed: &[Claimed], boundary: Boundary) -> String {
+pub fn text(claimed: &[RenderedClaim], boundary: Boundary) -> String {
     if claimed.is_empty() {
         return String::new();
     }
@@ -59,7 +59,7 @@ pub fn text(claimed: &[Claimed], boundary: Boundary) -> String {
 /// ([`Router::present`]).
 pub fn present(
     router: &Router,
-    claimed: Vec<Claimed>,
+    claimed: Vec<RenderedClaim>,
     boundary: Boundary,
     show: impl FnOnce(&str) -> bool,
 ) {
@@ -75,6 +75,6 @@ pub fn present(
 }
 
 /// Gives claims back unshown (the attempt is not counted).
-pub fn give_back(router: &Router, claimed: Vec<Claimed>) {
+pub fn give_back(router: &Router, claimed: Vec<RenderedClaim>) {
     router.give_back(&tokens(&claimed));
 }

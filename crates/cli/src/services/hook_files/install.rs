@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use hermes_agents::{Action, Boundary, Entry, Place};
+use hermes_agents::{Action, Entry, HookBoundary, Place};
 
 use hermes_agents::{self as agents, Agent};
 
@@ -357,7 +357,7 @@ fn plan_json_hooks(
                 entry: build_entry(entry, &command, e.command),
                 command,
                 matcher: tool_matcher
-                    .filter(|_| matches!(e.action, Action::Deliver(Boundary::Tool))),
+                    .filter(|_| matches!(e.action, Action::Deliver(HookBoundary::Tool))),
             }
         })
         .collect();

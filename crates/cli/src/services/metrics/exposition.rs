@@ -70,7 +70,7 @@ pub fn labels(pairs: &[(&'static str, &str)]) -> Labels {
 
 /// One series' value.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Value {
+pub enum SeriesValue {
     Number(f64),
     Histogram(Buckets),
 }
@@ -81,19 +81,19 @@ pub struct Family {
     kind: Kind,
     help: &'static str,
     unit: Option<&'static str>,
-    series: BTreeMap<Labels, Value>,
+    series: BTreeMap<Labels, SeriesValue>,
 }
 
 impl Family {
     /// Sets the series of `labels` to `value`.
     pub fn set(&mut self, labels: Labels, value: f64) -> &mut Family {
-        self.series.insert(labels, Value::Number(value));
+        self.series.insert(labels, SeriesValue::Number(value));
         self
     }
 
     /// Sets the histogram of `labels`.
     pub fn observed(&mut self, labels: Labels, buckets: Buckets) -> &mut Family {
-        self.series.insert(labels, Value::Histogram(buckets));
+        self.series.insert(labels, SeriesValue::Histogram(buckets));
         self
     }
 }
@@ -144,11 +144,13 @@ impl Exposition {
                 if !family.series.contains_key(labels)
                     && matches!(family.kind, Kind::Gauge | Kind::Counter)
                 {
-                    family.series.insert(labels.clone(), Value::Number(0.0));
+                    family
+                        .series
+                        .insert(labels.clone(), SeriesValue::Number(0.0));
                 }
             }
             for (labels, value) in &family.series {
-                if matches!(value, Value::Number(_)) {
+                if matches!(value, SeriesValue::Number(_)) {
                     before.insert(labels.clone());
                 }
             }
@@ -204,12 +206,12 @@ fn exposed_name(name: &str, kind: Kind, format: Format) -> String {
     }
 }
 
-fn write_series(out: &mut String, name: &str, labels: &Labels, value: &Value) {
+fn write_series(out: &mut String, name: &str, labels: &Labels, value: &SeriesValue) {
     match value {
-        Value::Number(n) => {
+        SeriesValue::Number(n) => {
             let _ = writeln!(out, "{name}{} {}", label_text(labels, None), number(*n));
         }
-        Value::Histogram(buckets) => {
+        SeriesValue::Histogram(buckets) => {
             for (bound, count) in buckets.cumulative() {
                 let le = label_text(labels, Some(&number(bound)));
                 let _ = writeln!(out, "{name}_bucket{le} {count}");

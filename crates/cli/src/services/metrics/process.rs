@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use hermes_ledger::{Census, Host, Ledger, Liveness as _};
+use hermes_ledger::{Census, HostRecord, Ledger, Liveness as _};
 
 use super::exposition::{Exposition, Format, Seen};
 use super::render::{self, ProcessCounts};
@@ -77,12 +77,12 @@ fn render_now(census: &Census, totals: &Totals, limits: &Limits) -> Exposition {
     let reaper = hermes_registry::OsReaper::new();
     let here = reaper.locality();
     let at = now();
-    let dead = |h: &Host| h.is_dead(&here, at, &|p| reaper.is_alive(p));
+    let dead = |h: &HostRecord| h.is_dead(&here, at, &|p| reaper.is_alive(p));
     render::render(census, totals, at, limits, &dead, &counts())
 }
 
 /// A source of metrics text for the endpoint; it keeps its tally and series between scrapes.
-pub fn source(ledger: Arc<Ledger>, limits: Limits) -> super::serve::Source {
+pub fn source(ledger: Arc<Ledger>, limits: Limits) -> super::serve::MetricsSource {
     let scrapes = Mutex::new(Scrapes::default());
     Arc::new(move |format: Format| {
         let mut scrapes = scrapes.lock().unwrap_or_else(PoisonError::into_inner);

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use hermes_ledger::{Census, EventState, Host, HostKind, Timestamp, UnitStatus};
+use hermes_ledger::{Census, EventState, HostKind, HostRecord, Timestamp, UnitStatus};
 
 use super::exposition::{Exposition, Kind, labels};
 use super::tally::{Buckets, Totals, UNIT_STATUSES, exponential_buckets};
@@ -49,7 +49,7 @@ pub fn render(
     totals: &Totals,
     now: Timestamp,
     limits: &Limits,
-    dead: &dyn Fn(&Host) -> bool,
+    dead: &dyn Fn(&HostRecord) -> bool,
     process: &ProcessCounts,
 ) -> Exposition {
     let mut out = Exposition::default();
@@ -241,7 +241,7 @@ mod tests {
     /// for no host and a unit waiting in pool `waiting`, which no worker serves.
     fn ledger(dir: &std::path::Path) -> Ledger {
         let ledger = Ledger::open(&dir.join("ledger.redb"), LedgerConfig::default()).expect("open");
-        let worker = Host {
+        let worker = HostRecord {
             process: ProcessId {
                 pid: 7,
                 start_time: 1,
@@ -288,7 +288,7 @@ mod tests {
         let census = ledger.census_except(&|_| false).expect("census");
         let totals = Tally::default().absorb(&census);
         let limits = Limits::from_settings(&hermes_settings::Settings::default());
-        let dead = |_: &Host| false;
+        let dead = |_: &HostRecord| false;
         render(
             &census,
             &totals,

@@ -19,7 +19,7 @@ use super::exposition::Format;
 use crate::services::exit::{Code, fail};
 
 /// What renders the metrics in a format (it may block: it reads the ledger).
-pub type Source = Arc<dyn Fn(Format) -> anyhow::Result<String> + Send + Sync>;
+pub type MetricsSource = Arc<dyn Fn(Format) -> anyhow::Result<String> + Send + Sync>;
 
 const MAX_REQUEST: usize = 8 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,7 +42,7 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
 }
 
 /// Serves `/metrics` on `listener` until the runtime ends (call it inside the runtime).
-pub fn spawn(listener: std::net::TcpListener, source: Source) -> anyhow::Result<()> {
+pub fn spawn(listener: std::net::TcpListener, source: MetricsSource) -> anyhow::Result<()> {
     let listener = TcpListener::from_std(listener).map_err(|err| {
         fail(
             Code::Usage,
@@ -181,7 +181,7 @@ async fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
     }
 }
 
-async fn answer(mut stream: TcpStream, source: Source) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, source: MetricsSource) -> std::io::Result<()> {
     let head = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
         Ok(Ok(Some(head))) => head,
         Ok(Ok(None)) => return Ok(()),

@@ -6,8 +6,8 @@ use crate::codec::decode_record as decode;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_host};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
-    Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord,
+    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
 };
 use crate::store::key_code;
 use crate::store::{ReadTx, session_part};
@@ -36,7 +36,7 @@ impl ReadTx for Tx<'_, '_> {
         )
     }
 
-    fn host(&self, process: ProcessId) -> Result<Option<Host>> {
+    fn host(&self, process: ProcessId) -> Result<Option<HostRecord>> {
         kept(
             |s| &mut s.hosts,
             &self.seen,
@@ -53,11 +53,11 @@ impl ReadTx for Tx<'_, '_> {
         )
     }
 
-    fn hosts(&self) -> Result<Vec<Host>> {
+    fn hosts(&self) -> Result<Vec<HostRecord>> {
         if let Some(hosts) = &self.seen.borrow().all_hosts {
             return Ok(hosts.clone());
         }
-        let hosts: Vec<Host> = self
+        let hosts: Vec<HostRecord> = self
             .query(
                 "SELECT record FROM hermes_hosts ORDER BY pid, start_time",
                 &[],

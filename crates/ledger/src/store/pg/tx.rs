@@ -14,7 +14,7 @@ use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::{decode_delegation, decode_host};
 use crate::model::{
-    Child, Delegation, DelegationId, Event, EventRef, Host, ProcessId, Session, UnitTally,
+    Child, Delegation, DelegationId, Event, EventRef, HostRecord, ProcessId, Session, UnitTally,
 };
 use crate::store::{Counters, event_ref};
 
@@ -56,12 +56,12 @@ pub(super) struct Held {
 /// row is the row.
 #[derive(Default)]
 pub(super) struct Seen {
-    pub(super) hosts: HashMap<ProcessId, Option<Host>>,
+    pub(super) hosts: HashMap<ProcessId, Option<HostRecord>>,
     pub(super) sessions: HashMap<String, Option<Session>>,
     pub(super) tallies: HashMap<String, Option<UnitTally>>,
     pub(super) units: HashMap<String, Option<Delegation>>,
     /// Every host, once read and until this transaction writes one.
-    pub(super) all_hosts: Option<Vec<Host>>,
+    pub(super) all_hosts: Option<Vec<HostRecord>>,
 }
 
 /// `key`'s row from `rows` if this transaction has it, else `read` it and keep it.

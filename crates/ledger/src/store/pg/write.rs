@@ -7,8 +7,8 @@ use super::rows::{EventRow, claim_columns, claim_keys, event_columns, token_byte
 use super::tx::{Tx, encode, int};
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, Host, ProcessId, Session,
-    SessionId, Stalling, UnitStatus, UnitTally,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, HostRecord, ProcessId,
+    Session, SessionId, Stalling, UnitStatus, UnitTally,
 };
 use crate::store::META_ACTIVITY;
 use crate::store::{ReadTx, WriteTx};
@@ -77,7 +77,7 @@ impl WriteTx for Tx<'_, '_> {
         )
     }
 
-    fn put_host(&self, host: &Host) -> Result<()> {
+    fn put_host(&self, host: &HostRecord) -> Result<()> {
         let mut seen = self.seen.borrow_mut();
         seen.hosts.insert(host.process, Some(host.clone()));
         seen.all_hosts = None;

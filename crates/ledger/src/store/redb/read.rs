@@ -9,8 +9,8 @@ use crate::codec::decode_record as decode;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_delegation, decode_event, decode_host};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, Host, ProcessId,
-    Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord,
+    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
 };
 use crate::store::{ReadTx, event_ref, key_code, session_part};
 
@@ -34,7 +34,7 @@ impl<T: Tables> ReadTx for T {
         Ok(out)
     }
 
-    fn host(&self, process: ProcessId) -> Result<Option<Host>> {
+    fn host(&self, process: ProcessId) -> Result<Option<HostRecord>> {
         let table = self.open(HOSTS).map_err(storage)?;
         let row = table
             .get((process.pid, process.start_time))
@@ -42,7 +42,7 @@ impl<T: Tables> ReadTx for T {
         row.map(|v| decode_host(self.path(), v.value())).transpose()
     }
 
-    fn hosts(&self) -> Result<Vec<Host>> {
+    fn hosts(&self) -> Result<Vec<HostRecord>> {
         let table = self.open(HOSTS).map_err(storage)?;
         let mut out = Vec::new();
         for row in table.iter().map_err(storage)? {

@@ -10,7 +10,7 @@ use redb::TableDefinition;
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Session id → `Session`.
 pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
-/// (pid, start time) → `Host`.
+/// (pid, start time) → `HostRecord`.
 pub(crate) const HOSTS: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("hosts");
 /// Delegation id → `Delegation`.
 pub(crate) const DELEGATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("delegations");

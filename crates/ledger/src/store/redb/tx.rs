@@ -17,8 +17,8 @@ use crate::codec::{self};
 use crate::error::Result;
 use crate::model::legacy::decode_delegation;
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, Host, ProcessId, Session,
-    Stalling, UnitTally,
+    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, HostRecord, ProcessId,
+    Session, Stalling, UnitTally,
 };
 use crate::store::{Counters, META_ACTIVITY, ReadTx, WriteTx, key_code, session_part};
 
@@ -214,7 +214,7 @@ impl WriteTx for Write<'_> {
         put(self.txn_mut(), SESSIONS, session.id.as_str(), session)
     }
 
-    fn put_host(&self, host: &Host) -> Result<()> {
+    fn put_host(&self, host: &HostRecord) -> Result<()> {
         put(
             self.txn_mut(),
             HOSTS,

@@ -15,7 +15,7 @@ pub fn session() -> SessionId {
 pub fn registered_host(ledger: &Ledger, pid: u32) -> ProcessId {
     let process = ProcessId { pid, start_time: 1 };
     ledger
-        .register_host(&Host {
+        .register_host(&HostRecord {
             process,
             kind: HostKind::Headless,
             session: Some(session()),
