@@ -256,7 +256,9 @@ impl Host {
         })
     }
 
-    /// Runs an inline unit here and waits for its end.
+    /// Runs an inline unit here and waits for its end (for tests and benchmarks: the product
+    /// runs its inline units through [`Host::start_dispatching`]).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn run_inline(
         &self,
         spec: DispatchSpec,

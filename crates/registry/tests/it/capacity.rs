@@ -1,15 +1,13 @@
 //! Capacity across every process of a home: units beyond `max_concurrent_children` queue and
 //! start in FIFO order, in one process and across two processes sharing one home.
 
-mod common;
-
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hermes_ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
 use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
@@ -323,7 +321,7 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
         let mut second = Command::new(exe)
             .args([
                 "--exact",
-                "second_process_role",
+                "capacity::second_process_role",
                 "--nocapture",
                 "--test-threads=1",
             ])
