@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DropReason, HostRecord,
-    Locality, ProcessId, SessionId, Timestamp, UnitStatus,
+    Channel, Child, ChildOutcome, ChildStatus, DelegationId, DropReason, HostRecord, Locality,
+    ProcessId, SessionId, Timestamp, UnitRecord, UnitStatus,
 };
 use crate::rules;
 use crate::txn::assign::set_host;
@@ -132,7 +132,7 @@ enum Orphan {
 
 /// Whether a queued unit waits for a host of its session: a background unit of no pool (a
 /// pool's units wait for its workers; an inline unit has no session).
-fn needs_host(unit: &Delegation) -> bool {
+fn needs_host(unit: &UnitRecord) -> bool {
     unit.channel == Channel::Background && unit.spec.pool.is_none()
 }
 
@@ -258,7 +258,7 @@ impl Ledger {
         &self,
         stamp: Option<u64>,
         records: &HashMap<ProcessId, HostRecord>,
-        units: &[Delegation],
+        units: &[UnitRecord],
         found_dead: bool,
     ) {
         let quiet = stamp.map(|stamp| QuietSweep {
@@ -277,7 +277,7 @@ impl Ledger {
     /// host, whose host of this locality is gone with its process, is reported `hostless`.
     fn adopt_orphan(
         &self,
-        unit: Delegation,
+        unit: UnitRecord,
         host: ProcessId,
         local: bool,
         reaper: &dyn Reaper,
@@ -306,7 +306,7 @@ impl Ledger {
     /// pool ([`Ledger::finalize_orphan`], which re-checks everything).
     fn settle_orphan(
         &self,
-        unit: Delegation,
+        unit: UnitRecord,
         host: ProcessId,
         local: bool,
         reaper: &dyn Reaper,
