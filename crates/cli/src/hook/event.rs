@@ -26,6 +26,7 @@ use crate::services::relay::{self, Outcome};
 pub fn run(command: HookCommand) -> anyhow::Result<Code> {
     let (subcommand, agent) = match command {
         HookCommand::Install(args) => return crate::services::hook_files::install(&args),
+        HookCommand::Uninstall(args) => return crate::services::hook_files::uninstall(&args),
         HookCommand::SessionStart(a) => ("session-start", a.agent),
         HookCommand::UserPromptSubmit(a) => ("user-prompt-submit", a.agent),
         HookCommand::PostToolUse(a) => ("post-tool-use", a.agent),

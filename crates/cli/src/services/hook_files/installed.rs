@@ -98,6 +98,11 @@ fn look(profile: &Agent, level: &'static str, server: &Path, hooks: &Path) -> Fo
                 strings(&doc, &mut commands);
             }
         }
+        Hooks::Plugin { .. } => {
+            if let Ok(text) = std::fs::read_to_string(hooks.join("hermes.json")) {
+                commands.extend(profile.events.iter().map(|e| format!("{text} hook {}", e.command)));
+            }
+        }
         Hooks::Scripts { .. } => {
             for event in profile.events {
                 if let Ok(text) = std::fs::read_to_string(hooks.join(event.name))
@@ -152,6 +157,10 @@ fn has_server(install: &Install, path: &Path) -> bool {
             doc.get("mcpServers")
                 .and_then(|s| s.get("hermes"))
                 .is_some()
+        }),
+        Server::Yaml { .. } => std::fs::read_to_string(path).is_ok_and(|text| {
+            text.lines()
+                .any(|l| l.trim_start().starts_with("hermes:") && l.contains("# hermes hook install"))
         }),
         Server::Toml { .. } => std::fs::read_to_string(path)
             .ok()
