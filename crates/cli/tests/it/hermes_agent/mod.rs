@@ -161,9 +161,12 @@ impl Upstream {
             "upstream failed: {stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // `session_id: …` ends its output (on stderr with `-Q`).
+        let stderr = String::from_utf8_lossy(&out.stderr);
         stdout
             .lines()
-            .find_map(|l| l.strip_prefix("session_id: "))
+            .chain(stderr.lines())
+            .find_map(|l| l.trim().strip_prefix("session_id: "))
             .map(|s| s.trim().to_owned())
             .or_else(|| resume.map(str::to_owned))
             .unwrap_or_else(|| panic!("no session_id in {stdout}"))
