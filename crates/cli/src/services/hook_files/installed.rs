@@ -100,7 +100,12 @@ fn look(profile: &Agent, level: &'static str, server: &Path, hooks: &Path) -> Fo
         }
         Hooks::Plugin { .. } => {
             if let Ok(text) = std::fs::read_to_string(hooks.join("hermes.json")) {
-                commands.extend(profile.events.iter().map(|e| format!("{text} hook {}", e.command)));
+                commands.extend(
+                    profile
+                        .events
+                        .iter()
+                        .map(|e| format!("{text} hook {}", e.command)),
+                );
             }
         }
         Hooks::Scripts { .. } => {
@@ -159,8 +164,9 @@ fn has_server(install: &Install, path: &Path) -> bool {
                 .is_some()
         }),
         Server::Yaml { .. } => std::fs::read_to_string(path).is_ok_and(|text| {
-            text.lines()
-                .any(|l| l.trim_start().starts_with("hermes:") && l.contains("# hermes hook install"))
+            text.lines().any(|l| {
+                l.trim_start().starts_with("hermes:") && l.contains("# hermes hook install")
+            })
         }),
         Server::Toml { .. } => std::fs::read_to_string(path)
             .ok()

@@ -154,7 +154,8 @@ pub fn uninstall(agent: &Agent, home: &Path) -> anyhow::Result<Code> {
         _ => {}
     }
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot remove {}", dir.display()))?;
     }
     output::print(&format!(
         "removed the MCP server `hermes` and the plugin `{}` from {}\n",
@@ -218,13 +219,35 @@ fn empty_value(v: &str) -> bool {
 }
 
 /// `text` with `mcp_servers.hermes` and `plugins.enabled` listing `plugin`.
-pub fn with_entries(
-    text: &str,
-    program: &str,
-    home: &str,
-    plugin: &str,
-) -> Result<String, String> {
+pub fn with_entries(text: &str, program: &str, home: &str, plugin: &str) -> Result<String, String> {
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    add_server(&mut lines, program, home)?;
+    enable_plugin(&mut lines, plugin)?;
+    let mut out = lines.join("\n");
+    out.push('\n');
+    Ok(out)
+}
+
+/// A top-level key's line and its value; a line it changed keeps the original.
+fn open_key(lines: &mut [String], key: &str) -> Result<Option<usize>, String> {
+    let Some(at) = lines.iter().position(|l| value_of(l, key, 0).is_some()) else {
+        return Ok(None);
+    };
+    let value = value_of(&lines[at], key, 0).unwrap_or_default();
+    if !empty_value(value) {
+        return Err(format!(
+            "{key} is written inline; write it as a block to install"
+        ));
+    }
+    if !value.is_empty() {
+        let orig = lines[at].clone();
+        lines[at] = format!("{key}:  {MARK}, was: {orig}");
+    }
+    Ok(Some(at))
+}
+
+/// Adds `mcp_servers.hermes`, running `program mcp` with `home` as its `HERMES_HOME`.
+fn add_server(lines: &mut Vec<String>, program: &str, home: &str) -> Result<(), String> {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let server = |pad: &str| {
         vec![
@@ -236,107 +259,76 @@ pub fn with_entries(
             format!("{pad}  enabled: true  {MARK}"),
         ]
     };
-    // mcp_servers
-    match lines
-        .iter()
-        .position(|l| value_of(l, "mcp_servers", 0).is_some())
-    {
+    match open_key(lines, "mcp_servers")? {
         Some(at) => {
-            let value = value_of(&lines[at], "mcp_servers", 0).unwrap_or_default();
-            if !empty_value(value) {
-                return Err("mcp_servers is written inline; write it as a block to install".into());
-            }
             let pad = lines[at + 1..]
                 .iter()
                 .find(|l| is_content(l))
                 .map(|l| indent_of(l))
                 .filter(|n| *n > 0)
                 .unwrap_or(2);
-            if !value.is_empty() {
-                let orig = lines[at].clone();
-                lines[at] = format!("mcp_servers:  {MARK}, was: {orig}");
-            }
-            let block = server(&" ".repeat(pad));
-            lines.splice(at + 1..at + 1, block);
+            lines.splice(at + 1..at + 1, server(&" ".repeat(pad)));
         }
         None => {
             lines.push(format!("mcp_servers:  {MARK}"));
             lines.extend(server("  "));
         }
     }
-    // plugins.enabled
+    Ok(())
+}
+
+/// Lists `plugin` under `plugins.enabled`.
+fn enable_plugin(lines: &mut Vec<String>, plugin: &str) -> Result<(), String> {
     let item = |pad: usize| format!("{}- {plugin}  {MARK}", " ".repeat(pad));
-    match lines.iter().position(|l| value_of(l, "plugins", 0).is_some()) {
-        None => {
-            lines.push(format!("plugins:  {MARK}"));
-            lines.push(format!("  enabled:  {MARK}"));
-            lines.push(item(4));
-        }
-        Some(at) => {
-            let value = value_of(&lines[at], "plugins", 0).unwrap_or_default();
-            if !empty_value(value) {
-                return Err("plugins is written inline; write it as a block to install".into());
-            }
-            if !value.is_empty() {
-                let orig = lines[at].clone();
-                lines[at] = format!("plugins:  {MARK}, was: {orig}");
-            }
-            let end = lines[at + 1..]
-                .iter()
-                .position(|l| is_content(l) && indent_of(l) == 0)
-                .map_or(lines.len(), |n| at + 1 + n);
-            let child = lines[at + 1..end]
+    let Some(at) = open_key(lines, "plugins")? else {
+        lines.push(format!("plugins:  {MARK}"));
+        lines.push(format!("  enabled:  {MARK}"));
+        lines.push(item(4));
+        return Ok(());
+    };
+    let end = lines[at + 1..]
+        .iter()
+        .position(|l| is_content(l) && indent_of(l) == 0)
+        .map_or(lines.len(), |n| at + 1 + n);
+    let child = lines[at + 1..end]
+        .iter()
+        .find(|l| is_content(l))
+        .map_or(2, |l| indent_of(l));
+    let pad = " ".repeat(child);
+    let Some(e) = (at + 1..end).find(|i| value_of(&lines[*i], "enabled", child).is_some()) else {
+        lines.splice(
+            at + 1..at + 1,
+            [format!("{pad}enabled:  {MARK}"), item(child + 2)],
+        );
+        return Ok(());
+    };
+    let value = value_of(&lines[e], "enabled", child)
+        .unwrap_or_default()
+        .to_owned();
+    let orig = lines[e].trim_start().to_owned();
+    if value.is_empty() {
+        let listed = lines[e + 1..end]
+            .iter()
+            .any(|l| l.trim().strip_prefix('-').map(str::trim) == Some(plugin));
+        if !listed {
+            let at_pad = lines[e + 1..end]
                 .iter()
                 .find(|l| is_content(l))
-                .map(|l| indent_of(l))
-                .unwrap_or(2);
-            match (at + 1..end).find(|i| value_of(&lines[*i], "enabled", child).is_some()) {
-                None => {
-                    let pad = " ".repeat(child);
-                    lines.splice(
-                        at + 1..at + 1,
-                        [format!("{pad}enabled:  {MARK}"), item(child + 2)],
-                    );
-                }
-                Some(e) => {
-                    let value = value_of(&lines[e], "enabled", child)
-                        .unwrap_or_default()
-                        .to_owned();
-                    let orig = lines[e].trim_start().to_owned();
-                    let pad = " ".repeat(child);
-                    if value.is_empty() {
-                        let listed = lines[e + 1..end].iter().any(|l| {
-                            l.trim().strip_prefix('-').map(str::trim) == Some(plugin)
-                        });
-                        if !listed {
-                            let at_pad = lines[e + 1..end]
-                                .iter()
-                                .find(|l| is_content(l))
-                                .filter(|l| l.trim_start().starts_with('-'))
-                                .map_or(child + 2, |l| indent_of(l));
-                            lines.insert(e + 1, item(at_pad));
-                        }
-                    } else if empty_value(&value) || value == "[]" {
-                        lines[e] = format!("{pad}enabled:  {MARK}, was: {orig}");
-                        lines.insert(e + 1, item(child + 2));
-                    } else if let Some(inner) =
-                        value.strip_prefix('[').and_then(|v| v.strip_suffix(']'))
-                    {
-                        let listed = inner.split(',').any(|w| w.trim() == plugin);
-                        if !listed {
-                            lines[e] =
-                                format!("{pad}enabled: [{inner}, {plugin}]  {MARK}, was: {orig}");
-                        }
-                    } else {
-                        return Err("plugins.enabled is not a list".into());
-                    }
-                }
-            }
+                .filter(|l| l.trim_start().starts_with('-'))
+                .map_or(child + 2, |l| indent_of(l));
+            lines.insert(e + 1, item(at_pad));
         }
+    } else if empty_value(&value) || value == "[]" {
+        lines[e] = format!("{pad}enabled:  {MARK}, was: {orig}");
+        lines.insert(e + 1, item(child + 2));
+    } else if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+        if !inner.split(',').any(|w| w.trim() == plugin) {
+            lines[e] = format!("{pad}enabled: [{inner}, {plugin}]  {MARK}, was: {orig}");
+        }
+    } else {
+        return Err("plugins.enabled is not a list".into());
     }
-    let mut out = lines.join("\n");
-    out.push('\n');
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -359,7 +351,11 @@ mod tests {
             let with = with_entries(text, P, H, "hermes_delegation").expect(text);
             assert!(with.contains("    command: \"/opt/hermes\""), "{with}");
             assert!(with.contains("hermes_delegation"), "{with}");
-            assert_eq!(strip(&with), if text.is_empty() { "" } else { text }, "{with}");
+            assert_eq!(
+                strip(&with),
+                if text.is_empty() { "" } else { text },
+                "{with}"
+            );
             // Idempotent: a second install over the stripped text writes the same.
             let again = with_entries(&strip(&with), P, H, "hermes_delegation").expect(text);
             assert_eq!(again, with);

@@ -49,13 +49,19 @@ fn venv() -> &'static Path {
                 .arg(&dir)
                 .status()
                 .expect("python3 runs");
-            assert!(ok.success(), "python3 -m venv failed (is python3-venv installed?)");
+            assert!(
+                ok.success(),
+                "python3 -m venv failed (is python3-venv installed?)"
+            );
             let ok = Command::new(dir.join("bin/pip"))
                 .args(["install", "-q", "--disable-pip-version-check"])
                 .arg(format!("hermes-agent[mcp]=={VERSION}"))
                 .status()
                 .expect("pip runs");
-            assert!(ok.success(), "pip install hermes-agent[mcp]=={VERSION} failed");
+            assert!(
+                ok.success(),
+                "pip install hermes-agent[mcp]=={VERSION} failed"
+            );
             std::fs::write(&ready, "").expect("mark the venv ready");
         }
         dir
@@ -77,7 +83,9 @@ impl Model {
         let log = dir.path().join("requests.jsonl");
         let portfile = dir.path().join("port");
         let child = Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/hermes_agent/model_server.py"))
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/hermes_agent/model_server.py"),
+            )
             .arg(&log)
             .arg(&portfile)
             .stdin(Stdio::null())
@@ -176,7 +184,13 @@ impl Upstream {
 /// Installs the integration into `up`'s home for `h`'s home.
 fn install(h: &Hermes, up: &Upstream) {
     let agent_home = up.home.path().to_str().expect("utf-8");
-    let run = h.run(&["hook", "install", "hermes-agent", "--agent-home", agent_home]);
+    let run = h.run(&[
+        "hook",
+        "install",
+        "hermes-agent",
+        "--agent-home",
+        agent_home,
+    ]);
     assert_eq!(run.code, 0, "{run:?}");
 }
 
@@ -196,23 +210,34 @@ fn last_request_of(model: &Model, prompt: &str) -> Value {
 
 /// Waits until delegation `id` has completed (read through our CLI, with our home).
 fn completed(h: &Hermes, id: &str) {
-    wait_for(Duration::from_secs(30), "the delegation to complete", || {
-        let run = h.run(&["delegation", "status", id, "--json"]);
-        (run.code == 0 && run.json()["status"] == "completed").then_some(())
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "the delegation to complete",
+        || {
+            let run = h.run(&["delegation", "status", id, "--json"]);
+            (run.code == 0 && run.json()["status"] == "completed").then_some(())
+        },
+    );
 }
 
 fn dispatch(h: &Hermes, session: &str, delivery: &str, script: &str) -> String {
     let v = h.json(&[
-        "delegate", "--session", session, "--delivery", delivery, "--json", "--", "sh", "-c",
+        "delegate",
+        "--session",
+        session,
+        "--delivery",
+        delivery,
+        "--json",
+        "--",
+        "sh",
+        "-c",
         script,
     ]);
     v["delegation_id"].as_str().expect("id").to_owned()
 }
 
 #[test]
-fn dispatch_by_the_model_arrives_on_the_next_turn_exactly_once_and_uninstall_restores_the_config()
-{
+fn dispatch_by_the_model_arrives_on_the_next_turn_exactly_once_and_uninstall_restores_the_config() {
     let h = Hermes::new();
     let model = Model::start();
     let up = Upstream::new(&model);
@@ -220,8 +245,14 @@ fn dispatch_by_the_model_arrives_on_the_next_turn_exactly_once_and_uninstall_res
     // Idempotent: a second install writes the same file.
     let once = std::fs::read_to_string(up.config_path()).expect("config");
     install(&h, &up);
-    assert_eq!(std::fs::read_to_string(up.config_path()).expect("config"), once);
-    assert!(once.starts_with(&up.config), "the person's lines stay first: {once}");
+    assert_eq!(
+        std::fs::read_to_string(up.config_path()).expect("config"),
+        once
+    );
+    assert!(
+        once.starts_with(&up.config),
+        "the person's lines stay first: {once}"
+    );
 
     // Turn 1: the model calls hermes' MCP tool; the result's text (MARK-one) is not in the call.
     let call = r#"CALL mcp__hermes__delegate_task {"command": ["sh", "-c", "printf 'MARK-%s\\n' one"], "goal": "the first mark"}"#;
@@ -251,7 +282,11 @@ fn dispatch_by_the_model_arrives_on_the_next_turn_exactly_once_and_uninstall_res
     let round_trip = started.elapsed();
     let next = last_request_of(&model, "what came back?");
     assert_eq!(count(&next, "MARK-one"), 1, "{next}");
-    assert!(next["messages"].to_string().contains("ASYNC DELEGATION COMPLETE"));
+    assert!(
+        next["messages"]
+            .to_string()
+            .contains("ASYNC DELEGATION COMPLETE")
+    );
     // Turn 3: not handed over again (it is in the history once, as upstream keeps it).
     up.chat("anything else?", Some(&session));
     let after = last_request_of(&model, "anything else?");
@@ -260,7 +295,13 @@ fn dispatch_by_the_model_arrives_on_the_next_turn_exactly_once_and_uninstall_res
 
     // Uninstall: upstream's config is what it was, byte for byte, and the plugin is gone.
     let agent_home = up.home.path().to_str().expect("utf-8");
-    let run = h.run(&["hook", "uninstall", "hermes-agent", "--agent-home", agent_home]);
+    let run = h.run(&[
+        "hook",
+        "uninstall",
+        "hermes-agent",
+        "--agent-home",
+        agent_home,
+    ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(
         std::fs::read_to_string(up.config_path()).expect("config"),
@@ -357,7 +398,9 @@ fn a_session_named_on_stdin_wins_over_an_inherited_hermes_session_id() {
     let id = dispatch(&h, "conv-b", "after_turn", "printf 'MARK-%s\\n' bee");
     completed(&h, &id);
     let mut c = h.command(&["hook", "user-prompt-submit", "--agent", "hermes-agent"]);
-    c.env("HERMES_SESSION_ID", "conv-a").stdin(Stdio::piped()).stdout(Stdio::piped());
+    c.env("HERMES_SESSION_ID", "conv-a")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
     let mut child = c.spawn().expect("hook runs");
     use std::io::Write as _;
     child
@@ -369,5 +412,11 @@ fn a_session_named_on_stdin_wins_over_an_inherited_hermes_session_id() {
     let out = child.wait_with_output().expect("hook ends");
     let answer: Value = serde_json::from_slice(&out.stdout).expect("an answer");
     // Upstream's shell-hook answer shape, `{"context": …}`, with conversation B's result.
-    assert!(answer["context"].as_str().unwrap_or_default().contains("MARK-bee"), "{answer}");
+    assert!(
+        answer["context"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("MARK-bee"),
+        "{answer}"
+    );
 }
