@@ -308,9 +308,16 @@ fn dispatch_by_the_model_arrives_on_the_next_turn_exactly_once_and_uninstall_res
         up.config
     );
     assert!(!up.home.path().join("plugins/hermes_delegation").exists());
-    // Neither project wrote into the other's home.
-    assert!(!h.path().join("config.yaml").exists() && !h.path().join("SOUL.md").exists());
-    assert!(!up.home.path().join("ledger.redb").exists());
+    // Neither project wrote into the other's home: no name is in both.
+    let names = |dir: &Path| -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .expect("a home")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let (ours, theirs) = (names(h.path()), names(up.home.path()));
+    assert!(ours.contains("ledger.redb") && theirs.contains("config.yaml"));
+    assert!(ours.is_disjoint(&theirs), "{ours:?} / {theirs:?}");
 }
 
 #[test]
