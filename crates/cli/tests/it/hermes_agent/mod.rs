@@ -181,8 +181,13 @@ impl Upstream {
     }
 }
 
-/// Installs the integration into `up`'s home for `h`'s home.
+/// Installs the integration into `up`'s home for `h`'s home. On PostgreSQL the ledger's URL
+/// goes into our home's `config.toml`: upstream hands its MCP servers a filtered environment,
+/// and the home the install names is all our binary gets.
 fn install(h: &Hermes, up: &Upstream) {
+    if let Some(url) = &h.ledger_url {
+        h.write("config.toml", &format!("[ledger]\nurl = {url:?}\n"));
+    }
     let agent_home = up.home.path().to_str().expect("utf-8");
     let run = h.run(&[
         "hook",
@@ -316,7 +321,7 @@ fn dispatch_by_the_model_arrives_on_the_next_turn_exactly_once_and_uninstall_res
             .collect()
     };
     let (ours, theirs) = (names(h.path()), names(up.home.path()));
-    assert!(ours.contains("ledger.redb") && theirs.contains("config.yaml"));
+    assert!(ours.contains("agents") && theirs.contains("config.yaml"));
     assert!(ours.is_disjoint(&theirs), "{ours:?} / {theirs:?}");
 }
 
