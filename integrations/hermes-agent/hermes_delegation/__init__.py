@@ -19,9 +19,10 @@ the model exactly once, at the next safe boundary.
 
 Which hermes and which home: ``hermes.json`` beside this file (written by
 ``hermes hook install hermes-agent``: ``{"program": "/abs/hermes", "home": "/abs/home"}``), or
-``$HERMES_DELEGATION_PROGRAM`` / ``$HERMES_DELEGATION_HOME``. The program's environment always
-names hermes' home explicitly and never passes on Hermes Agent's ``HERMES_HOME`` or
-``HERMES_SESSION_ID``: both projects read those names.
+``$DELEGATION_PLUGIN_PROGRAM`` / ``$DELEGATION_PLUGIN_HOME``. The program's environment holds
+no ``HERMES_*`` variable of Hermes Agent's (``HERMES_HOME``, ``HERMES_SESSION_ID``, …: both
+projects read that prefix, and hermes refuses a ``HERMES_<SECTION>_<KEY>`` it does not know)
+and names hermes' home explicitly.
 
 No dependency beyond Python's standard library and Hermes Agent itself.
 """
@@ -48,8 +49,8 @@ _bound: set[str] = set()
 
 
 def _settings() -> tuple[str, str | None]:
-    program = os.environ.get("HERMES_DELEGATION_PROGRAM")
-    home = os.environ.get("HERMES_DELEGATION_HOME")
+    program = os.environ.get("DELEGATION_PLUGIN_PROGRAM")
+    home = os.environ.get("DELEGATION_PLUGIN_HOME")
     candidates = [Path(__file__).with_name("hermes.json")]
     try:
         from hermes_constants import get_hermes_home
@@ -70,7 +71,7 @@ def _settings() -> tuple[str, str | None]:
 
 def _run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess | None:
     program, home = _settings()
-    env = {k: v for k, v in os.environ.items() if k not in ("HERMES_SESSION_ID", "HERMES_HOME")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     if home:
         env["HERMES_HOME"] = home
     try:

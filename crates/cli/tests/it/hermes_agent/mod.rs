@@ -432,3 +432,56 @@ fn a_session_named_on_stdin_wins_over_an_inherited_hermes_session_id() {
         "{answer}"
     );
 }
+
+/// The plugin's ends, driven directly (its functions, as upstream calls them): the end of a
+/// turn and the end of the process only detach — the child runs on and its result waits; `/new`
+/// (`on_session_finalize`, reason `session_boundary`) ends the session.
+#[test]
+fn only_new_ends_the_session_every_other_end_detaches() {
+    let h = Hermes::new();
+    if let Some(url) = &h.ledger_url {
+        h.write("config.toml", &format!("[ledger]\nurl = {url:?}\n"));
+    }
+    let go = h.path().join("go");
+    let id = dispatch(
+        &h,
+        "conv-ends",
+        "after_turn",
+        &format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done; echo late",
+            go.display()
+        ),
+    );
+    let plugin = |call: &str| {
+        let mut c = Command::new("python3");
+        c.arg("-c")
+            .arg(format!("import hermes_delegation as p\n{call}"))
+            .env(
+                "PYTHONPATH",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/hermes-agent"),
+            )
+            .env("DELEGATION_PLUGIN_PROGRAM", env!("CARGO_BIN_EXE_hermes"))
+            .env("DELEGATION_PLUGIN_HOME", h.path())
+            // Upstream's own variables, which the plugin must not pass on.
+            .env("HERMES_HOME", "/nonexistent/upstream-home")
+            .env("HERMES_SESSION_ID", "someone-else")
+            .env("HERMES_SESSION_PLATFORM", "cli")
+            .env("HERMES_DELEGATION_ANYTHING", "1");
+        let out = c.output().expect("python3 runs");
+        assert!(out.status.success(), "{call}: {out:?}");
+    };
+    plugin("p.on_session_end(session_id='conv-ends', completed=True)");
+    plugin("p.on_session_finalize(session_id='conv-ends', reason='shutdown')");
+    let status = h.json(&["delegation", "status", &id, "--json"]);
+    assert_eq!(status["status"], "running", "{status}");
+    plugin("p.on_session_finalize(session_id='conv-ends', reason='session_boundary')");
+    wait_for(
+        Duration::from_secs(20),
+        "the session's work to stop",
+        || {
+            let status = h.json(&["delegation", "status", &id, "--json"]);
+            (status["status"] != "running").then_some(())
+        },
+    );
+    assert!(!go.exists());
+}
