@@ -186,6 +186,14 @@ pub fn path_note(absolute: bool) -> &'static str {
 /// Where the MCP server and the hooks go for `options`: the server's file, and the hooks'
 /// file (or directory of scripts). `hermes doctor` looks there.
 pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(PathBuf, PathBuf)> {
+    // An agent configured in a home of its own: that home (its default, under `$HOME`).
+    if matches!(install.server, Server::Yaml { .. }) {
+        let home = options
+            .home
+            .as_ref()
+            .ok_or_else(|| fail(Code::Usage, "HOME is not set"))?;
+        return Ok(super::plugin::paths(install, &home.join(".hermes")));
+    }
     let server = match &install.server {
         Server::Json { file, .. } | Server::Toml { file } | Server::Yaml { file } => {
             place_path(file, options)?

@@ -65,6 +65,12 @@ fn levels(profile: &Agent, project: &Path, home: Option<&Path>) -> Vec<Found> {
     };
     let mut found = Vec::new();
     let install = &profile.install;
+    // An agent configured in its own home has one level: that home, under the user's.
+    if matches!(install.server, Server::Yaml { .. }) {
+        return paths(install, &options(true, false))
+            .map(|(server, hooks)| vec![look(profile, "user", &server, &hooks)])
+            .unwrap_or_default();
+    }
     if let Ok((server, hooks)) = paths(install, &options(false, false)) {
         found.push(look(profile, "project", &server, &hooks));
     }
@@ -98,8 +104,11 @@ fn look(profile: &Agent, level: &'static str, server: &Path, hooks: &Path) -> Fo
                 strings(&doc, &mut commands);
             }
         }
+        // The plugin runs hermes by the absolute path its `hermes.json` names, at every event.
         Hooks::Plugin { .. } => {
-            if let Ok(text) = std::fs::read_to_string(hooks.join("hermes.json")) {
+            if let Some(text) = read_json(&hooks.join("hermes.json"))
+                .and_then(|v| v.get("program")?.as_str().map(str::to_owned))
+            {
                 commands.extend(
                     profile
                         .events

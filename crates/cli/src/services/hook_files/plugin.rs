@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use hermes_agents::{Agent, Hooks, Server};
+use hermes_agents::{Agent, Hooks, Install, Server};
 
 use super::merge;
 use crate::services::exit::{Code, fail};
@@ -56,13 +56,13 @@ pub fn agent_home(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
 }
 
 /// Where the YAML file and the plugin's directory are under `home`.
-pub fn paths(agent: &Agent, home: &Path) -> (PathBuf, PathBuf) {
+pub fn paths(install: &Install, home: &Path) -> (PathBuf, PathBuf) {
     let join = |parts: &[&str]| parts.iter().fold(home.to_owned(), |p, part| p.join(part));
-    let file = match &agent.install.server {
+    let file = match &install.server {
         Server::Yaml { file } => join(file.project),
         _ => join(&["config.yaml"]),
     };
-    let dir = match &agent.install.hooks {
+    let dir = match &install.hooks {
         Hooks::Plugin { dir, .. } => join(dir.project),
         _ => join(&["plugins"]),
     };
@@ -87,7 +87,7 @@ pub fn install(agent: &Agent, home: &Path, print: bool) -> anyhow::Result<Code> 
             "hermes and the agent share one home: their files stay apart by name"
         );
     }
-    let (file, dir) = paths(agent, home);
+    let (file, dir) = paths(&agent.install, home);
     let was = merge::read_text(&file)?;
     let existed = file.exists();
     let clean = strip(&was);
@@ -137,7 +137,7 @@ pub fn install(agent: &Agent, home: &Path, print: bool) -> anyhow::Result<Code> 
 
 /// Removes what [`install`] wrote: the YAML file as it was, the plugin's directory gone.
 pub fn uninstall(agent: &Agent, home: &Path) -> anyhow::Result<Code> {
-    let (file, dir) = paths(agent, home);
+    let (file, dir) = paths(&agent.install, home);
     let now = merge::read_text(&file)?;
     let after = std::fs::read_to_string(dir.join(AFTER)).ok();
     let before = std::fs::read_to_string(dir.join(BEFORE)).ok();
