@@ -26,9 +26,14 @@
 //! Its hooks are a plugin (`integrations/hermes-agent/` in this repository) that runs
 //! `hermes delegate`, `hermes drain --hold --json` and `hermes delivery ack|release`, and
 //! `hermes hook session-start|session-end --agent hermes-agent` for the binding and a `/new`.
+//!
+//! As a child (`--agent hermes-agent`): `hermes chat -Q -q PROMPT [-m MODEL] [-t TOOLSETS]`
+//! (`hermes_cli/_parser.py`), its final answer on stdout, run from the `hermes` on `PATH`
+//! that is not this one, without hermes' `HERMES_HOME` (its own home is its own).
 
 use crate::{
-    Action, Agent, Answer, HookEvent, Hooks, Install, Place, Server, StartRule, StopActive,
+    Action, Agent, Answer, ChildProfile, HookEvent, Hooks, Install, Place, Server, StartRule,
+    StopActive, StreamFormat,
 };
 
 /// Hermes Agent.
@@ -63,8 +68,17 @@ pub const HERMES_AGENT: Agent = Agent {
         print_note: "",
         advice: "start `hermes chat` (Hermes Agent's) as usual: its plugin delivers results at the next turn and after tool calls",
     },
-    // Not yet run as a child (`-z --agent`): it prints no structured stream.
-    child: None,
+    // `hermes chat -Q -q PROMPT`: the final answer alone on stdout (`-Q`, `hermes_cli/_parser.py`),
+    // no structured stream.
+    child: Some(ChildProfile {
+        program: "hermes",
+        argv,
+        streams: |_| false,
+        toolset: |_| &[],
+        stream: StreamFormat::Plain,
+        own_home: Some("HERMES_HOME"),
+        not_self: true,
+    }),
 };
 
 /// The plugin's hooks, as the events `hermes hook` is run for.
@@ -74,3 +88,16 @@ const EVENTS: &[HookEvent] = &[
     HookEvent::new("post-tool-use", "transform_tool_result", Action::TOOL),
     HookEvent::new("session-end", "on_session_reset", Action::End),
 ];
+
+fn argv(prompt: &str, model: Option<&str>, tools: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = ["hermes", "chat", "-Q", "-q", prompt]
+        .map(str::to_owned)
+        .to_vec();
+    if let Some(model) = model {
+        argv.extend(["-m".to_owned(), model.to_owned()]);
+    }
+    if !tools.is_empty() {
+        argv.extend(["-t".to_owned(), tools.join(",")]);
+    }
+    argv
+}

@@ -43,7 +43,10 @@ fn names_are_listed_from_the_table() {
         hermes_agents::names("or"),
         "claude, codex, gemini, copilot, cursor, cline or hermes-agent"
     );
-    assert_eq!(hermes_agents::child_names(""), "claude, codex, gemini");
+    assert_eq!(
+        hermes_agents::child_names(""),
+        "claude, codex, gemini, hermes-agent"
+    );
     assert_eq!(hermes_agents::DEFAULT_HOOK_AGENT, "claude");
 }
 
@@ -78,5 +81,7 @@ fn hook_inputs_are_read_by_each_agents_fields() {
     assert_eq!(upstream.answer(&turn, "t"), json!({"context": "t"}));
     assert_eq!(upstream.budget, 10_000);
     assert!(upstream.event("stop").is_none() && !upstream.stop_active(&json!({})));
-    assert!(upstream.child.is_none());
+    let child = upstream.child.as_ref().expect("runs as a child");
+    assert_eq!(child.own_home, Some("HERMES_HOME"));
+    assert!(child.not_self && child.stream == hermes_agents::StreamFormat::Plain);
 }

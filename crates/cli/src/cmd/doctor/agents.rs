@@ -61,7 +61,7 @@ fn wanted(configured: &[hermes_settings::AgentOverride]) -> Vec<Wanted> {
             false,
         );
     }
-    for (agent, child) in hermes_agents::children() {
+    for (agent, child) in hermes_agents::children().filter(|(_, c)| !c.not_self) {
         add(agent.name, vec![child.program.to_owned()], false);
     }
     for entry in configured {
