@@ -485,3 +485,61 @@ fn only_new_ends_the_session_every_other_end_detaches() {
     );
     assert!(!go.exists());
 }
+
+/// `hermes -z --agent hermes-agent`: upstream as a child, its final answer the result. Our
+/// `hermes` is first on `PATH` (the worst case): the child is the other one; it keeps its own
+/// home (its default, under `HOME`), never ours.
+#[test]
+fn upstream_runs_as_a_child_from_its_own_home_with_its_answer_as_the_result() {
+    let h = Hermes::new();
+    let model = Model::start();
+    let person = tempfile::tempdir().expect("HOME");
+    let up_home = person.path().join(".hermes");
+    std::fs::create_dir(&up_home).expect("~/.hermes");
+    std::fs::write(
+        up_home.join("config.yaml"),
+        format!(
+            "model:\n  provider: custom\n  base_url: http://127.0.0.1:{}/v1\n  default: test-model\n  api_key: sk-test\n",
+            model.port
+        ),
+    )
+    .expect("config.yaml");
+    let ours = person.path().join("ours-first");
+    std::fs::create_dir(&ours).expect("dir");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hermes"), ours.join("hermes")).expect("link");
+    let path = format!(
+        "{}:{}:{}",
+        ours.display(),
+        venv().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = {
+        let mut c = h.command(&[
+            "-z",
+            "--agent",
+            "hermes-agent",
+            "--goal",
+            "answer this\nSAY the-final-answer-42",
+        ]);
+        c.env("HOME", person.path()).env("PATH", path);
+        crate::common::Run::from(c.output().expect("hermes -z runs"))
+    };
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = run
+        .stdout
+        .split("--- RESULT ---")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no RESULT: {run:?}"));
+    assert!(result.contains("the-final-answer-42"), "{result}");
+    assert_eq!(count(&model.requests()[0], "the-final-answer-42"), 1);
+    // Upstream wrote into its own home only.
+    assert!(up_home.join("state.db").exists() || up_home.join("sessions").exists());
+    let names = |dir: &Path| -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .expect("a home")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let (ours, theirs) = (names(h.path()), names(&up_home));
+    assert!(ours.is_disjoint(&theirs), "{ours:?} / {theirs:?}");
+}

@@ -8,6 +8,7 @@ conversation itself, so turns of several conversations may overlap:
 - the last user message holds `CALL <tool> <json arguments>` (one line; the last
   such line): a call of that tool
   (the first tool whose name ends with <tool>);
+- the last user message holds `SAY <text>` (one line): that text;
 - anything else: the text `ok`.
 
 Streams (SSE) when the request asks for it. Standard library only.
@@ -38,6 +39,8 @@ def decide(body):
     users = [m for m in messages if m.get("role") == "user"]
     last = text_of(users[-1].get("content")) if users else ""
     for line in reversed(last.splitlines()):
+        if line.startswith("SAY "):
+            return {"content": line[4:]}
         if line.startswith("CALL "):
             _, tool, args = line.split(" ", 2)
             names = [t["function"]["name"] for t in body.get("tools") or []]
