@@ -156,11 +156,16 @@ def transform_tool_result(result=None, session_id: str = "", tool_name: str = ""
 
 def pre_api_request(session_id: str = "", request_messages=None, **_kw):
     """Acknowledges each claimed text that the request upstream is about to send holds, found
-    by its first line (it names the delegation; a text over upstream's spill limit is sent as a
-    preview that starts with it)."""
+    by its first line in the request's new messages (it names the delegation; a text over
+    upstream's spill limit is sent as a preview that starts with it)."""
     if not _pending:
         return None
-    sent = json.dumps(request_messages or [], ensure_ascii=False)
+    # What this request adds: the messages after the model's last one (the user message a
+    # turn's context went into, or the tool results after its calls). An envelope of the same
+    # delegation delivered earlier is further up and does not count.
+    messages = list(request_messages or [])
+    last = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"), default=-1)
+    sent = json.dumps(messages[last + 1 :], ensure_ascii=False)
 
     def sending(s: str, text: str) -> bool:
         first = text.strip().splitlines()[0] if text.strip() else text
