@@ -460,6 +460,7 @@ fn only_new_ends_the_session_every_other_end_detaches() {
                 "PYTHONPATH",
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/hermes-agent"),
             )
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("DELEGATION_PLUGIN_PROGRAM", env!("CARGO_BIN_EXE_hermes"))
             .env("DELEGATION_PLUGIN_HOME", h.path())
             // Upstream's own variables, which the plugin must not pass on.
