@@ -81,12 +81,15 @@ pub fn install(agent: &Agent, home: &Path, print: bool) -> anyhow::Result<Code> 
     let program = std::env::current_exe().context("cannot find the hermes executable")?;
     let ours = Home::load()?.dir;
     let ours = std::path::absolute(&ours).unwrap_or(ours);
-    if same_dir(home, &ours) {
-        tracing::warn!(
-            home = %home.display(),
-            "hermes and the agent share one home: their files stay apart by name"
-        );
-    }
+    let shared = if same_dir(home, &ours) {
+        format!(
+            "note: hermes and {} share the home {} (both default to it; their files have different names): to keep them apart, install again with HERMES_HOME set to another directory for hermes\n",
+            agent.title,
+            home.display()
+        )
+    } else {
+        String::new()
+    };
     let (file, dir) = paths(&agent.install, home);
     let was = merge::read_text(&file)?;
     let existed = file.exists();
@@ -126,7 +129,7 @@ pub fn install(agent: &Agent, home: &Path, print: bool) -> anyhow::Result<Code> 
     }
     merge::write_text(&dir.join(AFTER), &text)?;
     output::print(&format!(
-        "registered the MCP server `hermes` and enabled the plugin `{}` in {}, the plugin in {}\n{}\n",
+        "registered the MCP server `hermes` and enabled the plugin `{}` in {}, the plugin in {}\n{}\n{shared}",
         plugin_name(agent),
         file.display(),
         dir.display(),
