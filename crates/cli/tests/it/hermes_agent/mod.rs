@@ -544,3 +544,46 @@ fn upstream_runs_as_a_child_from_its_own_home_with_its_answer_as_the_result() {
     let (ours, theirs) = (names(h.path()), names(&up_home));
     assert!(ours.is_disjoint(&theirs), "{ours:?} / {theirs:?}");
 }
+
+/// `drain --json` carries the tool-boundary carrier line the text output opens with (the plugin
+/// puts it first in the tool's result); a turn boundary has none.
+#[test]
+fn drain_json_carries_the_tool_boundary_carrier() {
+    let h = Hermes::new();
+    let id = dispatch(&h, "conv-carrier", "inject", "printf 'MARK-%s\\n' carried");
+    completed(&h, &id);
+    let turn = h.json(&[
+        "drain",
+        "--session",
+        "conv-carrier",
+        "--boundary",
+        "turn",
+        "--hold",
+        "--json",
+    ]);
+    assert!(turn.get("carrier").is_none(), "{turn}");
+    let claim = turn["envelopes"][0]["claim"].as_str().expect("a claim");
+    assert_eq!(h.run(&["delivery", "release", claim]).code, 0);
+    let tool = h.json(&[
+        "drain",
+        "--session",
+        "conv-carrier",
+        "--boundary",
+        "tool",
+        "--json",
+    ]);
+    let text = h.run(&["drain", "--session", "conv-carrier", "--boundary", "tool"]);
+    assert!(text.stdout.is_empty(), "acked already: {text:?}");
+    assert!(
+        tool["carrier"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("[DELEGATION RESULT READY")),
+        "{tool}"
+    );
+    assert!(
+        tool["envelopes"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("MARK-carried")
+    );
+}
