@@ -18,6 +18,12 @@ pub struct ChildProfile {
     pub toolset: fn(name: &str) -> &'static [&'static str],
     /// The format of its structured stdout.
     pub stream: StreamFormat,
+    /// The variable naming the agent's own home when it is one hermes reads too
+    /// (`HERMES_HOME`): a child of hermes does not inherit hermes' value of it.
+    pub own_home: Option<&'static str>,
+    /// Whether its program is named like hermes' own: the one found on `PATH` that is not
+    /// this hermes runs.
+    pub not_self: bool,
 }
 
 /// A format of structured stdout, one JSON object per line, that the registry can read.
@@ -35,6 +41,8 @@ pub enum StreamFormat {
     /// assistant, `tool_use` and `tool_result`, `error` warnings, and a last `result` with
     /// `status` and `stats`.
     HeadlessEvents,
+    /// No structured stream: its output, the final answer, is the result as it is.
+    Plain,
 }
 
 /// Whether `args` hold `--output-format stream-json` (or `=stream-json`), the flag also spelled

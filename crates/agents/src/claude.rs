@@ -76,6 +76,8 @@ pub const CLAUDE: Agent = Agent {
         streams: |args| asks_stream_json(args, &[]),
         toolset,
         stream: StreamFormat::SdkMessages,
+        own_home: None,
+        not_self: false,
     }),
 };
 

@@ -72,6 +72,8 @@ pub const CODEX: Agent = Agent {
         streams,
         toolset: |_| &[],
         stream: StreamFormat::ThreadItems,
+        own_home: None,
+        not_self: false,
     }),
 };
 

@@ -81,6 +81,8 @@ pub const GEMINI: Agent = Agent {
         streams: |args| asks_stream_json(args, &["-o"]),
         toolset,
         stream: StreamFormat::HeadlessEvents,
+        own_home: None,
+        not_self: false,
     }),
 };
 

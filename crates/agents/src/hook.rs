@@ -130,6 +130,8 @@ pub enum Answer {
     /// `{"cancel": false, "contextModification": text}`; the agent takes *every* non-zero
     /// exit as "block", so a failing hook answers `{"cancel": false}` and exits 0.
     ContextModification,
+    /// `{"context": text}`, appended to the user message (a plugin's or shell hook's answer).
+    Context,
 }
 
 impl Agent {
@@ -175,6 +177,7 @@ impl Agent {
             Answer::ContextModification => {
                 json!({"cancel": false, "contextModification": text})
             }
+            Answer::Context => json!({ "context": text }),
         }
     }
 

@@ -21,7 +21,7 @@ impl Install {
     pub fn local(&self) -> Option<&'static [&'static str]> {
         match self.hooks {
             Hooks::Json { local, .. } => local,
-            Hooks::Scripts { .. } => None,
+            Hooks::Scripts { .. } | Hooks::Plugin { .. } => None,
         }
     }
 
@@ -63,6 +63,9 @@ pub enum Server {
     },
     /// A `[mcp_servers.hermes]` table of a TOML file.
     Toml { file: Place },
+    /// `mcp_servers.hermes` of a YAML file in the agent's own home (`Place::project` is under
+    /// it), with the absolute path of this hermes and its home in `env`.
+    Yaml { file: Place },
 }
 
 /// Where and how the hooks are registered.
@@ -88,6 +91,13 @@ pub enum Hooks {
         dir: Place,
         /// The agent's name in the script's comment.
         title: &'static str,
+    },
+    /// A plugin of the agent's, copied into a directory of its home (`Place::project` is under
+    /// it) and enabled under `plugins.enabled` of the server's YAML file.
+    Plugin {
+        dir: Place,
+        /// The plugin's name, as `plugins.enabled` lists it.
+        name: &'static str,
     },
 }
 

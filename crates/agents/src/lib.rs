@@ -37,6 +37,7 @@ table![
     copilot::COPILOT,
     cursor::CURSOR,
     cline::CLINE,
+    hermes_agent::HERMES_AGENT,
 ];
 
 /// The agent whose protocol `hermes hook EVENT` speaks when no `--agent` is given: the first.

@@ -19,6 +19,7 @@ fn each_agent_offers_the_boundaries_its_documentation_names() {
             ("copilot", false, true),
             ("cursor", false, true),
             ("cline", true, false),
+            ("hermes-agent", true, true),
         ]
     );
     for agent in AGENTS {
@@ -40,9 +41,12 @@ fn each_agent_offers_the_boundaries_its_documentation_names() {
 fn names_are_listed_from_the_table() {
     assert_eq!(
         hermes_agents::names("or"),
-        "claude, codex, gemini, copilot, cursor or cline"
+        "claude, codex, gemini, copilot, cursor, cline or hermes-agent"
     );
-    assert_eq!(hermes_agents::child_names(""), "claude, codex, gemini");
+    assert_eq!(
+        hermes_agents::child_names(""),
+        "claude, codex, gemini, hermes-agent"
+    );
     assert_eq!(hermes_agents::DEFAULT_HOOK_AGENT, "claude");
 }
 
@@ -68,4 +72,16 @@ fn hook_inputs_are_read_by_each_agents_fields() {
     assert!(!cursor.stop_active(&json!({"loop_count": 0})));
     assert_eq!(cursor.session_field, "conversation_id");
     assert!(find("gemini").stop_active(&json!({"stop_hook_active": true})));
+    // Hermes Agent: a plugin's (or shell hook's) `{"context": …}`, the 10,000 characters it
+    // keeps before spilling to a file, no stop hook.
+    let upstream = find("hermes-agent");
+    let turn = upstream
+        .event("user-prompt-submit")
+        .expect("a turn boundary");
+    assert_eq!(upstream.answer(&turn, "t"), json!({"context": "t"}));
+    assert_eq!(upstream.budget, 10_000);
+    assert!(upstream.event("stop").is_none() && !upstream.stop_active(&json!({})));
+    let child = upstream.child.as_ref().expect("runs as a child");
+    assert_eq!(child.own_home, Some("HERMES_HOME"));
+    assert!(child.not_self && child.stream == hermes_agents::StreamFormat::Plain);
 }

@@ -416,6 +416,8 @@ pub enum HookCommand {
     SessionEnd(HookEventArgs),
     /// Registers `hermes mcp` and the hooks with an agent CLI.
     Install(HookInstallArgs),
+    /// Removes what `hook install` wrote, for an agent whose hooks are a plugin.
+    Uninstall(HookInstallArgs),
 }
 
 #[derive(Debug, Args)]
@@ -453,6 +455,10 @@ pub struct HookInstallArgs {
     /// project's, where the agent has one.
     #[arg(long, conflicts_with = "local")]
     pub user: bool,
+    /// The agent's own home, for an agent whose configuration lives there (default:
+    /// `~/.hermes`; hermes' `HERMES_HOME` is hermes' own).
+    #[arg(long, value_name = "DIR")]
+    pub agent_home: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -84,6 +84,10 @@ pub struct DrainJson {
     pub envelopes: Vec<EnvelopeJson>,
     /// What could not be claimed yet.
     pub deferred: Vec<DeferredJson>,
+    /// The line the text output opens with at a tool boundary (`TOOL_CARRIER`), when something
+    /// is delivered there: a consumer showing the envelopes puts it first, as the text does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<String>,
 }
 
 /// How a child ended beyond its status, tagged by `kind`.

@@ -315,6 +315,14 @@ impl UnitRun {
             // Only agent children carry a role; a command inherits none from this process.
             env_remove.push(crate::agent::CHILD_ROLE_VAR.to_owned());
         }
+        // An agent whose home variable is hermes' too keeps its own home: neither hermes' value
+        // (inherited, or set for children below) reaches it.
+        let own_home = task
+            .agent
+            .as_deref()
+            .and_then(hermes_agents::child)
+            .and_then(|(_, child)| child.own_home);
+        env_remove.extend(own_home.map(str::to_owned));
         ChildPlan {
             index,
             goal: task.goal.clone(),
@@ -325,6 +333,7 @@ impl UnitRun {
                     .into_iter()
                     .chain(ledger_urls_for_children(|name| std::env::var(name).ok()))
                     .chain(config.child_env.iter().cloned())
+                    .filter(|(name, _)| Some(name.as_str()) != own_home)
                     .collect(),
                 env_remove,
                 umask: config.child_umask,

@@ -96,6 +96,8 @@ fn present(
                 .iter()
                 .map(|d| DeferredJson::new(&d.delegation_id, &d.keys, d.retry_at))
                 .collect(),
+            carrier: (boundary == Boundary::Tool && !envelopes.is_empty())
+                .then(|| hermes_formatter::TOOL_CARRIER.to_owned()),
         };
         return output::print_json(&json);
     }

@@ -26,6 +26,7 @@ use crate::services::relay::{self, Outcome};
 pub fn run(command: HookCommand) -> anyhow::Result<Code> {
     let (subcommand, agent) = match command {
         HookCommand::Install(args) => return crate::services::hook_files::install(&args),
+        HookCommand::Uninstall(args) => return crate::services::hook_files::uninstall(&args),
         HookCommand::SessionStart(a) => ("session-start", a.agent),
         HookCommand::UserPromptSubmit(a) => ("user-prompt-submit", a.agent),
         HookCommand::PostToolUse(a) => ("post-tool-use", a.agent),
@@ -92,8 +93,9 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     }
 }
 
-/// The sessions of this hook's conversation: `HERMES_SESSION_ID` if set; else the agent's
-/// session id, bound to the agent process (with the sessions it adopted).
+/// The sessions of this hook's conversation: `HERMES_SESSION_ID` if set and the input names no
+/// other; else the agent's session id, bound to the agent process (with the sessions it
+/// adopted).
 fn conversation(
     home: &Home,
     profile: &Agent,
@@ -106,7 +108,13 @@ fn conversation(
             format!("the hook's {} is not a string", profile.session_field),
         ));
     }
-    if let Some(id) = env_var("HERMES_SESSION_ID").filter(|s| !s.is_empty()) {
+    // An inherited `HERMES_SESSION_ID` is the weaker signal: a session named on stdin that
+    // disagrees with it wins (an agent may export its own id process-wide, or run under
+    // another conversation's hermes).
+    if let Some(id) = env_var("HERMES_SESSION_ID")
+        .filter(|s| !s.is_empty())
+        .filter(|id| input.session_id.as_ref().is_none_or(|raw| raw == id))
+    {
         let id =
             SessionId::new(id).map_err(|e| fail(Code::Usage, format!("HERMES_SESSION_ID: {e}")))?;
         return Ok(vec![id]);

@@ -292,6 +292,38 @@ mod tests {
     }
 
     #[test]
+    fn a_python_agent_is_recognized_past_its_mcp_watchdog() {
+        // Hermes Agent: `python …/bin/hermes chat` runs `hermes mcp` under
+        // `python …/tools/mcp_stdio_watchdog.py` (its console script is named like hermes' own
+        // binary, so it is found by its script marker).
+        let chain = [
+            p(
+                1,
+                "python3",
+                "python3.11",
+                &[
+                    "/venv/bin/python3",
+                    "/venv/lib/python3.11/site-packages/tools/mcp_stdio_watchdog.py",
+                    "--ppid",
+                    "2",
+                ],
+            ),
+            p(
+                2,
+                "hermes",
+                "python3.11",
+                &["/venv/bin/python3", "/venv/bin/hermes", "chat"],
+            ),
+            p(3, "bash", "bash", &["bash"]),
+            p(4, "tmux: server", "tmux", &["tmux"]),
+        ];
+        let agents: Vec<&str> = hermes_agents::executables().collect();
+        assert_eq!(find_agent(&chain, &agents).map(|p| p.pid), Some(2));
+        // Its plugin's `hermes hook` is its direct child.
+        assert_eq!(find_agent(&chain[1..], &agents).map(|p| p.pid), Some(2));
+    }
+
+    #[test]
     fn the_walk_reads_this_process_tree() {
         let me = std::process::id();
         let chain = ancestors(me, read_proc);

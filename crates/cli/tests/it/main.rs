@@ -6,6 +6,7 @@
 mod agents;
 mod common;
 mod doctor;
+mod hermes_agent;
 mod inputs;
 mod interactive;
 mod liveness;

@@ -60,6 +60,7 @@ fn drain_output() {
             &[EventKey::Task(0), EventKey::Terminal],
             NOW.plus_ms(300_050),
         )],
+        carrier: Some(hermes_formatter::TOOL_CARRIER.to_owned()),
     };
     let text = pretty(&drain);
     let back: DrainJson = serde_json::from_str(&text).expect("round-trips");

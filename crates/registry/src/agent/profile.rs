@@ -53,6 +53,7 @@ pub fn read_line(
         StreamFormat::SdkMessages => super::sdk_messages::read(line, state, out),
         StreamFormat::ThreadItems => super::thread_items::read(line, state, out),
         StreamFormat::HeadlessEvents => super::headless_events::read(line, state, out),
+        StreamFormat::Plain => false,
     }
 }
 
@@ -186,9 +187,25 @@ pub fn command_for(
                 known: known_names(configured),
             })?;
             let tools = tools_for(child, request.toolsets);
+            let mut argv = (child.argv)(&prompt, request.model, &tools);
+            if child.not_self
+                && let Some(first) = argv.first_mut()
+            {
+                // Named like hermes: the first of that name on PATH that is not this hermes.
+                *first = not_self(first, path)
+                    .map(|p| p.display().to_string())
+                    .ok_or_else(|| AgentError::NotInstalled {
+                        agent: request.agent.to_owned(),
+                        program: first.clone(),
+                    })?;
+            }
             AgentCommand {
-                argv: (child.argv)(&prompt, request.model, &tools),
-                adapter: agent.name.to_owned(),
+                argv,
+                adapter: if child.stream == StreamFormat::Plain {
+                    "plain".to_owned()
+                } else {
+                    agent.name.to_owned()
+                },
             }
         }
     };
@@ -235,6 +252,14 @@ fn fill(command: &[String], prompt: &str, model: Option<&str>) -> Vec<String> {
 
 /// Where `program` is: itself if it names a path, else the first executable file of that name
 /// in `path` (the lookup of [`crate::spawn::resolve_program`], from this process's directory).
+/// The first `program` on `path` that is not this process's executable.
+fn not_self(program: &str, path: Option<&OsStr>) -> Option<PathBuf> {
+    let me = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
+    std::env::split_paths(path?)
+        .filter_map(|dir| find_program(&dir.join(program).display().to_string(), None))
+        .find(|p| p.canonicalize().ok() != me)
+}
+
 pub fn find_program(program: &str, path: Option<&OsStr>) -> Option<PathBuf> {
     crate::spawn::resolve_program(program, path, None)
 }

@@ -48,7 +48,12 @@ fn wanted(configured: &[hermes_settings::AgentOverride]) -> Vec<Wanted> {
             }),
         }
     };
-    for agent in hermes_agents::AGENTS {
+    // An agent known by its script markers alone (its executable is named like hermes) has
+    // nothing to look for on PATH.
+    for agent in hermes_agents::AGENTS
+        .iter()
+        .filter(|a| !a.executables.is_empty())
+    {
         let (name, executables) = (agent.name, agent.executables);
         add(
             name,
@@ -56,7 +61,7 @@ fn wanted(configured: &[hermes_settings::AgentOverride]) -> Vec<Wanted> {
             false,
         );
     }
-    for (agent, child) in hermes_agents::children() {
+    for (agent, child) in hermes_agents::children().filter(|(_, c)| !c.not_self) {
         add(agent.name, vec![child.program.to_owned()], false);
     }
     for entry in configured {

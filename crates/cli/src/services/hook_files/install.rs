@@ -69,6 +69,10 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
             ),
         ));
     };
+    if super::plugin::is_plugin(agent) {
+        let home = super::plugin::agent_home(args.agent_home.as_deref())?;
+        return super::plugin::install(agent, &home, args.print);
+    }
     if args.local && !agent.install.has_local() {
         return Err(fail(
             Code::Usage,
@@ -102,6 +106,30 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
                 .map(PathBuf::from),
         },
     )
+}
+
+/// Runs `hook uninstall`.
+pub fn uninstall(args: &HookInstallArgs) -> anyhow::Result<Code> {
+    match agents::find(&args.agent) {
+        Some(agent) if super::plugin::is_plugin(agent) => {
+            let home = super::plugin::agent_home(args.agent_home.as_deref())?;
+            super::plugin::uninstall(agent, &home)
+        }
+        _ => Err(fail(
+            Code::Usage,
+            format!(
+                "hermes hook uninstall knows {}; for {:?} remove the `hermes` entries by hand",
+                hermes_agents::listed(
+                    agents::AGENTS
+                        .iter()
+                        .filter(|a| super::plugin::is_plugin(a))
+                        .map(|a| a.name),
+                    "or"
+                ),
+                args.agent
+            ),
+        )),
+    }
 }
 
 /// The files `--local` writes, for prose (`Title's path`, for each agent that has one).
@@ -158,12 +186,22 @@ pub fn path_note(absolute: bool) -> &'static str {
 /// Where the MCP server and the hooks go for `options`: the server's file, and the hooks'
 /// file (or directory of scripts). `hermes doctor` looks there.
 pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(PathBuf, PathBuf)> {
+    // An agent configured in a home of its own: that home (its default, under `$HOME`).
+    if matches!(install.server, Server::Yaml { .. }) {
+        let home = options
+            .home
+            .as_ref()
+            .ok_or_else(|| fail(Code::Usage, "HOME is not set"))?;
+        return Ok(super::plugin::paths(install, &home.join(".hermes")));
+    }
     let server = match &install.server {
-        Server::Json { file, .. } | Server::Toml { file } => place_path(file, options)?,
+        Server::Json { file, .. } | Server::Toml { file } | Server::Yaml { file } => {
+            place_path(file, options)?
+        }
     };
     let hooks = match &install.hooks {
         Hooks::Json { file, .. } => place_path(file, options)?,
-        Hooks::Scripts { dir, .. } => place_path(dir, options)?,
+        Hooks::Scripts { dir, .. } | Hooks::Plugin { dir, .. } => place_path(dir, options)?,
     };
     Ok((server, hooks))
 }
@@ -225,6 +263,9 @@ impl ServerFile {
                     entry.set("tools", Doc::Array(vec![Doc::string("*")]));
                 }
                 ServerFile::Json(file)
+            }
+            Server::Yaml { .. } => {
+                anyhow::bail!("internal error: a YAML server installs with its plugin")
             }
             Server::Toml { file } => {
                 let path = place_path(file, options)?;
@@ -288,6 +329,7 @@ pub fn install(agent: &Agent, options: &InstallOptions) -> anyhow::Result<Code> 
         Hooks::Scripts { dir, title } => {
             plan_scripts(agent, &place_path(dir, options)?, title, &quoted, &server)?
         }
+        Hooks::Plugin { .. } => anyhow::bail!("internal error: a plugin installs by itself"),
     };
     if options.print {
         let mut text = String::new();

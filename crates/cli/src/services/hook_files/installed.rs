@@ -65,6 +65,12 @@ fn levels(profile: &Agent, project: &Path, home: Option<&Path>) -> Vec<Found> {
     };
     let mut found = Vec::new();
     let install = &profile.install;
+    // An agent configured in its own home has one level: that home, under the user's.
+    if matches!(install.server, Server::Yaml { .. }) {
+        return paths(install, &options(true, false))
+            .map(|(server, hooks)| vec![look(profile, "user", &server, &hooks)])
+            .unwrap_or_default();
+    }
     if let Ok((server, hooks)) = paths(install, &options(false, false)) {
         found.push(look(profile, "project", &server, &hooks));
     }
@@ -96,6 +102,19 @@ fn look(profile: &Agent, level: &'static str, server: &Path, hooks: &Path) -> Fo
         Hooks::Json { .. } => {
             if let Some(doc) = read_json(hooks) {
                 strings(&doc, &mut commands);
+            }
+        }
+        // The plugin runs hermes by the absolute path its `hermes.json` names, at every event.
+        Hooks::Plugin { .. } => {
+            if let Some(text) = read_json(&hooks.join("hermes.json"))
+                .and_then(|v| v.get("program")?.as_str().map(str::to_owned))
+            {
+                commands.extend(
+                    profile
+                        .events
+                        .iter()
+                        .map(|e| format!("{text} hook {}", e.command)),
+                );
             }
         }
         Hooks::Scripts { .. } => {
@@ -152,6 +171,11 @@ fn has_server(install: &Install, path: &Path) -> bool {
             doc.get("mcpServers")
                 .and_then(|s| s.get("hermes"))
                 .is_some()
+        }),
+        Server::Yaml { .. } => std::fs::read_to_string(path).is_ok_and(|text| {
+            text.lines().any(|l| {
+                l.trim_start().starts_with("hermes:") && l.contains("# hermes hook install")
+            })
         }),
         Server::Toml { .. } => std::fs::read_to_string(path)
             .ok()

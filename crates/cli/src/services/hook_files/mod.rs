@@ -7,6 +7,7 @@ mod doc;
 pub mod install;
 pub mod installed;
 mod merge;
+pub mod plugin;
 
-pub use install::run as install;
+pub use install::{run as install, uninstall};
 pub use installed::installed;

@@ -123,14 +123,25 @@ fn a_hook_without_a_session_is_refused() {
     bad.assert_one_error_line(1);
 }
 
+/// `HERMES_SESSION_ID` names the session when the hook's input names none (or the same); a
+/// session the input names wins over a disagreeing inherited one — an agent may export its own
+/// id process-wide, or run under another conversation's hermes (issue 41).
 #[test]
-fn hermes_session_id_wins_over_the_hooks_session_id() {
+fn the_hooks_session_id_wins_over_a_disagreeing_hermes_session_id() {
     let h = Hermes::new();
     ready_result(&h, "pinned", "after_turn", "pinned-result");
-    let run = hook(
+    let other = hook(
         &h,
         "user-prompt-submit",
         &payload("agent-own-id", "UserPromptSubmit"),
+        &[("HERMES_SESSION_ID", "pinned")],
+    );
+    assert_eq!(other.code, 0, "{}", other.stderr);
+    assert!(other.stdout.is_empty(), "{}", other.stdout);
+    let run = hook(
+        &h,
+        "user-prompt-submit",
+        r#"{"hook_event_name":"UserPromptSubmit"}"#,
         &[("HERMES_SESSION_ID", "pinned")],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -211,10 +222,11 @@ fn hermes_failures_never_block_the_agent() {
         ("session-end", "SessionEnd"),
     ];
     for (event, name) in events {
+        // The input names no session: the (malformed) variable is the one asked.
         let bad_id = hook(
             &h,
             event,
-            &payload("conv-cfg", name),
+            &format!(r#"{{"hook_event_name":"{name}"}}"#),
             &[("HERMES_SESSION_ID", "not a valid id")],
         );
         bad_id.assert_one_error_line(1);
