@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Changes, Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DropReason, HostRecord,
-    Locality, ProcessId, SessionId, Timestamp, UnitStatus, Workspace,
+    Changes, Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DropReason,
+    HostRecord, Locality, ProcessId, SessionId, Timestamp, UnitStatus, Workspace,
 };
 use crate::rules;
 use crate::txn::assign::set_host;

@@ -69,7 +69,8 @@ impl Reaper for OsReaper {
             None => std::env::current_dir().ok()?,
         };
         let tree = crate::workspace::find(&cwd, &unit.id, child.index)?;
-        let changes = crate::workspace::finish(&tree, &crate::unit::commit_note(unit, child.index));
+        let changes =
+            crate::workspace::finish(&tree, &crate::workspace::commit_note(unit, child.index));
         tracing::info!(delegation = %unit.id, index = child.index, branch = %changes.branch, commits = changes.commits.len(), "committed a dead host's child's worktree");
         Some(changes)
     }

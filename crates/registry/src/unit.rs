@@ -16,7 +16,7 @@ use crate::child::{self, ChildPlan, ChildProgress, LiveChild, Started, exit_reas
 use crate::host::Publisher;
 use crate::spawn::SpawnRequest;
 use crate::transcript::{self, Manifest, TaskLog};
-use crate::workspace;
+use crate::workspace::{WorkspacePlan, commit_note, enter_worktree, leave_worktree};
 
 /// A unit's live progress, for progress bars.
 #[derive(Clone, Debug, PartialEq)]
@@ -404,67 +404,6 @@ struct Starting {
     deferred: bool,
     /// Its own worktree, if its unit asked for one.
     workspace: Option<WorkspacePlan>,
-}
-
-/// Where a child gets its own worktree.
-struct WorkspacePlan {
-    /// `$HERMES_HOME/workspaces`.
-    root: PathBuf,
-    /// The dispatch's working directory, in the repository.
-    cwd: PathBuf,
-    /// What hermes' commit of what it left says.
-    note: String,
-}
-
-/// What hermes' commit of what child `index` of `unit` left says about it.
-pub(crate) fn commit_note(unit: &Delegation, index: u32) -> String {
-    format!(
-        "Delegation: {}\nTask: {index}\nGoal: {}",
-        unit.id,
-        hermes_stdx::one_line(unit.goal_of(index))
-    )
-}
-
-/// Makes a child's worktree (git runs off the async threads) and points its plan at it; the
-/// outcome of a child that cannot have one.
-async fn enter_worktree(
-    ws: &WorkspacePlan,
-    id: &hermes_ledger::DelegationId,
-    plan: &mut ChildPlan,
-    live: &LiveChild,
-    host: &Publisher,
-) -> Result<workspace::Worktree, ChildOutcome> {
-    let (root, cwd, unit, index) = (ws.root.clone(), ws.cwd.clone(), id.clone(), plan.index);
-    let made = tokio::task::spawn_blocking(move || workspace::create(&root, &cwd, &unit, index))
-        .await
-        .unwrap_or_else(|e| Err(workspace::WorkspaceError::Git(e.to_string())));
-    match made {
-        Ok(tree) => {
-            plan.spawn.cwd = Some(tree.cwd());
-            plan.log.note(
-                host.context().clock.now(),
-                &format!("hermes: working in {} on branch {}", tree.path.display(), tree.branch),
-            );
-            Ok(tree)
-        }
-        Err(e) => {
-            let reason = format!("cannot create its worktree: {e}");
-            Err(child::could_not_start(plan, live, host.context().clock.now(), reason))
-        }
-    }
-}
-
-/// Commits what a child left in its worktree, measures its branch and removes the worktree.
-async fn leave_worktree(tree: workspace::Worktree, note: String) -> hermes_ledger::Changes {
-    let shown = (tree.branch.clone(), tree.base.clone());
-    tokio::task::spawn_blocking(move || workspace::finish(&tree, &note))
-        .await
-        .unwrap_or_else(|e| hermes_ledger::Changes {
-            branch: shown.0,
-            base: shown.1,
-            error: Some(e.to_string()),
-            ..hermes_ledger::Changes::default()
-        })
 }
 
 impl Starting {

@@ -101,7 +101,12 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C");
     // A hermes run from a git hook must not act on the hook's repository instead.
-    for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"] {
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+    ] {
         command.env_remove(var);
     }
     let mut child = match command.spawn() {
@@ -177,7 +182,12 @@ pub fn locate(cwd: &Path) -> Result<Repository, WorkspaceError> {
         .strip_prefix(&real_root)
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    if git(&root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).is_err() {
+    if git(
+        &root,
+        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+    )
+    .is_err()
+    {
         return Err(WorkspaceError::NoHead(top));
     }
     for (marker, what) in [
@@ -349,7 +359,12 @@ fn measure(tree: &Worktree, changes: &mut Changes) -> Result<(), WorkspaceError>
     .collect();
     let stat = git(
         repo,
-        &["diff", "--shortstat", tree.base.as_str(), changes.head.as_str()],
+        &[
+            "diff",
+            "--shortstat",
+            tree.base.as_str(),
+            changes.head.as_str(),
+        ],
     )?;
     let (files, insertions, deletions) = parse_shortstat(&stat);
     changes.files_changed = files;
@@ -432,4 +447,195 @@ fn base_file(path: &Path) -> PathBuf {
 pub fn remember_base(tree: &Worktree) -> Result<(), WorkspaceError> {
     std::fs::write(base_file(&tree.path), &tree.base)
         .map_err(|e| WorkspaceError::Git(format!("cannot record the base commit: {e}")))
+}
+
+// In a unit: the async steps around a child of a `--workspace worktree` unit.
+
+/// Where a child gets its own worktree.
+pub(crate) struct WorkspacePlan {
+    /// `$HERMES_HOME/workspaces`.
+    pub(crate) root: PathBuf,
+    /// The dispatch's working directory, in the repository.
+    pub(crate) cwd: PathBuf,
+    /// What hermes' commit of what it left says.
+    pub(crate) note: String,
+}
+
+/// What hermes' commit of what child `index` of `unit` left says about it.
+pub(crate) fn commit_note(unit: &hermes_ledger::Delegation, index: u32) -> String {
+    format!(
+        "Delegation: {}\nTask: {index}\nGoal: {}",
+        unit.id,
+        hermes_stdx::one_line(unit.goal_of(index))
+    )
+}
+
+/// Makes a child's worktree (git runs off the async threads) and points its plan at it; the
+/// outcome of a child that cannot have one.
+pub(crate) async fn enter_worktree(
+    ws: &WorkspacePlan,
+    id: &hermes_ledger::DelegationId,
+    plan: &mut crate::child::ChildPlan,
+    live: &crate::child::LiveChild,
+    host: &crate::host::Publisher,
+) -> Result<Worktree, hermes_ledger::ChildOutcome> {
+    let (root, cwd, unit, index) = (ws.root.clone(), ws.cwd.clone(), id.clone(), plan.index);
+    let made = tokio::task::spawn_blocking(move || create(&root, &cwd, &unit, index))
+        .await
+        .unwrap_or_else(|e| Err(WorkspaceError::Git(e.to_string())));
+    match made {
+        Ok(tree) => {
+            plan.spawn.cwd = Some(tree.cwd());
+            plan.log.note(
+                host.context().clock.now(),
+                &format!(
+                    "hermes: working in {} on branch {}",
+                    tree.path.display(),
+                    tree.branch
+                ),
+            );
+            Ok(tree)
+        }
+        Err(e) => {
+            let reason = format!("cannot create its worktree: {e}");
+            Err(crate::child::could_not_start(
+                plan,
+                live,
+                host.context().clock.now(),
+                reason,
+            ))
+        }
+    }
+}
+
+/// Commits what a child left in its worktree, measures its branch and removes the worktree.
+pub(crate) async fn leave_worktree(tree: Worktree, note: String) -> hermes_ledger::Changes {
+    let shown = (tree.branch.clone(), tree.base.clone());
+    tokio::task::spawn_blocking(move || finish(&tree, &note))
+        .await
+        .unwrap_or_else(|e| hermes_ledger::Changes {
+            branch: shown.0,
+            base: shown.1,
+            error: Some(e.to_string()),
+            ..hermes_ledger::Changes::default()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "p")
+            .env("GIT_AUTHOR_EMAIL", "p@example.com")
+            .env("GIT_COMMITTER_NAME", "p")
+            .env("GIT_COMMITTER_EMAIL", "p@example.com")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn repository() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        run(dir.path(), &["init", "--quiet", "-b", "main"]);
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        std::fs::write(dir.path().join("sub/notes.txt"), "one\n").expect("write");
+        run(dir.path(), &["add", "."]);
+        run(dir.path(), &["commit", "--quiet", "-m", "start"]);
+        dir
+    }
+
+    fn id() -> DelegationId {
+        DelegationId::new("deleg_0123456789ab").expect("id")
+    }
+
+    #[test]
+    fn shortstat_is_parsed() {
+        assert_eq!(
+            parse_shortstat(" 3 files changed, 10 insertions(+), 2 deletions(-)\n"),
+            (3, 10, 2)
+        );
+        assert_eq!(parse_shortstat(" 1 file changed, 1 deletion(-)"), (1, 0, 1));
+        assert_eq!(parse_shortstat(""), (0, 0, 0));
+    }
+
+    #[test]
+    fn what_a_child_leaves_is_committed_on_its_branch_and_the_worktree_goes() {
+        let repo = repository();
+        let home = tempfile::tempdir().expect("home");
+        let root = home.path().join("workspaces");
+        let tree = create(&root, &repo.path().join("sub"), &id(), 0).expect("created");
+        assert_eq!(tree.branch, "hermes/deleg_0123456789ab-0");
+        assert_eq!(tree.cwd(), root.join("deleg_0123456789ab-0/sub"));
+        std::fs::write(tree.cwd().join("notes.txt"), "one\ntwo\n").expect("write");
+        std::fs::write(tree.cwd().join("new.txt"), "x\n").expect("write");
+        let changes = finish(&tree, "Goal: g");
+        assert_eq!(changes.error, None);
+        assert_eq!(changes.commits.len(), 1);
+        assert!(changes.commits[0].ends_with("hermes: commit what the child left uncommitted"));
+        assert_eq!(
+            (changes.files_changed, changes.insertions, changes.deletions),
+            (2, 2, 0)
+        );
+        assert!(!tree.path.exists());
+        assert!(branch_exists(repo.path(), &tree.branch).expect("asks"));
+        let author = run(repo.path(), &["log", "-1", "--format=%an", &tree.branch]);
+        assert_eq!(author.trim(), "hermes");
+        // The person's checkout did not change.
+        assert_eq!(run(repo.path(), &["status", "--porcelain"]), "");
+    }
+
+    #[test]
+    fn a_child_that_changes_nothing_leaves_no_branch() {
+        let repo = repository();
+        let home = tempfile::tempdir().expect("home");
+        let tree = create(home.path(), repo.path(), &id(), 1).expect("created");
+        let changes = finish(&tree, "Goal: g");
+        assert!(changes.is_empty() && changes.error.is_none());
+        assert_eq!(changes.head, changes.base);
+        assert!(!branch_exists(repo.path(), &tree.branch).expect("asks"));
+    }
+
+    #[test]
+    fn recovery_finds_a_worktree_left_behind() {
+        let repo = repository();
+        let home = tempfile::tempdir().expect("home");
+        let tree = create(home.path(), repo.path(), &id(), 2).expect("created");
+        std::fs::write(tree.path.join("left.txt"), "x\n").expect("write");
+        let found = find(&repo.path().join("sub"), &id(), 2).expect("found");
+        assert_eq!(
+            (found.branch.as_str(), found.base.as_str()),
+            (tree.branch.as_str(), tree.base.as_str())
+        );
+        let changes = finish(&found, "Goal: g");
+        assert_eq!(changes.commits.len(), 1);
+        assert!(find(repo.path(), &id(), 2).is_none());
+    }
+
+    #[test]
+    fn bad_repositories_are_refused_with_a_reason() {
+        let plain = tempfile::tempdir().expect("dir");
+        assert!(matches!(
+            locate(plain.path()),
+            Err(WorkspaceError::NotARepository(_))
+        ));
+        let repo = repository();
+        run(repo.path(), &["branch", "hermes/deleg_0123456789ab-1"]);
+        assert_eq!(
+            check(repo.path(), &id(), 3),
+            Err(WorkspaceError::BranchTaken(
+                "hermes/deleg_0123456789ab-1".into()
+            ))
+        );
+        let head = run(repo.path(), &["rev-parse", "HEAD"]);
+        std::fs::write(repo.path().join(".git/MERGE_HEAD"), head).expect("write");
+        assert!(matches!(
+            locate(repo.path()),
+            Err(WorkspaceError::InProgress { what: "merge", .. })
+        ));
+    }
 }
