@@ -424,12 +424,14 @@ fn set_text(
     } else if key == WORKSPACE {
         settings.delegation.workspace = match raw {
             None => WORKSPACES[0],
-            Some(r) => WORKSPACES.iter().copied().find(|w| *w == r).ok_or_else(|| {
-                SettingsError::BadValue {
+            Some(r) => WORKSPACES
+                .iter()
+                .copied()
+                .find(|w| *w == r)
+                .ok_or_else(|| SettingsError::BadValue {
                     what: what.to_owned(),
                     expected: "`none` or `worktree`".to_owned(),
-                }
-            })?,
+                })?,
         };
     }
     Ok(match raw {

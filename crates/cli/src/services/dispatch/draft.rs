@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
+use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec, Workspace};
 
 use crate::args::DispatchArgs;
 use crate::services::dispatch::tasks_file::{self, Batch};
@@ -34,6 +34,8 @@ pub struct Draft {
     pub group: Option<String>,
     /// The worker pool that runs it.
     pub pool: Option<String>,
+    /// Where each child works (default: the batch's, else `delegation.workspace`).
+    pub workspace: Option<Workspace>,
     /// An agent to run on the goal instead of a command.
     pub agent: Option<String>,
     /// How to read the child's stdout.
@@ -87,6 +89,7 @@ impl Draft {
             cwd: args.cwd.clone(),
             group: args.group.clone(),
             pool: args.pool.clone(),
+            workspace: args.workspace,
             agent: args.agent.clone(),
             adapter: args.adapter.clone(),
             command: args.command.clone(),
@@ -118,6 +121,15 @@ impl Draft {
             None => None,
         };
         let batch = self.batch.take();
+        let workspace = self
+            .workspace
+            .or(batch.as_ref().and_then(|b| b.workspace))
+            .or(Workspace::parse(settings.delegation.workspace))
+            .unwrap_or_default();
+        let cwd = match workspace {
+            Workspace::Worktree => Some(super::workspace::repository_cwd(cwd)?),
+            Workspace::None => cwd,
+        };
         let batch_pool = batch.as_ref().and_then(|b| b.pool.clone());
         let pool = self.pool.clone().or(batch_pool);
         if let Some(pool) = &pool {
@@ -186,6 +198,7 @@ impl Draft {
             tasks,
             pool,
             depth: 1,
+            workspace,
         };
         crate::services::dispatch::agents::resolve(&mut spec, &settings)?;
         Ok(spec)
