@@ -20,3 +20,4 @@ mod pools;
 mod race;
 mod sessions;
 mod top;
+mod workspace;
