@@ -193,6 +193,10 @@ pub enum Command {
     /// A worker: runs the units dispatched with `--pool NAME`, from any session, until stopped
     /// (SIGTERM/SIGINT); `worker list` shows the live workers.
     Worker(WorkerArgs),
+    /// The branches hermes made for `--workspace worktree` children (`hermes/…`, recorded
+    /// when kept): list them, or delete them (never any other branch).
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
     /// A live full-screen view of every unit on every machine (needs a terminal).
     Top,
     /// The ledger's state in the Prometheus text exposition format, on stdout.
@@ -217,6 +221,26 @@ pub enum Command {
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// The branches hermes made and kept: repository, commits, whether merged into its `HEAD`.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deletes the branches hermes made: every one, or those merged into their repository's
+    /// `HEAD` (`--merged`) and/or whose last commit is older than D (`--older-than 7d`).
+    Clean {
+        #[arg(long)]
+        merged: bool,
+        /// An age: `90s`, `30m`, `12h`, `7d`, `2w`.
+        #[arg(long, value_name = "D")]
+        older_than: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
 }
 

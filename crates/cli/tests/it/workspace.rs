@@ -357,3 +357,80 @@ fn a_dead_hosts_child_still_gets_its_changes_committed_and_reported() {
         drained.stdout
     );
 }
+
+#[test]
+fn workspace_clean_merged_removes_only_merged_hermes_branches() {
+    let h = Hermes::new();
+    let repo = repository();
+    // The person's own branches, one of them named like hermes' and merged: never touched.
+    git(repo.path(), &["branch", "mine"]);
+    git(repo.path(), &["branch", "hermes/not-recorded"]);
+    for (n, file) in ["merged.txt", "open.txt"].iter().enumerate() {
+        let run = run_in(
+            &h,
+            repo.path(),
+            &[
+                "-z",
+                "--json",
+                "--workspace",
+                "worktree",
+                "--goal",
+                &format!("g{n}"),
+                "--",
+                "sh",
+                "-c",
+                &format!("echo x > {file}"),
+            ],
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let listed = h.json(&["workspace", "list", "--json"]);
+    let branches: Vec<&str> = listed["branches"]
+        .as_array()
+        .expect("branches")
+        .iter()
+        .filter_map(|b| b["branch"].as_str())
+        .collect();
+    assert_eq!(branches.len(), 2, "{listed}");
+    // Merge the first child's branch into the person's HEAD (a fast-forward of a clean tree).
+    git(repo.path(), &["stash", "--quiet"]);
+    let merged = listed["branches"]
+        .as_array()
+        .expect("branches")
+        .iter()
+        .find(|b| {
+            let name = b["branch"].as_str().unwrap_or_default();
+            git(repo.path(), &["show", "--name-only", "--format=", name]).contains("merged.txt")
+        })
+        .and_then(|b| b["branch"].as_str())
+        .expect("the merged.txt branch")
+        .to_owned();
+    git(repo.path(), &["merge", "--quiet", "--ff-only", &merged]);
+    git(repo.path(), &["stash", "pop", "--quiet"]);
+    let listed = h.json(&["workspace", "list", "--json"]);
+    let merged_flags: Vec<bool> = listed["branches"]
+        .as_array()
+        .expect("branches")
+        .iter()
+        .map(|b| b["merged"].as_bool().expect("merged"))
+        .collect();
+    assert_eq!(merged_flags.iter().filter(|m| **m).count(), 1, "{listed}");
+    let cleaned = h.json(&["workspace", "clean", "--merged", "--json"]);
+    assert_eq!(cleaned["removed"], serde_json::json!([merged]), "{cleaned}");
+    let mut left = hermes_branches(repo.path());
+    left.sort();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.contains(&"hermes/not-recorded".to_owned()));
+    assert!(!left.contains(&merged));
+    assert!(git(repo.path(), &["branch", "--list", "mine"]).contains("mine"));
+    // Without filters, every recorded branch goes, and still only those.
+    let cleaned = h.json(&["workspace", "clean", "--json"]);
+    assert_eq!(
+        cleaned["removed"].as_array().map(Vec::len),
+        Some(1),
+        "{cleaned}"
+    );
+    assert_eq!(hermes_branches(repo.path()), vec!["hermes/not-recorded"]);
+    let run = h.run(&["workspace", "clean", "--older-than", "soon"]);
+    run.assert_one_error_line(2);
+}

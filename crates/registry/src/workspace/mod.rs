@@ -16,6 +16,14 @@ use std::time::{Duration, Instant};
 
 use hermes_ledger::{Changes, DelegationId};
 
+mod branches;
+mod steps;
+
+pub(crate) use branches::record;
+pub use branches::{BranchRecord, BranchState, delete, records, records_dir, state};
+pub(crate) use steps::commit_note;
+pub(crate) use steps::{WorkspacePlan, enter_worktree, leave_worktree};
+
 /// How long one git command may take before it is killed.
 pub const GIT_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -236,7 +244,7 @@ pub fn check(cwd: &Path, unit: &DelegationId, count: u32) -> Result<Repository, 
 static MUTATING: Mutex<()> = Mutex::new(());
 
 /// Runs a mutating git command, once more if another one held git's lock.
-fn git_mut(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
+pub(crate) fn git_mut(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
     let _guard = hermes_stdx::lock(&MUTATING);
     match git(dir, args) {
         Err(WorkspaceError::Git(reason)) if reason.contains(".lock") => {
@@ -308,6 +316,12 @@ pub fn finish(tree: &Worktree, what: &str) -> Changes {
     }
     if let Err(e) = remove(tree, changes.is_empty() && changes.error.is_none()) {
         changes.error.get_or_insert(e.to_string());
+    }
+    if !changes.is_empty()
+        && let Some(root) = tree.path.parent()
+        && let Err(e) = record(root, &changes)
+    {
+        tracing::warn!(branch = %changes.branch, error = %e, "cannot record a branch hermes made");
     }
     changes
 }
@@ -447,78 +461,6 @@ fn base_file(path: &Path) -> PathBuf {
 pub fn remember_base(tree: &Worktree) -> Result<(), WorkspaceError> {
     std::fs::write(base_file(&tree.path), &tree.base)
         .map_err(|e| WorkspaceError::Git(format!("cannot record the base commit: {e}")))
-}
-
-// In a unit: the async steps around a child of a `--workspace worktree` unit.
-
-/// Where a child gets its own worktree.
-pub(crate) struct WorkspacePlan {
-    /// `$HERMES_HOME/workspaces`.
-    pub(crate) root: PathBuf,
-    /// The dispatch's working directory, in the repository.
-    pub(crate) cwd: PathBuf,
-    /// What hermes' commit of what it left says.
-    pub(crate) note: String,
-}
-
-/// What hermes' commit of what child `index` of `unit` left says about it.
-pub(crate) fn commit_note(unit: &hermes_ledger::Delegation, index: u32) -> String {
-    format!(
-        "Delegation: {}\nTask: {index}\nGoal: {}",
-        unit.id,
-        hermes_stdx::one_line(unit.goal_of(index))
-    )
-}
-
-/// Makes a child's worktree (git runs off the async threads) and points its plan at it; the
-/// outcome of a child that cannot have one.
-pub(crate) async fn enter_worktree(
-    ws: &WorkspacePlan,
-    id: &hermes_ledger::DelegationId,
-    plan: &mut crate::child::ChildPlan,
-    live: &crate::child::LiveChild,
-    host: &crate::host::Publisher,
-) -> Result<Worktree, hermes_ledger::ChildOutcome> {
-    let (root, cwd, unit, index) = (ws.root.clone(), ws.cwd.clone(), id.clone(), plan.index);
-    let made = tokio::task::spawn_blocking(move || create(&root, &cwd, &unit, index))
-        .await
-        .unwrap_or_else(|e| Err(WorkspaceError::Git(e.to_string())));
-    match made {
-        Ok(tree) => {
-            plan.spawn.cwd = Some(tree.cwd());
-            plan.log.note(
-                host.context().clock.now(),
-                &format!(
-                    "hermes: working in {} on branch {}",
-                    tree.path.display(),
-                    tree.branch
-                ),
-            );
-            Ok(tree)
-        }
-        Err(e) => {
-            let reason = format!("cannot create its worktree: {e}");
-            Err(crate::child::could_not_start(
-                plan,
-                live,
-                host.context().clock.now(),
-                reason,
-            ))
-        }
-    }
-}
-
-/// Commits what a child left in its worktree, measures its branch and removes the worktree.
-pub(crate) async fn leave_worktree(tree: Worktree, note: String) -> hermes_ledger::Changes {
-    let shown = (tree.branch.clone(), tree.base.clone());
-    tokio::task::spawn_blocking(move || finish(&tree, &note))
-        .await
-        .unwrap_or_else(|e| hermes_ledger::Changes {
-            branch: shown.0,
-            base: shown.1,
-            error: Some(e.to_string()),
-            ..hermes_ledger::Changes::default()
-        })
 }
 
 #[cfg(test)]
