@@ -121,7 +121,8 @@ fn three_children_at_once_each_get_their_own_branch_and_the_checkout_is_untouche
         assert_eq!(notes, format!("start\nchild-{n}\n"));
         let path = ws["path"].as_str().expect("path");
         assert!(path.starts_with(h.path().to_str().expect("home")), "{path}");
-        assert!(!Path::new(path).exists(), "the worktree is removed: {path}");
+        // Until its result is delivered, its worktree is there to look at.
+        assert!(Path::new(path).join("notes.txt").is_file(), "{path}");
         let author = git(repo.path(), &["log", "-1", "--format=%an", &branch]);
         assert_eq!(author.trim(), "hermes");
     }
@@ -140,6 +141,19 @@ fn three_children_at_once_each_get_their_own_branch_and_the_checkout_is_untouche
         "{}",
         drained.stdout
     );
+    // Delivered: a sweep removes the worktrees; the branches stay.
+    let paths: Vec<String> = status["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["workspace"]["path"].as_str().expect("path").to_owned())
+        .collect();
+    wait_for(Duration::from_secs(30), "the worktrees to go", || {
+        h.run(&["delegation", "list"]);
+        paths.iter().all(|p| !Path::new(p).exists()).then_some(())
+    });
+    assert_eq!(hermes_branches(repo.path()).len(), 3);
+    assert_eq!(git(repo.path(), &["worktree", "list"]).lines().count(), 1);
 }
 
 #[test]
@@ -192,6 +206,12 @@ fn a_child_that_commits_and_one_that_does_not_both_come_back_as_commits() {
         git(repo.path(), &["status", "--porcelain"]),
         " M notes.txt\n"
     );
+    // A -z run's results are delivered as it ends: its worktrees are gone, its branches kept.
+    for task in json["tasks"].as_array().expect("tasks") {
+        let path = task["workspace"]["path"].as_str().expect("path");
+        assert!(!Path::new(path).exists(), "{path}");
+    }
+    assert_eq!(hermes_branches(repo.path()).len(), 2);
 }
 
 #[test]
@@ -349,12 +369,19 @@ fn a_dead_hosts_child_still_gets_its_changes_committed_and_reported() {
         git(repo.path(), &["show", &format!("{branch}:left.txt")]),
         "left\n"
     );
-    assert!(!left.exists(), "the worktree is removed");
     let drained = h.run(&["drain", "--session", "K"]);
     assert!(
         drained.stdout.contains(&format!("Branch: {branch}")),
         "{}",
         drained.stdout
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "the worktree to go once delivered",
+        || {
+            h.run(&["delegation", "list"]);
+            (!left.exists()).then_some(())
+        },
     );
 }
 

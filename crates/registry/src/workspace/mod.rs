@@ -17,10 +17,12 @@ use std::time::{Duration, Instant};
 use hermes_ledger::{Changes, DelegationId};
 
 mod branches;
+mod release;
 mod steps;
 
 pub(crate) use branches::record;
 pub use branches::{BranchRecord, BranchState, delete, records, records_dir, state};
+pub use release::{release_settled, remove_worktree};
 pub(crate) use steps::commit_note;
 pub(crate) use steps::{WorkspacePlan, enter_worktree, leave_worktree};
 
@@ -294,9 +296,11 @@ pub fn create(
     Ok(tree)
 }
 
-/// Finishes a child's worktree: commits what it left (as hermes, saying so), measures what
-/// its branch holds over its base, removes the worktree, and the branch too if it holds
-/// nothing. Never fails: what went wrong is in [`Changes::error`].
+/// Finishes a child's worktree: commits what it left (as hermes, saying so) and measures what
+/// its branch holds over its base. A worktree with nothing in it goes at once, with its branch;
+/// one with changes stays until its result is delivered or dropped ([`release_settled`]), and
+/// its branch is recorded for `hermes workspace`. Never fails: what went wrong is in
+/// [`Changes::error`].
 pub fn finish(tree: &Worktree, what: &str) -> Changes {
     let mut changes = Changes {
         branch: tree.branch.clone(),
@@ -314,7 +318,10 @@ pub fn finish(tree: &Worktree, what: &str) -> Changes {
     if let Err(e) = measure(tree, &mut changes) {
         changes.error.get_or_insert(e.to_string());
     }
-    if let Err(e) = remove(tree, changes.is_empty() && changes.error.is_none()) {
+    if changes.is_empty()
+        && changes.error.is_none()
+        && let Err(e) = remove(tree, true)
+    {
         changes.error.get_or_insert(e.to_string());
     }
     if !changes.is_empty()
@@ -523,6 +530,9 @@ mod tests {
             (changes.files_changed, changes.insertions, changes.deletions),
             (2, 2, 0)
         );
+        // The worktree stays until the result is settled; the branch stays after it.
+        assert!(tree.path.exists());
+        remove_worktree(&tree.path).expect("removed");
         assert!(!tree.path.exists());
         assert!(branch_exists(repo.path(), &tree.branch).expect("asks"));
         let author = run(repo.path(), &["log", "-1", "--format=%an", &tree.branch]);
@@ -539,6 +549,10 @@ mod tests {
         let changes = finish(&tree, "Goal: g");
         assert!(changes.is_empty() && changes.error.is_none());
         assert_eq!(changes.head, changes.base);
+        assert!(
+            !tree.path.exists(),
+            "a worktree with nothing in it goes at once"
+        );
         assert!(!branch_exists(repo.path(), &tree.branch).expect("asks"));
     }
 
@@ -555,6 +569,7 @@ mod tests {
         );
         let changes = finish(&found, "Goal: g");
         assert_eq!(changes.commits.len(), 1);
+        remove_worktree(&found.path).expect("removed");
         assert!(find(repo.path(), &id(), 2).is_none());
     }
 
