@@ -200,16 +200,21 @@ pub fn locate(cwd: &Path) -> Result<Repository, WorkspaceError> {
     {
         return Err(WorkspaceError::NoHead(top));
     }
-    for (marker, what) in [
+    // One git for every marker: `--git-path` answers each in order, one line each.
+    const MARKERS: [(&str, &str); 5] = [
         ("MERGE_HEAD", "merge"),
         ("rebase-merge", "rebase"),
         ("rebase-apply", "rebase"),
         ("CHERRY_PICK_HEAD", "cherry-pick"),
         ("REVERT_HEAD", "revert"),
-    ] {
-        let path = git(&root, &["rev-parse", "--git-path", marker])?;
-        let path = root.join(path.trim());
-        if path.exists() {
+    ];
+    let mut args = vec!["rev-parse"];
+    for (marker, _) in MARKERS {
+        args.extend(["--git-path", marker]);
+    }
+    let paths = git(&root, &args)?;
+    for ((_, what), path) in MARKERS.iter().zip(paths.lines()) {
+        if root.join(path.trim()).exists() {
             return Err(WorkspaceError::InProgress { repo: top, what });
         }
     }
