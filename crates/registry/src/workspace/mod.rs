@@ -282,6 +282,10 @@ pub fn create(
     git_mut(
         &repository.root,
         &[
+            // Files checked out by as many workers as there are cores: about half the time of
+            // one on a 2-core machine (`bench_workspace`).
+            "-c",
+            "checkout.workers=0",
             "worktree",
             "add",
             "--quiet",
