@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::{Context as _, Result, bail};
 use hermes_ledger::DelegationId;
 use hermes_registry::workspace;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const FILES: usize = 10_000;
 const SAMPLES: usize = 15;
@@ -30,7 +30,7 @@ fn main() -> Result<()> {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut floor = Vec::new();
     for n in 0..SAMPLES {
-        let id = DelegationId::new(&format!("deleg_{n:012x}")).context("id")?;
+        let id = DelegationId::new(format!("deleg_{n:012x}")).context("id")?;
         let start = Instant::now();
         let tree = workspace::create(&root, repo.path(), &id, 0)?;
         let made = start.elapsed();
@@ -69,7 +69,7 @@ fn main() -> Result<()> {
         "workspace_remove_ms_p50": percentile(&mut remove, 50),
         "git_worktree_add_remove_ms_p50": percentile(&mut floor, 50),
     });
-    println!("{}", Value::from(figures));
+    println!("{figures}");
     Ok(())
 }
 

@@ -461,7 +461,7 @@ impl Starting {
                 if self.deferred {
                     started = Some(process);
                 } else {
-                    host.child_started(&id, index, process, at).await;
+                    host.child_started(id, index, process, at).await;
                     live.start_recorded();
                 }
                 // Recorded at once (one short write), so status views show the stall fields
@@ -483,7 +483,7 @@ impl Starting {
                     Some(process) => tokio::select! {
                         outcome = &mut supervised => outcome,
                         () = tokio::time::sleep(START_RECORD_DELAY) => {
-                            host.child_started(&id, index, process, at).await;
+                            host.child_started(id, index, process, at).await;
                             live.start_recorded();
                             started = None;
                             supervised.await
