@@ -46,6 +46,39 @@ pub struct Draft {
     pub batch: Option<Batch>,
 }
 
+/// `--cwd`, checked to be a directory, made absolute.
+fn absolute_cwd(cwd: Option<&PathBuf>) -> anyhow::Result<Option<String>> {
+    match cwd {
+        Some(dir) if !dir.is_dir() => Err(fail(
+            Code::Usage,
+            format!("--cwd {}: not a directory", dir.display()),
+        )),
+        Some(dir) => Ok(Some(
+            std::path::absolute(dir)
+                .unwrap_or_else(|_| dir.clone())
+                .display()
+                .to_string(),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The unit's workspace (`asked`, else `delegation.workspace`) and its children's working
+/// directory: for a worktree, absolute and checked to be in a repository fit to branch from.
+fn workspace_of(
+    asked: Option<Workspace>,
+    cwd: Option<String>,
+    settings: &hermes_settings::Settings,
+) -> anyhow::Result<(Workspace, Option<String>)> {
+    let workspace = asked
+        .or(Workspace::parse(settings.delegation.workspace))
+        .unwrap_or_default();
+    Ok(match workspace {
+        Workspace::Worktree => (workspace, Some(super::workspace::repository_cwd(cwd)?)),
+        Workspace::None => (workspace, cwd),
+    })
+}
+
 /// Reads `--tasks` (a path, or `-` for stdin).
 fn read_tasks(source: &str) -> anyhow::Result<String> {
     if source == "-" {
@@ -105,31 +138,13 @@ impl Draft {
             .timeout
             .filter(|t| !t.is_zero())
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
-        let cwd = match &self.cwd {
-            Some(dir) if !dir.is_dir() => {
-                return Err(fail(
-                    Code::Usage,
-                    format!("--cwd {}: not a directory", dir.display()),
-                ));
-            }
-            Some(dir) => Some(
-                std::path::absolute(dir)
-                    .unwrap_or_else(|_| dir.clone())
-                    .display()
-                    .to_string(),
-            ),
-            None => None,
-        };
+        let cwd = absolute_cwd(self.cwd.as_ref())?;
         let batch = self.batch.take();
-        let workspace = self
-            .workspace
-            .or(batch.as_ref().and_then(|b| b.workspace))
-            .or(Workspace::parse(settings.delegation.workspace))
-            .unwrap_or_default();
-        let cwd = match workspace {
-            Workspace::Worktree => Some(super::workspace::repository_cwd(cwd)?),
-            Workspace::None => cwd,
-        };
+        let (workspace, cwd) = workspace_of(
+            self.workspace.or(batch.as_ref().and_then(|b| b.workspace)),
+            cwd,
+            &settings,
+        )?;
         let batch_pool = batch.as_ref().and_then(|b| b.pool.clone());
         let pool = self.pool.clone().or(batch_pool);
         if let Some(pool) = &pool {
