@@ -127,6 +127,12 @@ fn three_children_at_once_each_get_their_own_branch_and_the_checkout_is_untouche
         assert_eq!(author.trim(), "hermes");
     }
     assert_eq!(hermes_branches(repo.path()).len(), 3);
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(h.path().join("workspaces"))
+            .expect("workspaces")
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700);
     assert_eq!(checkout(repo.path()), before);
     assert_eq!(git(repo.path(), &["status", "--porcelain"]), status_before);
     let drained = h.run(&["drain", "--session", "W"]);

@@ -273,7 +273,9 @@ pub fn create(
     let repository = locate(cwd)?;
     let branch = branch_name(unit, index);
     let path = worktree_dir(root, unit, index);
-    std::fs::create_dir_all(root)
+    // Private, as every directory hermes makes.
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(root)
         .map_err(|e| WorkspaceError::Git(format!("cannot create {}: {e}", root.display())))?;
     let base = git(&repository.root, &["rev-parse", "HEAD"])?
         .trim()
