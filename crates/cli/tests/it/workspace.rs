@@ -467,3 +467,28 @@ fn workspace_clean_merged_removes_only_merged_hermes_branches() {
     let run = h.run(&["workspace", "clean", "--older-than", "soon"]);
     run.assert_one_error_line(2);
 }
+
+#[test]
+fn a_worktree_that_cannot_be_made_at_run_time_fails_its_child_visibly() {
+    let h = Hermes::new();
+    let repo = repository();
+    // Where the worktrees go is taken by a file: git cannot make one there (as on a full disk).
+    std::fs::write(h.path().join("workspaces"), "in the way").expect("write");
+    let run = run_in(
+        &h,
+        repo.path(),
+        &["-z", "--workspace", "worktree", "--", "true"],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("status: error") || run.stdout.contains("Status: error"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("cannot create its worktree"),
+        "{}",
+        run.stdout
+    );
+    assert!(hermes_branches(repo.path()).is_empty());
+}
