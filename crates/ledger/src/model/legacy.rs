@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Event,
-    HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId, TaskSpec,
-    Timestamp, UnitStatus,
+    EventPayload, HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId,
+    TaskSpec, Timestamp, UnitStatus,
 };
 
 use crate::codec::{self, DecodeError};
@@ -233,6 +233,16 @@ pub(crate) fn decode_event(path: &Path, bytes: &[u8]) -> Result<Event> {
         ..4 => read::<legacy_v3::EventV3, _>,
         4 => read::<legacy_v4::EventV4, _>,
         _ => read::<Event, _>,
+    })
+}
+
+/// An event's payload stored on its own (PostgreSQL's event rows) in any format (formats 1 to 3
+/// had no model or usage on its outcomes, format 4 no changes).
+pub(crate) fn decode_payload(path: &Path, bytes: &[u8]) -> Result<EventPayload> {
+    decode_any(path, "event payload", bytes, |version| match version {
+        ..4 => read::<legacy_v3::EventPayloadV3, _>,
+        4 => read::<legacy_v4::EventPayloadV4, _>,
+        _ => read::<EventPayload, _>,
     })
 }
 

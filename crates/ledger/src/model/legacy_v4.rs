@@ -250,6 +250,12 @@ mod tests {
             dropped_at: None,
             drop_reason: None,
         };
+        // PostgreSQL keeps an event's payload on its own: a format-4 one reads too.
+        let payload =
+            crate::model::legacy::decode_payload(Path::new("pg"), &at_format(4, &old.payload))
+                .expect("a format 4 payload decodes");
+        assert!(payload.outcomes()[0].changes.is_none());
+        assert_eq!(payload.outcomes()[0].api_calls, 3);
         let event =
             decode_event(Path::new("l.redb"), &at_format(4, &old)).expect("format 4 decodes");
         let outcomes = event.payload.outcomes();
