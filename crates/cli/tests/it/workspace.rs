@@ -218,6 +218,28 @@ fn a_child_that_commits_and_one_that_does_not_both_come_back_as_commits() {
         assert!(!Path::new(path).exists(), "{path}");
     }
     assert_eq!(hermes_branches(repo.path()).len(), 2);
+    // `cron run` takes it too.
+    let run = run_in(
+        &h,
+        repo.path(),
+        &[
+            "cron",
+            "run",
+            "--workspace",
+            "worktree",
+            "--",
+            "sh",
+            "-c",
+            "echo c > c.txt",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("--- CHANGES ---\nBranch: hermes/"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(hermes_branches(repo.path()).len(), 3);
 }
 
 #[test]
@@ -491,4 +513,50 @@ fn a_worktree_that_cannot_be_made_at_run_time_fails_its_child_visibly() {
         run.stdout
     );
     assert!(hermes_branches(repo.path()).is_empty());
+}
+
+#[test]
+fn a_pool_units_children_get_their_worktrees_from_the_worker() {
+    let h = Hermes::new();
+    let repo = repository();
+    let mut worker = h
+        .command(&["worker", "--pool", "wt", "--capacity", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("worker starts");
+    let run = run_in(
+        &h,
+        repo.path(),
+        &[
+            "delegate",
+            "--session",
+            "P",
+            "--json",
+            "--pool",
+            "wt",
+            "--workspace",
+            "worktree",
+            "--",
+            "sh",
+            "-c",
+            "echo pooled > pooled.txt",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.json()["delegation_id"].as_str().expect("id").to_owned();
+    let status = wait_for(Duration::from_secs(60), "the pool unit to end", || {
+        let s = h.json(&["delegation", "status", &id, "--json"]);
+        (s["status"] == "completed").then_some(s)
+    });
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let ws = &status["tasks"][0]["workspace"];
+    assert_eq!(ws["commits"].as_array().map(Vec::len), Some(1), "{status}");
+    let branch = format!("hermes/{id}-0");
+    assert_eq!(
+        git(repo.path(), &["show", &format!("{branch}:pooled.txt")]),
+        "pooled\n"
+    );
+    assert!(!repo.path().join("pooled.txt").exists());
 }
