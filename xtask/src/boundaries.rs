@@ -452,7 +452,7 @@ pub(crate) fn lines_before_tests(text: &str) -> usize {
 }
 
 /// Every `.rs` file under `dir` (not under a `target` directory), with its text.
-fn sources(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
+pub(crate) fn sources(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(dir) = stack.pop() {

@@ -99,29 +99,10 @@ fn crate_sources(crates: &Path) -> Result<Vec<(PathBuf, String)>> {
     for entry in entries {
         let src = entry?.path().join("src");
         if src.is_dir() {
-            out.extend(rust_files(&src)?);
+            out.extend(crate::boundaries::sources(&src)?);
         }
     }
     out.sort();
-    Ok(out)
-}
-
-/// Every `.rs` file under `dir`, with its text.
-fn rust_files(dir: &Path) -> Result<Vec<(PathBuf, String)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = fs::read_to_string(&path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                out.push((path, text));
-            }
-        }
-    }
     Ok(out)
 }
 

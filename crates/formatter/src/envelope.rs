@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use hermes_ledger::{ChildOutcome, Delegation, Event, EventPayload, UnitStatus};
+use hermes_ledger::{ChildOutcome, Event, EventPayload, UnitRecord, UnitStatus};
 
 use crate::batch::write_batch;
 use crate::block::write_single;
@@ -14,7 +14,7 @@ use crate::time::RenderContext;
 #[derive(Clone, Copy, Debug)]
 pub struct Envelope<'a> {
     /// The unit the events belong to.
-    pub delegation: &'a Delegation,
+    pub delegation: &'a UnitRecord,
     /// Its events in this envelope (`task:N` and possibly `terminal`), in any order.
     pub events: &'a [Event],
 }
@@ -28,7 +28,7 @@ pub(crate) struct UnitEnd<'a> {
 
 impl<'a> Envelope<'a> {
     /// The envelope of `delegation` carrying `events`.
-    pub fn new(delegation: &'a Delegation, events: &'a [Event]) -> Envelope<'a> {
+    pub fn new(delegation: &'a UnitRecord, events: &'a [Event]) -> Envelope<'a> {
         Envelope { delegation, events }
     }
 

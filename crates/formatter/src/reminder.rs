@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use hermes_ledger::{ChildOutcome, Delegation, Role};
+use hermes_ledger::{ChildOutcome, Role, UnitRecord};
 
 use crate::text::{
     CONTEXT_MAX_CHARS, EXCERPT_MAX_CHARS, GOAL_MAX_CHARS, has_content, one_line, truncate,
@@ -22,7 +22,7 @@ pub(crate) struct Reminder<'a> {
 
 impl<'a> Reminder<'a> {
     /// The unit as a whole (a batch): its own goal, context, toolsets, role and model.
-    pub(crate) fn of_unit(delegation: &'a Delegation) -> Reminder<'a> {
+    pub(crate) fn of_unit(delegation: &'a UnitRecord) -> Reminder<'a> {
         let spec = &delegation.spec;
         Reminder {
             goal: &spec.goal,
@@ -34,7 +34,7 @@ impl<'a> Reminder<'a> {
     }
 
     /// A one-child unit: the child's own settings where it has them, else the unit's.
-    pub(crate) fn of_single(delegation: &'a Delegation, outcome: &'a ChildOutcome) -> Reminder<'a> {
+    pub(crate) fn of_single(delegation: &'a UnitRecord, outcome: &'a ChildOutcome) -> Reminder<'a> {
         let spec = &delegation.spec;
         let Some(task) = spec.tasks.first() else {
             let goal = if has_content(&spec.goal) {
@@ -73,7 +73,7 @@ impl<'a> Reminder<'a> {
 /// Writes `Dispatched: <local time> (<age> ago)`.
 pub(crate) fn write_dispatched<W: fmt::Write + ?Sized>(
     w: &mut W,
-    delegation: &Delegation,
+    delegation: &UnitRecord,
     ctx: &RenderContext,
 ) -> fmt::Result {
     writeln!(

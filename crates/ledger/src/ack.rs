@@ -31,7 +31,10 @@ use crate::store::{TokenAck, Writer};
 use crate::txn::claims::standing;
 
 /// How long an ack whose outcome is unknown is retried when the claim's lease was never read
-/// (the connection broke before the first statement): the shortest claim lease.
+/// (the connection broke before the first statement) and the caller did not say how long its
+/// leases last: a bound of the ledger's own, long enough to ride out a connection that breaks
+/// and comes back, short enough that a consumer does not hang. A consumer that knows its lease
+/// passes it ([`Ledger::ack_many_within`]).
 const UNREAD_LEASE: Duration = Duration::from_secs(10);
 /// The first pause between two attempts; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(50);

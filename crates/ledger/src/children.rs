@@ -6,8 +6,8 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Child, ChildOutcome, ChildStatus, Delegation, DelegationId, EventKey, EventPayload, HostId,
-    ProcessId, Progress, Stalling, Timestamp, UnitStatus, UnitTally,
+    Child, ChildOutcome, ChildStatus, DelegationId, EventKey, EventPayload, HostId, ProcessId,
+    Progress, Stalling, Timestamp, UnitRecord, UnitStatus, UnitTally,
 };
 use crate::store::Writer;
 use crate::txn::finalize::{apply_outcome, force_finish};
@@ -296,7 +296,7 @@ impl Ledger {
 /// The children of `unit` that `events` account for.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn recorded(
-    unit: &Delegation,
+    unit: &UnitRecord,
     events: &[crate::model::Event],
 ) -> std::collections::BTreeSet<u32> {
     let n = unit.task_count();
@@ -322,7 +322,7 @@ pub(crate) fn recorded(
 /// and units recorded by an older build, have none and are read whole.
 enum Finishing {
     Tallied(UnitTally),
-    Whole(Box<Delegation>),
+    Whole(Box<UnitRecord>),
 }
 
 impl Finishing {
@@ -454,7 +454,7 @@ fn publish_and_settle(
 /// always name it, and a dead host's units keep naming it after its record is gone. A pool unit
 /// with no host waits for a worker and takes no writer (it has no tally either while it waits,
 /// so `finish_child` reads it whole and checks it here).
-fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> {
+fn check_owner(w: &Writer<'_>, unit: &UnitRecord, writer: HostId) -> Result<()> {
     if unit.host.is_none() && unit.pool().is_some() {
         return Err(LedgerError::Fenced {
             delegation: unit.id.clone(),
@@ -466,7 +466,7 @@ fn check_owner(w: &Writer<'_>, unit: &Delegation, writer: HostId) -> Result<()> 
 
 /// [`check_owner`] with the record of the unit's host read already (`None`: no such record).
 fn check_owner_as(
-    unit: &Delegation,
+    unit: &UnitRecord,
     writer: HostId,
     host: Option<&crate::model::HostRecord>,
 ) -> Result<()> {
@@ -531,7 +531,7 @@ fn settle_tallied(
 }
 
 /// Marks the unit terminal if every child is; returns its final status if it became terminal.
-fn settle_unit(w: &Writer<'_>, mut unit: Delegation, now: Timestamp) -> Result<Option<UnitStatus>> {
+fn settle_unit(w: &Writer<'_>, mut unit: UnitRecord, now: Timestamp) -> Result<Option<UnitStatus>> {
     if unit.status.is_terminal() {
         return Ok(None);
     }

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    Claim, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId,
-    DropReason, Event, EventKey, EventPayload, EventRef, EventState, Lease, ProcessId, Published,
-    Refusal, Session, SessionId, SessionState, Timestamp, Transition,
+    Claim, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, DelegationId, DropReason, Event,
+    EventKey, EventPayload, EventRef, EventState, Lease, ProcessId, Published, Refusal, Session,
+    SessionId, SessionState, Timestamp, Transition, UnitRecord,
 };
 use crate::rules::{self, KeysCheck};
 use crate::store::Writer;
@@ -26,7 +26,7 @@ pub struct BoundaryView {
     /// Every open (pending or claimed) event of the session, live leases included.
     pub events: Vec<Event>,
     /// The unit of each event a consumer could claim now, once each.
-    pub units: Vec<Delegation>,
+    pub units: Vec<UnitRecord>,
 }
 
 /// An event to publish by hand (units publish through `finish_child`/`finish_unit`).
@@ -80,14 +80,14 @@ impl Ledger {
         &self,
         session: &SessionId,
         now: Timestamp,
-    ) -> Result<Vec<(Delegation, Vec<Event>)>> {
+    ) -> Result<Vec<(UnitRecord, Vec<Event>)>> {
         self.read(|r| {
             if r.session(session)?
                 .is_some_and(|s| s.state == SessionState::Ended)
             {
                 return Ok(Vec::new());
             }
-            let mut out: Vec<(Delegation, Vec<Event>)> = Vec::new();
+            let mut out: Vec<(UnitRecord, Vec<Event>)> = Vec::new();
             for event in r.open_event_records(Some(session))? {
                 if !event.is_deliverable(now) || event.session.as_ref() != Some(session) {
                     continue;
@@ -133,7 +133,7 @@ impl Ledger {
                 return Ok(BoundaryView::default());
             };
             let events = r.open_event_records(Some(session))?;
-            let mut units: Vec<Delegation> = Vec::new();
+            let mut units: Vec<UnitRecord> = Vec::new();
             if record.state != SessionState::Ended {
                 // In one read (one statement on PostgreSQL), in id order as the events are.
                 let ids: Vec<DelegationId> = events

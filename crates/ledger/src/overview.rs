@@ -9,14 +9,14 @@ use std::collections::HashSet;
 
 use crate::error::Result;
 use crate::ledger::Ledger;
-use crate::model::{Child, Delegation, DelegationId, Event, HostRecord, Stalling, UnitStatus};
+use crate::model::{Child, DelegationId, Event, HostRecord, Stalling, UnitRecord, UnitStatus};
 use crate::store::Reader;
 
 /// A unit with everything a live view shows of it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnitView {
     /// The unit.
-    pub unit: Delegation,
+    pub unit: UnitRecord,
     /// Its children, by index.
     pub children: Vec<Child>,
     /// Its children found stalling (waiting out their grace period), by index.
@@ -47,7 +47,7 @@ pub struct Census {
     pub ids: Vec<DelegationId>,
     /// Those units, newest first, but for the ones the caller said it holds already
     /// ([`Ledger::census_except`]).
-    pub units: Vec<Delegation>,
+    pub units: Vec<UnitRecord>,
     /// Every event of the units in `units`.
     pub events: Vec<Event>,
 }
@@ -59,7 +59,7 @@ impl Ledger {
         self.read(|r| {
             let mut overview = live(r)?;
             let extra = overview.running.len() + overview.queued.len();
-            let recent: Vec<Delegation> = r
+            let recent: Vec<UnitRecord> = r
                 .recent_units(None, recent_limit + extra)?
                 .into_iter()
                 .filter(|u| u.status.is_terminal())
@@ -125,7 +125,7 @@ impl Ledger {
 
 /// Hosts, running and queued units, with their rows.
 fn live(r: &Reader<'_>) -> Result<Overview> {
-    let (mut running, mut queued): (Vec<Delegation>, Vec<Delegation>) = r
+    let (mut running, mut queued): (Vec<UnitRecord>, Vec<UnitRecord>) = r
         .active_units()?
         .into_iter()
         .partition(|u| u.status != UnitStatus::Queued);
@@ -140,7 +140,7 @@ fn live(r: &Reader<'_>) -> Result<Overview> {
 }
 
 /// Units with their children, stalls and events, read in bulk.
-fn views(r: &Reader<'_>, units: Vec<Delegation>) -> Result<Vec<UnitView>> {
+fn views(r: &Reader<'_>, units: Vec<UnitRecord>) -> Result<Vec<UnitView>> {
     if units.is_empty() {
         return Ok(Vec::new());
     }

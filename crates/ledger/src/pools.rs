@@ -10,7 +10,7 @@
 use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 use crate::model::{
-    Delegation, HostId, HostKind, HostRecord, ProcessId, Timestamp, UnitStatus, UnitTally,
+    HostId, HostKind, HostRecord, ProcessId, Timestamp, UnitRecord, UnitStatus, UnitTally,
 };
 use crate::txn::assign::set_host;
 use crate::txn::liveness::Liveness;
@@ -51,8 +51,8 @@ impl Ledger {
         pool: &str,
         capacity: u32,
         now: Timestamp,
-    ) -> Result<Option<Delegation>> {
-        let takeable = |active: &[Delegation]| {
+    ) -> Result<Option<UnitRecord>> {
+        let takeable = |active: &[UnitRecord]| {
             running_on(active, worker) < capacity as usize && next_in_pool(active, pool).is_some()
         };
         if !self.read(|r| Ok(takeable(&r.active_units()?)))? {
@@ -112,7 +112,7 @@ impl Ledger {
 }
 
 /// Units running on `worker`.
-fn running_on(active: &[Delegation], worker: ProcessId) -> usize {
+fn running_on(active: &[UnitRecord], worker: ProcessId) -> usize {
     active
         .iter()
         .filter(|u| u.status == UnitStatus::Running && u.host == Some(worker))
@@ -120,7 +120,7 @@ fn running_on(active: &[Delegation], worker: ProcessId) -> usize {
 }
 
 /// The oldest unit waiting in `pool`.
-fn next_in_pool<'a>(active: &'a [Delegation], pool: &str) -> Option<&'a Delegation> {
+fn next_in_pool<'a>(active: &'a [UnitRecord], pool: &str) -> Option<&'a UnitRecord> {
     active
         .iter()
         .filter(|u| u.status == UnitStatus::Queued && u.pool() == Some(pool) && u.host.is_none())

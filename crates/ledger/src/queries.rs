@@ -3,7 +3,7 @@
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Capacity, Child, Delegation, DelegationId, ProcessId, SessionId, SessionState, UnitStatus,
+    Capacity, Child, DelegationId, ProcessId, SessionId, SessionState, UnitRecord, UnitStatus,
 };
 use crate::rules::{self, Machines};
 
@@ -11,11 +11,11 @@ use crate::rules::{self, Machines};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Listing {
     /// Running units, oldest first.
-    pub running: Vec<Delegation>,
+    pub running: Vec<UnitRecord>,
     /// Queued units in FIFO order.
-    pub queued: Vec<Delegation>,
+    pub queued: Vec<UnitRecord>,
     /// The most recent terminal units, newest first.
-    pub recent: Vec<Delegation>,
+    pub recent: Vec<UnitRecord>,
     /// How many terminal units there are in all (`recent` holds at most the limit asked for).
     pub recent_total: usize,
 }
@@ -50,7 +50,7 @@ pub struct HostPass {
     /// nothing.
     pub queued: bool,
     /// The unfinished units placed on the host (what [`Ledger::units_of_host`] answers).
-    pub placed: Vec<Delegation>,
+    pub placed: Vec<UnitRecord>,
 }
 
 impl Ledger {
@@ -83,7 +83,7 @@ impl Ledger {
     }
 
     /// A unit.
-    pub fn delegation(&self, id: &DelegationId) -> Result<Option<Delegation>> {
+    pub fn delegation(&self, id: &DelegationId) -> Result<Option<UnitRecord>> {
         self.read_one(|r| r.delegation(id.as_str()))
     }
 
@@ -134,7 +134,7 @@ impl Ledger {
 
     /// The unfinished units placed on the host `process` (queued or running), in one read:
     /// what a host adopts, cancels on shutdown, or waits for before it may exit.
-    pub fn units_of_host(&self, process: ProcessId) -> Result<Vec<Delegation>> {
+    pub fn units_of_host(&self, process: ProcessId) -> Result<Vec<UnitRecord>> {
         self.read_one(|r| {
             Ok(r.active_units()?
                 .into_iter()
@@ -146,7 +146,7 @@ impl Ledger {
     /// Running, queued and `recent_limit` recent terminal units, of one session or all.
     pub fn list(&self, session: Option<&SessionId>, recent_limit: usize) -> Result<Listing> {
         self.read(|r| {
-            let mine = |u: &Delegation| session.is_none_or(|s| u.session.as_ref() == Some(s));
+            let mine = |u: &UnitRecord| session.is_none_or(|s| u.session.as_ref() == Some(s));
             let mut listing = Listing::default();
             for unit in r.active_units()?.into_iter().filter(mine) {
                 match unit.status {

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Changes, Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DropReason,
-    HostRecord, Locality, ProcessId, SessionId, Timestamp, UnitStatus, Workspace,
+    Changes, Channel, Child, ChildOutcome, ChildStatus, DelegationId, DropReason, HostRecord,
+    Locality, ProcessId, SessionId, Timestamp, UnitRecord, UnitStatus, Workspace,
 };
 use crate::rules;
 use crate::txn::assign::set_host;
@@ -49,7 +49,7 @@ pub trait Reaper: Liveness {
     /// For a unit whose children work in their own worktrees: commits what child `child` left
     /// in its worktree on its branch, removes the worktree and says what it changed. Called
     /// only from the dead host's locality, after its process was killed.
-    fn workspace_changes(&self, unit: &Delegation, child: &Child) -> Option<Changes> {
+    fn workspace_changes(&self, unit: &UnitRecord, child: &Child) -> Option<Changes> {
         let _ = (unit, child);
         None
     }
@@ -139,7 +139,7 @@ enum Orphan {
 
 /// Whether a queued unit waits for a host of its session: a background unit of no pool (a
 /// pool's units wait for its workers; an inline unit has no session).
-fn needs_host(unit: &Delegation) -> bool {
+fn needs_host(unit: &UnitRecord) -> bool {
     unit.channel == Channel::Background && unit.spec.pool.is_none()
 }
 
@@ -266,7 +266,7 @@ impl Ledger {
         &self,
         stamp: Option<u64>,
         records: &HashMap<ProcessId, HostRecord>,
-        units: &[Delegation],
+        units: &[UnitRecord],
         found_dead: bool,
     ) {
         let quiet = stamp.map(|stamp| QuietSweep {
@@ -285,7 +285,7 @@ impl Ledger {
     /// host, whose host of this locality is gone with its process, is reported `hostless`.
     fn adopt_orphan(
         &self,
-        unit: Delegation,
+        unit: UnitRecord,
         host: ProcessId,
         local: bool,
         reaper: &dyn Reaper,
@@ -314,7 +314,7 @@ impl Ledger {
     /// pool ([`Ledger::finalize_orphan`], which re-checks everything).
     fn settle_orphan(
         &self,
-        unit: Delegation,
+        unit: UnitRecord,
         host: ProcessId,
         local: bool,
         reaper: &dyn Reaper,

@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 
 use crate::model::{
-    Capacity, Channel, ClaimToken, Delegation, DropReason, Event, EventRef, EventState, HostRecord,
-    Lease, Locality, ProcessId, Refusal, SessionId, Timestamp, Transition, UnitStatus,
+    Capacity, Channel, ClaimToken, DropReason, Event, EventRef, EventState, HostRecord, Lease,
+    Locality, ProcessId, Refusal, SessionId, Timestamp, Transition, UnitRecord, UnitStatus,
 };
 
 /// What a claim finds for one key.
@@ -215,7 +215,7 @@ impl<'h> Machines<'h> {
     }
 
     /// The machine a unit's host runs on (`None`: no host, or its record is gone).
-    pub(crate) fn of_unit(&self, unit: &Delegation) -> Option<&'h Locality> {
+    pub(crate) fn of_unit(&self, unit: &UnitRecord) -> Option<&'h Locality> {
         self.of_host(unit.host)
     }
 
@@ -242,7 +242,7 @@ pub(crate) enum Admit {
 /// Running background units of sessions' own hosts on `machine` (the ones
 /// `max_concurrent_children` counts; pool units count against their worker's capacity).
 pub(crate) fn running_on(
-    active: &[Delegation],
+    active: &[UnitRecord],
     machines: &Machines<'_>,
     machine: Option<&Locality>,
 ) -> u32 {
@@ -255,11 +255,11 @@ pub(crate) fn running_on(
 
 /// Queued session units on `machine` (not pool units), oldest first.
 pub(crate) fn queued_on<'a>(
-    active: &'a [Delegation],
+    active: &'a [UnitRecord],
     machines: &Machines<'_>,
     machine: Option<&Locality>,
-) -> Vec<&'a Delegation> {
-    let mut queued: Vec<&Delegation> = active
+) -> Vec<&'a UnitRecord> {
+    let mut queued: Vec<&UnitRecord> = active
         .iter()
         .filter(|u| u.status == UnitStatus::Queued && u.pool().is_none())
         .filter(|u| machines.of_unit(u) == machine)
@@ -271,7 +271,7 @@ pub(crate) fn queued_on<'a>(
 /// Admission of a new background unit on `machine`: FIFO per machine, `max_running` slots and
 /// `max_queued` places per machine.
 pub(crate) fn admit(
-    active: &[Delegation],
+    active: &[UnitRecord],
     machines: &Machines<'_>,
     machine: Option<&Locality>,
     capacity: Capacity,
@@ -290,7 +290,7 @@ pub(crate) fn admit(
 
 /// Admission of a new unit of `pool`: it always waits for a worker, behind the pool's other
 /// waiting units, and is refused past `max_queued` waiting in that pool.
-pub(crate) fn admit_to_pool(active: &[Delegation], pool: &str, capacity: Capacity) -> Admit {
+pub(crate) fn admit_to_pool(active: &[UnitRecord], pool: &str, capacity: Capacity) -> Admit {
     let waiting = active
         .iter()
         .filter(|u| u.status == UnitStatus::Queued && u.pool() == Some(pool))
@@ -307,11 +307,11 @@ pub(crate) fn admit_to_pool(active: &[Delegation], pool: &str, capacity: Capacit
 /// The queued unit `host` may start now: the oldest waiting on its machine, if it is the
 /// host's own and the machine has a free slot.
 pub(crate) fn startable<'a>(
-    active: &'a [Delegation],
+    active: &'a [UnitRecord],
     machines: &Machines<'_>,
     host: ProcessId,
     capacity: Capacity,
-) -> Option<&'a Delegation> {
+) -> Option<&'a UnitRecord> {
     let machine = machines.of_host(Some(host));
     let next = *queued_on(active, machines, machine).first()?;
     (next.host == Some(host) && running_on(active, machines, machine) < capacity.max_running)
@@ -343,8 +343,8 @@ mod tests {
         }
     }
 
-    fn unit(n: u64, pid: u32, status: UnitStatus, seq: Option<u64>) -> Delegation {
-        Delegation {
+    fn unit(n: u64, pid: u32, status: UnitStatus, seq: Option<u64>) -> UnitRecord {
+        UnitRecord {
             id: DelegationId::from_bits(n),
             session: Some(SessionId::new("s").expect("id")),
             channel: Channel::Background,

@@ -5,8 +5,8 @@ use crate::error::{LedgerError, Result};
 use crate::ledger::Ledger;
 
 use crate::model::{
-    Capacity, Channel, Child, ChildStatus, Delegation, DelegationId, DispatchSpec, HostRecord,
-    ProcessId, Progress, Session, SessionId, Timestamp, UnitStatus, UnitTally,
+    Capacity, Channel, Child, ChildStatus, DelegationId, DispatchSpec, HostRecord, ProcessId,
+    Progress, Session, SessionId, Timestamp, UnitRecord, UnitStatus, UnitTally,
 };
 use crate::rules::{self, Admit, Machines};
 use crate::store::Writer;
@@ -40,7 +40,7 @@ pub struct NewDelegation {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admission {
     /// The unit as recorded (status `running` or `queued`).
-    pub delegation: Delegation,
+    pub delegation: UnitRecord,
     /// Its 1-based place in the queue when queued.
     pub queue_position: Option<u32>,
     /// The unit's id was recorded already, for this same dispatch (an earlier attempt whose
@@ -51,7 +51,7 @@ pub struct Admission {
 
 /// `existing` as the answer to dispatching `new` again under its id, or a refusal when the id
 /// names another dispatch.
-fn same_dispatch(existing: Delegation, new: &NewDelegation) -> Result<Admission> {
+fn same_dispatch(existing: UnitRecord, new: &NewDelegation) -> Result<Admission> {
     let id = &existing.id;
     if existing.session != new.session || existing.channel != new.channel {
         return Err(LedgerError::Invalid(format!(
@@ -191,9 +191,9 @@ impl Ledger {
         host: ProcessId,
         capacity: Capacity,
         now: Timestamp,
-    ) -> Result<Option<Delegation>> {
+    ) -> Result<Option<UnitRecord>> {
         // Pool units wait in queues of their own, for workers (`take_pool_unit`).
-        let next = |active: &[Delegation], hosts: &[crate::model::HostRecord]| {
+        let next = |active: &[UnitRecord], hosts: &[crate::model::HostRecord]| {
             rules::startable(active, &Machines::of(hosts), host, capacity).cloned()
         };
         let startable = self.read_one(|r| {
@@ -279,7 +279,7 @@ fn dispatch_in(
         .transcript_root
         .as_ref()
         .map(|root| format!("{root}/{id}"));
-    let unit = Delegation {
+    let unit = UnitRecord {
         id: id.clone(),
         session: new.session.clone(),
         channel: new.channel,
@@ -388,7 +388,7 @@ fn place(w: &Writer<'_>, new: &NewDelegation, capacity: Capacity) -> Result<Plac
 
 /// Writes a new unit, with its tally when it wants one, and wakes the hosts for a background
 /// unit.
-fn record_unit(w: &Writer<'_>, unit: &Delegation) -> Result<()> {
+fn record_unit(w: &Writer<'_>, unit: &UnitRecord) -> Result<()> {
     w.put_delegation(unit)?;
     // A pool unit gets its tally when a worker takes it (see `children::check_owner`); a unit
     // of one task gets none (see `UnitTally`).
@@ -403,7 +403,7 @@ fn record_unit(w: &Writer<'_>, unit: &Delegation) -> Result<()> {
 
 /// The children of a new unit: the first `starting.count` running on `starting.machine`
 /// (their dispatching process starts them the moment the commit is durable), the rest pending.
-fn children_of(unit: &Delegation, starting: &Starting, now: Timestamp) -> Vec<Child> {
+fn children_of(unit: &UnitRecord, starting: &Starting, now: Timestamp) -> Vec<Child> {
     (0..unit.task_count())
         .map(|index| {
             let starts = index < starting.count;

@@ -170,9 +170,9 @@ async fn main() {
     } else {
         (400_000, Duration::from_secs(10))
     };
-    let claude = include_str!("../tests/fixtures/agents/claude.jsonl");
-    let codex = include_str!("../tests/fixtures/agents/codex.jsonl");
-    let gemini = include_str!("../tests/fixtures/agents/gemini.jsonl");
+    let claude = include_str!("../tests/it/fixtures/agents/claude.jsonl");
+    let codex = include_str!("../tests/it/fixtures/agents/codex.jsonl");
+    let gemini = include_str!("../tests/it/fixtures/agents/gemini.jsonl");
     let rate = lines_per_s("claude", claude, lines);
     let codex_rate = lines_per_s("codex", codex, lines);
     let gemini_rate = lines_per_s("gemini", gemini, lines);

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
 use hermes_ledger::{
-    Changes, Child, ChildOutcome, Delegation, DelegationId, Liveness, Locality, ProcessId, Reaper,
+    Changes, Child, ChildOutcome, DelegationId, Liveness, Locality, ProcessId, Reaper, UnitRecord,
 };
 use nix::sys::signal::Signal;
 
@@ -63,7 +63,7 @@ impl Reaper for OsReaper {
         Some(kept.outcome)
     }
 
-    fn workspace_changes(&self, unit: &Delegation, child: &Child) -> Option<Changes> {
+    fn workspace_changes(&self, unit: &UnitRecord, child: &Child) -> Option<Changes> {
         let cwd = match &unit.spec.cwd {
             Some(cwd) => std::path::PathBuf::from(cwd),
             None => std::env::current_dir().ok()?,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use hermes_ledger::{ChildStatus, Delegation, DelegationId, Timestamp};
+use hermes_ledger::{ChildStatus, DelegationId, Timestamp, UnitRecord};
 use serde::Serialize;
 
 mod counted;
@@ -34,7 +34,7 @@ pub fn task_log_path(dir: &Path, index: u32) -> PathBuf {
 }
 
 /// The transcripts of every child of `unit` under `root`, in task order.
-pub fn task_logs(root: &Path, unit: &Delegation) -> Vec<PathBuf> {
+pub fn task_logs(root: &Path, unit: &UnitRecord) -> Vec<PathBuf> {
     let dir = unit_dir(root, &unit.id);
     (0..unit.task_count())
         .map(|index| task_log_path(&dir, index))
@@ -71,7 +71,7 @@ fn one_line(text: &str) -> String {
 
 /// Creates a unit's transcript directory, one log per child with its header, and the manifest.
 /// Logs that already exist are left as they are. Returns the directory.
-pub fn create_unit(root: &Path, unit: &Delegation) -> io::Result<PathBuf> {
+pub fn create_unit(root: &Path, unit: &UnitRecord) -> io::Result<PathBuf> {
     let dir = unit_dir(root, &unit.id);
     create_dir(&dir)?;
     let count = unit.task_count();
@@ -172,7 +172,7 @@ pub struct Manifest {
 
 impl Manifest {
     /// The manifest of a unit nothing has happened to yet.
-    pub fn for_unit(dir: &Path, unit: &Delegation) -> Manifest {
+    pub fn for_unit(dir: &Path, unit: &UnitRecord) -> Manifest {
         Manifest {
             delegation_id: unit.id.to_string(),
             dispatched: rfc3339(unit.dispatched_at),
@@ -558,7 +558,7 @@ pub(crate) mod tests_support {
     use super::*;
 
     /// A unit of `tasks` echo children, for tests.
-    pub(crate) fn unit(tasks: usize) -> Delegation {
+    pub(crate) fn unit(tasks: usize) -> UnitRecord {
         let tasks = (0..tasks)
             .map(|i| {
                 let argv = vec!["echo".into(), format!("{i}")];
@@ -567,7 +567,7 @@ pub(crate) mod tests_support {
             .collect();
         let spec = DispatchSpec::new("g", tasks);
         let at = Timestamp(1_764_441_835_000);
-        Delegation {
+        UnitRecord {
             channel: hermes_ledger::Channel::Inline,
             ..hermes_testkit::running_unit(DelegationId::from_bits(0xabc), spec, at)
         }

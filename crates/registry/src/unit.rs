@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hermes_ledger::{
-    ChildOutcome, ChildStatus, Delegation, ExitDetail, SessionId, UnitStatus, Workspace,
+    ChildOutcome, ChildStatus, ExitDetail, SessionId, UnitRecord, UnitStatus, Workspace,
 };
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -54,7 +54,7 @@ pub(crate) struct UnitParts {
 
 /// The environment variables a unit's children get.
 pub(crate) fn child_env(
-    unit: &Delegation,
+    unit: &UnitRecord,
     index: u32,
     parent: Option<&SessionId>,
 ) -> Vec<(String, String)> {
@@ -135,7 +135,7 @@ fn inherited_names() -> impl Iterator<Item = String> {
 /// Runs a unit to its end and reports how it ended.
 pub(crate) async fn run_to_end(
     host: Publisher,
-    unit: Delegation,
+    unit: UnitRecord,
     parent: Option<SessionId>,
     parts: UnitParts,
 ) -> UnitReport {
@@ -185,7 +185,7 @@ type ChildTask = (ChildOutcome, Option<hermes_ledger::FinishChild>);
 /// A unit while it runs: its children started in order, at most `parallelism` at once.
 struct UnitRun {
     host: Publisher,
-    unit: Delegation,
+    unit: UnitRecord,
     parent: Option<SessionId>,
     parts: UnitParts,
     /// The unit's transcript directory.
@@ -207,7 +207,7 @@ struct UnitRun {
 
 impl UnitRun {
     /// Creates the unit's transcript directory and manifest.
-    fn new(host: Publisher, unit: Delegation, parent: Option<SessionId>, parts: UnitParts) -> Self {
+    fn new(host: Publisher, unit: UnitRecord, parent: Option<SessionId>, parts: UnitParts) -> Self {
         let config = &host.context().config;
         let root = config.transcript_root.clone();
         let dir = match transcript::create_unit(&root, &unit) {
@@ -505,7 +505,7 @@ const START_RECORD_DELAY: std::time::Duration = std::time::Duration::from_secs(1
 /// The outcome of a child that never started because its unit was interrupted first.
 fn not_started(
     host: &Publisher,
-    unit: &Delegation,
+    unit: &UnitRecord,
     dir: &std::path::Path,
     index: u32,
     reason: &str,

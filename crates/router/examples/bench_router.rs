@@ -201,7 +201,7 @@ fn ledger_with(
     Ok((ledger, ids))
 }
 
-fn render(unit: &Delegation, events: &[Event]) -> Result<String, std::fmt::Error> {
+fn render(unit: &UnitRecord, events: &[Event]) -> Result<String, std::fmt::Error> {
     Ok(format!("{} {}", unit.id, events.len()))
 }
 

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hermes_ledger::{
-    Boundary, ClaimToken, Delegation, Event, Ledger, LedgerError, Timestamp, Transition,
+    Boundary, ClaimToken, Event, Ledger, LedgerError, Timestamp, Transition, UnitRecord,
 };
 use hermes_stdx::{Clock, Signal, lock};
 
@@ -82,7 +82,7 @@ impl Drop for Router {
     }
 }
 
-type Render<'r, T, E> = dyn FnMut(&Delegation, &[Event]) -> Result<T, E> + 'r;
+type Render<'r, T, E> = dyn FnMut(&UnitRecord, &[Event]) -> Result<T, E> + 'r;
 
 impl Router {
     /// A consumer over `ledger`.
@@ -127,7 +127,7 @@ impl Router {
         mut render: F,
     ) -> Result<BoundaryOutcome<T, E>, RouterError>
     where
-        F: FnMut(&Delegation, &[Event]) -> Result<T, E>,
+        F: FnMut(&UnitRecord, &[Event]) -> Result<T, E>,
     {
         self.take(boundary, now, &mut render)
             .map(|(outcome, _)| outcome)
@@ -164,7 +164,7 @@ impl Router {
         mut render: F,
     ) -> Result<BoundaryOutcome<T, E>, RouterError>
     where
-        F: FnMut(&Delegation, &[Event]) -> Result<T, E>,
+        F: FnMut(&UnitRecord, &[Event]) -> Result<T, E>,
     {
         // Listening before the first look: nothing published after it goes unheard.
         self.follow_notifications();

@@ -1,8 +1,8 @@
 //! Builders for the unit tests' ledger values.
 
 use hermes_ledger::{
-    ChildOutcome, ChildStatus, ClaimToken, Delegation, DelegationId, DeliveryMode, DispatchSpec,
-    Event, EventKey, EventPayload, EventState, Lease, SessionId, Timestamp,
+    ChildOutcome, ChildStatus, ClaimToken, DelegationId, DeliveryMode, DispatchSpec, Event,
+    EventKey, EventPayload, EventState, Lease, SessionId, Timestamp, UnitRecord,
 };
 
 pub(crate) fn sid(id: &str) -> SessionId {
@@ -13,12 +13,12 @@ pub(crate) fn unit_id(bits: u64) -> DelegationId {
     DelegationId::from_bits(bits)
 }
 
-pub(crate) fn delegation(bits: u64, session: &str, delivery: DeliveryMode) -> Delegation {
+pub(crate) fn delegation(bits: u64, session: &str, delivery: DeliveryMode) -> UnitRecord {
     let spec = DispatchSpec {
         delivery,
         ..DispatchSpec::new("goal", Vec::new())
     };
-    Delegation {
+    UnitRecord {
         session: Some(sid(session)),
         ..hermes_testkit::running_unit(unit_id(bits), spec, Timestamp(0))
     }

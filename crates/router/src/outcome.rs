@@ -1,7 +1,7 @@
 //! What one boundary produced: the envelopes claimed for the consumer, what waits on someone
 //! else's lease, what was forgotten, and what could not be rendered.
 
-use hermes_ledger::{ClaimToken, Delegation, DelegationId, Event, EventKey, EventRef, Timestamp};
+use hermes_ledger::{ClaimToken, DelegationId, Event, EventKey, EventRef, Timestamp, UnitRecord};
 
 use crate::classify::{Deferral, Discard};
 use hermes_ledger::Boundary;
@@ -15,7 +15,7 @@ pub struct ClaimedEnvelope<T> {
     /// When the lease runs out unless renewed.
     pub expires_at: Timestamp,
     /// The unit.
-    pub delegation: Delegation,
+    pub delegation: UnitRecord,
     /// The claimed events as the claim left them (attempts counted), sorted by key.
     pub events: Vec<Event>,
     /// What the render function made of the envelope before it was claimed.

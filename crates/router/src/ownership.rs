@@ -4,7 +4,7 @@
 //! with no session (an inline unit's), an event whose unit names another session, and every
 //! event of a session that has ended or that the ledger does not know.
 
-use hermes_ledger::{Delegation, Event, Session, SessionId, SessionState};
+use hermes_ledger::{Event, Session, SessionId, SessionState, UnitRecord};
 
 /// Whether a consumer of a session may be offered anything at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub fn access(consumer: &SessionId, record: Option<&Session>) -> Access {
 }
 
 /// Whether `event` (of `unit`, when its record is at hand) belongs to `consumer`'s session.
-pub fn owns(consumer: &SessionId, unit: Option<&Delegation>, event: &Event) -> bool {
+pub fn owns(consumer: &SessionId, unit: Option<&UnitRecord>, event: &Event) -> bool {
     let event_owned = event.session.as_ref() == Some(consumer);
     let unit_owned = unit.is_none_or(|unit| {
         unit.id == event.delegation_id && unit.session.as_ref() == Some(consumer)

@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use hermes_ledger::{
-    Boundary, ClaimToken, Delegation, DelegationId, DeliveryMode, Event, EventKey, EventRef,
-    Session, SessionId, Timestamp,
+    Boundary, ClaimToken, DelegationId, DeliveryMode, Event, EventKey, EventRef, Session,
+    SessionId, Timestamp, UnitRecord,
 };
 
 use crate::classify::{self, Deferral, Standing};
@@ -24,7 +24,7 @@ use crate::ownership::{self, Access};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Offer {
     /// The unit.
-    pub delegation: Delegation,
+    pub delegation: UnitRecord,
     /// Its ready events, sorted by key, each once.
     pub events: Vec<Event>,
 }
@@ -47,7 +47,7 @@ impl Offer {
 /// not deliverable at `now` are left out, and at a tool boundary only `inject` events remain.
 /// Offers come in the order their units were dispatched, then by id.
 pub fn ready_set(
-    groups: impl IntoIterator<Item = (Delegation, Vec<Event>)>,
+    groups: impl IntoIterator<Item = (UnitRecord, Vec<Event>)>,
     boundary: Boundary,
     now: Timestamp,
 ) -> Vec<Offer> {
@@ -89,7 +89,7 @@ pub struct Snapshot {
     pub events: Vec<Event>,
     /// The units those events belong to (a unit missing here makes its events wait for the
     /// next snapshot).
-    pub units: Vec<Delegation>,
+    pub units: Vec<UnitRecord>,
 }
 
 /// The pure decision for one boundary.
@@ -139,7 +139,7 @@ pub fn plan(
         }
         Access::Unknown => return plan,
     }
-    let mut units: HashMap<DelegationId, Delegation> = snapshot
+    let mut units: HashMap<DelegationId, UnitRecord> = snapshot
         .units
         .into_iter()
         .map(|u| (u.id.clone(), u))

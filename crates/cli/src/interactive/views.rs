@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use hermes_ledger::{
-    Child, Delegation, DelegationId, EventKey, Ledger, Progress, SessionId, Timestamp,
+    Child, DelegationId, EventKey, Ledger, Progress, SessionId, Timestamp, UnitRecord,
 };
 use hermes_registry::{Host, UnitProgress};
 
@@ -80,7 +80,7 @@ pub fn agents(
 }
 
 /// ` · pool P · worker PID` for a pool unit, nothing otherwise.
-fn placed(unit: &Delegation) -> String {
+fn placed(unit: &UnitRecord) -> String {
     let words = crate::services::reports::placement(unit);
     if words.is_empty() {
         words
@@ -162,7 +162,7 @@ fn span(child: &Child) -> Span {
     }
 }
 
-fn stored_child_line(text: &mut String, unit: &Delegation, child: &Child, at: Timestamp) {
+fn stored_child_line(text: &mut String, unit: &UnitRecord, child: &Child, at: Timestamp) {
     let goal = unit
         .spec
         .tasks

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::{Arc, Mutex};
 
-use hermes_ledger::{Delegation, DelegationId, HostClaim, Ledger, ProcessId, SessionId};
+use hermes_ledger::{DelegationId, HostClaim, Ledger, ProcessId, SessionId, UnitRecord};
 use hermes_router::{Router, RouterConfig};
 use hermes_stdx::lock;
 
@@ -205,7 +205,7 @@ impl Conversation {
     }
 
     /// Whether `unit` belongs to this conversation.
-    pub fn owns(&self, unit: &Delegation) -> bool {
+    pub fn owns(&self, unit: &UnitRecord) -> bool {
         if lock(&self.inline).contains(&unit.id) {
             return true;
         }
@@ -215,7 +215,7 @@ impl Conversation {
     }
 
     /// The unit `raw` names, if it is this conversation's.
-    pub fn own_unit(&self, raw: &str) -> anyhow::Result<Delegation> {
+    pub fn own_unit(&self, raw: &str) -> anyhow::Result<UnitRecord> {
         let id = DelegationId::new(raw.to_owned()).map_err(|e| fail(Code::Usage, e.to_string()))?;
         match self.ledger.delegation(&id)? {
             Some(unit) if self.owns(&unit) => Ok(unit),

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use hermes_ledger::{
-    Child, Delegation, DelegationId, Event, EventState, ExitDetail, HostRecord, Overview, Stalling,
-    Timestamp, UnitStatus, UnitView,
+    Child, DelegationId, Event, EventState, ExitDetail, HostRecord, Overview, Stalling, Timestamp,
+    UnitRecord, UnitStatus, UnitView,
 };
 
 /// The thresholds the view measures against (this machine's settings; a stalling child's own
@@ -190,7 +190,7 @@ fn machine_of(view: &UnitView, hosts: &[HostRecord]) -> Option<String> {
         .or_else(|| host_of(&view.unit, hosts).map(|h| h.locality.hostname.clone()))
 }
 
-fn host_of<'a>(unit: &Delegation, hosts: &'a [HostRecord]) -> Option<&'a HostRecord> {
+fn host_of<'a>(unit: &UnitRecord, hosts: &'a [HostRecord]) -> Option<&'a HostRecord> {
     unit.host
         .and_then(|p| hosts.iter().find(|h| h.process == p))
 }
@@ -377,7 +377,7 @@ fn worst_quiet(children: &[ChildLine]) -> Option<Quiet> {
 }
 
 fn child_line(
-    unit: &Delegation,
+    unit: &UnitRecord,
     child: &Child,
     stalls: &[Stalling],
     events: &[Event],
@@ -443,7 +443,7 @@ fn child_line(
 }
 
 /// A worktree child's branch: what its outcome says once it ended, else the one it works on.
-fn branch_of(unit: &Delegation, index: u32, own: &[Event]) -> Option<String> {
+fn branch_of(unit: &UnitRecord, index: u32, own: &[Event]) -> Option<String> {
     if unit.spec.workspace != hermes_ledger::Workspace::Worktree {
         return None;
     }

@@ -3,14 +3,14 @@
 //! a stop (`delegation stop` and the interactive session's `stop`, one function).
 
 use hermes_ledger::{
-    Child, ChildOutcome, Delegation, Event, EventKey, EventState, ExitDetail, Interrupts, Ledger,
-    Listing, SessionId, Stalling,
+    Child, ChildOutcome, Event, EventKey, EventState, ExitDetail, Interrupts, Ledger, Listing,
+    SessionId, Stalling, UnitRecord,
 };
 use serde_json::{Value, json};
 
 use crate::services::output::time;
 
-pub fn unit_json(u: &Delegation) -> Value {
+pub fn unit_json(u: &UnitRecord) -> Value {
     json!({
         "delegation_id": u.id.to_string(),
         "session": u.session.as_ref().map(|s| s.to_string()),
@@ -32,13 +32,13 @@ pub fn unit_json(u: &Delegation) -> Value {
 }
 
 /// The pid of the worker that runs (or ran) a pool unit; `None` while it waits in its pool.
-pub fn worker_of(u: &Delegation) -> Option<u32> {
+pub fn worker_of(u: &UnitRecord) -> Option<u32> {
     u.pool().and(u.host).map(|h| h.pid)
 }
 
 /// Where a pool unit runs, in words for text views: `pool P · worker PID`, `pool P · waiting
 /// for a worker`; empty for a unit of the session's own host.
-pub fn placement(u: &Delegation) -> String {
+pub fn placement(u: &UnitRecord) -> String {
     match (u.pool(), worker_of(u)) {
         (None, _) => String::new(),
         (Some(pool), Some(pid)) => format!("pool {pool} · worker {pid}"),
@@ -116,7 +116,7 @@ pub(crate) fn detail_of<'a>(
 }
 
 pub fn child_json(
-    unit: &Delegation,
+    unit: &UnitRecord,
     child: &Child,
     events: &[Event],
     stalls: &[Stalling],
@@ -201,7 +201,7 @@ pub fn child_json(
 /// A worktree child's `workspace`: what it changed once it ended
 /// (`{branch, base, head, commits, files_changed, insertions, deletions, path}`), its branch
 /// while it runs; `null` for a unit without worktrees.
-fn workspace_json(unit: &Delegation, child: &Child, outcome: Option<&ChildOutcome>) -> Value {
+fn workspace_json(unit: &UnitRecord, child: &Child, outcome: Option<&ChildOutcome>) -> Value {
     if let Some(changes) = outcome.and_then(|o| o.changes.as_deref()) {
         return serde_json::to_value(hermes_formatter::WorkspaceJson::new(changes))
             .unwrap_or(Value::Null);
@@ -241,7 +241,7 @@ pub fn list_json(listing: &Listing, max_concurrent_children: u32) -> Value {
 /// events.
 pub fn status_json(
     ledger: &Ledger,
-    unit: &Delegation,
+    unit: &UnitRecord,
     children: &[Child],
     at: hermes_ledger::Timestamp,
 ) -> hermes_ledger::Result<Value> {
@@ -281,7 +281,7 @@ pub fn status_json(
 
 /// The dispatch handle of `delegate --json` and of a background `delegate_task`.
 pub fn dispatch_json(
-    unit: &Delegation,
+    unit: &UnitRecord,
     session: &SessionId,
     transcripts: &[String],
     queue_position: Option<u32>,

@@ -3,9 +3,9 @@
 //! terminal too small, the status pane and the stop question.
 
 use hermes_ledger::{
-    Channel, Child, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event,
-    EventKey, EventPayload, EventState, ExitDetail, HostId, HostKind, HostRecord, Lease, Locality,
-    Overview, ProcessId, Progress, SessionId, StallPhase, Stalling, TaskSpec, Timestamp,
+    Channel, Child, ChildOutcome, ChildStatus, DelegationId, DispatchSpec, Event, EventKey,
+    EventPayload, EventState, ExitDetail, HostId, HostKind, HostRecord, Lease, Locality, Overview,
+    ProcessId, Progress, SessionId, StallPhase, Stalling, TaskSpec, Timestamp, UnitRecord,
     UnitStatus, UnitView, WorkerPool,
 };
 use ratatui::Terminal;
@@ -58,8 +58,8 @@ fn host(pid: u32, kind: HostKind, machine: &str, worker: Option<(&str, u32)>) ->
     }
 }
 
-fn unit(n: u32, session: &str, goal: &str, status: UnitStatus, host: Option<u32>) -> Delegation {
-    Delegation {
+fn unit(n: u32, session: &str, goal: &str, status: UnitStatus, host: Option<u32>) -> UnitRecord {
+    UnitRecord {
         id: DelegationId::new(format!("deleg_{n:012x}")).expect("id"),
         session: Some(SessionId::new(session).expect("session")),
         channel: Channel::Background,
@@ -75,7 +75,7 @@ fn unit(n: u32, session: &str, goal: &str, status: UnitStatus, host: Option<u32>
     }
 }
 
-fn child(u: &Delegation, status: ChildStatus, quiet_secs: u64, tool: Option<&str>) -> Child {
+fn child(u: &UnitRecord, status: ChildStatus, quiet_secs: u64, tool: Option<&str>) -> Child {
     Child {
         delegation_id: u.id.clone(),
         index: 0,
@@ -97,7 +97,7 @@ fn child(u: &Delegation, status: ChildStatus, quiet_secs: u64, tool: Option<&str
     }
 }
 
-fn event(u: &Delegation, state: EventState, attempts: u32) -> Event {
+fn event(u: &UnitRecord, state: EventState, attempts: u32) -> Event {
     Event {
         delegation_id: u.id.clone(),
         key: EventKey::Task(0),
@@ -119,7 +119,7 @@ fn event(u: &Delegation, state: EventState, attempts: u32) -> Event {
     }
 }
 
-fn view_of(unit: Delegation, children: Vec<Child>, events: Vec<Event>) -> UnitView {
+fn view_of(unit: UnitRecord, children: Vec<Child>, events: Vec<Event>) -> UnitView {
     UnitView {
         unit,
         children,

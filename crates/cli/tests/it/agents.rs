@@ -1,6 +1,6 @@
 //! Agent CLIs as children, driven end to end: stand-in executables named `claude`,
 //! `codex` and `gemini` on the test's `PATH` replay fixture streams shaped after each CLI's
-//! documentation (`crates/registry/tests/fixtures/agents/`), pausing where a fixture says
+//! documentation (`crates/registry/tests/it/fixtures/agents/`), pausing where a fixture says
 //! `#wait NAME` until the test creates `$STANDIN_DIR/NAME`, so every observation below is of a
 //! state the test holds the child in, not of a race.
 
@@ -36,7 +36,7 @@ struct Agents {
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../registry/tests/fixtures/agents")
+        .join("../registry/tests/it/fixtures/agents")
         .join(name)
 }
 

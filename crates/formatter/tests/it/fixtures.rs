@@ -2,8 +2,8 @@
 
 use hermes_formatter::RenderContext;
 use hermes_ledger::{
-    Channel, ChildOutcome, ChildStatus, Delegation, DelegationId, DispatchSpec, Event, EventKey,
-    EventPayload, EventState, TaskSpec, Timestamp, UnitStatus,
+    Channel, ChildOutcome, ChildStatus, DelegationId, DispatchSpec, Event, EventKey, EventPayload,
+    EventState, TaskSpec, Timestamp, UnitRecord, UnitStatus,
 };
 
 /// 2025-01-01T00:00:00Z, "now" in every test.
@@ -27,12 +27,12 @@ pub fn task(goal: &str) -> TaskSpec {
 
 /// A running background unit with one task per goal, dispatched 42 seconds before [`NOW`].
 /// The unit's goal is the first task's for a single child, a summary for a batch.
-pub fn delegation(goals: &[&str]) -> Delegation {
+pub fn delegation(goals: &[&str]) -> UnitRecord {
     let unit_goal = match goals {
         [one] => (*one).to_owned(),
         _ => format!("Survey {} things in parallel", goals.len()),
     };
-    Delegation {
+    UnitRecord {
         id: DelegationId::from_bits(0x0123_4567_89ab),
         session: None,
         channel: Channel::Background,
@@ -67,7 +67,7 @@ pub fn outcome(index: u32, goal: &str, status: ChildStatus) -> ChildOutcome {
 }
 
 /// The `task:N` event of `outcome`, pending, never claimed.
-pub fn task_event(delegation: &Delegation, outcome: ChildOutcome) -> Event {
+pub fn task_event(delegation: &UnitRecord, outcome: ChildOutcome) -> Event {
     event(
         delegation,
         EventKey::Task(outcome.index),
@@ -77,7 +77,7 @@ pub fn task_event(delegation: &Delegation, outcome: ChildOutcome) -> Event {
 
 /// The `terminal` event of a unit that ended `status` for `reason`, carrying `children`.
 pub fn terminal_event(
-    delegation: &Delegation,
+    delegation: &UnitRecord,
     status: UnitStatus,
     reason: &str,
     children: Vec<ChildOutcome>,
@@ -90,7 +90,7 @@ pub fn terminal_event(
     event(delegation, EventKey::Terminal, payload)
 }
 
-fn event(delegation: &Delegation, key: EventKey, payload: EventPayload) -> Event {
+fn event(delegation: &UnitRecord, key: EventKey, payload: EventPayload) -> Event {
     Event {
         delegation_id: delegation.id.clone(),
         key,

@@ -8,7 +8,7 @@ use hermes_formatter::{
     render_boundary, truncate,
 };
 use hermes_ledger::{
-    ChildOutcome, ChildStatus, Delegation, Event, ExitDetail, StallPhase, TimeoutPhase, Timestamp,
+    ChildOutcome, ChildStatus, Event, ExitDetail, StallPhase, TimeoutPhase, Timestamp, UnitRecord,
     UnitStatus,
 };
 use proptest::prelude::*;
@@ -254,7 +254,7 @@ impl Child {
 impl Unit {
     /// The delegation and its events; with `neutralize`, every untrusted string replaced by
     /// [`neutral`].
-    fn build(&self, bits: u64, neutralize: bool) -> (Delegation, Vec<Event>) {
+    fn build(&self, bits: u64, neutralize: bool) -> (UnitRecord, Vec<Event>) {
         let t = |s: &str| if neutralize { neutral(s) } else { s.to_owned() };
         let goals: Vec<String> = (0..self.task_count)
             .map(|i| {
@@ -303,7 +303,7 @@ impl Unit {
 
 /// Renders `units` at `boundary`, their untrusted text as given or neutralized.
 fn render(units: &[Unit], boundary: Boundary, ctx: &RenderContext, neutralize: bool) -> String {
-    let built: Vec<(Delegation, Vec<Event>)> = units
+    let built: Vec<(UnitRecord, Vec<Event>)> = units
         .iter()
         .enumerate()
         .map(|(i, u)| u.build(i as u64 + 1, neutralize))

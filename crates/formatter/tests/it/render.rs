@@ -2,7 +2,7 @@
 
 use hermes_formatter::{Boundary, Envelope, RenderContext, render_boundary, render_envelope};
 use hermes_ledger::{
-    ChildOutcome, ChildStatus, Delegation, Event, ExitDetail, Role, StallPhase, TimeoutPhase,
+    ChildOutcome, ChildStatus, Event, ExitDetail, Role, StallPhase, TimeoutPhase, UnitRecord,
     UnitStatus,
 };
 use insta::assert_snapshot;
@@ -18,7 +18,7 @@ fn single(outcome: ChildOutcome) -> String {
     render_envelope(&Envelope::new(&unit, &events), &ctx())
 }
 
-fn render(unit: &Delegation, events: &[Event]) -> String {
+fn render(unit: &UnitRecord, events: &[Event]) -> String {
     render_envelope(&Envelope::new(unit, events), &ctx())
 }
 
@@ -493,7 +493,7 @@ fn one_task_unit_with_a_missing_task_list() {
 }
 
 /// Two envelopes: a one-task unit and two tasks of a batch.
-fn two_units() -> (Delegation, Vec<Event>, Delegation, Vec<Event>) {
+fn two_units() -> (UnitRecord, Vec<Event>, UnitRecord, Vec<Event>) {
     let first = delegation(&[GOAL]);
     let mut done = outcome(0, GOAL, ChildStatus::Completed);
     done.result = "first result".into();

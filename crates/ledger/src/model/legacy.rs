@@ -7,9 +7,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Channel, Child, ChildStatus, Delegation, DelegationId, DeliveryMode, DispatchSpec, Event,
-    EventPayload, HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId,
-    TaskSpec, Timestamp, UnitStatus,
+    Channel, Child, ChildStatus, DelegationId, DeliveryMode, DispatchSpec, Event, EventPayload,
+    HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId, TaskSpec,
+    Timestamp, UnitRecord, UnitStatus,
 };
 
 use crate::codec::{self, DecodeError};
@@ -113,7 +113,7 @@ impl From<DispatchSpecV2> for DispatchSpec {
 /// `S` (formats 1 and 2: [`DispatchSpecV2`], with no pool; format 3:
 /// [`legacy_v3::DispatchSpecV3`], with no agent, adapter or depth).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct DelegationOf<S> {
+pub(crate) struct UnitRecordOf<S> {
     pub id: DelegationId,
     pub session: Option<SessionId>,
     pub channel: Channel,
@@ -129,11 +129,11 @@ pub(crate) struct DelegationOf<S> {
 }
 
 /// A unit as formats 1 and 2 stored it (its dispatch had no pool).
-pub(crate) type DelegationV2 = DelegationOf<DispatchSpecV2>;
+pub(crate) type DelegationV2 = UnitRecordOf<DispatchSpecV2>;
 
-impl<S: Into<DispatchSpec>> From<DelegationOf<S>> for Delegation {
-    fn from(old: DelegationOf<S>) -> Delegation {
-        Delegation {
+impl<S: Into<DispatchSpec>> From<UnitRecordOf<S>> for UnitRecord {
+    fn from(old: UnitRecordOf<S>) -> UnitRecord {
+        UnitRecord {
             id: old.id,
             session: old.session,
             channel: old.channel,
@@ -217,12 +217,12 @@ pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<HostRecord> {
 
 /// A unit of any format (formats 1 and 2 had no pool on its dispatch, format 3 no agent,
 /// adapter or depth, format 4 no workspace).
-pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<Delegation> {
+pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<UnitRecord> {
     decode_any(path, "delegation", bytes, |version| match version {
         ..3 => read::<DelegationV2, _>,
         3 => read::<legacy_v3::DelegationV3, _>,
         4 => read::<legacy_v4::DelegationV4, _>,
-        _ => read::<Delegation, _>,
+        _ => read::<UnitRecord, _>,
     })
 }
 
@@ -311,7 +311,7 @@ mod tests {
             assert_eq!(unit.spec.tasks, [TaskSpec::new("one", vec!["true".into()])]);
             assert_eq!((unit.queue_seq, unit.host), (old.queue_seq, old.host));
         }
-        let mut unit = Delegation::from(old);
+        let mut unit = UnitRecord::from(old);
         unit.spec.pool = Some("gpu".into());
         let bytes = codec::encode(&unit);
         assert_eq!(bytes[0], codec::FORMAT_VERSION);

@@ -70,7 +70,7 @@ impl From<DispatchSpecV3> for DispatchSpec {
 }
 
 /// A unit as format 3 stored it.
-pub(crate) type DelegationV3 = super::legacy::DelegationOf<DispatchSpecV3>;
+pub(crate) type DelegationV3 = super::legacy::UnitRecordOf<DispatchSpecV3>;
 
 /// A child's outcome as formats 1 to 3 stored it (no model, no usage).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -48,7 +48,7 @@ impl From<DispatchSpecV4> for DispatchSpec {
 }
 
 /// A unit as format 4 stored it.
-pub(crate) type DelegationV4 = super::legacy::DelegationOf<DispatchSpecV4>;
+pub(crate) type DelegationV4 = super::legacy::UnitRecordOf<DispatchSpecV4>;
 
 /// A child's outcome as format 4 stored it (no changes).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

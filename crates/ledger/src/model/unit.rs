@@ -9,7 +9,7 @@ use super::{
 
 /// A unit as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Delegation {
+pub struct UnitRecord {
     /// Its id.
     pub id: DelegationId,
     /// The session it belongs to (`None` for inline units).
@@ -36,7 +36,7 @@ pub struct Delegation {
     pub transcript_dir: Option<String>,
 }
 
-impl Delegation {
+impl UnitRecord {
     /// How many children it has.
     pub fn task_count(&self) -> u32 {
         self.spec.tasks.len() as u32
@@ -127,11 +127,11 @@ pub(crate) struct UnitTally {
 
 impl UnitTally {
     /// Whether `unit` keeps a tally (more than one task).
-    pub(crate) fn wanted(unit: &Delegation) -> bool {
+    pub(crate) fn wanted(unit: &UnitRecord) -> bool {
         unit.task_count() > 1
     }
 
-    pub(crate) fn for_unit(unit: &Delegation) -> UnitTally {
+    pub(crate) fn for_unit(unit: &UnitRecord) -> UnitTally {
         UnitTally {
             task_count: unit.task_count(),
             session: unit.session.clone(),

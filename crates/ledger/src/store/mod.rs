@@ -28,9 +28,9 @@ use std::path::Path;
 
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Child, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, Delegation, DelegationId, Event,
-    EventKey, EventPayload, EventRef, HostRecord, ProcessId, Published, Session, SessionId,
-    Stalling, Timestamp, UnitTally,
+    Child, ClaimOutcome, ClaimRecord, ClaimRequest, ClaimToken, DelegationId, Event, EventKey,
+    EventPayload, EventRef, HostRecord, ProcessId, Published, Session, SessionId, Stalling,
+    Timestamp, UnitRecord, UnitTally,
 };
 
 /// The `META` key of the file's format version.
@@ -85,7 +85,7 @@ pub(crate) trait ReadTx {
     /// The last output a host stored for a running child, if any.
     fn child_tail(&self, id: &DelegationId, index: u32) -> Result<Option<String>>;
     /// A unit.
-    fn delegation(&self, id: &str) -> Result<Option<Delegation>>;
+    fn delegation(&self, id: &str) -> Result<Option<UnitRecord>>;
     /// Whether a unit with this id exists.
     fn delegation_exists(&self, id: &str) -> Result<bool>;
     /// One child of a unit.
@@ -127,13 +127,13 @@ pub(crate) trait ReadTx {
     /// A claim by its token.
     fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>>;
     /// Queued or running units, in id order.
-    fn active_units(&self) -> Result<Vec<Delegation>>;
+    fn active_units(&self) -> Result<Vec<UnitRecord>>;
     /// Queued units in FIFO order, with their queue sequence numbers.
     fn queue(&self) -> Result<Vec<(u64, String)>>;
     /// How many units are recorded, of `session` or of all sessions.
     fn unit_count(&self, session: Option<&SessionId>) -> Result<usize>;
     /// The `limit` most recently dispatched units, newest first, optionally of one session.
-    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>>;
+    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<UnitRecord>>;
     /// Units dispatched before `cutoff`, oldest first, as (dispatched at, id).
     fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>>;
     /// A counter of the ledger's metadata (`META_*`).
@@ -148,7 +148,7 @@ pub(crate) trait ReadTx {
             .collect())
     }
     /// The units of `ids` that exist, in no particular order; as [`ReadTx::children_of`].
-    fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<Delegation>> {
+    fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<UnitRecord>> {
         let mut out = Vec::new();
         for id in ids {
             out.extend(self.delegation(id.as_str())?);
@@ -207,7 +207,7 @@ pub(crate) trait WriteTx: ReadTx {
     fn remove_host(&self, process: ProcessId) -> Result<()>;
     /// Inserts or updates a unit, keeping the active set, the queue and the by-time and
     /// by-session indexes in step.
-    fn put_delegation(&self, unit: &Delegation) -> Result<()>;
+    fn put_delegation(&self, unit: &UnitRecord) -> Result<()>;
     /// Inserts or updates a child.
     fn put_child(&self, child: &Child) -> Result<()>;
     /// Inserts or updates several children. A backend where every statement is a round trip
@@ -242,7 +242,7 @@ pub(crate) trait WriteTx: ReadTx {
     /// Sets a metadata counter.
     fn set_meta(&self, key: &str, value: u64) -> Result<()>;
     /// Removes a unit with its children, events, claims and index rows (retention).
-    fn purge_delegation(&self, unit: &Delegation) -> Result<()>;
+    fn purge_delegation(&self, unit: &UnitRecord) -> Result<()>;
 }
 
 /// The hot transitions, each one statement on a backend that has them (PostgreSQL's
@@ -280,7 +280,7 @@ pub(crate) trait Transitions {
         &self,
         session: &SessionId,
         now: Timestamp,
-    ) -> Result<(Option<Session>, Vec<Event>, Vec<Delegation>)>;
+    ) -> Result<(Option<Session>, Vec<Event>, Vec<UnitRecord>)>;
 }
 
 /// Where one token stood when [`Transitions::ack`] acked it.

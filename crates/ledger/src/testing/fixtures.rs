@@ -3,7 +3,7 @@
 
 use crate::NewDelegation;
 use crate::model::{
-    Channel, Delegation, DelegationId, DispatchSpec, SessionId, TaskSpec, Timestamp, UnitStatus,
+    Channel, DelegationId, DispatchSpec, SessionId, TaskSpec, Timestamp, UnitRecord, UnitStatus,
 };
 
 /// A dispatch of `tasks` children that each run `true`, their goals `task 0`, `task 1`, ….
@@ -16,8 +16,8 @@ pub fn spec(tasks: u32) -> DispatchSpec {
 
 /// A recorded unit `id` that runs `spec`, dispatched and running since `at`: background, of no
 /// session and no host (set what a test needs with `..`).
-pub fn running_unit(id: DelegationId, spec: DispatchSpec, at: Timestamp) -> Delegation {
-    Delegation {
+pub fn running_unit(id: DelegationId, spec: DispatchSpec, at: Timestamp) -> UnitRecord {
+    UnitRecord {
         id,
         session: None,
         channel: Channel::Background,

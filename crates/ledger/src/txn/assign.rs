@@ -2,13 +2,13 @@
 //! step) and handing a session's queued units to its new host.
 
 use crate::error::Result;
-use crate::model::{Delegation, ProcessId, SessionId, UnitStatus};
+use crate::model::{ProcessId, SessionId, UnitRecord, UnitStatus};
 use crate::store::Writer;
 
 /// Moves a unit to another host (or to none), keeping its tally in step.
 pub(crate) fn set_host(
     w: &Writer<'_>,
-    unit: &mut Delegation,
+    unit: &mut UnitRecord,
     host: Option<ProcessId>,
 ) -> Result<()> {
     unit.host = host;

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::model::{
-    Child, ChildOutcome, ChildStatus, Delegation, EventKey, EventPayload, ExitDetail, Timestamp,
+    Child, ChildOutcome, ChildStatus, EventKey, EventPayload, ExitDetail, Timestamp, UnitRecord,
     UnitStatus,
 };
 use crate::store::Writer;
@@ -22,7 +22,7 @@ pub(crate) fn apply_outcome(child: &mut Child, outcome: &ChildOutcome) {
 /// Force-finalizes `unit` inside `w` (see `Ledger::finish_unit`).
 pub(crate) fn force_finish(
     w: &Writer<'_>,
-    unit: Delegation,
+    unit: UnitRecord,
     missing: Vec<ChildOutcome>,
     reason: &str,
     now: Timestamp,
@@ -61,7 +61,7 @@ pub(crate) fn force_finish(
 
 /// The outcome recorded for a child whose fate is not known.
 pub(crate) fn unknown_outcome(
-    unit: &Delegation,
+    unit: &UnitRecord,
     child: &Child,
     reason: &str,
     now: Timestamp,

@@ -3,7 +3,7 @@
 
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Channel, Child, ChildStatus, Delegation, DelegationId, IdError, SessionId, UnitStatus,
+    Channel, Child, ChildStatus, DelegationId, IdError, SessionId, UnitRecord, UnitStatus,
 };
 use crate::store::{META_NEXT_QUEUE_SEQ, Writer};
 use crate::txn::assign::set_host;
@@ -44,7 +44,7 @@ pub(crate) fn check_pool_unit(
 
 /// Whether a dead host's running unit is a pool unit none of whose children started: it was
 /// taken but never run, so it goes back to its pool instead of ending.
-pub(crate) fn returns_to_pool(unit: &Delegation, children: &[Child]) -> bool {
+pub(crate) fn returns_to_pool(unit: &UnitRecord, children: &[Child]) -> bool {
     unit.pool().is_some()
         && unit.status == UnitStatus::Running
         && unit.interrupt.is_none()
@@ -53,7 +53,7 @@ pub(crate) fn returns_to_pool(unit: &Delegation, children: &[Child]) -> bool {
 
 /// Puts a unit taken by a dead worker back in its pool, at its old place in the FIFO order,
 /// and wakes the workers.
-pub(crate) fn return_to_pool(w: &Writer<'_>, mut unit: Delegation) -> Result<DelegationId> {
+pub(crate) fn return_to_pool(w: &Writer<'_>, mut unit: UnitRecord) -> Result<DelegationId> {
     unit.status = UnitStatus::Queued;
     unit.started_at = None;
     if unit.queue_seq.is_none() {

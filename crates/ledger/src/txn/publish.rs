@@ -3,8 +3,8 @@
 
 use crate::error::Result;
 use crate::model::{
-    Delegation, DelegationId, DeliveryMode, DropReason, Event, EventKey, EventPayload, EventState,
-    ExitDetail, Published, SessionId, SessionState, Timestamp,
+    DelegationId, DeliveryMode, DropReason, Event, EventKey, EventPayload, EventState, ExitDetail,
+    Published, SessionId, SessionState, Timestamp, UnitRecord,
 };
 use crate::rules;
 use crate::store::Writer;
@@ -19,7 +19,7 @@ pub(crate) struct Owner<'a> {
 }
 
 impl<'a> Owner<'a> {
-    pub(crate) fn of(unit: &'a Delegation) -> Owner<'a> {
+    pub(crate) fn of(unit: &'a UnitRecord) -> Owner<'a> {
         Owner {
             id: &unit.id,
             session: unit.session.as_ref(),

@@ -55,7 +55,7 @@ fn pool_unit(ledger: &Ledger, pool: &str, capacity: Capacity) -> Result<Admissio
     )
 }
 
-fn take(ledger: &Ledger, w: &HostRecord, capacity: u32) -> Option<Delegation> {
+fn take(ledger: &Ledger, w: &HostRecord, capacity: u32) -> Option<UnitRecord> {
     let pool = &w.worker.as_ref().expect("a worker").pool;
     ledger
         .take_pool_unit(w.process, w.host_id, pool, capacity, T0.plus_ms(1))

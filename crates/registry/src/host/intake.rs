@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hermes_ledger::{
-    Admission, Capacity, Channel, Delegation, Ledger, LedgerError, NewDelegation, SessionId,
-    Timestamp, UnitStatus, WorkerPool,
+    Admission, Capacity, Channel, Ledger, LedgerError, NewDelegation, SessionId, Timestamp,
+    UnitRecord, UnitStatus, WorkerPool,
 };
 use tokio::sync::watch;
 
@@ -121,7 +121,7 @@ impl Inner {
     /// Starts running a unit here (once per unit) and returns its progress channel.
     pub(super) fn launch(
         self: &Arc<Inner>,
-        unit: Delegation,
+        unit: UnitRecord,
         parent: Option<SessionId>,
     ) -> watch::Receiver<UnitProgress> {
         self.launch_recorded(unit, parent, 0)
@@ -131,7 +131,7 @@ impl Inner {
     /// recorded running (`Ledger::register_and_dispatch`).
     pub(super) fn launch_recorded(
         self: &Arc<Inner>,
-        unit: Delegation,
+        unit: UnitRecord,
         parent: Option<SessionId>,
         recorded_running: u32,
     ) -> watch::Receiver<UnitProgress> {
@@ -259,7 +259,7 @@ impl Inner {
                 }
             }
         }
-        let adopt: Vec<Delegation> = {
+        let adopt: Vec<UnitRecord> = {
             let units = self.lock();
             pass.placed
                 .into_iter()

@@ -27,9 +27,8 @@ use std::time::Duration;
 use std::sync::atomic::Ordering;
 
 use hermes_ledger::{
-    Channel, ChildOutcome, Delegation, DelegationId, DispatchSpec, HostId, HostKind,
-    InterruptTarget, Interrupts, Ledger, NewDelegation, ProcessId, SessionId, UnitStatus,
-    WorkerPool,
+    Channel, ChildOutcome, DelegationId, DispatchSpec, HostId, HostKind, InterruptTarget,
+    Interrupts, Ledger, NewDelegation, ProcessId, SessionId, UnitRecord, UnitStatus, WorkerPool,
 };
 use tokio::sync::watch;
 
@@ -101,7 +100,7 @@ impl DispatchRequest {
 #[derive(Debug)]
 pub struct Dispatched {
     /// The unit as recorded (`running` or `queued`).
-    pub delegation: Delegation,
+    pub delegation: UnitRecord,
     /// Its 1-based place in the queue when queued.
     pub queue_position: Option<u32>,
     /// Its children's transcripts, by index.
@@ -256,7 +255,9 @@ impl Host {
         })
     }
 
-    /// Runs an inline unit here and waits for its end.
+    /// Runs an inline unit here and waits for its end (for tests and benchmarks: the product
+    /// runs its inline units through [`Host::start_dispatching`]).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn run_inline(
         &self,
         spec: DispatchSpec,

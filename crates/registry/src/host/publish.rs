@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hermes_ledger::{
-    ChildOutcome, ChildStatus, Delegation, DelegationId, FinishAs, FinishChild, LedgerError,
-    ProcessId, Progress, Timestamp, UnitStatus,
+    ChildOutcome, ChildStatus, DelegationId, FinishAs, FinishChild, LedgerError, ProcessId,
+    Progress, Timestamp, UnitRecord, UnitStatus,
 };
 
 use crate::child::Context;
@@ -169,7 +169,7 @@ impl Publisher {
     /// Makes sure the unit is terminal after its children ran; returns its status.
     pub(crate) async fn settle_unit(
         &self,
-        unit: &Delegation,
+        unit: &UnitRecord,
         unpublished: Vec<ChildOutcome>,
         outcomes: &std::collections::BTreeMap<u32, ChildOutcome>,
     ) -> UnitStatus {

@@ -16,7 +16,7 @@ pub(crate) struct WorkspacePlan {
 }
 
 /// What hermes' commit of what child `index` of `unit` left says about it.
-pub(crate) fn commit_note(unit: &hermes_ledger::Delegation, index: u32) -> String {
+pub(crate) fn commit_note(unit: &hermes_ledger::UnitRecord, index: u32) -> String {
     format!(
         "Delegation: {}\nTask: {index}\nGoal: {}",
         unit.id,

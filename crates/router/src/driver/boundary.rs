@@ -4,8 +4,8 @@
 use std::collections::{HashMap, HashSet};
 
 use hermes_ledger::{
-    Boundary, ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DropReason, Event, EventRef,
-    Timestamp,
+    Boundary, ClaimOutcome, ClaimRequest, ClaimToken, DropReason, Event, EventRef, Timestamp,
+    UnitRecord,
 };
 
 use super::{Render, Router, State};
@@ -217,7 +217,7 @@ impl Router {
 fn accept<T, E>(
     state: &mut State,
     outcome: &mut BoundaryOutcome<T, E>,
-    delegation: Delegation,
+    delegation: UnitRecord,
     claim: hermes_ledger::Claim,
     rendered: T,
 ) {
@@ -235,7 +235,7 @@ fn accept<T, E>(
 /// is gone) and removes the refused keys from `events`.
 fn absorb_refusal<T, E>(
     state: &mut State,
-    delegation: &Delegation,
+    delegation: &UnitRecord,
     refused: &[(EventRef, hermes_ledger::Refusal)],
     events: &mut Vec<Event>,
     outcome: &mut BoundaryOutcome<T, E>,

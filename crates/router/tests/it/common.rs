@@ -101,7 +101,7 @@ pub fn router(ledger: &Arc<Ledger>, session: &str, consumer: &str) -> Router {
 }
 
 /// Renders an envelope as `deleg_…/task:0,task:1`.
-pub fn render(delegation: &Delegation, events: &[Event]) -> Result<String, Infallible> {
+pub fn render(delegation: &UnitRecord, events: &[Event]) -> Result<String, Infallible> {
     let keys: Vec<String> = events.iter().map(|e| e.key.to_string()).collect();
     Ok(format!("{}/{}", delegation.id, keys.join(",")))
 }

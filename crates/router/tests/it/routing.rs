@@ -440,7 +440,7 @@ fn an_ended_sessions_events_are_dropped_and_offered_nowhere() {
         .take_ready(
             Boundary::Turn,
             T0,
-            |_: &hermes_ledger::Delegation, _: &[Event]| Err::<String, _>("not now"),
+            |_: &hermes_ledger::UnitRecord, _: &[Event]| Err::<String, _>("not now"),
         )
         .unwrap();
     assert_eq!(out.failed.len(), 1, "task:0 and task:1 were ready");
@@ -538,7 +538,7 @@ fn a_render_failure_leaves_the_envelope_unclaimed_and_spends_no_attempt() {
         .take_ready(
             Boundary::Turn,
             T0,
-            |unit: &hermes_ledger::Delegation, events: &[Event]| {
+            |unit: &hermes_ledger::UnitRecord, events: &[Event]| {
                 if unit.id == bad {
                     Err(format!("cannot render {}", unit.id))
                 } else {
@@ -578,7 +578,7 @@ fn a_claim_lost_to_a_race_is_classified_key_by_key() {
         .take_ready(
             Boundary::Turn,
             T0,
-            |unit: &hermes_ledger::Delegation, events: &[Event]| {
+            |unit: &hermes_ledger::UnitRecord, events: &[Event]| {
                 calls.push(events.iter().map(|e| e.key).collect());
                 if raced.is_none() {
                     raced = Some(hold(ledger, "s", &[key(&id, 0)], 300 * SEC, T0));
@@ -783,7 +783,7 @@ fn render_sees_the_events_before_the_claim() {
         .take_ready(
             Boundary::Turn,
             T0,
-            |_: &hermes_ledger::Delegation, events: &[Event]| {
+            |_: &hermes_ledger::UnitRecord, events: &[Event]| {
                 assert!(events.iter().all(|e| e.state == EventState::Pending));
                 Ok::<_, Infallible>(events.len())
             },

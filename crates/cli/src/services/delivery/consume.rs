@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use hermes_formatter::Boundary;
-use hermes_ledger::{ClaimToken, Delegation, Event, Ledger, SessionId, Timestamp};
+use hermes_ledger::{ClaimToken, Event, Ledger, SessionId, Timestamp, UnitRecord};
 use hermes_router::{AfterShown, Router, RouterConfig, RouterError, SystemClock};
 
 /// What one boundary gave `drain`: the envelopes now held, and those someone else holds.
@@ -43,7 +43,7 @@ pub fn take_ready(
 
 /// The router's render step: rendering cannot fail today; doing it before the claim keeps it
 /// that way by construction.
-pub fn render_check(delegation: &Delegation, events: &[Event]) -> Result<(), Infallible> {
+pub fn render_check(delegation: &UnitRecord, events: &[Event]) -> Result<(), Infallible> {
     let _ = hermes_formatter::render_envelope(
         &hermes_formatter::Envelope::new(delegation, events),
         &hermes_formatter::RenderContext::utc(crate::services::home::now()),

@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 
 use hermes_formatter::Envelope;
-use hermes_ledger::{Delegation, Event};
+use hermes_ledger::{Event, UnitRecord};
 use hermes_router::{AfterShown, Boundary, ClaimedEnvelope, Router, RouterError, SystemClock};
 
 use crate::services::delivery::consume::tokens;
@@ -16,7 +16,7 @@ use crate::services::home::{now, render_context};
 pub type RenderedClaim = ClaimedEnvelope<String>;
 
 /// Renders one envelope (before the router claims it, so rendering never burns an attempt).
-fn render(delegation: &Delegation, events: &[Event]) -> Result<String, Infallible> {
+fn render(delegation: &UnitRecord, events: &[Event]) -> Result<String, Infallible> {
     Ok(hermes_formatter::render_envelope(
         &Envelope::new(delegation, events),
         &render_context(),

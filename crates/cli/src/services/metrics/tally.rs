@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use hermes_ledger::{Census, ChildStatus, Delegation, DelegationId, Event, EventState, UnitStatus};
+use hermes_ledger::{Census, ChildStatus, DelegationId, Event, EventState, UnitRecord, UnitStatus};
 
 /// Every unit status, so each series exists (at 0) from the first scrape.
 pub const UNIT_STATUSES: [UnitStatus; 10] = [
@@ -173,7 +173,7 @@ pub struct Part {
 
 impl Part {
     /// What `unit`, with its `events`, adds.
-    pub fn of(unit: &Delegation, events: &[&Event]) -> Part {
+    pub fn of(unit: &UnitRecord, events: &[&Event]) -> Part {
         let outcomes = || events.iter().flat_map(|e| e.payload.outcomes());
         let ended = |status: ChildStatus| outcomes().filter(|o| o.status == status).count() as u64;
         let delivered = || events.iter().filter(|e| e.state == EventState::Delivered);
@@ -205,7 +205,7 @@ impl Part {
 }
 
 /// Whether a unit with these events can no longer change.
-fn settled(unit: &Delegation, events: &[&Event]) -> bool {
+fn settled(unit: &UnitRecord, events: &[&Event]) -> bool {
     unit.status.is_terminal() && events.iter().all(|e| e.state.is_terminal())
 }
 

@@ -6,8 +6,8 @@ use crate::codec::decode_record as decode;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_host};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord,
-    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimRecord, ClaimToken, DelegationId, Event, EventRef, HostRecord, ProcessId, Session,
+    SessionId, Stalling, Timestamp, UnitRecord, UnitTally,
 };
 use crate::store::key_code;
 use crate::store::{ReadTx, session_part};
@@ -86,7 +86,7 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     /// The unit, and its host's record kept along ([`Tx::keep_unit`]).
-    fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
+    fn delegation(&self, id: &str) -> Result<Option<UnitRecord>> {
         kept(
             |s| &mut s.units,
             &self.seen,
@@ -289,7 +289,7 @@ impl ReadTx for Tx<'_, '_> {
             .transpose()
     }
 
-    fn active_units(&self) -> Result<Vec<Delegation>> {
+    fn active_units(&self) -> Result<Vec<UnitRecord>> {
         self.units(
             "SELECT record FROM hermes_units WHERE active ORDER BY id",
             &[],
@@ -322,7 +322,7 @@ impl ReadTx for Tx<'_, '_> {
         Ok(usize::try_from(count).unwrap_or(usize::MAX))
     }
 
-    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>> {
+    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<UnitRecord>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         match session {
             None => self.units(
@@ -363,7 +363,7 @@ impl ReadTx for Tx<'_, '_> {
         rows.iter().map(|row| row.col(&self.pg.path, 0)).collect()
     }
 
-    fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<Delegation>> {
+    fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<UnitRecord>> {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         self.units(
             "SELECT record FROM hermes_units WHERE id = ANY($1)",

@@ -16,8 +16,8 @@ use crate::codec;
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
 use crate::model::{
-    Claim, ClaimOutcome, ClaimRequest, ClaimToken, Delegation, DelegationId, Event, EventKey,
-    EventPayload, EventRef, Published, Refusal, Session, SessionId, Timestamp,
+    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DelegationId, Event, EventKey, EventPayload,
+    EventRef, Published, Refusal, Session, SessionId, Timestamp, UnitRecord,
 };
 use crate::rules::Standing;
 use crate::store::{TokenAck, Transitions, key_code, key_from_code};
@@ -83,7 +83,7 @@ impl Transitions for Pg {
         &self,
         session: &SessionId,
         now: Timestamp,
-    ) -> Result<(Option<Session>, Vec<Event>, Vec<Delegation>)> {
+    ) -> Result<(Option<Session>, Vec<Event>, Vec<UnitRecord>)> {
         self.boundary_rows(session, now)
     }
 
@@ -293,7 +293,7 @@ impl Pg {
         &self,
         session: &SessionId,
         now: Timestamp,
-    ) -> Result<(Option<Session>, Vec<Event>, Vec<Delegation>)> {
+    ) -> Result<(Option<Session>, Vec<Event>, Vec<UnitRecord>)> {
         let rows = self.call(BOUNDARY, &[&session.as_str(), &int(now.0)], true)?;
         let (mut record, mut events, mut units) = (None, Vec::new(), Vec::new());
         for row in &rows {
@@ -310,7 +310,7 @@ impl Pg {
             }
         }
         events.sort_by_key(Event::event_ref);
-        units.sort_by(|a: &Delegation, b: &Delegation| a.id.cmp(&b.id));
+        units.sort_by(|a: &UnitRecord, b: &UnitRecord| a.id.cmp(&b.id));
         Ok((record, events, units))
     }
 

@@ -14,7 +14,7 @@ use crate::codec::{self, decode_record as decode};
 use crate::error::{LedgerError, Result};
 use crate::model::legacy::{decode_delegation, decode_host};
 use crate::model::{
-    Child, Delegation, DelegationId, Event, EventRef, HostRecord, ProcessId, Session, UnitTally,
+    Child, DelegationId, Event, EventRef, HostRecord, ProcessId, Session, UnitRecord, UnitTally,
 };
 use crate::store::{Counters, event_ref};
 
@@ -59,7 +59,7 @@ pub(super) struct Seen {
     pub(super) hosts: HashMap<ProcessId, Option<HostRecord>>,
     pub(super) sessions: HashMap<String, Option<Session>>,
     pub(super) tallies: HashMap<String, Option<UnitTally>>,
-    pub(super) units: HashMap<String, Option<Delegation>>,
+    pub(super) units: HashMap<String, Option<UnitRecord>>,
     /// Every host, once read and until this transaction writes one.
     pub(super) all_hosts: Option<Vec<HostRecord>>,
 }
@@ -194,7 +194,7 @@ impl Tx<'_, '_> {
     /// alone, leaving the columns empty or naming the unit's previous host. So a joined host
     /// that is another, or none at all, is not taken for the record's: that host is read by
     /// itself when it is asked for.
-    pub(super) fn keep_unit(&self, row: &Row, at: usize) -> Result<Option<Delegation>> {
+    pub(super) fn keep_unit(&self, row: &Row, at: usize) -> Result<Option<UnitRecord>> {
         let path = &self.pg.path;
         let Some(record) = row.col::<Option<&[u8]>>(path, at)? else {
             return Ok(None);
@@ -317,7 +317,7 @@ impl Tx<'_, '_> {
         &self,
         sql: &'static str,
         params: &[&dyn Param],
-    ) -> Result<Vec<Delegation>> {
+    ) -> Result<Vec<UnitRecord>> {
         self.query(sql, params)?
             .iter()
             .map(|row| decode_delegation(&self.pg.path, row.col(&self.pg.path, 0)?))

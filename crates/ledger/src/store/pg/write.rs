@@ -7,8 +7,8 @@ use super::rows::{EventRow, claim_columns, claim_keys, event_columns, token_byte
 use super::tx::{Tx, encode, int};
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, HostRecord, ProcessId,
-    Session, SessionId, Stalling, UnitStatus, UnitTally,
+    Child, ClaimRecord, ClaimToken, DelegationId, Event, HostRecord, ProcessId, Session, SessionId,
+    Stalling, UnitRecord, UnitStatus, UnitTally,
 };
 use crate::store::META_ACTIVITY;
 use crate::store::{ReadTx, WriteTx};
@@ -104,7 +104,7 @@ impl WriteTx for Tx<'_, '_> {
         )
     }
 
-    fn put_delegation(&self, unit: &Delegation) -> Result<()> {
+    fn put_delegation(&self, unit: &UnitRecord) -> Result<()> {
         let queue_seq = unit
             .queue_seq
             .filter(|_| unit.status == UnitStatus::Queued)
@@ -255,7 +255,7 @@ impl WriteTx for Tx<'_, '_> {
         )
     }
 
-    fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
+    fn purge_delegation(&self, unit: &UnitRecord) -> Result<()> {
         self.send_held()?;
         let id = unit.id.as_str();
         let mut seen = self.seen.borrow_mut();

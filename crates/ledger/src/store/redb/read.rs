@@ -9,8 +9,8 @@ use crate::codec::decode_record as decode;
 use crate::error::Result;
 use crate::model::legacy::{decode_child, decode_delegation, decode_event, decode_host};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, EventRef, HostRecord,
-    ProcessId, Session, SessionId, Stalling, Timestamp, UnitTally,
+    Child, ClaimRecord, ClaimToken, DelegationId, Event, EventRef, HostRecord, ProcessId, Session,
+    SessionId, Stalling, Timestamp, UnitRecord, UnitTally,
 };
 use crate::store::{ReadTx, event_ref, key_code, session_part};
 
@@ -64,7 +64,7 @@ impl<T: Tables> ReadTx for T {
         Ok(row.map(|v| v.value().to_owned()))
     }
 
-    fn delegation(&self, id: &str) -> Result<Option<Delegation>> {
+    fn delegation(&self, id: &str) -> Result<Option<UnitRecord>> {
         let table = self.open(DELEGATIONS).map_err(storage)?;
         let row = table.get(id).map_err(storage)?;
         self.counters().count(1);
@@ -173,7 +173,7 @@ impl<T: Tables> ReadTx for T {
     }
 
     /// Queued or running units, in id order.
-    fn active_units(&self) -> Result<Vec<Delegation>> {
+    fn active_units(&self) -> Result<Vec<UnitRecord>> {
         let table = self.open(ACTIVE_UNITS).map_err(storage)?;
         let mut ids = Vec::new();
         for row in table.iter().map_err(storage)? {
@@ -212,7 +212,7 @@ impl<T: Tables> ReadTx for T {
         }
     }
 
-    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<Delegation>> {
+    fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<UnitRecord>> {
         let mut units = match session {
             None => {
                 let table = self.open(UNITS_BY_TIME).map_err(storage)?;

@@ -12,7 +12,7 @@ pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 /// (pid, start time) → `HostRecord`.
 pub(crate) const HOSTS: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("hosts");
-/// Delegation id → `Delegation`.
+/// Delegation id → `UnitRecord`.
 pub(crate) const DELEGATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("delegations");
 /// (delegation id, index) → `Child`.
 pub(crate) const CHILDREN: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("children");

@@ -17,8 +17,8 @@ use crate::codec::{self};
 use crate::error::Result;
 use crate::model::legacy::decode_delegation;
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, Delegation, DelegationId, Event, HostRecord, ProcessId,
-    Session, Stalling, UnitTally,
+    Child, ClaimRecord, ClaimToken, DelegationId, Event, HostRecord, ProcessId, Session, Stalling,
+    UnitRecord, UnitTally,
 };
 use crate::store::{Counters, META_ACTIVITY, ReadTx, WriteTx, key_code, session_part};
 
@@ -127,7 +127,7 @@ pub(super) const ID_END: &str = "~";
 pub(super) fn delegations<'i, T: Tables + ?Sized>(
     tables: &T,
     ids: impl Iterator<Item = &'i str>,
-) -> Result<Vec<Delegation>> {
+) -> Result<Vec<UnitRecord>> {
     let table = tables.open(DELEGATIONS).map_err(storage)?;
     let mut out = Vec::new();
     for id in ids {
@@ -233,7 +233,7 @@ impl WriteTx for Write<'_> {
 
     /// Inserts or updates a unit, keeping `ACTIVE_UNITS`, `QUEUE`, `UNITS_BY_TIME` and
     /// `UNITS_BY_SESSION` in step.
-    fn put_delegation(&self, unit: &Delegation) -> Result<()> {
+    fn put_delegation(&self, unit: &UnitRecord) -> Result<()> {
         let id = unit.id.as_str();
         put(self.txn_mut(), DELEGATIONS, id, unit)?;
         {
@@ -336,7 +336,7 @@ impl WriteTx for Write<'_> {
     }
 
     /// Removes a unit with its children, events and index rows (retention).
-    fn purge_delegation(&self, unit: &Delegation) -> Result<()> {
+    fn purge_delegation(&self, unit: &UnitRecord) -> Result<()> {
         let id = unit.id.as_str();
         for event in self.events(&unit.id)? {
             if let Some(lease) = &event.lease {

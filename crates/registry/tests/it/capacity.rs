@@ -1,15 +1,13 @@
 //! Capacity across every process of a home: units beyond `max_concurrent_children` queue and
 //! start in FIFO order, in one process and across two processes sharing one home.
 
-mod common;
-
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hermes_ledger::{ChildStatus, HostKind, Ledger, SessionId, UnitStatus};
 use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock};
 
@@ -112,8 +110,8 @@ async fn four_units_with_capacity_two_run_two_and_queue_two_in_fifo_order() {
     );
 
     let (u0, u1, u2, u3) = (unit(0), unit(1), unit(2), unit(3));
-    let started = |u: &hermes_ledger::Delegation| u.started_at.expect("started");
-    let ended = |u: &hermes_ledger::Delegation| u.ended_at.expect("ended");
+    let started = |u: &hermes_ledger::UnitRecord| u.started_at.expect("started");
+    let ended = |u: &hermes_ledger::UnitRecord| u.ended_at.expect("ended");
     assert!(started(&u2) >= ended(&u0));
     assert!(started(&u3) >= ended(&u1));
     assert!(started(&u3) >= started(&u2));
@@ -323,7 +321,7 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
         let mut second = Command::new(exe)
             .args([
                 "--exact",
-                "second_process_role",
+                "capacity::second_process_role",
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -375,7 +373,7 @@ async fn capacity_is_shared_by_two_processes_on_one_home() {
         "{stdout}"
     );
     let ledger = open_ledger(home.path());
-    let theirs: Vec<hermes_ledger::Delegation> = admitted
+    let theirs: Vec<hermes_ledger::UnitRecord> = admitted
         .iter()
         .filter_map(|l| l.split_whitespace().nth(1))
         .map(|id| {

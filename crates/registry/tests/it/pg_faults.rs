@@ -2,13 +2,11 @@
 //! a storage error that is not a broken connection. These run against the throwaway test
 //! server whatever the backend under test.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hermes_ledger::{ChildStatus, DelegationId, HostKind, Ledger, SessionId, UnitStatus};
 use hermes_registry::{DispatchRequest, Host, HostOptions, SystemClock};
 

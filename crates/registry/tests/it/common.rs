@@ -1,9 +1,6 @@
 //! Shared helpers for the registry's integration tests: a temp home with its own ledger and
 //! host, dispatch specs, and waiting on conditions with deadlines.
 
-#![allow(dead_code)]
-
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,15 +8,10 @@ use hermes_ledger::{DispatchSpec, HostKind, Ledger, LedgerConfig, ProcessId, Ses
 use hermes_registry::{Config, Host, HostOptions, SystemClock};
 
 pub struct Fixture {
-    pub home: tempfile::TempDir,
+    /// Holds the home (and the ledger in it) for the test's lifetime.
+    _home: tempfile::TempDir,
     pub ledger: Arc<Ledger>,
     pub host: Host,
-}
-
-impl Fixture {
-    pub fn home_path(&self) -> PathBuf {
-        self.home.path().to_owned()
-    }
 }
 
 /// Short thresholds so stalls happen within seconds.
@@ -72,7 +64,11 @@ pub async fn fixture_with(
     let host = Host::start(ledger.clone(), config, Arc::new(SystemClock), options)
         .await
         .expect("host starts");
-    Fixture { home, ledger, host }
+    Fixture {
+        _home: home,
+        ledger,
+        host,
+    }
 }
 
 pub async fn inline_fixture(tweak: impl FnOnce(&mut Config)) -> Fixture {
@@ -116,10 +112,6 @@ pub fn group_alive(leader: ProcessId) -> bool {
 /// This process's resident set peak, in KiB.
 pub fn vm_hwm_kib() -> u64 {
     status_field("VmHWM:")
-}
-
-pub fn vm_rss_kib() -> u64 {
-    status_field("VmRSS:")
 }
 
 fn status_field(name: &str) -> u64 {

@@ -2,12 +2,10 @@
 //! and the transcript stays within its cap, keeping its head and latest lines. Alone in its test
 //! binary so the resident set measured is this test's own.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hermes_ledger::ChildStatus;
 
 const GIB: u64 = 1 << 30;

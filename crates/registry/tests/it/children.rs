@@ -1,11 +1,9 @@
 //! Children driven end to end through a real host and ledger: stalls, timeouts, interrupts,
 //! spawn errors, the progress protocol, batches and exactly-once finalization.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hermes_ledger::{ChildStatus, EventKey, ExitDetail, StallPhase, TimeoutPhase, UnitStatus};
 
 fn stall_fields(detail: &ExitDetail) -> (f64, f64, StallPhase, f64) {
