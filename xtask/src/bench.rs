@@ -186,7 +186,7 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
 }
 
 /// The crates' harnesses, run after the rounds (package, example).
-const HARNESSES: [(&str, &str); 10] = [
+const HARNESSES: [(&str, &str); 11] = [
     ("hermes-registry", "bench_registry"),
     ("hermes-registry", "bench_adapters"),
     ("hermes-router", "bench_router"),
@@ -200,6 +200,8 @@ const HARNESSES: [(&str, &str); 10] = [
     ("hermes-cli", "bench_outage"),
     // Live progress across processes (issue 42).
     ("hermes-cli", "bench_progress"),
+    // A child's own git worktree in a 10,000-file repository (issue 37).
+    ("hermes-cli", "bench_workspace"),
 ];
 
 fn print(value: &Value, options: &Options) -> Result<()> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hermes_ledger::{DeliveryMode, Role};
+use hermes_ledger::{DeliveryMode, Role, Workspace};
 use hermes_settings::Bounds;
 
 use crate::services::dispatch::tasks_file::{parse_delivery, parse_role};
@@ -63,6 +63,7 @@ impl RunArgs {
             (d.cwd.is_some(), "--cwd"),
             (d.group.is_some(), "--group"),
             (d.pool.is_some(), "--pool"),
+            (d.workspace.is_some(), "--workspace"),
             (d.tasks.is_some(), "--tasks"),
             (d.agent.is_some(), "--agent"),
             (d.adapter.is_some(), "--adapter"),
@@ -107,6 +108,11 @@ pub struct DispatchArgs {
     /// bare `--pool` is the pool `default`.
     #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "default")]
     pub pool: Option<String>,
+    /// Where each child works: `none` (the working directory) or `worktree` (its own git
+    /// worktree and branch `hermes/<delegation>-<task>`; its changes come back committed there).
+    /// Default: `delegation.workspace`.
+    #[arg(long, value_name = "KIND", value_parser = workspace())]
+    pub workspace: Option<Workspace>,
     /// A JSON tasks file (`-` for stdin) describing a batch.
     #[arg(long, value_name = "FILE|-")]
     pub tasks: Option<String>,
@@ -135,6 +141,12 @@ pub struct RunArgs {
 fn role() -> impl TypedValueParser<Value = Role> {
     PossibleValuesParser::new(["leaf", "orchestrator"])
         .try_map(|text| parse_role(&text).ok_or("must be leaf or orchestrator"))
+}
+
+/// `--workspace`: `none` or `worktree`.
+fn workspace() -> impl TypedValueParser<Value = Workspace> {
+    PossibleValuesParser::new(["none", "worktree"])
+        .try_map(|text| Workspace::parse(&text).ok_or("must be none or worktree"))
 }
 
 /// `--delivery`: the names a tasks file takes (`after-turn` too), read into the ledger's type.
@@ -181,6 +193,10 @@ pub enum Command {
     /// A worker: runs the units dispatched with `--pool NAME`, from any session, until stopped
     /// (SIGTERM/SIGINT); `worker list` shows the live workers.
     Worker(WorkerArgs),
+    /// The branches hermes made for `--workspace worktree` children (`hermes/…`, recorded
+    /// when kept): list them, or delete them (never any other branch).
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
     /// A live full-screen view of every unit on every machine (needs a terminal).
     Top,
     /// The ledger's state in the Prometheus text exposition format, on stdout.
@@ -205,6 +221,26 @@ pub enum Command {
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// The branches hermes made and kept: repository, commits, whether merged into its `HEAD`.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deletes the branches hermes made: every one, or those merged into their repository's
+    /// `HEAD` (`--merged`) and/or whose last commit is older than D (`--older-than 7d`).
+    Clean {
+        #[arg(long)]
+        merged: bool,
+        /// An age: `90s`, `30m`, `12h`, `7d`, `2w`.
+        #[arg(long, value_name = "D")]
+        older_than: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
 }
 

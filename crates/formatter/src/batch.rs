@@ -117,6 +117,9 @@ fn write_task<W: fmt::Write + ?Sized>(
     if let Some(usage) = &outcome.usage {
         writeln!(w, "Usage: {}", crate::text::usage(usage))?;
     }
+    if let Some(changes) = &outcome.changes {
+        crate::changes::write_changes(w, changes)?;
+    }
     write_body(w, outcome)?;
     if !write_transcript(w, outcome)? {
         writeln!(w, "Live transcript: (none)")?;

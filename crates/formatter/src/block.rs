@@ -50,6 +50,9 @@ pub(crate) fn write_single<W: fmt::Write + ?Sized>(
     if let Some(usage) = &outcome.usage {
         writeln!(w, "Usage: {}", crate::text::usage(usage))?;
     }
+    if let Some(changes) = &outcome.changes {
+        crate::changes::write_changes(w, changes)?;
+    }
     writeln!(w, "{RESULT_RULE}")?;
     write_body(w, outcome)?;
     write_transcript(w, outcome)?;

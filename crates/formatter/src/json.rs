@@ -211,6 +211,52 @@ pub struct TaskJson {
     pub transcript: String,
     /// How it ended beyond its status, or `null`.
     pub detail: Option<DetailJson>,
+    /// What it changed in its own worktree (`--workspace worktree` only; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceJson>,
+}
+
+/// What a child changed in its own worktree:
+/// `{"branch","base","head","commits","files_changed","insertions","deletions","path"}`.
+/// `commits` is empty (and the branch gone) when it changed nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceJson {
+    /// Its branch.
+    pub branch: String,
+    /// The commit it started from.
+    pub base: String,
+    /// The branch's head.
+    pub head: String,
+    /// Its commits, oldest first, one line each.
+    pub commits: Vec<String>,
+    /// Files changed from base to head.
+    pub files_changed: u64,
+    /// Lines inserted.
+    pub insertions: u64,
+    /// Lines deleted.
+    pub deletions: u64,
+    /// Where its worktree was (removed once the child's result is settled).
+    pub path: String,
+    /// Why its changes could not be committed or measured, if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl WorkspaceJson {
+    /// `changes` as JSON.
+    pub fn new(changes: &hermes_ledger::Changes) -> WorkspaceJson {
+        WorkspaceJson {
+            branch: changes.branch.clone(),
+            base: changes.base.clone(),
+            head: changes.head.clone(),
+            commits: changes.commits.clone(),
+            files_changed: changes.files_changed,
+            insertions: changes.insertions,
+            deletions: changes.deletions,
+            path: changes.path.clone(),
+            error: changes.error.clone(),
+        }
+    }
 }
 
 /// `outcome` as a task JSON entry.
@@ -230,6 +276,7 @@ pub fn task_json(outcome: &ChildOutcome) -> TaskJson {
         transcript_tail: outcome.transcript_tail.clone(),
         transcript: outcome.transcript.clone(),
         detail: DetailJson::new(&outcome.detail),
+        workspace: outcome.changes.as_deref().map(WorkspaceJson::new),
     }
 }
 

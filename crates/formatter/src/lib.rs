@@ -33,6 +33,7 @@ mod batch;
 mod block;
 mod body;
 pub mod boundary;
+mod changes;
 pub mod envelope;
 pub mod fit;
 pub mod json;
@@ -43,11 +44,12 @@ pub mod time;
 pub use batch::BATCH_HEADER;
 pub use block::{RESULT_RULE, SINGLE_HEADER};
 pub use boundary::{Boundary, TOOL_CARRIER, render_boundary, write_boundary, write_boundary_io};
+pub use changes::{CHANGES_RULE, COMMITS_SHOWN};
 pub use envelope::{Envelope, render_envelope, write_envelope};
 pub use fit::{Fitted, fit_boundary, shorten};
 pub use json::{
-    DeferredJson, DetailJson, DrainJson, EnvelopeJson, RunJson, TaskJson, envelope_json, run_json,
-    task_json,
+    DeferredJson, DetailJson, DrainJson, EnvelopeJson, RunJson, TaskJson, WorkspaceJson,
+    envelope_json, run_json, task_json,
 };
 pub use text::{
     CONTEXT_MAX_CHARS, EXCERPT_MAX_CHARS, GOAL_MAX_CHARS, QUOTE_PREFIX, one_line, terminal_safe,

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Channel, Child, ChildOutcome, ChildStatus, DelegationId, DropReason, HostRecord, Locality,
-    ProcessId, SessionId, Timestamp, UnitRecord, UnitStatus,
+    Changes, Channel, Child, ChildOutcome, ChildStatus, DelegationId, DropReason, HostRecord,
+    Locality, ProcessId, SessionId, Timestamp, UnitRecord, UnitStatus, Workspace,
 };
 use crate::rules;
 use crate::txn::assign::set_host;
@@ -43,6 +43,13 @@ pub trait Reaper: Liveness {
     /// it could not record it before it fenced or died, if there is one: recovery
     /// records it, with its result and tails, instead of `unknown`.
     fn unrecorded_outcome(&self, unit: &DelegationId, child: &Child) -> Option<ChildOutcome> {
+        let _ = (unit, child);
+        None
+    }
+    /// For a unit whose children work in their own worktrees: commits what child `child` left
+    /// in its worktree on its branch, removes the worktree and says what it changed. Called
+    /// only from the dead host's locality, after its process was killed.
+    fn workspace_changes(&self, unit: &UnitRecord, child: &Child) -> Option<Changes> {
         let _ = (unit, child);
         None
     }
@@ -143,6 +150,7 @@ fn needs_host(unit: &UnitRecord) -> bool {
 struct Found {
     tails: Vec<(u32, Option<String>)>,
     left: Vec<ChildOutcome>,
+    changes: Vec<(u32, Box<Changes>)>,
 }
 
 /// When [`Ledger::recover`] sweeps.
@@ -325,6 +333,11 @@ impl Ledger {
                         .left
                         .extend(reaper.unrecorded_outcome(&unit.id, child));
                 }
+                if unit.spec.workspace == Workspace::Worktree
+                    && let Some(changes) = reaper.workspace_changes(&unit, child)
+                {
+                    found.changes.push((child.index, Box::new(changes)));
+                }
                 let tail = child
                     .transcript
                     .as_deref()
@@ -415,7 +428,17 @@ impl Ledger {
         found: Found,
         now: Timestamp,
     ) -> Result<Orphan> {
-        let Found { tails, left } = found;
+        let Found {
+            tails,
+            left,
+            changes,
+        } = found;
+        let changes_of = |index: u32| {
+            changes
+                .iter()
+                .find(|(i, _)| *i == index)
+                .map(|(_, c)| c.clone())
+        };
         self.write_then(|w| {
             let Some(unit) = w.delegation(id.as_str())? else {
                 return Ok((Orphan::Untouched, false));
@@ -438,10 +461,13 @@ impl Ledger {
                     .find(|o| o.index == child.index && o.status.is_terminal())
                 {
                     tracing::info!(delegation = %id, index = child.index, status = kept.status.as_str(), "recorded the outcome a dead host could not");
-                    missing.push(kept.clone());
+                    let mut kept = kept.clone();
+                    kept.changes = kept.changes.or_else(|| changes_of(child.index));
+                    missing.push(kept);
                     continue;
                 }
                 let mut outcome = unknown_outcome(&unit, &child, "owner_died", now);
+                outcome.changes = changes_of(child.index);
                 let read_here = tails
                     .iter()
                     .find(|(i, _)| *i == child.index)

@@ -305,6 +305,26 @@ pub(crate) enum Started {
     Failed(Box<ChildOutcome>),
 }
 
+/// The outcome of a child that could not start, for `reason` (status `error`), noted in its
+/// transcript too.
+pub(crate) fn could_not_start(
+    plan: &ChildPlan,
+    live: &LiveChild,
+    now: Timestamp,
+    reason: String,
+) -> ChildOutcome {
+    plan.log.note(now, &format!("hermes: {reason}"));
+    live.set_status(ChildStatus::Error);
+    let transcript = plan.log.path().display().to_string();
+    ChildOutcome {
+        // The transcript holds the reason now: the reader of the result sees it too.
+        transcript_tail: crate::reaper::read_tail(&transcript),
+        transcript,
+        detail: ExitDetail::SpawnError { reason },
+        ..ChildOutcome::new(plan.index, plan.goal.clone(), ChildStatus::Error, now)
+    }
+}
+
 /// Starts a child and the readers of its three streams.
 pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Started {
     let spawned = spawn(&plan.spawn);
@@ -312,17 +332,7 @@ pub(crate) fn start(plan: ChildPlan, live: Arc<LiveChild>, ctx: &Context) -> Sta
     let spawned = match spawned {
         Ok(spawned) => spawned,
         Err(reason) => {
-            plan.log.note(now, &format!("hermes: {reason}"));
-            live.set_status(ChildStatus::Error);
-            let transcript = plan.log.path().display().to_string();
-            let outcome = ChildOutcome {
-                // The transcript holds the reason now: the reader of the result sees it too.
-                transcript_tail: crate::reaper::read_tail(&transcript),
-                transcript,
-                detail: ExitDetail::SpawnError { reason },
-                ..ChildOutcome::new(plan.index, plan.goal.clone(), ChildStatus::Error, now)
-            };
-            return Started::Failed(Box::new(outcome));
+            return Started::Failed(Box::new(could_not_start(&plan, &live, now, reason)));
         }
     };
     live.started(spawned.process, now);

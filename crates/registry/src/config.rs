@@ -16,6 +16,9 @@ pub struct Config {
     pub host: hermes_settings::HostSettings,
     /// Where transcripts live: `$HERMES_HOME/cache/delegation/live`.
     pub transcript_root: PathBuf,
+    /// Where children of `--workspace worktree` units get their worktrees:
+    /// `$HERMES_HOME/workspaces`.
+    pub workspace_root: PathBuf,
     /// Live progress tokens are persisted as they change, in one write for all of a host's
     /// units, and at most once per this interval.
     pub progress_interval: Duration,
@@ -36,7 +39,13 @@ impl Config {
 
     /// The registry's part of `settings`, for a hermes home directory.
     pub fn from_settings(home: &Path, settings: &hermes_settings::Settings) -> Config {
-        Config::with_transcript_root(home.join("cache").join("delegation").join("live"), settings)
+        Config {
+            workspace_root: home.join("workspaces"),
+            ..Config::with_transcript_root(
+                home.join("cache").join("delegation").join("live"),
+                settings,
+            )
+        }
     }
 
     /// The registry's part of `settings`, with transcripts under `transcript_root`.
@@ -47,6 +56,7 @@ impl Config {
         Config {
             delegation: settings.delegation.clone(),
             host: settings.host.clone(),
+            workspace_root: transcript_root.join("workspaces"),
             transcript_root,
             progress_interval: PROGRESS_INTERVAL,
             child_umask: None,

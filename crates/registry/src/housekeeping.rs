@@ -50,13 +50,14 @@ pub fn stamp_due(stamp: &Path, interval: Duration, now: SystemTime) -> bool {
 }
 
 /// Housekeeping after a recovery sweep: manifests of the units it finalized, then the scheduled
-/// prune if one is due. Errors are logged and skipped: this is housekeeping.
+/// prune if one is due and the worktrees whose results are settled. Errors are logged and skipped: this is housekeeping.
 pub fn after_recovery(ledger: &Ledger, config: &Config, report: &RecoveryReport) {
     for id in &report.finalized {
         update_manifest(ledger, id);
     }
     if report.ran {
         prune_if_due(config, SystemTime::now());
+        crate::workspace::release_settled(ledger, &config.workspace_root);
     }
 }
 

@@ -54,6 +54,7 @@ mod supervise;
 pub mod transcript;
 mod unit;
 pub mod unrecorded;
+pub mod workspace;
 
 pub use child::ChildProgress;
 pub use config::Config;

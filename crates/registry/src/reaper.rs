@@ -1,12 +1,15 @@
 //! The operating system's answers to the ledger's recovery questions: where this process runs,
 //! whether a process of this locality still runs, what may be killed of a dead host's child,
 //! the tail of a transcript on this machine, and the outcomes a dead host kept here because it
-//! could not record them ([`crate::unrecorded`]).
+//! could not record them ([`crate::unrecorded`]), and what a dead host's child left in its own
+//! worktree, committed ([`crate::workspace`]).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
-use hermes_ledger::{Child, ChildOutcome, DelegationId, Liveness, Locality, ProcessId, Reaper};
+use hermes_ledger::{
+    Changes, Child, ChildOutcome, DelegationId, Liveness, Locality, ProcessId, Reaper, UnitRecord,
+};
 use nix::sys::signal::Signal;
 
 use crate::procs::{self, OsProcesses};
@@ -58,6 +61,18 @@ impl Reaper for OsReaper {
     fn unrecorded_outcome(&self, _unit: &DelegationId, child: &Child) -> Option<ChildOutcome> {
         let kept = crate::unrecorded::read(child.transcript.as_deref()?, child.index)?;
         Some(kept.outcome)
+    }
+
+    fn workspace_changes(&self, unit: &UnitRecord, child: &Child) -> Option<Changes> {
+        let cwd = match &unit.spec.cwd {
+            Some(cwd) => std::path::PathBuf::from(cwd),
+            None => std::env::current_dir().ok()?,
+        };
+        let tree = crate::workspace::find(&cwd, &unit.id, child.index)?;
+        let changes =
+            crate::workspace::finish(&tree, &crate::workspace::commit_note(unit, child.index));
+        tracing::info!(delegation = %unit.id, index = child.index, branch = %changes.branch, commits = changes.commits.len(), "committed a dead host's child's worktree");
+        Some(changes)
     }
 }
 

@@ -316,6 +316,7 @@ impl RunningChild {
             detail,
             model: finals.model,
             usage: finals.usage,
+            changes: None,
         }
     }
 }

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hermes_ledger::{ChildOutcome, ChildStatus, ExitDetail, SessionId, UnitRecord, UnitStatus};
+use hermes_ledger::{
+    ChildOutcome, ChildStatus, ExitDetail, SessionId, UnitRecord, UnitStatus, Workspace,
+};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -14,6 +16,7 @@ use crate::child::{self, ChildPlan, ChildProgress, LiveChild, Started, exit_reas
 use crate::host::Publisher;
 use crate::spawn::SpawnRequest;
 use crate::transcript::{self, Manifest, TaskLog};
+use crate::workspace::{WorkspacePlan, commit_note, enter_worktree, leave_worktree};
 
 /// A unit's live progress, for progress bars.
 #[derive(Clone, Debug, PartialEq)]
@@ -280,11 +283,28 @@ impl UnitRun {
                 // short one's pid goes in with its outcome, a longer one's after
                 // `START_RECORD_DELAY`.
                 deferred: index < self.parts.recorded_running,
+                workspace: self.workspace_plan(index),
             };
             self.running
                 .spawn(started.start_supervise_and_publish(plan, live));
             write_manifest(&self.manifest, &self.dir);
         }
+    }
+
+    /// Where child `index` gets its own worktree, if its unit asked for one.
+    fn workspace_plan(&self, index: u32) -> Option<WorkspacePlan> {
+        if self.unit.spec.workspace != Workspace::Worktree {
+            return None;
+        }
+        let cwd = match &self.unit.spec.cwd {
+            Some(cwd) => PathBuf::from(cwd),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        };
+        Some(WorkspacePlan {
+            root: self.host.context().config.workspace_root.clone(),
+            cwd,
+            note: commit_note(&self.unit, index),
+        })
     }
 
     /// What child `index` runs, with what, and where its output goes.
@@ -391,28 +411,66 @@ struct Starting {
     index: u32,
     /// Whether its start is recorded late (see [`START_RECORD_DELAY`]).
     deferred: bool,
+    /// Its own worktree, if its unit asked for one.
+    workspace: Option<WorkspacePlan>,
 }
 
 impl Starting {
     /// Starts the child, records its start, supervises it to its end and publishes its
     /// outcome.
-    async fn start_supervise_and_publish(self, plan: ChildPlan, live: Arc<LiveChild>) -> ChildTask {
-        let Starting {
-            host,
-            interrupt,
-            id,
-            index,
-            deferred,
-        } = self;
+    async fn start_supervise_and_publish(
+        self,
+        mut plan: ChildPlan,
+        live: Arc<LiveChild>,
+    ) -> ChildTask {
+        let mut tree = None;
+        if let Some(ws) = &self.workspace {
+            match enter_worktree(ws, &self.id, &mut plan, &live, &self.host).await {
+                Ok(made) => tree = Some(made),
+                Err(outcome) => return self.publish(outcome, &live, None).await,
+            }
+        }
+        let note = self.workspace.as_ref().map(|w| w.note.clone());
+        let (mut outcome, started) = self.run(plan, &live).await;
+        if let (Some(tree), Some(note)) = (tree, note) {
+            outcome.changes = Some(Box::new(leave_worktree(tree, note).await));
+        }
+        self.publish(outcome, &live, started).await
+    }
+
+    /// Publishes a child's outcome, with the final token (the periodic snapshot may be older).
+    async fn publish(
+        &self,
+        outcome: ChildOutcome,
+        live: &LiveChild,
+        started: Option<hermes_ledger::ProcessId>,
+    ) -> ChildTask {
+        let progress = Some(live.snapshot().progress);
+        let finish = self
+            .host
+            .finish_child(&self.id, outcome.clone(), progress, started)
+            .await;
+        (outcome, finish)
+    }
+
+    /// Starts the child, records its start and supervises it to its end: its outcome, and its
+    /// process if its start is still to be recorded.
+    async fn run(
+        &self,
+        plan: ChildPlan,
+        live: &Arc<LiveChild>,
+    ) -> (ChildOutcome, Option<hermes_ledger::ProcessId>) {
+        let (host, id, index) = (&self.host, &self.id, self.index);
+        let interrupt = self.interrupt.clone();
         let mut started = None;
         let outcome = match child::start(plan, live.clone(), host.context()) {
             Started::Failed(outcome) => *outcome,
             Started::Running(child) => {
                 let (process, at) = (child.process(), child.started_at());
-                if deferred {
+                if self.deferred {
                     started = Some(process);
                 } else {
-                    host.child_started(&id, index, process, at).await;
+                    host.child_started(id, index, process, at).await;
                     live.start_recorded();
                 }
                 // Recorded at once (one short write), so status views show the stall fields
@@ -434,7 +492,7 @@ impl Starting {
                     Some(process) => tokio::select! {
                         outcome = &mut supervised => outcome,
                         () = tokio::time::sleep(START_RECORD_DELAY) => {
-                            host.child_started(&id, index, process, at).await;
+                            host.child_started(id, index, process, at).await;
                             live.start_recorded();
                             started = None;
                             supervised.await
@@ -444,12 +502,7 @@ impl Starting {
                 }
             }
         };
-        // The final token goes with the outcome: the periodic snapshot may be older.
-        let progress = Some(live.snapshot().progress);
-        let finish = host
-            .finish_child(&id, outcome.clone(), progress, started)
-            .await;
-        (outcome, finish)
+        (outcome, started)
     }
 }
 

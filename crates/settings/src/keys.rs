@@ -30,6 +30,12 @@ pub const LEDGER_NAMESPACE: (&str, &str) = ("ledger", "namespace");
 /// The agent profile a goal without a command runs (`delegation.default_agent`).
 pub const DEFAULT_AGENT: (&str, &str) = ("delegation", "default_agent");
 
+/// Where each child works by default (`delegation.workspace`: `none` or `worktree`).
+pub const WORKSPACE: (&str, &str) = ("delegation", "workspace");
+
+/// The values [`WORKSPACE`] takes.
+pub const WORKSPACES: &[&str] = &["none", "worktree"];
+
 /// The section of agent CLI profiles (`[agents.NAME] command = [...]`).
 pub const AGENTS: &str = "agents";
 
@@ -50,6 +56,11 @@ pub const TEXT_KEYS: &[TextKey] = &[
         section: DEFAULT_AGENT.0,
         name: DEFAULT_AGENT.1,
         default: None,
+    },
+    TextKey {
+        section: WORKSPACE.0,
+        name: WORKSPACE.1,
+        default: Some("none"),
     },
     TextKey {
         section: LEDGER_URL.0,
@@ -410,9 +421,22 @@ fn set_text(
         };
     } else if key == DEFAULT_AGENT {
         settings.delegation.default_agent = raw.and_then(crate::agents::default_agent);
+    } else if key == WORKSPACE {
+        settings.delegation.workspace = match raw {
+            None => WORKSPACES[0],
+            Some(r) => WORKSPACES
+                .iter()
+                .copied()
+                .find(|w| *w == r)
+                .ok_or_else(|| SettingsError::BadValue {
+                    what: what.to_owned(),
+                    expected: "`none` or `worktree`".to_owned(),
+                })?,
+        };
     }
     Ok(match raw {
         None if key == LEDGER_NAMESPACE => Value::Text(crate::Namespace::DEFAULT.to_owned()),
+        None if key == WORKSPACE => Value::Text(WORKSPACES[0].to_owned()),
         None => Value::Unset,
         Some(r) if key == LEDGER_URL || key == LEDGER_LISTEN_URL => Value::Text(crate::redacted(r)),
         Some(r) => Value::Text(r.to_owned()),

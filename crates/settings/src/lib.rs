@@ -257,6 +257,9 @@ pub struct DelegationSettings {
     /// The agent profile a goal without a command runs (`delegation.default_agent`; unset:
     /// such a dispatch is refused).
     pub default_agent: Option<String>,
+    /// Where each child works unless its dispatch says (`delegation.workspace`): `none` (in
+    /// the dispatch's directory) or `worktree` (in its own git worktree).
+    pub workspace: &'static str,
 }
 
 /// `[delivery]`.
@@ -317,6 +320,7 @@ impl Settings {
                 transcript_max_bytes: 0,
                 max_depth: 0,
                 default_agent: None,
+                workspace: "none",
             },
             delivery: DeliverySettings {
                 claim_lease: Duration::ZERO,

@@ -37,6 +37,16 @@ fn defaults_follow_the_spec() {
 }
 
 #[test]
+fn the_default_workspace_is_read_and_checked() {
+    assert_eq!(load("", &[]).expect("loads").delegation.workspace, "none");
+    let s = load("[delegation]\nworkspace = \"worktree\"\n", &[]).expect("loads");
+    assert_eq!(s.delegation.workspace, "worktree");
+    let s = load("", &[("HERMES_DELEGATION_WORKSPACE", "worktree")]).expect("loads");
+    assert_eq!(s.delegation.workspace, "worktree");
+    assert!(load("[delegation]\nworkspace = \"copy\"\n", &[]).is_err());
+}
+
+#[test]
 fn every_default_is_within_its_own_bounds() {
     for key in KEYS {
         assert!(key.bounds.admits(key.default), "{key:?}");

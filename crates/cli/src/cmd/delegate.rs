@@ -29,6 +29,7 @@ pub fn run(args: &DelegateArgs) -> anyhow::Result<Code> {
     // (the connection broke around COMMIT) can name it, and the caller can look or retry.
     let drawn = given.is_none();
     let id = given.unwrap_or_else(|| ledger.new_delegation_id());
+    crate::services::dispatch::workspace::check_branches(&spec, &id)?;
     dispatch(args, &home, &ledger, session, spec, (&id, drawn))
         .map_err(|err| outcome_unknown(err, &id))
 }

@@ -16,3 +16,4 @@ pub mod rejoin;
 pub mod run;
 pub mod session;
 pub mod worker;
+pub mod workspace;

@@ -75,6 +75,8 @@ fn inline(
     if !host.left() {
         ledger.settle_inline_leaving(&id, me, now())?;
     }
+    // Its results are delivered: the worktrees of its children go (their branches stay).
+    hermes_registry::workspace::release_settled(&ledger, &home.registry().workspace_root);
     let failure = if interrupted {
         Some(fail(
             Code::Interrupted,

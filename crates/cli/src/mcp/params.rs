@@ -75,6 +75,11 @@ pub struct DelegateTask {
     /// the ledger) instead of in this conversation's host; `"default"` is the default pool.
     /// The result still arrives in this conversation. Only with background true.
     pub pool: Option<String>,
+    /// `worktree`: each child works in its own git worktree of the repository holding `cwd`,
+    /// on a new branch `hermes/<delegation>-<task>`; what it changes comes back committed on
+    /// that branch, with its commits and diffstat in the result. `none` (default unless
+    /// configured): in `cwd` itself.
+    pub workspace: Option<WorkspaceParam>,
     /// The conversation (its session id) this is for. Needed only when one server serves
     /// several conversations at once; otherwise leave it out.
     pub session: Option<String>,
@@ -115,6 +120,23 @@ pub enum RoleParam {
 pub enum Delivery {
     AfterTurn,
     Inject,
+}
+
+/// Where each child works.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceParam {
+    None,
+    Worktree,
+}
+
+impl From<WorkspaceParam> for hermes_ledger::Workspace {
+    fn from(workspace: WorkspaceParam) -> Self {
+        match workspace {
+            WorkspaceParam::None => hermes_ledger::Workspace::None,
+            WorkspaceParam::Worktree => hermes_ledger::Workspace::Worktree,
+        }
+    }
 }
 
 impl From<RoleParam> for hermes_ledger::Role {

@@ -23,6 +23,7 @@ pub fn spec(p: DelegateTask) -> anyhow::Result<hermes_ledger::DispatchSpec> {
         cwd: p.cwd.map(Into::into),
         group: None,
         pool: p.pool,
+        workspace: p.workspace.map(Into::into),
         agent: p.agent,
         adapter: None,
         command: p.command.unwrap_or_default(),

@@ -100,6 +100,8 @@ pub struct ChildLine {
     pub quiet: Option<Quiet>,
     pub transcript: Option<String>,
     pub delivery: String,
+    /// A worktree child's branch (`hermes/…`, "no changes" once it ended with none).
+    pub branch: Option<String>,
 }
 
 /// One unit.
@@ -436,7 +438,28 @@ fn child_line(
         quiet,
         transcript: child.transcript.clone(),
         delivery: delivery_words(&delivery(&own, now), own.iter().map(|e| e.attempts).max()),
+        branch: branch_of(unit, child.index, &own),
     }
+}
+
+/// A worktree child's branch: what its outcome says once it ended, else the one it works on.
+fn branch_of(unit: &UnitRecord, index: u32, own: &[Event]) -> Option<String> {
+    if unit.spec.workspace != hermes_ledger::Workspace::Worktree {
+        return None;
+    }
+    let ended = own
+        .iter()
+        .flat_map(|e| e.payload.outcomes())
+        .find(|o| o.index == index)
+        .and_then(|o| o.changes.as_deref());
+    Some(match ended {
+        Some(changes) if changes.is_empty() => "no changes".to_owned(),
+        Some(changes) => format!(
+            "{} (+{} −{})",
+            changes.branch, changes.insertions, changes.deletions
+        ),
+        None => hermes_registry::workspace::branch_name(&unit.id, index),
+    })
 }
 
 /// The state of a set of events taken together: a live claim first, then anything pending,

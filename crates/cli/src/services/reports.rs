@@ -27,6 +27,7 @@ pub fn unit_json(u: &UnitRecord) -> Value {
         "pool": u.pool(),
         "worker": worker_of(u).map(|pid| json!({ "pid": pid })),
         "interrupt": u.interrupt,
+        "workspace": u.spec.workspace.as_str(),
     })
 }
 
@@ -160,6 +161,7 @@ pub fn child_json(
     });
     let detail =
         detail_of(child, found.map(|(_, o)| o), stalls).and_then(hermes_formatter::DetailJson::new);
+    let workspace = workspace_json(unit, child, found.map(|(_, o)| o));
     json!({
         "index": child.index,
         "goal": goal,
@@ -192,7 +194,22 @@ pub fn child_json(
         "agent": task.and_then(|t| t.agent.clone()),
         "model": model,
         "usage": usage,
+        "workspace": workspace,
     })
+}
+
+/// A worktree child's `workspace`: what it changed once it ended
+/// (`{branch, base, head, commits, files_changed, insertions, deletions, path}`), its branch
+/// while it runs; `null` for a unit without worktrees.
+fn workspace_json(unit: &UnitRecord, child: &Child, outcome: Option<&ChildOutcome>) -> Value {
+    if let Some(changes) = outcome.and_then(|o| o.changes.as_deref()) {
+        return serde_json::to_value(hermes_formatter::WorkspaceJson::new(changes))
+            .unwrap_or(Value::Null);
+    }
+    if unit.spec.workspace != hermes_ledger::Workspace::Worktree {
+        return Value::Null;
+    }
+    json!({ "branch": hermes_registry::workspace::branch_name(&unit.id, child.index) })
 }
 
 /// What `delegation status` says of recording a child's outcome: `"retrying since …: why"`

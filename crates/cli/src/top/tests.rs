@@ -378,3 +378,46 @@ fn a_dead_host_is_not_counted_and_its_lease_health_is_gone() {
     assert!(build.hosts.is_empty());
     assert_eq!(build.lease, model::LeaseHealth::None);
 }
+
+#[test]
+fn a_worktree_childs_branch_is_shown_running_and_ended() {
+    let mut running = unit(7, "alice", "fix the parser", UnitStatus::Running, Some(100));
+    running.spec.workspace = hermes_ledger::Workspace::Worktree;
+    let mut ended = unit(8, "alice", "add a test", UnitStatus::Completed, Some(100));
+    ended.spec.workspace = hermes_ledger::Workspace::Worktree;
+    let mut done = event(&ended, EventState::Pending, 0);
+    if let EventPayload::Task(outcome) = &mut done.payload {
+        outcome.changes = Some(Box::new(hermes_ledger::Changes {
+            branch: "hermes/deleg_000000000008-0".into(),
+            commits: vec!["abc1234 tests: cover the parser".into()],
+            insertions: 12,
+            deletions: 1,
+            ..hermes_ledger::Changes::default()
+        }));
+    }
+    let mut o = overview();
+    o.running = vec![view_of(
+        running.clone(),
+        vec![child(&running, ChildStatus::Running, 5, None)],
+        Vec::new(),
+    )];
+    o.recent = vec![view_of(
+        ended.clone(),
+        vec![child(&ended, ChildStatus::Completed, 0, None)],
+        vec![done],
+    )];
+    let model = model::build(&o, NOW, &limits(), &|_| false);
+    let branches: Vec<Option<String>> = model
+        .rows
+        .iter()
+        .flat_map(|r| r.children.iter().map(|c| c.branch.clone()))
+        .collect();
+    assert!(
+        branches.contains(&Some("hermes/deleg_000000000007-0".into())),
+        "{branches:?}"
+    );
+    assert!(
+        branches.contains(&Some("hermes/deleg_000000000008-0 (+12 −1)".into())),
+        "{branches:?}"
+    );
+}

@@ -387,6 +387,12 @@ fn status_lines(row: &Row) -> Vec<Line<'static>> {
             hermes_formatter::one_line(&c.goal, 60)
         )));
         lines.push(Line::from(spans));
+        if let Some(branch) = &c.branch {
+            lines.push(Line::from(Span::styled(
+                format!("    branch {}", hermes_formatter::one_line(branch, 100)),
+                Style::new().fg(Color::Cyan),
+            )));
+        }
         if let Some(t) = &c.transcript {
             lines.push(Line::from(Span::styled(
                 format!("    {t}"),

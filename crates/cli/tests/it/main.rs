@@ -21,3 +21,4 @@ mod pools;
 mod race;
 mod sessions;
 mod top;
+mod workspace;

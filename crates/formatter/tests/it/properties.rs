@@ -246,6 +246,7 @@ impl Child {
             detail,
             model: None,
             usage: None,
+            changes: None,
         }
     }
 }

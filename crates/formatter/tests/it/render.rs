@@ -60,6 +60,60 @@ fn single_agent_child_shows_its_streams_model_and_usage() {
     assert_snapshot!("single_agent_child", text);
 }
 
+fn changes(index: u32, commits: &[&str]) -> Option<Box<hermes_ledger::Changes>> {
+    Some(Box::new(hermes_ledger::Changes {
+        branch: format!("hermes/deleg_0123456789ab-{index}"),
+        base: "1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d".into(),
+        head: if commits.is_empty() {
+            "1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d".into()
+        } else {
+            "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432".into()
+        },
+        commits: commits.iter().map(|c| (*c).to_owned()).collect(),
+        files_changed: if commits.is_empty() { 0 } else { 2 },
+        insertions: if commits.is_empty() { 0 } else { 14 },
+        deletions: if commits.is_empty() { 0 } else { 3 },
+        path: format!("/home/u/.hermes/workspaces/deleg_0123456789ab-{index}"),
+        repository: "/home/u/src/parser".into(),
+        error: None,
+    }))
+}
+
+#[test]
+fn single_worktree_child_shows_its_changes_before_its_result() {
+    let unit = delegation(&[GOAL]);
+    let mut done = outcome(0, GOAL, ChildStatus::Completed);
+    done.result = "Fixed the ARM build.".into();
+    done.changes = changes(
+        0,
+        &[
+            "4f5e6d7 parser: align the lexer table",
+            "9f8e7d6 hermes: commit what the child left uncommitted",
+        ],
+    );
+    let text = render(&unit, &[task_event(&unit, done)]);
+    let changes_at = text.find("--- CHANGES ---").expect("a CHANGES section");
+    assert!(changes_at < text.find("--- RESULT ---").expect("a result"));
+    assert!(text.contains("Branch: hermes/deleg_0123456789ab-0   Base: 1a2b3c4   Head: 9f8e7d6"));
+    assert_snapshot!("single_worktree_changes", text);
+}
+
+#[test]
+fn batch_worktree_children_one_without_changes() {
+    let unit = delegation(&["add a test", "read the docs"]);
+    let mut first = outcome(0, "add a test", ChildStatus::Completed);
+    first.changes = changes(0, &["4f5e6d7 tests: cover ARM"]);
+    let mut second = outcome(1, "read the docs", ChildStatus::Completed);
+    second.changes = changes(1, &[]);
+    let events = [task_event(&unit, first), task_event(&unit, second)];
+    let text = render(&unit, &events);
+    assert!(
+        text.contains("No changes: the child left nothing in its worktree"),
+        "{text}"
+    );
+    assert_snapshot!("batch_worktree_changes", text);
+}
+
 #[test]
 fn single_completed_with_context_toolsets_and_model() {
     let mut unit = delegation(&[GOAL]);

@@ -87,6 +87,36 @@ impl Role {
     }
 }
 
+/// Where a unit's children work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Workspace {
+    /// In the dispatch's working directory, as given.
+    #[default]
+    None,
+    /// Each child in a fresh git worktree of the repository that holds the working directory,
+    /// on its own branch `hermes/<delegation>-<task>`; what it leaves is committed there.
+    Worktree,
+}
+
+impl Workspace {
+    /// `none` or `worktree`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Workspace::None => "none",
+            Workspace::Worktree => "worktree",
+        }
+    }
+
+    /// The workspace named `name` (`none` or `worktree`).
+    pub fn parse(name: &str) -> Option<Workspace> {
+        match name {
+            "none" => Some(Workspace::None),
+            "worktree" => Some(Workspace::Worktree),
+            _ => None,
+        }
+    }
+}
+
 /// One child as dispatched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskSpec {
@@ -173,6 +203,9 @@ pub struct DispatchSpec {
     /// outside any child, one more for each agent child in between (bounded by
     /// `delegation.max_depth`). Added in format 4; older units read as 1.
     pub depth: u32,
+    /// Where its children work. Added in format 5; older units read as
+    /// [`Workspace::None`].
+    pub workspace: Workspace,
 }
 
 impl DispatchSpec {
@@ -213,6 +246,7 @@ impl DispatchSpec {
             tasks,
             pool: None,
             depth: 1,
+            workspace: Workspace::None,
         }
     }
 }

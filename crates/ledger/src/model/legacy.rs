@@ -7,15 +7,16 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Channel, Child, ChildStatus, DelegationId, DeliveryMode, DispatchSpec, Event, HostId, HostKind,
-    HostRecord, Locality, ProcessId, Progress, Role, SessionId, TaskSpec, Timestamp, UnitRecord,
-    UnitStatus,
+    Channel, Child, ChildStatus, DelegationId, DeliveryMode, DispatchSpec, Event, EventPayload,
+    HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId, TaskSpec,
+    Timestamp, UnitRecord, UnitStatus,
 };
 
 use crate::codec::{self, DecodeError};
 use crate::error::Result;
 
 use super::legacy_v3::{self, TaskSpecV3};
+use super::legacy_v4;
 
 /// A host record as format 2 stored it (no worker pool).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +104,7 @@ impl From<DispatchSpecV2> for DispatchSpec {
             tasks: old.tasks.into_iter().map(TaskSpec::from).collect(),
             pool: None,
             depth: 1,
+            workspace: crate::model::Workspace::None,
         }
     }
 }
@@ -214,20 +216,33 @@ pub(crate) fn decode_host(path: &Path, bytes: &[u8]) -> Result<HostRecord> {
 }
 
 /// A unit of any format (formats 1 and 2 had no pool on its dispatch, format 3 no agent,
-/// adapter or depth).
+/// adapter or depth, format 4 no workspace).
 pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<UnitRecord> {
     decode_any(path, "delegation", bytes, |version| match version {
         ..3 => read::<DelegationV2, _>,
         3 => read::<legacy_v3::DelegationV3, _>,
+        4 => read::<legacy_v4::DelegationV4, _>,
         _ => read::<UnitRecord, _>,
     })
 }
 
-/// An event of any format (formats 1 to 3 had no model or usage on its outcomes).
+/// An event of any format (formats 1 to 3 had no model or usage on its outcomes, format 4 no
+/// changes).
 pub(crate) fn decode_event(path: &Path, bytes: &[u8]) -> Result<Event> {
     decode_any(path, "event", bytes, |version| match version {
         ..4 => read::<legacy_v3::EventV3, _>,
+        4 => read::<legacy_v4::EventV4, _>,
         _ => read::<Event, _>,
+    })
+}
+
+/// An event's payload stored on its own (PostgreSQL's event rows) in any format (formats 1 to 3
+/// had no model or usage on its outcomes, format 4 no changes).
+pub(crate) fn decode_payload(path: &Path, bytes: &[u8]) -> Result<EventPayload> {
+    decode_any(path, "event payload", bytes, |version| match version {
+        ..4 => read::<legacy_v3::EventPayloadV3, _>,
+        4 => read::<legacy_v4::EventPayloadV4, _>,
+        _ => read::<EventPayload, _>,
     })
 }
 

@@ -64,6 +64,7 @@ impl From<DispatchSpecV3> for DispatchSpec {
             tasks: old.tasks.into_iter().map(TaskSpec::from).collect(),
             pool: old.pool,
             depth: 1,
+            workspace: crate::model::Workspace::None,
         }
     }
 }
@@ -232,13 +233,13 @@ mod tests {
         );
         assert_eq!(task.role, Role::Orchestrator);
         assert_eq!(task.command, old_task().command);
-        // Format 4 keeps what it added.
+        // Today's format keeps what format 4 added.
         let mut new = unit.clone();
         new.spec.depth = 2;
         new.spec.tasks[0].agent = Some("some-agent".into());
         new.spec.tasks[0].adapter = Some("some-agent".into());
         let bytes = crate::codec::encode(&new);
-        assert_eq!(bytes[0], 4);
+        assert_eq!(bytes[0], crate::codec::FORMAT_VERSION);
         assert_eq!(
             decode_delegation(Path::new("l.redb"), &bytes).expect("decodes"),
             new

@@ -12,6 +12,7 @@ mod host;
 mod ids;
 pub(crate) mod legacy;
 mod legacy_v3;
+mod legacy_v4;
 mod session;
 mod status;
 mod unit;

@@ -297,6 +297,41 @@ pub struct ChildOutcome {
     /// The tokens and cost an agent child reported (boxed: most children have none). Added in
     /// format 4.
     pub usage: Option<Box<Usage>>,
+    /// What a child that worked in its own worktree changed (boxed: most children have none).
+    /// Added in format 5.
+    pub changes: Option<Box<Changes>>,
+}
+
+/// What a child left in its own worktree, committed on its branch by hermes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    /// Its branch (`hermes/<delegation>-<task>`); it exists only if `commits` is not empty.
+    pub branch: String,
+    /// The commit it started from.
+    pub base: String,
+    /// The branch's head (the base when it changed nothing).
+    pub head: String,
+    /// Its commits, oldest first, one line each (`<short hash> <subject>`).
+    pub commits: Vec<String>,
+    /// Files changed from the base to the head.
+    pub files_changed: u64,
+    /// Lines inserted.
+    pub insertions: u64,
+    /// Lines deleted.
+    pub deletions: u64,
+    /// The worktree's directory (removed once the result is settled).
+    pub path: String,
+    /// The repository the worktree belongs to (its top-level directory).
+    pub repository: String,
+    /// Why its changes could not be committed or measured, if they could not.
+    pub error: Option<String>,
+}
+
+impl Changes {
+    /// Whether it changed nothing (and so left no branch).
+    pub fn is_empty(&self) -> bool {
+        self.commits.is_empty()
+    }
 }
 
 /// Token usage and cost, as an agent child's stream reported them.
@@ -362,6 +397,7 @@ impl ChildOutcome {
             detail: ExitDetail::None,
             model: None,
             usage: None,
+            changes: None,
         }
     }
 

@@ -95,5 +95,6 @@ pub(crate) fn unknown_outcome(
         },
         model: None,
         usage: None,
+        changes: None,
     }
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec};
+use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec, Workspace};
 
 use crate::args::DispatchArgs;
 use crate::services::dispatch::tasks_file::{self, Batch};
@@ -34,6 +34,8 @@ pub struct Draft {
     pub group: Option<String>,
     /// The worker pool that runs it.
     pub pool: Option<String>,
+    /// Where each child works (default: the batch's, else `delegation.workspace`).
+    pub workspace: Option<Workspace>,
     /// An agent to run on the goal instead of a command.
     pub agent: Option<String>,
     /// How to read the child's stdout.
@@ -42,6 +44,39 @@ pub struct Draft {
     pub command: Vec<String>,
     /// A batch, checked, run instead of `command`.
     pub batch: Option<Batch>,
+}
+
+/// `--cwd`, checked to be a directory, made absolute.
+fn absolute_cwd(cwd: Option<&PathBuf>) -> anyhow::Result<Option<String>> {
+    match cwd {
+        Some(dir) if !dir.is_dir() => Err(fail(
+            Code::Usage,
+            format!("--cwd {}: not a directory", dir.display()),
+        )),
+        Some(dir) => Ok(Some(
+            std::path::absolute(dir)
+                .unwrap_or_else(|_| dir.clone())
+                .display()
+                .to_string(),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The unit's workspace (`asked`, else `delegation.workspace`) and its children's working
+/// directory: for a worktree, absolute and checked to be in a repository fit to branch from.
+fn workspace_of(
+    asked: Option<Workspace>,
+    cwd: Option<String>,
+    settings: &hermes_settings::Settings,
+) -> anyhow::Result<(Workspace, Option<String>)> {
+    let workspace = asked
+        .or(Workspace::parse(settings.delegation.workspace))
+        .unwrap_or_default();
+    Ok(match workspace {
+        Workspace::Worktree => (workspace, Some(super::workspace::repository_cwd(cwd)?)),
+        Workspace::None => (workspace, cwd),
+    })
 }
 
 /// Reads `--tasks` (a path, or `-` for stdin).
@@ -87,6 +122,7 @@ impl Draft {
             cwd: args.cwd.clone(),
             group: args.group.clone(),
             pool: args.pool.clone(),
+            workspace: args.workspace,
             agent: args.agent.clone(),
             adapter: args.adapter.clone(),
             command: args.command.clone(),
@@ -102,22 +138,13 @@ impl Draft {
             .timeout
             .filter(|t| !t.is_zero())
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
-        let cwd = match &self.cwd {
-            Some(dir) if !dir.is_dir() => {
-                return Err(fail(
-                    Code::Usage,
-                    format!("--cwd {}: not a directory", dir.display()),
-                ));
-            }
-            Some(dir) => Some(
-                std::path::absolute(dir)
-                    .unwrap_or_else(|_| dir.clone())
-                    .display()
-                    .to_string(),
-            ),
-            None => None,
-        };
+        let cwd = absolute_cwd(self.cwd.as_ref())?;
         let batch = self.batch.take();
+        let (workspace, cwd) = workspace_of(
+            self.workspace.or(batch.as_ref().and_then(|b| b.workspace)),
+            cwd,
+            &settings,
+        )?;
         let batch_pool = batch.as_ref().and_then(|b| b.pool.clone());
         let pool = self.pool.clone().or(batch_pool);
         if let Some(pool) = &pool {
@@ -186,6 +213,7 @@ impl Draft {
             tasks,
             pool,
             depth: 1,
+            workspace,
         };
         crate::services::dispatch::agents::resolve(&mut spec, &settings)?;
         Ok(spec)

@@ -36,6 +36,8 @@ pub struct Batch {
     pub group: Option<String>,
     /// The worker pool that runs the batch.
     pub pool: Option<String>,
+    /// Where its children work.
+    pub workspace: Option<hermes_ledger::Workspace>,
 }
 
 /// One child of a batch; what it leaves out comes from the dispatch around it.
@@ -71,6 +73,9 @@ struct TasksFile {
     group: Option<String>,
     #[serde(default)]
     pool: Option<String>,
+    /// `none` or `worktree`.
+    #[serde(default)]
+    workspace: Option<String>,
 }
 
 /// One child of a tasks file, as written.
@@ -162,11 +167,19 @@ fn read(file: TasksFile) -> Result<Batch, Bad> {
             "must be 1 to 128 characters from A-Z a-z 0-9 . _ : -",
         ));
     }
+    let workspace = match &file.workspace {
+        Some(workspace) => Some(
+            hermes_ledger::Workspace::parse(workspace)
+                .ok_or_else(|| ("workspace".to_owned(), "must be none or worktree"))?,
+        ),
+        None => None,
+    };
     Ok(Batch {
         tasks,
         delivery,
         group: file.group,
         pool: file.pool,
+        workspace,
     })
 }
 

@@ -74,6 +74,7 @@ async fn the_server_offers_six_tools_with_precise_schemas() {
         "timeout_seconds",
         "cwd",
         "pool",
+        "workspace",
     ] {
         assert!(
             props.get(field).is_some(),
@@ -286,10 +287,15 @@ async fn a_pool_unit_waits_for_a_worker_and_its_result_comes_back_to_the_convers
 async fn failures_are_tool_errors_with_the_command_lines_one_line_message() {
     let h = Hermes::new();
     let mcp = Mcp::start(&h, &[SESSION]).await;
+    let plain = tempfile::tempdir().expect("a directory outside any repository");
     let cases = [
         (
             json!({"goal": "x", "command": ["true"], "cwd": "/no/such/dir"}),
             "not a directory",
+        ),
+        (
+            json!({"goal": "x", "command": ["true"], "cwd": plain.path(), "workspace": "worktree"}),
+            "not inside a git repository",
         ),
         (json!({"command": ["true"]}), "goal is required"),
         (json!({"goal": "x"}), "give command"),

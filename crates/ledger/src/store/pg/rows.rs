@@ -108,7 +108,7 @@ pub(super) fn event_of(path: &Path, row: &Row, at: usize) -> Result<Event> {
         drop_reason: row
             .col::<Option<&str>>(path, column(13))?
             .map(DropReason::parse),
-        payload: codec::decode_record(path, "event payload", row.col(path, column(14))?)?,
+        payload: crate::model::legacy::decode_payload(path, row.col(path, column(14))?)?,
     })
 }
 
