@@ -7,9 +7,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Channel, Child, ChildStatus, DelegationId, DeliveryMode, DispatchSpec, Event, EventPayload,
-    HostId, HostKind, HostRecord, Locality, ProcessId, Progress, Role, SessionId, TaskSpec,
-    Timestamp, UnitRecord, UnitStatus,
+    Channel, Child, ChildOutcome, ChildStatus, DelegationId, DeliveryMode, DispatchSpec,
+    DropReason, Event, EventKey, EventPayload, EventState, HostId, HostKind, HostRecord, Lease,
+    Locality, ProcessId, Progress, Role, SessionId, TaskSpec, Timestamp, UnitRecord, UnitStatus,
 };
 
 use crate::codec::{self, DecodeError};
@@ -146,6 +146,73 @@ impl<S: Into<DispatchSpec>> From<UnitRecordOf<S>> for UnitRecord {
             queue_seq: old.queue_seq,
             interrupt: old.interrupt,
             transcript_dir: old.transcript_dir,
+        }
+    }
+}
+
+/// An event's content as a past format stored it: laid out as today's, but for its child
+/// outcomes, laid out as `C` (formats 1 to 3: [`legacy_v3::ChildOutcomeV3`]; format 4:
+/// [`legacy_v4::ChildOutcomeV4`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum EventPayloadOf<C> {
+    Task(C),
+    Terminal {
+        unit_status: UnitStatus,
+        reason: String,
+        children: Vec<C>,
+    },
+}
+
+impl<C: Into<ChildOutcome>> From<EventPayloadOf<C>> for EventPayload {
+    fn from(old: EventPayloadOf<C>) -> EventPayload {
+        match old {
+            EventPayloadOf::Task(outcome) => EventPayload::Task(outcome.into()),
+            EventPayloadOf::Terminal {
+                unit_status,
+                reason,
+                children,
+            } => EventPayload::Terminal {
+                unit_status,
+                reason,
+                children: children.into_iter().map(Into::into).collect(),
+            },
+        }
+    }
+}
+
+/// An event as a past format stored it: laid out as today's, but for its payload, laid out as
+/// `P` (an [`EventPayloadOf`] that format's child outcome).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EventOf<P> {
+    pub delegation_id: DelegationId,
+    pub key: EventKey,
+    pub session: Option<SessionId>,
+    pub delivery: DeliveryMode,
+    pub payload: P,
+    pub state: EventState,
+    pub attempts: u32,
+    pub lease: Option<Lease>,
+    pub published_at: Timestamp,
+    pub delivered_at: Option<Timestamp>,
+    pub dropped_at: Option<Timestamp>,
+    pub drop_reason: Option<DropReason>,
+}
+
+impl<P: Into<EventPayload>> From<EventOf<P>> for Event {
+    fn from(old: EventOf<P>) -> Event {
+        Event {
+            delegation_id: old.delegation_id,
+            key: old.key,
+            session: old.session,
+            delivery: old.delivery,
+            payload: old.payload.into(),
+            state: old.state,
+            attempts: old.attempts,
+            lease: old.lease,
+            published_at: old.published_at,
+            delivered_at: old.delivered_at,
+            dropped_at: old.dropped_at,
+            drop_reason: old.drop_reason,
         }
     }
 }

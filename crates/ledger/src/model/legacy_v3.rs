@@ -4,10 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::legacy::{EventOf, EventPayloadOf};
 use crate::model::{
-    ChildOutcome, ChildStatus, DelegationId, DeliveryMode, DispatchSpec, DropReason, Event,
-    EventKey, EventPayload, EventState, ExitDetail, Lease, Role, SessionId, TaskSpec, Timestamp,
-    UnitStatus,
+    ChildOutcome, ChildStatus, DeliveryMode, DispatchSpec, ExitDetail, Role, TaskSpec, Timestamp,
 };
 
 /// A task as formats 1 to 3 stored it (no agent, no adapter).
@@ -108,68 +107,10 @@ impl From<ChildOutcomeV3> for ChildOutcome {
 }
 
 /// An event's content as formats 1 to 3 stored it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) enum EventPayloadV3 {
-    Task(ChildOutcomeV3),
-    Terminal {
-        unit_status: UnitStatus,
-        reason: String,
-        children: Vec<ChildOutcomeV3>,
-    },
-}
-
-impl From<EventPayloadV3> for EventPayload {
-    fn from(old: EventPayloadV3) -> EventPayload {
-        match old {
-            EventPayloadV3::Task(outcome) => EventPayload::Task(outcome.into()),
-            EventPayloadV3::Terminal {
-                unit_status,
-                reason,
-                children,
-            } => EventPayload::Terminal {
-                unit_status,
-                reason,
-                children: children.into_iter().map(ChildOutcome::from).collect(),
-            },
-        }
-    }
-}
+pub(crate) type EventPayloadV3 = EventPayloadOf<ChildOutcomeV3>;
 
 /// An event as formats 1 to 3 stored it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct EventV3 {
-    pub delegation_id: DelegationId,
-    pub key: EventKey,
-    pub session: Option<SessionId>,
-    pub delivery: DeliveryMode,
-    pub payload: EventPayloadV3,
-    pub state: EventState,
-    pub attempts: u32,
-    pub lease: Option<Lease>,
-    pub published_at: Timestamp,
-    pub delivered_at: Option<Timestamp>,
-    pub dropped_at: Option<Timestamp>,
-    pub drop_reason: Option<DropReason>,
-}
-
-impl From<EventV3> for Event {
-    fn from(old: EventV3) -> Event {
-        Event {
-            delegation_id: old.delegation_id,
-            key: old.key,
-            session: old.session,
-            delivery: old.delivery,
-            payload: old.payload.into(),
-            state: old.state,
-            attempts: old.attempts,
-            lease: old.lease,
-            published_at: old.published_at,
-            delivered_at: old.delivered_at,
-            dropped_at: old.dropped_at,
-            drop_reason: old.drop_reason,
-        }
-    }
-}
+pub(crate) type EventV3 = EventOf<EventPayloadV3>;
 
 #[cfg(test)]
 mod tests {
@@ -178,6 +119,7 @@ mod tests {
     use super::*;
     use crate::model::Channel;
     use crate::model::legacy::{decode_delegation, decode_event};
+    use crate::model::{DelegationId, Event, EventKey, EventPayload, EventState, UnitStatus};
 
     fn at_format<T: Serialize>(version: u8, value: &T) -> Vec<u8> {
         postcard::to_extend(value, vec![version]).expect("encodes")

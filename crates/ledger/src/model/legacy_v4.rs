@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::legacy::{EventOf, EventPayloadOf};
 use crate::model::{
-    ChildOutcome, ChildStatus, DelegationId, DeliveryMode, DispatchSpec, DropReason, Event,
-    EventKey, EventPayload, EventState, ExitDetail, Lease, Role, SessionId, TaskSpec, Timestamp,
-    UnitStatus, Usage, Workspace,
+    ChildOutcome, ChildStatus, DeliveryMode, DispatchSpec, ExitDetail, Role, TaskSpec, Timestamp,
+    Usage, Workspace,
 };
 
 /// A dispatch as format 4 stored it (no workspace).
@@ -90,68 +90,10 @@ impl From<ChildOutcomeV4> for ChildOutcome {
 }
 
 /// An event's content as format 4 stored it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) enum EventPayloadV4 {
-    Task(ChildOutcomeV4),
-    Terminal {
-        unit_status: UnitStatus,
-        reason: String,
-        children: Vec<ChildOutcomeV4>,
-    },
-}
-
-impl From<EventPayloadV4> for EventPayload {
-    fn from(old: EventPayloadV4) -> EventPayload {
-        match old {
-            EventPayloadV4::Task(outcome) => EventPayload::Task(outcome.into()),
-            EventPayloadV4::Terminal {
-                unit_status,
-                reason,
-                children,
-            } => EventPayload::Terminal {
-                unit_status,
-                reason,
-                children: children.into_iter().map(ChildOutcome::from).collect(),
-            },
-        }
-    }
-}
+pub(crate) type EventPayloadV4 = EventPayloadOf<ChildOutcomeV4>;
 
 /// An event as format 4 stored it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct EventV4 {
-    pub delegation_id: DelegationId,
-    pub key: EventKey,
-    pub session: Option<SessionId>,
-    pub delivery: DeliveryMode,
-    pub payload: EventPayloadV4,
-    pub state: EventState,
-    pub attempts: u32,
-    pub lease: Option<Lease>,
-    pub published_at: Timestamp,
-    pub delivered_at: Option<Timestamp>,
-    pub dropped_at: Option<Timestamp>,
-    pub drop_reason: Option<DropReason>,
-}
-
-impl From<EventV4> for Event {
-    fn from(old: EventV4) -> Event {
-        Event {
-            delegation_id: old.delegation_id,
-            key: old.key,
-            session: old.session,
-            delivery: old.delivery,
-            payload: old.payload.into(),
-            state: old.state,
-            attempts: old.attempts,
-            lease: old.lease,
-            published_at: old.published_at,
-            delivered_at: old.delivered_at,
-            dropped_at: old.dropped_at,
-            drop_reason: old.drop_reason,
-        }
-    }
-}
+pub(crate) type EventV4 = EventOf<EventPayloadV4>;
 
 #[cfg(test)]
 mod tests {
@@ -160,6 +102,7 @@ mod tests {
     use super::*;
     use crate::model::legacy::{decode_delegation, decode_event};
     use crate::model::{Changes, Channel};
+    use crate::model::{DelegationId, Event, EventKey, EventPayload, EventState, UnitStatus};
 
     fn at_format<T: Serialize>(version: u8, value: &T) -> Vec<u8> {
         postcard::to_extend(value, vec![version]).expect("encodes")
