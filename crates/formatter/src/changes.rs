@@ -38,15 +38,10 @@ pub(crate) fn write_changes<W: fmt::Write + ?Sized>(w: &mut W, changes: &Changes
         )?;
         writeln!(
             w,
-            "Diffstat: {} {} changed, {} insertions(+), {} deletions(-)",
-            changes.files_changed,
-            if changes.files_changed == 1 {
-                "file"
-            } else {
-                "files"
-            },
-            changes.insertions,
-            changes.deletions
+            "Diffstat: {} changed, {}(+), {}(-)",
+            counted(changes.files_changed, "file"),
+            counted(changes.insertions, "insertion"),
+            counted(changes.deletions, "deletion")
         )?;
         let n = changes.commits.len();
         writeln!(w, "Commits ({n}, oldest first):")?;
@@ -76,6 +71,16 @@ pub(crate) fn write_changes<W: fmt::Write + ?Sized>(w: &mut W, changes: &Changes
     Ok(())
 }
 
+/// `n` and `noun`, plural unless `n` is 1, as git's `--shortstat` writes them.
+fn counted(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +102,7 @@ mod tests {
         assert!(text.contains("step 9") && !text.contains("step 10"));
         assert!(text.contains("… and 15 more: git log 0123456..hermes/deleg_0123456789ab-0"));
         assert!(text.contains("Diffstat: 1 file changed, 25 insertions(+), 0 deletions(-)"));
+        assert_eq!(counted(1u32, "insertion"), "1 insertion");
     }
 
     #[test]

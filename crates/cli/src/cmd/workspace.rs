@@ -107,19 +107,48 @@ fn list_text(found: &[Value]) -> String {
     if found.is_empty() {
         return "No branches made by hermes.".to_owned();
     }
-    let mut text = String::from("BRANCH  COMMITS  MERGED  REPOSITORY");
-    for b in found {
-        let merged = match (b["exists"].as_bool(), b["merged"].as_bool()) {
-            (Some(false), _) => "gone",
-            (_, Some(true)) => "yes",
-            _ => "no",
-        };
-        text.push_str(&format!(
-            "\n{}  {}  {merged}  {}",
-            b["branch"].as_str().unwrap_or_default(),
-            b["commits"],
-            b["repository"].as_str().unwrap_or_default()
-        ));
+    let rows: Vec<[String; 4]> = found
+        .iter()
+        .map(|b| {
+            let merged = match (b["exists"].as_bool(), b["merged"].as_bool()) {
+                (Some(false), _) => "gone",
+                (_, Some(true)) => "yes",
+                _ => "no",
+            };
+            [
+                b["branch"].as_str().unwrap_or_default().to_owned(),
+                b["commits"].to_string(),
+                merged.to_owned(),
+                b["repository"].as_str().unwrap_or_default().to_owned(),
+            ]
+        })
+        .collect();
+    let header = ["BRANCH", "COMMITS", "MERGED", "REPOSITORY"].map(str::to_owned);
+    let widths: Vec<usize> = (0..3)
+        .map(|c| {
+            std::iter::once(&header)
+                .chain(&rows)
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |r: &[String; 4]| {
+        format!(
+            "{:w0$}  {:w1$}  {:w2$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2]
+        )
+    };
+    let mut text = line(&header);
+    for row in &rows {
+        text.push('\n');
+        text.push_str(&line(row));
     }
     text
 }
@@ -150,6 +179,22 @@ fn bad_age(raw: &str) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_list_is_a_table_whose_columns_line_up() {
+        let found = [
+            json!({"branch": "hermes/deleg_000000000001-0", "commits": 1, "exists": true,
+                   "merged": false, "repository": "/r"}),
+            json!({"branch": "hermes/deleg_000000000002-12", "commits": 10, "exists": false,
+                   "merged": null, "repository": "/r"}),
+        ];
+        assert_eq!(
+            list_text(&found),
+            "BRANCH                        COMMITS  MERGED  REPOSITORY\n\
+             hermes/deleg_000000000001-0   1        no      /r\n\
+             hermes/deleg_000000000002-12  10       gone    /r"
+        );
+    }
 
     #[test]
     fn ages_are_read() {
