@@ -8,11 +8,10 @@
 //! worktrees are, with a deadline on each call. Mutations of one repository are serialized in
 //! this process (git's own lock files refuse concurrent ref and worktree updates).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hermes_ledger::{Changes, DelegationId};
 
@@ -105,9 +104,6 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
     command
         .current_dir(dir)
         .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C");
     // A hermes run from a git hook must not act on the hook's repository instead.
@@ -119,50 +115,23 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
     ] {
         command.env_remove(var);
     }
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    let output = match hermes_stdx::output_within(&mut command, GIT_DEADLINE) {
+        Ok(Some(output)) => output,
+        Ok(None) => {
+            return Err(WorkspaceError::Git(format!(
+                "{}: no answer within {}s",
+                args.join(" "),
+                GIT_DEADLINE.as_secs()
+            )));
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(WorkspaceError::GitMissing);
         }
         Err(e) => return Err(WorkspaceError::Git(format!("{}: {e}", args.join(" ")))),
     };
-    // Read both pipes on their own threads so a chatty git never blocks on a full pipe.
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(out) = out.as_mut() {
-            let _ = out.read_to_string(&mut text);
-        }
-        text
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(err) = err.as_mut() {
-            let _ = err.read_to_string(&mut text);
-        }
-        text
-    });
-    let deadline = Instant::now() + GIT_DEADLINE;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(WorkspaceError::Git(format!(
-                    "{}: no answer within {}s",
-                    args.join(" "),
-                    GIT_DEADLINE.as_secs()
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return Err(WorkspaceError::Git(format!("{}: {e}", args.join(" ")))),
-        }
-    };
-    let stdout = reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    if status.success() {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
         Ok(stdout)
     } else {
         Err(WorkspaceError::Git(format!(

@@ -3,10 +3,8 @@
 //! `PATH` with what its `--version` says (under a deadline, so a binary that hangs cannot hang
 //! doctor), and where `hermes hook install` wrote hooks.
 
-use std::io::Read as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -139,43 +137,19 @@ pub fn agent_clis(configured: &[hermes_settings::AgentOverride]) -> Vec<Check> {
 /// What `program --version` prints first, under [`VERSION_DEADLINE`]; in its own process
 /// group, killed whole when it takes longer.
 fn version(program: &Path) -> Result<String, String> {
-    let mut child = Command::new(program)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
-    let pid = child.id();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = String::new();
-        let mut err = String::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.take(64 * 1024).read_to_string(&mut out);
-        }
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.take(64 * 1024).read_to_string(&mut err);
-        }
-        let _ = tx.send((out, err));
-    });
-    let output = rx.recv_timeout(VERSION_DEADLINE);
-    if output.is_err() {
-        // SAFETY: signals the process group this function started (its own, `process_group(0)`).
-        unsafe {
-            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
-        }
-    }
-    let status = child.wait();
-    let Ok((out, err)) = output else {
-        return Err(format!(
-            "`--version` did not answer within {} s",
-            VERSION_DEADLINE.as_secs()
-        ));
-    };
+    let output =
+        hermes_stdx::output_within(Command::new(program).arg("--version"), VERSION_DEADLINE)
+            .map_err(|e| format!("cannot run it: {e}"))?
+            .ok_or_else(|| {
+                format!(
+                    "`--version` did not answer within {} s",
+                    VERSION_DEADLINE.as_secs()
+                )
+            })?;
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
     let first = |text: &str| {
         text.lines()
             .map(str::trim)
@@ -187,15 +161,14 @@ fn version(program: &Path) -> Result<String, String> {
                     .collect::<String>()
             })
     };
-    match (status, first(&out).or_else(|| first(&err))) {
-        (Ok(s), Some(line)) if s.success() => Ok(line),
-        (Ok(s), line) => Err(format!(
+    match (output.status, first(&out).or_else(|| first(&err))) {
+        (s, Some(line)) if s.success() => Ok(line),
+        (s, line) => Err(format!(
             "`--version` {} ({})",
             s.code()
                 .map_or("was killed".to_owned(), |c| format!("exited {c}")),
             line.unwrap_or_else(|| "no output".to_owned())
         )),
-        (Err(e), _) => Err(format!("cannot wait for `--version`: {e}")),
     }
 }
 
