@@ -8,9 +8,12 @@
 //! the ledger may name a PostgreSQL client). `cargo xtask ci` runs the backend suites once per
 //! backend; nothing here ever skips a test: what cannot be had panics, failing the test.
 
+mod agents;
 mod backend;
+pub mod model;
 mod server;
 
+pub use agents::agent_bin;
 pub use backend::{BACKEND_VAR, TestBackend, TestDatabase, open_location};
 pub use hermes_ledger::testing::{
     background_unit, connection_is_encrypted, connections_named, connections_of,

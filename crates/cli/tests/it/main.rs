@@ -19,6 +19,7 @@ mod pg_restart;
 mod pool_machines;
 mod pools;
 mod race;
+mod real;
 mod sessions;
 mod top;
 mod workspace;
