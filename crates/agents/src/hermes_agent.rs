@@ -14,7 +14,7 @@
 //! - a hook's context longer than 10,000 characters is spilled to a file
 //!   (`tools/hook_output_spill.py`);
 //! - there is no project-level configuration: `config.yaml` lives in its home
-//!   (`$HERMES_HOME`, default `~/.hermes` — hermes' own default home too);
+//!   (`$HERMES_HOME`, default `~/.hermes`, where older versions of hermes made their home too);
 //! - MCP servers are `mcp_servers.<name>: {command, args, env, enabled}`, their tools named
 //!   `mcp__<server>__<tool>`; a server gets a filtered environment (`PATH`, `HOME`, … and its
 //!   `env`) and runs under `tools/mcp_stdio_watchdog.py`, a Python process between it and the

@@ -73,6 +73,7 @@ fn run() -> anyhow::Result<Code> {
         Some(Command::Ledger(c)) => cmd::ledger::run(c),
         Some(Command::Worker(args)) => cmd::worker::run(&args, cli.quiet),
         Some(Command::Workspace(c)) => cmd::workspace::run(c),
+        Some(Command::Home(a)) => cmd::home::run(a),
         Some(Command::Top) => crate::top::run(),
         Some(Command::Metrics(args)) => cmd::metrics::run(&args),
         Some(Command::Mcp) => crate::mcp::run(),

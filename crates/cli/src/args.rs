@@ -197,6 +197,10 @@ pub enum Command {
     /// when kept): list them, or delete them (never any other branch).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Where hermes keeps its ledger and settings (`HERMES_HOME`, else
+    /// `~/.local/share/hermes`), and moving a home an older hermes made in `~/.hermes` (upstream
+    /// Hermes Agent's home) to a place of its own.
+    Home(HomeArgs),
     /// A live full-screen view of every unit on every machine (needs a terminal).
     Top,
     /// The ledger's state in the Prometheus text exposition format, on stdout.
@@ -239,6 +243,25 @@ pub enum WorkspaceCommand {
         /// An age: `90s`, `30m`, `12h`, `7d`, `2w`.
         #[arg(long, value_name = "D")]
         older_than: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct HomeArgs {
+    #[command(subcommand)]
+    pub command: Option<HomeCommand>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HomeCommand {
+    /// Moves hermes' files from `~/.hermes` (where older versions made the home, and where
+    /// upstream Hermes Agent keeps its own) to the default home, leaving every other file there
+    /// alone. Refused while anything of it runs or waits for delivery.
+    Migrate {
         #[arg(long)]
         json: bool,
     },

@@ -17,7 +17,7 @@ use hermes_settings::Source;
 use serde_json::json;
 
 use crate::services::color;
-use crate::services::config::{self, home_dir};
+use crate::services::config;
 use crate::services::exit::{Code, code_of};
 use crate::services::home::{Home, env_var};
 use crate::services::output;
@@ -134,14 +134,24 @@ fn exit_code(checks: &[Check]) -> Code {
 
 fn checks() -> Vec<Check> {
     let mut checks = Vec::new();
-    let dir = match home_dir(&env_var) {
-        Ok(dir) => dir,
+    let (dir, source) = match config::home_source(&env_var) {
+        Ok(found) => found,
         Err(e) => {
             checks.push(Check::fail("home", e.to_string(), Code::Usage));
             return checks;
         }
     };
     checks.push(home(&dir));
+    if source == config::HomeSource::Legacy {
+        checks.push(Check::new(
+            Status::Warn,
+            "home",
+            format!(
+                "{} was made by an older hermes in upstream Hermes Agent's home: `hermes home migrate` moves hermes' files to a home of their own",
+                dir.display()
+            ),
+        ));
+    }
     let settings = match config::load_with_sources(&dir.join("config.toml"), config::environment())
     {
         Ok((settings, sources)) => {

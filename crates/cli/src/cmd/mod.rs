@@ -8,6 +8,7 @@ pub mod delegate;
 pub mod delegation;
 pub mod doctor;
 pub mod drain;
+pub mod home;
 pub mod host;
 pub mod ledger;
 pub mod metrics;

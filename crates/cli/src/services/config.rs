@@ -40,21 +40,64 @@ pub fn environment() -> impl Iterator<Item = (String, String)> {
     std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
 }
 
-/// `$HERMES_HOME`, else `~/.hermes`, made absolute against the working directory: the processes
-/// hermes starts (children in another `--cwd`, headless hosts) are handed this path, so a
-/// relative `HERMES_HOME` names the same home for all of them.
+/// Where the home came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HomeSource {
+    /// `HERMES_HOME`.
+    Variable,
+    /// The default, `$XDG_DATA_HOME/hermes` (`~/.local/share/hermes`).
+    Default,
+    /// `~/.hermes`, where homes were made before hermes moved out of the way of upstream Hermes
+    /// Agent (whose home is `~/.hermes` too): used while it holds hermes' files and the default
+    /// does not, until `hermes home migrate` moves them.
+    Legacy,
+}
+
+impl HomeSource {
+    /// Its name in `hermes home --json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HomeSource::Variable => "HERMES_HOME",
+            HomeSource::Default => "default",
+            HomeSource::Legacy => "legacy",
+        }
+    }
+}
+
+/// The home directory name under `$XDG_DATA_HOME` (`~/.local/share`).
+const DATA_DIR_NAME: &str = "hermes";
+/// The home of older versions, under `$HOME`.
+pub const LEGACY_DIR_NAME: &str = ".hermes";
+
+/// `$HERMES_HOME`, else the default home (see [`home_source`]), made absolute against the
+/// working directory: the processes hermes starts (children in another `--cwd`, headless hosts)
+/// are handed this path, so a relative `HERMES_HOME` names the same home for all of them.
 pub fn home_dir(env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<PathBuf> {
-    let dir = if let Some(home) = env("HERMES_HOME").filter(|h| !h.is_empty()) {
-        PathBuf::from(home)
-    } else if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
-        PathBuf::from(home).join(".hermes")
+    home_source(env).map(|(dir, _)| dir)
+}
+
+/// The home and where it came from: `$HERMES_HOME`; else `$XDG_DATA_HOME/hermes` (an absolute
+/// `XDG_DATA_HOME`, else `~/.local/share/hermes`), unless only `~/.hermes` holds hermes' files
+/// (a home made by an older version), which is then used as it is.
+pub fn home_source(env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<(PathBuf, HomeSource)> {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty());
+    let (dir, source) = if let Some(home) = set("HERMES_HOME") {
+        (PathBuf::from(home), HomeSource::Variable)
+    } else if let Some(home) = set("HOME") {
+        let default = default_home(&PathBuf::from(&home), set("XDG_DATA_HOME"));
+        let legacy = PathBuf::from(home).join(LEGACY_DIR_NAME);
+        if !holds_a_home(&default) && holds_a_home(&legacy) {
+            (legacy, HomeSource::Legacy)
+        } else {
+            (default, HomeSource::Default)
+        }
     } else {
         return Err(fail(
             Code::Usage,
             "neither HERMES_HOME nor HOME is set; set HERMES_HOME to a directory hermes may use",
         ));
     };
-    std::path::absolute(&dir).map_err(|e| {
+    let dir = std::path::absolute(&dir).map_err(|e| {
         fail(
             Code::Usage,
             format!(
@@ -62,7 +105,23 @@ pub fn home_dir(env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<PathBuf>
                 dir.display()
             ),
         )
-    })
+    })?;
+    Ok((dir, source))
+}
+
+/// The default home for the user whose home directory is `home`.
+pub fn default_home(home: &Path, xdg_data_home: Option<String>) -> PathBuf {
+    match xdg_data_home.map(PathBuf::from) {
+        // The XDG rule: a relative value is to be ignored.
+        Some(data) if data.is_absolute() => data.join(DATA_DIR_NAME),
+        _ => home.join(".local/share").join(DATA_DIR_NAME),
+    }
+}
+
+/// Whether `dir` holds a hermes home: its ledger or its settings (a file upstream Hermes Agent,
+/// whose settings are `config.yaml`, never writes).
+pub fn holds_a_home(dir: &Path) -> bool {
+    dir.join("ledger.redb").is_file() || dir.join("config.toml").is_file()
 }
 
 #[cfg(test)]
@@ -89,6 +148,51 @@ mod tests {
         assert_eq!(home_dir(&env).expect("home"), cwd.join("relhome"));
         let abs = |name: &str| (name == "HERMES_HOME").then(|| "/srv/h".to_owned());
         assert_eq!(home_dir(&abs).expect("home"), PathBuf::from("/srv/h"));
+    }
+
+    #[test]
+    fn the_default_home_is_our_own_unless_only_an_old_one_exists() {
+        let user = tempfile::tempdir().expect("tempdir");
+        let home = user.path().to_str().expect("utf-8").to_owned();
+        let env = |xdg: Option<&'static str>| {
+            let home = home.clone();
+            move |name: &str| match name {
+                "HOME" => Some(home.clone()),
+                "XDG_DATA_HOME" => xdg.map(str::to_owned),
+                _ => None,
+            }
+        };
+        let default = user.path().join(".local/share/hermes");
+        assert_eq!(
+            home_source(&env(None)).expect("home"),
+            (default.clone(), HomeSource::Default)
+        );
+        assert_eq!(
+            home_source(&env(Some("/data"))).expect("home").0,
+            PathBuf::from("/data/hermes")
+        );
+        // A relative XDG_DATA_HOME is ignored, as the XDG rules say.
+        assert_eq!(home_source(&env(Some("rel"))).expect("home").0, default);
+        // Upstream Hermes Agent's home alone is not ours.
+        let legacy = user.path().join(".hermes");
+        std::fs::create_dir_all(&legacy).expect("mkdir");
+        std::fs::write(legacy.join("config.yaml"), "model: {}\n").expect("write");
+        assert_eq!(
+            home_source(&env(None)).expect("home").1,
+            HomeSource::Default
+        );
+        // A home an older hermes made there is used as it is, until the default holds one.
+        std::fs::write(legacy.join("ledger.redb"), "").expect("write");
+        assert_eq!(
+            home_source(&env(None)).expect("home"),
+            (legacy, HomeSource::Legacy)
+        );
+        std::fs::create_dir_all(&default).expect("mkdir");
+        std::fs::write(default.join("config.toml"), "").expect("write");
+        assert_eq!(
+            home_source(&env(None)).expect("home").1,
+            HomeSource::Default
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod agents;
 mod common;
 mod doctor;
 mod hermes_agent;
+mod home;
 mod inputs;
 mod interactive;
 mod liveness;

@@ -83,7 +83,7 @@ pub fn install(agent: &Agent, home: &Path, print: bool) -> anyhow::Result<Code> 
     let ours = std::path::absolute(&ours).unwrap_or(ours);
     let shared = if same_dir(home, &ours) {
         format!(
-            "note: hermes and {} share the home {} (both default to it; their files have different names): to keep them apart, install again with HERMES_HOME set to another directory for hermes\n",
+            "note: hermes and {} share the home {} (an older hermes made its home there): run `hermes home migrate` to move hermes' files to a home of its own, then install again\n",
             agent.title,
             home.display()
         )
