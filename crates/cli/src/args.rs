@@ -236,7 +236,8 @@ pub enum WorkspaceCommand {
         json: bool,
     },
     /// Deletes the branches hermes made: every one, or those merged into their repository's
-    /// `HEAD` (`--merged`) and/or whose last commit is older than D (`--older-than 7d`).
+    /// `HEAD` (`--merged`) and/or whose last commit is older than D (`--older-than 7d`); and the
+    /// spare worktrees hermes keeps for reuse.
     Clean {
         #[arg(long)]
         merged: bool,

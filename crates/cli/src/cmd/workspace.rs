@@ -48,8 +48,12 @@ pub fn run(command: WorkspaceCommand) -> anyhow::Result<Code> {
                     }
                 }
             }
+            // The spare worktrees kept for reuse go too: they hold nothing of anyone's.
+            let spares = workspace::clear_spares(&root);
             if json {
-                print_json(&json!({ "removed": removed, "failed": failed }))?;
+                print_json(
+                    &json!({ "removed": removed, "failed": failed, "spares_removed": spares }),
+                )?;
             } else {
                 let mut text = format!(
                     "Removed {} {}.",
@@ -62,6 +66,12 @@ pub fn run(command: WorkspaceCommand) -> anyhow::Result<Code> {
                 );
                 for branch in &removed {
                     text.push_str(&format!("\n  {branch}"));
+                }
+                if spares > 0 {
+                    text.push_str(&format!(
+                        "\nRemoved {spares} spare {} kept for reuse.",
+                        if spares == 1 { "worktree" } else { "worktrees" }
+                    ));
                 }
                 for f in &failed {
                     text.push_str(&format!("\nKept {}: {}", f["branch"], f["error"]));

@@ -159,6 +159,27 @@ fn three_children_at_once_each_get_their_own_branch_and_the_checkout_is_untouche
         paths.iter().all(|p| !Path::new(p).exists()).then_some(())
     });
     assert_eq!(hermes_branches(repo.path()).len(), 3);
+    // What git still lists besides the checkout are hermes' spares, detached and in its home,
+    // kept for the next child; `workspace clean` removes them.
+    let listed = git(repo.path(), &["worktree", "list", "--porcelain"]);
+    let spares: Vec<&str> = listed
+        .split("\n\n")
+        .skip(1)
+        .filter(|entry| !entry.trim().is_empty())
+        .collect();
+    assert_eq!(spares.len(), 2, "{listed}");
+    let spare_root = h.path().join("workspaces/spare");
+    for entry in &spares {
+        assert!(entry.contains("\ndetached"), "{entry}");
+        let path = entry
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("worktree "))
+            .expect("a path");
+        assert!(Path::new(path).starts_with(&spare_root), "{entry}");
+    }
+    let cleaned = h.json(&["workspace", "clean", "--merged", "--json"]);
+    assert_eq!(cleaned["spares_removed"], 2, "{cleaned}");
     assert_eq!(git(repo.path(), &["worktree", "list"]).lines().count(), 1);
 }
 

@@ -17,11 +17,13 @@ use hermes_ledger::{Changes, DelegationId};
 
 mod branches;
 mod release;
+mod spare;
 mod steps;
 
 pub(crate) use branches::record;
 pub use branches::{BranchRecord, BranchState, delete, records, records_dir, state};
 pub use release::{release_settled, remove_worktree};
+pub use spare::{SPARES_PER_REPOSITORY, clear as clear_spares, spare_root};
 pub(crate) use steps::commit_note;
 pub(crate) use steps::{WorkspacePlan, enter_worktree, leave_worktree};
 
@@ -250,22 +252,25 @@ pub fn create(
         .trim()
         .to_owned();
     let shown = path.display().to_string();
-    git_mut(
-        &repository.root,
-        &[
-            // Files checked out by as many workers as there are cores: about half the time of
-            // one on a 2-core machine (`bench_workspace`).
-            "-c",
-            "checkout.workers=0",
-            "worktree",
-            "add",
-            "--quiet",
-            "-b",
-            branch.as_str(),
-            shown.as_str(),
-            base.as_str(),
-        ],
-    )?;
+    let common = spare::common_dir(&repository.root)?;
+    if !spare::take(root, &repository.root, &common, &path, &branch, &base) {
+        git_mut(
+            &repository.root,
+            &[
+                // Files checked out by as many workers as there are cores: about half the time
+                // of one on a 2-core machine (`bench_workspace`).
+                "-c",
+                "checkout.workers=0",
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                branch.as_str(),
+                shown.as_str(),
+                base.as_str(),
+            ],
+        )?;
+    }
     let tree = Worktree {
         repository,
         branch,
@@ -374,12 +379,14 @@ fn measure(tree: &Worktree, changes: &mut Changes) -> Result<(), WorkspaceError>
     Ok(())
 }
 
-/// Removes the worktree (and its branch, when `drop_branch`).
+/// Removes the worktree, kept as a spare where it can be (and its branch, when
+/// `drop_branch`).
 fn remove(tree: &Worktree, drop_branch: bool) -> Result<(), WorkspaceError> {
     let repo = &tree.repository.root;
-    let shown = tree.path.display().to_string();
-    if tree.path.exists() {
-        git_mut(repo, &["worktree", "remove", "--force", shown.as_str()])?;
+    if tree.path.exists()
+        && let Some(root) = tree.path.parent()
+    {
+        spare::park(root, repo, &tree.path)?;
     } else {
         git_mut(repo, &["worktree", "prune"])?;
     }
@@ -534,6 +541,78 @@ mod tests {
             "a worktree with nothing in it goes at once"
         );
         assert!(!branch_exists(repo.path(), &tree.branch).expect("asks"));
+    }
+
+    #[test]
+    fn a_finished_worktree_is_reused_clean_by_the_next_child() {
+        let repo = repository();
+        let home = tempfile::tempdir().expect("home");
+        let root = home.path().join("workspaces");
+        let first = create(&root, repo.path(), &id(), 0).expect("created");
+        std::fs::write(first.path.join("sub/notes.txt"), "changed\n").expect("write");
+        std::fs::write(first.path.join("ignored.o"), "build output\n").expect("write");
+        std::fs::write(first.path.join(".gitignore"), "*.o\n").expect("write");
+        assert_eq!(finish(&first, "Goal: g").commits.len(), 1);
+        remove_worktree(&first.path).expect("parked");
+        assert!(!first.path.exists());
+        let spares: Vec<_> = std::fs::read_dir(spare_root(&root))
+            .expect("spares")
+            .collect();
+        assert_eq!(spares.len(), 1);
+        let worktrees = |repo: &Path| run(repo, &["worktree", "list"]).lines().count();
+        assert_eq!(worktrees(repo.path()), 2, "the spare, detached");
+
+        let other = DelegationId::new("deleg_00000000000b").expect("id");
+        let second = create(&root, repo.path(), &other, 0).expect("created from the spare");
+        assert_eq!(worktrees(repo.path()), 2, "no worktree was added");
+        assert_eq!(
+            std::fs::read_dir(spare_root(&root))
+                .expect("spares")
+                .count(),
+            0
+        );
+        // Nothing of the first child is left: the base's files, nothing ignored or untracked.
+        assert_eq!(
+            run(&second.path, &["status", "--porcelain", "--ignored"]),
+            ""
+        );
+        assert_eq!(
+            std::fs::read_to_string(second.path.join("sub/notes.txt")).expect("read"),
+            "one\n"
+        );
+        assert_eq!(
+            run(&second.path, &["branch", "--show-current"]).trim(),
+            "hermes/deleg_00000000000b-0"
+        );
+        // Its own work is its own: the first branch is untouched.
+        std::fs::write(second.path.join("sub/notes.txt"), "second\n").expect("write");
+        let changes = finish(&second, "Goal: g2");
+        assert_eq!(changes.commits.len(), 1);
+        assert_eq!(changes.base, first.base);
+        assert!(branch_exists(repo.path(), &first.branch).expect("asks"));
+        let first_text = run(
+            repo.path(),
+            &["show", &format!("{}:sub/notes.txt", first.branch)],
+        );
+        assert_eq!(first_text, "changed\n");
+        // At most SPARES_PER_REPOSITORY are kept; clearing removes them from git too.
+        let mut trees = vec![second];
+        for n in 0..SPARES_PER_REPOSITORY {
+            let id = DelegationId::new(format!("deleg_1000000000{n:02}")).expect("id");
+            trees.push(create(&root, repo.path(), &id, 0).expect("created"));
+        }
+        for tree in &trees {
+            remove_worktree(&tree.path).expect("parked or removed");
+        }
+        assert_eq!(
+            std::fs::read_dir(spare_root(&root))
+                .expect("spares")
+                .count(),
+            SPARES_PER_REPOSITORY
+        );
+        assert_eq!(clear_spares(&root), SPARES_PER_REPOSITORY);
+        assert_eq!(worktrees(repo.path()), 1);
+        assert_eq!(run(repo.path(), &["status", "--porcelain"]), "");
     }
 
     #[test]

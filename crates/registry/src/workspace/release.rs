@@ -6,10 +6,11 @@ use std::path::Path;
 
 use hermes_ledger::{DelegationId, EventKey, Ledger};
 
-use super::{WorkspaceError, git, git_mut};
+use super::{WorkspaceError, git};
 
-/// Removes the worktree at `path` (its repository found from it); a directory git no longer
-/// knows as a worktree is removed as a plain directory.
+/// Removes the worktree at `path` (its repository found from it), kept as a spare for the
+/// repository's next child where it can be; a directory git no longer knows as a worktree is
+/// removed as a plain directory.
 pub fn remove_worktree(path: &Path) -> Result<(), WorkspaceError> {
     let common = git(
         path,
@@ -19,10 +20,8 @@ pub fn remove_worktree(path: &Path) -> Result<(), WorkspaceError> {
         .ok()
         .and_then(|c| Path::new(c.trim()).parent().map(Path::to_path_buf));
     let shown = path.display().to_string();
-    match repo {
-        Some(repo) if repo.is_dir() => {
-            git_mut(&repo, &["worktree", "remove", "--force", shown.as_str()]).map(|_| ())
-        }
+    match (repo, path.parent()) {
+        (Some(repo), Some(root)) if repo.is_dir() => super::spare::park(root, &repo, path),
         _ => std::fs::remove_dir_all(path)
             .map_err(|e| WorkspaceError::Git(format!("cannot remove {shown}: {e}"))),
     }
