@@ -23,8 +23,8 @@
 //!   `--additional-mcp-config`) or a repository's `.github/mcp.json`, a local server
 //!   `{type: "stdio", command, args, tools: ["*"]}`;
 //! - a repository's hooks and MCP servers load only in a trusted folder: `--trust-folder` for
-//!   one `-p` run, or `trustedFolders` of `~/.copilot/settings.json` (`copilot --help`,
-//!   `copilot help config`); the user's own load everywhere.
+//!   one `-p` run (`copilot --help`), or `trustedFolders` of `~/.copilot/config.json` (what
+//!   Copilot 1.0.102 reads); the user's own load everywhere.
 
 use crate::{
     Action, Agent, Answer, Entry, HookEvent, Hooks, Install, Layout, Place, Server, Start,
@@ -73,7 +73,7 @@ pub const COPILOT: Agent = Agent {
             enable_server: None,
         },
         print_note: "",
-        advice: "Copilot loads a repository's hooks and MCP servers only in a trusted folder: trust {project} when Copilot asks, or add it to `trustedFolders` in ~/.copilot/settings.json (`copilot -p` takes `--trust-folder` for one run); hooks installed with --user load everywhere",
+        advice: "Copilot loads a repository's hooks and MCP servers only in a trusted folder: trust {project} when Copilot asks, or add it to `trustedFolders` in ~/.copilot/config.json (`copilot -p` takes `--trust-folder` for one run); hooks installed with --user load everywhere",
     },
     child: None,
 };

@@ -265,14 +265,20 @@ pub fn install_keeps_and_repeats(spec: &Spec) {
         spec.name
     );
     // An agent that reads its MCP servers from the home only gets them there either way.
-    let home_server = match &hermes_agents::find(spec.name).expect("an agent").install.server {
+    let home_server = match &hermes_agents::find(spec.name)
+        .expect("an agent")
+        .install
+        .server
+    {
         hermes_agents::Server::Json { file, .. } if file.home_only() => file.user,
         _ => None,
     };
     assert!(
-        snapshot(home.path())
-            .keys()
-            .all(|k| home_server.is_some_and(|parts| *k == parts.iter().fold(home.path().to_owned(), |p, s| p.join(s)))),
+        snapshot(home.path()).keys().all(|k| {
+            home_server.is_some_and(|parts| {
+                *k == parts.iter().fold(home.path().to_owned(), |p, s| p.join(s))
+            })
+        }),
         "a project install writes no user file but the server of an agent that reads it from the home only"
     );
     let user = install(&h, spec, p, home.path(), &["--user"]);
