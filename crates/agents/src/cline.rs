@@ -1,26 +1,26 @@
-//! Cline. Every fact here is from its hook reference,
-//! <https://docs.cline.bot/features/hooks/hook-reference> (`docs/features/hooks/hook-reference.mdx`
-//! in <https://github.com/cline/cline>), its hooks page,
-//! <https://docs.cline.bot/customization/hooks>, and its CLI's MCP page,
-//! <https://docs.cline.bot/cline-cli/mcp-servers>:
+//! Cline, as its CLI 3.0.65 (`cline`, pinned in `tests/agents/`) does it: the hook runner and
+//! the paths of its SDK (`@cline/core`'s `dist/index.js`, `@cline/shared`'s
+//! `dist/storage/index.js` and `dist/hooks/events.d.ts`, installed beside it), checked by
+//! `crates/cli/tests/it/real/cline.rs`:
 //!
-//! - a hook is an executable **script named after its event** (`TaskStart`, `TaskResume`,
-//!   `UserPromptSubmit`, `PostToolUse`, …, no extension) in `<workspace>/.clinerules/hooks/`
-//!   or, for every project, `~/Documents/Cline/Rules/Hooks/` (the reference's "Hook Discovery";
-//!   the overview page says `~/Documents/Cline/Hooks/`);
-//! - every input is camelCase: `clineVersion`, `hookName`, `timestamp`, `taskId`,
-//!   `workspaceRoots`, `userId`, and one object named after the event (`postToolUse`, …);
-//! - the answer is the last JSON object on stdout: `{"cancel": false, "contextModification":
-//!   …}` (at most 50 KB), injected into the conversation for the model's next request — after
-//!   a tool (`PostToolUse`) and with a prompt (`UserPromptSubmit`); no JSON: the action
-//!   proceeds;
-//! - **a non-zero exit, invalid JSON or a timeout blocks the action**: a failing hermes
-//!   therefore prints `{"cancel": false}` and exits 0, its one `hermes:` line on stderr;
-//! - a task starts (`TaskStart`), resumes (`TaskResume`), is cancelled (`TaskCancel`, and can
-//!   be resumed) or completes (`TaskComplete`, and the user may go on with it): no event ends
-//!   a conversation for good, so its session ends by idleness and its results wait;
-//! - the CLI's MCP servers are `mcpServers` of `.cline/mcp.json` (`{command, args, type:
-//!   "stdio"}`); the VS Code extension keeps them in its MCP settings.
+//! - a hook is a script **named after its event** (`TaskStart`, `TaskResume`, `PostToolUse`,
+//!   …; no extension or a script's own) in `~/Documents/Cline/Hooks/`, `~/.cline/hooks/`
+//!   (`cline --help`: `--hooks-dir`), or a workspace's `.clinerules/hooks/` or
+//!   `.cline/hooks/`, run by its `#!` line;
+//! - every input is camelCase around snake-case event names: `taskId` (the conversation),
+//!   `hookName` (`agent_start`, `agent_resume`, `tool_result`, …), `agent_id`, and
+//!   `parent_agent_id`, set when a subagent (`spawn_agent`) made the call;
+//! - only the tool hooks are awaited: `PostToolUse`'s `{"cancel": false, "contextModification":
+//!   …}` (the last JSON on stdout, at most 50,000 characters) reaches the model as a user
+//!   message after the tool's result. `TaskStart`, `TaskResume`, `UserPromptSubmit` and
+//!   `TaskComplete` run detached, their output unread: no boundary between turns delivers, so
+//!   every result, `after_turn` too, arrives after the next tool call;
+//! - a hook that fails, times out or prints no JSON is logged and the action goes on (a
+//!   failing hermes still prints `{"cancel": false}`, as older Cline blocked on it);
+//! - no event ends a conversation (a task can always be resumed with `--id`): its session ends
+//!   by idleness and its results wait;
+//! - MCP servers are `mcpServers` of `~/.cline/data/settings/cline_mcp_settings.json` (a user's
+//!   file, read for every project), `{type: "stdio", command, args}`.
 
 use crate::{
     Action, Agent, Answer, HookEvent, Hooks, Install, Place, Server, Start, StartRule, StopActive,
@@ -33,34 +33,35 @@ pub const CLINE: Agent = Agent {
     events: EVENTS,
     executables: &["cline"],
     script_markers: &[],
-    // Cline keeps 50 KB of `contextModification`; in characters, with room for wide ones.
+    // Cline keeps 50,000 characters of `contextModification`; a quarter of it, as the model's
+    // context is the conversation's.
     budget: 12_000,
     session_field: "taskId",
-    subagent_field: None,
+    subagent_field: Some("parent_agent_id"),
     event_field: "hookName",
     start: StartRule {
         field: Some("hookName"),
-        resume: "TaskResume",
-        fresh: &[],
+        resume: "agent_resume",
+        fresh: &["agent_start"],
         other: Start::Fresh,
     },
     stop_active: StopActive::Never,
     answer: Answer::ContextModification,
     install: Install {
         server: Server::Json {
-            file: Place::both(&[".cline", "mcp.json"]),
+            file: Place::home(&[".cline", "data", "settings", "cline_mcp_settings.json"]),
             kind: Some("stdio"),
             all_tools: false,
         },
         hooks: Hooks::Scripts {
             dir: Place {
                 project: &[".clinerules", "hooks"],
-                user: Some(&["Documents", "Cline", "Rules", "Hooks"]),
+                user: Some(&[".cline", "hooks"]),
             },
             title: "Cline",
         },
         print_note: "",
-        advice: "turn hooks on in Cline's settings if they are off (the VS Code extension takes its MCP servers from its MCP settings: add `{quoted} mcp` there); Cline has no hook that ends a conversation, so its session ends when idle and its results wait for a resume",
+        advice: "Cline reads the MCP servers of your home for every project and has no folder trust to grant; it reads no hook's answer between turns, so results arrive after the next tool call (or when the model calls delegation_results), and with no hook that ends a conversation its session ends when idle and its results wait for a resume (`cline --id`)",
     },
     child: None,
 };
@@ -68,6 +69,6 @@ pub const CLINE: Agent = Agent {
 const EVENTS: &[HookEvent] = &[
     HookEvent::new("session-start", "TaskStart", Action::Start),
     HookEvent::new("session-start", "TaskResume", Action::Start),
-    HookEvent::new("user-prompt-submit", "UserPromptSubmit", Action::TURN),
-    HookEvent::new("post-tool-use", "PostToolUse", Action::TOOL),
+    // The one boundary whose answer Cline reads: it takes what is ready between turns too.
+    HookEvent::new("post-tool-use", "PostToolUse", Action::TURN),
 ];

@@ -1,24 +1,30 @@
-//! GitHub Copilot CLI. Every fact here is from its hooks reference,
-//! <https://docs.github.com/en/copilot/reference/copilot-cli-reference/cli-hooks-reference>, its
-//! hooks configuration page, <https://docs.github.com/en/copilot/reference/hooks-configuration>,
+//! GitHub Copilot CLI. Its hooks reference,
+//! <https://docs.github.com/en/copilot/reference/copilot-cli-reference/cli-hooks-reference>,
 //! and its MCP page,
-//! <https://docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers>:
+//! <https://docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers>,
+//! checked against Copilot CLI 1.0.102 (`@github/copilot`, pinned in `tests/agents/`) by
+//! `crates/cli/tests/it/real/copilot.rs`:
 //!
-//! - hooks are `.github/hooks/*.json` files of the repository, `{"version": 1, "hooks": {…}}`,
-//!   each event a flat list of `{type: "command", bash, powershell, cwd, env, timeoutSec}`
-//!   (the timeout in **seconds**, default 30);
-//! - configured under their camelCase names (`sessionStart`, `userPromptSubmitted`,
-//!   `postToolUse`, `agentStop`, `sessionEnd`, …) the events send camelCase payloads:
-//!   `sessionId`, `timestamp` (ms), `cwd`; `sessionStart` adds `source`
-//!   (`startup`|`resume`|`new`), `sessionEnd` a `reason`;
-//! - the output of `sessionStart`, `userPromptSubmitted` and (for command hooks) `postToolUse`
-//!   is **not processed**: no hook after a tool call can add context, so `inject` results are
-//!   delivered as `after_turn`; `agentStop` (the main agent finishes a turn; subagents have
-//!   `subagentStop`) answers `{"decision":"block","reason":…}` to force another turn with
-//!   `reason` as its prompt — the one boundary that delivers;
+//! - hooks are `{"version": 1, "hooks": {…}}`, each event a flat list of `{type: "command",
+//!   bash, timeoutSec}` (the timeout in **seconds**), in a repository's `.github/hooks/*.json`
+//!   or, for every project, under `hooks` of `~/.copilot/settings.json` ("in the user
+//!   settings.json these act as user-level hooks": `copilot help config`);
+//! - the events send camelCase payloads: `sessionId`, `timestamp` (ms), `cwd`; `sessionStart`
+//!   adds `source` (`new`, `startup`, `resume`), `agentStop` a `stop_hook_active` flag,
+//!   `sessionEnd` a `reason` (`complete` after every `-p` run);
+//! - `userPromptSubmitted` and `postToolUse` read `{"additionalContext": …}` (top level; a
+//!   `hookSpecificOutput` object is ignored): the prompt's is appended to the user message, the
+//!   tool's to the tool result; `agentStop` answers `{"decision": "block", "reason": …}` to go
+//!   on with `reason` as the next prompt;
+//! - a subagent (the `task` tool) runs its own hooks under a `sessionId` of its own, with
+//!   `agentId` and `parentAgentId` set;
 //! - a hook's failure (non-zero exit, timeout) is logged and skipped, never blocking;
-//! - MCP servers are `mcpServers` of `~/.copilot/mcp-config.json` (user) or a repository's
-//!   `.github/mcp.json`, a local server `{type: "stdio", command, args, tools: ["*"]}`.
+//! - MCP servers are `mcpServers` of `~/.copilot/mcp-config.json` (`copilot --help`,
+//!   `--additional-mcp-config`) or a repository's `.github/mcp.json`, a local server
+//!   `{type: "stdio", command, args, tools: ["*"]}`;
+//! - a repository's hooks and MCP servers load only in a trusted folder: `--trust-folder` for
+//!   one `-p` run (`copilot --help`), or `trustedFolders` of `~/.copilot/config.json` (what
+//!   Copilot 1.0.102 reads); the user's own load everywhere.
 
 use crate::{
     Action, Agent, Answer, Entry, HookEvent, Hooks, Install, Layout, Place, Server, Start,
@@ -34,7 +40,7 @@ pub const COPILOT: Agent = Agent {
     script_markers: &[],
     budget: 9_500,
     session_field: "sessionId",
-    subagent_field: None,
+    subagent_field: Some("parentAgentId"),
     event_field: "hook_event_name",
     start: StartRule {
         field: Some("source"),
@@ -42,8 +48,8 @@ pub const COPILOT: Agent = Agent {
         fresh: &["startup", "new"],
         other: Start::Other,
     },
-    stop_active: StopActive::Never,
-    answer: Answer::Block,
+    stop_active: StopActive::STOP_HOOK_ACTIVE,
+    answer: Answer::TopLevelContext,
     install: Install {
         server: Server::Json {
             file: Place {
@@ -54,10 +60,9 @@ pub const COPILOT: Agent = Agent {
             all_tools: true,
         },
         hooks: Hooks::Json {
-            // Hooks are a repository's: `--user` moves only the server.
             file: Place {
                 project: &[".github", "hooks", "hermes.json"],
-                user: None,
+                user: Some(&[".copilot", "settings.json"]),
             },
             local: None,
             layout: Layout::Flat,
@@ -68,13 +73,15 @@ pub const COPILOT: Agent = Agent {
             enable_server: None,
         },
         print_note: "",
-        advice: "Copilot reads no hook's answer after a tool call or a prompt, so results arrive when the agent finishes a turn (agentStop), inject ones too",
+        advice: "Copilot loads a repository's hooks and MCP servers only in a trusted folder: trust {project} when Copilot asks, or add it to `trustedFolders` in ~/.copilot/config.json (`copilot -p` takes `--trust-folder` for one run); hooks installed with --user load everywhere",
     },
     child: None,
 };
 
 const EVENTS: &[HookEvent] = &[
     HookEvent::new("session-start", "sessionStart", Action::Start),
+    HookEvent::new("user-prompt-submit", "userPromptSubmitted", Action::TURN),
+    HookEvent::new("post-tool-use", "postToolUse", Action::TOOL),
     HookEvent::new("stop", "agentStop", Action::Stop),
     HookEvent::new("session-end", "sessionEnd", Action::End),
 ];

@@ -125,6 +125,9 @@ pub enum Answer {
     },
     /// `{"decision": "block", "reason": text}` at every event.
     Block,
+    /// `{"additionalContext": text}` at the top level; at a stop,
+    /// `{"decision": "block", "reason": text}`.
+    TopLevelContext,
     /// `{"followup_message": text}`, sent as the next user message.
     Followup,
     /// `{"cancel": false, "contextModification": text}`; the agent takes *every* non-zero
@@ -173,6 +176,10 @@ impl Agent {
                 }}),
             },
             Answer::Block => json!({"decision": "block", "reason": text}),
+            Answer::TopLevelContext => match event.action {
+                Action::Stop => json!({"decision": "block", "reason": text}),
+                _ => json!({ "additionalContext": text }),
+            },
             Answer::Followup => json!({ "followup_message": text }),
             Answer::ContextModification => {
                 json!({"cancel": false, "contextModification": text})

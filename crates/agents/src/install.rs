@@ -34,7 +34,8 @@ impl Install {
 /// A file (or directory) under the project, or under the home with `--user`.
 #[derive(Clone, Copy, Debug)]
 pub struct Place {
-    /// Its path under the project.
+    /// Its path under the project; empty: the agent reads no project file, so the home's
+    /// (`user`) is written with or without `--user`.
     pub project: &'static [&'static str],
     /// Its path under the home with `--user`; `None`: the project's even then.
     pub user: Option<&'static [&'static str]>,
@@ -47,6 +48,19 @@ impl Place {
             project: parts,
             user: Some(parts),
         }
+    }
+
+    /// A file the agent reads from the home only, for every project.
+    pub const fn home(parts: &'static [&'static str]) -> Place {
+        Place {
+            project: &[],
+            user: Some(parts),
+        }
+    }
+
+    /// Whether the agent reads it from the home only.
+    pub fn home_only(&self) -> bool {
+        self.project.is_empty()
     }
 }
 

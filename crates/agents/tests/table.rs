@@ -16,9 +16,9 @@ fn each_agent_offers_the_boundaries_its_documentation_names() {
             ("claude", true, true),
             ("codex", true, false),
             ("gemini", true, true),
-            ("copilot", false, true),
+            ("copilot", true, true),
             ("cursor", false, true),
-            ("cline", true, false),
+            ("cline", false, false),
             ("hermes-agent", true, true),
         ]
     );
@@ -33,7 +33,8 @@ fn each_agent_offers_the_boundaries_its_documentation_names() {
         );
         assert!(agent.budget >= 2_000, "{}", agent.name);
     }
-    assert!(inject_falls_back("cursor") && inject_falls_back("copilot"));
+    assert!(inject_falls_back("cursor") && inject_falls_back("cline"));
+    assert!(!inject_falls_back("copilot"));
     assert!(!inject_falls_back("claude") && !inject_falls_back("nobody"));
 }
 
@@ -60,12 +61,26 @@ fn hook_inputs_are_read_by_each_agents_fields() {
     let copilot = find("copilot");
     assert_eq!(copilot.start(&json!({"source": "new"})), Start::Fresh);
     assert_eq!(copilot.session_field, "sessionId");
+    assert!(copilot.stop_active(&json!({"stop_hook_active": true})));
+    let tool = copilot.event("post-tool-use").expect("postToolUse");
+    assert_eq!(
+        copilot.answer(&tool, "r"),
+        json!({"additionalContext": "r"})
+    );
+    let stop = copilot.event("stop").expect("agentStop");
+    assert_eq!(
+        copilot.answer(&stop, "r"),
+        json!({"decision": "block", "reason": "r"})
+    );
     let cline = find("cline");
     assert_eq!(
-        cline.start(&json!({"hookName": "TaskResume"})),
+        cline.start(&json!({"hookName": "agent_resume"})),
         Start::Resume
     );
-    assert_eq!(cline.start(&json!({"hookName": "TaskStart"})), Start::Fresh);
+    assert_eq!(
+        cline.start(&json!({"hookName": "agent_start"})),
+        Start::Fresh
+    );
     assert_eq!(cline.fail_open(), Some(json!({"cancel": false})));
     let cursor = find("cursor");
     assert!(cursor.stop_active(&json!({"loop_count": 1})));

@@ -37,16 +37,13 @@ pub struct InstallOptions {
 }
 
 impl InstallOptions {
-    /// The directory the agent's files go under: the user's home with `user`, else the
-    /// project.
-    pub fn root(&self) -> anyhow::Result<std::path::PathBuf> {
-        if !self.user {
-            return Ok(self.project.clone());
-        }
+    /// The home that `--user` places (and those an agent reads from the home only) are
+    /// under.
+    pub fn home_root(&self) -> anyhow::Result<std::path::PathBuf> {
         self.home.clone().ok_or_else(|| {
             fail(
                 Code::Usage,
-                "--user: HOME is not set, so hermes cannot find your home directory",
+                "HOME is not set, so hermes cannot find your home directory",
             )
         })
     }
@@ -209,7 +206,7 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
 /// Where `place` is for `options`.
 fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
     let (root, parts) = match place.user {
-        Some(parts) if options.user => (options.root()?, parts),
+        Some(parts) if options.user || place.home_only() => (options.home_root()?, parts),
         _ => (options.project.clone(), place.project),
     };
     Ok(parts.iter().fold(root, |path, part| path.join(part)))

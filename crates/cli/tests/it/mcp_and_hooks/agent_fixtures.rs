@@ -207,12 +207,12 @@ pub const GEMINI: Spec = Spec {
     user_file: ".gemini/settings.json",
 };
 
-// GitHub Copilot CLI:
-// <https://docs.github.com/en/copilot/reference/copilot-cli-reference/cli-hooks-reference>
-// (camelCase events send camelCase payloads: `sessionId`, `timestamp` in ms, `cwd`;
-// `sessionStart` `source`, `initialPrompt`; `agentStop` `transcriptPath`, `stopReason`;
-// `sessionEnd` `reason`). Hooks are `bash` commands in `.github/hooks/*.json`; a failing hook
-// is logged and skipped.
+// GitHub Copilot CLI 1.0.102, as `real/copilot.rs` pins it (camelCase payloads: `sessionId`,
+// `timestamp` in ms, `cwd`; `sessionStart` `source`, `initialPrompt`; `userPromptSubmitted`
+// `prompt`; `postToolUse` `toolName`, `toolArgs`, `toolResult`; `agentStop` `transcriptPath`,
+// `stopReason`, `stop_hook_active`; `sessionEnd` `reason`). Hooks are `bash` commands in
+// `.github/hooks/*.json`; `additionalContext` is read at the top level; a failing hook is
+// logged and skipped.
 fn copilot_payload(event: &str, session: &str) -> Value {
     let mut p =
         json!({"sessionId": session, "timestamp": 1704614400000_u64, "cwd": "/path/to/project"});
@@ -221,9 +221,16 @@ fn copilot_payload(event: &str, session: &str) -> Value {
             p["source"] = json!("new");
             p["initialPrompt"] = json!("Create a new feature");
         }
+        "userPromptSubmitted" => p["prompt"] = json!("what did the checks find?"),
+        "postToolUse" => {
+            p["toolName"] = json!("bash");
+            p["toolArgs"] = json!({"command": "npm test"});
+            p["toolResult"] = json!({"resultType": "success", "textResultForLlm": "ok"});
+        }
         "agentStop" => {
             p["transcriptPath"] = json!("/tmp/t.jsonl");
             p["stopReason"] = json!("end_turn");
+            p["stop_hook_active"] = json!(false);
         }
         "sessionEnd" => p["reason"] = json!("complete"),
         _ => {}
@@ -234,18 +241,24 @@ fn copilot_payload(event: &str, session: &str) -> Value {
 pub const COPILOT: Spec = Spec {
     name: "copilot",
     start: "sessionStart",
-    tool: None,
-    turn: None,
+    tool: Some("postToolUse"),
+    turn: Some("userPromptSubmitted"),
     stop: Some("agentStop"),
     end: Some("sessionEnd"),
     payload: copilot_payload,
-    delivered: |_, out| {
+    delivered: |event, out| {
         if out.is_empty() {
             return String::new();
         }
         let v: Value = serde_json::from_str(out).expect("one JSON object");
-        assert_eq!(v["decision"], "block", "{v}");
-        v["reason"].as_str().expect("reason").to_owned()
+        if event == "agentStop" {
+            assert_eq!(v["decision"], "block", "{v}");
+            return v["reason"].as_str().expect("reason").to_owned();
+        }
+        v["additionalContext"]
+            .as_str()
+            .expect("additionalContext")
+            .to_owned()
     },
     hook_argv: |p, event| flat_hook(&p.join(".github/hooks/hermes.json"), event, "bash", "bash"),
     server_argv: |p| json_server(&p.join(".github/mcp.json")),
@@ -261,7 +274,7 @@ pub const COPILOT: Spec = Spec {
     ],
     keeps: &["./audit/log-session-start.sh", "docs-mcp"],
     fail_code: 1,
-    user_file: ".copilot/mcp-config.json",
+    user_file: ".copilot/settings.json",
 };
 
 // Cursor: <https://cursor.com/docs/agent/hooks> (common fields `hook_event_name`,
@@ -318,31 +331,35 @@ pub const CURSOR: Spec = Spec {
     user_file: ".cursor/hooks.json",
 };
 
-// Cline: <https://docs.cline.bot/features/hooks/hook-reference> (base fields
-// `clineVersion`, `hookName`, `timestamp`, `taskId`, `workspaceRoots`, `userId`, and an object
-// named after the event). A hook is an executable script named after its event in
-// `.clinerules/hooks/`; a non-zero exit blocks the action, so a failing hook must exit 0.
+// Cline 3.0.65, as `real/cline.rs` pins it: a hook is a script named after its event
+// (`.clinerules/hooks/PostToolUse`), its input camelCase around a snake-case `hookName`
+// (`agent_start`, `agent_resume`, `tool_result`), `taskId` the conversation, `agent_id` and
+// `parent_agent_id` (set in a subagent); `PostToolUse` reads `contextModification`. The MCP
+// servers are the home's (`~/.cline/data/settings/cline_mcp_settings.json`).
 fn cline_payload(event: &str, session: &str) -> Value {
+    let hook_name = match event {
+        "TaskStart" => "agent_start",
+        "TaskResume" => "agent_resume",
+        "PostToolUse" => "tool_result",
+        other => other,
+    };
     let mut p = json!({
-        "clineVersion": "3.36.0",
-        "hookName": event,
-        "timestamp": "1736000000000",
+        "clineVersion": "",
+        "hookName": hook_name,
+        "timestamp": "2026-01-01T00:00:00.000Z",
         "taskId": session,
         "workspaceRoots": ["/repo"],
         "userId": "user-1",
+        "agent_id": "agent_1",
+        "parent_agent_id": null,
     });
     match event {
-        "TaskStart" => {
-            p["taskStart"] = json!({"taskMetadata": {"taskId": session, "ulid": "01JF", "initialTask": "fix it"}})
-        }
-        "UserPromptSubmit" => {
-            p["userPromptSubmit"] =
-                json!({"prompt": "what did the checks find?", "attachments": []})
-        }
+        "TaskStart" => p["taskStart"] = json!({"taskMetadata": {}}),
+        "TaskResume" => p["taskResume"] = json!({"taskMetadata": {}, "previousState": {}}),
         "PostToolUse" => {
             p["postToolUse"] = json!({
-                "toolName": "execute_command",
-                "parameters": {"command": "npm test"},
+                "toolName": "run_commands",
+                "parameters": {"commands": "[\"npm test\"]"},
                 "result": "ok",
                 "success": true,
                 "executionTimeMs": 120,
@@ -356,8 +373,8 @@ fn cline_payload(event: &str, session: &str) -> Value {
 pub const CLINE: Spec = Spec {
     name: "cline",
     start: "TaskStart",
-    tool: Some("PostToolUse"),
-    turn: Some("UserPromptSubmit"),
+    tool: None,
+    turn: Some("PostToolUse"),
     stop: None,
     end: None,
     payload: cline_payload,
@@ -377,18 +394,12 @@ pub const CLINE: Spec = Spec {
                 .to_string(),
         ]
     },
-    server_argv: |p| json_server(&p.join(".cline/mcp.json")),
-    seed: &[
-        (
-            ".clinerules/hooks/PreToolUse",
-            "#!/bin/sh\necho '{\"cancel\": false}'\n",
-        ),
-        (
-            ".cline/mcp.json",
-            r#"{"mcpServers":{"docs":{"command":"docs-mcp","type":"stdio"}}}"#,
-        ),
-    ],
-    keeps: &["echo '{\"cancel\": false}'", "docs-mcp"],
+    server_argv: |p| json_server(&p.join(".home/.cline/data/settings/cline_mcp_settings.json")),
+    seed: &[(
+        ".clinerules/hooks/PreToolUse",
+        "#!/bin/sh\necho '{\"cancel\": false}'\n",
+    )],
+    keeps: &["echo '{\"cancel\": false}'"],
     fail_code: 0,
-    user_file: ".cline/mcp.json",
+    user_file: ".cline/hooks/PostToolUse",
 };

@@ -67,10 +67,13 @@ struct Installed {
 }
 
 impl Installed {
+    /// The home is the project's `.home`: an agent that reads its MCP servers from the home
+    /// only (Cline) finds them there (`Spec::server_argv` of the project).
     fn new(h: &Hermes, spec: &Spec) -> Installed {
         let project = tempfile::tempdir().expect("project");
-        let home = tempfile::tempdir().expect("home");
-        let run = install(h, spec, project.path(), home.path(), &[]);
+        let home = project.path().join(".home");
+        std::fs::create_dir(&home).expect("home");
+        let run = install(h, spec, project.path(), &home, &[]);
         assert_eq!(run.code, 0, "install {}: {}", spec.name, run.stderr);
         Installed { project }
     }
@@ -261,9 +264,22 @@ pub fn install_keeps_and_repeats(spec: &Spec) {
         "{}: installing twice changes nothing",
         spec.name
     );
+    // An agent that reads its MCP servers from the home only gets them there either way.
+    let home_server = match &hermes_agents::find(spec.name)
+        .expect("an agent")
+        .install
+        .server
+    {
+        hermes_agents::Server::Json { file, .. } if file.home_only() => file.user,
+        _ => None,
+    };
     assert!(
-        snapshot(home.path()).is_empty(),
-        "a project install writes no user file"
+        snapshot(home.path()).keys().all(|k| {
+            home_server.is_some_and(|parts| {
+                *k == parts.iter().fold(home.path().to_owned(), |p, s| p.join(s))
+            })
+        }),
+        "a project install writes no user file but the server of an agent that reads it from the home only"
     );
     let user = install(&h, spec, p, home.path(), &["--user"]);
     assert_eq!(user.code, 0, "{}", user.stderr);
@@ -311,12 +327,12 @@ fn a_users_cline_script_under_a_hermes_name_is_refused_and_nothing_written() {
     let h = Hermes::new();
     let project = tempfile::tempdir().expect("project");
     let home = tempfile::tempdir().expect("home");
-    let script = project.path().join(".clinerules/hooks/UserPromptSubmit");
+    let script = project.path().join(".clinerules/hooks/PostToolUse");
     std::fs::create_dir_all(script.parent().expect("dir")).expect("dir");
     std::fs::write(&script, "#!/bin/sh\necho '{\"cancel\": false}'\n").expect("seed");
     let run = install(&h, &fx::CLINE, project.path(), home.path(), &[]);
     run.assert_one_error_line(2);
-    assert!(run.stderr.contains("UserPromptSubmit"), "{}", run.stderr);
+    assert!(run.stderr.contains("PostToolUse"), "{}", run.stderr);
     assert_eq!(snapshot(project.path()).len(), 1, "nothing written");
 }
 
@@ -343,9 +359,9 @@ fn unknown_agents_events_and_flags_are_refused_with_one_line() {
     );
     run.assert_one_error_line(2);
     assert!(snapshot(project.path()).is_empty(), "nothing written");
-    // Copilot runs no hook after a tool call: hermes has none for it, and says so (exit 1,
-    // which Copilot logs and skips).
-    let mut c = h.command(&["hook", "post-tool-use", "--agent", "copilot"]);
+    // Cursor runs no hook after a tool call that adds context: hermes has none for it, and
+    // says so (exit 1, which Cursor logs and skips).
+    let mut c = h.command(&["hook", "post-tool-use", "--agent", "cursor"]);
     let out = c
         .stdin(std::process::Stdio::null())
         .output()

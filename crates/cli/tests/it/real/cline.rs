@@ -1,0 +1,181 @@
+//! Cline's CLI (`cline`, pinned in `tests/agents/package.json`; a native binary with its SDK,
+//! `@cline/core` and `@cline/shared`, installed beside it) with hermes, installed as a user
+//! would (`hermes hook install cline`), run headless (`cline PROMPT`, act mode, tools
+//! approved) against the scripted chat-completions server. What is pinned here, and where:
+//!
+//! - `cline auth -p openai -k KEY -m MODEL -b URL` configures an OpenAI-compatible provider
+//!   in `~/.cline/data/settings/providers.json` (`cline auth --help`);
+//! - its MCP servers are the home's `~/.cline/data/settings/cline_mcp_settings.json`
+//!   (`@cline/shared`'s `dist/storage/index.js`), offered as `hermes__delegate_task`;
+//! - only `PostToolUse` is awaited: its `contextModification` reaches the model as a user
+//!   message `<hook_context source="PostToolUse" …>` after the tool's result (`@cline/core`'s
+//!   `dist/index.js`; what the model is sent, asserted below).
+
+use std::sync::Arc;
+
+use hermes_testkit::model::{ModelServer, Reply, Turn, Wire, occurrences, text_of};
+use serde_json::{Value, json};
+
+use super::Machine;
+use super::copilot::{dispatch_args, dispatched_id, wait_ready_command};
+
+/// `cline auth` for `server`, as a user would.
+fn auth(machine: &Machine, server: &ModelServer) {
+    let out = machine
+        .command("cline")
+        .args([
+            "auth",
+            "-p",
+            "openai",
+            "-k",
+            "test-key",
+            "-m",
+            "test-model",
+            "-b",
+        ])
+        .arg(format!("{}/v1", server.base_url()))
+        .output()
+        .expect("cline runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `cline PROMPT` in the project.
+fn cline(machine: &Machine, prompt: &str) {
+    let out = machine
+        .command("cline")
+        .arg(prompt)
+        .output()
+        .expect("cline runs");
+    assert!(
+        out.status.success(),
+        "cline: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `hermes hook install cline` (and `extra`) in the project.
+fn install(machine: &Machine, extra: &[&str]) -> String {
+    let out = machine
+        .command("hermes")
+        .args(["hook", "install", "cline"])
+        .args(extra)
+        .output()
+        .expect("hermes runs");
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed
+}
+
+/// Dispatch `name` (`after_turn`), wait in the shell until it is ready, then say `done`.
+fn dispatch_then_wait(name: &'static str) -> hermes_testkit::model::Script {
+    Arc::new(move |turn: &Turn<'_>| {
+        let called = turn.request.body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        let tool = |suffix: &str| {
+            turn.tools
+                .iter()
+                .find(|t| t.ends_with(suffix))
+                .cloned()
+                .unwrap_or_else(|| suffix.to_owned())
+        };
+        if !called {
+            return Reply::Call {
+                tool: tool("delegate_task"),
+                args: dispatch_args(name, "after_turn"),
+            };
+        }
+        match dispatched_id(turn) {
+            Some(id) if turn.after_tool => Reply::Call {
+                tool: tool("run_commands"),
+                args: json!({"commands": [wait_ready_command(&id)]}),
+            },
+            _ => Reply::Text("done".into()),
+        }
+    })
+}
+
+/// The texts of the last request's messages of `role`.
+fn texts(body: &Value, role: &str) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == role)
+                .map(|m| text_of(&m["content"]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Installed into a project, Cline reads hermes' MCP server from the home and offers its
+/// tools; the task's hooks bind the conversation (no warning in the dispatch answer); the
+/// result reaches the model after the next tool call, through `PostToolUse`, exactly once.
+#[test]
+fn installed_the_server_connects_and_the_tool_hook_delivers_once() {
+    let machine = Machine::new();
+    let printed = install(&machine, &[]);
+    assert!(printed.contains("cline_mcp_settings.json"), "{printed}");
+    assert!(
+        machine
+            .home()
+            .join(".cline/data/settings/cline_mcp_settings.json")
+            .is_file()
+    );
+    assert!(
+        machine
+            .project()
+            .join(".clinerules/hooks/PostToolUse")
+            .is_file()
+    );
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("CLINE"));
+    auth(&machine, &server);
+    cline(&machine, "dispatch the check");
+    let turns = server.turns();
+    let first = &turns[0].body;
+    assert!(
+        occurrences(&first["tools"], "hermes__delegate_task") == 1,
+        "{}",
+        first["tools"]
+    );
+    let last = &turns.last().expect("a request").body;
+    let results = texts(last, "tool");
+    assert!(
+        results[0].contains("conv_") && !results[0].contains("warning"),
+        "the dispatch landed in Cline's task: {}",
+        results[0]
+    );
+    let context: Vec<String> = texts(last, "user")
+        .into_iter()
+        .filter(|t| t.contains("source=\"PostToolUse\""))
+        .collect();
+    assert!(
+        context.iter().any(|t| t.contains("CLINE-42")),
+        "after the tool: {context:?}"
+    );
+    assert_eq!(occurrences(last, "CLINE-42"), 1, "{last}");
+}
+
+/// `--user` puts the hook scripts in `~/.cline/hooks/`, where Cline looks for every project,
+/// and they deliver.
+#[test]
+fn a_user_install_delivers_in_any_project() {
+    let machine = Machine::new();
+    install(&machine, &["--user"]);
+    assert!(machine.home().join(".cline/hooks/PostToolUse").is_file());
+    assert!(!machine.project().join(".clinerules").exists());
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("USER"));
+    auth(&machine, &server);
+    cline(&machine, "dispatch the check");
+    let last = &server.turns().pop().expect("a request").body;
+    assert_eq!(occurrences(last, "USER-42"), 1, "{last}");
+}

@@ -1,0 +1,350 @@
+//! GitHub Copilot CLI (`@github/copilot`, pinned in `tests/agents/package.json`) with hermes,
+//! installed as a user would (`hermes hook install copilot`), run headless (`copilot -p`)
+//! against the scripted chat-completions server. What is pinned here, and where:
+//!
+//! - `COPILOT_OFFLINE=true` with `COPILOT_PROVIDER_BASE_URL` and `COPILOT_MODEL`: no GitHub
+//!   login, no network but the provider; `COPILOT_AUTO_UPDATE=false` keeps the pinned version
+//!   (`copilot help environment`); its package unpacks under `COPILOT_PKG_CACHE_HOME` (the
+//!   loader in `@github/copilot-linux-x64/copilot`), shared by the tests;
+//! - `--session-id UUID` names a new conversation, `--allow-all-tools` runs tools unasked
+//!   (`copilot --help`); a project is trusted in `trustedFolders` of
+//!   `~/.copilot/config.json` (its project MCP server is offered only then, asserted below);
+//! - MCP tools are offered as `hermes-delegate_task`; `additionalContext` of
+//!   `userPromptSubmitted` lands in the user message, of `postToolUse` after the tool's
+//!   result; `agentStop`'s `reason` is the next prompt; a subagent's hooks carry
+//!   `parentAgentId` (what the model is sent, asserted below).
+
+use std::path::Path;
+use std::process::Output;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_testkit::model::{
+    ModelServer, Reply, Script, Turn, Wire, by_prompt, occurrences, text_of,
+};
+use serde_json::{Value, json};
+
+use super::Machine;
+use crate::common::wait_for;
+
+/// The MCP tools' prefix, as Copilot names them to its model.
+const TOOL: &str = "hermes-";
+
+/// `copilot -p PROMPT` on `machine` against `server`, as conversation `session`, in the
+/// project, trusted unless `untrusted`.
+fn copilot(
+    machine: &Machine,
+    server: &ModelServer,
+    session: &str,
+    prompt: &str,
+    untrusted: bool,
+) -> Output {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("copilot-pkg");
+    let mut c = machine.command("copilot");
+    c.env("COPILOT_OFFLINE", "true")
+        .env("COPILOT_AUTO_UPDATE", "false")
+        .env("COPILOT_PKG_CACHE_HOME", cache)
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("{}/v1", server.base_url()),
+        )
+        .env("COPILOT_MODEL", "test-model")
+        .args(["--session-id", session, "--allow-all-tools", "-p", prompt]);
+    if !untrusted {
+        // Where Copilot keeps the folders a user trusted: `trustedFolders` of
+        // `~/.copilot/config.json` (not settings.json, which `copilot help config` suggests);
+        // `--trust-folder` trusts for one run, but not with `--session-id`.
+        let settings = machine.home().join(".copilot/config.json");
+        std::fs::create_dir_all(settings.parent().expect("a directory")).expect("~/.copilot");
+        let trusted = json!({"trustedFolders": [machine.project()]});
+        std::fs::write(&settings, trusted.to_string()).expect("config.json");
+    }
+    let out = c.output().expect("copilot runs");
+    assert!(
+        out.status.success(),
+        "copilot: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `hermes hook install copilot` (and `extra`) in the project, as a user would.
+fn install(machine: &Machine, extra: &[&str]) -> String {
+    let out = machine
+        .command("hermes")
+        .args(["hook", "install", "copilot"])
+        .args(extra)
+        .output()
+        .expect("hermes runs");
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed
+}
+
+/// Every text the model was sent, in order of the requests.
+fn sent(server: &ModelServer) -> Vec<Value> {
+    server.turns().into_iter().map(|r| r.body).collect()
+}
+
+/// The delegation id (`deleg_` and 12 hex digits) when the last tool result of `turn`'s
+/// conversation is a dispatch answer.
+pub fn dispatched_id(turn: &Turn<'_>) -> Option<String> {
+    let messages = turn.request.body["messages"].as_array()?;
+    let text = text_of(&messages.iter().rev().find(|m| m["role"] == "tool")?["content"]);
+    if !text.contains("host_pid") {
+        return None;
+    }
+    text.match_indices("deleg_").find_map(|(at, _)| {
+        let id = text.get(at..at + 18)?;
+        id[6..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+            .then(|| id.to_owned())
+    })
+}
+
+/// The shell command that waits (with a deadline) until delegation `id`'s result is ready.
+pub fn wait_ready_command(id: &str) -> String {
+    format!(
+        "for i in $(seq 400); do hermes delegation status {id} --json | tr -d ' \\n' | grep -q '\"events\":\\[{{' && exit 0; sleep 0.05; done; exit 1"
+    )
+}
+
+/// The arguments of a `delegate_task` whose child prints `NAME-42` (a text its command line
+/// does not hold, so only the result carries it).
+pub fn dispatch_args(name: &str, delivery: &str) -> Value {
+    json!({
+        "goal": "check",
+        "command": ["sh", "-c", format!("echo {name}-$((6*7))")],
+        "result_delivery": delivery,
+    })
+}
+
+/// The text of the conversation's first user message.
+fn first_user(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .map(|m| text_of(&m["content"]))
+        .unwrap_or_default()
+}
+
+/// The model of most scenarios: dispatch (`delivery`), then wait in the shell until the
+/// result is ready (a tool call the result can follow), then say `done`; a prompt after that
+/// (a stop hook's) is answered by [`by_prompt`].
+fn dispatch_then_wait(name: &'static str, delivery: &'static str) -> Script {
+    Arc::new(move |turn: &Turn<'_>| {
+        let called = turn.request.body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if !called {
+            return Reply::Call {
+                tool: format!("{TOOL}delegate_task"),
+                args: dispatch_args(name, delivery),
+            };
+        }
+        match dispatched_id(turn) {
+            Some(id) if turn.after_tool => Reply::Call {
+                tool: "bash".into(),
+                args: json!({"command": wait_ready_command(&id), "description": "wait"}),
+            },
+            _ => by_prompt(turn),
+        }
+    })
+}
+
+/// A fresh conversation id (Copilot takes a UUID).
+fn uuid(n: u8) -> String {
+    format!("00000000-0000-4000-8000-0000000000{n:02x}")
+}
+
+/// Installed into a project, Copilot offers hermes' tools, its hooks bind the conversation
+/// (the dispatch lands in Copilot's own session, with no warning), an `after_turn` result
+/// waits past the tool call, and reaches the model when the agent would stop (`agentStop`),
+/// exactly once.
+#[test]
+fn installed_its_hooks_bind_the_conversation_and_the_stop_hook_delivers_once() {
+    let machine = Machine::new();
+    let printed = install(&machine, &[]);
+    assert!(
+        printed.contains("trustedFolders"),
+        "folder trust is said: {printed}"
+    );
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("STOP", "after_turn"));
+    let session = uuid(1);
+    copilot(&machine, &server, &session, "dispatch the check", false);
+    let turns = sent(&server);
+    let tools: Vec<&str> = turns[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"hermes-delegate_task"), "{tools:?}");
+    let last = turns.last().expect("a request");
+    let results: Vec<String> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| text_of(&m["content"]))
+        .collect();
+    assert!(
+        results[0].contains(&session) && !results[0].contains("warning"),
+        "the dispatch landed in Copilot's own session: {}",
+        results[0]
+    );
+    assert!(
+        !results[1].contains("STOP-42"),
+        "after_turn waits past the tool: {}",
+        results[1]
+    );
+    assert_eq!(occurrences(last, "STOP-42"), 1, "{last}");
+}
+
+/// A result dispatched with `inject` reaches the model after the next tool call, appended to
+/// that tool's result by `postToolUse`, exactly once.
+#[test]
+fn an_inject_result_arrives_after_the_next_tool_call_once() {
+    let machine = Machine::new();
+    install(&machine, &[]);
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("INJECT", "inject"));
+    copilot(&machine, &server, &uuid(2), "dispatch the check", false);
+    let last = sent(&server).pop().expect("a request");
+    let results: Vec<String> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| text_of(&m["content"]))
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results[1].contains("postToolUse") && results[1].contains("INJECT-42"),
+        "behind the second tool's result: {results:?}"
+    );
+    assert_eq!(occurrences(&last, "INJECT-42"), 1, "{last}");
+}
+
+/// A result that waits for the conversation (dispatched into it while no agent ran) comes
+/// with the next prompt, through `userPromptSubmitted`, exactly once.
+#[test]
+fn a_waiting_result_comes_with_the_next_prompt_once() {
+    let machine = Machine::new();
+    install(&machine, &[]);
+    let session = uuid(3);
+    let out = machine
+        .command("hermes")
+        .args(["delegate", "--session", &session, "--json", "--"])
+        .args(["sh", "-c", "echo PROMPT-$((6*7))"])
+        .output()
+        .expect("hermes runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = serde_json::from_slice::<Value>(&out.stdout).expect("JSON")["delegation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    wait_for(Duration::from_secs(20), "the result", || {
+        let status = machine
+            .hermes
+            .json(&["delegation", "status", &id, "--json"]);
+        status["events"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+            .then_some(())
+    });
+    let server = ModelServer::start(Wire::Chat);
+    copilot(&machine, &server, &session, "SAY hello", false);
+    let turns = sent(&server);
+    let prompt = turns[0]["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| text_of(&m["content"]))
+        .unwrap_or_default();
+    assert!(prompt.contains("PROMPT-42"), "with the prompt: {prompt}");
+    let last = turns.last().expect("a request");
+    assert_eq!(occurrences(last, "PROMPT-42"), 1, "{last}");
+}
+
+/// A subagent's tool call (the `task` tool) takes nothing: the result waits for the main
+/// thread's own boundary (`postToolUse` of `task`) and reaches the main conversation, once.
+#[test]
+fn a_subagents_tool_call_takes_nothing() {
+    let machine = Machine::new();
+    install(&machine, &[]);
+    let server = ModelServer::with_script(
+        Wire::Chat,
+        Arc::new(|turn: &Turn<'_>| {
+            let sub = first_user(&turn.request.body).contains("SUBAGENT");
+            match (sub, turn.after_tool, dispatched_id(turn)) {
+                (false, false, _) => Reply::Call {
+                    tool: format!("{TOOL}delegate_task"),
+                    args: dispatch_args("SUB", "inject"),
+                },
+                (false, true, Some(id)) => Reply::Call {
+                    tool: "task".into(),
+                    args: json!({
+                        "description": "wait for it", "agent_type": "general-purpose", "name": "sub",
+                        "prompt": format!("SUBAGENT\n{}", wait_ready_command(&id)),
+                    }),
+                },
+                (true, false, _) => Reply::Call {
+                    tool: "bash".into(),
+                    args: json!({
+                        "command": turn.last_user.lines().find(|l| l.starts_with("for i")).unwrap_or("false"),
+                        "description": "wait",
+                    }),
+                },
+                _ => Reply::Text("done".into()),
+            }
+        }),
+    );
+    copilot(&machine, &server, &uuid(4), "dispatch the check", false);
+    let turns = sent(&server);
+    let (sub, main): (Vec<&Value>, Vec<&Value>) = turns
+        .iter()
+        .partition(|t| first_user(t).contains("SUBAGENT"));
+    assert!(sub.len() >= 2, "the subagent called a tool and went on");
+    for t in &sub {
+        assert_eq!(
+            occurrences(t, "SUB-42"),
+            0,
+            "the subagent took nothing: {t}"
+        );
+    }
+    let last = main.last().expect("the main thread");
+    assert_eq!(occurrences(last, "SUB-42"), 1, "{last}");
+}
+
+/// `--user` puts the hooks in `~/.copilot/settings.json` and the server in
+/// `~/.copilot/mcp-config.json`, nothing in the project, and they work in a project nobody
+/// trusted.
+#[test]
+fn a_user_install_works_in_an_untrusted_project() {
+    let machine = Machine::new();
+    install(&machine, &["--user"]);
+    let settings = std::fs::read_to_string(machine.home().join(".copilot/settings.json"))
+        .expect("~/.copilot/settings.json");
+    assert!(
+        settings.contains("hook post-tool-use --agent copilot"),
+        "{settings}"
+    );
+    assert!(machine.home().join(".copilot/mcp-config.json").is_file());
+    assert!(
+        !machine.project().join(".github").exists(),
+        "nothing in the project"
+    );
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("USER", "inject"));
+    copilot(&machine, &server, &uuid(5), "dispatch the check", true);
+    let last = sent(&server).pop().expect("a request");
+    assert_eq!(occurrences(&last, "USER-42"), 1, "{last}");
+}
