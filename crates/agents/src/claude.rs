@@ -40,6 +40,8 @@ pub const CLAUDE: Agent = Agent {
     script_markers: &["/claude-code/"],
     // Claude keeps 10,000 characters of `additionalContext`; hermes stays clear of the edge.
     budget: 9_500,
+    // As its model sees MCP tools: `mcp__SERVER__TOOL` (the `tools` of its init event).
+    result_tool: "mcp__hermes__delegation_result",
     session_field: "session_id",
     subagent_field: Some("agent_id"),
     event_field: "hook_event_name",

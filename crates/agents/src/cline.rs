@@ -35,6 +35,7 @@ pub const CLINE: Agent = Agent {
     script_markers: &[],
     // Cline keeps 50 KB of `contextModification`; in characters, with room for wide ones.
     budget: 12_000,
+    result_tool: "delegation_result",
     session_field: "taskId",
     subagent_field: None,
     event_field: "hookName",

@@ -33,6 +33,7 @@ pub const COPILOT: Agent = Agent {
     executables: &["copilot"],
     script_markers: &[],
     budget: 9_500,
+    result_tool: "delegation_result",
     session_field: "sessionId",
     subagent_field: None,
     event_field: "hook_event_name",

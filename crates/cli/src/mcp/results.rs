@@ -85,7 +85,7 @@ pub fn take(
     let total = taken.len();
     let router = conversation.router(&sessions.current);
     let mut text = String::new();
-    let shown = consume::present(&router, taken, boundary, ANSWER_BUDGET, |t| {
+    let shown = consume::present(&router, taken, boundary, consume::Reader::plain(ANSWER_BUDGET), |t| {
         text = t.to_owned();
         Ok(())
     })?;
