@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-use hermes_testkit::model::{Logged, ModelServer, Reply, Turn, Wire, occurrences};
+use hermes_testkit::model::{
+    Logged, ModelServer, Reply, Turn, USAGE_INPUT_TOKENS, USAGE_OUTPUT_TOKENS, Wire, occurrences,
+};
 use serde_json::{Value, json};
 
 use super::Machine;
@@ -50,6 +52,14 @@ impl Claude {
     /// A machine with hermes installed into its project the way a person does it, and a model
     /// answering with [`steps`].
     fn new() -> Claude {
+        let claude = Claude::without_hooks();
+        let out = claude.hermes(&["hook", "install", "claude"]);
+        assert!(out.status.success(), "{out:?}");
+        claude
+    }
+
+    /// A machine where hermes is not installed into Claude (Claude only as hermes' child).
+    fn without_hooks() -> Claude {
         let machine = Machine::new();
         let gate = machine.home().join("gate");
         let hermes_home = machine.hermes.path().to_owned();
@@ -63,14 +73,11 @@ impl Claude {
             Wire::Anthropic,
             Arc::new(move |turn: &Turn<'_>| steps(turn, &waiter)),
         );
-        let claude = Claude {
+        Claude {
             machine,
             model,
             gate,
-        };
-        let out = claude.hermes(&["hook", "install", "claude"]);
-        assert!(out.status.success(), "{out:?}");
-        claude
+        }
     }
 
     /// A shell command that waits for the gate (a `STEP WAIT`), then runs `then`.
@@ -81,13 +88,53 @@ impl Claude {
         )
     }
 
-    /// `hermes ARGS` in the project, with the machine's environment.
+    /// `hermes ARGS` in the project, with the machine's environment (Claude's included: a
+    /// child gets the environment of whoever dispatched it).
     fn hermes(&self, args: &[&str]) -> std::process::Output {
-        self.machine
-            .command("hermes")
-            .args(args)
-            .output()
-            .expect("hermes runs")
+        let c = self.command();
+        let mut hermes = self.machine.command("hermes");
+        for (key, value) in c.get_envs() {
+            match value {
+                Some(value) => hermes.env(key, value),
+                None => hermes.env_remove(key),
+            };
+        }
+        hermes.args(args).output().expect("hermes runs")
+    }
+
+    /// `hermes delegation status ID --json`.
+    fn status(&self, id: &str) -> Value {
+        let out = self.hermes(&["delegation", "status", id, "--json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
+    }
+
+    /// Dispatches Claude as a child on `goal` with `model`; returns the delegation id.
+    fn dispatch_claude(&self, goal: &str, model: &str) -> String {
+        let out = self.hermes(&[
+            "delegate",
+            "--session",
+            "s-child",
+            "--agent",
+            "claude",
+            "--model",
+            model,
+            "--toolsets",
+            "terminal",
+            "--goal",
+            goal,
+            "--json",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        let answer: Value = serde_json::from_slice(&out.stdout).expect("the dispatch answer");
+        answer["delegation_id"].as_str().expect("an id").to_owned()
+    }
+
+    /// Waits until the delegation `id` has ended; its status.
+    fn ended(&self, id: &str) -> Value {
+        wait_for(LIMIT, "the child to end", || {
+            let status = self.status(id);
+            (!matches!(status["status"].as_str(), Some("running" | "queued"))).then_some(status)
+        })
     }
 
     /// `claude` in the project, pointed at the model server and nothing else.
@@ -702,4 +749,67 @@ fn a_subagents_tool_call_takes_nothing() {
     );
     let turns = claude.main_turns();
     assert_eq!(in_the_end(&turns, "RESULT-NOT-FOR-SUBAGENT"), 1);
+}
+
+/// Claude Code as hermes' child (`--agent claude`): the model it runs, its API calls, the tool
+/// it is in while it runs, its answer and its usage, all read from its stream.
+#[test]
+fn claude_as_a_child_reports_model_calls_current_tool_answer_and_usage() {
+    let claude = Claude::without_hooks();
+    let goal = format!(
+        "STEP Bash {}\nSAY the child's answer",
+        json!({"command": claude.gated("echo tool-ran")})
+    );
+    let id = claude.dispatch_claude(&goal, "claude-test-model");
+    let tool = wait_for(LIMIT, "the child to be in its Bash call", || {
+        let status = claude.status(&id);
+        let tool = &status["tasks"][0]["progress"]["current_tool"];
+        (!tool.is_null()).then(|| tool.to_string())
+    });
+    assert!(tool.contains("Bash"), "{tool}");
+    std::fs::write(&claude.gate, "").expect("open the gate");
+    let status = claude.ended(&id);
+    let task = &status["tasks"][0];
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(task["result"], "the child's answer", "{task}");
+    assert_eq!(task["model"], "claude-test-model", "{task}");
+    // One request for the Bash call, one for the answer; each reports the scripted usage.
+    let requests = claude.model.turns();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.body["model"] == "claude-test-model")
+    );
+    assert_eq!(task["progress"]["api_calls"], 2, "{task}");
+    assert_eq!(
+        task["usage"]["input_tokens"],
+        2 * USAGE_INPUT_TOKENS,
+        "{task}"
+    );
+    assert_eq!(
+        task["usage"]["output_tokens"],
+        2 * USAGE_OUTPUT_TOKENS,
+        "{task}"
+    );
+    assert!(task["progress"]["current_tool"].is_null(), "{task}");
+}
+
+/// An API error ends the child `failed`, with the message the model's API gave.
+#[test]
+fn claude_as_a_child_fails_with_the_apis_message() {
+    let claude = Claude::without_hooks();
+    let id = claude.dispatch_claude(
+        "FAIL 400 the scripted model refuses this request",
+        "claude-test-model",
+    );
+    let status = claude.ended(&id);
+    let task = &status["tasks"][0];
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(task["status"], "failed", "{task}");
+    let said = task["result"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("400") && said.contains("the scripted model refuses this request"),
+        "{task}"
+    );
 }
