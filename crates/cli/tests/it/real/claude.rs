@@ -526,6 +526,8 @@ fn install_connects_the_server_fires_the_hooks_and_uninstall_removes_them() {
         again.status.success() && said.contains("unchanged"),
         "{said}"
     );
+    // What Claude needs of the person: folder trust.
+    assert!(said.contains("folder trust dialog"), "{said}");
     assert_eq!(
         std::fs::read(project.join(".claude/settings.json")).expect("settings"),
         before
