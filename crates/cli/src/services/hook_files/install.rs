@@ -496,9 +496,9 @@ fn write(
     for ((path, _, body), text) in planned.scripts.iter().zip(&current) {
         if text != body {
             merge::write_text(path, body, share)?;
-            merge::make_executable(path)?;
             changed = true;
         }
+        changed |= merge::make_executable(path)?;
     }
     Ok(changed)
 }

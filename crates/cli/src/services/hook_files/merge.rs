@@ -408,10 +408,20 @@ pub fn is_hermes_script(text: &str, subcommand: &str) -> bool {
 }
 
 /// Makes the script at `path` executable.
-pub fn make_executable(path: &Path) -> anyhow::Result<()> {
+/// Returns whether its mode changed.
+pub fn make_executable(path: &Path) -> anyhow::Result<bool> {
     use std::os::unix::fs::PermissionsExt as _;
+    let was = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    if was == 0o755 {
+        return Ok(false);
+    }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .with_context(|| format!("cannot make {} executable", path.display()))
+        .with_context(|| format!("cannot make {} executable", path.display()))?;
+    Ok(true)
 }
 
 #[cfg(test)]
