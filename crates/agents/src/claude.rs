@@ -15,7 +15,8 @@
 //!   `{"decision":"block","reason":…}` to keep Claude going with the reason;
 //! - project settings are `.claude/settings.json` (committed) and
 //!   `.claude/settings.local.json` (not); project MCP servers are `.mcp.json`'s `mcpServers`,
-//!   enabled through `enabledMcpjsonServers`; user settings are `~/.claude/settings.json`, and
+//!   enabled through `enabledMcpjsonServers`, which Claude honours only in a folder whose trust
+//!   dialog was accepted (`claude -p` skips the dialog); user settings are `~/.claude/settings.json`, and
 //!   user-scoped MCP servers `~/.claude.json`'s `mcpServers`;
 //! - it runs on `node`, from a package whose path holds `/claude-code/`.
 //!
@@ -40,6 +41,8 @@ pub const CLAUDE: Agent = Agent {
     script_markers: &["/claude-code/"],
     // Claude keeps 10,000 characters of `additionalContext`; hermes stays clear of the edge.
     budget: 9_500,
+    // As its model sees MCP tools: `mcp__SERVER__TOOL` (the `tools` of its init event).
+    result_tool: "mcp__hermes__delegation_result",
     session_field: "session_id",
     subagent_field: Some("agent_id"),
     event_field: "hook_event_name",
@@ -68,7 +71,8 @@ pub const CLAUDE: Agent = Agent {
             enable_server: Some("enabledMcpjsonServers"),
         },
         print_note: "# (or: claude mcp add hermes -- {quoted} mcp)\n",
-        advice: "start claude in {project} and approve the `hermes` server if asked",
+        // Verified against Claude Code 2.1.332 (`tests/it/real/claude.rs`).
+        advice: "start claude in {project} and accept its folder trust dialog: until the folder is trusted, Claude ignores the project's approval of `hermes` (`claude mcp list` shows it \"Pending approval\"); `claude -p` skips the dialog, so run it only in folders you trust (as root, --dangerously-skip-permissions also needs IS_SANDBOX=1)",
     },
     child: Some(ChildProfile {
         program: "claude",

@@ -36,6 +36,7 @@ pub const CLINE: Agent = Agent {
     // Cline keeps 50,000 characters of `contextModification`; a quarter of it, as the model's
     // context is the conversation's.
     budget: 12_000,
+    result_tool: "delegation_result",
     session_field: "taskId",
     subagent_field: Some("parent_agent_id"),
     event_field: "hookName",

@@ -41,6 +41,8 @@ pub const CODEX: Agent = Agent {
     script_markers: &[],
     // Characters of one answer (see the module's documentation).
     budget: 2_500,
+    // Its MCP tools reach the model as one namespace tool, `mcp__hermes`.
+    result_tool: "delegation_result (namespace mcp__hermes)",
     session_field: "session_id",
     subagent_field: Some("agent_id"),
     event_field: "hook_event_name",

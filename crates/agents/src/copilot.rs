@@ -39,6 +39,7 @@ pub const COPILOT: Agent = Agent {
     executables: &["copilot"],
     script_markers: &[],
     budget: 9_500,
+    result_tool: "delegation_result",
     session_field: "sessionId",
     subagent_field: Some("parentAgentId"),
     event_field: "hook_event_name",

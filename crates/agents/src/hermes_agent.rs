@@ -45,6 +45,7 @@ pub const HERMES_AGENT: Agent = Agent {
     executables: &[],
     script_markers: &["/bin/hermes", "hermes_cli"],
     budget: 10_000,
+    result_tool: "mcp__hermes__delegation_result",
     session_field: "session_id",
     subagent_field: None,
     event_field: "hook_event_name",

@@ -60,6 +60,9 @@ pub struct Agent {
     pub script_markers: &'static [&'static str],
     /// Characters of one answer the agent keeps, the carrier and headers included.
     pub budget: usize,
+    /// How the agent shows hermes' MCP tool `delegation_result` to its model: a shortened
+    /// result names it so, for the model to call it as written.
+    pub result_tool: &'static str,
     /// The input field naming the conversation.
     pub session_field: &'static str,
     /// The input field that is set when a subagent (not the main thread) made the call, if

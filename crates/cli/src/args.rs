@@ -476,7 +476,7 @@ pub enum HookCommand {
     SessionEnd(HookEventArgs),
     /// Registers `hermes mcp` and the hooks with an agent CLI.
     Install(HookInstallArgs),
-    /// Removes what `hook install` wrote, for an agent whose hooks are a plugin.
+    /// Removes what `hook install` wrote: only hermes' entries (the same `--user`/`--local`).
     Uninstall(HookInstallArgs),
 }
 

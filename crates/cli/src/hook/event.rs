@@ -174,14 +174,11 @@ fn deliver(
 ) -> anyhow::Result<Code> {
     let consumer = format!("hook:{}", std::process::id());
     let answer = |text: &str| output::print_json(&agent.answer(event, text));
-    match relay::deliver(
-        &home.dir,
-        sessions,
-        boundary,
-        &consumer,
-        agent.budget,
-        answer,
-    )? {
+    let reader = consume::Reader {
+        budget: agent.budget,
+        result_tool: agent.result_tool,
+    };
+    match relay::deliver(&home.dir, sessions, boundary, &consumer, reader, answer)? {
         Outcome::Unavailable => {}
         Outcome::Nothing => return Ok(Code::Ok),
         Outcome::Shown(shown) => {
@@ -204,7 +201,7 @@ fn deliver(
     let Some(taken) = taken.filter(|t| !t.claimed.is_empty()) else {
         return Ok(Code::Ok);
     };
-    let shown = consume::present(&taken.router, taken.claimed, boundary, agent.budget, answer)?;
+    let shown = consume::present(&taken.router, taken.claimed, boundary, reader, answer)?;
     tracing::debug!(shown, "hook delivered");
     Ok(Code::Ok)
 }

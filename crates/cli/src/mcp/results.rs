@@ -85,10 +85,16 @@ pub fn take(
     let total = taken.len();
     let router = conversation.router(&sessions.current);
     let mut text = String::new();
-    let shown = consume::present(&router, taken, boundary, ANSWER_BUDGET, |t| {
-        text = t.to_owned();
-        Ok(())
-    })?;
+    let shown = consume::present(
+        &router,
+        taken,
+        boundary,
+        consume::Reader::plain(ANSWER_BUDGET),
+        |t| {
+            text = t.to_owned();
+            Ok(())
+        },
+    )?;
     if shown < total {
         text.push_str(&format!(
             "\n\n[{} more result(s) are ready and did not fit in this answer: call delegation_results again]",

@@ -48,6 +48,13 @@ struct Request {
     boundary: Boundary,
     consumer: String,
     budget: usize,
+    /// How the hook's agent names `delegation_result` (absent from an older hermes' hook).
+    #[serde(default = "plain_result_tool")]
+    result_tool: String,
+}
+
+fn plain_result_tool() -> String {
+    consume::Reader::plain(0).result_tool.to_owned()
 }
 
 /// The host's answers, in order: what was claimed, then whether it was acknowledged.
@@ -188,7 +195,10 @@ fn answer(
         &taken.router,
         taken.claimed,
         request.boundary,
-        request.budget,
+        consume::Reader {
+            budget: request.budget,
+            result_tool: &request.result_tool,
+        },
         |text| {
             write_line(
                 &mut writer,
@@ -235,7 +245,7 @@ pub fn deliver(
     sessions: &[SessionId],
     boundary: Boundary,
     consumer: &str,
-    budget: usize,
+    reader: consume::Reader<'_>,
     show: impl FnOnce(&str) -> anyhow::Result<()>,
 ) -> anyhow::Result<Outcome> {
     let Some(path) = sessions.first().and_then(|s| socket_path(dir, s)) else {
@@ -248,7 +258,8 @@ pub fn deliver(
         sessions: sessions.iter().map(|s| s.as_str().to_owned()).collect(),
         boundary,
         consumer: consumer.to_owned(),
-        budget,
+        budget: reader.budget,
+        result_tool: reader.result_tool.to_owned(),
     };
     let claimed = (|| {
         stream.set_read_timeout(Some(CLAIM_DEADLINE))?;

@@ -18,6 +18,7 @@
 //! model. [`occurrences`] counts a text in one request's strings (each request carries the
 //! whole conversation, so the last one shows everything the model was given).
 
+mod anthropic;
 mod chat;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +32,8 @@ pub enum Wire {
     /// OpenAI chat completions (`POST …/chat/completions`, SSE when `stream` is set): GitHub
     /// Copilot CLI with a provider of its own, Cline, upstream Hermes Agent.
     Chat,
+    /// Anthropic Messages (`POST …/v1/messages`, SSE when `stream` is set): Claude Code.
+    Anthropic,
 }
 
 /// One request the server got.
@@ -155,12 +158,14 @@ impl Wire {
     fn read(self, request: &Logged) -> Read {
         match self {
             Wire::Chat => chat::read(request),
+            Wire::Anthropic => anthropic::read(request),
         }
     }
 
     fn answer(self, request: &Logged, reply: &Reply, id: u64) -> Answer {
         match self {
             Wire::Chat => chat::answer(request, reply, id),
+            Wire::Anthropic => anthropic::answer(request, reply, id),
         }
     }
 }

@@ -105,6 +105,25 @@ pub fn take_conversation(
     Ok(taken)
 }
 
+/// Who reads an answer: the characters its agent keeps of it, and the name under which that
+/// agent shows hermes' MCP tool `delegation_result` to its model (a shortened block names it,
+/// so the model can call it as it is written).
+#[derive(Clone, Copy, Debug)]
+pub struct Reader<'a> {
+    pub budget: usize,
+    pub result_tool: &'a str,
+}
+
+impl Reader<'_> {
+    /// A reader that sees the tool under its own name (an MCP client of unknown kind).
+    pub const fn plain(budget: usize) -> Reader<'static> {
+        Reader {
+            budget,
+            result_tool: "delegation_result",
+        }
+    }
+}
+
 /// The one protocol of handing results over (hooks, `hermes mcp`): fit the claimed envelopes
 /// into `budget` characters (whole envelopes in order while they fit; one too large alone is
 /// shortened and says how to read all of it), give back at once what does not fit (it waits
@@ -115,7 +134,7 @@ pub fn present(
     router: &Router,
     claimed: Vec<Claimed>,
     boundary: Boundary,
-    budget: usize,
+    reader: Reader<'_>,
     show: impl FnOnce(&str) -> anyhow::Result<()>,
 ) -> anyhow::Result<usize> {
     if claimed.is_empty() {
@@ -127,8 +146,8 @@ pub fn present(
             .iter()
             .map(|t| hermes_formatter::Envelope::new(&t.delegation, &t.events))
             .collect();
-        hermes_formatter::fit_boundary(&envelopes, boundary, &ctx, budget, |i| {
-            how_to_read(&claimed[i])
+        hermes_formatter::fit_boundary(&envelopes, boundary, &ctx, reader.budget, |i| {
+            how_to_read(&claimed[i], reader.result_tool)
         })
     };
     let mut shown: Vec<Claimed> = Vec::new();
@@ -151,7 +170,7 @@ pub fn tokens<T>(claimed: &[hermes_router::ClaimedEnvelope<T>]) -> Vec<ClaimToke
 }
 
 /// How to read all of a shortened envelope, in one line.
-fn how_to_read(t: &Claimed) -> String {
+fn how_to_read(t: &Claimed, tool: &str) -> String {
     let id = &t.delegation.id;
     let transcripts: Vec<&str> = t
         .events
@@ -161,7 +180,7 @@ fn how_to_read(t: &Claimed) -> String {
         .filter(|p| !p.is_empty())
         .collect();
     let mut text = format!(
-        "the MCP tool delegation_result {{\"delegation_id\":\"{id}\"}} (add \"task\" for one child, \"offset\" for the next page), or `hermes delegation status {id} --json`"
+        "the MCP tool {tool} {{\"delegation_id\":\"{id}\"}} (add \"task\" for one child, \"offset\" for the next page), or `hermes delegation status {id} --json`"
     );
     if !transcripts.is_empty() {
         text.push_str(", or the transcript ");

@@ -14,7 +14,7 @@ use hermes_agents::{Action, Entry, HookBoundary, Place};
 
 use hermes_agents::{self as agents, Agent};
 
-use super::merge::{self, Doc, File, Hook};
+use super::merge::{self, Doc, File, Hook, Share};
 use crate::args::HookInstallArgs;
 use crate::services::exit::{Code, fail};
 use crate::services::output;
@@ -37,6 +37,16 @@ pub struct InstallOptions {
 }
 
 impl InstallOptions {
+    /// Who the files written are for: the project's are committed and read by everyone
+    /// working on it; the home's sit beside the agent's own private files.
+    pub fn share(&self) -> Share {
+        if self.user {
+            Share::Private
+        } else {
+            Share::Project
+        }
+    }
+
     /// The home that `--user` places (and those an agent reads from the home only) are
     /// under.
     pub fn home_root(&self) -> anyhow::Result<std::path::PathBuf> {
@@ -56,20 +66,16 @@ const SERVER: &str = "hermes";
 
 /// Runs `hook install`.
 pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
-    let Some(agent) = agents::find(&args.agent) else {
-        return Err(fail(
-            Code::Usage,
-            format!(
-                "unknown agent {:?}; hermes knows {}",
-                args.agent,
-                hermes_agents::names("")
-            ),
-        ));
-    };
+    let agent = known(&args.agent)?;
     if super::plugin::is_plugin(agent) {
         let home = super::plugin::agent_home(args.agent_home.as_deref())?;
         return super::plugin::install(agent, &home, args.print);
     }
+    install(agent, &options(agent, args)?)
+}
+
+/// What `args` ask of `agent`'s files, checked.
+fn options(agent: &Agent, args: &HookInstallArgs) -> anyhow::Result<InstallOptions> {
     if args.local && !agent.install.has_local() {
         return Err(fail(
             Code::Usage,
@@ -90,43 +96,45 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
             format!("--project {}: not a directory", project.display()),
         ));
     }
-    install(
-        agent,
-        &InstallOptions {
-            print: args.print,
-            project,
-            absolute: args.absolute || args.local,
-            local: args.local,
-            user: args.user,
-            home: std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(PathBuf::from),
-        },
-    )
+    Ok(InstallOptions {
+        print: args.print,
+        project,
+        absolute: args.absolute || args.local,
+        local: args.local,
+        user: args.user,
+        home: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
+    })
 }
 
 /// Runs `hook uninstall`.
 pub fn uninstall(args: &HookInstallArgs) -> anyhow::Result<Code> {
-    match agents::find(&args.agent) {
-        Some(agent) if super::plugin::is_plugin(agent) => {
-            let home = super::plugin::agent_home(args.agent_home.as_deref())?;
-            super::plugin::uninstall(agent, &home)
-        }
-        _ => Err(fail(
+    let agent = known(&args.agent)?;
+    if super::plugin::is_plugin(agent) {
+        let home = super::plugin::agent_home(args.agent_home.as_deref())?;
+        return super::plugin::uninstall(agent, &home);
+    }
+    if args.print {
+        return Err(fail(
+            Code::Usage,
+            "--print: hook uninstall writes nothing it could print; run it without --print",
+        ));
+    }
+    super::uninstall::uninstall(agent, &options(agent, args)?)
+}
+
+/// The agent called `name`, or a usage error listing the known ones.
+fn known(name: &str) -> anyhow::Result<&'static Agent> {
+    agents::find(name).ok_or_else(|| {
+        fail(
             Code::Usage,
             format!(
-                "hermes hook uninstall knows {}; for {:?} remove the `hermes` entries by hand",
-                hermes_agents::listed(
-                    agents::AGENTS
-                        .iter()
-                        .filter(|a| super::plugin::is_plugin(a))
-                        .map(|a| a.name),
-                    "or"
-                ),
-                args.agent
+                "unknown agent {name:?}; hermes knows {}",
+                hermes_agents::names("")
             ),
-        )),
-    }
+        )
+    })
 }
 
 /// The files `--local` writes, for prose (`Title's path`, for each agent that has one).
@@ -204,7 +212,7 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
 }
 
 /// Where `place` is for `options`.
-fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
+pub(super) fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
     let (root, parts) = match place.user {
         Some(parts) if options.user || place.home_only() => (options.home_root()?, parts),
         _ => (options.project.clone(), place.project),
@@ -291,11 +299,15 @@ impl ServerFile {
         }
     }
 
-    fn write(&self) -> anyhow::Result<()> {
+    /// Writes it if it changed; returns whether it did.
+    fn write(&self, share: Share) -> anyhow::Result<bool> {
         match self {
-            ServerFile::Json(file) => file.write(),
-            ServerFile::Toml { path, was, text } if text != was => merge::write_text(path, text),
-            ServerFile::Toml { .. } => Ok(()),
+            ServerFile::Json(file) => file.write(share),
+            ServerFile::Toml { path, was, text } if text != was => {
+                merge::write_text(path, text, share)?;
+                Ok(true)
+            }
+            ServerFile::Toml { .. } => Ok(false),
         }
     }
 }
@@ -337,8 +349,8 @@ pub fn install(agent: &Agent, options: &InstallOptions) -> anyhow::Result<Code> 
         output::print(&text)?;
         return Ok(Code::Ok);
     }
-    write(agent, &server, &planned)?;
-    report(agent, options, &quoted, &server, &planned)
+    let changed = write(agent, &server, &planned, options.share())?;
+    report(agent, options, &quoted, &server, &planned, changed)
 }
 
 /// Merges `agent`'s hooks into their JSON file (the server's, when it is the same file).
@@ -449,9 +461,14 @@ fn plan_scripts(
     })
 }
 
-/// Writes what was planned. A script of the user's under one of the scripts' names cannot be
-/// merged: refuses before writing anything.
-fn write(agent: &Agent, server: &ServerFile, planned: &Planned) -> anyhow::Result<()> {
+/// Writes what was planned; returns whether any file changed. A script of the user's under
+/// one of the scripts' names cannot be merged: refuses before writing anything.
+fn write(
+    agent: &Agent,
+    server: &ServerFile,
+    planned: &Planned,
+    share: Share,
+) -> anyhow::Result<bool> {
     let mut current = Vec::new();
     for (path, subcommand, _) in &planned.scripts {
         let text = merge::read_text(path)?;
@@ -467,17 +484,18 @@ fn write(agent: &Agent, server: &ServerFile, planned: &Planned) -> anyhow::Resul
         }
         current.push(text);
     }
-    server.write()?;
+    let mut changed = server.write(share)?;
     if let Some(file) = &planned.file {
-        file.write()?;
+        changed |= file.write(share)?;
     }
     for ((path, _, body), text) in planned.scripts.iter().zip(&current) {
         if text != body {
-            merge::write_text(path, body)?;
+            merge::write_text(path, body, share)?;
+            changed = true;
         }
-        merge::make_executable(path)?;
+        changed |= merge::make_executable(path)?;
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Says what was written, and what the user does next.
@@ -487,18 +505,24 @@ fn report(
     quoted: &str,
     server: &ServerFile,
     planned: &Planned,
+    changed: bool,
 ) -> anyhow::Result<Code> {
     let names: Vec<&str> = agent.events.iter().map(|e| e.name).collect();
     let what = planned.what;
+    let verb = if changed {
+        "registered"
+    } else {
+        "unchanged: already registered"
+    };
     let registered = if planned.file.is_none() && planned.scripts.is_empty() {
         format!(
-            "registered the MCP server `{SERVER}` and the {what} {} in {}",
+            "{verb} the MCP server `{SERVER}` and the {what} {} in {}",
             names.join(", "),
             planned.place.display()
         )
     } else {
         format!(
-            "registered the MCP server `{SERVER}` in {} and the {what} {} in {}",
+            "{verb} the MCP server `{SERVER}` in {} and the {what} {} in {}",
             server.path().display(),
             names.join(", "),
             planned.place.display()

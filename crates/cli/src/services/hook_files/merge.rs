@@ -10,7 +10,9 @@
 //! - what cannot be merged (a `hooks` that is not an object, an event whose value is not a
 //!   list, a user's script under a hook's name) is refused with one line naming the key or
 //!   file, and nothing is written;
-//! - running it twice changes nothing.
+//! - running it twice changes nothing: a file whose text would not change is not written;
+//! - a file written keeps its mode; a new one is created as [`Share`] says: a project's files
+//!   (meant to be committed) as the user's other files are, a home's files private.
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +29,8 @@ pub struct File {
     /// Its content (an empty object when it does not exist).
     pub doc: Doc,
     bom: bool,
+    /// Its text as read (empty when it did not exist).
+    was: String,
 }
 
 impl File {
@@ -36,6 +40,7 @@ impl File {
             path: path.to_owned(),
             doc: Doc::object(),
             bom: false,
+            was: String::new(),
         }
     }
 
@@ -69,6 +74,7 @@ impl File {
             path: path.to_owned(),
             doc,
             bom,
+            was: text,
         })
     }
 
@@ -83,21 +89,86 @@ impl File {
         Ok(text)
     }
 
-    /// Writes it (creating its directory), atomically: a temporary file renamed into place.
-    pub fn write(&self) -> anyhow::Result<()> {
-        write_text(&self.path, &self.text()?)
+    /// Whether its new text differs from what was read.
+    pub fn changed(&self) -> anyhow::Result<bool> {
+        Ok(self.text()? != self.was)
+    }
+
+    /// Whether nothing is left in it (an empty object, or only the `version` hermes adds).
+    pub fn is_empty(&self) -> bool {
+        match &self.doc {
+            Doc::Object(entries) => entries.iter().all(|(k, _)| k == "version"),
+            _ => false,
+        }
+    }
+
+    /// Writes it when its text changed (see [`write_text`]); returns whether it did.
+    pub fn write(&self, share: Share) -> anyhow::Result<bool> {
+        if !self.changed()? {
+            return Ok(false);
+        }
+        write_text(&self.path, &self.text()?, share)?;
+        Ok(true)
+    }
+}
+
+/// Who a file hermes writes into an agent's settings is for: what a new one's mode is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    /// A project's file, meant to be committed and read by everyone working on it: created
+    /// with the mode the user's other files get (the mask hermes was started with; 0644 and
+    /// 0755 for directories under the usual `022`).
+    Project,
+    /// A file in the user's home, beside the agent's own (which may hold tokens): 0600, its
+    /// new directories 0700.
+    Private,
+}
+
+impl Share {
+    /// The permission bits of a new file (`dir`: a new directory).
+    fn mode(self, dir: bool) -> u32 {
+        let full = if dir { 0o777 } else { 0o666 };
+        match self {
+            Share::Project => full & !crate::services::home::user_umask().unwrap_or(0o022) & 0o777,
+            Share::Private => full & 0o700,
+        }
     }
 }
 
 /// Writes `text` to `path` (creating its directory), atomically: a temporary file renamed
-/// into place.
-pub fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
+/// into place. A file that exists keeps its mode; a new one gets `share`'s.
+pub fn write_text(path: &Path, text: &str, share: Share) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        create_dirs(dir, share)?;
     }
+    let mode = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o7777,
+        Err(_) => share.mode(false),
+    };
     let tmp = path.with_extension("hermes-tmp");
     std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Creates `dir` and its missing parents, each with `share`'s mode (hermes' own mask would
+/// make them private).
+fn create_dirs(dir: &Path, share: Share) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs(parent, share)?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(share.mode(true)))
+            .with_context(|| format!("cannot set the mode of {}", dir.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
 }
 
 /// The text of `path`; empty when it does not exist.
@@ -337,10 +408,20 @@ pub fn is_hermes_script(text: &str, subcommand: &str) -> bool {
 }
 
 /// Makes the script at `path` executable.
-pub fn make_executable(path: &Path) -> anyhow::Result<()> {
+/// Returns whether its mode changed.
+pub fn make_executable(path: &Path) -> anyhow::Result<bool> {
     use std::os::unix::fs::PermissionsExt as _;
+    let was = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    if was == 0o755 {
+        return Ok(false);
+    }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .with_context(|| format!("cannot make {} executable", path.display()))
+        .with_context(|| format!("cannot make {} executable", path.display()))?;
+    Ok(true)
 }
 
 #[cfg(test)]

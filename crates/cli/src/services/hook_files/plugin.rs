@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use hermes_agents::{Agent, Hooks, Install, Server};
 
-use super::merge;
+use super::merge::{self, Share};
 use crate::services::exit::{Code, fail};
 use crate::services::home::Home;
 use crate::services::output;
@@ -114,20 +114,20 @@ pub fn install(agent: &Agent, home: &Path, print: bool) -> anyhow::Result<Code> 
         return Ok(Code::Ok);
     }
     for (name, body) in FILES {
-        merge::write_text(&dir.join(name), body)?;
+        merge::write_text(&dir.join(name), body, Share::Private)?;
     }
-    merge::write_text(&dir.join("hermes.json"), &settings)?;
+    merge::write_text(&dir.join("hermes.json"), &settings, Share::Private)?;
     if !dir.join(BEFORE).exists() {
         let before = if existed { was.clone() } else { String::new() };
-        merge::write_text(&dir.join(BEFORE), &before)?;
+        merge::write_text(&dir.join(BEFORE), &before, Share::Private)?;
         if !existed {
-            merge::write_text(&dir.join("config.yaml.absent"), "")?;
+            merge::write_text(&dir.join("config.yaml.absent"), "", Share::Private)?;
         }
     }
     if text != was {
-        merge::write_text(&file, &text)?;
+        merge::write_text(&file, &text, Share::Private)?;
     }
-    merge::write_text(&dir.join(AFTER), &text)?;
+    merge::write_text(&dir.join(AFTER), &text, Share::Private)?;
     output::print(&format!(
         "registered the MCP server `hermes` and enabled the plugin `{}` in {}, the plugin in {}\n{}\n{shared}",
         plugin_name(agent),
@@ -150,10 +150,10 @@ pub fn uninstall(agent: &Agent, home: &Path) -> anyhow::Result<Code> {
                 std::fs::remove_file(&file)
                     .with_context(|| format!("cannot remove {}", file.display()))?;
             } else {
-                merge::write_text(&file, &before)?;
+                merge::write_text(&file, &before, Share::Private)?;
             }
         }
-        _ if now.contains(MARK) => merge::write_text(&file, &strip(&now))?,
+        _ if now.contains(MARK) => merge::write_text(&file, &strip(&now), Share::Private)?,
         _ => {}
     }
     if dir.exists() {

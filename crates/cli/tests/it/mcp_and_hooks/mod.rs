@@ -13,3 +13,4 @@ mod hooks;
 mod inspector;
 mod mcp;
 mod standin;
+mod uninstall;

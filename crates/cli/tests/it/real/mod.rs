@@ -8,6 +8,8 @@
 //! machine for one test ([`Machine`]): a home for the agent, a project directory, hermes' own
 //! home, and the environment that ties them together.
 
+mod claude;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
