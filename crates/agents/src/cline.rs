@@ -46,6 +46,7 @@ pub const CLINE: Agent = Agent {
     },
     stop_active: StopActive::Never,
     answer: Answer::ContextModification,
+    discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
             file: Place::both(&[".cline", "mcp.json"]),

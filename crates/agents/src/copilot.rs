@@ -44,6 +44,7 @@ pub const COPILOT: Agent = Agent {
     },
     stop_active: StopActive::Never,
     answer: Answer::Block,
+    discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
             file: Place {
