@@ -33,6 +33,8 @@ pub struct HookInput {
     pub stop_active: bool,
     /// The event name the agent gave (informational).
     pub event_name: Option<String>,
+    /// Whether a session end is one the agent's profile names an explicit discard.
+    pub discard: bool,
 }
 
 impl HookInput {
@@ -56,6 +58,7 @@ impl HookInput {
                 .get(agent.event_field)
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            discard: agent.discards(value),
         }
     }
 }

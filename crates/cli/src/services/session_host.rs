@@ -18,6 +18,23 @@ use hermes_registry::RegistryError;
 use crate::services::exit::{Code, fail};
 use crate::services::home::{Home, now};
 
+/// What a dispatch answer says happens to the unit when the agent that dispatched it exits
+/// (`on_agent_exit`): `outlives` when it runs in the session's headless host, not in the
+/// dispatching process.
+pub fn exit_note(settings: &hermes_settings::Settings, outlives: bool) -> &'static str {
+    match (outlives, settings.session.on_agent_exit) {
+        (false, _) => {
+            "end: no hook has named this conversation, so this server runs the work and it stops when the agent exits"
+        }
+        (true, hermes_settings::AgentExit::Detach) => {
+            "detach: the agent's exit stops nothing; the result waits for the conversation's next process (--resume) and arrives at its first boundary"
+        }
+        (true, hermes_settings::AgentExit::End) => {
+            "end: the agent's session end ends the session (session.on_agent_exit = \"end\"): running work is interrupted, undelivered results are dropped"
+        }
+    }
+}
+
 /// How long a command waits for a headless host it started to claim the session.
 const HOST_START_LIMIT: Duration = Duration::from_secs(10);
 
