@@ -528,13 +528,16 @@ fn two_agents_side_by_side_never_see_each_others_results() {
     );
 }
 
+/// A session end the agent names a discard (`/clear`) ends the conversation and its work.
 #[test]
-fn session_end_ends_the_conversation_and_stops_its_work() {
+fn a_discarding_session_end_ends_the_conversation_and_stops_its_work() {
     let h = Hermes::new();
     let mut agent = Agent::start(&h);
     agent.hook("session-start", "conv-end", "SessionStart");
     let (id, _) = agent.delegate(json!({"goal": "long", "command": ["sleep", "60"]}));
-    agent.hook("session-end", "conv-end", "SessionEnd");
+    let mut clear: Value = serde_json::from_str(&payload("conv-end", "SessionEnd")).expect("JSON");
+    clear["reason"] = json!("clear");
+    agent.hook_with("session-end", &clear.to_string());
     let status = wait_for(Duration::from_secs(20), "the unit to stop", || {
         let s = h.json(&["delegation", "status", &id, "--json"]);
         (s["status"] != "running").then_some(s)
