@@ -102,6 +102,10 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
     let mut command = Command::new(exe);
     // The host starts with the user's mask, which it gives to the children it runs.
     crate::services::home::with_user_umask(&mut command);
+    // Started for the conversation of this process's agent, it gets what of the agent's
+    // environment this process lacks (an MCP server's is filtered): its children run with
+    // the person's environment, whichever door dispatched them.
+    command.envs(agent_environment(home, session));
     let mut child = command
         .args(["host", "--session", session.as_str(), "-v"])
         .env("HERMES_HOME", &home.dir)
@@ -155,6 +159,22 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// What of the environment of this process's agent a host for `session` gets: the variables
+/// this process lacks, when `session` is the agent's conversation (its binding names it).
+fn agent_environment(home: &Home, session: &SessionId) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let agent = crate::services::binding::agent_process();
+    let ours = crate::services::binding::Bindings::new(&home.dir)
+        .read(agent)
+        .is_some_and(|b| {
+            b.conversation(session.as_str()).is_some()
+                || b.provisional.as_deref() == Some(session.as_str())
+        });
+    if !ours {
+        return Vec::new();
+    }
+    crate::services::agent_proc::environment_missing_here(agent)
 }
 
 /// Records a background unit of `session` for the session's live host, starting a headless
