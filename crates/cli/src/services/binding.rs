@@ -177,7 +177,11 @@ impl Bindings {
         self.write(agent, &binding)?;
         self.prune_dead(agent);
         // A later process of a detached conversation: it is attached again.
-        self.update_detached(|d| conv.sessions().iter().any(|s| d.remove(s.as_str()).is_some()))?;
+        self.update_detached(|d| {
+            conv.sessions()
+                .iter()
+                .any(|s| d.remove(s.as_str()).is_some())
+        })?;
         Ok(conv)
     }
 

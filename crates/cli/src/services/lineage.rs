@@ -73,7 +73,9 @@ fn recorded(ledger: &Ledger, child: ProcessId, host: ProcessId, wait: bool) -> O
         let mut unrecorded = false;
         for unit in ledger.units_of_host(host).ok()? {
             for c in ledger.children(&unit.id).ok()? {
-                if c.process.is_some_and(|p| p.names(child.pid, child.start_time)) {
+                if c.process
+                    .is_some_and(|p| p.names(child.pid, child.start_time))
+                {
                     let task = unit.spec.tasks.get(c.index as usize)?;
                     return Some(Enclosing {
                         role: task.role.as_str().to_owned(),

@@ -163,7 +163,10 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
 
 /// What of the environment of this process's agent a host for `session` gets: the variables
 /// this process lacks, when `session` is the agent's conversation (its binding names it).
-fn agent_environment(home: &Home, session: &SessionId) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+fn agent_environment(
+    home: &Home,
+    session: &SessionId,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let agent = crate::services::binding::agent_process();
     let ours = crate::services::binding::Bindings::new(&home.dir)
         .read(agent)

@@ -94,7 +94,11 @@ fn a_headless_exit_detaches_and_the_next_process_gets_the_result_once() {
     headless_exit(&mut first, "conv-d");
     assert_eq!(state(&h, "conv-d"), "detached");
     drop(first);
-    assert_eq!(status(&h, &id)["status"], "running", "the exit stopped nothing");
+    assert_eq!(
+        status(&h, &id)["status"],
+        "running",
+        "the exit stopped nothing"
+    );
     std::fs::write(&go, "").expect("go");
     wait_ready(&h, &id);
     // An idle detached session costs nothing: its host leaves, and delivery needs none.
@@ -121,7 +125,10 @@ fn a_headless_exit_detaches_and_the_next_process_gets_the_result_once() {
         next.context("user-prompt-submit", "conv-d", "UserPromptSubmit"),
         ""
     );
-    assert_eq!(status(&h, &id)["tasks"][0]["delivery"]["state"], "delivered");
+    assert_eq!(
+        status(&h, &id)["tasks"][0]["delivery"]["state"],
+        "delivered"
+    );
 }
 
 #[test]
@@ -164,8 +171,10 @@ fn a_discard_still_ends_and_session_end_stays_an_explicit_end() {
     assert_eq!(state(&h, "conv-quit"), "ended");
 
     // Gemini CLI: `exit` detaches, `clear` discards (its profile's data).
-    for (session, reason, after) in [("g-exit", "exit", "detached"), ("g-clear", "clear", "ended")]
-    {
+    for (session, reason, after) in [
+        ("g-exit", "exit", "detached"),
+        ("g-clear", "clear", "ended"),
+    ] {
         h.run(&["delegate", "--session", session, "--", "true"]);
         let hook = agent.exec(
             &[
@@ -266,7 +275,10 @@ fn cksum(value: &str) -> String {
         .env("V", value)
         .output()
         .expect("cksum");
-    String::from_utf8(out.stdout).expect("utf-8").trim().to_owned()
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
 }
 
 /// Every file under `dir` that holds `needle`.
@@ -296,7 +308,10 @@ fn children_dispatched_through_a_filtered_mcp_server_get_the_agents_environment_
     let mut agent = Agent::start_server_in(&h, &server, &[("FAKE_API_KEY", secret)]);
     let probe = json!(["sh", "-c", "printf %s \"$FAKE_API_KEY\" | cksum"]);
     // Before any hook: the server runs it itself; after: the session's headless host does.
-    let early = id_of(&dispatch(&mut agent, json!({"goal": "early", "command": probe})));
+    let early = id_of(&dispatch(
+        &mut agent,
+        json!({"goal": "early", "command": probe}),
+    ));
     agent.hook("session-start", "conv-env", "SessionStart");
     let named = dispatch(&mut agent, json!({"goal": "named", "command": probe}));
     assert_eq!(named["session"], "conv-env");
@@ -306,12 +321,19 @@ fn children_dispatched_through_a_filtered_mcp_server_get_the_agents_environment_
     let expected = cksum(secret);
     for id in [&early, &later] {
         let result = status(&h, id)["tasks"][0]["result"].clone();
-        assert_eq!(result.as_str().map(str::trim), Some(expected.as_str()), "{id}");
+        assert_eq!(
+            result.as_str().map(str::trim),
+            Some(expected.as_str()),
+            "{id}"
+        );
     }
     let text = agent.context("user-prompt-submit", "conv-env", "UserPromptSubmit");
     assert_eq!(text.matches(&expected).count(), 2, "{text}");
     // Nothing hermes wrote holds it: ledger, transcripts, logs, binding files.
-    assert_eq!(files_holding(h.path(), secret.as_bytes()), Vec::<String>::new());
+    assert_eq!(
+        files_holding(h.path(), secret.as_bytes()),
+        Vec::<String>::new()
+    );
 }
 
 /// `hermes -z --role ROLE -- ARGV…`; the child's result text.
@@ -341,15 +363,7 @@ fn a_leaf_child_cannot_delegate_even_with_its_variables_stripped() {
         vec!["sh", "-c", &stripped],
         vec!["sh", "-c", &one_shot],
         // The child started with its environment wiped: the ledger's record of its pid says.
-        vec![
-            "env",
-            "-i",
-            &path,
-            &home,
-            "sh",
-            "-c",
-            &nested,
-        ],
+        vec!["env", "-i", &path, &home, "sh", "-c", &nested],
     ];
     for argv in &cases {
         let result = inline(&h, "leaf", argv);
@@ -366,9 +380,8 @@ fn a_leaf_child_cannot_delegate_even_with_its_variables_stripped() {
 fn an_orchestrator_delegates_down_to_max_depth_without_its_variables() {
     let h = Hermes::new();
     let inner = format!("{STRIP} {HERMES} -z -q -- true; echo inner=$?");
-    let outer = format!(
-        "{STRIP} {HERMES} -z -q --role orchestrator -- sh -c '{inner}'; echo outer=$?"
-    );
+    let outer =
+        format!("{STRIP} {HERMES} -z -q --role orchestrator -- sh -c '{inner}'; echo outer=$?");
     let result = inline(&h, "orchestrator", &["sh", "-c", &outer]);
     assert!(result.contains("outer=0"), "depth 2 may: {result}");
     assert!(result.contains("inner=2"), "depth 3 may not: {result}");
@@ -442,8 +455,45 @@ fn the_hook_answer_for_a_resumed_detached_session_needs_no_host() {
     });
     let mut next = Agent::start(&h);
     let stop = next.hook("stop", "conv-stop", "Stop");
-    let answer: Value = serde_json::from_str(stop["stdout"].as_str().expect("stdout")).expect("JSON");
+    let answer: Value =
+        serde_json::from_str(stop["stdout"].as_str().expect("stdout")).expect("JSON");
     assert_eq!(answer["decision"], "block");
-    assert!(answer["reason"].as_str().is_some_and(|r| r.contains("stop-out")), "{answer}");
-    assert_eq!(context_of(&next.hook("post-tool-use", "conv-stop", "PostToolUse"), "PostToolUse"), "");
+    assert!(
+        answer["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("stop-out")),
+        "{answer}"
+    );
+    assert_eq!(
+        context_of(
+            &next.hook("post-tool-use", "conv-stop", "PostToolUse"),
+            "PostToolUse"
+        ),
+        ""
+    );
+}
+
+/// The README's table of what each agent's exit and discard do is the profiles' data.
+#[test]
+fn the_readme_says_what_each_agents_exit_and_discard_do() {
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+    let table = readme
+        .split("| agent | discards a conversation")
+        .nth(1)
+        .expect("the README has the table");
+    for agent in hermes_agents::AGENTS {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {}", agent.title)))
+            .unwrap_or_else(|| panic!("no row for {}", agent.title));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (discard, otherwise) = (cells[2], cells[3]);
+        if agent.discard.reasons.is_empty() {
+            assert_eq!(discard, "—", "{row}");
+        }
+        for reason in agent.discard.reasons {
+            assert!(discard.contains(&format!("`{reason}`")), "{row}");
+        }
+        assert!(otherwise.starts_with("detached"), "{row}");
+    }
 }

@@ -30,10 +30,12 @@ pub fn has_default_agent() -> bool {
 /// what its environment says (`HERMES_CHILD_*`) and what its lineage — the process tree and the
 /// ledger, which no agent between them can strip — says (see `lineage.rs`).
 fn depth_here(max_depth: u32) -> anyhow::Result<u32> {
-    let refused = |refusal: hermes_registry::agent::DepthRefusal| fail(Code::Usage, refusal.to_string());
+    let refused =
+        |refusal: hermes_registry::agent::DepthRefusal| fail(Code::Usage, refusal.to_string());
     let role = env_var(CHILD_ROLE_VAR);
     let depth = env_var(CHILD_DEPTH_VAR);
-    let by_env = depth_for_dispatch(role.as_deref(), depth.as_deref(), max_depth).map_err(refused)?;
+    let by_env =
+        depth_for_dispatch(role.as_deref(), depth.as_deref(), max_depth).map_err(refused)?;
     let open_ledger = || {
         crate::services::home::Home::load()
             .and_then(|home| home.open_ledger())

@@ -139,7 +139,10 @@ fn a_conversation_resumed_after_exit_gets_what_ran_on_once_and_nothing_twice() {
     assert_eq!(session, conv);
     wait_ready(&h, &id);
     let text = context(&mut resumed, "UserPromptSubmit", conv);
-    assert!(text.contains("after-resume") && text.contains("ran-on"), "{text}");
+    assert!(
+        text.contains("after-resume") && text.contains("ran-on"),
+        "{text}"
+    );
     assert!(!text.contains("before-exit"), "{text}");
     assert_eq!(context(&mut resumed, "UserPromptSubmit", conv), "");
     assert_eq!(wait_ended(&h, &ran_on)["status"], "completed");
