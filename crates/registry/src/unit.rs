@@ -597,7 +597,7 @@ mod tests {
             ["HERMES_PARENT_SESSION_ID", "PGPASSWORD"]
         );
         // Cron (no parent): nothing ties the child to a session, inherited or not.
-        assert_eq!(child_env(&unit, 0, None).len(), 4);
+        assert_eq!(child_env(&unit, 0, None).len(), 5);
         assert_eq!(
             env_removed(None, inherited()),
             [

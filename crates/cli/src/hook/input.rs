@@ -136,6 +136,25 @@ mod tests {
     }
 
     #[test]
+    fn only_the_reasons_a_profile_names_discard_a_conversation() {
+        for agent in hermes_agents::AGENTS {
+            let mut value = serde_json::json!({"session_id": "s"});
+            for reason in agent.discard.reasons {
+                value[agent.discard.field.expect("a field")] = (*reason).into();
+                assert!(HookInput::of(agent, &value).discard, "{}", agent.name);
+            }
+            for other in ["other", "exit", "complete", "shutdown", "prompt_input_exit"] {
+                value["reason"] = other.into();
+                assert!(
+                    !HookInput::of(agent, &value).discard,
+                    "{} {other}",
+                    agent.name
+                );
+            }
+        }
+    }
+
+    #[test]
     fn one_value_is_read_and_what_follows_is_left() {
         // A reader that would block after the object: it is never asked for more.
         struct Then<'a>(&'a [u8]);

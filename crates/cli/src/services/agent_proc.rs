@@ -13,9 +13,8 @@
 //!
 //! With no such ancestor, the parent is the agent.
 //!
-//! The agent's own environment is the person's: agents start MCP servers with less of it
-//! (Codex a fixed whitelist, Gemini CLI without any variable named like a secret), while its
-//! hooks get all of it. [`environment_missing_here`] is what a child would lack.
+//! The agent's own environment is the person's: agents start MCP servers with less of it (a
+//! fixed whitelist, or without any variable named like a secret), while its hooks get all of it. [`environment_missing_here`] is what a child would lack.
 
 use std::ffi::OsString;
 use std::fs;

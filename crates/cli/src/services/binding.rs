@@ -589,4 +589,27 @@ mod tests {
             .expect("bind");
         assert_eq!(names(&after_clear.sessions()), ["second"]);
     }
+
+    #[test]
+    fn a_detached_conversation_is_shown_until_a_later_process_names_it() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let b = Bindings::new(home.path());
+        let me = hermes_registry::procs::current_process();
+        b.bind(me, "some-agent", "kept", Naming::Hook)
+            .expect("bind");
+        b.bind(me, "some-agent", "cleared", Naming::Hook)
+            .expect("bind");
+        assert!(b.detached().is_empty(), "a running agent holds both");
+        assert_eq!(names(&b.detach(me, "kept").expect("detach")), ["kept"]);
+        b.end(me, "cleared").expect("end");
+        assert_eq!(b.detached(), BTreeSet::from(["kept".to_owned()]));
+        // An agent that exited without a session end: its conversations are detached too.
+        b.bind(agent(9), "some-agent", "crashed", Naming::Hook)
+            .expect("bind");
+        assert!(b.detached().contains("crashed"));
+        // The next process of the conversation names it again: attached.
+        b.bind(me, "some-agent", "kept", Naming::Start)
+            .expect("bind");
+        assert_eq!(b.detached(), BTreeSet::from(["crashed".to_owned()]));
+    }
 }

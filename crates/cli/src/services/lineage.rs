@@ -1,7 +1,7 @@
 //! Which child a hermes process runs inside of — its lineage — so a `leaf` child cannot
 //! delegate and `delegation.max_depth` holds. hermes tells every child its role and depth in
 //! `HERMES_CHILD_ROLE`/`HERMES_CHILD_DEPTH`, but an agent may strip them from what it starts
-//! (Codex passes its MCP server a fixed whitelist), so they are not the only witness.
+//! (one passes its MCP server a fixed whitelist of variables), so they are not the only witness.
 //!
 //! Walking up from this process, a process whose parent is a hermes executable may be a child
 //! that hermes started: a host (an interactive session, a headless host, a worker, a `-z` run,
