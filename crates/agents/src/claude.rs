@@ -51,6 +51,9 @@ pub const CLAUDE: Agent = Agent {
     answer: Answer::AdditionalContext {
         stop_decision: "block",
     },
+    // `SessionEnd`'s reasons are clear, resume, logout, prompt_input_exit, other
+    // (`@anthropic-ai/claude-code-linux-x64/claude`): only `/clear` discards the conversation.
+    discard: crate::Discard::when("reason", &["clear"]),
     install: Install {
         server: Server::Json {
             file: Place {

@@ -48,6 +48,7 @@ pub const CLINE: Agent = Agent {
     },
     stop_active: StopActive::Never,
     answer: Answer::ContextModification,
+    discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
             file: Place::home(&[".cline", "data", "settings", "cline_mcp_settings.json"]),

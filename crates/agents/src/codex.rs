@@ -51,6 +51,7 @@ pub const CODEX: Agent = Agent {
     answer: Answer::AdditionalContext {
         stop_decision: "block",
     },
+    discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Toml {
             file: Place::both(&[".codex", "config.toml"]),

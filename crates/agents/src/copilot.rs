@@ -51,6 +51,7 @@ pub const COPILOT: Agent = Agent {
     },
     stop_active: StopActive::STOP_HOOK_ACTIVE,
     answer: Answer::TopLevelContext,
+    discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
             file: Place {

@@ -38,6 +38,7 @@ pub const CURSOR: Agent = Agent {
     start: StartRule::ALWAYS_FRESH,
     stop_active: StopActive::Count("loop_count"),
     answer: Answer::Followup,
+    discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
             file: Place::both(&[".cursor", "mcp.json"]),

@@ -53,6 +53,9 @@ pub const GEMINI: Agent = Agent {
     answer: Answer::AdditionalContext {
         stop_decision: "deny",
     },
+    // `SessionEndReason`: exit, clear, logout, prompt_input_exit, other
+    // (`@google/gemini-cli/bundle/chunk-5FZXKDXH.js`): only `/clear` discards the conversation.
+    discard: crate::Discard::when("reason", &["clear"]),
     install: Install {
         server: Server::Json {
             file: SETTINGS,

@@ -52,6 +52,8 @@ pub const HERMES_AGENT: Agent = Agent {
     start: StartRule::SOURCE,
     stop_active: StopActive::Never,
     answer: Answer::Context,
+    // Its plugin forwards a reset (`reset`) and `/new` (`session_boundary`), never `shutdown`.
+    discard: crate::Discard::when("reason", &["reset", "session_boundary"]),
     install: Install {
         server: Server::Yaml {
             file: Place {

@@ -137,7 +137,45 @@ pub enum Answer {
     Context,
 }
 
+/// Which of an agent's session ends are an explicit discard of the conversation (a `/clear`, a
+/// "new conversation"): the input field giving the reason and its values. Every other session
+/// end — a headless run's exit, a quit the person may `--resume` from tomorrow — only detaches
+/// the conversation from its process.
+#[derive(Clone, Copy, Debug)]
+pub struct Discard {
+    /// The field; `None`: no session end is a discard.
+    pub field: Option<&'static str>,
+    /// The values that mean a discard.
+    pub reasons: &'static [&'static str],
+}
+
+impl Discard {
+    /// No session end of the agent discards its conversation.
+    pub const NEVER: Discard = Discard {
+        field: None,
+        reasons: &[],
+    };
+
+    /// The session ends whose `field` is one of `reasons`.
+    pub const fn when(field: &'static str, reasons: &'static [&'static str]) -> Discard {
+        Discard {
+            field: Some(field),
+            reasons,
+        }
+    }
+}
+
 impl Agent {
+    /// Whether the session end whose input is `input` discards the conversation (see
+    /// [`Discard`]).
+    pub fn discards(&self, input: &Value) -> bool {
+        self.discard
+            .field
+            .and_then(|f| input.get(f))
+            .and_then(Value::as_str)
+            .is_some_and(|reason| self.discard.reasons.contains(&reason))
+    }
+
     /// How a session start came about.
     pub fn start(&self, input: &Value) -> Start {
         let rule = &self.start;

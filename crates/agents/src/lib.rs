@@ -17,7 +17,7 @@ mod hook;
 mod install;
 
 pub use child::{ChildProfile, StreamFormat};
-pub use hook::{Action, Answer, HookBoundary, HookEvent, Start, StartRule, StopActive};
+pub use hook::{Action, Answer, Discard, HookBoundary, HookEvent, Start, StartRule, StopActive};
 pub use install::{Entry, Hooks, Install, Layout, Place, Server};
 
 /// The table: each line is an agent's file (`src/MODULE.rs`) and the constant it defines.
@@ -76,6 +76,8 @@ pub struct Agent {
     pub stop_active: StopActive,
     /// The shape of an answer.
     pub answer: Answer,
+    /// Which session ends discard the conversation; every other one detaches it.
+    pub discard: Discard,
     /// What `hermes hook install NAME` writes.
     pub install: Install,
     /// How hermes runs it as a child (`--agent NAME`), if it can.

@@ -121,6 +121,35 @@ fn stat(pid: u32) -> Option<Stat> {
     })
 }
 
+/// The environment `process` was started with (`/proc/PID/environ`: what it was executed with,
+/// whatever it exported since), if it is still that process and its owner is ours. Values are
+/// secrets as often as not: callers pass them on, never print or store them.
+pub fn environment(process: ProcessId) -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    if process_start_time(process.pid)? != process.start_time {
+        return None;
+    }
+    let raw = fs::read(format!("/proc/{}/environ", process.pid)).ok()?;
+    // Read after the check: a pid reused meanwhile shows another start time now.
+    if process_start_time(process.pid)? != process.start_time {
+        return None;
+    }
+    Some(
+        raw.split(|b| *b == 0)
+            .filter_map(|entry| {
+                let at = entry.iter().position(|b| *b == b'=')?;
+                let (name, value) = (&entry[..at], &entry[at + 1..]);
+                (!name.is_empty()).then(|| {
+                    (
+                        std::ffi::OsStr::from_bytes(name).to_owned(),
+                        std::ffi::OsStr::from_bytes(value).to_owned(),
+                    )
+                })
+            })
+            .collect(),
+    )
+}
+
 /// The value of [`CHILD_MARKER_VAR`] in `pid`'s environment, if readable and set.
 fn marker_of(pid: u32) -> Option<String> {
     let environ = fs::read(format!("/proc/{pid}/environ")).ok()?;

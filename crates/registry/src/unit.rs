@@ -69,13 +69,12 @@ pub(crate) fn child_env(
     if let Some(session) = parent {
         env.push(("HERMES_PARENT_SESSION_ID".to_owned(), session.to_string()));
     }
-    // How deep it is in a chain of delegations, and for an agent child its role, so a hermes
-    // inside it knows whether it may delegate.
+    // How deep it is in a chain of delegations, and its role (an agent's or a command's), so a
+    // hermes inside it knows whether it may delegate. A hermes finds them again from the
+    // process tree and the ledger when an agent between them stripped these.
     let depth = unit.spec.depth.max(1);
     env.push((crate::agent::CHILD_DEPTH_VAR.to_owned(), depth.to_string()));
-    if let Some(task) = unit.spec.tasks.get(index as usize)
-        && task.agent.is_some()
-    {
+    if let Some(task) = unit.spec.tasks.get(index as usize) {
         env.push((
             crate::agent::CHILD_ROLE_VAR.to_owned(),
             task.role.as_str().to_owned(),
@@ -331,10 +330,6 @@ impl UnitRun {
             self.parent.as_ref().filter(|_| !self.host.is_worker()),
             inherited_names(),
         );
-        if task.agent.is_none() {
-            // Only agent children carry a role; a command inherits none from this process.
-            env_remove.push(crate::agent::CHILD_ROLE_VAR.to_owned());
-        }
         // An agent whose home variable is hermes' too keeps its own home: neither hermes' value
         // (inherited, or set for children below) reaches it.
         let own_home = task
@@ -577,9 +572,10 @@ mod tests {
                 ),
                 ("HERMES_PARENT_SESSION_ID".to_owned(), "s-1".to_owned()),
                 ("HERMES_CHILD_DEPTH".to_owned(), "1".to_owned()),
+                ("HERMES_CHILD_ROLE".to_owned(), "leaf".to_owned()),
             ]
         );
-        // An agent child also learns its role.
+        // An agent child learns its role too.
         let mut agent = unit.clone();
         agent.spec.depth = 2;
         agent.spec.tasks[0].agent = Some("some-agent".into());
@@ -601,7 +597,7 @@ mod tests {
             ["HERMES_PARENT_SESSION_ID", "PGPASSWORD"]
         );
         // Cron (no parent): nothing ties the child to a session, inherited or not.
-        assert_eq!(child_env(&unit, 0, None).len(), 4);
+        assert_eq!(child_env(&unit, 0, None).len(), 5);
         assert_eq!(
             env_removed(None, inherited()),
             [

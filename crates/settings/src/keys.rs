@@ -7,7 +7,7 @@ use crate::sources::{Source, Sources, Value};
 use crate::{Bounds, Settings, SettingsError, Unit};
 
 /// hermes' sections. `HERMES_<SECTION>_<KEY>` with one of these sections must name a key.
-pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger"];
+pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger", "session"];
 
 /// The one text key: where the ledger lives (`ledger.url`, `HERMES_LEDGER_URL`).
 pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
@@ -36,6 +36,10 @@ pub const WORKSPACE: (&str, &str) = ("delegation", "workspace");
 /// The values [`WORKSPACE`] takes.
 pub const WORKSPACES: &[&str] = &["none", "worktree"];
 
+/// What an agent's session end that is not a discard does (`session.on_agent_exit`: `detach`
+/// or `end`).
+pub const ON_AGENT_EXIT: (&str, &str) = ("session", "on_agent_exit");
+
 /// The section of agent CLI profiles (`[agents.NAME] command = [...]`).
 pub const AGENTS: &str = "agents";
 
@@ -63,6 +67,11 @@ pub const TEXT_KEYS: &[TextKey] = &[
         default: Some("none"),
     },
     TextKey {
+        section: ON_AGENT_EXIT.0,
+        name: ON_AGENT_EXIT.1,
+        default: Some("detach"),
+    },
+    TextKey {
         section: LEDGER_URL.0,
         name: LEDGER_URL.1,
         default: None,
@@ -82,6 +91,11 @@ pub const TEXT_KEYS: &[TextKey] = &[
 /// Variables hermes sets for its own children that happen to start like an override
 /// (they are not overrides, and a hermes run inside a child must work).
 const CHILD_VARIABLES: &[&str] = &["HERMES_DELEGATION_ID"];
+
+/// Sections whose variables share a prefix with other programs' (`HERMES_SESSION_ID`, Hermes
+/// Agent's `HERMES_SESSION_*`): a variable naming no key of them is not hermes' and is left
+/// alone instead of refused.
+const SHARED_SECTIONS: &[&str] = &["session"];
 
 /// One key: where it lives, its default and bounds, and the field it sets.
 #[derive(Clone, Copy)]
@@ -433,10 +447,19 @@ fn set_text(
                     expected: "`none` or `worktree`".to_owned(),
                 })?,
         };
+    } else if key == ON_AGENT_EXIT {
+        settings.session.on_agent_exit = match raw {
+            None => crate::AgentExit::Detach,
+            Some(r) => crate::AgentExit::parse(r).ok_or_else(|| SettingsError::BadValue {
+                what: what.to_owned(),
+                expected: "`detach` or `end`".to_owned(),
+            })?,
+        };
     }
     Ok(match raw {
         None if key == LEDGER_NAMESPACE => Value::Text(crate::Namespace::DEFAULT.to_owned()),
         None if key == WORKSPACE => Value::Text(WORKSPACES[0].to_owned()),
+        None if key == ON_AGENT_EXIT => Value::Text(crate::AgentExit::Detach.as_str().to_owned()),
         None => Value::Unset,
         Some(r) if key == LEDGER_URL || key == LEDGER_LISTEN_URL => Value::Text(crate::redacted(r)),
         Some(r) => Value::Text(r.to_owned()),
@@ -477,6 +500,9 @@ pub(crate) fn apply_variable(
         };
         let shown = set_text(settings, (section, key_name), &what, Some(raw))?;
         sources.record(section, key_name, shown, source);
+        return Ok(());
+    }
+    if SHARED_SECTIONS.contains(&section) && find(section, key_name).is_none() {
         return Ok(());
     }
     let key = find(section, key_name).ok_or_else(|| SettingsError::UnknownVariable {

@@ -79,9 +79,50 @@ pub struct Settings {
     pub host: HostSettings,
     /// `[ledger]`: where the ledger lives.
     pub ledger: LedgerSettings,
+    /// `[session]`: what an agent's exit does to its conversation.
+    pub session: SessionSettings,
     /// `[agents.NAME]`: agent CLIs added to the built-in profiles, or overriding them, in
     /// name order.
     pub agents: Vec<AgentOverride>,
+}
+
+/// `[session]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// `session.on_agent_exit`: what a session end of an agent that is not an explicit discard
+    /// does.
+    pub on_agent_exit: AgentExit,
+}
+
+/// What an agent's session end that is not an explicit discard (its process exits: a headless
+/// run, a quit) does to the conversation's session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AgentExit {
+    /// The session stays: its children run on and its results wait for the conversation's
+    /// next process (`--resume`).
+    #[default]
+    Detach,
+    /// The session ends as at a discard: running children interrupted, results dropped.
+    End,
+}
+
+impl AgentExit {
+    /// The value named `text` (`detach`, `end`).
+    pub fn parse(text: &str) -> Option<AgentExit> {
+        match text {
+            "detach" => Some(AgentExit::Detach),
+            "end" => Some(AgentExit::End),
+            _ => None,
+        }
+    }
+
+    /// Its name in `config.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentExit::Detach => "detach",
+            AgentExit::End => "end",
+        }
+    }
 }
 
 /// `[ledger]`.
@@ -337,6 +378,7 @@ impl Settings {
                 recovery_interval: Duration::ZERO,
             },
             ledger: LedgerSettings::default(),
+            session: SessionSettings::default(),
             agents: Vec::new(),
         }
     }

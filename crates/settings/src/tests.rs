@@ -37,6 +37,20 @@ fn defaults_follow_the_spec() {
 }
 
 #[test]
+fn an_agents_exit_detaches_unless_the_user_wants_the_old_end() {
+    use crate::AgentExit;
+    assert_eq!(
+        load("", &[]).expect("loads").session.on_agent_exit,
+        AgentExit::Detach
+    );
+    let s = load("[session]\non_agent_exit = \"end\"\n", &[]).expect("loads");
+    assert_eq!(s.session.on_agent_exit, AgentExit::End);
+    let s = load("", &[("HERMES_SESSION_ON_AGENT_EXIT", "end")]).expect("loads");
+    assert_eq!(s.session.on_agent_exit, AgentExit::End);
+    assert!(load("[session]\non_agent_exit = \"kill\"\n", &[]).is_err());
+}
+
+#[test]
 fn the_default_workspace_is_read_and_checked() {
     assert_eq!(load("", &[]).expect("loads").delegation.workspace, "none");
     let s = load("[delegation]\nworkspace = \"worktree\"\n", &[]).expect("loads");

@@ -187,7 +187,7 @@ def on_session_end(session_id: str = "", **_kw):
 def on_session_finalize(session_id: str = "", reason: str = "", **_kw):
     _release_session(session_id)
     if reason == "session_boundary" and session_id:
-        _end(session_id, "on_session_finalize")
+        _end(session_id, "on_session_finalize", reason)
     # `shutdown`: the process exits; the session stays, and `--resume` gets its results.
     _bound.discard(session_id)
 
@@ -195,14 +195,16 @@ def on_session_finalize(session_id: str = "", reason: str = "", **_kw):
 def on_session_reset(session_id: str = "", **_kw):
     _release_session(session_id)
     if session_id:
-        _end(session_id, "on_session_reset")
+        _end(session_id, "on_session_reset", "reset")
 
 
-def _end(session_id: str, event: str) -> None:
+def _end(session_id: str, event: str, reason: str) -> None:
+    """A discard: hermes ends the session for the reasons its profile names (`reset`,
+    `session_boundary`); any other session end only detaches it."""
     _bound.discard(session_id)
     _run(
         ["hook", "session-end", "--agent", AGENT],
-        json.dumps({"session_id": session_id, "hook_event_name": event}),
+        json.dumps({"session_id": session_id, "hook_event_name": event, "reason": reason}),
     )
 
 

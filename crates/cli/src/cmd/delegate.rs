@@ -64,7 +64,7 @@ fn dispatch(
             now(),
         )? {
             let host_pid = admission.delegation.host.map(|h| h.pid);
-            return answer(args, ledger, &config, &session, &admission, host_pid);
+            return answer(args, home, ledger, &session, &admission, host_pid);
         }
     }
     // No live host (or a pool unit): the session and its host are read, the session written
@@ -86,7 +86,7 @@ fn dispatch(
     // refuses an id taken).
     if !drawn && let Some(admission) = ledger.recorded_dispatch(&new)? {
         let host_pid = admission.delegation.host.map(|h| h.pid);
-        return answer(args, ledger, &config, &session, &admission, host_pid);
+        return answer(args, home, ledger, &session, &admission, host_pid);
     }
     let (host_pid, admission) = match spec.pool.clone() {
         Some(_) => {
@@ -106,7 +106,7 @@ fn dispatch(
             (Some(host.pid), admission)
         }
     };
-    answer(args, ledger, &config, &session, &admission, host_pid)
+    answer(args, home, ledger, &session, &admission, host_pid)
 }
 
 /// A ledger failure of `delegate`: whether the unit was recorded is not known (the connection
@@ -130,15 +130,15 @@ fn outcome_unknown(err: anyhow::Error, id: &DelegationId) -> anyhow::Error {
 /// What `delegate` answers for a recorded unit (now, or by an earlier attempt under its id).
 fn answer(
     args: &DelegateArgs,
+    home: &Home,
     ledger: &Ledger,
-    config: &hermes_registry::Config,
     session: &SessionId,
     admission: &hermes_ledger::Admission,
     host_pid: Option<u32>,
 ) -> anyhow::Result<Code> {
     let unit = &admission.delegation;
     let transcripts: Vec<String> =
-        hermes_registry::transcript::task_logs(&config.transcript_root, unit)
+        hermes_registry::transcript::task_logs(&home.registry().transcript_root, unit)
             .iter()
             .map(|path| path.display().to_string())
             .collect();
@@ -168,6 +168,10 @@ fn answer(
             map.insert(
                 "already_recorded".into(),
                 serde_json::json!(admission.already_recorded),
+            );
+            map.insert(
+                "on_agent_exit".into(),
+                session_host::exit_note(&home.settings, true).into(),
             );
         }
         output::print_json(&value)?;

@@ -1,6 +1,7 @@
-//! `hermes session list|end`.
+//! `hermes session list|end`. A session is `active`, `detached` (its agent process left it
+//! without discarding it: see `services/binding.rs`) or `ended`.
 
-use hermes_ledger::{HostKind, SessionEnd, SessionId};
+use hermes_ledger::{HostKind, SessionEnd, SessionId, SessionState};
 use serde_json::json;
 
 use crate::args::SessionCommand;
@@ -15,11 +16,18 @@ pub fn run(command: SessionCommand) -> anyhow::Result<Code> {
         SessionCommand::List { json } => {
             let ledger = home.open_ledger_and_sweep()?;
             let sessions = ledger.sessions()?;
+            let detached = crate::services::binding::Bindings::new(&home.dir).detached();
+            // An active session that its agent process left (without discarding it) is shown
+            // `detached`: its work goes on and its results wait for the conversation's return.
+            let state = |s: &hermes_ledger::SessionSummary| match s.state {
+                SessionState::Active if detached.contains(s.id.as_str()) => "detached",
+                state => state.as_str(),
+            };
             if json {
                 output::print_json(&json!({
                     "sessions": sessions.iter().map(|s| json!({
                         "id": s.id.to_string(),
-                        "state": s.state.as_str(),
+                        "state": state(s),
                         "host_pid": s.host_pid,
                         "running": s.running,
                         "queued": s.queued,
@@ -30,9 +38,9 @@ pub fn run(command: SessionCommand) -> anyhow::Result<Code> {
                 let mut text = String::new();
                 for s in &sessions {
                     text.push_str(&format!(
-                        "{:<24} {:<6} host {:<7} running {} queued {} pending {}\n",
+                        "{:<24} {:<8} host {:<7} running {} queued {} pending {}\n",
                         s.id.as_str(),
-                        s.state.as_str(),
+                        state(s),
                         s.host_pid.map_or("-".to_owned(), |p| p.to_string()),
                         s.running,
                         s.queued,

@@ -77,7 +77,8 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     let sessions = conversation(&home, agent, &input, &event)?;
     match event.action {
         Action::Start => start(&home, &sessions, input.start),
-        Action::End => end(&home, &sessions),
+        Action::End if ends(&home, &input) => end(&home, &sessions),
+        Action::End => Ok(detach(&sessions)),
         Action::Deliver(boundary) => {
             deliver(&home, agent, &event, &sessions, agents::boundary(boundary))
         }
@@ -133,8 +134,13 @@ fn conversation(
     let bindings = Bindings::new(&home.dir);
     let agent = binding::agent_process();
     if event.action == Action::End {
-        // The conversation's sessions as bound; its record goes with it.
-        return bindings.end(agent, raw);
+        // The conversation's sessions as bound; its record goes with it (kept as detached
+        // unless the conversation is discarded).
+        return if ends(home, input) {
+            bindings.end(agent, raw)
+        } else {
+            bindings.detach(agent, raw)
+        };
     }
     let naming = match (event.action, input.start) {
         (Action::Start, Some(Start::Fresh | Start::Resume)) => Naming::Start,
@@ -204,6 +210,24 @@ fn deliver(
     let shown = consume::present(&taken.router, taken.claimed, boundary, reader, answer)?;
     tracing::debug!(shown, "hook delivered");
     Ok(Code::Ok)
+}
+
+/// Whether a session end ends the conversation's sessions: an explicit discard of the agent's
+/// profile does; any other (the agent's process exits) only detaches them, unless the user set
+/// `session.on_agent_exit = "end"`.
+fn ends(home: &Home, input: &HookInput) -> bool {
+    input.discard || home.settings.session.on_agent_exit == hermes_settings::AgentExit::End
+}
+
+/// Detaches the conversation's sessions from the agent process that leaves them: nothing is
+/// written to the ledger. Their children run on in the session's headless host, their results
+/// stay pending, and the conversation's next process (a hook naming the same id) receives them
+/// at its first boundary.
+fn detach(sessions: &[SessionId]) -> Code {
+    for session in sessions {
+        tracing::info!(%session, "session detached: its agent process leaves it");
+    }
+    Code::Ok
 }
 
 /// Ends the conversation's sessions: their running units are interrupted, what they never

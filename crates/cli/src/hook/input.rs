@@ -33,6 +33,8 @@ pub struct HookInput {
     pub stop_active: bool,
     /// The event name the agent gave (informational).
     pub event_name: Option<String>,
+    /// Whether a session end is one the agent's profile names an explicit discard.
+    pub discard: bool,
 }
 
 impl HookInput {
@@ -56,6 +58,7 @@ impl HookInput {
                 .get(agent.event_field)
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            discard: agent.discards(value),
         }
     }
 }
@@ -130,6 +133,25 @@ mod tests {
         }
         let text = br#"{"session_id":"abc-1","transcript_path":"/t.jsonl","hook_event_name":"PostToolUse"}"#;
         assert_eq!(parse_one(&text[..]).expect("parses")["session_id"], "abc-1");
+    }
+
+    #[test]
+    fn only_the_reasons_a_profile_names_discard_a_conversation() {
+        for agent in hermes_agents::AGENTS {
+            let mut value = serde_json::json!({"session_id": "s"});
+            for reason in agent.discard.reasons {
+                value[agent.discard.field.expect("a field")] = (*reason).into();
+                assert!(HookInput::of(agent, &value).discard, "{}", agent.name);
+            }
+            for other in ["other", "exit", "complete", "shutdown", "prompt_input_exit"] {
+                value["reason"] = other.into();
+                assert!(
+                    !HookInput::of(agent, &value).discard,
+                    "{} {other}",
+                    agent.name
+                );
+            }
+        }
     }
 
     #[test]

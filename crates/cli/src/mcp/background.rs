@@ -51,6 +51,9 @@ pub async fn background(
         spec.delivery = hermes_ledger::DeliveryMode::AfterTurn;
     }
     let pooled = spec.pool.clone();
+    // A named session's unit runs in its headless host, a pool's in a worker: neither is this
+    // server.
+    let outlives = sessions.named || pooled.is_some();
     let (unit, transcripts, queue_position, host_pid) = if sessions.named && pooled.is_none() {
         let home = tools.home.clone();
         let ledger = tools.conversation.ledger().clone();
@@ -109,10 +112,12 @@ pub async fn background(
         host_pid,
         workers,
     );
-    if !sessions.named
-        && let serde_json::Value::Object(map) = &mut answer
-    {
-        map.insert("warning".into(), no_binding().into());
+    if let serde_json::Value::Object(map) = &mut answer {
+        let note = crate::services::session_host::exit_note(&tools.home.settings, outlives);
+        map.insert("on_agent_exit".into(), note.into());
+        if !sessions.named {
+            map.insert("warning".into(), no_binding().into());
+        }
     }
     if let (Some(agent), serde_json::Value::Object(map)) = (&fallback, &mut answer) {
         map.insert("note".into(), inject_note(agent).into());

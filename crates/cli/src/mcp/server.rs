@@ -51,9 +51,16 @@ pub fn run() -> anyhow::Result<Code> {
     let served = runtime.block_on(async move {
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+        // The children this server runs itself get the environment its agent withheld from it.
+        let mut config = home.registry();
+        config.child_env.extend(
+            crate::services::agent_proc::environment_missing_here(agent)
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        );
         let host = Host::start(
             ledger.clone(),
-            home.registry(),
+            config,
             Arc::new(SystemClock),
             HostOptions {
                 kind: HostKind::Interactive,

@@ -12,7 +12,11 @@
 //! - anything else: taken as the agent (an agent hermes has no profile for).
 //!
 //! With no such ancestor, the parent is the agent.
+//!
+//! The agent's own environment is the person's: agents start MCP servers with less of it (a
+//! fixed whitelist, or without any variable named like a secret), while its hooks get all of it. [`environment_missing_here`] is what a child would lack.
 
+use std::ffi::OsString;
 use std::fs;
 
 use hermes_ledger::ProcessId;
@@ -150,6 +154,24 @@ pub fn agent_process() -> ProcessId {
             start_time: hermes_registry::procs::process_start_time(parent).unwrap_or(0),
         },
     }
+}
+
+/// The variables of `agent`'s environment (the one it was started with) that this process does
+/// not have: what an agent withheld from the MCP server it started, for the children the
+/// server dispatches. hermes' own (`HERMES_*`: this process's home and session say which are
+/// in force) and the ledger's password (`PGPASSWORD`, never a child's) are left out. The values
+/// go to a child's environment only: nothing logs or stores them.
+pub fn environment_missing_here(agent: ProcessId) -> Vec<(OsString, OsString)> {
+    let Some(theirs) = hermes_registry::procs::environment(agent) else {
+        return Vec::new();
+    };
+    theirs
+        .into_iter()
+        .filter(|(name, _)| {
+            let text = name.to_string_lossy();
+            !text.starts_with("HERMES_") && text != "PGPASSWORD" && std::env::var_os(name).is_none()
+        })
+        .collect()
 }
 
 /// The agent among `chain` (nearest ancestor first); see the module's documentation.

@@ -16,13 +16,17 @@
 //!   starts adopts them: an agent's resume (`--resume`) may fire two (a fresh id and the resumed one,
 //!   in either order), and what a dispatch between them collected stays the conversation's; a
 //!   later hook naming the other id only makes that one current;
-//! - `session-end` removes its conversation (a `/clear` then starts a fresh one);
+//! - `session-end` removes its conversation (a `/clear` then starts a fresh one); one that is no
+//!   discard (the process exits, the person may `--resume` tomorrow) records it as *detached* in
+//!   `agents/detached.json`, as does the pruning of an agent that exited without saying so, until
+//!   a hook of a later process names it again (`hermes session list` shows it);
 //! - the server asks which conversation a tool call is for: with one, that one; with several,
 //!   the call must say (`session`), never "the last one seen".
 //!
 //! Writes are atomic (temp file + rename) under an exclusive lock on `agents/.lock`; the fast
 //! path (a hook of a conversation already recorded) only reads. Files 0600, directories 0700.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -84,6 +88,18 @@ impl Binding {
         self.conversations.iter().find(|c| c.names(id))
     }
 }
+
+/// The conversations whose agent process left them without discarding them: session id →
+/// when (milliseconds since the epoch).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Detached {
+    #[serde(default)]
+    sessions: BTreeMap<String, u64>,
+}
+
+/// How long a detached conversation is remembered as such: past a week (the ledger's default
+/// retention) nobody resumes it.
+const DETACHED_KEPT_MS: u64 = 7 * 24 * 3_600_000;
 
 /// How a hook names its conversation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +176,12 @@ impl Bindings {
         let conv = bind_in(&mut binding, session_id, naming);
         self.write(agent, &binding)?;
         self.prune_dead(agent);
+        // A later process of a detached conversation: it is attached again.
+        self.update_detached(|d| {
+            conv.sessions()
+                .iter()
+                .any(|s| d.remove(s.as_str()).is_some())
+        })?;
         Ok(conv)
     }
 
@@ -235,6 +257,74 @@ impl Bindings {
         Ok(sessions)
     }
 
+    /// The agent's conversation `session_id` ended without a discard (its process exits):
+    /// removed like [`Bindings::end`], and its sessions recorded as detached.
+    pub fn detach(&self, agent: ProcessId, session_id: &str) -> anyhow::Result<Vec<SessionId>> {
+        let sessions = self.end(agent, session_id)?;
+        let _lock = self.lock()?;
+        let at = crate::services::home::now().as_millis();
+        self.update_detached(|d| {
+            for s in &sessions {
+                d.insert(s.to_string(), at);
+            }
+            true
+        })?;
+        Ok(sessions)
+    }
+
+    /// The sessions detached from their agent process: recorded so at a session end, or named
+    /// by the binding of an agent that no longer runs, and named by no running agent. Only
+    /// reads.
+    pub fn detached(&self) -> BTreeSet<String> {
+        let mut detached: BTreeSet<String> = self.read_detached().sessions.into_keys().collect();
+        let mut attached = BTreeSet::new();
+        for (agent, path) in self.binding_files() {
+            let Some(binding) = fs::read(&path)
+                .ok()
+                .and_then(|t| serde_json::from_slice::<Binding>(&t).ok())
+            else {
+                continue;
+            };
+            let named = binding.conversations.iter().flat_map(Conv::sessions);
+            if hermes_registry::procs::is_alive(agent) {
+                attached.extend(named.map(|s| s.to_string()));
+            } else {
+                detached.extend(named.map(|s| s.to_string()));
+            }
+        }
+        &detached - &attached
+    }
+
+    fn detached_path(&self) -> PathBuf {
+        self.dir.join("detached.json")
+    }
+
+    fn read_detached(&self) -> Detached {
+        fs::read(self.detached_path())
+            .ok()
+            .and_then(|t| serde_json::from_slice(&t).ok())
+            .unwrap_or_default()
+    }
+
+    /// Changes the detached record with `change` (which says whether it changed anything) and
+    /// forgets what is older than [`DETACHED_KEPT_MS`]; called with the lock held.
+    fn update_detached(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, u64>) -> bool,
+    ) -> anyhow::Result<()> {
+        let mut detached = self.read_detached();
+        let changed = change(&mut detached.sessions);
+        if !changed {
+            return Ok(());
+        }
+        let oldest = crate::services::home::now()
+            .as_millis()
+            .saturating_sub(DETACHED_KEPT_MS);
+        detached.sessions.retain(|_, at| *at >= oldest);
+        let text = serde_json::to_vec(&detached).context("cannot encode the detached sessions")?;
+        self.write_atomically(&self.detached_path(), &text)
+    }
+
     /// Forgets the agent's binding (its provisional conversation ended with the server).
     pub fn remove(&self, agent: ProcessId) -> anyhow::Result<()> {
         let _lock = self.lock()?;
@@ -274,9 +364,12 @@ impl Bindings {
     }
 
     fn write(&self, agent: ProcessId, binding: &Binding) -> anyhow::Result<()> {
-        let path = self.path(agent);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let text = serde_json::to_vec(binding).context("cannot encode the binding")?;
+        self.write_atomically(&self.path(agent), &text)
+    }
+
+    fn write_atomically(&self, path: &Path, text: &[u8]) -> anyhow::Result<()> {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let mut file = OpenOptions::new()
             .create(true)
             .truncate(true)
@@ -284,31 +377,56 @@ impl Bindings {
             .mode(0o600)
             .open(&tmp)
             .with_context(|| format!("cannot write {}", tmp.display()))?;
-        file.write_all(&text)
+        file.write_all(text)
             .with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+        fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
     }
 
-    /// Removes the bindings of other agents that no longer run (called with the lock held).
-    fn prune_dead(&self, keep: ProcessId) {
+    /// The binding files of this home, with the agent each is keyed by.
+    fn binding_files(&self) -> Vec<(ProcessId, PathBuf)> {
         let Ok(entries) = fs::read_dir(&self.dir) else {
-            return;
+            return Vec::new();
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                let stem = name.to_str()?.strip_suffix(".json")?;
+                let (pid, start) = stem.split_once('-')?;
+                let agent = ProcessId {
+                    pid: pid.parse().ok()?,
+                    start_time: start.parse().ok()?,
+                };
+                Some((agent, entry.path()))
+            })
+            .collect()
+    }
+
+    /// Removes the bindings of other agents that no longer run (called with the lock held):
+    /// their conversations, which they left without a session end, are detached.
+    fn prune_dead(&self, keep: ProcessId) {
+        let mut left = Vec::new();
+        for (agent, path) in self.binding_files() {
+            if agent == keep || hermes_registry::procs::is_alive(agent) {
                 continue;
-            };
-            let Some((pid, start)) = stem.split_once('-') else {
-                continue;
-            };
-            let (Ok(pid), Ok(start_time)) = (pid.parse(), start.parse()) else {
-                continue;
-            };
-            let agent = ProcessId { pid, start_time };
-            if agent != keep && !hermes_registry::procs::is_alive(agent) {
-                let _ = fs::remove_file(entry.path());
             }
+            if let Some(binding) = self.read(agent) {
+                left.extend(binding.conversations.iter().flat_map(Conv::sessions));
+            }
+            let _ = fs::remove_file(path);
+        }
+        if left.is_empty() {
+            return;
+        }
+        let at = crate::services::home::now().as_millis();
+        let recorded = self.update_detached(|d| {
+            for s in &left {
+                d.entry(s.to_string()).or_insert(at);
+            }
+            true
+        });
+        if let Err(e) = recorded {
+            tracing::warn!(error = %format!("{e:#}"), "cannot record detached conversations");
         }
     }
 }
@@ -470,5 +588,28 @@ mod tests {
             .bind(agent(4), "some-agent", "second", Naming::OtherStart)
             .expect("bind");
         assert_eq!(names(&after_clear.sessions()), ["second"]);
+    }
+
+    #[test]
+    fn a_detached_conversation_is_shown_until_a_later_process_names_it() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let b = Bindings::new(home.path());
+        let me = hermes_registry::procs::current_process();
+        b.bind(me, "some-agent", "kept", Naming::Hook)
+            .expect("bind");
+        b.bind(me, "some-agent", "cleared", Naming::Hook)
+            .expect("bind");
+        assert!(b.detached().is_empty(), "a running agent holds both");
+        assert_eq!(names(&b.detach(me, "kept").expect("detach")), ["kept"]);
+        b.end(me, "cleared").expect("end");
+        assert_eq!(b.detached(), BTreeSet::from(["kept".to_owned()]));
+        // An agent that exited without a session end: its conversations are detached too.
+        b.bind(agent(9), "some-agent", "crashed", Naming::Hook)
+            .expect("bind");
+        assert!(b.detached().contains("crashed"));
+        // The next process of the conversation names it again: attached.
+        b.bind(me, "some-agent", "kept", Naming::Start)
+            .expect("bind");
+        assert_eq!(b.detached(), BTreeSet::from(["crashed".to_owned()]));
     }
 }

@@ -7,7 +7,7 @@
 //!   `config.rs` (`config.toml` and the environment).
 //! - Work in: `dispatch/` (what to run, from flags, a tasks file or MCP parameters),
 //!   `session_host.rs` (a session's headless host: look, start, hand it a unit), `inline.rs` (a
-//!   finished inline unit as shown).
+//!   finished inline unit as shown), `lineage.rs` (which child this process runs inside of).
 //! - Results out: `delivery/` (take, show, settle), `relay.rs` (a hook's delivery through its
 //!   session's host), `binding.rs` (one conversation, one session), `agent_proc.rs` (which
 //!   process is the agent), `hook_files/` (the files `hook install` writes, and finds again).
@@ -26,6 +26,7 @@ pub mod exit;
 pub mod home;
 pub mod hook_files;
 pub mod inline;
+pub mod lineage;
 pub mod logfile;
 pub mod metrics;
 pub mod output;

@@ -18,6 +18,23 @@ use hermes_registry::RegistryError;
 use crate::services::exit::{Code, fail};
 use crate::services::home::{Home, now};
 
+/// What a dispatch answer says happens to the unit when the agent that dispatched it exits
+/// (`on_agent_exit`): `outlives` when it runs in the session's headless host, not in the
+/// dispatching process.
+pub fn exit_note(settings: &hermes_settings::Settings, outlives: bool) -> &'static str {
+    match (outlives, settings.session.on_agent_exit) {
+        (false, _) => {
+            "end: no hook has named this conversation, so this server runs the work and it stops when the agent exits"
+        }
+        (true, hermes_settings::AgentExit::Detach) => {
+            "detach: the agent's exit stops nothing; the result waits for the conversation's next process (--resume) and arrives at its first boundary"
+        }
+        (true, hermes_settings::AgentExit::End) => {
+            "end: the agent's session end ends the session (session.on_agent_exit = \"end\"): running work is interrupted, undelivered results are dropped"
+        }
+    }
+}
+
 /// How long a command waits for a headless host it started to claim the session.
 const HOST_START_LIMIT: Duration = Duration::from_secs(10);
 
@@ -85,6 +102,10 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
     let mut command = Command::new(exe);
     // The host starts with the user's mask, which it gives to the children it runs.
     crate::services::home::with_user_umask(&mut command);
+    // Started for the conversation of this process's agent, it gets what of the agent's
+    // environment this process lacks (an MCP server's is filtered): its children run with
+    // the person's environment, whichever door dispatched them.
+    command.envs(agent_environment(home, session));
     let mut child = command
         .args(["host", "--session", session.as_str(), "-v"])
         .env("HERMES_HOME", &home.dir)
@@ -138,6 +159,25 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// What of the environment of this process's agent a host for `session` gets: the variables
+/// this process lacks, when `session` is the agent's conversation (its binding names it).
+fn agent_environment(
+    home: &Home,
+    session: &SessionId,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let agent = crate::services::binding::agent_process();
+    let ours = crate::services::binding::Bindings::new(&home.dir)
+        .read(agent)
+        .is_some_and(|b| {
+            b.conversation(session.as_str()).is_some()
+                || b.provisional.as_deref() == Some(session.as_str())
+        });
+    if !ours {
+        return Vec::new();
+    }
+    crate::services::agent_proc::environment_missing_here(agent)
 }
 
 /// Records a background unit of `session` for the session's live host, starting a headless

@@ -426,10 +426,13 @@ fn a_leaf_cannot_delegate_and_an_orchestrator_can_until_max_depth() {
         file("err-2")
     );
 
-    // A plain command child may still run hermes, within the depth limit.
+    // A plain command child is a leaf too, unless dispatched as an orchestrator: then it may
+    // run hermes, within the depth limit.
     let run = a.h.run(&[
         "-z",
         "--json",
+        "--role",
+        "orchestrator",
         "--",
         env!("CARGO_BIN_EXE_hermes"),
         "-z",

@@ -177,10 +177,21 @@ fn unknown_overrides_of_our_sections_are_refused_and_a_nested_hermes_still_runs(
     // Other HERMES_* names are not ours to judge.
     let run = h.run_env(&["-z", "--", "true"], &[("HERMES_SOMETHING_ELSE", "1")]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    // A child runs with HERMES_DELEGATION_ID and friends set: hermes inside it still works.
+    // A child runs with HERMES_DELEGATION_ID and friends set: hermes inside it still works (in
+    // an orchestrator child: a leaf may not delegate).
     let hermes = env!("CARGO_BIN_EXE_hermes");
     let run = h.run(&[
-        "-z", "--json", "--", hermes, "-z", "-q", "--", "echo", "nested",
+        "-z",
+        "--json",
+        "--role",
+        "orchestrator",
+        "--",
+        hermes,
+        "-z",
+        "-q",
+        "--",
+        "echo",
+        "nested",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let result = run.json()["tasks"][0]["result"]

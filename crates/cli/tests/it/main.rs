@@ -5,6 +5,7 @@
 
 mod agents;
 mod common;
+mod detach;
 mod doctor;
 mod hermes_agent;
 mod home;

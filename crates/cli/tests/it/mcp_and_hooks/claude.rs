@@ -99,10 +99,11 @@ fn a_dispatch_no_hook_can_deliver_carries_a_warning() {
 
 /// Item 2: `/exit` fires `SessionEnd` (reason `prompt_input_exit`); `claude --resume` comes
 /// back with the same `session_id` and `SessionStart` `source: "resume"`
-/// (https://code.claude.com/docs/en/hooks, "SessionStart", "SessionEnd"). The conversation
-/// takes work again; what was dropped at the end is not delivered.
+/// (https://code.claude.com/docs/en/hooks, "SessionStart", "SessionEnd"). An exit is no
+/// discard: what was still running finishes meanwhile and the resumed conversation gets it
+/// once, beside its own new work; what the first process received is not delivered again.
 #[test]
-fn a_conversation_resumed_after_exit_takes_work_again_and_gets_nothing_twice() {
+fn a_conversation_resumed_after_exit_gets_what_ran_on_once_and_nothing_twice() {
     let h = Hermes::new();
     let conv = "conv-resume";
     let mut first = Agent::start(&h);
@@ -111,7 +112,11 @@ fn a_conversation_resumed_after_exit_takes_work_again_and_gets_nothing_twice() {
         first.delegate(json!({"goal": "before exit", "command": ["sh", "-c", "echo before-exit"]}));
     wait_ready(&h, &early);
     assert!(context(&mut first, "UserPromptSubmit", conv).contains("before-exit"));
-    let (dropped, _) = first.delegate(json!({"goal": "dropped", "command": ["sleep", "30"]}));
+    let go = h.path().join("go");
+    let (ran_on, _) = first.delegate(json!({
+        "goal": "runs on",
+        "command": ["sh", "-c", crate::common::until_told(&go, "ran-on")]
+    }));
     fire(
         &mut first,
         "SessionEnd",
@@ -119,6 +124,8 @@ fn a_conversation_resumed_after_exit_takes_work_again_and_gets_nothing_twice() {
         &[("reason", json!("prompt_input_exit"))],
     );
     drop(first);
+    std::fs::write(&go, "").expect("go");
+    wait_ready(&h, &ran_on);
     let mut resumed = Agent::start(&h);
     let start = fire(
         &mut resumed,
@@ -132,12 +139,13 @@ fn a_conversation_resumed_after_exit_takes_work_again_and_gets_nothing_twice() {
     assert_eq!(session, conv);
     wait_ready(&h, &id);
     let text = context(&mut resumed, "UserPromptSubmit", conv);
-    assert!(text.contains("after-resume"), "{text}");
     assert!(
-        !text.contains("before-exit") && !text.contains(&dropped),
+        text.contains("after-resume") && text.contains("ran-on"),
         "{text}"
     );
-    assert_eq!(wait_ended(&h, &dropped)["status"], "interrupted");
+    assert!(!text.contains("before-exit"), "{text}");
+    assert_eq!(context(&mut resumed, "UserPromptSubmit", conv), "");
+    assert_eq!(wait_ended(&h, &ran_on)["status"], "completed");
 }
 
 /// Item 2: any later hook of a session `SessionEnd` closed reopens it (no exit 5).

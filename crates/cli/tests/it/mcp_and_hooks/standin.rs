@@ -39,20 +39,27 @@ impl Agent {
 
     /// A stand-in agent that starts `hermes mcp` through `launcher` (see [`LAUNCHERS`]).
     pub fn start_with(h: &Hermes, launcher: &str) -> Agent {
-        Agent::spawn(h, launcher, None)
+        Agent::spawn(h, launcher, None, &[])
     }
 
     /// A stand-in agent that starts its MCP server as `argv` (the command and arguments an
     /// installed MCP configuration names).
     pub fn start_server(h: &Hermes, argv: &[String]) -> Agent {
-        Agent::spawn(h, "argv", Some(argv))
+        Agent::spawn(h, "argv", Some(argv), &[])
     }
 
-    fn spawn(h: &Hermes, launcher: &str, argv: Option<&[String]>) -> Agent {
+    /// A stand-in agent started with `env` besides the home's (the person's environment), that
+    /// starts its MCP server as `argv`.
+    pub fn start_server_in(h: &Hermes, argv: &[String], env: &[(&str, &str)]) -> Agent {
+        Agent::spawn(h, "argv", Some(argv), env)
+    }
+
+    fn spawn(h: &Hermes, launcher: &str, argv: Option<&[String]>, env: &[(&str, &str)]) -> Agent {
         let exe = std::env::current_exe().expect("test binary");
         let mut c = Command::new(exe);
         c.args([SELF_TEST, "--exact", "--nocapture", "--test-threads=1"]);
         h.environment(&mut c);
+        c.envs(env.iter().copied());
         if let Some(argv) = argv {
             c.env("HERMES_TEST_MCP_ARGV", json!(argv).to_string());
         }
@@ -528,13 +535,16 @@ fn two_agents_side_by_side_never_see_each_others_results() {
     );
 }
 
+/// A session end the agent names a discard (`/clear`) ends the conversation and its work.
 #[test]
-fn session_end_ends_the_conversation_and_stops_its_work() {
+fn a_discarding_session_end_ends_the_conversation_and_stops_its_work() {
     let h = Hermes::new();
     let mut agent = Agent::start(&h);
     agent.hook("session-start", "conv-end", "SessionStart");
     let (id, _) = agent.delegate(json!({"goal": "long", "command": ["sleep", "60"]}));
-    agent.hook("session-end", "conv-end", "SessionEnd");
+    let mut clear: Value = serde_json::from_str(&payload("conv-end", "SessionEnd")).expect("JSON");
+    clear["reason"] = json!("clear");
+    agent.hook_with("session-end", &clear.to_string());
     let status = wait_for(Duration::from_secs(20), "the unit to stop", || {
         let s = h.json(&["delegation", "status", &id, "--json"]);
         (s["status"] != "running").then_some(s)
