@@ -19,6 +19,9 @@
 //! whole conversation, so the last one shows everything the model was given).
 
 mod chat;
+mod gemini;
+
+pub use gemini::model_of as gemini_model_of;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +34,9 @@ pub enum Wire {
     /// OpenAI chat completions (`POST …/chat/completions`, SSE when `stream` is set): GitHub
     /// Copilot CLI with a provider of its own, Cline, upstream Hermes Agent.
     Chat,
+    /// The Gemini API (`POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`,
+    /// `:generateContent`, `:countTokens`): Gemini CLI.
+    Gemini,
 }
 
 /// One request the server got.
@@ -155,12 +161,14 @@ impl Wire {
     fn read(self, request: &Logged) -> Read {
         match self {
             Wire::Chat => chat::read(request),
+            Wire::Gemini => gemini::read(request),
         }
     }
 
     fn answer(self, request: &Logged, reply: &Reply, id: u64) -> Answer {
         match self {
             Wire::Chat => chat::answer(request, reply, id),
+            Wire::Gemini => gemini::answer(request, reply, id),
         }
     }
 }

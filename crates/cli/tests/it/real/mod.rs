@@ -15,6 +15,8 @@ use serde_json::Value;
 
 use crate::common::Hermes;
 
+mod gemini;
+
 /// The installed CLIs' `node_modules/.bin`.
 pub fn agent_bin() -> &'static Path {
     let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
