@@ -33,3 +33,4 @@ pub mod overview;
 pub mod relay;
 pub mod reports;
 pub mod session_host;
+pub mod subagents;

@@ -32,7 +32,10 @@ pub(super) fn read(request: &Logged) -> Read {
             .or_else(|| config.get("responseSchema"))
             .unwrap_or(&Value::Null);
         let text = filled(schema).to_string();
-        return Read::Answer(200, response(json!([{ "text": text }]), "STOP", &model_of(&request.path)));
+        return Read::Answer(
+            200,
+            response(json!([{ "text": text }]), "STOP", &model_of(&request.path)),
+        );
     }
     let contents = request.body["contents"]
         .as_array()

@@ -250,7 +250,10 @@ fn dispatch_through_the_model_comes_back_at_the_stop_hook_exactly_once() {
         .filter(|b| occurrences(&b["contents"], "MARK-stop") > 0)
         .count();
     assert_eq!(retries, 1, "the stop hook kept it going once");
-    eprintln!("gemini: install → stop-hook delivery in {:?}", started.elapsed());
+    eprintln!(
+        "gemini: install → stop-hook delivery in {:?}",
+        started.elapsed()
+    );
 }
 
 /// An `inject` result reaches the model at the next tool boundary (`AfterTool`), appended to
@@ -354,7 +357,11 @@ fn an_after_turn_result_arrives_on_the_resumed_turn_exactly_once() {
     assert_eq!(occurrences(&next["contents"], "MARK-resumed"), 1, "{next}");
     g.turn("SAY anything else?", true);
     let after = g.main_requests().pop().expect("a request");
-    assert_eq!(occurrences(&after["contents"], "MARK-resumed"), 1, "{after}");
+    assert_eq!(
+        occurrences(&after["contents"], "MARK-resumed"),
+        1,
+        "{after}"
+    );
 }
 
 /// A 3,000-line result is handed over within Gemini's budget: the block the model reads is
@@ -418,7 +425,10 @@ fn gemini_as_a_child_reports_model_calls_tool_answer_and_usage() {
         "wait for the go file",
         "--json",
     ]);
-    let id = dispatched["delegation_id"].as_str().expect("an id").to_owned();
+    let id = dispatched["delegation_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
     let status = || g.hermes_json(&["delegation", "status", &id, "--json"])["tasks"][0].clone();
     let task = wait_for(LIMIT, "the shell call in flight", || {
         let t = status();
@@ -472,7 +482,10 @@ fn a_gemini_child_whose_api_fails_is_failed_with_its_message() {
     );
     assert_ne!(run.code, 0, "{run:?}");
     let ended = g.ended();
-    let id = ended[0]["delegation_id"].as_str().expect("an id").to_owned();
+    let id = ended[0]["delegation_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
     let task = g.hermes_json(&["delegation", "status", &id, "--json"])["tasks"][0].clone();
     assert_eq!(task["status"], "failed", "{task}");
     assert!(
@@ -490,10 +503,17 @@ fn user_install_keeps_the_comments_of_geminis_settings() {
     std::fs::write(g.user_settings(), before).expect("settings.json");
     g.install(&["--user"]);
     let after = std::fs::read_to_string(g.user_settings()).expect("settings.json");
-    for line in ["  // how I log in", "/* keep */", "    \"theme\": \"GitHub\" // my theme"] {
+    for line in [
+        "  // how I log in",
+        "/* keep */",
+        "    \"theme\": \"GitHub\" // my theme",
+    ] {
         assert!(after.contains(line), "{line:?} is gone:\n{after}");
     }
-    assert!(after.contains("hermes hook post-tool-use --agent gemini"), "{after}");
+    assert!(
+        after.contains("hermes hook post-tool-use --agent gemini"),
+        "{after}"
+    );
     // Twice changes nothing.
     g.install(&["--user"]);
     assert_eq!(
