@@ -1,4 +1,4 @@
-//! JSON with comments, as some agents read their settings (Gemini CLI strips `//` and `/* */`
+//! JSON with comments, as some agents read their settings (stripping `//` and `/* */`
 //! comments before parsing). A file with comments is read with its comments blanked out (so
 //! every offset stays the same) and written back by splicing: only the values `hook install`
 //! changed are replaced in the original text and new keys are added at the end of their
