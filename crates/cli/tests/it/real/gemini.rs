@@ -351,7 +351,13 @@ fn an_after_turn_result_arrives_on_the_resumed_turn_exactly_once() {
     );
     g.turn(&format!("start it\n{line}"), false);
     std::fs::write(&go, "").expect("go");
-    g.completed();
+    let ended = wait_for(LIMIT, "the delegation to end", || {
+        g.ended().first().cloned()
+    });
+    assert_eq!(
+        ended["status"], "completed",
+        "the child outlives `gemini -p` (its SessionEnd, reason exit, detaches): {ended}"
+    );
     g.turn("SAY what came back?", true);
     let next = g.main_requests().pop().expect("a request");
     assert_eq!(occurrences(&next["contents"], "MARK-resumed"), 1, "{next}");
