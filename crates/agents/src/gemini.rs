@@ -23,6 +23,12 @@
 //! The reference names no limit on added context; hermes keeps the 9,500 characters it gives
 //! an agent that keeps 10,000.
 //!
+//! Subagents run inside the tool `invoke_agent` (`agent_name`, `prompt`) of the same process,
+//! and their tool calls fire the same `BeforeTool`/`AfterTool` hooks with the process's
+//! `session_id` and nothing naming the subagent (0.61.0: `createBaseInput` in the bundle). So
+//! hermes also hooks `BeforeTool` of `invoke_agent`: every `AfterTool` until that call's own is
+//! a subagent's, and hands nothing over.
+//!
 //! As a child: `gemini -p PROMPT --output-format stream-json [-m M] [--allowed-tools …]`, whose
 //! stdout is JSONL headless events ([`StreamFormat::HeadlessEvents`]). Format:
 //! <https://geminicli.com/docs/cli/headless/>.
@@ -30,7 +36,7 @@
 use crate::child::asks_stream_json;
 use crate::{
     Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
-    StartRule, StopActive, StreamFormat,
+    StartRule, StopActive, StreamFormat, SubagentTool,
 };
 
 /// Gemini CLI's settings file, which holds both its MCP servers and its hooks.
@@ -90,8 +96,15 @@ pub const GEMINI: Agent = Agent {
     }),
 };
 
+/// The tool that runs a subagent.
+const INVOKE_AGENT: SubagentTool = SubagentTool {
+    field: "tool_name",
+    name: "invoke_agent",
+};
+
 const EVENTS: &[HookEvent] = &[
     HookEvent::new("session-start", "SessionStart", Action::Start),
+    HookEvent::new("pre-tool-use", "BeforeTool", Action::EnterSubagent(INVOKE_AGENT)),
     HookEvent::new("user-prompt-submit", "BeforeAgent", Action::TURN),
     HookEvent::new("post-tool-use", "AfterTool", Action::TOOL),
     HookEvent::new("stop", "AfterAgent", Action::Stop),
@@ -137,5 +150,14 @@ mod tests {
         let input = json!({"session_id": "g-1", "stop_hook_active": true, "agent_id": "x"});
         assert!(GEMINI.stop_active(&input));
         assert!(GEMINI.subagent_field.is_none());
+    }
+
+    #[test]
+    fn its_subagents_run_inside_the_invoke_agent_tool() {
+        assert_eq!(GEMINI.subagent_tool().map(|t| t.name), Some("invoke_agent"));
+        let call = |tool: &str| json!({"session_id": "g-1", "tool_name": tool});
+        assert!(GEMINI.calls_subagent_tool(&call("invoke_agent")));
+        assert!(!GEMINI.calls_subagent_tool(&call("list_directory")));
+        assert!(!GEMINI.calls_subagent_tool(&json!({"session_id": "g-1"})));
     }
 }

@@ -26,6 +26,19 @@ pub enum Action {
     Stop,
     /// The conversation ends: end its session.
     End,
+    /// A tool call starts. For an agent whose hook inputs do not say who made a call, the
+    /// call of its subagent tool opens a subagent: every tool boundary until that call's own
+    /// is the subagent's, and takes nothing.
+    EnterSubagent(SubagentTool),
+}
+
+/// The tool whose call runs a subagent, as an agent's hook input names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubagentTool {
+    /// The input field naming the tool.
+    pub field: &'static str,
+    /// The tool.
+    pub name: &'static str,
 }
 
 impl Action {
@@ -244,6 +257,21 @@ impl Agent {
     /// Whether the agent tells hermes when a conversation ends.
     pub fn has_session_end(&self) -> bool {
         self.events.iter().any(|e| e.action == Action::End)
+    }
+
+    /// The tool whose call runs a subagent, for an agent whose hooks tell a subagent's calls
+    /// apart only by coming inside it.
+    pub fn subagent_tool(&self) -> Option<SubagentTool> {
+        self.events.iter().find_map(|e| match e.action {
+            Action::EnterSubagent(tool) => Some(tool),
+            _ => None,
+        })
+    }
+
+    /// Whether `input` is a hook of the call of the agent's subagent tool itself.
+    pub fn calls_subagent_tool(&self, input: &Value) -> bool {
+        self.subagent_tool()
+            .is_some_and(|tool| input.get(tool.field).and_then(Value::as_str) == Some(tool.name))
     }
 
     /// The event that the `hermes hook` subcommand `command` runs.

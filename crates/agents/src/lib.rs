@@ -17,7 +17,9 @@ mod hook;
 mod install;
 
 pub use child::{ChildProfile, StreamFormat};
-pub use hook::{Action, Answer, Discard, HookBoundary, HookEvent, Start, StartRule, StopActive};
+pub use hook::{
+    Action, Answer, Discard, HookBoundary, HookEvent, Start, StartRule, StopActive, SubagentTool,
+};
 pub use install::{Entry, Hooks, Install, Layout, Place, Server};
 
 /// The table: each line is an agent's file (`src/MODULE.rs`) and the constant it defines.

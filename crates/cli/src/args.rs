@@ -466,6 +466,9 @@ pub enum HookCommand {
     SessionStart(HookEventArgs),
     /// Before the model reads a prompt: `after_turn` results as additional context.
     UserPromptSubmit(HookEventArgs),
+    /// Before a tool call: notes a subagent starting, for an agent whose hooks say nothing
+    /// else of who made a call.
+    PreToolUse(HookEventArgs),
     /// After each tool call: `inject` results, behind the tool carrier, as additional context.
     PostToolUse(HookEventArgs),
     /// After a tool call that failed: as `post-tool-use`.

@@ -11,7 +11,7 @@
 //! its sessions to end by idleness (`host.idle_exit_seconds`), their results pending for a
 //! resume.
 
-pub use hermes_agents::{Action, Agent, HookEvent, Start, find};
+pub use hermes_agents::{Action, Agent, HookBoundary, HookEvent, Start, find};
 
 /// The formatter's boundary for an agent's.
 pub fn boundary(b: hermes_agents::HookBoundary) -> hermes_formatter::Boundary {

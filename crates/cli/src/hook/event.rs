@@ -12,7 +12,7 @@
 use hermes_ledger::SessionId;
 use hermes_router::RouterError;
 
-use super::agents::{self, Action, Agent, HookEvent, Start};
+use super::agents::{self, Action, Agent, HookBoundary, HookEvent, Start};
 use super::input::{self, HookInput};
 use crate::args::HookCommand;
 use crate::services::binding::{self, Bindings, Naming};
@@ -21,6 +21,7 @@ use crate::services::exit::{Code, code_of, fail};
 use crate::services::home::{Home, env_var, now};
 use crate::services::output;
 use crate::services::relay::{self, Outcome};
+use crate::services::subagents::Subagents;
 
 /// Runs `hermes hook EVENT` (or `hook install`).
 pub fn run(command: HookCommand) -> anyhow::Result<Code> {
@@ -29,6 +30,7 @@ pub fn run(command: HookCommand) -> anyhow::Result<Code> {
         HookCommand::Uninstall(args) => return crate::services::hook_files::uninstall(&args),
         HookCommand::SessionStart(a) => ("session-start", a.agent),
         HookCommand::UserPromptSubmit(a) => ("user-prompt-submit", a.agent),
+        HookCommand::PreToolUse(a) => ("pre-tool-use", a.agent),
         HookCommand::PostToolUse(a) => ("post-tool-use", a.agent),
         HookCommand::PostToolUseFailure(a) => ("post-tool-use-failure", a.agent),
         HookCommand::Stop(a) => ("stop", a.agent),
@@ -75,8 +77,12 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     }
     let home = Home::load()?;
     let sessions = conversation(&home, agent, &input, &event)?;
+    if inside_subagent(&home, agent, &event, &input, &value)? {
+        return Ok(Code::Ok);
+    }
     match event.action {
         Action::Start => start(&home, &sessions, input.start),
+        Action::EnterSubagent(_) => Ok(Code::Ok),
         Action::End if ends(&home, &input) => end(&home, &sessions),
         Action::End => Ok(detach(&sessions)),
         Action::Deliver(boundary) => {
@@ -92,6 +98,33 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
             hermes_formatter::Boundary::Turn,
         ),
     }
+}
+
+/// Whether this is a subagent's tool boundary, for an agent whose hooks tell its subagents'
+/// calls apart only by coming inside the call of its subagent tool: that call's start enters a
+/// subagent, its own tool boundary (the main thread's) leaves it, and a turn boundary closes
+/// any left open.
+fn inside_subagent(
+    home: &Home,
+    agent: &Agent,
+    event: &HookEvent,
+    input: &HookInput,
+    value: &serde_json::Value,
+) -> anyhow::Result<bool> {
+    let (Some(_), Some(session)) = (agent.subagent_tool(), input.session_id.as_deref()) else {
+        return Ok(false);
+    };
+    let subagents = Subagents::new(&home.dir, binding::agent_process(), session);
+    match event.action {
+        Action::EnterSubagent(_) if agent.calls_subagent_tool(value) => subagents.enter()?,
+        Action::EnterSubagent(_) => {}
+        Action::Deliver(HookBoundary::Tool) if agent.calls_subagent_tool(value) => {
+            subagents.leave()?;
+        }
+        Action::Deliver(HookBoundary::Tool) => return Ok(subagents.inside()),
+        _ => subagents.clear()?,
+    }
+    Ok(false)
 }
 
 /// The sessions of this hook's conversation: `HERMES_SESSION_ID` if set and the input names no

@@ -34,3 +34,4 @@ pub mod overview;
 pub mod relay;
 pub mod reports;
 pub mod session_host;
+pub mod subagents;

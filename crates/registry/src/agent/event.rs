@@ -11,6 +11,9 @@ pub enum StreamEvent {
         /// The model, if the event names it.
         model: Option<String>,
     },
+    /// The model that answered, named later than the init event (which may name only a
+    /// router's alias, such as `auto`).
+    Model(String),
     /// One model call (an API request and its response).
     ModelCall,
     /// A tool call started.
@@ -55,7 +58,8 @@ pub struct Report {
     pub api_calls: u64,
     /// The tool in flight, if any (the latest one started and not yet ended).
     pub current_tool: Option<String>,
-    /// The model, from the init event.
+    /// The model, from the init event or, when the stream names it later, the one that
+    /// answered.
     pub model: Option<String>,
     /// The final answer: the agent's result, else its latest assistant message.
     pub answer: Option<String>,
@@ -106,6 +110,7 @@ impl Tally {
                     r.model.clone_from(model);
                 }
             }
+            StreamEvent::Model(model) => r.model = Some(model.clone()),
             StreamEvent::ModelCall => r.api_calls += 1,
             StreamEvent::ToolStart { id, name, .. } => {
                 if self.tools.len() == TOOLS_MAX {

@@ -2,6 +2,11 @@
 //! model, `message` chunks of the user and the assistant, `tool_use` and `tool_result`, `error`
 //! warnings, and a last `result` with `status` and `stats`. Which agent emits it, and where its
 //! format is documented, is that agent's file in `hermes_agents`.
+//!
+//! The init event names the model as configured, which may be a router's alias (`auto`); the
+//! result's `stats.models` names the models that answered, each with its tokens. The one that
+//! carried the conversation (the most input tokens; a router's side calls see a fraction of
+//! it) is the child's model.
 
 use serde_json::Value;
 
@@ -74,6 +79,9 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
         "result" => {
             let stats = &line["stats"];
             let count = |k: &str| stats[k].as_u64().unwrap_or(0);
+            if let Some(model) = answering_model(&stats["models"]) {
+                out.push(StreamEvent::Model(model));
+            }
             if stats.is_object() {
                 out.push(StreamEvent::Usage(hermes_ledger::Usage {
                     input_tokens: count("input_tokens"),
@@ -93,4 +101,13 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
         }
         other => out.push(StreamEvent::Note(other.to_owned())),
     }
+}
+
+/// The model of `models` (name → tokens) with the most input tokens.
+fn answering_model(models: &Value) -> Option<String> {
+    models
+        .as_object()?
+        .iter()
+        .max_by_key(|(_, stats)| stats["input_tokens"].as_u64().unwrap_or(0))
+        .map(|(name, _)| name.clone())
 }

@@ -156,6 +156,7 @@ impl Reader {
                 let text = format!("init model {}", model.as_deref().unwrap_or("?"));
                 sink.line("prg", &text);
             }
+            StreamEvent::Model(model) => sink.line("prg", &format!("model {model}")),
             StreamEvent::ModelCall | StreamEvent::Assistant { .. } => {}
             StreamEvent::ToolStart { name, detail, .. } => {
                 let text = if detail.is_empty() {

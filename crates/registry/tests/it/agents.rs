@@ -219,6 +219,24 @@ fn a_documented_stream_gives_calls_the_tool_the_last_message_and_usage() {
     );
 }
 
+/// Gemini CLI's default model is the router's alias `auto` (the init event's); the result's
+/// `stats.models` names the models that answered: the router's side call and the model that
+/// carried the conversation, which is the child's model.
+#[test]
+fn a_gemini_child_on_auto_reports_the_model_that_answered() {
+    let stream = concat!(
+        r#"{"type":"init","session_id":"s","model":"auto"}"#,
+        "\n",
+        r#"{"type":"message","role":"assistant","content":"ok","delta":true}"#,
+        "\n",
+        r#"{"type":"result","status":"success","stats":{"input_tokens":2121,"output_tokens":9,"models":{"gemini-3.5-flash-lite":{"input_tokens":121,"output_tokens":2},"gemini-3.8-flash":{"input_tokens":2000,"output_tokens":7}}}}"#,
+        "\n",
+    );
+    let (report, text) = replay("gemini", stream);
+    assert_eq!(report.model.as_deref(), Some("gemini-3.8-flash"));
+    assert!(text.contains("prg | model gemini-3.8-flash\n"), "{text}");
+}
+
 #[test]
 fn an_error_result_is_the_agents_failure_and_warnings_are_not() {
     let (report, text) = replay("gemini", include_str!("fixtures/agents/gemini-error.jsonl"));

@@ -20,6 +20,9 @@
 
 mod anthropic;
 mod chat;
+mod gemini;
+
+pub use gemini::model_of as gemini_model_of;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +37,9 @@ pub enum Wire {
     Chat,
     /// Anthropic Messages (`POST …/v1/messages`, SSE when `stream` is set): Claude Code.
     Anthropic,
+    /// The Gemini API (`POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`,
+    /// `:generateContent`, `:countTokens`): Gemini CLI.
+    Gemini,
 }
 
 /// One request the server got.
@@ -159,6 +165,7 @@ impl Wire {
         match self {
             Wire::Chat => chat::read(request),
             Wire::Anthropic => anthropic::read(request),
+            Wire::Gemini => gemini::read(request),
         }
     }
 
@@ -166,6 +173,7 @@ impl Wire {
         match self {
             Wire::Chat => chat::answer(request, reply, id),
             Wire::Anthropic => anthropic::answer(request, reply, id),
+            Wire::Gemini => gemini::answer(request, reply, id),
         }
     }
 }

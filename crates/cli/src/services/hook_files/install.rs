@@ -407,8 +407,12 @@ fn plan_json_hooks(
                 subcommand: e.command,
                 entry: build_entry(entry, &command, e.command),
                 command,
-                matcher: tool_matcher
-                    .filter(|_| matches!(e.action, Action::Deliver(HookBoundary::Tool))),
+                matcher: match e.action {
+                    Action::Deliver(HookBoundary::Tool) => *tool_matcher,
+                    // Only the call that starts a subagent.
+                    Action::EnterSubagent(tool) => Some(tool.name),
+                    _ => None,
+                },
             }
         })
         .collect();

@@ -151,7 +151,8 @@ fn look(profile: &Agent, level: &'static str, server: &Path, hooks: &Path) -> Fo
 }
 
 fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&super::jsonc::blank_comments(&text).unwrap_or(text)).ok()
 }
 
 /// Every string inside `doc`.

@@ -6,7 +6,8 @@
 //!   path; a user's other keys in them (an `env`, a `timeout`) are kept;
 //! - everything else is left as it was, in the order it was written (JSON through `doc.rs`, an
 //!   order-keeping value; TOML through `toml_edit`, comments included); a UTF-8 byte-order mark
-//!   is accepted and kept;
+//!   is accepted and kept; a JSON file with comments (which some agents read) keeps them and
+//!   the layout of every line hermes does not change (`jsonc.rs`);
 //! - what cannot be merged (a `hooks` that is not an object, an event whose value is not a
 //!   list, a user's script under a hook's name) is refused with one line naming the key or
 //!   file, and nothing is written;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 pub use super::doc::Doc;
+use super::jsonc;
 use crate::services::exit::{Code, fail};
 
 /// A settings file as read: its document and whether it began with a byte-order mark.
@@ -31,6 +33,16 @@ pub struct File {
     bom: bool,
     /// Its text as read (empty when it did not exist).
     was: String,
+    /// A file with comments as it was read, to splice the changes into.
+    commented: Option<Commented>,
+}
+
+/// A file with comments: its text, the same with comments blanked, and what it held.
+#[derive(Debug)]
+struct Commented {
+    text: String,
+    blanked: String,
+    doc: Doc,
 }
 
 impl File {
@@ -41,6 +53,7 @@ impl File {
             doc: Doc::object(),
             bom: false,
             was: String::new(),
+            commented: None,
         }
     }
 
@@ -61,20 +74,30 @@ impl File {
             Some(rest) => (true, rest),
             None => (false, text.as_str()),
         };
-        let doc = if body.trim().is_empty() {
+        let blanked = jsonc::blank_comments(body);
+        let json = blanked.as_deref().unwrap_or(body);
+        let doc = if json.trim().is_empty() {
             Doc::object()
         } else {
-            match serde_json::from_str::<Doc>(body) {
+            match serde_json::from_str::<Doc>(json) {
                 Ok(doc) if doc.is_object() => doc,
                 Ok(_) => return Err(refuse(path, "the file", "is not a JSON object")),
                 Err(e) => return Err(refuse(path, "the file", &format!("is not JSON ({e})"))),
             }
         };
+        let commented = blanked
+            .filter(|b| !b.trim().is_empty())
+            .map(|blanked| Commented {
+                text: body.to_owned(),
+                blanked,
+                doc: doc.clone(),
+            });
         Ok(File {
             path: path.to_owned(),
             doc,
             bom,
             was: text,
+            commented,
         })
     }
 
@@ -83,6 +106,12 @@ impl File {
         let mut text = String::new();
         if self.bom {
             text.push('\u{feff}');
+        }
+        if let Some(c) = &self.commented
+            && let Some(spliced) = jsonc::splice(&c.text, &c.blanked, &c.doc, &self.doc)
+        {
+            text.push_str(&spliced);
+            return Ok(text);
         }
         text.push_str(&serde_json::to_string_pretty(&self.doc).context("cannot encode JSON")?);
         text.push('\n');

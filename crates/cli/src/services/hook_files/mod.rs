@@ -7,6 +7,7 @@
 mod doc;
 pub mod install;
 pub mod installed;
+mod jsonc;
 mod merge;
 pub mod plugin;
 mod uninstall;

@@ -17,6 +17,7 @@ const AGENTS: &[&str] = &["claude", "codex", "gemini", "copilot", "cursor", "cli
 const EVENTS: &[&str] = &[
     "session-start",
     "user-prompt-submit",
+    "pre-tool-use",
     "post-tool-use",
     "post-tool-use-failure",
     "stop",

@@ -19,6 +19,7 @@ use crate::common::Hermes;
 
 mod cline;
 mod copilot;
+mod gemini;
 
 /// The installed CLIs' `node_modules/.bin`.
 pub fn agent_bin() -> &'static Path {
