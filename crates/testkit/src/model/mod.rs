@@ -19,6 +19,7 @@
 //! whole conversation, so the last one shows everything the model was given).
 
 mod chat;
+mod responses;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,8 @@ pub enum Wire {
     /// OpenAI chat completions (`POST …/chat/completions`, SSE when `stream` is set): GitHub
     /// Copilot CLI with a provider of its own, Cline, upstream Hermes Agent.
     Chat,
+    /// OpenAI Responses (`POST …/responses`, server-sent events): Codex CLI.
+    Responses,
 }
 
 /// One request the server got.
@@ -155,12 +158,14 @@ impl Wire {
     fn read(self, request: &Logged) -> Read {
         match self {
             Wire::Chat => chat::read(request),
+            Wire::Responses => responses::read(request),
         }
     }
 
     fn answer(self, request: &Logged, reply: &Reply, id: u64) -> Answer {
         match self {
             Wire::Chat => chat::answer(request, reply, id),
+            Wire::Responses => responses::answer(request, reply, id),
         }
     }
 }
