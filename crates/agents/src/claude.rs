@@ -40,6 +40,7 @@ pub const CLAUDE: Agent = Agent {
     script_markers: &["/claude-code/"],
     // Claude keeps 10,000 characters of `additionalContext`; hermes stays clear of the edge.
     budget: 9_500,
+    mcp_budget: None,
     session_field: "session_id",
     subagent_field: Some("agent_id"),
     event_field: "hook_event_name",
@@ -53,6 +54,7 @@ pub const CLAUDE: Agent = Agent {
             file: Place {
                 project: &[".mcp.json"],
                 user: Some(&[".claude.json"]),
+                user_var: None,
             },
             kind: Some("stdio"),
             all_tools: false,

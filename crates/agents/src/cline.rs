@@ -35,6 +35,7 @@ pub const CLINE: Agent = Agent {
     script_markers: &[],
     // Cline keeps 50 KB of `contextModification`; in characters, with room for wide ones.
     budget: 12_000,
+    mcp_budget: None,
     session_field: "taskId",
     subagent_field: None,
     event_field: "hookName",
@@ -56,6 +57,7 @@ pub const CLINE: Agent = Agent {
             dir: Place {
                 project: &[".clinerules", "hooks"],
                 user: Some(&["Documents", "Cline", "Rules", "Hooks"]),
+                user_var: None,
             },
             title: "Cline",
         },

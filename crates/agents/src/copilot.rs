@@ -33,6 +33,7 @@ pub const COPILOT: Agent = Agent {
     executables: &["copilot"],
     script_markers: &[],
     budget: 9_500,
+    mcp_budget: None,
     session_field: "sessionId",
     subagent_field: None,
     event_field: "hook_event_name",
@@ -49,6 +50,7 @@ pub const COPILOT: Agent = Agent {
             file: Place {
                 project: &[".github", "mcp.json"],
                 user: Some(&[".copilot", "mcp-config.json"]),
+                user_var: None,
             },
             kind: Some("stdio"),
             all_tools: true,
@@ -58,6 +60,7 @@ pub const COPILOT: Agent = Agent {
             file: Place {
                 project: &[".github", "hooks", "hermes.json"],
                 user: None,
+                user_var: None,
             },
             local: None,
             layout: Layout::Flat,

@@ -31,6 +31,7 @@ pub const CURSOR: Agent = Agent {
     executables: &["cursor-agent", "cursor", "Cursor"],
     script_markers: &[],
     budget: 9_500,
+    mcp_budget: None,
     session_field: "conversation_id",
     subagent_field: None,
     event_field: "hook_event_name",

@@ -44,6 +44,7 @@ pub const GEMINI: Agent = Agent {
     executables: &["gemini"],
     script_markers: &[],
     budget: 9_500,
+    mcp_budget: None,
     session_field: "session_id",
     subagent_field: None,
     event_field: "hook_event_name",

@@ -45,6 +45,7 @@ pub const HERMES_AGENT: Agent = Agent {
     executables: &[],
     script_markers: &["/bin/hermes", "hermes_cli"],
     budget: 10_000,
+    mcp_budget: None,
     session_field: "session_id",
     subagent_field: None,
     event_field: "hook_event_name",
@@ -56,12 +57,14 @@ pub const HERMES_AGENT: Agent = Agent {
             file: Place {
                 project: &["config.yaml"],
                 user: None,
+                user_var: None,
             },
         },
         hooks: Hooks::Plugin {
             dir: Place {
                 project: &["plugins", "hermes_delegation"],
                 user: None,
+                user_var: None,
             },
             name: "hermes_delegation",
         },

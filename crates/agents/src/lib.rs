@@ -60,6 +60,9 @@ pub struct Agent {
     pub script_markers: &'static [&'static str],
     /// Characters of one answer the agent keeps, the carrier and headers included.
     pub budget: usize,
+    /// Characters of one MCP tool answer the agent keeps, when it keeps fewer than hermes'
+    /// default for MCP answers (30,000); `None`: that default.
+    pub mcp_budget: Option<usize>,
     /// The input field naming the conversation.
     pub session_field: &'static str,
     /// The input field that is set when a subagent (not the main thread) made the call, if

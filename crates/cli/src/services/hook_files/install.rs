@@ -195,7 +195,7 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
         return Ok(super::plugin::paths(install, &home.join(".hermes")));
     }
     let server = match &install.server {
-        Server::Json { file, .. } | Server::Toml { file } | Server::Yaml { file } => {
+        Server::Json { file, .. } | Server::Toml { file, .. } | Server::Yaml { file } => {
             place_path(file, options)?
         }
     };
@@ -206,13 +206,37 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
     Ok((server, hooks))
 }
 
-/// Where `place` is for `options`.
+/// Where `place` is for `options`: with `--user`, under the directory its variable names
+/// when that is set (the agent reads its files there), else under the home.
 fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
-    let (root, parts) = match place.user {
-        Some(parts) if options.user => (options.root()?, parts),
+    let moved = place
+        .user_var
+        .and_then(std::env::var_os)
+        .filter(|dir| !dir.is_empty());
+    let (root, parts) = match (place.user, moved) {
+        (Some(parts), Some(dir)) if options.user => (PathBuf::from(dir), &parts[1..]),
+        (Some(parts), None) if options.user => (options.root()?, parts),
         _ => (options.project.clone(), place.project),
     };
     Ok(parts.iter().fold(root, |path, part| path.join(part)))
+}
+
+/// hermes' own variables that an agent passing only a fixed few to its MCP servers must be
+/// told to pass: `HERMES_HOME`, and every other one of its settings that is set now. Names
+/// only: the values stay in the environment.
+fn own_variables() -> Vec<String> {
+    let settings = hermes_settings::KEYS
+        .iter()
+        .map(|k| (k.section, k.name))
+        .chain(
+            hermes_settings::TEXT_KEYS
+                .iter()
+                .map(|k| (k.section, k.name)),
+        )
+        .map(|(section, name)| format!("HERMES_{section}_{name}").to_ascii_uppercase());
+    std::iter::once("HERMES_HOME".to_owned())
+        .chain(settings.filter(|var| std::env::var_os(var).is_some()))
+        .collect()
 }
 
 /// The hook entry `entry` describes, running `command` (the `hermes hook SUBCOMMAND` one).
@@ -267,14 +291,23 @@ impl ServerFile {
             Server::Yaml { .. } => {
                 anyhow::bail!("internal error: a YAML server installs with its plugin")
             }
-            Server::Toml { file } => {
+            Server::Toml {
+                file,
+                env_list,
+                settings,
+            } => {
                 let path = place_path(file, options)?;
                 let was = if options.print {
                     String::new()
                 } else {
                     merge::read_text(&path)?
                 };
-                let text = merge::with_toml_server(&was, SERVER, program, &path)?;
+                let entry = merge::TomlServer {
+                    program,
+                    env_list: env_list.map(|key| (key, own_variables())),
+                    settings,
+                };
+                let text = merge::with_toml_server(&was, SERVER, &entry, &path)?;
                 ServerFile::Toml { path, was, text }
             }
         })
