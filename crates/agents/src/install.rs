@@ -39,7 +39,7 @@ pub struct Place {
     /// Its path under the home with `--user`; `None`: the project's even then.
     pub user: Option<&'static [&'static str]>,
     /// A variable that, when set, names the directory standing for the first part of `user`
-    /// (an agent that moves its home with it: `CODEX_HOME` for `.codex`).
+    /// (an agent whose home a variable moves).
     pub user_var: Option<&'static str>,
 }
 

@@ -274,7 +274,14 @@ fn builtin_profiles_build_their_headless_streaming_argv() {
     let codex = command_for(&request("codex"), &[], path).expect("codex");
     assert_eq!(
         codex.argv[..6],
-        ["codex", "exec", "--json", "--skip-git-repo-check", "-m", "m1"]
+        [
+            "codex",
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-m",
+            "m1"
+        ]
     );
     let gemini = command_for(&request("gemini"), &[], path).expect("gemini");
     assert_eq!(

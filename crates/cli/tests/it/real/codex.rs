@@ -175,7 +175,10 @@ fn hermes_call(name: &str, args: Value) -> Reply {
 /// A script that walks `steps` by the number of tool results the request carries: the first
 /// request gets `steps[0]`, the one answering its call `steps[1]`, and so on; past the end,
 /// the text `done`.
-fn steps(steps: Vec<Box<dyn Fn(&Turn<'_>) -> Reply + Send + Sync>>) -> Script {
+/// One step of [`steps`].
+type Step = Box<dyn Fn(&Turn<'_>) -> Reply + Send + Sync>;
+
+fn steps(steps: Vec<Step>) -> Script {
     Arc::new(move |turn: &Turn<'_>| {
         let n = tool_outputs(&turn.request.body).len();
         steps
@@ -184,7 +187,7 @@ fn steps(steps: Vec<Box<dyn Fn(&Turn<'_>) -> Reply + Send + Sync>>) -> Script {
     })
 }
 
-fn say(text: &str) -> Box<dyn Fn(&Turn<'_>) -> Reply + Send + Sync> {
+fn say(text: &str) -> Step {
     let text = text.to_owned();
     Box::new(move |_| Reply::Text(text.clone()))
 }
@@ -296,7 +299,10 @@ fn a_user_install_goes_where_codex_home_points() {
         "merged into $CODEX_HOME/config.toml: {config}"
     );
     assert!(codex.codex_home().join("hooks.json").exists());
-    assert!(!codex.machine.project().join(".codex").exists(), "nothing under ~/.codex");
+    assert!(
+        !codex.machine.project().join(".codex").exists(),
+        "nothing under ~/.codex"
+    );
     let listed = codex
         .codex(&["mcp", "list", "--json"])
         .output()
@@ -345,7 +351,12 @@ fn a_delegate_task_call_dispatches_and_the_stop_hook_hands_the_result_over_once(
         "dispatched into codex's own session, bound by its hooks: {answer}"
     );
     assert_eq!(occurrences(&turns[1].body, marker), 0);
-    assert_eq!(occurrences(&turns[2].body, marker), 1, "{:#}", turns[2].body);
+    assert_eq!(
+        occurrences(&turns[2].body, marker),
+        1,
+        "{:#}",
+        turns[2].body
+    );
     let id = delegation_id(&answer).expect("an id");
     let status = codex
         .machine
@@ -354,6 +365,19 @@ fn a_delegate_task_call_dispatches_and_the_stop_hook_hands_the_result_over_once(
     assert_eq!(
         status["tasks"][0]["delivery"]["state"], "delivered",
         "{status}"
+    );
+    // The stream shows the stop hook's continuation only as a second message in a row (what
+    // hermes counts as another model call when codex is its child).
+    let items: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] != "error")
+        .map(|e| e["item"]["type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        items,
+        ["mcp_tool_call", "agent_message", "agent_message"],
+        "{out:?}"
     );
 }
 
@@ -396,10 +420,15 @@ fn an_inject_result_arrives_after_the_next_tool_call() {
     );
 }
 
+/// `codex exec` fires `SessionEnd` at exit while the child still runs: the session must
+/// detach, not end, for the child to finish and its result to wait for `codex exec resume`
+/// (a session end that ends the session interrupts the child and drops its result).
 #[test]
 fn codex_exec_resume_gets_an_after_turn_result_exactly_once() {
     let marker = "RESUMED-RESULT-9d41";
-    let go = tempfile::NamedTempFile::new().expect("a gate").into_temp_path();
+    let go = tempfile::NamedTempFile::new()
+        .expect("a gate")
+        .into_temp_path();
     let gate = go.with_extension("go");
     let script = format!(
         "while [ ! -e '{}' ]; do sleep 0.05; done; {}",
@@ -427,8 +456,8 @@ fn codex_exec_resume_gets_an_after_turn_result_exactly_once() {
     let out = codex.exec(&["delegate it"]);
     let thread = Codex::thread(&out);
     let first = codex.model.turns().len();
-    let id = delegation_id(&tool_outputs(&codex.model.turns()[first - 1].body).join(""))
-        .expect("an id");
+    let id =
+        delegation_id(&tool_outputs(&codex.model.turns()[first - 1].body).join("")).expect("an id");
     std::fs::write(&gate, "").expect("the gate");
     let cli = HermesCli {
         home: codex.machine.hermes.path().to_owned(),
@@ -445,7 +474,11 @@ fn codex_exec_resume_gets_an_after_turn_result_exactly_once() {
     );
     codex.exec(&["resume", &thread, "SAY third turn"]);
     let last = codex.model.turns().pop().expect("a request");
-    assert_eq!(occurrences(&last.body, marker), 1, "nothing delivered twice");
+    assert_eq!(
+        occurrences(&last.body, marker),
+        1,
+        "nothing delivered twice"
+    );
     let _ = std::fs::remove_file(&gate);
 }
 
@@ -504,7 +537,10 @@ fn a_3000_line_result_reaches_the_model_whole_within_codex_budget() {
         block.contains("line 00001 of") && block.contains("line 03000 of"),
         "head and tail: {block}"
     );
-    assert!(block.contains("delegation_result"), "names the way to all of it");
+    assert!(
+        block.contains("delegation_result"),
+        "names the way to all of it"
+    );
     // Two pages join up: the line cut at the first page's end continues on the second.
     let (first, second) = (page_body(&outputs[2]), page_body(&outputs[3]));
     let joined = format!("{first}{second}");
@@ -518,7 +554,10 @@ fn a_3000_line_result_reaches_the_model_whole_within_codex_budget() {
 /// The `offset` a `delegation_result` page names for the next one.
 fn next_offset(page: &str) -> Option<u64> {
     let rest = &page[page.find("next page: offset ")? + "next page: offset ".len()..];
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// A `delegation_result` page's text after its header line.
@@ -609,7 +648,9 @@ fn a_codex_child_whose_model_fails_ends_failed_with_codex_message() {
     let out = codex
         .machine
         .command("hermes")
-        .args(["-z", "--json", "--agent", "codex", "--goal", "anything", "--cwd"])
+        .args([
+            "-z", "--json", "--agent", "codex", "--goal", "anything", "--cwd",
+        ])
         .arg(outside.path())
         .env("CODEX_HOME", codex.codex_home())
         .env(KEY_VAR, "test-key")
