@@ -551,6 +551,41 @@ fn a_3000_line_result_reaches_the_model_whole_within_codex_budget() {
     assert!(lines.len() > 100, "{} lines in two pages", lines.len());
 }
 
+#[test]
+fn a_3000_line_result_at_the_stop_hook_reaches_the_model_within_its_hook_budget() {
+    let codex = Codex::new(|cli| {
+        steps(vec![
+            Box::new(|_| {
+                hermes_call(
+                    "delegate_task",
+                    json!({"goal": "many lines", "command": ["sh", "-c",
+                        "seq -f 'line %05g of the long result' 1 3000"]}),
+                )
+            }),
+            Box::new(move |turn| {
+                let id = delegation_id(&tool_outputs(&turn.request.body).join(""))
+                    .expect("a delegation id");
+                cli.finished(&id);
+                Reply::Text("dispatched".into())
+            }),
+        ])
+    });
+    codex.install();
+    codex
+        .codex(&["exec", "--trust", "SAY trusted"])
+        .output()
+        .expect("codex runs");
+    let before = codex.model.turns().len();
+    codex.exec(&["delegate it"]);
+    let turns = &codex.model.turns()[before..];
+    assert_eq!(turns.len(), 3, "{turns:#?}");
+    let last = &turns[2].body["input"];
+    for line in ["line 00001 of", "line 03000 of", "delegation_result"] {
+        assert_eq!(occurrences(last, line), 1, "{line}: {last:#}");
+    }
+    assert_eq!(occurrences(last, "tokens truncated"), 0, "{last:#}");
+}
+
 /// The `offset` a `delegation_result` page names for the next one.
 fn next_offset(page: &str) -> Option<u64> {
     let rest = &page[page.find("next page: offset ")? + "next page: offset ".len()..];
