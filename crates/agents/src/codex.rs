@@ -101,7 +101,8 @@ const EVENTS: &[HookEvent] = &[
     HookEvent::new("user-prompt-submit", "UserPromptSubmit", Action::TURN),
     HookEvent::new("post-tool-use", "PostToolUse", Action::TOOL),
     HookEvent::new("stop", "Stop", Action::Stop),
-    HookEvent::new("session-end", "SessionEnd", Action::End),
+    // Codex gives a session end's hooks 3 seconds at most.
+    HookEvent::new("session-end", "SessionEnd", Action::End).timeout_at_most(3),
 ];
 
 fn argv(prompt: &str, model: Option<&str>, _tools: &[String]) -> Vec<String> {

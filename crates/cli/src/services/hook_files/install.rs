@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use hermes_agents::{Action, Entry, HookBoundary, Place};
+use hermes_agents::{Action, Entry, HookBoundary, HookEvent, Place};
 
 use hermes_agents::{self as agents, Agent};
 
@@ -239,13 +239,15 @@ fn own_variables() -> Vec<String> {
         .collect()
 }
 
-/// The hook entry `entry` describes, running `command` (the `hermes hook SUBCOMMAND` one).
-fn build_entry(entry: &Entry, command: &str, subcommand: &str) -> Doc {
+/// The hook entry `entry` describes for `event`, running `command` (its `hermes hook
+/// SUBCOMMAND`).
+fn build_entry(entry: &Entry, command: &str, event: &HookEvent) -> Doc {
     let mut extra = Vec::new();
     if entry.named {
-        extra.push(("name", Doc::string(format!("hermes-{subcommand}"))));
+        extra.push(("name", Doc::string(format!("hermes-{}", event.command))));
     }
     if let Some((key, value)) = entry.timeout {
+        let value = event.max_timeout.map_or(value, |max| value.min(max));
         extra.push((key, merge::number(value)));
     }
     if entry.typed {
@@ -429,7 +431,7 @@ fn plan_json_hooks(
             Hook {
                 event: e.name,
                 subcommand: e.command,
-                entry: build_entry(entry, &command, e.command),
+                entry: build_entry(entry, &command, e),
                 command,
                 matcher: tool_matcher
                     .filter(|_| matches!(e.action, Action::Deliver(HookBoundary::Tool))),

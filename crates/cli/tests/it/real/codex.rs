@@ -366,6 +366,11 @@ fn a_delegate_task_call_dispatches_and_the_stop_hook_hands_the_result_over_once(
         status["tasks"][0]["delivery"]["state"], "delivered",
         "{status}"
     );
+    let stream = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stream.contains("clamping"),
+        "codex takes the hooks' timeouts as written: {stream}"
+    );
     // The stream shows the stop hook's continuation only as a second message in a row (what
     // hermes counts as another model call when codex is its child).
     let items: Vec<String> = String::from_utf8_lossy(&out.stdout)
