@@ -710,3 +710,41 @@ fn a_codex_child_whose_model_fails_ends_failed_with_codex_message() {
         "codex's message: {status}"
     );
 }
+
+#[test]
+fn a_codex_child_dispatched_with_delegate_answers_in_the_background() {
+    let (codex, outside) = child_codex(steps(vec![say("answered in the background")]));
+    let out = codex
+        .machine
+        .command("hermes")
+        .args([
+            "delegate",
+            "--json",
+            "--session",
+            "codex-child",
+            "--agent",
+            "codex",
+        ])
+        .args(["--goal", "answer", "--cwd"])
+        .arg(outside.path())
+        .env("CODEX_HOME", codex.codex_home())
+        .env(KEY_VAR, "test-key")
+        .output()
+        .expect("hermes runs");
+    assert!(out.status.success(), "{out:?}");
+    let id = delegation_id(&String::from_utf8_lossy(&out.stdout)).expect("an id");
+    let cli = HermesCli {
+        home: codex.machine.hermes.path().to_owned(),
+        ledger_url: codex.machine.hermes.ledger_url.clone(),
+    };
+    let status = cli.finished(&id);
+    let task = &status["tasks"][0];
+    assert_eq!(task["status"], "completed", "{status}");
+    assert!(
+        task["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("answered in the background")),
+        "{status}"
+    );
+    assert_eq!(task["progress"]["api_calls"], 1, "{status}");
+}
