@@ -43,6 +43,7 @@ pub const CLAUDE: Agent = Agent {
     budget: 9_500,
     // As its model sees MCP tools: `mcp__SERVER__TOOL` (the `tools` of its init event).
     result_tool: "mcp__hermes__delegation_result",
+    mcp_budget: None,
     session_field: "session_id",
     subagent_field: Some("agent_id"),
     event_field: "hook_event_name",
@@ -59,6 +60,7 @@ pub const CLAUDE: Agent = Agent {
             file: Place {
                 project: &[".mcp.json"],
                 user: Some(&[".claude.json"]),
+                user_var: None,
             },
             kind: Some("stdio"),
             all_tools: false,

@@ -37,6 +37,7 @@ pub const CLINE: Agent = Agent {
     // context is the conversation's.
     budget: 12_000,
     result_tool: "delegation_result",
+    mcp_budget: None,
     session_field: "taskId",
     subagent_field: Some("parent_agent_id"),
     event_field: "hookName",
@@ -59,6 +60,7 @@ pub const CLINE: Agent = Agent {
             dir: Place {
                 project: &[".clinerules", "hooks"],
                 user: Some(&[".cline", "hooks"]),
+                user_var: None,
             },
             title: "Cline",
         },

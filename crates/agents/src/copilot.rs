@@ -40,6 +40,7 @@ pub const COPILOT: Agent = Agent {
     script_markers: &[],
     budget: 9_500,
     result_tool: "delegation_result",
+    mcp_budget: None,
     session_field: "sessionId",
     subagent_field: Some("parentAgentId"),
     event_field: "hook_event_name",
@@ -57,6 +58,7 @@ pub const COPILOT: Agent = Agent {
             file: Place {
                 project: &[".github", "mcp.json"],
                 user: Some(&[".copilot", "mcp-config.json"]),
+                user_var: None,
             },
             kind: Some("stdio"),
             all_tools: true,
@@ -65,6 +67,7 @@ pub const COPILOT: Agent = Agent {
             file: Place {
                 project: &[".github", "hooks", "hermes.json"],
                 user: Some(&[".copilot", "settings.json"]),
+                user_var: None,
             },
             local: None,
             layout: Layout::Flat,

@@ -32,6 +32,7 @@ pub const CURSOR: Agent = Agent {
     script_markers: &[],
     budget: 9_500,
     result_tool: "delegation_result",
+    mcp_budget: None,
     session_field: "conversation_id",
     subagent_field: None,
     event_field: "hook_event_name",

@@ -51,6 +51,7 @@ pub const GEMINI: Agent = Agent {
     script_markers: &[],
     budget: 9_500,
     result_tool: "mcp_hermes_delegation_result",
+    mcp_budget: None,
     session_field: "session_id",
     subagent_field: None,
     event_field: "hook_event_name",

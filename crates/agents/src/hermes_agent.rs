@@ -46,6 +46,7 @@ pub const HERMES_AGENT: Agent = Agent {
     script_markers: &["/bin/hermes", "hermes_cli"],
     budget: 10_000,
     result_tool: "mcp__hermes__delegation_result",
+    mcp_budget: None,
     session_field: "session_id",
     subagent_field: None,
     event_field: "hook_event_name",
@@ -59,12 +60,14 @@ pub const HERMES_AGENT: Agent = Agent {
             file: Place {
                 project: &["config.yaml"],
                 user: None,
+                user_var: None,
             },
         },
         hooks: Hooks::Plugin {
             dir: Place {
                 project: &["plugins", "hermes_delegation"],
                 user: None,
+                user_var: None,
             },
             name: "hermes_delegation",
         },

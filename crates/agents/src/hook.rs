@@ -57,6 +57,9 @@ pub struct HookEvent {
     pub name: &'static str,
     /// What hermes does.
     pub action: Action,
+    /// The longest timeout the agent gives this event's hooks, when it is shorter than the
+    /// one hermes writes (the agent would shorten it, with a warning at every start).
+    pub max_timeout: Option<u64>,
 }
 
 impl HookEvent {
@@ -66,6 +69,15 @@ impl HookEvent {
             command,
             name,
             action,
+            max_timeout: None,
+        }
+    }
+
+    /// This event, its hooks' timeout at most `limit` (in the agent's unit).
+    pub const fn timeout_at_most(self, limit: u64) -> HookEvent {
+        HookEvent {
+            max_timeout: Some(limit),
+            ..self
         }
     }
 }

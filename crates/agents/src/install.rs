@@ -39,6 +39,9 @@ pub struct Place {
     pub project: &'static [&'static str],
     /// Its path under the home with `--user`; `None`: the project's even then.
     pub user: Option<&'static [&'static str]>,
+    /// A variable that, when set, names the directory standing for the first part of `user`
+    /// (an agent whose home a variable moves).
+    pub user_var: Option<&'static str>,
 }
 
 impl Place {
@@ -47,6 +50,15 @@ impl Place {
         Place {
             project: parts,
             user: Some(parts),
+            user_var: None,
+        }
+    }
+
+    /// This place, its `--user` home's first part named by `var` when that is set.
+    pub const fn moved_by(self, var: &'static str) -> Place {
+        Place {
+            user_var: Some(var),
+            ..self
         }
     }
 
@@ -55,6 +67,7 @@ impl Place {
         Place {
             project: &[],
             user: Some(parts),
+            user_var: None,
         }
     }
 
@@ -76,7 +89,14 @@ pub enum Server {
         all_tools: bool,
     },
     /// A `[mcp_servers.hermes]` table of a TOML file.
-    Toml { file: Place },
+    Toml {
+        file: Place,
+        /// The key listing the variables the agent passes to its MCP servers (it passes
+        /// only a fixed few otherwise): hermes' own variables that are set go there.
+        env_list: Option<&'static str>,
+        /// Other keys of the table, with their string values.
+        settings: &'static [(&'static str, &'static str)],
+    },
     /// `mcp_servers.hermes` of a YAML file in the agent's own home (`Place::project` is under
     /// it), with the absolute path of this hermes and its home in `env`.
     Yaml { file: Place },

@@ -65,6 +65,9 @@ pub struct Agent {
     /// How the agent shows hermes' MCP tool `delegation_result` to its model: a shortened
     /// result names it so, for the model to call it as written.
     pub result_tool: &'static str,
+    /// Characters of one MCP tool answer the agent keeps, when it keeps fewer than hermes'
+    /// default for MCP answers (30,000); `None`: that default.
+    pub mcp_budget: Option<usize>,
     /// The input field naming the conversation.
     pub session_field: &'static str,
     /// The input field that is set when a subagent (not the main thread) made the call, if

@@ -14,7 +14,7 @@ fn each_agent_offers_the_boundaries_its_documentation_names() {
         table,
         [
             ("claude", true, true),
-            ("codex", true, false),
+            ("codex", true, true),
             ("gemini", true, true),
             ("copilot", true, true),
             ("cursor", false, true),

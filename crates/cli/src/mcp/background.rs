@@ -10,12 +10,23 @@ use super::conversation::Sessions;
 use super::tools::{Tools, blocking, ok_json, tool_error};
 use crate::services::reports;
 
-/// What the dispatch answer says when no hook of the conversation has reached hermes (the
-/// agents listed from the table).
-pub fn no_binding() -> String {
+/// What the dispatch answer says when no hook of the conversation has reached hermes: for an
+/// agent hermes recognizes, what its installer says to do next (hooks it skips silently until
+/// they are reviewed, say); else the agents listed from the table.
+pub fn no_binding(agent: Option<&hermes_agents::Agent>) -> String {
+    let fix = match agent {
+        Some(a) => format!(
+            "hermes hook install {} registers them; then {}",
+            a.name,
+            a.install.advice.replace("{project}", "the project")
+        ),
+        None => format!(
+            "install the hooks: hermes hook install {}",
+            hermes_agents::names("or")
+        ),
+    };
     format!(
-        "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, install the hooks: hermes hook install {})",
-        hermes_agents::names("or")
+        "no hook of this conversation has reached hermes, so this result cannot arrive by itself: collect it with delegation_results (to have results handed over by themselves, {fix})"
     )
 }
 
@@ -116,7 +127,12 @@ pub async fn background(
         let note = crate::services::session_host::exit_note(&tools.home.settings, outlives);
         map.insert("on_agent_exit".into(), note.into());
         if !sessions.named {
-            map.insert("warning".into(), no_binding().into());
+            let conversation = tools.conversation.clone();
+            let agent = blocking(move || Ok(conversation.profile()))
+                .await
+                .ok()
+                .flatten();
+            map.insert("warning".into(), no_binding(agent).into());
         }
     }
     if let (Some(agent), serde_json::Value::Object(map)) = (&fallback, &mut answer) {

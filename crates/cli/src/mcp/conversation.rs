@@ -14,6 +14,7 @@ use hermes_ledger::{DelegationId, HostClaim, Ledger, ProcessId, SessionId, UnitR
 use hermes_router::{Router, RouterConfig};
 use hermes_stdx::lock;
 
+use super::tools::ANSWER_BUDGET;
 use crate::services::binding::{Bindings, Resolved};
 use crate::services::exit::{Code, fail};
 use crate::services::home::now;
@@ -123,6 +124,22 @@ impl Conversation {
             return None;
         }
         self.bindings.read(self.agent)?.agent
+    }
+
+    /// The profile of this server's agent: the one its hooks named, else the agent CLI its
+    /// process is.
+    pub fn profile(&self) -> Option<&'static hermes_agents::Agent> {
+        self.agent()
+            .and_then(|name| hermes_agents::find(&name))
+            .or_else(|| crate::services::agent_proc::profile_of(self.agent))
+    }
+
+    /// Characters of one tool answer: what the agent keeps of an MCP tool's answer, at most
+    /// hermes' default.
+    pub fn answer_budget(&self) -> usize {
+        self.profile()
+            .and_then(|a| a.mcp_budget)
+            .map_or(ANSWER_BUDGET, |b| b.min(ANSWER_BUDGET))
     }
 
     /// Every session of every conversation this server serves (for listing and ownership).

@@ -13,7 +13,7 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 
-use super::tools::{ANSWER_BUDGET, ToolResult, Tools, blocking, ok_text, tool_error};
+use super::tools::{ToolResult, Tools, blocking, ok_text, tool_error};
 use crate::services::exit::{Code, fail, one_line};
 use crate::services::home::now;
 
@@ -77,9 +77,10 @@ pub async fn run(
     let how = format!(
         "the MCP tool delegation_result {{\"delegation_id\":\"{id}\"}} (\"task\" for one child, \"offset\" for the next page)"
     );
+    let budget = tools.conversation.answer_budget();
     match finished {
         Ok(f) => {
-            let text = hermes_formatter::shorten(&f.text, ANSWER_BUDGET, &how);
+            let text = hermes_formatter::shorten(&f.text, budget, &how);
             match f.failure {
                 None => ok_text(text),
                 Some(failure) => Ok(CallToolResult::error(vec![

@@ -8,10 +8,16 @@ use hermes_router::RouterError;
 
 use super::conversation::Conversation;
 use super::params::DelegationResult;
-use super::tools::ANSWER_BUDGET;
 use crate::services::delivery::consume;
 use crate::services::exit::{Code, fail};
 use crate::services::home::now;
+
+/// Characters kept free in a `delegation_results` answer for the line saying that more results
+/// are ready.
+const PENDING_LINE: usize = 200;
+
+/// Characters kept free in a `delegation_result` page for its header line.
+const PAGE_HEADER: usize = 1_000;
 
 /// The conversation's units: every session it serves (or `wanted`'s), and the
 /// `background: false` units it ran or runs.
@@ -85,16 +91,18 @@ pub fn take(
     let total = taken.len();
     let router = conversation.router(&sessions.current);
     let mut text = String::new();
-    let shown = consume::present(
-        &router,
-        taken,
-        boundary,
-        consume::Reader::plain(ANSWER_BUDGET),
-        |t| {
-            text = t.to_owned();
-            Ok(())
-        },
-    )?;
+    // What fits is acknowledged; the line saying that more is pending must fit too.
+    let reader = consume::Reader {
+        budget: conversation.answer_budget().saturating_sub(PENDING_LINE),
+        // A shortened result names the tool as this server's agent shows it, when known.
+        result_tool: conversation
+            .profile()
+            .map_or("delegation_result", |agent| agent.result_tool),
+    };
+    let shown = consume::present(&router, taken, boundary, reader, |t| {
+        text = t.to_owned();
+        Ok(())
+    })?;
     if shown < total {
         text.push_str(&format!(
             "\n\n[{} more result(s) are ready and did not fit in this answer: call delegation_results again]",
@@ -147,13 +155,12 @@ pub fn page(conversation: &Conversation, p: &DelegationResult) -> anyhow::Result
     }
     let total = body.chars().count() as u64;
     let offset = p.offset.unwrap_or(0).min(total);
-    let size = (ANSWER_BUDGET - 1_000) as u64;
-    let end = (offset + size).min(total);
-    let slice: String = body
-        .chars()
-        .skip(offset as usize)
-        .take((end - offset) as usize)
-        .collect();
+    let slice = page_slice(
+        &body,
+        offset as usize,
+        conversation.answer_budget().saturating_sub(PAGE_HEADER),
+    );
+    let end = offset + slice.chars().count() as u64;
     let next = if end < total {
         format!("next page: offset {end}")
     } else {
@@ -166,4 +173,38 @@ pub fn page(conversation: &Conversation, p: &DelegationResult) -> anyhow::Result
         outcome.status.as_str(),
         outcome.transcript,
     ))
+}
+
+/// The characters of `body` from `offset` that fit in `size` bytes (an agent may count its
+/// budget in bytes, and a page the agent cuts loses lines that the next offset skips): at
+/// least one character, so a page always moves on.
+fn page_slice(body: &str, offset: usize, size: usize) -> String {
+    let mut bytes = 0;
+    body.chars()
+        .skip(offset)
+        .take_while(|c| {
+            bytes += c.len_utf8();
+            bytes <= size || bytes == c.len_utf8()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_slice;
+
+    #[test]
+    fn pages_fit_their_size_in_bytes_and_join_back_whole() {
+        let body: String = (0..500).map(|i| format!("line {i} │ ünïcode\n")).collect();
+        let mut offset = 0;
+        let mut joined = String::new();
+        while offset < body.chars().count() {
+            let page = page_slice(&body, offset, 700);
+            assert!(!page.is_empty() && page.len() <= 700, "{}", page.len());
+            offset += page.chars().count();
+            joined.push_str(&page);
+        }
+        assert_eq!(joined, body);
+        assert_eq!(page_slice("€€", 0, 1), "€", "a page always moves on");
+    }
 }

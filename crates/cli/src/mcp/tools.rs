@@ -31,7 +31,8 @@ const RECENT: usize = 20;
 /// Recent units `delegation_list` shows with `all`.
 const RECENT_ALL: usize = 1_000_000;
 
-/// Characters of one tool answer. An agent may warn when an MCP tool's output passes 10,000
+/// Characters of one tool answer, for an agent that keeps at least that many (an agent's
+/// profile may name fewer: `Conversation::answer_budget`). An agent may warn when an MCP tool's output passes 10,000
 /// tokens and cut it at 25,000 (the first agent of `hermes_agents`' table, whose file cites
 /// its MCP page); 30,000 characters stay under the warning.
 pub const ANSWER_BUDGET: usize = 30_000;
@@ -207,7 +208,7 @@ impl Tools {
 
     /// Takes the conversation's ready results now.
     #[tool(
-        description = "Take this conversation's finished background results now, instead of waiting for them to be handed over at the next turn. Returns the same completion blocks, and each result only once: what this returns will not be delivered again. An answer holds what fits (about 30,000 characters); the rest stays ready for the next call, and a result too large alone is shortened and says how to read all of it with delegation_result.",
+        description = "Take this conversation's finished background results now, instead of waiting for them to be handed over at the next turn. Returns the same completion blocks, and each result only once: what this returns will not be delivered again. An answer holds what fits in what your agent keeps of a tool's answer (at most about 30,000 characters); the rest stays ready for the next call, and a result too large alone is shortened and says how to read all of it with delegation_result.",
         input_schema = super::schema::input::<DelegationResults>()
     )]
     async fn delegation_results(&self, Parameters(p): Parameters<DelegationResults>) -> ToolResult {
@@ -228,7 +229,7 @@ impl Tools {
 
     /// Reads a stored result in full, page by page.
     #[tool(
-        description = "Read the full stored result of one child of a delegation of this conversation, about 30,000 characters per call: use it when a delivered block was shortened to fit. Give task for one child of a batch (0 for the first) and offset (the character the previous page's answer names) for the next page. Reading delivers nothing and acknowledges nothing.",
+        description = "Read the full stored result of one child of a delegation of this conversation, one page per call (as much as your agent keeps of a tool's answer, at most about 30,000 characters): use it when a delivered block was shortened to fit. Give task for one child of a batch (0 for the first) and offset (the character the previous page's answer names) for the next page. Reading delivers nothing and acknowledges nothing.",
         input_schema = super::schema::input::<DelegationResult>()
     )]
     async fn delegation_result(&self, Parameters(p): Parameters<DelegationResult>) -> ToolResult {

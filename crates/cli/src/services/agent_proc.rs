@@ -107,15 +107,20 @@ pub struct Proc {
 
 impl Proc {
     fn is_agent(&self, agents: &[&str]) -> bool {
-        let named = |s: &str| agents.contains(&base(s));
+        self.is_named(agents) || self.has_marker(hermes_agents::script_markers())
+    }
+
+    /// Whether it runs as one of `names` (itself, or a script its interpreter runs).
+    fn is_named(&self, names: &[&str]) -> bool {
+        let named = |s: &str| names.contains(&base(s));
         named(&self.comm)
             || self.argv.first().is_some_and(|a| named(a))
             || (self.runs_a_script() && self.argv.get(1).is_some_and(|a| named(a)))
-            || self
-                .argv
-                .iter()
-                .take(2)
-                .any(|a| hermes_agents::script_markers().any(|m| a.contains(m)))
+    }
+
+    /// Whether one of `markers` is in its first two words.
+    fn has_marker<'a>(&self, mut markers: impl Iterator<Item = &'a str>) -> bool {
+        markers.any(|m| self.argv.iter().take(2).any(|a| a.contains(m)))
     }
 
     fn runs_a_script(&self) -> bool {
@@ -172,6 +177,16 @@ pub fn environment_missing_here(agent: ProcessId) -> Vec<(OsString, OsString)> {
             !text.starts_with("HERMES_") && text != "PGPASSWORD" && std::env::var_os(name).is_none()
         })
         .collect()
+}
+
+/// The profile of the agent CLI that `agent` runs, when it is one hermes knows by an
+/// executable name (and the process is still the one recorded).
+pub fn profile_of(agent: ProcessId) -> Option<&'static hermes_agents::Agent> {
+    let proc = read_proc(agent.pid).filter(|p| p.start_time == agent.start_time)?;
+    hermes_agents::AGENTS
+        .iter()
+        .copied()
+        .find(|a| proc.is_named(a.executables) || proc.has_marker(a.script_markers.iter().copied()))
 }
 
 /// The agent among `chain` (nearest ancestor first); see the module's documentation.

@@ -218,7 +218,7 @@ fn codex_and_gemini_children_give_their_answers_and_models() {
     );
     let argv = std::fs::read_to_string(a.dir.path().join("argv-codex")).expect("argv");
     assert!(
-        argv.starts_with("exec\n--json\n-m\ngpt-5\nYou are a subagent"),
+        argv.starts_with("exec\n--json\n--skip-git-repo-check\n-m\ngpt-5\nYou are a subagent"),
         "{argv}"
     );
 

@@ -20,6 +20,9 @@ pub struct ReadState {
     pub message_id: Option<String>,
     /// Whether the model's current response was counted already (reset when a tool ends).
     pub in_model_turn: bool,
+    /// Whether the current response's message ended: more text or reasoning after it is
+    /// another response (a stop hook kept the agent going), a tool call is the same one.
+    pub message_done: bool,
     /// Usage summed over turns, for agents that report it per turn.
     pub usage: hermes_ledger::Usage,
 }

@@ -26,6 +26,7 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
         }
         "turn.started" => {
             state.in_model_turn = false;
+            state.message_done = false;
             out.push(StreamEvent::Note("turn started".into()));
         }
         "item.started" => {
@@ -33,6 +34,7 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
                 str_at(item, "type")
             {
                 state.model_output(out);
+                state.message_done = false;
                 out.push(StreamEvent::ToolStart {
                     id: str_at(item, "id").to_owned(),
                     name: tool_name(kind, item),
@@ -43,14 +45,15 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
         "item.updated" => {}
         "item.completed" => match str_at(item, "type") {
             "agent_message" => {
-                state.model_output(out);
+                next_response(state, out);
+                state.message_done = true;
                 out.push(StreamEvent::Assistant {
                     text: str_at(item, "text").to_owned(),
                     delta: false,
                 });
             }
             "reasoning" => {
-                state.model_output(out);
+                next_response(state, out);
                 out.push(StreamEvent::Note(format!(
                     "thinking: {}",
                     short(str_at(item, "text"))
@@ -106,6 +109,15 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
     }
 }
 
+/// Text or reasoning from the model: one call, unless counted already; after a finished
+/// message it is the next response (the stream has no event between two responses of one turn).
+fn next_response(state: &mut ReadState, out: &mut Vec<StreamEvent>) {
+    if std::mem::take(&mut state.message_done) {
+        state.in_model_turn = false;
+    }
+    state.model_output(out);
+}
+
 fn tool_name(kind: &str, item: &Value) -> String {
     match kind {
         "command_execution" => "shell".to_owned(),
@@ -128,5 +140,53 @@ fn error_text(agent: &str, error: &Value) -> String {
         format!("{agent} reported an error")
     } else {
         message.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(lines: &[&str]) -> usize {
+        let mut state = ReadState::default();
+        let mut out = Vec::new();
+        for line in lines {
+            assert!(read(line.as_bytes(), &mut state, &mut out), "{line}");
+        }
+        out.iter()
+            .filter(|e| matches!(e, StreamEvent::ModelCall))
+            .count()
+    }
+
+    #[test]
+    fn each_model_response_is_one_call() {
+        let message = |text: &str| {
+            format!(
+                r#"{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{text}"}}}}"#
+            )
+        };
+        let tool = |event: &str| {
+            format!(
+                r#"{{"type":"item.{event}","item":{{"id":"t","type":"mcp_tool_call","server":"hermes","tool":"delegate_task","status":"completed"}}}}"#
+            )
+        };
+        let turn = r#"{"type":"turn.started"}"#;
+        // A preamble and its tool call are one response; the answer after the tool another;
+        // a stop hook's continuation (a second message in a row) a third; reasoning that opens
+        // the next response a fourth, its message the same.
+        let reasoning =
+            r#"{"type":"item.completed","item":{"id":"r","type":"reasoning","text":"hm"}}"#;
+        let lines = [
+            turn.to_owned(),
+            message("let me delegate"),
+            tool("started"),
+            tool("completed"),
+            message("done"),
+            message("and the result is in"),
+            reasoning.to_owned(),
+            message("again"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        assert_eq!(calls(&lines), 4);
     }
 }

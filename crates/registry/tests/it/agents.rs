@@ -290,7 +290,17 @@ fn builtin_profiles_build_their_headless_streaming_argv() {
         ]
     );
     let codex = command_for(&request("codex"), &[], path).expect("codex");
-    assert_eq!(codex.argv[..5], ["codex", "exec", "--json", "-m", "m1"]);
+    assert_eq!(
+        codex.argv[..6],
+        [
+            "codex",
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-m",
+            "m1"
+        ]
+    );
     let gemini = command_for(&request("gemini"), &[], path).expect("gemini");
     assert_eq!(
         gemini.argv[3..],

@@ -21,6 +21,7 @@
 mod anthropic;
 mod chat;
 mod gemini;
+mod responses;
 
 pub use gemini::model_of as gemini_model_of;
 
@@ -40,6 +41,8 @@ pub enum Wire {
     /// The Gemini API (`POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`,
     /// `:generateContent`, `:countTokens`): Gemini CLI.
     Gemini,
+    /// OpenAI Responses (`POST …/responses`, server-sent events): Codex CLI.
+    Responses,
 }
 
 /// One request the server got.
@@ -166,6 +169,7 @@ impl Wire {
             Wire::Chat => chat::read(request),
             Wire::Anthropic => anthropic::read(request),
             Wire::Gemini => gemini::read(request),
+            Wire::Responses => responses::read(request),
         }
     }
 
@@ -174,6 +178,7 @@ impl Wire {
             Wire::Chat => chat::answer(request, reply, id),
             Wire::Anthropic => anthropic::answer(request, reply, id),
             Wire::Gemini => gemini::answer(request, reply, id),
+            Wire::Responses => responses::answer(request, reply, id),
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use hermes_agents::{Action, Entry, HookBoundary, Place};
+use hermes_agents::{Action, Entry, HookBoundary, HookEvent, Place};
 
 use hermes_agents::{self as agents, Agent};
 
@@ -200,7 +200,7 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
         return Ok(super::plugin::paths(install, &home.join(".hermes")));
     }
     let server = match &install.server {
-        Server::Json { file, .. } | Server::Toml { file } | Server::Yaml { file } => {
+        Server::Json { file, .. } | Server::Toml { file, .. } | Server::Yaml { file } => {
             place_path(file, options)?
         }
     };
@@ -211,22 +211,50 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
     Ok((server, hooks))
 }
 
-/// Where `place` is for `options`.
+/// Where `place` is for `options`: with `--user` (or for a file the agent reads from the home
+/// only), under the directory its variable names when that is set (the agent reads its files
+/// there), else under the home.
 pub(super) fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
-    let (root, parts) = match place.user {
-        Some(parts) if options.user || place.home_only() => (options.home_root()?, parts),
+    let moved = place
+        .user_var
+        .and_then(std::env::var_os)
+        .filter(|dir| !dir.is_empty());
+    let home = options.user || place.home_only();
+    let (root, parts) = match (place.user, moved) {
+        (Some(parts), Some(dir)) if home => (PathBuf::from(dir), &parts[1..]),
+        (Some(parts), None) if home => (options.home_root()?, parts),
         _ => (options.project.clone(), place.project),
     };
     Ok(parts.iter().fold(root, |path, part| path.join(part)))
 }
 
-/// The hook entry `entry` describes, running `command` (the `hermes hook SUBCOMMAND` one).
-fn build_entry(entry: &Entry, command: &str, subcommand: &str) -> Doc {
+/// hermes' own variables that an agent passing only a fixed few to its MCP servers must be
+/// told to pass: `HERMES_HOME`, and every other one of its settings that is set now. Names
+/// only: the values stay in the environment.
+fn own_variables() -> Vec<String> {
+    let settings = hermes_settings::KEYS
+        .iter()
+        .map(|k| (k.section, k.name))
+        .chain(
+            hermes_settings::TEXT_KEYS
+                .iter()
+                .map(|k| (k.section, k.name)),
+        )
+        .map(|(section, name)| format!("HERMES_{section}_{name}").to_ascii_uppercase());
+    std::iter::once("HERMES_HOME".to_owned())
+        .chain(settings.filter(|var| std::env::var_os(var).is_some()))
+        .collect()
+}
+
+/// The hook entry `entry` describes for `event`, running `command` (its `hermes hook
+/// SUBCOMMAND`).
+fn build_entry(entry: &Entry, command: &str, event: &HookEvent) -> Doc {
     let mut extra = Vec::new();
     if entry.named {
-        extra.push(("name", Doc::string(format!("hermes-{subcommand}"))));
+        extra.push(("name", Doc::string(format!("hermes-{}", event.command))));
     }
     if let Some((key, value)) = entry.timeout {
+        let value = event.max_timeout.map_or(value, |max| value.min(max));
         extra.push((key, merge::number(value)));
     }
     if entry.typed {
@@ -272,14 +300,23 @@ impl ServerFile {
             Server::Yaml { .. } => {
                 anyhow::bail!("internal error: a YAML server installs with its plugin")
             }
-            Server::Toml { file } => {
+            Server::Toml {
+                file,
+                env_list,
+                settings,
+            } => {
                 let path = place_path(file, options)?;
                 let was = if options.print {
                     String::new()
                 } else {
                     merge::read_text(&path)?
                 };
-                let text = merge::with_toml_server(&was, SERVER, program, &path)?;
+                let entry = merge::TomlServer {
+                    program,
+                    env_list: env_list.map(|key| (key, own_variables())),
+                    settings,
+                };
+                let text = merge::with_toml_server(&was, SERVER, &entry, &path)?;
                 ServerFile::Toml { path, was, text }
             }
         })
@@ -405,7 +442,7 @@ fn plan_json_hooks(
             Hook {
                 event: e.name,
                 subcommand: e.command,
-                entry: build_entry(entry, &command, e.command),
+                entry: build_entry(entry, &command, e),
                 command,
                 matcher: match e.action {
                     Action::Deliver(HookBoundary::Tool) => *tool_matcher,

@@ -387,12 +387,24 @@ pub fn is_hermes_hook(command: &str, subcommand: &str) -> bool {
 
 /// `text` (a `config.toml`) with `[mcp_servers.NAME]` running `program mcp`; everything
 /// else, comments and layout included, as it was.
+/// What a `[mcp_servers.NAME]` table holds besides `args = ["mcp"]`.
+pub struct TomlServer<'a> {
+    /// The command.
+    pub program: &'a str,
+    /// The key listing variables to pass, and the variables that must be in it (kept with
+    /// the user's own).
+    pub env_list: Option<(&'a str, Vec<String>)>,
+    /// Other keys, with their string values.
+    pub settings: &'a [(&'a str, &'a str)],
+}
+
 pub fn with_toml_server(
     text: &str,
     name: &str,
-    program: &str,
+    server: &TomlServer<'_>,
     path: &Path,
 ) -> anyhow::Result<String> {
+    let program = server.program;
     let refuse = |key: &str, why: &str| refuse(path, key, why);
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
         refuse("the file", &format!("is not TOML ({})", e.message()))
@@ -423,6 +435,30 @@ pub fn with_toml_server(
         let mut args = toml_edit::Array::new();
         args.push("mcp");
         entry.insert("args", toml_edit::value(args));
+    }
+    for (key, value) in server.settings {
+        if entry.get(key).and_then(|v| v.as_str()) != Some(*value) {
+            entry.insert(key, toml_edit::value(*value));
+        }
+    }
+    if let Some((key, wanted)) = &server.env_list {
+        let mut list = match entry.get(key) {
+            None => toml_edit::Array::new(),
+            Some(item) => item
+                .as_array()
+                .cloned()
+                .ok_or_else(|| refuse(&format!("mcp_servers.{name}.{key}"), "is not a list"))?,
+        };
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|var| !list.iter().any(|v| v.as_str() == Some(var.as_str())))
+            .collect();
+        if !missing.is_empty() || entry.get(key).is_none() {
+            for var in missing {
+                list.push(var.as_str());
+            }
+            entry.insert(key, toml_edit::value(list));
+        }
     }
     Ok(doc.to_string())
 }
@@ -567,7 +603,12 @@ mod tests {
     fn the_server_table_is_added_once_and_the_users_config_stays() {
         let path = std::path::Path::new("/p/.agent/config.toml");
         let with_server = |text: &str, program: &str, path: &Path| {
-            with_toml_server(text, "hermes", program, path)
+            let entry = TomlServer {
+                program,
+                env_list: None,
+                settings: &[],
+            };
+            with_toml_server(text, "hermes", &entry, path)
         };
         let user = "# mine\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n";
         let once = with_server(user, "hermes", path).expect("merges");
@@ -581,5 +622,35 @@ mod tests {
         assert!(moved.contains("command = \"/new/hermes\""), "{moved}");
         assert!(with_server("mcp_servers = 3", "hermes", path).is_err());
         assert!(with_server("[[x", "hermes", path).is_err());
+    }
+
+    #[test]
+    fn the_variables_list_keeps_the_users_and_the_settings_are_set_once() {
+        let path = std::path::Path::new("/p/.agent/config.toml");
+        let entry = TomlServer {
+            program: "hermes",
+            env_list: Some((
+                "env_vars",
+                vec!["HERMES_HOME".to_owned(), "HERMES_LEDGER_URL".to_owned()],
+            )),
+            settings: &[("default_tools_approval_mode", "approve")],
+        };
+        let user =
+            "[mcp_servers.hermes]\ncommand = \"hermes\"\nenv_vars = [\"MINE\", \"HERMES_HOME\"]\n";
+        let once = with_toml_server(user, "hermes", &entry, path).expect("merges");
+        assert!(
+            once.contains("env_vars = [\"MINE\", \"HERMES_HOME\", \"HERMES_LEDGER_URL\"]"),
+            "{once}"
+        );
+        assert!(
+            once.contains("default_tools_approval_mode = \"approve\""),
+            "{once}"
+        );
+        assert_eq!(
+            with_toml_server(&once, "hermes", &entry, path).expect("merges"),
+            once
+        );
+        let bad = "[mcp_servers.hermes]\nenv_vars = \"HERMES_HOME\"\n";
+        assert!(with_toml_server(bad, "hermes", &entry, path).is_err());
     }
 }

@@ -85,7 +85,8 @@ pub fn uninstall(agent: &Agent, options: &InstallOptions) -> anyhow::Result<Code
                     }
                 }
             }
-            Server::Toml { file } => {
+            // The table goes whole, with the keys install put in it.
+            Server::Toml { file, .. } => {
                 let path = place_path(file, options)?;
                 note(&path, remove_toml_server(&path, share, &root)?);
             }

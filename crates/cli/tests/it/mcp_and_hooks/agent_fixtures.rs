@@ -122,7 +122,7 @@ pub const CODEX: Spec = Spec {
     tool: Some("PostToolUse"),
     turn: Some("UserPromptSubmit"),
     stop: Some("Stop"),
-    end: None,
+    end: Some("SessionEnd"),
     payload: codex_payload,
     delivered: |event, out| claude_shaped(event, out, "Stop", "block"),
     hook_argv: |p, event| grouped_hook(&p.join(".codex/hooks.json"), event),

@@ -457,11 +457,6 @@ fn idle_sessions_keep_their_results_for_the_resume(
 }
 
 #[test]
-fn a_codex_session_ends_by_idleness_and_its_results_wait_for_the_resume() {
-    idle_sessions_keep_their_results_for_the_resume(&fx::CODEX, "SessionStart", Some("resume"));
-}
-
-#[test]
 fn a_cline_task_ends_by_idleness_and_its_results_wait_for_task_resume() {
     idle_sessions_keep_their_results_for_the_resume(&fx::CLINE, "TaskResume", None);
 }

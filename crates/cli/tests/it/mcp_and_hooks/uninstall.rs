@@ -173,7 +173,7 @@ fn every_agents_user_files_come_and_go_leaving_the_users_as_they_were() {
         let (server, hooks) = (&a.install.server, &a.install.hooks);
         let server_user = match server {
             hermes_agents::Server::Json { file, .. }
-            | hermes_agents::Server::Toml { file }
+            | hermes_agents::Server::Toml { file, .. }
             | hermes_agents::Server::Yaml { file } => file.user.is_some(),
         };
         let hooks_user = match hooks {

@@ -347,7 +347,7 @@ fn an_after_turn_result_arrives_on_the_resumed_turn_exactly_once() {
     let go = g.machine.project().join("go");
     let line = format!(
         "CALL delegate_task {}",
-        json!({"goal": "a slow check", "command": ["sh", "-c", until_told(&go, "MARK-resumed")]})
+        json!({"goal": "a slow check", "command": ["sh", "-c", until_told(&go, "MARK-$((40+2))")]})
     );
     g.turn(&format!("start it\n{line}"), false);
     std::fs::write(&go, "").expect("go");
@@ -360,11 +360,11 @@ fn an_after_turn_result_arrives_on_the_resumed_turn_exactly_once() {
     );
     g.turn("SAY what came back?", true);
     let next = g.main_requests().pop().expect("a request");
-    assert_eq!(occurrences(&next["contents"], "MARK-resumed"), 1, "{next}");
+    assert_eq!(occurrences(&next["contents"], "MARK-42"), 1, "{next}");
     g.turn("SAY anything else?", true);
     let after = g.main_requests().pop().expect("a request");
     assert_eq!(
-        occurrences(&after["contents"], "MARK-resumed"),
+        occurrences(&after["contents"], "MARK-42"),
         1,
         "{after}"
     );

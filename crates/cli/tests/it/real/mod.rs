@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::common::Hermes;
 
 mod cline;
+mod codex;
 mod copilot;
 mod gemini;
 
@@ -52,10 +53,16 @@ pub struct Machine {
 
 impl Machine {
     pub fn new() -> Machine {
+        Machine::in_temp(&std::env::temp_dir())
+    }
+
+    /// A machine whose agent home and project are under `root` (an agent may refuse some of
+    /// its work under the system's temporary directory).
+    pub fn in_temp(root: &Path) -> Machine {
         let machine = Machine {
             hermes: Hermes::new(),
-            home: tempfile::tempdir().expect("the agent's home"),
-            project: tempfile::tempdir().expect("the project"),
+            home: tempfile::tempdir_in(root).expect("the agent's home"),
+            project: tempfile::tempdir_in(root).expect("the project"),
         };
         let git = Command::new("git")
             .args(["init", "-q", "-b", "main"])
