@@ -17,7 +17,10 @@ use hermes_testkit::model::{ModelServer, Reply, Turn, Wire, occurrences, text_of
 use serde_json::{Value, json};
 
 use super::Machine;
-use super::copilot::{dispatch_args, dispatched_id, wait_ready_command};
+use super::copilot::{
+    assert_big_result_within_budget, big_result_script, dispatch_args, dispatched_id,
+    wait_ready_command,
+};
 
 /// `cline auth` for `server`, as a user would.
 fn auth(machine: &Machine, server: &ModelServer) {
@@ -75,19 +78,22 @@ fn install(machine: &Machine, extra: &[&str]) -> String {
     printed
 }
 
+/// The offered tool whose name ends with `suffix`.
+fn offered(turn: &Turn<'_>, suffix: &str) -> String {
+    turn.tools
+        .iter()
+        .find(|t| t.ends_with(suffix))
+        .cloned()
+        .unwrap_or_else(|| suffix.to_owned())
+}
+
 /// Dispatch `name` (`after_turn`), wait in the shell until it is ready, then say `done`.
 fn dispatch_then_wait(name: &'static str) -> hermes_testkit::model::Script {
     Arc::new(move |turn: &Turn<'_>| {
         let called = turn.request.body["messages"]
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
-        let tool = |suffix: &str| {
-            turn.tools
-                .iter()
-                .find(|t| t.ends_with(suffix))
-                .cloned()
-                .unwrap_or_else(|| suffix.to_owned())
-        };
+        let tool = |suffix: &str| offered(turn, suffix);
         if !called {
             return Reply::Call {
                 tool: tool("delegate_task"),
@@ -178,4 +184,30 @@ fn a_user_install_delivers_in_any_project() {
     cline(&machine, "dispatch the check");
     let last = &server.turns().pop().expect("a request").body;
     assert_eq!(occurrences(last, "USER-42"), 1, "{last}");
+}
+
+/// A 3,000-line result reaches the model within Cline's budget: at the tool boundary where it
+/// and a small one are ready together, the small one is delivered whole and the big one waits;
+/// at the next, it comes alone, shortened to its head and tail with the way to read all of it.
+/// Nothing is lost or said twice.
+#[test]
+fn a_3000_line_result_arrives_within_the_budget_once() {
+    let machine = Machine::new();
+    install(&machine, &[]);
+    let server = ModelServer::with_script(
+        Wire::Chat,
+        big_result_script(
+            machine.home().join("gate"),
+            |turn| offered(turn, "delegate_task"),
+            |turn, command| Reply::Call {
+                tool: offered(turn, "run_commands"),
+                args: json!({"commands": [command]}),
+            },
+        ),
+    );
+    auth(&machine, &server);
+    cline(&machine, "dispatch the checks");
+    let last = &server.turns().pop().expect("a request").body;
+    let budget = hermes_agents::find("cline").expect("a profile").budget;
+    assert_big_result_within_budget(&machine, last, budget);
 }

@@ -14,7 +14,7 @@
 //!   result; `agentStop`'s `reason` is the next prompt; a subagent's hooks carry
 //!   `parentAgentId` (what the model is sent, asserted below).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
@@ -347,4 +347,169 @@ fn a_user_install_works_in_an_untrusted_project() {
     copilot(&machine, &server, &uuid(5), "dispatch the check", true);
     let last = sent(&server).pop().expect("a request");
     assert_eq!(occurrences(&last, "USER-42"), 1, "{last}");
+}
+
+/// The arguments of a `delegate_task` (`inject`) whose child waits (with a deadline) until
+/// `gate` exists, then prints `lines` numbered lines (`row 00001`, …), or `NAME-42` when
+/// `lines` is 0. Both texts are absent from the command line, so only the result carries
+/// them.
+pub fn gated_args(gate: &Path, name: &str, lines: u32) -> Value {
+    let print = if lines == 0 {
+        format!("echo {name}-$((6*7))")
+    } else {
+        format!("seq -f 'row %05g' {lines}")
+    };
+    json!({
+        "goal": name,
+        "command": ["sh", "-c", format!(
+            "for i in $(seq 400); do [ -e '{}' ] && break; sleep 0.05; done; {print}",
+            gate.display()
+        )],
+        "result_delivery": "inject",
+    })
+}
+
+/// Every delegation id the conversation's dispatch answers hold, in the order dispatched.
+pub fn dispatched_ids(body: &Value) -> Vec<String> {
+    let Some(messages) = body["messages"].as_array() else {
+        return Vec::new();
+    };
+    messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| {
+            let text = text_of(&m["content"]);
+            // The answer's JSON, or (Cline) that JSON quoted inside the MCP result's.
+            let at = text.find("delegation_id")?;
+            let id = text[at..].find("deleg_").map(|i| &text[at + i..])?;
+            Some(id.get(..18)?.to_owned())
+        })
+        .collect()
+}
+
+/// The model of the 3,000-line scenario: dispatch `BIG` (3,000 lines) and `SMALL`, both held
+/// back by `gate`; open the gate and wait until both are ready (one tool boundary, where they
+/// are ready together); call one more tool; then say `done`. `delegate` names the offered
+/// `delegate_task`, `shell` calls the agent's shell tool with a command.
+pub fn big_result_script(
+    gate: PathBuf,
+    delegate: fn(&Turn<'_>) -> String,
+    shell: fn(&Turn<'_>, String) -> Reply,
+) -> Script {
+    Arc::new(move |turn: &Turn<'_>| {
+        let ids = dispatched_ids(&turn.request.body);
+        let tool_results = turn.request.body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+        match (tool_results, ids.as_slice()) {
+            (0, _) => Reply::Call {
+                tool: delegate(turn),
+                args: gated_args(&gate, "BIG", 3_000),
+            },
+            (1, _) => Reply::Call {
+                tool: delegate(turn),
+                args: gated_args(&gate, "SMALL", 0),
+            },
+            (2, [big, small]) => shell(
+                turn,
+                format!(
+                    "touch '{}' && ({}) && ({})",
+                    gate.display(),
+                    wait_ready_command(big),
+                    wait_ready_command(small)
+                ),
+            ),
+            (3, _) => shell(turn, "true".into()),
+            _ => Reply::Text("done".into()),
+        }
+    })
+}
+
+/// How what hermes delivers begins: the carrier at a tool boundary, a block's header at a turn
+/// boundary (Cline's `PostToolUse` is one).
+const STARTS: [&str; 2] = ["[DELEGATION RESULT READY", "[ASYNC DELEGATION COMPLETE"];
+
+/// What the 3,000-line scenario must show: in the conversation's last request (which holds
+/// every message the model was given), `SMALL` whole and `BIG` shortened (its head and tail,
+/// naming `delegation_result`), each exactly once and in messages of their own, no message
+/// that carries a result longer than `budget` characters; and both results delivered in the
+/// ledger.
+pub fn assert_big_result_within_budget(machine: &Machine, last: &Value, budget: usize) {
+    assert_eq!(occurrences(last, "SMALL-42"), 1, "{last}");
+    assert_eq!(
+        occurrences(last, "row 00001\n"),
+        1,
+        "the head, once: {last}"
+    );
+    assert_eq!(occurrences(last, "row 03000"), 1, "the tail, once: {last}");
+    assert_eq!(
+        occurrences(last, "row 01500"),
+        0,
+        "the middle is cut: {last}"
+    );
+    let carriers: Vec<String> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| text_of(&m["content"]))
+        .filter(|t| t.contains("SMALL-42") || t.contains("row 00001"))
+        .collect();
+    assert_eq!(carriers.len(), 2, "at two boundaries: {carriers:#?}");
+    for text in &carriers {
+        // What hermes handed over: from its first line to the end, less the agent's own
+        // wrapping (Copilot's tool result before it, Cline's tags around it).
+        let at = STARTS
+            .iter()
+            .find_map(|start| text.find(start))
+            .unwrap_or_else(|| panic!("hermes' answer: {text}"));
+        let handed = text[at..].trim_end().trim_end_matches("</hook_context>");
+        let chars = handed.chars().count();
+        assert!(
+            chars <= budget,
+            "{chars} characters over {budget}: {handed}"
+        );
+    }
+    let big = carriers
+        .iter()
+        .find(|t| t.contains("row 00001"))
+        .expect("the big one");
+    assert!(
+        big.contains("delegation_result") && !big.contains("SMALL-42"),
+        "shortened, naming how to read it all, alone: {big}"
+    );
+    for id in dispatched_ids(last) {
+        let status = machine
+            .hermes
+            .json(&["delegation", "status", &id, "--json"]);
+        assert_eq!(
+            status["tasks"][0]["delivery"]["state"], "delivered",
+            "{status}"
+        );
+    }
+}
+
+/// A 3,000-line result reaches the model within Copilot's budget: at the tool boundary where
+/// it and a small one are ready together, the small one is delivered whole and the big one
+/// waits; at the next, it comes alone, shortened to its head and tail with the way to read all
+/// of it. Nothing is lost or said twice.
+#[test]
+fn a_3000_line_result_arrives_within_the_budget_once() {
+    let machine = Machine::new();
+    install(&machine, &[]);
+    let gate = machine.home().join("gate");
+    let server = ModelServer::with_script(
+        Wire::Chat,
+        big_result_script(
+            gate,
+            |_| format!("{TOOL}delegate_task"),
+            |_, command| Reply::Call {
+                tool: "bash".into(),
+                args: json!({"command": command, "description": "wait"}),
+            },
+        ),
+    );
+    copilot(&machine, &server, &uuid(6), "dispatch the checks", false);
+    let last = sent(&server).pop().expect("a request");
+    let budget = hermes_agents::find("copilot").expect("a profile").budget;
+    assert_big_result_within_budget(&machine, &last, budget);
 }
