@@ -50,10 +50,7 @@ pub const CLAUDE: Agent = Agent {
     },
     install: Install {
         server: Server::Json {
-            file: Place {
-                project: &[".mcp.json"],
-                user: Some(&[".claude.json"]),
-            },
+            file: Place::new(&[".mcp.json"], &[".claude.json"]),
             kind: Some("stdio"),
             all_tools: false,
         },

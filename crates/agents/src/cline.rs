@@ -20,11 +20,19 @@
 //! - no event ends a conversation (a task can always be resumed with `--id`): its session ends
 //!   by idleness and its results wait;
 //! - MCP servers are `mcpServers` of `~/.cline/data/settings/cline_mcp_settings.json` (a user's
-//!   file, read for every project), `{type: "stdio", command, args}`.
+//!   file, read for every project), `{type: "stdio", command, args}`;
+//! - the home's paths move with the environment (`@cline/shared`'s `dist/storage/index.js`):
+//!   `CLINE_DIR` stands for `~/.cline` (its `hooks/` and `data/`), `CLINE_DATA_DIR` for
+//!   `~/.cline/data`, and `CLINE_MCP_SETTINGS_PATH` names the MCP settings file itself, the
+//!   most specific one set winning.
 
 use crate::{
-    Action, Agent, Answer, HookEvent, Hooks, Install, Place, Server, Start, StartRule, StopActive,
+    Action, Agent, Answer, HomeVar, HookEvent, Hooks, Install, Place, Server, Start, StartRule,
+    StopActive,
 };
+
+/// What moves `~/.cline` (`@cline/shared`'s `dist/storage/index.js`).
+const CLINE_DIR: HomeVar = HomeVar::dir("CLINE_DIR");
 
 /// Cline.
 pub const CLINE: Agent = Agent {
@@ -49,15 +57,18 @@ pub const CLINE: Agent = Agent {
     answer: Answer::ContextModification,
     install: Install {
         server: Server::Json {
-            file: Place::home(&[".cline", "data", "settings", "cline_mcp_settings.json"]),
+            file: Place::home(&[".cline", "data", "settings", "cline_mcp_settings.json"]).moved_by(
+                &[
+                    HomeVar::path("CLINE_MCP_SETTINGS_PATH", 4),
+                    HomeVar::path("CLINE_DATA_DIR", 2),
+                    CLINE_DIR,
+                ],
+            ),
             kind: Some("stdio"),
             all_tools: false,
         },
         hooks: Hooks::Scripts {
-            dir: Place {
-                project: &[".clinerules", "hooks"],
-                user: Some(&[".cline", "hooks"]),
-            },
+            dir: Place::new(&[".clinerules", "hooks"], &[".cline", "hooks"]).moved_by(&[CLINE_DIR]),
             title: "Cline",
         },
         print_note: "",

@@ -56,12 +56,14 @@ pub const HERMES_AGENT: Agent = Agent {
             file: Place {
                 project: &["config.yaml"],
                 user: None,
+                moved_by: &[],
             },
         },
         hooks: Hooks::Plugin {
             dir: Place {
                 project: &["plugins", "hermes_delegation"],
                 user: None,
+                moved_by: &[],
             },
             name: "hermes_delegation",
         },

@@ -18,7 +18,7 @@ mod install;
 
 pub use child::{ChildProfile, StreamFormat};
 pub use hook::{Action, Answer, HookBoundary, HookEvent, Start, StartRule, StopActive};
-pub use install::{Entry, Hooks, Install, Layout, Place, Server};
+pub use install::{Entry, HomeVar, Hooks, Install, Layout, Place, Server};
 
 /// The table: each line is an agent's file (`src/MODULE.rs`) and the constant it defines.
 macro_rules! table {

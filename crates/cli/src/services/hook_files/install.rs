@@ -203,13 +203,34 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
     Ok((server, hooks))
 }
 
-/// Where `place` is for `options`.
+/// Where `place` is for `options`: in the home, where the agent's own variables (`moved_by`)
+/// put it when one is set, as the agent will look there.
 fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
     let (root, parts) = match place.user {
-        Some(parts) if options.user || place.home_only() => (options.home_root()?, parts),
+        Some(parts) if options.user || place.home_only() => {
+            let moved = place
+                .moved_by
+                .iter()
+                .find_map(|var| Some((set_path(var.name)?, parts.get(var.parts..)?)));
+            match moved {
+                Some(moved) => moved,
+                None => (options.home_root()?, parts),
+            }
+        }
         _ => (options.project.clone(), place.project),
     };
     Ok(parts.iter().fold(root, |path, part| path.join(part)))
+}
+
+/// The path in the environment variable `name`, unless it is unset or blank (which the agents
+/// ignore too).
+fn set_path(name: &str) -> Option<PathBuf> {
+    let value = std::env::var_os(name)?;
+    let path = match value.to_str() {
+        Some(text) => PathBuf::from(text.trim()),
+        None => PathBuf::from(value),
+    };
+    (!path.as_os_str().is_empty()).then_some(path)
 }
 
 /// The hook entry `entry` describes, running `command` (the `hermes hook SUBCOMMAND` one).

@@ -11,6 +11,7 @@
 //!   message `<hook_context source="PostToolUse" …>` after the tool's result (`@cline/core`'s
 //!   `dist/index.js`; what the model is sent, asserted below).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use hermes_testkit::model::{ModelServer, Reply, Turn, Wire, occurrences, text_of};
@@ -22,10 +23,14 @@ use super::copilot::{
     wait_ready_command,
 };
 
-/// `cline auth` for `server`, as a user would.
-fn auth(machine: &Machine, server: &ModelServer) {
+/// Environment variables added to a command of the test's.
+type Env<'a> = &'a [(&'a str, &'a Path)];
+
+/// `cline auth` for `server`, as a user would, with `env` added.
+fn auth(machine: &Machine, server: &ModelServer, env: Env<'_>) {
     let out = machine
         .command("cline")
+        .envs(env.iter().copied())
         .args([
             "auth",
             "-p",
@@ -46,10 +51,11 @@ fn auth(machine: &Machine, server: &ModelServer) {
     );
 }
 
-/// `cline PROMPT` in the project.
-fn cline(machine: &Machine, prompt: &str) {
+/// `cline PROMPT` in the project, with `env` added.
+fn cline(machine: &Machine, prompt: &str, env: Env<'_>) {
     let out = machine
         .command("cline")
+        .envs(env.iter().copied())
         .arg(prompt)
         .output()
         .expect("cline runs");
@@ -61,10 +67,11 @@ fn cline(machine: &Machine, prompt: &str) {
     );
 }
 
-/// `hermes hook install cline` (and `extra`) in the project.
-fn install(machine: &Machine, extra: &[&str]) -> String {
+/// `hermes hook install cline` (and `extra`) in the project, with `env` added.
+fn install(machine: &Machine, extra: &[&str], env: Env<'_>) -> String {
     let out = machine
         .command("hermes")
+        .envs(env.iter().copied())
         .args(["hook", "install", "cline"])
         .args(extra)
         .output()
@@ -129,7 +136,7 @@ fn texts(body: &Value, role: &str) -> Vec<String> {
 #[test]
 fn installed_the_server_connects_and_the_tool_hook_delivers_once() {
     let machine = Machine::new();
-    let printed = install(&machine, &[]);
+    let printed = install(&machine, &[], &[]);
     assert!(printed.contains("cline_mcp_settings.json"), "{printed}");
     assert!(
         machine
@@ -144,8 +151,8 @@ fn installed_the_server_connects_and_the_tool_hook_delivers_once() {
             .is_file()
     );
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("CLINE"));
-    auth(&machine, &server);
-    cline(&machine, "dispatch the check");
+    auth(&machine, &server, &[]);
+    cline(&machine, "dispatch the check", &[]);
     let turns = server.turns();
     let first = &turns[0].body;
     assert!(
@@ -176,12 +183,12 @@ fn installed_the_server_connects_and_the_tool_hook_delivers_once() {
 #[test]
 fn a_user_install_delivers_in_any_project() {
     let machine = Machine::new();
-    install(&machine, &["--user"]);
+    install(&machine, &["--user"], &[]);
     assert!(machine.home().join(".cline/hooks/PostToolUse").is_file());
     assert!(!machine.project().join(".clinerules").exists());
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("USER"));
-    auth(&machine, &server);
-    cline(&machine, "dispatch the check");
+    auth(&machine, &server, &[]);
+    cline(&machine, "dispatch the check", &[]);
     let last = &server.turns().pop().expect("a request").body;
     assert_eq!(occurrences(last, "USER-42"), 1, "{last}");
 }
@@ -193,7 +200,7 @@ fn a_user_install_delivers_in_any_project() {
 #[test]
 fn a_3000_line_result_arrives_within_the_budget_once() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let server = ModelServer::with_script(
         Wire::Chat,
         big_result_script(
@@ -205,9 +212,41 @@ fn a_3000_line_result_arrives_within_the_budget_once() {
             },
         ),
     );
-    auth(&machine, &server);
-    cline(&machine, "dispatch the checks");
+    auth(&machine, &server, &[]);
+    cline(&machine, "dispatch the checks", &[]);
     let last = &server.turns().pop().expect("a request").body;
     let budget = hermes_agents::find("cline").expect("a profile").budget;
     assert_big_result_within_budget(&machine, last, budget);
+}
+
+/// With `CLINE_DIR` set, `--user` puts the hook scripts in its `hooks/`, and with
+/// `CLINE_MCP_SETTINGS_PATH` set too, the server in that file (where Cline reads them then),
+/// nothing in `~/.cline`; Cline offers hermes' tools and its hook delivers.
+#[test]
+fn a_user_install_follows_cline_dir_and_its_mcp_settings_path() {
+    let machine = Machine::new();
+    let dir = tempfile::tempdir().expect("a directory");
+    let mcp = tempfile::tempdir().expect("a directory");
+    let mcp_file = mcp.path().join("servers.json");
+    let env = [
+        ("CLINE_DIR", dir.path()),
+        ("CLINE_MCP_SETTINGS_PATH", mcp_file.as_path()),
+    ];
+    install(&machine, &["--user"], &env);
+    assert!(dir.path().join("hooks/PostToolUse").is_file());
+    let servers = std::fs::read_to_string(&mcp_file).expect("the MCP settings");
+    assert!(servers.contains("\"hermes\""), "{servers}");
+    assert!(!machine.home().join(".cline").exists(), "not ~/.cline");
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("MOVED"));
+    auth(&machine, &server, &env);
+    cline(&machine, "dispatch the check", &env);
+    let turns = server.turns();
+    assert_eq!(
+        occurrences(&turns[0].body["tools"], "hermes__delegate_task"),
+        1,
+        "{}",
+        turns[0].body["tools"]
+    );
+    let last = &turns.last().expect("a request").body;
+    assert_eq!(occurrences(last, "MOVED-42"), 1, "{last}");
 }

@@ -30,18 +30,23 @@ use crate::common::wait_for;
 /// The MCP tools' prefix, as Copilot names them to its model.
 const TOOL: &str = "hermes-";
 
+/// Environment variables added to a command of the test's.
+type Env<'a> = &'a [(&'a str, &'a Path)];
+
 /// `copilot -p PROMPT` on `machine` against `server`, as conversation `session`, in the
-/// project, trusted unless `untrusted`.
+/// project, trusted unless `untrusted`, with `env` added.
 fn copilot(
     machine: &Machine,
     server: &ModelServer,
     session: &str,
     prompt: &str,
     untrusted: bool,
+    env: Env<'_>,
 ) -> Output {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("copilot-pkg");
     let mut c = machine.command("copilot");
-    c.env("COPILOT_OFFLINE", "true")
+    c.envs(env.iter().copied())
+        .env("COPILOT_OFFLINE", "true")
         .env("COPILOT_AUTO_UPDATE", "false")
         .env("COPILOT_PKG_CACHE_HOME", cache)
         .env(
@@ -69,10 +74,12 @@ fn copilot(
     out
 }
 
-/// `hermes hook install copilot` (and `extra`) in the project, as a user would.
-fn install(machine: &Machine, extra: &[&str]) -> String {
+/// `hermes hook install copilot` (and `extra`) in the project, as a user would, with `env`
+/// added.
+fn install(machine: &Machine, extra: &[&str], env: Env<'_>) -> String {
     let out = machine
         .command("hermes")
+        .envs(env.iter().copied())
         .args(["hook", "install", "copilot"])
         .args(extra)
         .output()
@@ -84,6 +91,19 @@ fn install(machine: &Machine, extra: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     printed
+}
+
+/// The names of the tools `body` offers the model.
+fn offered(body: &Value) -> Vec<&str> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Every text the model was sent, in order of the requests.
@@ -170,21 +190,23 @@ fn uuid(n: u8) -> String {
 #[test]
 fn installed_its_hooks_bind_the_conversation_and_the_stop_hook_delivers_once() {
     let machine = Machine::new();
-    let printed = install(&machine, &[]);
+    let printed = install(&machine, &[], &[]);
     assert!(
         printed.contains("trustedFolders"),
         "folder trust is said: {printed}"
     );
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("STOP", "after_turn"));
     let session = uuid(1);
-    copilot(&machine, &server, &session, "dispatch the check", false);
+    copilot(
+        &machine,
+        &server,
+        &session,
+        "dispatch the check",
+        false,
+        &[],
+    );
     let turns = sent(&server);
-    let tools: Vec<&str> = turns[0]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
+    let tools = offered(&turns[0]);
     assert!(tools.contains(&"hermes-delegate_task"), "{tools:?}");
     let last = turns.last().expect("a request");
     let results: Vec<String> = last["messages"]
@@ -212,9 +234,16 @@ fn installed_its_hooks_bind_the_conversation_and_the_stop_hook_delivers_once() {
 #[test]
 fn an_inject_result_arrives_after_the_next_tool_call_once() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("INJECT", "inject"));
-    copilot(&machine, &server, &uuid(2), "dispatch the check", false);
+    copilot(
+        &machine,
+        &server,
+        &uuid(2),
+        "dispatch the check",
+        false,
+        &[],
+    );
     let last = sent(&server).pop().expect("a request");
     let results: Vec<String> = last["messages"]
         .as_array()
@@ -236,7 +265,7 @@ fn an_inject_result_arrives_after_the_next_tool_call_once() {
 #[test]
 fn a_waiting_result_comes_with_the_next_prompt_once() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let session = uuid(3);
     let out = machine
         .command("hermes")
@@ -263,7 +292,7 @@ fn a_waiting_result_comes_with_the_next_prompt_once() {
             .then_some(())
     });
     let server = ModelServer::start(Wire::Chat);
-    copilot(&machine, &server, &session, "SAY hello", false);
+    copilot(&machine, &server, &session, "SAY hello", false, &[]);
     let turns = sent(&server);
     let prompt = turns[0]["messages"]
         .as_array()
@@ -280,7 +309,7 @@ fn a_waiting_result_comes_with_the_next_prompt_once() {
 #[test]
 fn a_subagents_tool_call_takes_nothing() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let server = ModelServer::with_script(
         Wire::Chat,
         Arc::new(|turn: &Turn<'_>| {
@@ -308,7 +337,14 @@ fn a_subagents_tool_call_takes_nothing() {
             }
         }),
     );
-    copilot(&machine, &server, &uuid(4), "dispatch the check", false);
+    copilot(
+        &machine,
+        &server,
+        &uuid(4),
+        "dispatch the check",
+        false,
+        &[],
+    );
     let turns = sent(&server);
     let (sub, main): (Vec<&Value>, Vec<&Value>) = turns
         .iter()
@@ -331,7 +367,7 @@ fn a_subagents_tool_call_takes_nothing() {
 #[test]
 fn a_user_install_works_in_an_untrusted_project() {
     let machine = Machine::new();
-    install(&machine, &["--user"]);
+    install(&machine, &["--user"], &[]);
     let settings = std::fs::read_to_string(machine.home().join(".copilot/settings.json"))
         .expect("~/.copilot/settings.json");
     assert!(
@@ -344,7 +380,7 @@ fn a_user_install_works_in_an_untrusted_project() {
         "nothing in the project"
     );
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("USER", "inject"));
-    copilot(&machine, &server, &uuid(5), "dispatch the check", true);
+    copilot(&machine, &server, &uuid(5), "dispatch the check", true, &[]);
     let last = sent(&server).pop().expect("a request");
     assert_eq!(occurrences(&last, "USER-42"), 1, "{last}");
 }
@@ -495,7 +531,7 @@ pub fn assert_big_result_within_budget(machine: &Machine, last: &Value, budget: 
 #[test]
 fn a_3000_line_result_arrives_within_the_budget_once() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let gate = machine.home().join("gate");
     let server = ModelServer::with_script(
         Wire::Chat,
@@ -508,8 +544,51 @@ fn a_3000_line_result_arrives_within_the_budget_once() {
             },
         ),
     );
-    copilot(&machine, &server, &uuid(6), "dispatch the checks", false);
+    copilot(
+        &machine,
+        &server,
+        &uuid(6),
+        "dispatch the checks",
+        false,
+        &[],
+    );
     let last = sent(&server).pop().expect("a request");
     let budget = hermes_agents::find("copilot").expect("a profile").budget;
     assert_big_result_within_budget(&machine, &last, budget);
+}
+
+/// With `COPILOT_HOME` set, `--user` writes into that directory (where Copilot reads its
+/// configuration then), nothing into `~/.copilot`; Copilot offers hermes' tools and its hooks
+/// deliver, in a project nobody trusted.
+#[test]
+fn a_user_install_follows_copilot_home() {
+    let machine = Machine::new();
+    let config = tempfile::tempdir().expect("a directory");
+    let env = [("COPILOT_HOME", config.path())];
+    install(&machine, &["--user"], &env);
+    let settings =
+        std::fs::read_to_string(config.path().join("settings.json")).expect("settings.json");
+    assert!(
+        settings.contains("hook post-tool-use --agent copilot"),
+        "{settings}"
+    );
+    assert!(config.path().join("mcp-config.json").is_file());
+    assert!(!machine.home().join(".copilot").exists(), "not ~/.copilot");
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("MOVED", "inject"));
+    copilot(
+        &machine,
+        &server,
+        &uuid(7),
+        "dispatch the check",
+        true,
+        &env,
+    );
+    let turns = sent(&server);
+    assert!(
+        offered(&turns[0]).contains(&"hermes-delegate_task"),
+        "{}",
+        turns[0]["tools"]
+    );
+    let last = turns.last().expect("a request");
+    assert_eq!(occurrences(last, "MOVED-42"), 1, "{last}");
 }
