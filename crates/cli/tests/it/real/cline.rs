@@ -250,3 +250,81 @@ fn a_user_install_follows_cline_dir_and_its_mcp_settings_path() {
     let last = &turns.last().expect("a request").body;
     assert_eq!(occurrences(last, "MOVED-42"), 1, "{last}");
 }
+
+/// Whether `body` is a request of the subagent the scenario spawns (its system prompt or
+/// task says `SUBAGENT`).
+fn of_subagent(body: &Value) -> bool {
+    body["messages"].as_array().is_some_and(|m| {
+        m.iter()
+            .take(2)
+            .any(|m| text_of(&m["content"]).contains("SUBAGENT"))
+    })
+}
+
+/// A subagent's tool call (`spawn_agent`'s) takes nothing: the result, ready while the
+/// subagent runs a command, waits for the main thread's own boundary (`PostToolUse` of
+/// `spawn_agent`) and reaches the main conversation, once. The subagent's hooks bind no
+/// conversation of their own either: afterwards hermes' MCP server still knows whose it is
+/// and dispatches into the main one.
+#[test]
+fn a_subagents_tool_call_takes_nothing() {
+    let machine = Machine::new();
+    install(&machine, &[], &[]);
+    let server = ModelServer::with_script(
+        Wire::Chat,
+        Arc::new(|turn: &Turn<'_>| {
+            if of_subagent(&turn.request.body) {
+                if turn.after_tool {
+                    return Reply::Text("done".into());
+                }
+                let command = turn.last_user.lines().find(|l| l.starts_with("for i"));
+                return Reply::Call {
+                    tool: offered(turn, "run_commands"),
+                    args: json!({"commands": [command.unwrap_or("false")]}),
+                };
+            }
+            match (texts(&turn.request.body, "tool").len(), dispatched_id(turn)) {
+                (0, _) => Reply::Call {
+                    tool: offered(turn, "delegate_task"),
+                    args: dispatch_args("SUB", "inject"),
+                },
+                (1, Some(id)) => Reply::Call {
+                    tool: offered(turn, "spawn_agent"),
+                    args: json!({
+                        "systemPrompt": "SUBAGENT: run the command you are given.",
+                        "task": format!("SUBAGENT\n{}", wait_ready_command(&id)),
+                    }),
+                },
+                (2, _) => Reply::Call {
+                    tool: offered(turn, "delegate_task"),
+                    args: dispatch_args("AFTER", "inject"),
+                },
+                _ => Reply::Text("done".into()),
+            }
+        }),
+    );
+    auth(&machine, &server, &[]);
+    cline(&machine, "dispatch the check", &[]);
+    let turns: Vec<Value> = server.turns().into_iter().map(|t| t.body).collect();
+    let (sub, main): (Vec<&Value>, Vec<&Value>) = turns.iter().partition(|t| of_subagent(t));
+    assert!(sub.len() >= 2, "the subagent called a tool and went on");
+    for t in &sub {
+        assert_eq!(
+            occurrences(t, "SUB-42"),
+            0,
+            "the subagent took nothing: {t}"
+        );
+    }
+    let last = main.last().expect("the main thread");
+    assert_eq!(occurrences(last, "SUB-42"), 1, "{last}");
+    let results = texts(last, "tool");
+    let session = |answer: &str| {
+        let at = answer.find("conv_")?;
+        answer[at..].split(['"', '\\']).next().map(str::to_owned)
+    };
+    assert!(
+        results.len() == 3 && results[2].contains("delegation_id"),
+        "dispatched after the subagent: {results:#?}"
+    );
+    assert_eq!(session(&results[2]), session(&results[0]), "{results:#?}");
+}
