@@ -9,7 +9,8 @@
 //!   `.cline/hooks/`, run by its `#!` line;
 //! - every input is camelCase around snake-case event names: `taskId` (the conversation),
 //!   `hookName` (`agent_start`, `agent_resume`, `tool_result`, …), `agent_id`, and
-//!   `parent_agent_id`, set when a subagent (`spawn_agent`) made the call;
+//!   `parent_agent_id`, set in every hook of a subagent (`spawn_agent`), whose own
+//!   `TaskStart` comes under a task id of its own;
 //! - only the tool hooks are awaited: `PostToolUse`'s `{"cancel": false, "contextModification":
 //!   …}` (the last JSON on stdout, at most 50,000 characters) reaches the model as a user
 //!   message after the tool's result. `TaskStart`, `TaskResume`, `UserPromptSubmit` and

@@ -9,7 +9,11 @@
 //!   (`@cline/shared`'s `dist/storage/index.js`), offered as `hermes__delegate_task`;
 //! - only `PostToolUse` is awaited: its `contextModification` reaches the model as a user
 //!   message `<hook_context source="PostToolUse" …>` after the tool's result (`@cline/core`'s
-//!   `dist/index.js`; what the model is sent, asserted below).
+//!   `dist/index.js`; what the model is sent, asserted below);
+//! - act mode offers `spawn_agent` (`@cline/core`'s `dist/index.js`: `enableSpawnAgent` of the
+//!   `act` tools): a subagent whose hooks carry `parent_agent_id`, its `TaskStart` under a
+//!   task id of its own; it is driven by the same model server, told apart by its system
+//!   prompt.
 
 use std::path::Path;
 use std::sync::Arc;
