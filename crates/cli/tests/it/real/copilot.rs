@@ -306,6 +306,8 @@ fn a_waiting_result_comes_with_the_next_prompt_once() {
 
 /// A subagent's tool call (the `task` tool) takes nothing: the result waits for the main
 /// thread's own boundary (`postToolUse` of `task`) and reaches the main conversation, once.
+/// Afterwards hermes' MCP server still dispatches into the main conversation (the subagent's
+/// hooks bound none of their own).
 #[test]
 fn a_subagents_tool_call_takes_nothing() {
     let machine = Machine::new();
@@ -333,6 +335,12 @@ fn a_subagents_tool_call_takes_nothing() {
                         "description": "wait",
                     }),
                 },
+                (false, true, None) if dispatched_ids(&turn.request.body).len() == 1 => {
+                    Reply::Call {
+                        tool: format!("{TOOL}delegate_task"),
+                        args: dispatch_args("AFTER", "inject"),
+                    }
+                }
                 _ => Reply::Text("done".into()),
             }
         }),
@@ -359,6 +367,18 @@ fn a_subagents_tool_call_takes_nothing() {
     }
     let last = main.last().expect("the main thread");
     assert_eq!(occurrences(last, "SUB-42"), 1, "{last}");
+    let dispatches: Vec<String> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| text_of(&m["content"]))
+        .filter(|t| t.contains("delegation_id"))
+        .collect();
+    assert!(
+        dispatches.len() == 2 && dispatches[1].contains(&uuid(4)),
+        "dispatched into the main conversation after the subagent: {last}"
+    );
 }
 
 /// `--user` puts the hooks in `~/.copilot/settings.json` and the server in
