@@ -34,6 +34,9 @@ pub struct InstallOptions {
     pub user: bool,
     /// The user's home directory (`$HOME`), for `user`.
     pub home: Option<std::path::PathBuf>,
+    /// Reads an environment variable that moves an agent's home files ([`Place::moved_by`]):
+    /// `std::env::var_os`, or none in tests of other homes.
+    pub env: fn(&str) -> Option<std::ffi::OsString>,
 }
 
 impl InstallOptions {
@@ -101,6 +104,7 @@ pub fn run(args: &HookInstallArgs) -> anyhow::Result<Code> {
             home: std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
+            env: |name| std::env::var_os(name),
         },
     )
 }
@@ -208,10 +212,9 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
 fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
     let (root, parts) = match place.user {
         Some(parts) if options.user || place.home_only() => {
-            let moved = place
-                .moved_by
-                .iter()
-                .find_map(|var| Some((set_path(var.name)?, parts.get(var.parts..)?)));
+            let moved = place.moved_by.iter().find_map(|var| {
+                Some((set_path((options.env)(var.name)?)?, parts.get(var.parts..)?))
+            });
             match moved {
                 Some(moved) => moved,
                 None => (options.home_root()?, parts),
@@ -222,10 +225,9 @@ fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf
     Ok(parts.iter().fold(root, |path, part| path.join(part)))
 }
 
-/// The path in the environment variable `name`, unless it is unset or blank (which the agents
+/// The path an environment variable's `value` names, unless it is blank (which the agents
 /// ignore too).
-fn set_path(name: &str) -> Option<PathBuf> {
-    let value = std::env::var_os(name)?;
+fn set_path(value: std::ffi::OsString) -> Option<PathBuf> {
     let path = match value.to_str() {
         Some(text) => PathBuf::from(text.trim()),
         None => PathBuf::from(value),
@@ -534,4 +536,59 @@ fn report(
     text.push_str(path_note(options.absolute));
     output::print(&text)?;
     Ok(Code::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
+    use hermes_agents::{HomeVar, Place};
+
+    use super::{InstallOptions, place_path};
+
+    const PLACE: Place = Place::new(&["proj", "f.json"], &[".agent", "data", "f.json"])
+        .moved_by(&[HomeVar::path("AGENT_FILE", 3), HomeVar::dir("AGENT_DIR")]);
+
+    fn options(user: bool, env: fn(&str) -> Option<OsString>) -> InstallOptions {
+        InstallOptions {
+            print: true,
+            project: "/project".into(),
+            absolute: false,
+            local: false,
+            user,
+            home: Some("/home/me".into()),
+            env,
+        }
+    }
+
+    fn at(user: bool, env: fn(&str) -> Option<OsString>) -> PathBuf {
+        place_path(&PLACE, &options(user, env)).expect("a path")
+    }
+
+    /// The first variable set moves the home's path (for what it stands for); a blank one is
+    /// unset; the project's path never moves.
+    #[test]
+    fn the_first_variable_set_moves_the_home_path() {
+        let home = Path::new("/home/me/.agent/data/f.json");
+        assert_eq!(at(true, |_| None), home);
+        assert_eq!(
+            at(true, |n| (n == "AGENT_DIR").then(|| " /moved ".into())),
+            Path::new("/moved/data/f.json")
+        );
+        assert_eq!(
+            at(true, |n| Some(format!("/{n}").into())),
+            Path::new("/AGENT_FILE")
+        );
+        assert_eq!(
+            at(true, |n| Some(
+                if n == "AGENT_FILE" { "  " } else { "/d" }.into()
+            )),
+            Path::new("/d/data/f.json")
+        );
+        assert_eq!(
+            at(false, |_| Some("/moved".into())),
+            Path::new("/project/proj/f.json")
+        );
+    }
 }
