@@ -57,11 +57,7 @@ pub const CLAUDE: Agent = Agent {
     discard: crate::Discard::when("reason", &["clear"]),
     install: Install {
         server: Server::Json {
-            file: Place {
-                project: &[".mcp.json"],
-                user: Some(&[".claude.json"]),
-                user_var: None,
-            },
+            file: Place::new(&[".mcp.json"], &[".claude.json"]),
             kind: Some("stdio"),
             all_tools: false,
         },

@@ -9,7 +9,8 @@
 //!   `.cline/hooks/`, run by its `#!` line;
 //! - every input is camelCase around snake-case event names: `taskId` (the conversation),
 //!   `hookName` (`agent_start`, `agent_resume`, `tool_result`, …), `agent_id`, and
-//!   `parent_agent_id`, set when a subagent (`spawn_agent`) made the call;
+//!   `parent_agent_id`, set in every hook of a subagent (`spawn_agent`), whose own
+//!   `TaskStart` comes under a task id of its own;
 //! - only the tool hooks are awaited: `PostToolUse`'s `{"cancel": false, "contextModification":
 //!   …}` (the last JSON on stdout, at most 50,000 characters) reaches the model as a user
 //!   message after the tool's result. `TaskStart`, `TaskResume`, `UserPromptSubmit` and
@@ -20,11 +21,19 @@
 //! - no event ends a conversation (a task can always be resumed with `--id`): its session ends
 //!   by idleness and its results wait;
 //! - MCP servers are `mcpServers` of `~/.cline/data/settings/cline_mcp_settings.json` (a user's
-//!   file, read for every project), `{type: "stdio", command, args}`.
+//!   file, read for every project), `{type: "stdio", command, args}`;
+//! - the home's paths move with the environment (`@cline/shared`'s `dist/storage/index.js`):
+//!   `CLINE_DIR` stands for `~/.cline` (its `hooks/` and `data/`), `CLINE_DATA_DIR` for
+//!   `~/.cline/data`, and `CLINE_MCP_SETTINGS_PATH` names the MCP settings file itself, the
+//!   most specific one set winning.
 
 use crate::{
-    Action, Agent, Answer, HookEvent, Hooks, Install, Place, Server, Start, StartRule, StopActive,
+    Action, Agent, Answer, HomeVar, HookEvent, Hooks, Install, Place, Server, Start, StartRule,
+    StopActive,
 };
+
+/// What moves `~/.cline` (`@cline/shared`'s `dist/storage/index.js`).
+const CLINE_DIR: HomeVar = HomeVar::dir("CLINE_DIR");
 
 /// Cline.
 pub const CLINE: Agent = Agent {
@@ -52,16 +61,18 @@ pub const CLINE: Agent = Agent {
     discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
-            file: Place::home(&[".cline", "data", "settings", "cline_mcp_settings.json"]),
+            file: Place::home(&[".cline", "data", "settings", "cline_mcp_settings.json"]).moved_by(
+                &[
+                    HomeVar::path("CLINE_MCP_SETTINGS_PATH", 4),
+                    HomeVar::path("CLINE_DATA_DIR", 2),
+                    CLINE_DIR,
+                ],
+            ),
             kind: Some("stdio"),
             all_tools: false,
         },
         hooks: Hooks::Scripts {
-            dir: Place {
-                project: &[".clinerules", "hooks"],
-                user: Some(&[".cline", "hooks"]),
-                user_var: None,
-            },
+            dir: Place::new(&[".clinerules", "hooks"], &[".cline", "hooks"]).moved_by(&[CLINE_DIR]),
             title: "Cline",
         },
         print_note: "",

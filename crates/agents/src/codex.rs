@@ -44,9 +44,12 @@
 //! `codex-rs/exec/src/exec_events.rs`.
 
 use crate::{
-    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
-    StartRule, StopActive, StreamFormat,
+    Action, Agent, Answer, ChildProfile, Entry, HomeVar, HookEvent, Hooks, Install, Layout, Place,
+    Server, StartRule, StopActive, StreamFormat,
 };
+
+/// `CODEX_HOME`, when set, is the directory codex reads instead of `~/.codex`.
+const CODEX_HOME: &[HomeVar] = &[HomeVar::dir("CODEX_HOME")];
 
 /// Codex CLI.
 pub const CODEX: Agent = Agent {
@@ -71,12 +74,12 @@ pub const CODEX: Agent = Agent {
     discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Toml {
-            file: Place::both(&[".codex", "config.toml"]).moved_by("CODEX_HOME"),
+            file: Place::both(&[".codex", "config.toml"]).moved_by(CODEX_HOME),
             env_list: Some("env_vars"),
             settings: &[("default_tools_approval_mode", "approve")],
         },
         hooks: Hooks::Json {
-            file: Place::both(&[".codex", "hooks.json"]).moved_by("CODEX_HOME"),
+            file: Place::both(&[".codex", "hooks.json"]).moved_by(CODEX_HOME),
             local: None,
             layout: Layout::Groups,
             // Seconds Codex gives each hook.

@@ -18,6 +18,9 @@
 //!   on with `reason` as the next prompt;
 //! - a subagent (the `task` tool) runs its own hooks under a `sessionId` of its own, with
 //!   `agentId` and `parentAgentId` set;
+//! - `COPILOT_HOME`, when set, is the directory instead of `~/.copilot` ("where configuration
+//!   and state files are stored": `copilot help environment`), so every home file above is
+//!   under it;
 //! - a hook's failure (non-zero exit, timeout) is logged and skipped, never blocking;
 //! - MCP servers are `mcpServers` of `~/.copilot/mcp-config.json` (`copilot --help`,
 //!   `--additional-mcp-config`) or a repository's `.github/mcp.json`, a local server
@@ -27,9 +30,12 @@
 //!   Copilot 1.0.102 reads); the user's own load everywhere.
 
 use crate::{
-    Action, Agent, Answer, Entry, HookEvent, Hooks, Install, Layout, Place, Server, Start,
-    StartRule, StopActive,
+    Action, Agent, Answer, Entry, HomeVar, HookEvent, Hooks, Install, Layout, Place, Server,
+    Start, StartRule, StopActive,
 };
+
+/// What moves `~/.copilot` (`copilot help environment`).
+const COPILOT_HOME: &[HomeVar] = &[HomeVar::dir("COPILOT_HOME")];
 
 /// GitHub Copilot CLI.
 pub const COPILOT: Agent = Agent {
@@ -55,20 +61,14 @@ pub const COPILOT: Agent = Agent {
     discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
-            file: Place {
-                project: &[".github", "mcp.json"],
-                user: Some(&[".copilot", "mcp-config.json"]),
-                user_var: None,
-            },
+            file: Place::new(&[".github", "mcp.json"], &[".copilot", "mcp-config.json"])
+                .moved_by(COPILOT_HOME),
             kind: Some("stdio"),
             all_tools: true,
         },
         hooks: Hooks::Json {
-            file: Place {
-                project: &[".github", "hooks", "hermes.json"],
-                user: Some(&[".copilot", "settings.json"]),
-                user_var: None,
-            },
+            file: Place::new(&[".github", "hooks", "hermes.json"], &[".copilot", "settings.json"])
+                .moved_by(COPILOT_HOME),
             local: None,
             layout: Layout::Flat,
             // Seconds Copilot gives each hook.

@@ -60,14 +60,14 @@ pub const HERMES_AGENT: Agent = Agent {
             file: Place {
                 project: &["config.yaml"],
                 user: None,
-                user_var: None,
+                moved_by: &[],
             },
         },
         hooks: Hooks::Plugin {
             dir: Place {
                 project: &["plugins", "hermes_delegation"],
                 user: None,
-                user_var: None,
+                moved_by: &[],
             },
             name: "hermes_delegation",
         },

@@ -39,9 +39,30 @@ pub struct Place {
     pub project: &'static [&'static str],
     /// Its path under the home with `--user`; `None`: the project's even then.
     pub user: Option<&'static [&'static str]>,
-    /// A variable that, when set, names the directory standing for the first part of `user`
-    /// (an agent whose home a variable moves).
-    pub user_var: Option<&'static str>,
+    /// The agent's environment variables that move the home's path, the first one set (and
+    /// not blank) winning, as the agent itself reads them.
+    pub moved_by: &'static [HomeVar],
+}
+
+/// An environment variable of an agent's that moves a path of the home elsewhere: its value
+/// stands for the first `parts` parts of [`Place::user`] (1: the agent's directory, as
+/// `COPILOT_HOME` stands for `~/.copilot`; all of them: the file itself).
+#[derive(Clone, Copy, Debug)]
+pub struct HomeVar {
+    pub name: &'static str,
+    pub parts: usize,
+}
+
+impl HomeVar {
+    /// A variable naming the agent's directory, the first part of the home's path.
+    pub const fn dir(name: &'static str) -> HomeVar {
+        HomeVar { name, parts: 1 }
+    }
+
+    /// A variable naming the path of the first `parts` parts.
+    pub const fn path(name: &'static str, parts: usize) -> HomeVar {
+        HomeVar { name, parts }
+    }
 }
 
 impl Place {
@@ -50,15 +71,7 @@ impl Place {
         Place {
             project: parts,
             user: Some(parts),
-            user_var: None,
-        }
-    }
-
-    /// This place, its `--user` home's first part named by `var` when that is set.
-    pub const fn moved_by(self, var: &'static str) -> Place {
-        Place {
-            user_var: Some(var),
-            ..self
+            moved_by: &[],
         }
     }
 
@@ -67,7 +80,24 @@ impl Place {
         Place {
             project: &[],
             user: Some(parts),
-            user_var: None,
+            moved_by: &[],
+        }
+    }
+
+    /// The project's path, and the home's with `--user` (not moved).
+    pub const fn new(project: &'static [&'static str], user: &'static [&'static str]) -> Place {
+        Place {
+            project,
+            user: Some(user),
+            moved_by: &[],
+        }
+    }
+
+    /// The same place, its home's path moved by `vars` (the first one set wins).
+    pub const fn moved_by(self, vars: &'static [HomeVar]) -> Place {
+        Place {
+            moved_by: vars,
+            ..self
         }
     }
 
@@ -165,6 +195,39 @@ impl Entry {
             command_key,
             named: false,
             timeout,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{AGENTS, Hooks, Place, Server};
+
+    /// Every variable that moves a home's path stands for some of that path's parts, never
+    /// more than it has (a file's own variable: all of them).
+    #[test]
+    fn each_home_variable_stands_for_parts_of_its_path() {
+        for agent in AGENTS {
+            let server = match &agent.install.server {
+                Server::Json { file, .. } | Server::Toml { file, .. } | Server::Yaml { file } => file,
+            };
+            let hooks = match &agent.install.hooks {
+                Hooks::Json { file, .. } => file,
+                Hooks::Scripts { dir, .. } | Hooks::Plugin { dir, .. } => dir,
+            };
+            for place in [server, hooks] {
+                let Place { user, moved_by, .. } = place;
+                for var in *moved_by {
+                    let parts = user.map_or(0, <[_]>::len);
+                    assert!(
+                        (1..=parts).contains(&var.parts),
+                        "{}: {} stands for {} of {parts} parts",
+                        agent.name,
+                        var.name,
+                        var.parts
+                    );
+                }
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ pub use child::{ChildProfile, StreamFormat};
 pub use hook::{
     Action, Answer, Discard, HookBoundary, HookEvent, Start, StartRule, StopActive, SubagentTool,
 };
-pub use install::{Entry, Hooks, Install, Layout, Place, Server};
+pub use install::{Entry, HomeVar, Hooks, Install, Layout, Place, Server};
 
 /// The table: each line is an agent's file (`src/MODULE.rs`) and the constant it defines.
 macro_rules! table {

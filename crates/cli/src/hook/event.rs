@@ -70,9 +70,11 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
     let value = input::read_stdin(input::DEADLINE)?;
     let input = HookInput::of(agent, &value);
     tracing::debug!(event = event.name, agent = agent.name, ?input, "hook");
-    // A subagent's tool call or stop is inside the main thread's turn: only the main thread's
-    // boundaries deliver, so the result reaches the conversation, not a subagent.
-    if input.subagent && matches!(event.action, Action::Deliver(_) | Action::Stop) {
+    // A subagent runs inside the main thread's turn: only the main thread's boundaries
+    // deliver, so the result reaches the conversation, not a subagent; and a subagent's start
+    // or end (Cline's `spawn_agent` runs `TaskStart` under a task id of its own) binds no
+    // conversation, or the agent process's MCP server would no longer know whose it is.
+    if input.subagent {
         return Ok(Code::Ok);
     }
     let home = Home::load()?;

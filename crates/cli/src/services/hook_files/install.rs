@@ -34,6 +34,9 @@ pub struct InstallOptions {
     pub user: bool,
     /// The user's home directory (`$HOME`), for `user`.
     pub home: Option<std::path::PathBuf>,
+    /// Reads an environment variable that moves an agent's home files ([`Place::moved_by`]):
+    /// `std::env::var_os`, or none in tests of other homes.
+    pub env: fn(&str) -> Option<std::ffi::OsString>,
 }
 
 impl InstallOptions {
@@ -105,6 +108,7 @@ fn options(agent: &Agent, args: &HookInstallArgs) -> anyhow::Result<InstallOptio
         home: std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from),
+        env: |name| std::env::var_os(name),
     })
 }
 
@@ -211,18 +215,19 @@ pub fn paths(install: &Install, options: &InstallOptions) -> anyhow::Result<(Pat
     Ok((server, hooks))
 }
 
-/// Where `place` is for `options`: with `--user` (or for a file the agent reads from the home
-/// only), under the directory its variable names when that is set (the agent reads its files
-/// there), else under the home.
+/// Where `place` is for `options`: in the home, where the agent's own variables (`moved_by`)
+/// put it when one is set, as the agent will look there.
 pub(super) fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Result<PathBuf> {
-    let moved = place
-        .user_var
-        .and_then(std::env::var_os)
-        .filter(|dir| !dir.is_empty());
-    let home = options.user || place.home_only();
-    let (root, parts) = match (place.user, moved) {
-        (Some(parts), Some(dir)) if home => (PathBuf::from(dir), &parts[1..]),
-        (Some(parts), None) if home => (options.home_root()?, parts),
+    let (root, parts) = match place.user {
+        Some(parts) if options.user || place.home_only() => {
+            let moved = place.moved_by.iter().find_map(|var| {
+                Some((set_path((options.env)(var.name)?)?, parts.get(var.parts..)?))
+            });
+            match moved {
+                Some(moved) => moved,
+                None => (options.home_root()?, parts),
+            }
+        }
         _ => (options.project.clone(), place.project),
     };
     Ok(parts.iter().fold(root, |path, part| path.join(part)))
@@ -244,6 +249,16 @@ fn own_variables() -> Vec<String> {
     std::iter::once("HERMES_HOME".to_owned())
         .chain(settings.filter(|var| std::env::var_os(var).is_some()))
         .collect()
+}
+
+/// The path an environment variable's `value` names, unless it is blank (which the agents
+/// ignore too).
+fn set_path(value: std::ffi::OsString) -> Option<PathBuf> {
+    let path = match value.to_str() {
+        Some(text) => PathBuf::from(text.trim()),
+        None => PathBuf::from(value),
+    };
+    (!path.as_os_str().is_empty()).then_some(path)
 }
 
 /// The hook entry `entry` describes for `event`, running `command` (its `hermes hook
@@ -578,4 +593,59 @@ fn report(
     text.push_str(path_note(options.absolute));
     output::print(&text)?;
     Ok(Code::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
+    use hermes_agents::{HomeVar, Place};
+
+    use super::{InstallOptions, place_path};
+
+    const PLACE: Place = Place::new(&["proj", "f.json"], &[".agent", "data", "f.json"])
+        .moved_by(&[HomeVar::path("AGENT_FILE", 3), HomeVar::dir("AGENT_DIR")]);
+
+    fn options(user: bool, env: fn(&str) -> Option<OsString>) -> InstallOptions {
+        InstallOptions {
+            print: true,
+            project: "/project".into(),
+            absolute: false,
+            local: false,
+            user,
+            home: Some("/home/me".into()),
+            env,
+        }
+    }
+
+    fn at(user: bool, env: fn(&str) -> Option<OsString>) -> PathBuf {
+        place_path(&PLACE, &options(user, env)).expect("a path")
+    }
+
+    /// The first variable set moves the home's path (for what it stands for); a blank one is
+    /// unset; the project's path never moves.
+    #[test]
+    fn the_first_variable_set_moves_the_home_path() {
+        let home = Path::new("/home/me/.agent/data/f.json");
+        assert_eq!(at(true, |_| None), home);
+        assert_eq!(
+            at(true, |n| (n == "AGENT_DIR").then(|| " /moved ".into())),
+            Path::new("/moved/data/f.json")
+        );
+        assert_eq!(
+            at(true, |n| Some(format!("/{n}").into())),
+            Path::new("/AGENT_FILE")
+        );
+        assert_eq!(
+            at(true, |n| Some(
+                if n == "AGENT_FILE" { "  " } else { "/d" }.into()
+            )),
+            Path::new("/d/data/f.json")
+        );
+        assert_eq!(
+            at(false, |_| Some("/moved".into())),
+            Path::new("/project/proj/f.json")
+        );
+    }
 }

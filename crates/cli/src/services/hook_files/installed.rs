@@ -62,6 +62,7 @@ fn levels(profile: &Agent, project: &Path, home: Option<&Path>) -> Vec<Found> {
         local,
         user,
         home: home.map(Path::to_owned),
+        env: |name| std::env::var_os(name),
     };
     let mut found = Vec::new();
     let install = &profile.install;
@@ -92,6 +93,20 @@ fn levels(profile: &Agent, project: &Path, home: Option<&Path>) -> Vec<Found> {
         if !found.iter().any(|f| f.hooks == hooks) {
             found.push(look(profile, "user", &server, &hooks));
         }
+    }
+    // A server the agent reads from the home only is found at every level: it counts where
+    // hooks are (or, with none anywhere, in the home).
+    if let Server::Json { file, .. } | Server::Toml { file, .. } = &install.server
+        && file.home_only()
+    {
+        let hooked = found.iter().any(|f| f.events > 0);
+        found.retain(|f| {
+            if hooked {
+                f.events > 0
+            } else {
+                f.level == "user"
+            }
+        });
     }
     found
 }
@@ -222,6 +237,7 @@ mod tests {
                 local: false,
                 user: false,
                 home: Some(home.path().to_owned()),
+                env: |_| None,
             };
             crate::services::hook_files::install::install(profile, &options).expect("installs");
         }

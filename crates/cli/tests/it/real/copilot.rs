@@ -14,7 +14,7 @@
 //!   result; `agentStop`'s `reason` is the next prompt; a subagent's hooks carry
 //!   `parentAgentId` (what the model is sent, asserted below).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,18 +30,23 @@ use crate::common::wait_for;
 /// The MCP tools' prefix, as Copilot names them to its model.
 const TOOL: &str = "hermes-";
 
+/// Environment variables added to a command of the test's.
+type Env<'a> = &'a [(&'a str, &'a Path)];
+
 /// `copilot -p PROMPT` on `machine` against `server`, as conversation `session`, in the
-/// project, trusted unless `untrusted`.
+/// project, trusted unless `untrusted`, with `env` added.
 fn copilot(
     machine: &Machine,
     server: &ModelServer,
     session: &str,
     prompt: &str,
     untrusted: bool,
+    env: Env<'_>,
 ) -> Output {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("copilot-pkg");
     let mut c = machine.command("copilot");
-    c.env("COPILOT_OFFLINE", "true")
+    c.envs(env.iter().copied())
+        .env("COPILOT_OFFLINE", "true")
         .env("COPILOT_AUTO_UPDATE", "false")
         .env("COPILOT_PKG_CACHE_HOME", cache)
         .env(
@@ -69,10 +74,12 @@ fn copilot(
     out
 }
 
-/// `hermes hook install copilot` (and `extra`) in the project, as a user would.
-fn install(machine: &Machine, extra: &[&str]) -> String {
+/// `hermes hook install copilot` (and `extra`) in the project, as a user would, with `env`
+/// added.
+fn install(machine: &Machine, extra: &[&str], env: Env<'_>) -> String {
     let out = machine
         .command("hermes")
+        .envs(env.iter().copied())
         .args(["hook", "install", "copilot"])
         .args(extra)
         .output()
@@ -84,6 +91,19 @@ fn install(machine: &Machine, extra: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     printed
+}
+
+/// The names of the tools `body` offers the model.
+fn offered(body: &Value) -> Vec<&str> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Every text the model was sent, in order of the requests.
@@ -170,21 +190,23 @@ fn uuid(n: u8) -> String {
 #[test]
 fn installed_its_hooks_bind_the_conversation_and_the_stop_hook_delivers_once() {
     let machine = Machine::new();
-    let printed = install(&machine, &[]);
+    let printed = install(&machine, &[], &[]);
     assert!(
         printed.contains("trustedFolders"),
         "folder trust is said: {printed}"
     );
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("STOP", "after_turn"));
     let session = uuid(1);
-    copilot(&machine, &server, &session, "dispatch the check", false);
+    copilot(
+        &machine,
+        &server,
+        &session,
+        "dispatch the check",
+        false,
+        &[],
+    );
     let turns = sent(&server);
-    let tools: Vec<&str> = turns[0]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
+    let tools = offered(&turns[0]);
     assert!(tools.contains(&"hermes-delegate_task"), "{tools:?}");
     let last = turns.last().expect("a request");
     let results: Vec<String> = last["messages"]
@@ -212,9 +234,16 @@ fn installed_its_hooks_bind_the_conversation_and_the_stop_hook_delivers_once() {
 #[test]
 fn an_inject_result_arrives_after_the_next_tool_call_once() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("INJECT", "inject"));
-    copilot(&machine, &server, &uuid(2), "dispatch the check", false);
+    copilot(
+        &machine,
+        &server,
+        &uuid(2),
+        "dispatch the check",
+        false,
+        &[],
+    );
     let last = sent(&server).pop().expect("a request");
     let results: Vec<String> = last["messages"]
         .as_array()
@@ -236,7 +265,7 @@ fn an_inject_result_arrives_after_the_next_tool_call_once() {
 #[test]
 fn a_waiting_result_comes_with_the_next_prompt_once() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let session = uuid(3);
     let out = machine
         .command("hermes")
@@ -263,7 +292,7 @@ fn a_waiting_result_comes_with_the_next_prompt_once() {
             .then_some(())
     });
     let server = ModelServer::start(Wire::Chat);
-    copilot(&machine, &server, &session, "SAY hello", false);
+    copilot(&machine, &server, &session, "SAY hello", false, &[]);
     let turns = sent(&server);
     let prompt = turns[0]["messages"]
         .as_array()
@@ -277,10 +306,12 @@ fn a_waiting_result_comes_with_the_next_prompt_once() {
 
 /// A subagent's tool call (the `task` tool) takes nothing: the result waits for the main
 /// thread's own boundary (`postToolUse` of `task`) and reaches the main conversation, once.
+/// Afterwards hermes' MCP server still dispatches into the main conversation (the subagent's
+/// hooks bound none of their own).
 #[test]
 fn a_subagents_tool_call_takes_nothing() {
     let machine = Machine::new();
-    install(&machine, &[]);
+    install(&machine, &[], &[]);
     let server = ModelServer::with_script(
         Wire::Chat,
         Arc::new(|turn: &Turn<'_>| {
@@ -304,11 +335,24 @@ fn a_subagents_tool_call_takes_nothing() {
                         "description": "wait",
                     }),
                 },
+                (false, true, None) if dispatched_ids(&turn.request.body).len() == 1 => {
+                    Reply::Call {
+                        tool: format!("{TOOL}delegate_task"),
+                        args: dispatch_args("AFTER", "inject"),
+                    }
+                }
                 _ => Reply::Text("done".into()),
             }
         }),
     );
-    copilot(&machine, &server, &uuid(4), "dispatch the check", false);
+    copilot(
+        &machine,
+        &server,
+        &uuid(4),
+        "dispatch the check",
+        false,
+        &[],
+    );
     let turns = sent(&server);
     let (sub, main): (Vec<&Value>, Vec<&Value>) = turns
         .iter()
@@ -323,6 +367,18 @@ fn a_subagents_tool_call_takes_nothing() {
     }
     let last = main.last().expect("the main thread");
     assert_eq!(occurrences(last, "SUB-42"), 1, "{last}");
+    let dispatches: Vec<String> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| text_of(&m["content"]))
+        .filter(|t| t.contains("delegation_id"))
+        .collect();
+    assert!(
+        dispatches.len() == 2 && dispatches[1].contains(&uuid(4)),
+        "dispatched into the main conversation after the subagent: {last}"
+    );
 }
 
 /// `--user` puts the hooks in `~/.copilot/settings.json` and the server in
@@ -331,7 +387,7 @@ fn a_subagents_tool_call_takes_nothing() {
 #[test]
 fn a_user_install_works_in_an_untrusted_project() {
     let machine = Machine::new();
-    install(&machine, &["--user"]);
+    install(&machine, &["--user"], &[]);
     let settings = std::fs::read_to_string(machine.home().join(".copilot/settings.json"))
         .expect("~/.copilot/settings.json");
     assert!(
@@ -344,7 +400,215 @@ fn a_user_install_works_in_an_untrusted_project() {
         "nothing in the project"
     );
     let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("USER", "inject"));
-    copilot(&machine, &server, &uuid(5), "dispatch the check", true);
+    copilot(&machine, &server, &uuid(5), "dispatch the check", true, &[]);
     let last = sent(&server).pop().expect("a request");
     assert_eq!(occurrences(&last, "USER-42"), 1, "{last}");
+}
+
+/// The arguments of a `delegate_task` (`inject`) whose child waits (with a deadline) until
+/// `gate` exists, then prints `lines` numbered lines (`row 00001`, …), or `NAME-42` when
+/// `lines` is 0. Both texts are absent from the command line, so only the result carries
+/// them.
+pub fn gated_args(gate: &Path, name: &str, lines: u32) -> Value {
+    let print = if lines == 0 {
+        format!("echo {name}-$((6*7))")
+    } else {
+        format!("seq -f 'row %05g' {lines}")
+    };
+    json!({
+        "goal": name,
+        "command": ["sh", "-c", format!(
+            "for i in $(seq 400); do [ -e '{}' ] && break; sleep 0.05; done; {print}",
+            gate.display()
+        )],
+        "result_delivery": "inject",
+    })
+}
+
+/// Every delegation id the conversation's dispatch answers hold, in the order dispatched.
+pub fn dispatched_ids(body: &Value) -> Vec<String> {
+    let Some(messages) = body["messages"].as_array() else {
+        return Vec::new();
+    };
+    messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| {
+            let text = text_of(&m["content"]);
+            // The answer's JSON, or (Cline) that JSON quoted inside the MCP result's.
+            let at = text.find("delegation_id")?;
+            let id = text[at..].find("deleg_").map(|i| &text[at + i..])?;
+            Some(id.get(..18)?.to_owned())
+        })
+        .collect()
+}
+
+/// The model of the 3,000-line scenario: dispatch `BIG` (3,000 lines) and `SMALL`, both held
+/// back by `gate`; open the gate and wait until both are ready (one tool boundary, where they
+/// are ready together); call one more tool; then say `done`. `delegate` names the offered
+/// `delegate_task`, `shell` calls the agent's shell tool with a command.
+pub fn big_result_script(
+    gate: PathBuf,
+    delegate: fn(&Turn<'_>) -> String,
+    shell: fn(&Turn<'_>, String) -> Reply,
+) -> Script {
+    Arc::new(move |turn: &Turn<'_>| {
+        let ids = dispatched_ids(&turn.request.body);
+        let tool_results = turn.request.body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+        match (tool_results, ids.as_slice()) {
+            (0, _) => Reply::Call {
+                tool: delegate(turn),
+                args: gated_args(&gate, "BIG", 3_000),
+            },
+            (1, _) => Reply::Call {
+                tool: delegate(turn),
+                args: gated_args(&gate, "SMALL", 0),
+            },
+            (2, [big, small]) => shell(
+                turn,
+                format!(
+                    "touch '{}' && ({}) && ({})",
+                    gate.display(),
+                    wait_ready_command(big),
+                    wait_ready_command(small)
+                ),
+            ),
+            (3, _) => shell(turn, "true".into()),
+            _ => Reply::Text("done".into()),
+        }
+    })
+}
+
+/// How what hermes delivers begins: the carrier at a tool boundary, a block's header at a turn
+/// boundary (Cline's `PostToolUse` is one).
+const STARTS: [&str; 2] = ["[DELEGATION RESULT READY", "[ASYNC DELEGATION COMPLETE"];
+
+/// What the 3,000-line scenario must show: in the conversation's last request (which holds
+/// every message the model was given), `SMALL` whole and `BIG` shortened (its head and tail,
+/// naming `delegation_result`), each exactly once and in messages of their own, no message
+/// that carries a result longer than `budget` characters; and both results delivered in the
+/// ledger.
+pub fn assert_big_result_within_budget(machine: &Machine, last: &Value, budget: usize) {
+    assert_eq!(occurrences(last, "SMALL-42"), 1, "{last}");
+    assert_eq!(
+        occurrences(last, "row 00001\n"),
+        1,
+        "the head, once: {last}"
+    );
+    assert_eq!(occurrences(last, "row 03000"), 1, "the tail, once: {last}");
+    assert_eq!(
+        occurrences(last, "row 01500"),
+        0,
+        "the middle is cut: {last}"
+    );
+    let carriers: Vec<String> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| text_of(&m["content"]))
+        .filter(|t| t.contains("SMALL-42") || t.contains("row 00001"))
+        .collect();
+    assert_eq!(carriers.len(), 2, "at two boundaries: {carriers:#?}");
+    for text in &carriers {
+        // What hermes handed over: from its first line to the end, less the agent's own
+        // wrapping (Copilot's tool result before it, Cline's tags around it).
+        let at = STARTS
+            .iter()
+            .find_map(|start| text.find(start))
+            .unwrap_or_else(|| panic!("hermes' answer: {text}"));
+        let handed = text[at..].trim_end().trim_end_matches("</hook_context>");
+        let chars = handed.chars().count();
+        assert!(
+            chars <= budget,
+            "{chars} characters over {budget}: {handed}"
+        );
+    }
+    let big = carriers
+        .iter()
+        .find(|t| t.contains("row 00001"))
+        .expect("the big one");
+    assert!(
+        big.contains("delegation_result") && !big.contains("SMALL-42"),
+        "shortened, naming how to read it all, alone: {big}"
+    );
+    for id in dispatched_ids(last) {
+        let status = machine
+            .hermes
+            .json(&["delegation", "status", &id, "--json"]);
+        assert_eq!(
+            status["tasks"][0]["delivery"]["state"], "delivered",
+            "{status}"
+        );
+    }
+}
+
+/// A 3,000-line result reaches the model within Copilot's budget: at the tool boundary where
+/// it and a small one are ready together, the small one is delivered whole and the big one
+/// waits; at the next, it comes alone, shortened to its head and tail with the way to read all
+/// of it. Nothing is lost or said twice.
+#[test]
+fn a_3000_line_result_arrives_within_the_budget_once() {
+    let machine = Machine::new();
+    install(&machine, &[], &[]);
+    let gate = machine.home().join("gate");
+    let server = ModelServer::with_script(
+        Wire::Chat,
+        big_result_script(
+            gate,
+            |_| format!("{TOOL}delegate_task"),
+            |_, command| Reply::Call {
+                tool: "bash".into(),
+                args: json!({"command": command, "description": "wait"}),
+            },
+        ),
+    );
+    copilot(
+        &machine,
+        &server,
+        &uuid(6),
+        "dispatch the checks",
+        false,
+        &[],
+    );
+    let last = sent(&server).pop().expect("a request");
+    let budget = hermes_agents::find("copilot").expect("a profile").budget;
+    assert_big_result_within_budget(&machine, &last, budget);
+}
+
+/// With `COPILOT_HOME` set, `--user` writes into that directory (where Copilot reads its
+/// configuration then), nothing into `~/.copilot`; Copilot offers hermes' tools and its hooks
+/// deliver, in a project nobody trusted.
+#[test]
+fn a_user_install_follows_copilot_home() {
+    let machine = Machine::new();
+    let config = tempfile::tempdir().expect("a directory");
+    let env = [("COPILOT_HOME", config.path())];
+    install(&machine, &["--user"], &env);
+    let settings =
+        std::fs::read_to_string(config.path().join("settings.json")).expect("settings.json");
+    assert!(
+        settings.contains("hook post-tool-use --agent copilot"),
+        "{settings}"
+    );
+    assert!(config.path().join("mcp-config.json").is_file());
+    assert!(!machine.home().join(".copilot").exists(), "not ~/.copilot");
+    let server = ModelServer::with_script(Wire::Chat, dispatch_then_wait("MOVED", "inject"));
+    copilot(
+        &machine,
+        &server,
+        &uuid(7),
+        "dispatch the check",
+        true,
+        &env,
+    );
+    let turns = sent(&server);
+    assert!(
+        offered(&turns[0]).contains(&"hermes-delegate_task"),
+        "{}",
+        turns[0]["tools"]
+    );
+    let last = turns.last().expect("a request");
+    assert_eq!(occurrences(last, "MOVED-42"), 1, "{last}");
 }

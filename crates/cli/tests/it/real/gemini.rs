@@ -363,11 +363,7 @@ fn an_after_turn_result_arrives_on_the_resumed_turn_exactly_once() {
     assert_eq!(occurrences(&next["contents"], "MARK-42"), 1, "{next}");
     g.turn("SAY anything else?", true);
     let after = g.main_requests().pop().expect("a request");
-    assert_eq!(
-        occurrences(&after["contents"], "MARK-42"),
-        1,
-        "{after}"
-    );
+    assert_eq!(occurrences(&after["contents"], "MARK-42"), 1, "{after}");
 }
 
 /// A 3,000-line result is handed over within Gemini's budget: the block the model reads is
