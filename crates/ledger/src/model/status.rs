@@ -300,6 +300,9 @@ pub struct ChildOutcome {
     /// What a child that worked in its own worktree changed (boxed: most children have none).
     /// Added in format 5.
     pub changes: Option<Box<Changes>>,
+    /// The tool calls an agent child's own permission system refused, one line each
+    /// (`Bash: touch f`). Added in format 6.
+    pub denials: Vec<String>,
 }
 
 /// What a child left in its own worktree, committed on its branch by hermes.
@@ -398,6 +401,7 @@ impl ChildOutcome {
             model: None,
             usage: None,
             changes: None,
+            denials: Vec::new(),
         }
     }
 
