@@ -317,6 +317,7 @@ impl RunningChild {
             model: finals.model,
             usage: finals.usage,
             changes: None,
+            denials: finals.denials,
         }
     }
 }

@@ -357,6 +357,7 @@ impl UnitRun {
                     .collect(),
                 env_remove,
                 umask: config.child_umask,
+                sandbox: None,
             },
             timeout_ms: self.timeout_ms,
             log: Arc::new(log),
