@@ -29,7 +29,7 @@
 
 use crate::child::asks_stream_json;
 use crate::{
-    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    Action, Agent, Answer, ChildProfile, Entry, Permissions, Sandbox, StateDir, HookEvent, Hooks, Install, Layout, Place, Server,
     StartRule, StopActive, StreamFormat,
 };
 
@@ -83,6 +83,8 @@ pub const GEMINI: Agent = Agent {
         stream: StreamFormat::HeadlessEvents,
         own_home: None,
         not_self: false,
+        permissions,
+        state: STATE,
     }),
 };
 
@@ -123,6 +125,25 @@ fn toolset(name: &str) -> &'static [&'static str] {
     }
 }
 
+/// Its permission flags, from `gemini --help` of the pinned 0.61.0
+/// (`tests/agents/package.json`): `--approval-mode` — `plan` ("read-only mode"), `yolo`
+/// ("auto-approve all tools"; the kernel's sandbox confines what they reach). Its own sandbox
+/// stays off unless configured (`loadSandboxConfig` in its bundle: `--yolo` does not turn it
+/// on).
+fn permissions(sandbox: Sandbox) -> Permissions {
+    let flags: &'static [&'static str] = match sandbox {
+        Sandbox::ReadOnly => &["--approval-mode", "plan"],
+        Sandbox::WorkspaceWrite | Sandbox::Full => &["--approval-mode", "yolo"],
+    };
+    Permissions { flags, tools: &[] }
+}
+
+/// Its state: `~/.gemini`.
+const STATE: &[StateDir] = &[StateDir {
+    var: None,
+    home: ".gemini",
+}];
+
 #[cfg(test)]
 mod tests {
     use super::GEMINI;
@@ -133,5 +154,14 @@ mod tests {
         let input = json!({"session_id": "g-1", "stop_hook_active": true, "agent_id": "x"});
         assert!(GEMINI.stop_active(&input));
         assert!(GEMINI.subagent_field.is_none());
+    }
+    #[test]
+    fn permissions_pick_the_approval_mode() {
+        use crate::{Sandbox, child};
+        let (_, profile) = child("gemini").expect("profile");
+        let flags = |s| (profile.permissions)(s).flags;
+        assert_eq!(flags(Sandbox::ReadOnly), ["--approval-mode", "plan"]);
+        assert_eq!(flags(Sandbox::WorkspaceWrite), ["--approval-mode", "yolo"]);
+        assert_eq!(profile.state[0].home, ".gemini");
     }
 }

@@ -16,7 +16,7 @@ mod child;
 mod hook;
 mod install;
 
-pub use child::{ChildProfile, StreamFormat};
+pub use child::{ChildProfile, Permissions, Sandbox, StateDir, StreamFormat};
 pub use hook::{Action, Answer, HookBoundary, HookEvent, Start, StartRule, StopActive};
 pub use install::{Entry, Hooks, Install, Layout, Place, Server};
 

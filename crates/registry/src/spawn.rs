@@ -116,7 +116,9 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
         Some(policy) => {
             let cwd = match &request.cwd {
                 Some(cwd) => cwd.clone(),
-                None => std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?,
+                None => {
+                    std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?
+                }
             };
             crate::sandbox::prepare(policy, &cwd).map_err(|e| e.to_string())?
         }

@@ -118,7 +118,9 @@ impl Workspace {
 }
 
 /// How far a child's writes reach, enforced by the operating system.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum SandboxMode {
     /// Writes only to its own temporary directory.
     ReadOnly,

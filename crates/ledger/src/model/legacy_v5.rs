@@ -205,7 +205,10 @@ mod tests {
         let event =
             decode_event(Path::new("l.redb"), &at_format(5, &old)).expect("format 5 decodes");
         let outcomes = event.payload.outcomes();
-        assert_eq!(outcomes[0].changes.as_ref().map(|c| c.branch.as_str()), Some("b"));
+        assert_eq!(
+            outcomes[0].changes.as_ref().map(|c| c.branch.as_str()),
+            Some("b")
+        );
         let mut new = Event::from(old);
         if let EventPayload::Task(outcome) = &mut new.payload {
             outcome.denials = vec!["Bash: touch f".into()];

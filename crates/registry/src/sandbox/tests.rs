@@ -55,8 +55,8 @@ fn run(policy: &Policy, cwd: &Path, script: &str) -> (bool, String) {
         });
     }
     let out = command.output().expect("runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
 
@@ -64,7 +64,9 @@ fn run(policy: &Policy, cwd: &Path, script: &str) -> (bool, String) {
 fn tries(writes: &[(&str, String)]) -> String {
     writes
         .iter()
-        .map(|(name, cmd)| format!("if {cmd} 2>/dev/null; then echo {name}=ok; else echo {name}=no; fi\n"))
+        .map(|(name, cmd)| {
+            format!("if {cmd} 2>/dev/null; then echo {name}=ok; else echo {name}=no; fi\n")
+        })
         .collect()
 }
 
@@ -87,7 +89,10 @@ fn workspace_write_writes_its_workspace_and_temp_dir_and_nothing_else() {
         ("proc", format!("echo x > /proc/self/root{outside}/i")),
         ("setsid", format!("setsid sh -c 'echo x > {outside}/j'")),
         ("reexec", format!("sh -c 'sh -c \"echo x > {outside}/k\"'")),
-        ("truncate", format!("truncate -s 0 {}/.git/config", s.work.display())),
+        (
+            "truncate",
+            format!("truncate -s 0 {}/.git/config", s.work.display()),
+        ),
         ("devnull", "echo x > /dev/null".into()),
     ]);
     let (_, out) = run(
@@ -146,7 +151,11 @@ fn a_worktree_gitdir_beneath_a_writable_root_stays_read_only() {
         ("gitdir", format!("echo x > {}/HEAD", gitdir.display())),
         ("tmp", format!("echo x > {}/t", s.tmp.display())),
     ]);
-    let (_, out) = run(&policy(SandboxMode::WorkspaceWrite, true, &s), &tree, &script);
+    let (_, out) = run(
+        &policy(SandboxMode::WorkspaceWrite, true, &s),
+        &tree,
+        &script,
+    );
     assert!(has(&out, "tree=ok") && has(&out, "tmp=ok"), "{out}");
     assert!(has(&out, "gitdir=no"), "{out}");
 }
@@ -160,7 +169,10 @@ fn read_only_holes_keep_a_ledger_home_inside_a_workspace_read_only() {
         read_only: vec![home.clone()],
         ..policy(SandboxMode::WorkspaceWrite, true, &s)
     };
-    let script = tries(&[("home", "echo x > home/ledger.redb".into()), ("work", "echo x > w".into())]);
+    let script = tries(&[
+        ("home", "echo x > home/ledger.redb".into()),
+        ("work", "echo x > w".into()),
+    ]);
     let (_, out) = run(&p, &s.work, &script);
     assert!(has(&out, "home=no") && has(&out, "work=ok"), "{out}");
 }
@@ -175,7 +187,10 @@ fn without_network_not_even_this_hosts_loopback_listener_is_reachable() {
         "if bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null; then echo net=ok; else echo net=no; fi"
     );
     let (_, out) = run(&policy(SandboxMode::Full, true, &s), &s.work, &script);
-    assert!(has(&out, "net=ok"), "the listener is reachable unconfined: {out}");
+    assert!(
+        has(&out, "net=ok"),
+        "the listener is reachable unconfined: {out}"
+    );
     for mode in SandboxMode::ALL {
         let (_, out) = run(&policy(mode, false, &s), &s.work, &script);
         assert!(has(&out, "net=no"), "{mode}: {out}");
@@ -201,9 +216,11 @@ fn the_child_cannot_undo_its_mounts_or_its_privileges() {
 #[test]
 fn full_with_the_network_on_confines_nothing() {
     let s = scene();
-    assert!(prepare(&policy(SandboxMode::Full, true, &s), &s.work)
-        .expect("prepares")
-        .is_none());
+    assert!(
+        prepare(&policy(SandboxMode::Full, true, &s), &s.work)
+            .expect("prepares")
+            .is_none()
+    );
     assert!(!policy(SandboxMode::Full, true, &s).confines());
     assert!(policy(SandboxMode::Full, false, &s).confines());
 }
