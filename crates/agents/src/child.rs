@@ -68,6 +68,8 @@ pub struct StateDir {
     pub var: Option<&'static str>,
     /// Its place under the home directory.
     pub home: &'static str,
+    /// Whether it is a file (a directory is made when missing, so the agent can fill it).
+    pub file: bool,
 }
 
 /// A format of structured stdout, one JSON object per line, that the registry can read.

@@ -150,10 +150,12 @@ const STATE: &[StateDir] = &[
     StateDir {
         var: Some("CLAUDE_CONFIG_DIR"),
         home: ".claude",
+        file: false,
     },
     StateDir {
         var: None,
         home: ".claude.json",
+        file: true,
     },
 ];
 

@@ -120,6 +120,7 @@ fn permissions(sandbox: Sandbox) -> Permissions {
 const STATE: &[StateDir] = &[StateDir {
     var: Some("CODEX_HOME"),
     home: ".codex",
+        file: false,
 }];
 
 #[cfg(test)]

@@ -142,6 +142,7 @@ fn permissions(sandbox: Sandbox) -> Permissions {
 const STATE: &[StateDir] = &[StateDir {
     var: None,
     home: ".gemini",
+        file: false,
 }];
 
 #[cfg(test)]

@@ -297,6 +297,8 @@ pub(crate) struct ChildPlan {
     pub(crate) adapter: Option<Adapter>,
     /// Where an adapted child's raw stream goes (`task-N.jsonl`).
     pub(crate) raw_log: Option<Arc<TaskLog>>,
+    /// A sandboxed child's own temporary directory, removed with the plan once it is done.
+    pub(crate) _temp: Option<crate::sandbox::child::ChildTemp>,
 }
 
 /// What [`start`] did.

@@ -24,6 +24,7 @@
 //!   privileges, and a root child gets capabilities only over its own namespaces, so it cannot
 //!   `setns` its way back into the host's network.
 
+pub(crate) mod child;
 mod landlock_rules;
 mod namespaces;
 
