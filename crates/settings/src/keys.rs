@@ -7,7 +7,7 @@ use crate::sources::{Source, Sources, Value};
 use crate::{Bounds, Settings, SettingsError, Unit};
 
 /// hermes' sections. `HERMES_<SECTION>_<KEY>` with one of these sections must name a key.
-pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger"];
+pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger", "sandbox", "mcp"];
 
 /// The one text key: where the ledger lives (`ledger.url`, `HERMES_LEDGER_URL`).
 pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
@@ -36,6 +36,24 @@ pub const WORKSPACE: (&str, &str) = ("delegation", "workspace");
 /// The values [`WORKSPACE`] takes.
 pub const WORKSPACES: &[&str] = &["none", "worktree"];
 
+/// The sandbox of a dispatch that names none (`sandbox.default`).
+pub const SANDBOX_DEFAULT: (&str, &str) = ("sandbox", "default");
+
+/// The sandbox of a `delegate_task` that names none (`sandbox.mcp_default`).
+pub const SANDBOX_MCP_DEFAULT: (&str, &str) = ("sandbox", "mcp_default");
+
+/// The widest sandbox a `delegate_task` may ask for (`sandbox.mcp_max`).
+pub const SANDBOX_MCP_MAX: (&str, &str) = ("sandbox", "mcp_max");
+
+/// Whether plain command children reach the network (`sandbox.network_commands`).
+pub const SANDBOX_NETWORK_COMMANDS: (&str, &str) = ("sandbox", "network_commands");
+
+/// Whether agent children reach the network (`sandbox.network_agents`).
+pub const SANDBOX_NETWORK_AGENTS: (&str, &str) = ("sandbox", "network_agents");
+
+/// Which plain commands `delegate_task` may run (`mcp.commands`).
+pub const MCP_COMMANDS: (&str, &str) = ("mcp", "commands");
+
 /// The section of agent CLI profiles (`[agents.NAME] command = [...]`).
 pub const AGENTS: &str = "agents";
 
@@ -61,6 +79,36 @@ pub const TEXT_KEYS: &[TextKey] = &[
         section: WORKSPACE.0,
         name: WORKSPACE.1,
         default: Some("none"),
+    },
+    TextKey {
+        section: SANDBOX_DEFAULT.0,
+        name: SANDBOX_DEFAULT.1,
+        default: Some("full"),
+    },
+    TextKey {
+        section: SANDBOX_MCP_DEFAULT.0,
+        name: SANDBOX_MCP_DEFAULT.1,
+        default: Some("workspace-write"),
+    },
+    TextKey {
+        section: SANDBOX_MCP_MAX.0,
+        name: SANDBOX_MCP_MAX.1,
+        default: Some("workspace-write"),
+    },
+    TextKey {
+        section: SANDBOX_NETWORK_COMMANDS.0,
+        name: SANDBOX_NETWORK_COMMANDS.1,
+        default: Some("on"),
+    },
+    TextKey {
+        section: SANDBOX_NETWORK_AGENTS.0,
+        name: SANDBOX_NETWORK_AGENTS.1,
+        default: Some("on"),
+    },
+    TextKey {
+        section: MCP_COMMANDS.0,
+        name: MCP_COMMANDS.1,
+        default: Some("any"),
     },
     TextKey {
         section: LEDGER_URL.0,
@@ -360,6 +408,15 @@ pub(crate) fn apply_file(
         for (name, value) in body {
             let source = Source::File(origin.to_owned());
             let key = (section.as_str(), name.as_str());
+            if key == MCP_COMMANDS
+                && let toml::Value::Array(names) = value
+            {
+                let what = format!("config {origin}: `{section}.{name}`");
+                let list = program_list(&what, names)?;
+                let shown = set_text(settings, key, &what, Some(&list))?;
+                sources.record(section, name, shown, source);
+                continue;
+            }
             if TEXT_KEYS.iter().any(|k| (k.section, k.name) == key) {
                 let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
                     what: format!("config {origin}: `{section}.{name}` = {value}"),
@@ -400,6 +457,22 @@ pub(crate) fn apply_file(
     Ok(())
 }
 
+/// A TOML list of program names as one comma-separated text.
+fn program_list(what: &str, names: &[toml::Value]) -> Result<String, SettingsError> {
+    let bad = || SettingsError::BadValue {
+        what: what.to_owned(),
+        expected: "`any`, `none` or a list of program names".to_owned(),
+    };
+    let names: Vec<&str> = names
+        .iter()
+        .map(|n| n.as_str().filter(|n| !n.contains(',')).ok_or_else(bad))
+        .collect::<Result<_, _>>()?;
+    if names.is_empty() {
+        return Err(bad());
+    }
+    Ok(names.join(","))
+}
+
 /// Sets the text key `key` to `raw` (`None` or empty: unset, its default); `what` names where
 /// it came from in an error. Returns the value as shown, a password masked.
 fn set_text(
@@ -421,6 +494,8 @@ fn set_text(
         };
     } else if key == DEFAULT_AGENT {
         settings.delegation.default_agent = raw.and_then(crate::agents::default_agent);
+    } else if key.0 == SANDBOX_DEFAULT.0 || key == MCP_COMMANDS {
+        set_sandbox(settings, key, what, raw)?;
     } else if key == WORKSPACE {
         settings.delegation.workspace = match raw {
             None => WORKSPACES[0],
@@ -435,12 +510,48 @@ fn set_text(
         };
     }
     Ok(match raw {
+        None if key.0 == SANDBOX_DEFAULT.0 || key == MCP_COMMANDS => {
+            let default = TEXT_KEYS.iter().find(|k| (k.section, k.name) == key);
+            Value::Text(default.and_then(|k| k.default).unwrap_or("").to_owned())
+        }
         None if key == LEDGER_NAMESPACE => Value::Text(crate::Namespace::DEFAULT.to_owned()),
         None if key == WORKSPACE => Value::Text(WORKSPACES[0].to_owned()),
         None => Value::Unset,
         Some(r) if key == LEDGER_URL || key == LEDGER_LISTEN_URL => Value::Text(crate::redacted(r)),
         Some(r) => Value::Text(r.to_owned()),
     })
+}
+
+/// Sets a `[sandbox]` key or `mcp.commands` to `raw` (`None`: its default).
+fn set_sandbox(
+    settings: &mut Settings,
+    key: (&str, &str),
+    what: &str,
+    raw: Option<&str>,
+) -> Result<(), SettingsError> {
+    use crate::sandbox::{McpCommands, mode, switch};
+    let defaults = crate::SandboxSettings::default();
+    let s = &mut settings.sandbox;
+    match key {
+        SANDBOX_DEFAULT => s.default = raw.map_or(Ok(defaults.default), |r| mode(what, r))?,
+        SANDBOX_MCP_DEFAULT => {
+            s.mcp_default = raw.map_or(Ok(defaults.mcp_default), |r| mode(what, r))?;
+        }
+        SANDBOX_MCP_MAX => s.mcp_max = raw.map_or(Ok(defaults.mcp_max), |r| mode(what, r))?,
+        SANDBOX_NETWORK_COMMANDS => {
+            s.network_commands = raw.map_or(Ok(defaults.network_commands), |r| switch(what, r))?;
+        }
+        SANDBOX_NETWORK_AGENTS => {
+            s.network_agents = raw.map_or(Ok(defaults.network_agents), |r| switch(what, r))?;
+        }
+        _ => {
+            settings.mcp_commands = match raw {
+                Some(r) => McpCommands::parse(what, r)?,
+                None => McpCommands::default(),
+            };
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn apply_variable(
