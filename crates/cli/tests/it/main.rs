@@ -20,6 +20,7 @@ mod pool_machines;
 mod pools;
 mod race;
 mod real;
+mod sandbox;
 mod sessions;
 mod top;
 mod workspace;
