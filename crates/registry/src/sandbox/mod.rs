@@ -89,9 +89,6 @@ pub enum SandboxError {
     /// Building the Landlock ruleset failed.
     #[error("cannot build the sandbox's Landlock rules: {0}")]
     Landlock(String),
-    /// Not Linux.
-    #[error("sandbox {0} is enforced on Linux only; on this system use --sandbox full")]
-    Unsupported(SandboxMode),
 }
 
 /// Whether this machine can enforce `policy` (for a child working in `cwd`), without starting
