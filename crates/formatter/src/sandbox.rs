@@ -55,14 +55,14 @@ pub(crate) fn write_sandbox<W: fmt::Write + ?Sized>(
         let network = if sandbox.network(agent) { "on" } else { "off" };
         writeln!(w, "Sandbox: {}, network {network}", sandbox.mode)?;
     }
-    if !outcome.denials.is_empty() {
+    if !outcome.denied().is_empty() {
         let named: Vec<String> = outcome
-            .denials
+            .denied()
             .iter()
             .take(DENIALS_NAMED)
             .map(|d| one_line(d, DENIAL_MAX_CHARS))
             .collect();
-        let more = outcome.denials.len().saturating_sub(DENIALS_NAMED);
+        let more = outcome.denied().len().saturating_sub(DENIALS_NAMED);
         let more = if more > 0 {
             format!("; {more} more")
         } else {
@@ -71,7 +71,7 @@ pub(crate) fn write_sandbox<W: fmt::Write + ?Sized>(
         writeln!(
             w,
             "Denied: {} ({}{more})",
-            outcome.denials.len(),
+            outcome.denied().len(),
             named.join("; ")
         )?;
     }

@@ -317,7 +317,11 @@ impl RunningChild {
             model: finals.model,
             usage: finals.usage,
             changes: None,
-            denials: finals.denials,
+            denials: (!finals.denials.is_empty()).then(|| {
+                Box::new(hermes_ledger::Denials {
+                    calls: finals.denials,
+                })
+            }),
         }
     }
 }

@@ -458,7 +458,7 @@ fn sandbox_of(unit: &UnitRecord, index: u32, own: &[Event]) -> Option<String> {
         .iter()
         .flat_map(|e| e.payload.outcomes())
         .find(|o| o.index == index)
-        .map_or(0, |o| o.denials.len());
+        .map_or(0, |o| o.denied().len());
     let mut words = Vec::new();
     if sandbox.confines(agent) {
         let network = if sandbox.network(agent) { "on" } else { "off" };

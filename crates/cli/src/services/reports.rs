@@ -203,8 +203,8 @@ pub fn child_json(
         "usage": usage,
         "workspace": workspace,
         "sandbox": sandbox_json(unit.spec.sandbox, task.is_some_and(|t| t.agent.is_some())),
-        "denials": found.map(|(_, o)| o.denials.len()).unwrap_or(0),
-        "denied": found.map(|(_, o)| o.denials.clone()).unwrap_or_default(),
+        "denials": found.map(|(_, o)| o.denied().len()).unwrap_or(0),
+        "denied": found.map(|(_, o)| o.denied()).unwrap_or_default(),
     })
 }
 

@@ -432,7 +432,9 @@ fn a_confined_childs_sandbox_and_denials_are_shown() {
     };
     let mut done = event(&ended, EventState::Pending, 0);
     if let EventPayload::Task(outcome) = &mut done.payload {
-        outcome.denials = vec!["Bash: touch f".into()];
+        outcome.denials = Some(Box::new(hermes_ledger::Denials {
+            calls: vec!["Bash: touch f".into()],
+        }));
     }
     let mut plain = unit(10, "alice", "plain", UnitStatus::Running, Some(100));
     plain.spec.sandbox = hermes_ledger::Sandbox::FULL;

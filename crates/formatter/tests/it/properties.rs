@@ -247,7 +247,7 @@ impl Child {
             model: None,
             usage: None,
             changes: None,
-            denials: Vec::new(),
+            denials: None,
         }
     }
 }

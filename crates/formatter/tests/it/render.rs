@@ -159,7 +159,9 @@ fn a_sandboxed_agent_childs_denials_are_counted_and_named() {
         agents_network: true,
     };
     let mut done = outcome(0, GOAL, ChildStatus::Completed);
-    done.denials = vec!["Bash: touch made-by-child.txt".into()];
+    done.denials = Some(Box::new(hermes_ledger::Denials {
+        calls: vec!["Bash: touch made-by-child.txt".into()],
+    }));
     let text = render(&unit, &[task_event(&unit, done.clone())]);
     assert!(text.contains("Sandbox: read-only, network on\n"), "{text}");
     assert!(

@@ -201,7 +201,7 @@ mod tests {
         };
         let payload = decode_payload(Path::new("pg"), &at_format(5, &old.payload))
             .expect("a format 5 payload decodes");
-        assert!(payload.outcomes()[0].denials.is_empty());
+        assert!(payload.outcomes()[0].denied().is_empty());
         let event =
             decode_event(Path::new("l.redb"), &at_format(5, &old)).expect("format 5 decodes");
         let outcomes = event.payload.outcomes();
@@ -211,7 +211,9 @@ mod tests {
         );
         let mut new = Event::from(old);
         if let EventPayload::Task(outcome) = &mut new.payload {
-            outcome.denials = vec!["Bash: touch f".into()];
+            outcome.denials = Some(Box::new(crate::model::Denials {
+                calls: vec!["Bash: touch f".into()],
+            }));
         }
         let bytes = crate::codec::encode(&new);
         assert_eq!(

@@ -301,8 +301,15 @@ pub struct ChildOutcome {
     /// Added in format 5.
     pub changes: Option<Box<Changes>>,
     /// The tool calls an agent child's own permission system refused, one line each
-    /// (`Bash: touch f`). Added in format 6.
-    pub denials: Vec<String>,
+    /// (boxed: most children have none; [`ChildOutcome::denied`] reads them). Added in format 6.
+    pub denials: Option<Box<Denials>>,
+}
+
+/// The tool calls an agent child's own permission system refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denials {
+    /// One line each: the tool and its main argument (`Bash: touch f`).
+    pub calls: Vec<String>,
 }
 
 /// What a child left in its own worktree, committed on its branch by hermes.
@@ -401,8 +408,13 @@ impl ChildOutcome {
             model: None,
             usage: None,
             changes: None,
-            denials: Vec::new(),
+            denials: None,
         }
+    }
+
+    /// The tool calls its agent's permission system refused (none for most children).
+    pub fn denied(&self) -> &[String] {
+        self.denials.as_deref().map_or(&[], |d| &d.calls)
     }
 
     /// Seconds from start to end (zero if it never started).

@@ -96,6 +96,6 @@ pub(crate) fn unknown_outcome(
         model: None,
         usage: None,
         changes: None,
-        denials: Vec::new(),
+        denials: None,
     }
 }
