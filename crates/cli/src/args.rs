@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hermes_ledger::{DeliveryMode, Role, SandboxMode, Workspace};
 use hermes_settings::Bounds;
 
+use crate::services::dispatch::sandbox;
 use crate::services::dispatch::tasks_file::{parse_delivery, parse_role};
 
 /// hermes: durable background delegation for agent conversations.
@@ -118,11 +119,11 @@ pub struct DispatchArgs {
     /// What each child may do, enforced by the kernel: `read-only` (writes only to its own
     /// temporary directory), `workspace-write` (also under its working directory; `.git` stays
     /// read-only) or `full`. Default: `sandbox.default`.
-    #[arg(long, value_name = "MODE", value_parser = sandbox())]
+    #[arg(long, value_name = "MODE", value_parser = sandbox::mode_parser())]
     pub sandbox: Option<SandboxMode>,
     /// Whether the children reach the network (`on` or `off`). Default:
     /// `sandbox.network_commands` for commands, `sandbox.network_agents` for agents.
-    #[arg(long, value_name = "on|off", value_parser = network())]
+    #[arg(long, value_name = "on|off", value_parser = sandbox::network_parser())]
     pub network: Option<bool>,
     /// A JSON tasks file (`-` for stdin) describing a batch.
     #[arg(long, value_name = "FILE|-")]
@@ -158,18 +159,6 @@ fn role() -> impl TypedValueParser<Value = Role> {
 fn workspace() -> impl TypedValueParser<Value = Workspace> {
     PossibleValuesParser::new(["none", "worktree"])
         .try_map(|text| Workspace::parse(&text).ok_or("must be none or worktree"))
-}
-
-/// `--sandbox`: `read-only`, `workspace-write` or `full`.
-fn sandbox() -> impl TypedValueParser<Value = SandboxMode> {
-    PossibleValuesParser::new(SandboxMode::ALL.map(SandboxMode::as_str)).try_map(|text| {
-        SandboxMode::parse(&text).ok_or("must be read-only, workspace-write or full")
-    })
-}
-
-/// `--network`: `on` or `off`.
-fn network() -> impl TypedValueParser<Value = bool> {
-    PossibleValuesParser::new(["on", "off"]).map(|text| text == "on")
 }
 
 /// `--delivery`: the names a tasks file takes (`after-turn` too), read into the ledger's type.

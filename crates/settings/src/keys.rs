@@ -412,7 +412,7 @@ pub(crate) fn apply_file(
                 && let toml::Value::Array(names) = value
             {
                 let what = format!("config {origin}: `{section}.{name}`");
-                let list = program_list(&what, names)?;
+                let list = crate::sandbox::program_list(&what, names)?;
                 let shown = set_text(settings, key, &what, Some(&list))?;
                 sources.record(section, name, shown, source);
                 continue;
@@ -457,22 +457,6 @@ pub(crate) fn apply_file(
     Ok(())
 }
 
-/// A TOML list of program names as one comma-separated text.
-fn program_list(what: &str, names: &[toml::Value]) -> Result<String, SettingsError> {
-    let bad = || SettingsError::BadValue {
-        what: what.to_owned(),
-        expected: "`any`, `none` or a list of program names".to_owned(),
-    };
-    let names: Vec<&str> = names
-        .iter()
-        .map(|n| n.as_str().filter(|n| !n.contains(',')).ok_or_else(bad))
-        .collect::<Result<_, _>>()?;
-    if names.is_empty() {
-        return Err(bad());
-    }
-    Ok(names.join(","))
-}
-
 /// Sets the text key `key` to `raw` (`None` or empty: unset, its default); `what` names where
 /// it came from in an error. Returns the value as shown, a password masked.
 fn set_text(
@@ -495,7 +479,7 @@ fn set_text(
     } else if key == DEFAULT_AGENT {
         settings.delegation.default_agent = raw.and_then(crate::agents::default_agent);
     } else if key.0 == SANDBOX_DEFAULT.0 || key == MCP_COMMANDS {
-        set_sandbox(settings, key, what, raw)?;
+        crate::sandbox::set(settings, key, what, raw)?;
     } else if key == WORKSPACE {
         settings.delegation.workspace = match raw {
             None => WORKSPACES[0],
@@ -520,38 +504,6 @@ fn set_text(
         Some(r) if key == LEDGER_URL || key == LEDGER_LISTEN_URL => Value::Text(crate::redacted(r)),
         Some(r) => Value::Text(r.to_owned()),
     })
-}
-
-/// Sets a `[sandbox]` key or `mcp.commands` to `raw` (`None`: its default).
-fn set_sandbox(
-    settings: &mut Settings,
-    key: (&str, &str),
-    what: &str,
-    raw: Option<&str>,
-) -> Result<(), SettingsError> {
-    use crate::sandbox::{McpCommands, mode, switch};
-    let defaults = crate::SandboxSettings::default();
-    let s = &mut settings.sandbox;
-    match key {
-        SANDBOX_DEFAULT => s.default = raw.map_or(Ok(defaults.default), |r| mode(what, r))?,
-        SANDBOX_MCP_DEFAULT => {
-            s.mcp_default = raw.map_or(Ok(defaults.mcp_default), |r| mode(what, r))?;
-        }
-        SANDBOX_MCP_MAX => s.mcp_max = raw.map_or(Ok(defaults.mcp_max), |r| mode(what, r))?,
-        SANDBOX_NETWORK_COMMANDS => {
-            s.network_commands = raw.map_or(Ok(defaults.network_commands), |r| switch(what, r))?;
-        }
-        SANDBOX_NETWORK_AGENTS => {
-            s.network_agents = raw.map_or(Ok(defaults.network_agents), |r| switch(what, r))?;
-        }
-        _ => {
-            settings.mcp_commands = match raw {
-                Some(r) => McpCommands::parse(what, r)?,
-                None => McpCommands::default(),
-            };
-        }
-    }
-    Ok(())
 }
 
 pub(crate) fn apply_variable(

@@ -2,7 +2,7 @@
 //! for, and which plain commands it may run at all. The modes are names here
 //! (`read-only`, `workspace-write`, `full`); the ledger's `SandboxMode` is their typed form.
 
-use crate::SettingsError;
+use crate::{Settings, SettingsError, keys};
 
 /// The sandbox modes, narrowest first.
 pub const MODES: &[&str] = &["read-only", "workspace-write", "full"];
@@ -113,4 +113,51 @@ pub(crate) fn switch(what: &str, raw: &str) -> Result<bool, SettingsError> {
             expected: "`on` or `off`".to_owned(),
         }),
     }
+}
+
+/// Sets a `[sandbox]` key or `mcp.commands` to `raw` (`None`: its default).
+pub(crate) fn set(
+    settings: &mut Settings,
+    key: (&str, &str),
+    what: &str,
+    raw: Option<&str>,
+) -> Result<(), SettingsError> {
+    let defaults = crate::SandboxSettings::default();
+    let s = &mut settings.sandbox;
+    match key {
+        keys::SANDBOX_DEFAULT => s.default = raw.map_or(Ok(defaults.default), |r| mode(what, r))?,
+        keys::SANDBOX_MCP_DEFAULT => {
+            s.mcp_default = raw.map_or(Ok(defaults.mcp_default), |r| mode(what, r))?;
+        }
+        keys::SANDBOX_MCP_MAX => s.mcp_max = raw.map_or(Ok(defaults.mcp_max), |r| mode(what, r))?,
+        keys::SANDBOX_NETWORK_COMMANDS => {
+            s.network_commands = raw.map_or(Ok(defaults.network_commands), |r| switch(what, r))?;
+        }
+        keys::SANDBOX_NETWORK_AGENTS => {
+            s.network_agents = raw.map_or(Ok(defaults.network_agents), |r| switch(what, r))?;
+        }
+        _ => {
+            settings.mcp_commands = match raw {
+                Some(r) => McpCommands::parse(what, r)?,
+                None => McpCommands::default(),
+            };
+        }
+    }
+    Ok(())
+}
+
+/// A TOML list of program names as one comma-separated text.
+pub(crate) fn program_list(what: &str, names: &[toml::Value]) -> Result<String, SettingsError> {
+    let bad = || SettingsError::BadValue {
+        what: what.to_owned(),
+        expected: "`any`, `none` or a list of program names".to_owned(),
+    };
+    let names: Vec<&str> = names
+        .iter()
+        .map(|n| n.as_str().filter(|n| !n.contains(',')).ok_or_else(bad))
+        .collect::<Result<_, _>>()?;
+    if names.is_empty() {
+        return Err(bad());
+    }
+    Ok(names.join(","))
 }

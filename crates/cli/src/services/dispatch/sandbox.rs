@@ -4,11 +4,24 @@
 //! sandbox this machine cannot enforce is refused before anything starts, never run wider in
 //! silence.
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use hermes_ledger::{DispatchSpec, Sandbox, SandboxMode};
 use hermes_registry::sandbox::Policy;
 use hermes_settings::Settings;
 
 use crate::services::exit::{Code, fail};
+
+/// `--sandbox`: `read-only`, `workspace-write` or `full`.
+pub fn mode_parser() -> impl TypedValueParser<Value = SandboxMode> {
+    PossibleValuesParser::new(SandboxMode::ALL.map(SandboxMode::as_str)).try_map(|text| {
+        SandboxMode::parse(&text).ok_or("must be read-only, workspace-write or full")
+    })
+}
+
+/// `--network`: `on` or `off`.
+pub fn network_parser() -> impl TypedValueParser<Value = bool> {
+    PossibleValuesParser::new(["on", "off"]).map(|text| text == "on")
+}
 
 /// The door a dispatch came through.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
