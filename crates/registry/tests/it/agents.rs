@@ -441,3 +441,26 @@ fn commands_given_as_is_are_recognised_only_with_their_stream_flags() {
         .is_none()
     );
 }
+
+#[test]
+fn the_calls_claude_refused_are_counted_and_named() {
+    // The `result` line's `permission_denials` ({tool_name, tool_use_id, tool_input}), as the
+    // pinned Claude Code's SDK schema has it (`permission_denials` in its bundled CLI).
+    let stream = concat!(
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not.","#,
+        r#""permission_denials":[{"tool_name":"Bash","tool_use_id":"t1","#,
+        r#""tool_input":{"command":"touch made-by-child.txt"}},"#,
+        r#"{"tool_name":"Write","tool_use_id":"t2","tool_input":{"file_path":"/x/y"}}]}"#,
+        "\n"
+    );
+    let (report, text) = replay("claude", stream);
+    assert_eq!(
+        report.denials,
+        ["Bash: touch made-by-child.txt", "Write: /x/y"]
+    );
+    assert!(
+        text.contains("err | permission denied: Bash: touch made-by-child.txt\n"),
+        "{text}"
+    );
+    assert_eq!(report.answer.as_deref(), Some("I could not."));
+}
