@@ -186,7 +186,7 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
 }
 
 /// The crates' harnesses, run after the rounds (package, example).
-const HARNESSES: [(&str, &str); 11] = [
+const HARNESSES: [(&str, &str); 12] = [
     ("hermes-registry", "bench_registry"),
     ("hermes-registry", "bench_adapters"),
     ("hermes-router", "bench_router"),
@@ -202,6 +202,8 @@ const HARNESSES: [(&str, &str); 11] = [
     ("hermes-cli", "bench_progress"),
     // A child's own git worktree in a 10,000-file repository (issue 37).
     ("hermes-cli", "bench_workspace"),
+    // Starting a child in its sandbox against an unconfined one (issue 39).
+    ("hermes-registry", "bench_sandbox"),
 ];
 
 fn print(value: &Value, options: &Options) -> Result<()> {

@@ -24,6 +24,52 @@ pub struct ChildProfile {
     /// Whether its program is named like hermes' own: the one found on `PATH` that is not
     /// this hermes runs.
     pub not_self: bool,
+    /// How its own permission system is set to match the child's sandbox, so that headless
+    /// (nobody can answer a question) it neither asks nor fails in silence.
+    pub permissions: fn(Sandbox) -> Permissions,
+    /// Where it keeps its own state (sessions, settings, logs): writable in every sandbox.
+    pub state: &'static [StateDir],
+}
+
+/// A child's sandbox, as an agent's permission flags are chosen for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sandbox {
+    /// It may change nothing.
+    ReadOnly,
+    /// It may edit files and run commands in its workspace.
+    WorkspaceWrite,
+    /// Unconfined.
+    Full,
+}
+
+/// An agent's permission flags for one sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Permissions {
+    /// Flags added to its argv.
+    pub flags: &'static [&'static str],
+    /// The tools it may use without asking when the dispatch names no toolsets (handed to
+    /// [`ChildProfile::argv`] as its `tools`).
+    pub tools: &'static [&'static str],
+}
+
+impl Permissions {
+    /// No flags, no tools: the agent's own defaults.
+    pub const NONE: Permissions = Permissions {
+        flags: &[],
+        tools: &[],
+    };
+}
+
+/// A directory (or file) an agent writes its state to: the value of `var` when it is set, else
+/// `home` under the user's home directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateDir {
+    /// The variable that moves it, if any.
+    pub var: Option<&'static str>,
+    /// Its place under the home directory.
+    pub home: &'static str,
+    /// Whether it is a file (a directory is made when missing, so the agent can fill it).
+    pub file: bool,
 }
 
 /// A format of structured stdout, one JSON object per line, that the registry can read.

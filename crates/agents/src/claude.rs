@@ -28,7 +28,7 @@
 
 use crate::child::asks_stream_json;
 use crate::{
-    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
+    Action, Agent, Answer, ChildProfile, Entry, Permissions, Sandbox, StateDir, HookEvent, Hooks, Install, Layout, Place, Server,
     StartRule, StopActive, StreamFormat,
 };
 
@@ -83,6 +83,8 @@ pub const CLAUDE: Agent = Agent {
         stream: StreamFormat::SdkMessages,
         own_home: None,
         not_self: false,
+        permissions,
+        state: STATE,
     }),
 };
 
@@ -125,6 +127,43 @@ fn toolset(name: &str) -> &'static [&'static str] {
     }
 }
 
+/// Its permission flags, from `claude --help` of the pinned 2.1.332
+/// (`tests/agents/package.json`): `--permission-mode` (choices `acceptEdits`, `auto`,
+/// `bypassPermissions`, `manual`, `dontAsk`, `plan`), `--permission-prompts none` (in `--print`,
+/// "anything that would prompt is denied automatically") and `--allowedTools`. Nothing here
+/// needs `bypassPermissions` / `--dangerously-skip-permissions`, which Claude Code refuses as
+/// root unless `IS_SANDBOX=1`: the same flags work for every user. The kernel's sandbox is the
+/// boundary; these flags only keep Claude from asking a question nobody can answer.
+fn permissions(sandbox: Sandbox) -> Permissions {
+    match sandbox {
+        // Nothing pre-approved and nothing asked: a write is refused and reported in the
+        // result's `permission_denials`.
+        Sandbox::ReadOnly => Permissions {
+            flags: &["--permission-mode", "dontAsk", "--permission-prompts", "none"],
+            tools: &[],
+        },
+        // Edits accepted, commands pre-approved: the sandbox confines what they reach.
+        Sandbox::WorkspaceWrite | Sandbox::Full => Permissions {
+            flags: &["--permission-mode", "acceptEdits", "--permission-prompts", "none"],
+            tools: &["Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"],
+        },
+    }
+}
+
+/// Its state: `~/.claude` (or `$CLAUDE_CONFIG_DIR`) and the `~/.claude.json` file beside it.
+const STATE: &[StateDir] = &[
+    StateDir {
+        var: Some("CLAUDE_CONFIG_DIR"),
+        home: ".claude",
+        file: false,
+    },
+    StateDir {
+        var: None,
+        home: ".claude.json",
+        file: true,
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::CLAUDE;
@@ -138,5 +177,27 @@ mod tests {
         assert_eq!(CLAUDE.start(&json!({"source": "compact"})), Start::Other);
         assert!(CLAUDE.stop_active(&json!({"stop_hook_active": true})));
         assert!(CLAUDE.has_tool_boundary() && CLAUDE.has_session_end());
+    }
+    #[test]
+    fn permissions_match_the_sandbox_without_bypassing_anything() {
+        use crate::{Sandbox, child};
+        let (_, profile) = child("claude").expect("profile");
+        let ro = (profile.permissions)(Sandbox::ReadOnly);
+        assert_eq!(
+            ro.flags,
+            ["--permission-mode", "dontAsk", "--permission-prompts", "none"]
+        );
+        assert!(ro.tools.is_empty());
+        let ww = (profile.permissions)(Sandbox::WorkspaceWrite);
+        assert_eq!(ww.flags[..2], ["--permission-mode", "acceptEdits"]);
+        let tools: Vec<String> = ww.tools.iter().map(|t| t.to_string()).collect();
+        let argv = (profile.argv)("p", None, &tools);
+        assert_eq!(argv[6..], ["--allowedTools", "Bash,Edit,Write,MultiEdit,NotebookEdit"]);
+        for mode in [Sandbox::ReadOnly, Sandbox::WorkspaceWrite, Sandbox::Full] {
+            let flags = (profile.permissions)(mode).flags;
+            // Works as root: nothing that needs IS_SANDBOX=1.
+            assert!(!flags.iter().any(|f| f.contains("dangerously") || *f == "bypassPermissions"));
+        }
+        assert_eq!(profile.state[0].var, Some("CLAUDE_CONFIG_DIR"));
     }
 }

@@ -44,8 +44,8 @@
 //! `codex-rs/exec/src/exec_events.rs`.
 
 use crate::{
-    Action, Agent, Answer, ChildProfile, Entry, HomeVar, HookEvent, Hooks, Install, Layout, Place,
-    Server, StartRule, StopActive, StreamFormat,
+    Action, Agent, Answer, ChildProfile, Entry, HomeVar, HookEvent, Hooks, Install, Layout,
+    Permissions, Place, Sandbox, Server, StartRule, StateDir, StopActive, StreamFormat,
 };
 
 /// `CODEX_HOME`, when set, is the directory codex reads instead of `~/.codex`.
@@ -99,6 +99,8 @@ pub const CODEX: Agent = Agent {
         stream: StreamFormat::ThreadItems,
         own_home: None,
         not_self: false,
+        permissions,
+        state: STATE,
     }),
 };
 
@@ -127,4 +129,43 @@ fn streams(args: &[String]) -> bool {
         && args
             .iter()
             .any(|a| a == "--json" || a == "--experimental-json")
+}
+
+/// Its permission flags, from `codex exec --help` of the pinned 0.171.0
+/// (`tests/agents/package.json`): `--sandbox read-only|workspace-write|danger-full-access`
+/// (codex's own sandbox for the commands it runs, set to the child's so the two agree). Its
+/// `--skip-git-repo-check` is in every argv (a child's working directory need not be a
+/// repository).
+fn permissions(sandbox: Sandbox) -> Permissions {
+    let flags: &'static [&'static str] = match sandbox {
+        Sandbox::ReadOnly => &["--sandbox", "read-only"],
+        Sandbox::WorkspaceWrite => &["--sandbox", "workspace-write"],
+        Sandbox::Full => &["--sandbox", "danger-full-access"],
+    };
+    Permissions { flags, tools: &[] }
+}
+
+/// Its state: `$CODEX_HOME`, by default `~/.codex`.
+const STATE: &[StateDir] = &[StateDir {
+    var: Some("CODEX_HOME"),
+    home: ".codex",
+        file: false,
+}];
+
+#[cfg(test)]
+mod tests {
+
+    #[test]
+    fn permissions_set_codex_own_sandbox_to_the_childs() {
+        use crate::{Sandbox, child};
+        let (_, profile) = child("codex").expect("profile");
+        let flags = |s| (profile.permissions)(s).flags;
+        assert_eq!(
+            flags(Sandbox::ReadOnly),
+            ["--sandbox", "read-only"]
+        );
+        assert_eq!(flags(Sandbox::WorkspaceWrite)[1], "workspace-write");
+        assert_eq!(flags(Sandbox::Full)[1], "danger-full-access");
+        assert_eq!(profile.state[0].var, Some("CODEX_HOME"));
+    }
 }

@@ -35,8 +35,8 @@
 
 use crate::child::asks_stream_json;
 use crate::{
-    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Place, Server,
-    StartRule, StopActive, StreamFormat, SubagentTool,
+    Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Permissions,
+    Place, Sandbox, Server, StartRule, StateDir, StopActive, StreamFormat, SubagentTool,
 };
 
 /// Gemini CLI's settings file, which holds both its MCP servers and its hooks.
@@ -94,6 +94,8 @@ pub const GEMINI: Agent = Agent {
         stream: StreamFormat::HeadlessEvents,
         own_home: None,
         not_self: false,
+        permissions,
+        state: STATE,
     }),
 };
 
@@ -141,6 +143,26 @@ fn toolset(name: &str) -> &'static [&'static str] {
     }
 }
 
+/// Its permission flags, from `gemini --help` of the pinned 0.61.0
+/// (`tests/agents/package.json`): `--approval-mode` — `plan` ("read-only mode"), `yolo`
+/// ("auto-approve all tools"; the kernel's sandbox confines what they reach). Its own sandbox
+/// stays off unless configured (`loadSandboxConfig` in its bundle: `--yolo` does not turn it
+/// on).
+fn permissions(sandbox: Sandbox) -> Permissions {
+    let flags: &'static [&'static str] = match sandbox {
+        Sandbox::ReadOnly => &["--approval-mode", "plan"],
+        Sandbox::WorkspaceWrite | Sandbox::Full => &["--approval-mode", "yolo"],
+    };
+    Permissions { flags, tools: &[] }
+}
+
+/// Its state: `~/.gemini`.
+const STATE: &[StateDir] = &[StateDir {
+    var: None,
+    home: ".gemini",
+        file: false,
+}];
+
 #[cfg(test)]
 mod tests {
     use super::GEMINI;
@@ -160,5 +182,15 @@ mod tests {
         assert!(GEMINI.calls_subagent_tool(&call("invoke_agent")));
         assert!(!GEMINI.calls_subagent_tool(&call("list_directory")));
         assert!(!GEMINI.calls_subagent_tool(&json!({"session_id": "g-1"})));
+    }
+
+    #[test]
+    fn permissions_pick_the_approval_mode() {
+        use crate::{Sandbox, child};
+        let (_, profile) = child("gemini").expect("profile");
+        let flags = |s| (profile.permissions)(s).flags;
+        assert_eq!(flags(Sandbox::ReadOnly), ["--approval-mode", "plan"]);
+        assert_eq!(flags(Sandbox::WorkspaceWrite), ["--approval-mode", "yolo"]);
+        assert_eq!(profile.state[0].home, ".gemini");
     }
 }

@@ -32,7 +32,7 @@
 //! that is not this one, without hermes' `HERMES_HOME` (its own home is its own).
 
 use crate::{
-    Action, Agent, Answer, ChildProfile, HookEvent, Hooks, Install, Place, Server, StartRule,
+    Action, Agent, Answer, ChildProfile, HookEvent, Permissions, Hooks, Install, Place, Server, StartRule,
     StopActive, StreamFormat,
 };
 
@@ -84,6 +84,8 @@ pub const HERMES_AGENT: Agent = Agent {
         stream: StreamFormat::Plain,
         own_home: Some("HERMES_HOME"),
         not_self: true,
+        permissions: |_| Permissions::NONE,
+        state: &[],
     }),
 };
 

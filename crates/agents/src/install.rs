@@ -209,7 +209,9 @@ mod tests {
     fn each_home_variable_stands_for_parts_of_its_path() {
         for agent in AGENTS {
             let server = match &agent.install.server {
-                Server::Json { file, .. } | Server::Toml { file, .. } | Server::Yaml { file } => file,
+                Server::Json { file, .. } | Server::Toml { file, .. } | Server::Yaml { file } => {
+                    file
+                }
             };
             let hooks = match &agent.install.hooks {
                 Hooks::Json { file, .. } => file,

@@ -16,7 +16,7 @@ mod child;
 mod hook;
 mod install;
 
-pub use child::{ChildProfile, StreamFormat};
+pub use child::{ChildProfile, Permissions, Sandbox, StateDir, StreamFormat};
 pub use hook::{
     Action, Answer, Discard, HookBoundary, HookEvent, Start, StartRule, StopActive, SubagentTool,
 };

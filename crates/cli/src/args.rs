@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hermes_ledger::{DeliveryMode, Role, Workspace};
+use hermes_ledger::{DeliveryMode, Role, SandboxMode, Workspace};
 use hermes_settings::Bounds;
 
+use crate::services::dispatch::sandbox;
 use crate::services::dispatch::tasks_file::{parse_delivery, parse_role};
 
 /// hermes: durable background delegation for agent conversations.
@@ -64,6 +65,8 @@ impl RunArgs {
             (d.group.is_some(), "--group"),
             (d.pool.is_some(), "--pool"),
             (d.workspace.is_some(), "--workspace"),
+            (d.sandbox.is_some(), "--sandbox"),
+            (d.network.is_some(), "--network"),
             (d.tasks.is_some(), "--tasks"),
             (d.agent.is_some(), "--agent"),
             (d.adapter.is_some(), "--adapter"),
@@ -113,6 +116,15 @@ pub struct DispatchArgs {
     /// Default: `delegation.workspace`.
     #[arg(long, value_name = "KIND", value_parser = workspace())]
     pub workspace: Option<Workspace>,
+    /// What each child may do, enforced by the kernel: `read-only` (writes only to its own
+    /// temporary directory), `workspace-write` (also under its working directory; `.git` stays
+    /// read-only) or `full`. Default: `sandbox.default`.
+    #[arg(long, value_name = "MODE", value_parser = sandbox::mode_parser())]
+    pub sandbox: Option<SandboxMode>,
+    /// Whether the children reach the network (`on` or `off`). Default:
+    /// `sandbox.network_commands` for commands, `sandbox.network_agents` for agents.
+    #[arg(long, value_name = "on|off", value_parser = sandbox::network_parser())]
+    pub network: Option<bool>,
     /// A JSON tasks file (`-` for stdin) describing a batch.
     #[arg(long, value_name = "FILE|-")]
     pub tasks: Option<String>,

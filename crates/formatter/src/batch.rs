@@ -88,7 +88,7 @@ pub(crate) fn write_batch<W: fmt::Write + ?Sized>(
         } else {
             planned.unwrap_or("")
         };
-        write_task(w, outcome, goal, total)?;
+        write_task(w, delegation, outcome, goal, total)?;
     }
     Ok(())
 }
@@ -96,6 +96,7 @@ pub(crate) fn write_batch<W: fmt::Write + ?Sized>(
 /// Writes one task of a batch: its header, its body and its transcript path.
 fn write_task<W: fmt::Write + ?Sized>(
     w: &mut W,
+    delegation: &hermes_ledger::UnitRecord,
     outcome: &ChildOutcome,
     goal: &str,
     total: u32,
@@ -108,15 +109,17 @@ fn write_task<W: fmt::Write + ?Sized>(
     let goal = one_line(goal, GOAL_MAX_CHARS);
     writeln!(
         w,
-        "--- {mark} TASK {}/{total}: {} (status={}, {}s) ---",
+        "--- {mark} TASK {}/{total}: {} (status={}{}, {}s) ---",
         u64::from(outcome.index) + 1,
         if goal.is_empty() { "(no goal)" } else { &goal },
         outcome.status,
+        crate::sandbox::refusal(delegation, outcome),
         seconds(outcome.duration_seconds())
     )?;
     if let Some(usage) = &outcome.usage {
         writeln!(w, "Usage: {}", crate::text::usage(usage))?;
     }
+    crate::sandbox::write_sandbox(w, delegation, outcome)?;
     if let Some(changes) = &outcome.changes {
         crate::changes::write_changes(w, changes)?;
     }

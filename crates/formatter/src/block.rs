@@ -42,14 +42,16 @@ pub(crate) fn write_single<W: fmt::Write + ?Sized>(
     write_reminder(w, &Reminder::of_single(delegation, outcome))?;
     writeln!(
         w,
-        "Status: {}   Progress: {}   Duration: {}",
+        "Status: {}{}   Progress: {}   Duration: {}",
         outcome.status,
+        crate::sandbox::refusal(delegation, outcome),
         calls(outcome.api_calls),
         human_duration(outcome.duration_seconds())
     )?;
     if let Some(usage) = &outcome.usage {
         writeln!(w, "Usage: {}", crate::text::usage(usage))?;
     }
+    crate::sandbox::write_sandbox(w, delegation, outcome)?;
     if let Some(changes) = &outcome.changes {
         crate::changes::write_changes(w, changes)?;
     }

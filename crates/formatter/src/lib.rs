@@ -38,6 +38,7 @@ pub mod envelope;
 pub mod fit;
 pub mod json;
 mod reminder;
+mod sandbox;
 pub mod text;
 pub mod time;
 

@@ -14,8 +14,10 @@ use crate::error::LedgerError;
 /// locality and lease; format 3 a worker's pool on hosts and a unit's pool on its dispatch;
 /// format 4 an agent child's profile, adapter and depth on a unit's dispatch and its stream's
 /// model and usage on its outcome; format 5 a unit's workspace on its dispatch and a child's
-/// changes on its outcome. Every other value is laid out as in format 1 and read from any.
-pub const FORMAT_VERSION: u8 = 5;
+/// changes on its outcome; format 6 a unit's sandbox on its dispatch and an agent child's
+/// refused tool calls on its outcome. Every other value is laid out as in format 1 and read
+/// from any.
+pub const FORMAT_VERSION: u8 = 6;
 
 /// The oldest format this build reads.
 pub const OLDEST_FORMAT: u8 = 1;

@@ -84,6 +84,8 @@ pub(crate) struct Finals {
     pub(crate) agent_error: Option<(&'static str, String)>,
     pub(crate) model: Option<String>,
     pub(crate) usage: Option<Box<hermes_ledger::Usage>>,
+    /// The tool calls an agent's own permission system refused.
+    pub(crate) denials: Vec<String>,
 }
 
 impl LiveChild {
@@ -253,6 +255,7 @@ impl LiveChild {
             agent_error,
             model: report.and_then(|r| r.model.clone()),
             usage: report.and_then(|r| r.usage.clone()).map(Box::new),
+            denials: report.map(|r| r.denials.clone()).unwrap_or_default(),
         }
     }
 
@@ -294,6 +297,8 @@ pub(crate) struct ChildPlan {
     pub(crate) adapter: Option<Adapter>,
     /// Where an adapted child's raw stream goes (`task-N.jsonl`).
     pub(crate) raw_log: Option<Arc<TaskLog>>,
+    /// A sandboxed child's own temporary directory, removed with the plan once it is done.
+    pub(crate) _temp: Option<crate::sandbox::child::ChildTemp>,
 }
 
 /// What [`start`] did.

@@ -29,6 +29,9 @@ pub struct Config {
     /// (`HERMES_HOME`), and the ledger's password file (`PGPASSFILE`), so a hermes a child runs
     /// reaches the ledger without the password ever being in a child's environment.
     pub child_env: Vec<(String, String)>,
+    /// hermes' home, where a redb ledger lives: a sandboxed `orchestrator` child may write it
+    /// (to delegate), a `leaf` child never (`None`: not known, nothing is added).
+    pub home: Option<PathBuf>,
 }
 
 impl Config {
@@ -41,6 +44,7 @@ impl Config {
     pub fn from_settings(home: &Path, settings: &hermes_settings::Settings) -> Config {
         Config {
             workspace_root: home.join("workspaces"),
+            home: Some(home.to_path_buf()),
             ..Config::with_transcript_root(
                 home.join("cache").join("delegation").join("live"),
                 settings,
@@ -61,6 +65,7 @@ impl Config {
             progress_interval: PROGRESS_INTERVAL,
             child_umask: None,
             child_env: Vec::new(),
+            home: None,
         }
     }
 

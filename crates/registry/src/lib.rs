@@ -48,6 +48,7 @@ pub mod procs;
 pub mod progress;
 mod reader;
 mod reaper;
+pub mod sandbox;
 pub mod spawn;
 pub mod stall;
 mod supervise;

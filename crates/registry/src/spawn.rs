@@ -1,6 +1,7 @@
 //! Starting one child: argv exactly as given, its own process group, stdin `/dev/null`, stdout
 //! and stderr piped, and the write end of a progress pipe on file descriptor 3
-//! (`HERMES_PROGRESS_FD=3`, so `echo '{…}' >&$HERMES_PROGRESS_FD` works in any shell).
+//! (`HERMES_PROGRESS_FD=3`, so `echo '{…}' >&$HERMES_PROGRESS_FD` works in any shell), and
+//! its sandbox entered last, just before `exec` (`crate::sandbox`).
 
 use std::ffi::OsStr;
 use std::io;
@@ -33,6 +34,8 @@ pub struct SpawnRequest {
     pub env_remove: Vec<String>,
     /// The file-mode creation mask the child starts with (`None`: this process's own).
     pub umask: Option<u32>,
+    /// What the kernel lets it do (`None`: whatever this process may).
+    pub sandbox: Option<crate::sandbox::Policy>,
 }
 
 /// A started child and the read ends of its pipes.
@@ -109,6 +112,19 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
         pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("cannot create the progress pipe: {e}"))?;
     let write_fd = write_end.as_raw_fd();
 
+    let mut confinement = match &request.sandbox {
+        Some(policy) => {
+            let cwd = match &request.cwd {
+                Some(cwd) => cwd.clone(),
+                None => {
+                    std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?
+                }
+            };
+            crate::sandbox::prepare(policy, &cwd).map_err(|e| e.to_string())?
+        }
+        None => None,
+    };
+    let confined = confinement.is_some();
     let mut command = Command::new(program);
     command
         .args(args)
@@ -128,7 +144,8 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
     }
     let umask = request.umask.map(|mask| mask as libc::mode_t);
     // SAFETY: runs in the forked child before exec; `dup2`, `fcntl` and `umask` are
-    // async-signal-safe and touch only the child's own descriptors and mask.
+    // async-signal-safe and touch only the child's own descriptors and mask, and entering the
+    // confinement is system calls only (`Confinement::enter`).
     unsafe {
         command.pre_exec(move || {
             if let Some(mask) = umask {
@@ -141,12 +158,16 @@ pub fn spawn(request: &SpawnRequest) -> Result<Spawned, String> {
             } else if libc::dup2(write_fd, PROGRESS_FD) == -1 {
                 return Err(io::Error::last_os_error());
             }
-            Ok(())
+            match confinement.as_mut() {
+                Some(confinement) => confinement.enter(),
+                None => Ok(()),
+            }
         });
     }
+    let in_sandbox = if confined { " in its sandbox" } else { "" };
     let mut child = command
         .spawn()
-        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+        .map_err(|e| format!("cannot start {program:?}{in_sandbox}: {e}"))?;
     // The parent's copy of the write end goes, so the pipe ends when the child's family ends.
     drop(write_end);
     let pid = child
@@ -180,6 +201,7 @@ mod tests {
             env: vec![],
             env_remove: vec![],
             umask: None,
+            sandbox: None,
         }
     }
 

@@ -317,6 +317,11 @@ impl RunningChild {
             model: finals.model,
             usage: finals.usage,
             changes: None,
+            denials: (!finals.denials.is_empty()).then(|| {
+                Box::new(hermes_ledger::Denials {
+                    calls: finals.denials,
+                })
+            }),
         }
     }
 }

@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::child::{self, ChildPlan, ChildProgress, LiveChild, Started, exit_reason};
 use crate::host::Publisher;
+use crate::sandbox::{self, Policy, child::ChildTemp};
 use crate::spawn::SpawnRequest;
 use crate::transcript::{self, Manifest, TaskLog};
 use crate::workspace::{WorkspacePlan, commit_note, enter_worktree, leave_worktree};
@@ -338,6 +339,10 @@ impl UnitRun {
             .and_then(hermes_agents::child)
             .and_then(|(_, child)| child.own_home);
         env_remove.extend(own_home.map(str::to_owned));
+        let (sandbox, temp) = self.sandbox(index);
+        let tmpdir = temp
+            .as_ref()
+            .map(|t| ("TMPDIR".to_owned(), t.path().display().to_string()));
         ChildPlan {
             index,
             goal: task.goal.clone(),
@@ -349,14 +354,27 @@ impl UnitRun {
                     .chain(ledger_urls_for_children(|name| std::env::var(name).ok()))
                     .chain(config.child_env.iter().cloned())
                     .filter(|(name, _)| Some(name.as_str()) != own_home)
+                    .chain(tmpdir)
                     .collect(),
                 env_remove,
                 umask: config.child_umask,
+                sandbox,
             },
             timeout_ms: self.timeout_ms,
             log: Arc::new(log),
             adapter,
             raw_log,
+            _temp: temp,
+        }
+    }
+
+    /// Child `index`'s sandbox and its own temporary directory, if its unit confines it.
+    fn sandbox(&self, index: u32) -> (Option<Policy>, Option<ChildTemp>) {
+        let task = &self.unit.spec.tasks[index as usize];
+        let home = self.host.context().config.home.as_deref();
+        match sandbox::child::policy(self.unit.spec.sandbox, task, &self.unit.id, index, home) {
+            Some((policy, temp)) => (Some(policy), temp),
+            None => (None, None),
         }
     }
 

@@ -7,7 +7,15 @@ use crate::sources::{Source, Sources, Value};
 use crate::{Bounds, Settings, SettingsError, Unit};
 
 /// hermes' sections. `HERMES_<SECTION>_<KEY>` with one of these sections must name a key.
-pub const SECTIONS: &[&str] = &["delegation", "delivery", "host", "ledger", "session"];
+pub const SECTIONS: &[&str] = &[
+    "delegation",
+    "delivery",
+    "host",
+    "ledger",
+    "session",
+    "sandbox",
+    "mcp",
+];
 
 /// The one text key: where the ledger lives (`ledger.url`, `HERMES_LEDGER_URL`).
 pub const LEDGER_URL: (&str, &str) = ("ledger", "url");
@@ -40,6 +48,24 @@ pub const WORKSPACES: &[&str] = &["none", "worktree"];
 /// or `end`).
 pub const ON_AGENT_EXIT: (&str, &str) = ("session", "on_agent_exit");
 
+/// The sandbox of a dispatch that names none (`sandbox.default`).
+pub const SANDBOX_DEFAULT: (&str, &str) = ("sandbox", "default");
+
+/// The sandbox of a `delegate_task` that names none (`sandbox.mcp_default`).
+pub const SANDBOX_MCP_DEFAULT: (&str, &str) = ("sandbox", "mcp_default");
+
+/// The widest sandbox a `delegate_task` may ask for (`sandbox.mcp_max`).
+pub const SANDBOX_MCP_MAX: (&str, &str) = ("sandbox", "mcp_max");
+
+/// Whether plain command children reach the network (`sandbox.network_commands`).
+pub const SANDBOX_NETWORK_COMMANDS: (&str, &str) = ("sandbox", "network_commands");
+
+/// Whether agent children reach the network (`sandbox.network_agents`).
+pub const SANDBOX_NETWORK_AGENTS: (&str, &str) = ("sandbox", "network_agents");
+
+/// Which plain commands `delegate_task` may run (`mcp.commands`).
+pub const MCP_COMMANDS: (&str, &str) = ("mcp", "commands");
+
 /// The section of agent CLI profiles (`[agents.NAME] command = [...]`).
 pub const AGENTS: &str = "agents";
 
@@ -70,6 +96,36 @@ pub const TEXT_KEYS: &[TextKey] = &[
         section: ON_AGENT_EXIT.0,
         name: ON_AGENT_EXIT.1,
         default: Some("detach"),
+    },
+    TextKey {
+        section: SANDBOX_DEFAULT.0,
+        name: SANDBOX_DEFAULT.1,
+        default: Some("full"),
+    },
+    TextKey {
+        section: SANDBOX_MCP_DEFAULT.0,
+        name: SANDBOX_MCP_DEFAULT.1,
+        default: Some("workspace-write"),
+    },
+    TextKey {
+        section: SANDBOX_MCP_MAX.0,
+        name: SANDBOX_MCP_MAX.1,
+        default: Some("workspace-write"),
+    },
+    TextKey {
+        section: SANDBOX_NETWORK_COMMANDS.0,
+        name: SANDBOX_NETWORK_COMMANDS.1,
+        default: Some("on"),
+    },
+    TextKey {
+        section: SANDBOX_NETWORK_AGENTS.0,
+        name: SANDBOX_NETWORK_AGENTS.1,
+        default: Some("on"),
+    },
+    TextKey {
+        section: MCP_COMMANDS.0,
+        name: MCP_COMMANDS.1,
+        default: Some("any"),
     },
     TextKey {
         section: LEDGER_URL.0,
@@ -374,6 +430,15 @@ pub(crate) fn apply_file(
         for (name, value) in body {
             let source = Source::File(origin.to_owned());
             let key = (section.as_str(), name.as_str());
+            if key == MCP_COMMANDS
+                && let toml::Value::Array(names) = value
+            {
+                let what = format!("config {origin}: `{section}.{name}`");
+                let list = crate::sandbox::program_list(&what, names)?;
+                let shown = set_text(settings, key, &what, Some(&list))?;
+                sources.record(section, name, shown, source);
+                continue;
+            }
             if TEXT_KEYS.iter().any(|k| (k.section, k.name) == key) {
                 let text = value.as_str().ok_or_else(|| SettingsError::BadValue {
                     what: format!("config {origin}: `{section}.{name}` = {value}"),
@@ -435,6 +500,8 @@ fn set_text(
         };
     } else if key == DEFAULT_AGENT {
         settings.delegation.default_agent = raw.and_then(crate::agents::default_agent);
+    } else if key.0 == SANDBOX_DEFAULT.0 || key == MCP_COMMANDS {
+        crate::sandbox::set(settings, key, what, raw)?;
     } else if key == WORKSPACE {
         settings.delegation.workspace = match raw {
             None => WORKSPACES[0],
@@ -457,6 +524,10 @@ fn set_text(
         };
     }
     Ok(match raw {
+        None if key.0 == SANDBOX_DEFAULT.0 || key == MCP_COMMANDS => {
+            let default = TEXT_KEYS.iter().find(|k| (k.section, k.name) == key);
+            Value::Text(default.and_then(|k| k.default).unwrap_or("").to_owned())
+        }
         None if key == LEDGER_NAMESPACE => Value::Text(crate::Namespace::DEFAULT.to_owned()),
         None if key == WORKSPACE => Value::Text(WORKSPACES[0].to_owned()),
         None if key == ON_AGENT_EXIT => Value::Text(crate::AgentExit::Detach.as_str().to_owned()),

@@ -11,6 +11,7 @@
 mod agents;
 mod bounds;
 mod keys;
+mod sandbox;
 mod sources;
 
 use std::time::Duration;
@@ -18,6 +19,7 @@ use std::time::Duration;
 pub use agents::AgentOverride;
 pub use bounds::{Bounds, Unit};
 pub use keys::{KEYS, Key, LEDGER_LISTEN_URL_VAR, LEDGER_URL_VAR, SECTIONS, TEXT_KEYS, TextKey};
+pub use sandbox::{McpCommands, SandboxSettings};
 pub use sources::{Effective, Source, Sources, Value, known_keys};
 
 /// Everything that can be wrong with the settings. Each message names the file and key, or the
@@ -81,6 +83,10 @@ pub struct Settings {
     pub ledger: LedgerSettings,
     /// `[session]`: what an agent's exit does to its conversation.
     pub session: SessionSettings,
+    /// `[sandbox]`: what children may do.
+    pub sandbox: SandboxSettings,
+    /// `mcp.commands`: which plain commands `delegate_task` may run.
+    pub mcp_commands: McpCommands,
     /// `[agents.NAME]`: agent CLIs added to the built-in profiles, or overriding them, in
     /// name order.
     pub agents: Vec<AgentOverride>,
@@ -379,6 +385,8 @@ impl Settings {
             },
             ledger: LedgerSettings::default(),
             session: SessionSettings::default(),
+            sandbox: SandboxSettings::default(),
+            mcp_commands: McpCommands::default(),
             agents: Vec::new(),
         }
     }

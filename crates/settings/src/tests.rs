@@ -51,6 +51,40 @@ fn an_agents_exit_detaches_unless_the_user_wants_the_old_end() {
 }
 
 #[test]
+fn the_sandbox_policy_is_read_and_checked() {
+    let s = load("", &[]).expect("loads");
+    assert_eq!(
+        (s.sandbox.default, s.sandbox.mcp_default, s.sandbox.mcp_max),
+        ("full", "workspace-write", "workspace-write")
+    );
+    assert!(s.sandbox.network_commands && s.sandbox.network_agents);
+    assert_eq!(s.mcp_commands, crate::McpCommands::Any);
+    let text = "[sandbox]\ndefault = \"read-only\"\nmcp_max = \"full\"\nnetwork_commands = \"off\"\n\
+                [mcp]\ncommands = [\"pytest\", \"cargo\"]\n";
+    let s = load(text, &[]).expect("loads");
+    assert_eq!(
+        (s.sandbox.default, s.sandbox.mcp_max),
+        ("read-only", "full")
+    );
+    assert!(!s.sandbox.network_commands && s.sandbox.network_agents);
+    assert!(s.mcp_commands.allows("/usr/bin/pytest") && !s.mcp_commands.allows("sh"));
+    let s = load(
+        "",
+        &[
+            ("HERMES_MCP_COMMANDS", "none"),
+            ("HERMES_SANDBOX_DEFAULT", "workspace-write"),
+        ],
+    )
+    .expect("loads");
+    assert!(!s.mcp_commands.allows("true"));
+    assert_eq!(s.sandbox.default, "workspace-write");
+    assert!(load("[sandbox]\ndefault = \"open\"\n", &[]).is_err());
+    assert!(load("[sandbox]\nnetwork_agents = \"yes\"\n", &[]).is_err());
+    assert!(load("[mcp]\ncommands = []\n", &[]).is_err());
+    assert!(load("[mcp]\ncommands = [\"/bin/sh\"]\n", &[]).is_err());
+}
+
+#[test]
 fn the_default_workspace_is_read_and_checked() {
     assert_eq!(load("", &[]).expect("loads").delegation.workspace, "none");
     let s = load("[delegation]\nworkspace = \"worktree\"\n", &[]).expect("loads");

@@ -80,6 +80,14 @@ pub struct DelegateTask {
     /// that branch, with its commits and diffstat in the result. `none` (default unless
     /// configured): in `cwd` itself.
     pub workspace: Option<WorkspaceParam>,
+    /// What the children may do, enforced by the operating system: `read-only` (write only
+    /// their own temporary directory), `workspace-write` (also under `cwd`; `.git` stays
+    /// read-only) or `full`. Default and the widest allowed are the person's settings
+    /// (`sandbox.mcp_default`, `sandbox.mcp_max`); asking for more is an error.
+    pub sandbox: Option<SandboxParam>,
+    /// Whether the children reach the network (default: the person's settings; agents need
+    /// it for their model).
+    pub network: Option<bool>,
     /// The conversation (its session id) this is for. Needed only when one server serves
     /// several conversations at once; otherwise leave it out.
     pub session: Option<String>,
@@ -120,6 +128,25 @@ pub enum RoleParam {
 pub enum Delivery {
     AfterTurn,
     Inject,
+}
+
+/// What each child may do (named as in config.toml and on the command line).
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxParam {
+    ReadOnly,
+    WorkspaceWrite,
+    Full,
+}
+
+impl From<SandboxParam> for hermes_ledger::SandboxMode {
+    fn from(sandbox: SandboxParam) -> Self {
+        match sandbox {
+            SandboxParam::ReadOnly => hermes_ledger::SandboxMode::ReadOnly,
+            SandboxParam::WorkspaceWrite => hermes_ledger::SandboxMode::WorkspaceWrite,
+            SandboxParam::Full => hermes_ledger::SandboxMode::Full,
+        }
+    }
 }
 
 /// Where each child works.

@@ -102,6 +102,9 @@ pub struct ChildLine {
     pub delivery: String,
     /// A worktree child's branch (`hermes/…`, "no changes" once it ended with none).
     pub branch: Option<String>,
+    /// A confined child's sandbox in words (`workspace-write, network off`, and how many tool
+    /// calls its agent refused); `None` when it runs unconfined with nothing refused.
+    pub sandbox: Option<String>,
 }
 
 /// One unit.
@@ -439,7 +442,32 @@ fn child_line(
         transcript: child.transcript.clone(),
         delivery: delivery_words(&delivery(&own, now), own.iter().map(|e| e.attempts).max()),
         branch: branch_of(unit, child.index, &own),
+        sandbox: sandbox_of(unit, child.index, &own),
     }
+}
+
+/// A child's sandbox in words, with the calls its agent refused once it ended.
+fn sandbox_of(unit: &UnitRecord, index: u32, own: &[Event]) -> Option<String> {
+    let agent = unit
+        .spec
+        .tasks
+        .get(index as usize)
+        .is_some_and(|t| t.agent.is_some());
+    let sandbox = unit.spec.sandbox;
+    let denied = own
+        .iter()
+        .flat_map(|e| e.payload.outcomes())
+        .find(|o| o.index == index)
+        .map_or(0, |o| o.denied().len());
+    let mut words = Vec::new();
+    if sandbox.confines(agent) {
+        let network = if sandbox.network(agent) { "on" } else { "off" };
+        words.push(format!("{}, network {network}", sandbox.mode));
+    }
+    if denied > 0 {
+        words.push(format!("{denied} denied"));
+    }
+    (!words.is_empty()).then(|| words.join(" · "))
 }
 
 /// A worktree child's branch: what its outcome says once it ended, else the one it works on.

@@ -28,6 +28,13 @@ pub fn unit_json(u: &UnitRecord) -> Value {
         "worker": worker_of(u).map(|pid| json!({ "pid": pid })),
         "interrupt": u.interrupt,
         "workspace": u.spec.workspace.as_str(),
+        "sandbox": {
+            "mode": u.spec.sandbox.mode.as_str(),
+            "network": {
+                "commands": u.spec.sandbox.commands_network,
+                "agents": u.spec.sandbox.agents_network,
+            },
+        },
     })
 }
 
@@ -195,7 +202,15 @@ pub fn child_json(
         "model": model,
         "usage": usage,
         "workspace": workspace,
+        "sandbox": sandbox_json(unit.spec.sandbox, task.is_some_and(|t| t.agent.is_some())),
+        "denials": found.map(|(_, o)| o.denied().len()).unwrap_or(0),
+        "denied": found.map(|(_, o)| o.denied()).unwrap_or_default(),
     })
+}
+
+/// A child's sandbox: `{mode, network}` (an agent child's network is the agents' setting).
+pub fn sandbox_json(sandbox: hermes_ledger::Sandbox, agent: bool) -> Value {
+    json!({ "mode": sandbox.mode.as_str(), "network": sandbox.network(agent) })
 }
 
 /// A worktree child's `workspace`: what it changed once it ended

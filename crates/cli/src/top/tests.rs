@@ -421,3 +421,46 @@ fn a_worktree_childs_branch_is_shown_running_and_ended() {
         "{branches:?}"
     );
 }
+
+#[test]
+fn a_confined_childs_sandbox_and_denials_are_shown() {
+    let mut ended = unit(9, "alice", "review", UnitStatus::Completed, Some(100));
+    ended.spec.sandbox = hermes_ledger::Sandbox {
+        mode: hermes_ledger::SandboxMode::ReadOnly,
+        commands_network: false,
+        agents_network: true,
+    };
+    let mut done = event(&ended, EventState::Pending, 0);
+    if let EventPayload::Task(outcome) = &mut done.payload {
+        outcome.denials = Some(Box::new(hermes_ledger::Denials {
+            calls: vec!["Bash: touch f".into()],
+        }));
+    }
+    let mut plain = unit(10, "alice", "plain", UnitStatus::Running, Some(100));
+    plain.spec.sandbox = hermes_ledger::Sandbox::FULL;
+    let mut o = overview();
+    o.running = vec![view_of(
+        plain.clone(),
+        vec![child(&plain, ChildStatus::Running, 5, None)],
+        Vec::new(),
+    )];
+    o.recent = vec![view_of(
+        ended.clone(),
+        vec![child(&ended, ChildStatus::Completed, 0, None)],
+        vec![done],
+    )];
+    let model = model::build(&o, NOW, &limits(), &|_| false);
+    let shown: Vec<Option<String>> = model
+        .rows
+        .iter()
+        .flat_map(|r| r.children.iter().map(|c| c.sandbox.clone()))
+        .collect();
+    assert!(
+        shown.contains(&Some("read-only, network off · 1 denied".into())),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains(&None),
+        "an unconfined child says nothing: {shown:?}"
+    );
+}

@@ -393,6 +393,12 @@ fn status_lines(row: &Row) -> Vec<Line<'static>> {
                 Style::new().fg(Color::Cyan),
             )));
         }
+        if let Some(sandbox) = &c.sandbox {
+            lines.push(Line::from(Span::styled(
+                format!("    sandbox {sandbox}"),
+                Style::new().fg(Color::Yellow),
+            )));
+        }
         if let Some(t) = &c.transcript {
             lines.push(Line::from(Span::styled(
                 format!("    {t}"),

@@ -149,12 +149,17 @@ fn a_claude_child_shows_its_calls_tool_model_answer_and_usage_as_it_streams() {
     assert_eq!(task["usage"]["output_tokens"], 310, "{task}");
     assert_eq!(task["usage"]["cost_usd"], 0.0213, "{task}");
 
-    // The argv the profile built: print mode, the subagent prompt, the stream, the model.
+    // The argv the profile built: print mode, the subagent prompt, the stream, the model, and
+    // the permission flags of its sandbox (`full`, the command line's default).
     let argv = std::fs::read_to_string(a.dir.path().join("argv-claude")).expect("argv");
     assert!(argv.starts_with("-p\nYou are a subagent"), "{argv}");
     assert!(argv.contains("GOAL:\nrun the tests\n"), "{argv}");
     assert!(
-        argv.ends_with("--output-format\nstream-json\n--verbose\n--model\nsonnet\n"),
+        argv.contains("--output-format\nstream-json\n--verbose\n--model\nsonnet\n"),
+        "{argv}"
+    );
+    assert!(
+        argv.ends_with("--permission-mode\nacceptEdits\n--permission-prompts\nnone\n"),
         "{argv}"
     );
 

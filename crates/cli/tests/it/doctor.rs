@@ -53,7 +53,8 @@ fn doctor_on_a_healthy_home_passes_and_its_json_has_one_object_per_check() {
         "config",
         "ledger",
         "sandbox landlock",
-        "sandbox seccomp",
+        "sandbox userns",
+        "sandbox enforce",
     ] {
         assert!(
             text.stdout.lines().any(|l| l

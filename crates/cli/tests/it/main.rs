@@ -22,6 +22,7 @@ mod pool_machines;
 mod pools;
 mod race;
 mod real;
+mod sandbox;
 mod sessions;
 mod top;
 mod workspace;

@@ -247,6 +247,7 @@ impl Child {
             model: None,
             usage: None,
             changes: None,
+            denials: None,
         }
     }
 }

@@ -150,6 +150,58 @@ fn single_completed_without_output() {
 }
 
 #[test]
+fn a_sandboxed_agent_childs_denials_are_counted_and_named() {
+    let mut unit = delegation(&[GOAL]);
+    unit.spec.tasks[0].agent = Some("claude".into());
+    unit.spec.sandbox = hermes_ledger::Sandbox {
+        mode: hermes_ledger::SandboxMode::ReadOnly,
+        commands_network: false,
+        agents_network: true,
+    };
+    let mut done = outcome(0, GOAL, ChildStatus::Completed);
+    done.denials = Some(Box::new(hermes_ledger::Denials {
+        calls: vec!["Bash: touch made-by-child.txt".into()],
+    }));
+    let text = render(&unit, &[task_event(&unit, done.clone())]);
+    assert!(text.contains("Sandbox: read-only, network on\n"), "{text}");
+    assert!(
+        text.contains("Denied: 1 (Bash: touch made-by-child.txt)\n"),
+        "{text}"
+    );
+    // A batch names them per task too; an unconfined child says nothing of a sandbox.
+    let mut batch = delegation(&[GOAL, "second"]);
+    batch.spec.sandbox = unit.spec.sandbox;
+    batch.spec.tasks[0].agent = Some("claude".into());
+    let second = outcome(1, "second", ChildStatus::Completed);
+    let text = render(
+        &batch,
+        &[task_event(&batch, done), task_event(&batch, second)],
+    );
+    assert!(
+        text.contains("Denied: 1 (Bash: touch made-by-child.txt)"),
+        "{text}"
+    );
+    assert!(text.contains("Sandbox: read-only, network off"), "{text}");
+    assert!(!single(outcome(0, GOAL, ChildStatus::Completed)).contains("Sandbox:"));
+}
+
+#[test]
+fn a_command_the_sandbox_refused_says_so_in_its_status_line() {
+    let mut unit = delegation(&[GOAL]);
+    unit.spec.sandbox.mode = hermes_ledger::SandboxMode::WorkspaceWrite;
+    let mut failed = outcome(0, GOAL, ChildStatus::Failed);
+    failed.exit_code = Some(1);
+    failed.stderr_tail = Some("sh: 1: cannot create /home/u/x: Read-only file system\n".into());
+    let text = render(&unit, &[task_event(&unit, failed.clone())]);
+    assert!(
+        text.contains("Status: failed (sandbox: Read-only file system)"),
+        "{text}"
+    );
+    // Unconfined, the same failure is only a failure.
+    assert!(!single(failed).contains("(sandbox:"));
+}
+
+#[test]
 fn single_failed_with_stderr() {
     let mut failed = outcome(0, GOAL, ChildStatus::Failed);
     failed.exit_code = Some(101);

@@ -117,6 +117,90 @@ impl Workspace {
     }
 }
 
+/// How far a child's writes reach, enforced by the operating system.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum SandboxMode {
+    /// Writes only to its own temporary directory.
+    ReadOnly,
+    /// Also under its working directory (or its worktree); `.git` stays read-only.
+    WorkspaceWrite,
+    /// Unconfined: whatever the user running hermes may do.
+    #[default]
+    Full,
+}
+
+impl SandboxMode {
+    /// Every mode, narrowest first.
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::Full,
+    ];
+
+    /// `read-only`, `workspace-write` or `full`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::Full => "full",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn parse(name: &str) -> Option<SandboxMode> {
+        SandboxMode::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a unit's children may do: how far their writes reach, and whether they reach the
+/// network (for plain commands and for agent children apart: an agent needs its model's API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Sandbox {
+    /// How far writes reach.
+    pub mode: SandboxMode,
+    /// Whether a plain command child reaches the network.
+    pub commands_network: bool,
+    /// Whether an agent child reaches the network.
+    pub agents_network: bool,
+}
+
+impl Sandbox {
+    /// No confinement at all: what every unit before format 6 ran with.
+    pub const FULL: Sandbox = Sandbox {
+        mode: SandboxMode::Full,
+        commands_network: true,
+        agents_network: true,
+    };
+
+    /// Whether a child (an agent child if `agent`) reaches the network.
+    pub fn network(self, agent: bool) -> bool {
+        if agent {
+            self.agents_network
+        } else {
+            self.commands_network
+        }
+    }
+
+    /// Whether the operating system confines a child (an agent child if `agent`) at all.
+    pub fn confines(self, agent: bool) -> bool {
+        self.mode != SandboxMode::Full || !self.network(agent)
+    }
+}
+
+impl Default for Sandbox {
+    fn default() -> Sandbox {
+        Sandbox::FULL
+    }
+}
+
 /// One child as dispatched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskSpec {
@@ -206,6 +290,9 @@ pub struct DispatchSpec {
     /// Where its children work. Added in format 5; older units read as
     /// [`Workspace::None`].
     pub workspace: Workspace,
+    /// What its children may do. Added in format 6; older units read as
+    /// [`Sandbox::FULL`].
+    pub sandbox: Sandbox,
 }
 
 impl DispatchSpec {
@@ -247,6 +334,7 @@ impl DispatchSpec {
             pool: None,
             depth: 1,
             workspace: Workspace::None,
+            sandbox: Sandbox::FULL,
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::error::Result;
 
 use super::legacy_v3::{self, TaskSpecV3};
 use super::legacy_v4;
+use super::legacy_v5;
 
 /// A host record as format 2 stored it (no worker pool).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +106,7 @@ impl From<DispatchSpecV2> for DispatchSpec {
             pool: None,
             depth: 1,
             workspace: crate::model::Workspace::None,
+            sandbox: crate::model::Sandbox::FULL,
         }
     }
 }
@@ -152,7 +154,7 @@ impl<S: Into<DispatchSpec>> From<UnitRecordOf<S>> for UnitRecord {
 
 /// An event's content as a past format stored it: laid out as today's, but for its child
 /// outcomes, laid out as `C` (formats 1 to 3: [`legacy_v3::ChildOutcomeV3`]; format 4:
-/// [`legacy_v4::ChildOutcomeV4`]).
+/// [`legacy_v4::ChildOutcomeV4`]; format 5: [`legacy_v5::ChildOutcomeV5`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) enum EventPayloadOf<C> {
     Task(C),
@@ -289,6 +291,7 @@ pub(crate) fn decode_delegation(path: &Path, bytes: &[u8]) -> Result<UnitRecord>
         ..3 => read::<DelegationV2, _>,
         3 => read::<legacy_v3::DelegationV3, _>,
         4 => read::<legacy_v4::DelegationV4, _>,
+        5 => read::<legacy_v5::DelegationV5, _>,
         _ => read::<UnitRecord, _>,
     })
 }
@@ -299,6 +302,7 @@ pub(crate) fn decode_event(path: &Path, bytes: &[u8]) -> Result<Event> {
     decode_any(path, "event", bytes, |version| match version {
         ..4 => read::<legacy_v3::EventV3, _>,
         4 => read::<legacy_v4::EventV4, _>,
+        5 => read::<legacy_v5::EventV5, _>,
         _ => read::<Event, _>,
     })
 }
@@ -309,6 +313,7 @@ pub(crate) fn decode_payload(path: &Path, bytes: &[u8]) -> Result<EventPayload> 
     decode_any(path, "event payload", bytes, |version| match version {
         ..4 => read::<legacy_v3::EventPayloadV3, _>,
         4 => read::<legacy_v4::EventPayloadV4, _>,
+        5 => read::<legacy_v5::EventPayloadV5, _>,
         _ => read::<EventPayload, _>,
     })
 }

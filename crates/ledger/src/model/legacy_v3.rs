@@ -64,6 +64,7 @@ impl From<DispatchSpecV3> for DispatchSpec {
             pool: old.pool,
             depth: 1,
             workspace: crate::model::Workspace::None,
+            sandbox: crate::model::Sandbox::FULL,
         }
     }
 }

@@ -43,6 +43,7 @@ impl From<DispatchSpecV4> for DispatchSpec {
             pool: old.pool,
             depth: old.depth,
             workspace: Workspace::None,
+            sandbox: crate::model::Sandbox::FULL,
         }
     }
 }
@@ -150,7 +151,7 @@ mod tests {
         let mut new = unit.clone();
         new.spec.workspace = Workspace::Worktree;
         let bytes = crate::codec::encode(&new);
-        assert_eq!(bytes[0], 5);
+        assert_eq!(bytes[0], crate::codec::FORMAT_VERSION);
         assert_eq!(
             decode_delegation(Path::new("l.redb"), &bytes).expect("decodes"),
             new

@@ -13,6 +13,7 @@ mod ids;
 pub(crate) mod legacy;
 mod legacy_v3;
 mod legacy_v4;
+mod legacy_v5;
 mod session;
 mod status;
 mod unit;

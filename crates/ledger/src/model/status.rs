@@ -300,6 +300,16 @@ pub struct ChildOutcome {
     /// What a child that worked in its own worktree changed (boxed: most children have none).
     /// Added in format 5.
     pub changes: Option<Box<Changes>>,
+    /// The tool calls an agent child's own permission system refused, one line each
+    /// (boxed: most children have none; [`ChildOutcome::denied`] reads them). Added in format 6.
+    pub denials: Option<Box<Denials>>,
+}
+
+/// The tool calls an agent child's own permission system refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denials {
+    /// One line each: the tool and its main argument (`Bash: touch f`).
+    pub calls: Vec<String>,
 }
 
 /// What a child left in its own worktree, committed on its branch by hermes.
@@ -398,7 +408,13 @@ impl ChildOutcome {
             model: None,
             usage: None,
             changes: None,
+            denials: None,
         }
+    }
+
+    /// The tool calls its agent's permission system refused (none for most children).
+    pub fn denied(&self) -> &[String] {
+        self.denials.as_deref().map_or(&[], |d| &d.calls)
     }
 
     /// Seconds from start to end (zero if it never started).

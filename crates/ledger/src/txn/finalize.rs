@@ -96,5 +96,6 @@ pub(crate) fn unknown_outcome(
         model: None,
         usage: None,
         changes: None,
+        denials: None,
     }
 }

@@ -47,6 +47,9 @@ pub enum StreamEvent {
     Usage(Usage),
     /// The agent's own failure.
     Error(String),
+    /// A tool call its own permission system refused: the tool and its main argument
+    /// (`Bash: touch f`).
+    Denied(String),
     /// Anything else worth a transcript line.
     Note(String),
 }
@@ -67,6 +70,8 @@ pub struct Report {
     pub error: Option<String>,
     /// Tokens and cost.
     pub usage: Option<Usage>,
+    /// The tool calls its permission system refused, one line each.
+    pub denials: Vec<String>,
 }
 
 /// Tool calls in flight and the message being streamed: what turns events into a [`Report`].
@@ -86,6 +91,10 @@ pub(crate) struct Tally {
 /// At most this many calls are tracked in flight: a stream that never ends its calls cannot
 /// grow memory.
 const TOOLS_MAX: usize = 256;
+
+/// At most this many refused calls are kept, each named (a child that keeps asking for the same
+/// thing does not grow its outcome without bound).
+const DENIALS_MAX: usize = 50;
 
 impl Tally {
     /// The tool of call `id` in flight (the latest one for an empty id).
@@ -147,6 +156,11 @@ impl Tally {
             }
             StreamEvent::Usage(usage) => r.usage = Some(usage.clone()),
             StreamEvent::Error(message) => r.error = Some(message.clone()),
+            StreamEvent::Denied(call) => {
+                if r.denials.len() < DENIALS_MAX {
+                    r.denials.push(call.clone());
+                }
+            }
             StreamEvent::Note(_) => {}
         }
     }

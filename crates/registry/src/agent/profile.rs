@@ -142,6 +142,8 @@ pub struct AgentRequest<'a> {
     pub depth: u32,
     /// `delegation.max_depth`.
     pub max_depth: u32,
+    /// Its sandbox: a built-in profile's permission flags follow it.
+    pub sandbox: hermes_ledger::SandboxMode,
 }
 
 /// An agent child ready to dispatch: its argv and the adapter that reads it.
@@ -189,8 +191,14 @@ pub fn command_for(
                 name: request.agent.to_owned(),
                 known: known_names(configured),
             })?;
-            let tools = tools_for(child, request.toolsets);
+            let permissions = (child.permissions)(agent_sandbox(request.sandbox));
+            let tools = if request.toolsets.is_empty() {
+                permissions.tools.iter().map(|t| (*t).to_owned()).collect()
+            } else {
+                tools_for(child, request.toolsets)
+            };
             let mut argv = (child.argv)(&prompt, request.model, &tools);
+            argv.extend(permissions.flags.iter().map(|f| (*f).to_owned()));
             if child.not_self
                 && let Some(first) = argv.first_mut()
             {
@@ -220,6 +228,15 @@ pub fn command_for(
         });
     }
     Ok(command)
+}
+
+/// A sandbox as the agents' permission flags are chosen for it.
+fn agent_sandbox(mode: hermes_ledger::SandboxMode) -> hermes_agents::Sandbox {
+    match mode {
+        hermes_ledger::SandboxMode::ReadOnly => hermes_agents::Sandbox::ReadOnly,
+        hermes_ledger::SandboxMode::WorkspaceWrite => hermes_agents::Sandbox::WorkspaceWrite,
+        hermes_ledger::SandboxMode::Full => hermes_agents::Sandbox::Full,
+    }
 }
 
 fn known_names(configured: &[hermes_settings::AgentOverride]) -> String {

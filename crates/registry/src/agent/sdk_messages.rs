@@ -65,6 +65,14 @@ pub(crate) fn read(line: &[u8], state: &mut ReadState, out: &mut Vec<StreamEvent
             }
         }
         "result" => {
+            for denial in line.permission_denials.unwrap_or_default() {
+                let detail = tool_detail(&denial.tool_input);
+                out.push(StreamEvent::Denied(if detail.is_empty() {
+                    denial.tool_name
+                } else {
+                    format!("{}: {detail}", denial.tool_name)
+                }));
+            }
             if line.usage.is_some() || line.total_cost_usd.is_some() {
                 let u = line.usage.unwrap_or_default();
                 out.push(StreamEvent::Usage(hermes_ledger::Usage {
@@ -112,6 +120,17 @@ struct Line<'a> {
     usage: Option<RawUsage>,
     #[serde(default)]
     total_cost_usd: Option<f64>,
+    /// The calls its permission system refused (`tool_name`, `tool_use_id`, `tool_input`).
+    #[serde(default)]
+    permission_denials: Option<Vec<Denial>>,
+}
+
+/// One refused call of a `result` line.
+#[derive(Deserialize)]
+struct Denial {
+    tool_name: String,
+    #[serde(default)]
+    tool_input: Value,
 }
 
 #[derive(Deserialize)]

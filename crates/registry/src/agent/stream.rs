@@ -179,6 +179,7 @@ impl Reader {
             StreamEvent::Answer(text) => lines(sink, "out", "result: ", text),
             StreamEvent::Usage(usage) => sink.line("prg", &usage_words(usage)),
             StreamEvent::Error(message) => lines(sink, "err", "error: ", message),
+            StreamEvent::Denied(call) => sink.line("err", &format!("permission denied: {call}")),
             StreamEvent::Note(text) => sink.line("prg", text),
         }
     }

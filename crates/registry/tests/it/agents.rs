@@ -257,6 +257,7 @@ fn request(agent: &str) -> AgentRequest<'_> {
         model: Some("m1"),
         depth: 1,
         max_depth: 2,
+        sandbox: hermes_ledger::SandboxMode::Full,
     }
 }
 
@@ -286,7 +287,13 @@ fn builtin_profiles_build_their_headless_streaming_argv() {
             "stream-json",
             "--verbose",
             "--model",
-            "m1"
+            "m1",
+            "--allowedTools",
+            "Bash,Edit,Write,MultiEdit,NotebookEdit",
+            "--permission-mode",
+            "acceptEdits",
+            "--permission-prompts",
+            "none"
         ]
     );
     let codex = command_for(&request("codex"), &[], path).expect("codex");
@@ -301,10 +308,18 @@ fn builtin_profiles_build_their_headless_streaming_argv() {
             "m1"
         ]
     );
+    assert_eq!(codex.argv[7..], ["--sandbox", "danger-full-access"]);
     let gemini = command_for(&request("gemini"), &[], path).expect("gemini");
     assert_eq!(
         gemini.argv[3..],
-        ["--output-format", "stream-json", "-m", "m1"]
+        [
+            "--output-format",
+            "stream-json",
+            "-m",
+            "m1",
+            "--approval-mode",
+            "yolo"
+        ]
     );
     for c in [&claude, &codex, &gemini] {
         assert_eq!(
@@ -312,6 +327,55 @@ fn builtin_profiles_build_their_headless_streaming_argv() {
             Some(c.adapter.as_str())
         );
     }
+}
+
+#[test]
+fn a_sandbox_sets_each_agents_permission_flags_and_toolsets_still_win() {
+    use hermes_ledger::SandboxMode;
+    let bin = bin_dir(&["claude", "codex", "gemini"]);
+    let path = Some(bin.path().as_os_str());
+    let at = |agent, sandbox| {
+        let r = AgentRequest {
+            sandbox,
+            ..request(agent)
+        };
+        command_for(&r, &[], path).expect("builds").argv
+    };
+    let claude = at("claude", SandboxMode::ReadOnly);
+    assert!(!claude.contains(&"--allowedTools".to_owned()), "{claude:?}");
+    assert!(
+        claude.ends_with(
+            &[
+                "--permission-mode",
+                "dontAsk",
+                "--permission-prompts",
+                "none"
+            ]
+            .map(String::from)
+        )
+    );
+    let codex = at("codex", SandboxMode::WorkspaceWrite);
+    assert!(
+        codex
+            .windows(2)
+            .any(|w| w == ["--sandbox", "workspace-write"]),
+        "{codex:?}"
+    );
+    let gemini = at("gemini", SandboxMode::ReadOnly);
+    assert!(gemini.ends_with(&["--approval-mode", "plan"].map(String::from)));
+    // A dispatch that names toolsets keeps its own allow-list.
+    let toolsets = ["file".to_owned()];
+    let r = AgentRequest {
+        toolsets: &toolsets,
+        sandbox: SandboxMode::WorkspaceWrite,
+        ..request("claude")
+    };
+    let argv = command_for(&r, &[], path).expect("builds").argv;
+    let at = argv
+        .iter()
+        .position(|a| a == "--allowedTools")
+        .expect("allow-list");
+    assert!(!argv[at + 1].contains("Bash"), "{argv:?}");
 }
 
 #[test]
@@ -401,4 +465,27 @@ fn commands_given_as_is_are_recognised_only_with_their_stream_flags() {
         )
         .is_none()
     );
+}
+
+#[test]
+fn the_calls_claude_refused_are_counted_and_named() {
+    // The `result` line's `permission_denials` ({tool_name, tool_use_id, tool_input}), as the
+    // pinned Claude Code's SDK schema has it (`permission_denials` in its bundled CLI).
+    let stream = concat!(
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"I could not.","#,
+        r#""permission_denials":[{"tool_name":"Bash","tool_use_id":"t1","#,
+        r#""tool_input":{"command":"touch made-by-child.txt"}},"#,
+        r#"{"tool_name":"Write","tool_use_id":"t2","tool_input":{"file_path":"/x/y"}}]}"#,
+        "\n"
+    );
+    let (report, text) = replay("claude", stream);
+    assert_eq!(
+        report.denials,
+        ["Bash: touch made-by-child.txt", "Write: /x/y"]
+    );
+    assert!(
+        text.contains("err | permission denied: Bash: touch made-by-child.txt\n"),
+        "{text}"
+    );
+    assert_eq!(report.answer.as_deref(), Some("I could not."));
 }

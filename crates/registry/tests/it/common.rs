@@ -9,7 +9,7 @@ use hermes_registry::{Config, Host, HostOptions, SystemClock};
 
 pub struct Fixture {
     /// Holds the home (and the ledger in it) for the test's lifetime.
-    _home: tempfile::TempDir,
+    pub home: tempfile::TempDir,
     pub ledger: Arc<Ledger>,
     pub host: Host,
 }
@@ -64,11 +64,7 @@ pub async fn fixture_with(
     let host = Host::start(ledger.clone(), config, Arc::new(SystemClock), options)
         .await
         .expect("host starts");
-    Fixture {
-        _home: home,
-        ledger,
-        host,
-    }
+    Fixture { home, ledger, host }
 }
 
 pub async fn inline_fixture(tweak: impl FnOnce(&mut Config)) -> Fixture {

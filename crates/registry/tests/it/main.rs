@@ -7,3 +7,4 @@ mod children;
 mod common;
 mod flood;
 mod pg_faults;
+mod sandbox;

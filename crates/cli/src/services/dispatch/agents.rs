@@ -86,6 +86,7 @@ pub fn resolve(spec: &mut DispatchSpec, settings: &Settings) -> anyhow::Result<(
             model: task.model.as_deref(),
             depth: spec.depth,
             max_depth,
+            sandbox: spec.sandbox.mode,
         };
         let command = command_for(&request, &settings.agents, path.as_deref()).map_err(at)?;
         task.command = command.argv;

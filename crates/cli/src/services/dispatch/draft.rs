@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hermes_ledger::{DeliveryMode, DispatchSpec, Role, TaskSpec, Workspace};
+use hermes_ledger::{DeliveryMode, DispatchSpec, Role, SandboxMode, TaskSpec, Workspace};
 
 use crate::args::DispatchArgs;
 use crate::services::dispatch::tasks_file::{self, Batch};
@@ -36,6 +36,12 @@ pub struct Draft {
     pub pool: Option<String>,
     /// Where each child works (default: the batch's, else `delegation.workspace`).
     pub workspace: Option<Workspace>,
+    /// What each child may do (default: the batch's, else the door's default).
+    pub sandbox: Option<SandboxMode>,
+    /// Whether the children reach the network (default: `[sandbox]`'s, per kind of child).
+    pub network: Option<bool>,
+    /// The door it came through, whose defaults and ceiling apply.
+    pub door: super::sandbox::Door,
     /// An agent to run on the goal instead of a command.
     pub agent: Option<String>,
     /// How to read the child's stdout.
@@ -123,6 +129,9 @@ impl Draft {
             group: args.group.clone(),
             pool: args.pool.clone(),
             workspace: args.workspace,
+            sandbox: args.sandbox,
+            network: args.network,
+            door: super::sandbox::Door::CommandLine,
             agent: args.agent.clone(),
             adapter: args.adapter.clone(),
             command: args.command.clone(),
@@ -145,6 +154,11 @@ impl Draft {
             cwd,
             &settings,
         )?;
+        let asked = super::sandbox::Asked {
+            mode: self.sandbox.or(batch.as_ref().and_then(|b| b.sandbox)),
+            network: self.network,
+            door: self.door,
+        };
         let batch_pool = batch.as_ref().and_then(|b| b.pool.clone());
         let pool = self.pool.clone().or(batch_pool);
         if let Some(pool) = &pool {
@@ -214,7 +228,9 @@ impl Draft {
             pool,
             depth: 1,
             workspace,
+            sandbox: hermes_ledger::Sandbox::FULL,
         };
+        spec.sandbox = super::sandbox::choose(&asked, &spec, &settings)?;
         crate::services::dispatch::agents::resolve(&mut spec, &settings)?;
         Ok(spec)
     }

@@ -38,6 +38,8 @@ pub struct Batch {
     pub pool: Option<String>,
     /// Where its children work.
     pub workspace: Option<hermes_ledger::Workspace>,
+    /// What its children may do.
+    pub sandbox: Option<hermes_ledger::SandboxMode>,
 }
 
 /// One child of a batch; what it leaves out comes from the dispatch around it.
@@ -76,6 +78,9 @@ struct TasksFile {
     /// `none` or `worktree`.
     #[serde(default)]
     workspace: Option<String>,
+    /// `read-only`, `workspace-write` or `full`.
+    #[serde(default)]
+    sandbox: Option<String>,
 }
 
 /// One child of a tasks file, as written.
@@ -174,12 +179,22 @@ fn read(file: TasksFile) -> Result<Batch, Bad> {
         ),
         None => None,
     };
+    let sandbox = match &file.sandbox {
+        Some(mode) => Some(hermes_ledger::SandboxMode::parse(mode).ok_or_else(|| {
+            (
+                "sandbox".to_owned(),
+                "must be read-only, workspace-write or full",
+            )
+        })?),
+        None => None,
+    };
     Ok(Batch {
         tasks,
         delivery,
         group: file.group,
         pool: file.pool,
         workspace,
+        sandbox,
     })
 }
 

@@ -75,6 +75,8 @@ async fn the_server_offers_six_tools_with_precise_schemas() {
         "cwd",
         "pool",
         "workspace",
+        "sandbox",
+        "network",
     ] {
         assert!(
             props.get(field).is_some(),

@@ -6,7 +6,7 @@
 mod agent_fixtures;
 mod agents;
 mod claude;
-mod client;
+pub(crate) mod client;
 mod fixtures;
 mod fuzz;
 pub(crate) mod hooks;
