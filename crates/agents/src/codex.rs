@@ -132,17 +132,22 @@ fn streams(args: &[String]) -> bool {
 }
 
 /// Its permission flags, from `codex exec --help` of the pinned 0.171.0
-/// (`tests/agents/package.json`): `--sandbox read-only|workspace-write|danger-full-access`
-/// (codex's own sandbox for the commands it runs, set to the child's so the two agree). Its
+/// (`tests/agents/package.json`): `--sandbox danger-full-access` in every mode, so that its
+/// shell runs its commands as they are and hermes' kernel sandbox alone confines them. Codex's
+/// own sandbox cannot run inside hermes': 0.171.0 builds it with bubblewrap (its
+/// `linux-sandbox`; the legacy Landlock path, `features.use_legacy_landlock`, panics with
+/// "filesystem-restricted execution requires bubblewrap"), and bubblewrap mounts, which the
+/// kernel refuses to any process under a Landlock domain. Tried with the real codex: under
+/// `--sandbox workspace-write` every command failed with "error building bubblewrap command:
+/// Permission denied". What codex runs is refused by the kernel instead, and a refused write
+/// shows in its stream as a failed command (counted as a denial by the stream adapter). Its
 /// `--skip-git-repo-check` is in every argv (a child's working directory need not be a
 /// repository).
-fn permissions(sandbox: Sandbox) -> Permissions {
-    let flags: &'static [&'static str] = match sandbox {
-        Sandbox::ReadOnly => &["--sandbox", "read-only"],
-        Sandbox::WorkspaceWrite => &["--sandbox", "workspace-write"],
-        Sandbox::Full => &["--sandbox", "danger-full-access"],
-    };
-    Permissions { flags, tools: &[] }
+fn permissions(_: Sandbox) -> Permissions {
+    Permissions {
+        flags: &["--sandbox", "danger-full-access"],
+        tools: &[],
+    }
 }
 
 /// Its state: `$CODEX_HOME`, by default `~/.codex`.
@@ -156,16 +161,15 @@ const STATE: &[StateDir] = &[StateDir {
 mod tests {
 
     #[test]
-    fn permissions_set_codex_own_sandbox_to_the_childs() {
+    fn codex_own_sandbox_is_off_inside_hermes() {
         use crate::{Sandbox, child};
         let (_, profile) = child("codex").expect("profile");
-        let flags = |s| (profile.permissions)(s).flags;
-        assert_eq!(
-            flags(Sandbox::ReadOnly),
-            ["--sandbox", "read-only"]
-        );
-        assert_eq!(flags(Sandbox::WorkspaceWrite)[1], "workspace-write");
-        assert_eq!(flags(Sandbox::Full)[1], "danger-full-access");
+        for mode in [Sandbox::ReadOnly, Sandbox::WorkspaceWrite, Sandbox::Full] {
+            assert_eq!(
+                (profile.permissions)(mode).flags,
+                ["--sandbox", "danger-full-access"]
+            );
+        }
         assert_eq!(profile.state[0].var, Some("CODEX_HOME"));
     }
 }
