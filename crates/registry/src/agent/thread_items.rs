@@ -68,6 +68,12 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
                     Some(code) => format!("exit {code}"),
                     None => str_at(item, "status").to_owned(),
                 };
+                if refused(item, ok) {
+                    out.push(StreamEvent::Denied(format!(
+                        "shell: {}",
+                        short(unwrapped(str_at(item, "command")))
+                    )));
+                }
                 out.push(StreamEvent::ToolEnd {
                     id: str_at(item, "id").to_owned(),
                     ok,
@@ -126,6 +132,36 @@ fn tool_name(kind: &str, item: &Value) -> String {
     }
 }
 
+/// What a refused command says: the system's words for `EACCES`, `EPERM` and `EROFS`, as the
+/// kernel's sandbox (Landlock, a read-only mount) answers a write it does not allow.
+const REFUSALS: &[&str] = &[
+    "Permission denied",
+    "Operation not permitted",
+    "Read-only file system",
+];
+
+/// Whether a call that ended (`ok` or not) was refused rather than wrong: the agent declined
+/// it, or a command failed saying the system refused it. The stream has no mark of its own for
+/// a refusal by the kernel, only the command's output.
+fn refused(item: &Value, ok: bool) -> bool {
+    str_at(item, "status") == "declined"
+        || (!ok
+            && str_at(item, "type") == "command_execution"
+            && REFUSALS
+                .iter()
+                .any(|r| str_at(item, "aggregated_output").contains(r)))
+}
+
+/// The command a shell wrapper runs (`/bin/bash -lc 'touch f'` is `touch f`), else the line.
+fn unwrapped(command: &str) -> &str {
+    command
+        .split_once(" -lc '")
+        .or_else(|| command.split_once(" -c '"))
+        .and_then(|(shell, rest)| (!shell.contains(' ')).then_some(rest))
+        .and_then(|rest| rest.strip_suffix('\''))
+        .unwrap_or(command)
+}
+
 fn tool_detail(kind: &str, item: &Value) -> String {
     match kind {
         "command_execution" => short(str_at(item, "command")),
@@ -146,16 +182,63 @@ fn error_text(agent: &str, error: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn calls(lines: &[&str]) -> usize {
+        events(lines)
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::ModelCall))
+            .count()
+    }
+
+    fn events(lines: &[&str]) -> Vec<StreamEvent> {
         let mut state = ReadState::default();
         let mut out = Vec::new();
         for line in lines {
             assert!(read(line.as_bytes(), &mut state, &mut out), "{line}");
         }
-        out.iter()
-            .filter(|e| matches!(e, StreamEvent::ModelCall))
-            .count()
+        out
+    }
+
+    fn denied(lines: &[&str]) -> Vec<String> {
+        events(lines)
+            .into_iter()
+            .filter_map(|e| match e {
+                StreamEvent::Denied(call) => Some(call),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_command_the_system_refused_is_a_denial_and_a_failing_one_is_not() {
+        let completed = |command: &str, output: &str, code: i32| {
+            json!({"type": "item.completed", "item": {
+                "id": "c", "type": "command_execution", "command": command,
+                "aggregated_output": output, "exit_code": code,
+                "status": if code == 0 { "completed" } else { "failed" },
+            }})
+            .to_string()
+        };
+        // As codex 0.171.0 printed it inside a read-only sandbox.
+        let refused = completed(
+            "/bin/bash -lc 'touch made-by-child.txt'",
+            "touch: cannot touch 'made-by-child.txt': Permission denied\n",
+            1,
+        );
+        assert_eq!(denied(&[&refused]), ["shell: touch made-by-child.txt"]);
+        let read_only = completed("sh -c 'echo > .git/x'", "sh: .git/x: Read-only file system", 2);
+        assert_eq!(denied(&[&read_only]), ["shell: echo > .git/x"]);
+        let declined = json!({"type": "item.completed", "item": {
+            "id": "d", "type": "command_execution", "command": "rm -rf /",
+            "aggregated_output": "", "exit_code": null, "status": "declined",
+        }})
+        .to_string();
+        assert_eq!(denied(&[&declined]), ["shell: rm -rf /"]);
+        // A command that failed on its own, or said the words and succeeded: nothing denied.
+        let failed = completed("cargo test", "test result: FAILED", 101);
+        let fine = completed("grep -r 'Permission denied' .", "Permission denied", 0);
+        assert!(denied(&[&failed, &fine]).is_empty());
     }
 
     #[test]
