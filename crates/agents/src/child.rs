@@ -68,8 +68,11 @@ pub struct StateDir {
     pub var: Option<&'static str>,
     /// Its place under the home directory.
     pub home: &'static str,
-    /// Whether it is a file (a directory is made when missing, so the agent can fill it).
-    pub file: bool,
+    /// For a file, what a missing one starts as; `None` for a directory. Either is made when
+    /// missing: a sandboxed agent may write its own file in place, but not create one in the
+    /// directory that holds it (Landlock grants rights on a file or beneath a directory, never
+    /// on a name pattern), and a directory is made so the agent can fill it.
+    pub file: Option<&'static str>,
 }
 
 /// A format of structured stdout, one JSON object per line, that the registry can read.

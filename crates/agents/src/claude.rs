@@ -151,16 +151,21 @@ fn permissions(sandbox: Sandbox) -> Permissions {
 }
 
 /// Its state: `~/.claude` (or `$CLAUDE_CONFIG_DIR`) and the `~/.claude.json` file beside it.
+/// Claude Code 2.1.332 writes that file atomically, through `~/.claude.json.tmp.PID.HEX` beside
+/// it, which the sandbox refuses (`$HOME` is not writable); on `EACCES` it writes the file in
+/// place instead, if the file exists (`f6s` and the atomic writer in `bin/claude.exe`). So a
+/// missing one starts as `{}`, what Claude reads as an empty configuration (tried: it fills it
+/// in on its first run, inside the sandbox as outside).
 const STATE: &[StateDir] = &[
     StateDir {
         var: Some("CLAUDE_CONFIG_DIR"),
         home: ".claude",
-        file: false,
+        file: None,
     },
     StateDir {
         var: None,
         home: ".claude.json",
-        file: true,
+        file: Some("{}"),
     },
 ];
 

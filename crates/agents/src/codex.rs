@@ -154,7 +154,7 @@ fn permissions(_: Sandbox) -> Permissions {
 const STATE: &[StateDir] = &[StateDir {
     var: Some("CODEX_HOME"),
     home: ".codex",
-        file: false,
+        file: None,
 }];
 
 #[cfg(test)]

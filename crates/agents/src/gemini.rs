@@ -160,7 +160,7 @@ fn permissions(sandbox: Sandbox) -> Permissions {
 const STATE: &[StateDir] = &[StateDir {
     var: None,
     home: ".gemini",
-        file: false,
+        file: None,
 }];
 
 #[cfg(test)]

@@ -227,7 +227,11 @@ mod tests {
             1,
         );
         assert_eq!(denied(&[&refused]), ["shell: touch made-by-child.txt"]);
-        let read_only = completed("sh -c 'echo > .git/x'", "sh: .git/x: Read-only file system", 2);
+        let read_only = completed(
+            "sh -c 'echo > .git/x'",
+            "sh: .git/x: Read-only file system",
+            2,
+        );
         assert_eq!(denied(&[&read_only]), ["shell: echo > .git/x"]);
         let declined = json!({"type": "item.completed", "item": {
             "id": "d", "type": "command_execution", "command": "rm -rf /",

@@ -3,6 +3,7 @@
 //! hermes' home — writable for an `orchestrator`, which reaches its ledger to delegate, and a
 //! read-only hole for a `leaf` even when it lies inside the child's workspace.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use hermes_ledger::{DelegationId, Role, Sandbox, TaskSpec};
@@ -73,8 +74,8 @@ pub(crate) fn policy(
     Some((policy, temp))
 }
 
-/// Where agent `name` keeps its state (each directory made if missing, so the agent can fill
-/// it).
+/// Where agent `name` keeps its state, each made if missing: a directory so the agent can fill
+/// it, a file (created, never overwritten) so the agent can write it in place.
 fn state_dirs(name: &str) -> Vec<PathBuf> {
     let Some((_, profile)) = hermes_agents::child(name) else {
         return Vec::new();
@@ -89,8 +90,17 @@ fn state_dirs(name: &str) -> Vec<PathBuf> {
                 .and_then(std::env::var_os)
                 .map(PathBuf::from)
                 .or_else(|| home.as_ref().map(|h| h.join(dir.home)))?;
-            if !dir.file {
-                let _ = std::fs::create_dir_all(&path);
+            match dir.file {
+                None => drop(std::fs::create_dir_all(&path)),
+                // Private, as an agent keeps its own (it may hold account details).
+                Some(empty) => drop(
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(&path)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, empty.as_bytes())),
+                ),
             }
             Some(path)
         })

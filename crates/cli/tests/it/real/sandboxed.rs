@@ -74,11 +74,19 @@ impl Agent {
             .hermes
             .json(&["delegation", "status", &id, "--json"]);
         // What the agent printed, for the assertions' messages.
-        let log = status["tasks"][0]["transcript"].as_str().unwrap_or_default().to_owned();
+        let log = status["tasks"][0]["transcript"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         status["log"] = std::fs::read_to_string(&log).unwrap_or_default().into();
         let raw = Path::new(&log).with_extension("jsonl");
         status["raw"] = std::fs::read_to_string(raw).unwrap_or_default().into();
-        status["model_saw"] = self.model.turns().last().map(|t| t.body["input"].clone()).into();
+        status["model_saw"] = self
+            .model
+            .turns()
+            .last()
+            .map(|t| t.body["input"].clone())
+            .into();
         (out, status)
     }
 
@@ -174,15 +182,29 @@ fn refused_read_only(agent: &Agent, tool: &str) {
         .map(|l| l.trim_start_matches(['│', ' ']))
         .find(|l| l.starts_with("Denied: "))
         .unwrap_or_else(|| panic!("no Denied line in {block}"));
-    assert!(
-        denied.contains(tool) && denied.contains(MADE),
-        "{denied}"
-    );
+    assert!(denied.contains(tool) && denied.contains(MADE), "{denied}");
 }
 
+/// Besides its file, Claude keeps its configuration: `~/.claude.json`, which it writes in place
+/// when the sandbox refuses its temporary file beside it, once hermes has made it.
 #[test]
-fn a_workspace_write_claude_child_makes_its_file() {
-    writes_its_workspace(&claude());
+fn a_workspace_write_claude_child_makes_its_file_and_keeps_its_configuration() {
+    let agent = claude();
+    let config = agent.machine.home().join(".claude.json");
+    assert!(!config.exists());
+    writes_its_workspace(&agent);
+    let text = std::fs::read_to_string(&config).expect("~/.claude.json");
+    let written: Value = serde_json::from_str(&text).expect("JSON");
+    assert!(
+        written.as_object().is_some_and(|o| !o.is_empty()),
+        "Claude wrote nothing into {text}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(agent.machine.home())
+        .expect("home")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
