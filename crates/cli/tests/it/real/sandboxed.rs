@@ -57,11 +57,12 @@ impl Agent {
         }
     }
 
-    /// `hermes -z --agent NAME --sandbox MODE --goal …` in the project: the block it printed,
-    /// and the unit's `status --json`.
-    fn run(&self, mode: &str) -> (Output, Value) {
+    /// `hermes -z --agent NAME --sandbox MODE [extra] --goal …` in the project: the block it
+    /// printed, and the unit's `status --json`.
+    fn run(&self, mode: &str, extra: &[&str]) -> (Output, Value) {
         let mut c = self.machine.command("hermes");
         c.args(["-z", "--agent", self.name, "--sandbox", mode])
+            .args(extra)
             .args(["--goal", "make the file"]);
         for (key, value) in &self.env {
             c.env(key, value);
@@ -120,6 +121,8 @@ fn claude() -> Agent {
         ("DISABLE_TELEMETRY", "1".into()),
         ("DISABLE_AUTOUPDATER", "1".into()),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        // A model it cannot reach fails at once.
+        ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -157,7 +160,7 @@ fn codex() -> Agent {
 /// Under `workspace-write` the agent makes the file in its working directory, through the
 /// model on 127.0.0.1, and completes with nothing denied.
 fn writes_its_workspace(agent: &Agent) {
-    let (out, status) = agent.run("workspace-write");
+    let (out, status) = agent.run("workspace-write", &[]);
     let task = &status["tasks"][0];
     assert!(out.status.success(), "{out:?}\n{status:#}");
     assert_eq!(status["status"], "completed", "{out:?}\n{status:#}");
@@ -171,7 +174,7 @@ fn writes_its_workspace(agent: &Agent) {
 
 /// Under `read-only` nothing is written, and the refusal is counted and named.
 fn refused_read_only(agent: &Agent, tool: &str) {
-    let (out, status) = agent.run("read-only");
+    let (out, status) = agent.run("read-only", &[]);
     let task = &status["tasks"][0];
     let block = String::from_utf8_lossy(&out.stdout);
     assert!(!agent.made(), "{MADE} was made: {out:?}\n{status:#}");
@@ -220,4 +223,18 @@ fn a_workspace_write_codex_child_makes_its_file() {
 #[test]
 fn a_read_only_codex_child_makes_nothing_and_its_denial_shows() {
     refused_read_only(&codex(), "shell");
+}
+
+/// The network an agent keeps by default is really the host's: with `--network off` the same
+/// child cannot reach its model on 127.0.0.1 (a network namespace of its own), so nothing is
+/// made and the unit does not complete.
+#[test]
+fn an_agent_child_with_its_network_off_cannot_reach_its_model() {
+    let agent = claude();
+    let (out, status) = agent.run("workspace-write", &["--network", "off"]);
+    let task = &status["tasks"][0];
+    assert_eq!(task["sandbox"]["network"], false, "{task}");
+    assert!(agent.model.turns().is_empty(), "{:#?}", agent.model.turns());
+    assert!(!agent.made(), "{out:?}");
+    assert_ne!(status["status"], "completed", "{out:?}\n{status:#}");
 }
