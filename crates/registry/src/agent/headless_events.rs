@@ -48,14 +48,28 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
             .find_map(|k| parameters.get(*k).and_then(Value::as_str))
             .map(short)
             .unwrap_or_default();
+            let (id, name) = (str_at(line, "tool_id"), str_at(line, "tool_name"));
+            state.called(
+                id,
+                if detail.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{name}: {detail}")
+                },
+            );
             out.push(StreamEvent::ToolStart {
-                id: str_at(line, "tool_id").to_owned(),
-                name: str_at(line, "tool_name").to_owned(),
+                id: id.to_owned(),
+                name: name.to_owned(),
                 detail,
             });
         }
         "tool_result" => {
             let ok = str_at(line, "status") == "success";
+            let call = state.take_call(str_at(line, "tool_id"));
+            if !ok && REFUSALS.contains(&str_at(&line["error"], "type")) {
+                let unnamed = || str_at(line, "tool_id").to_owned();
+                out.push(StreamEvent::Denied(call.unwrap_or_else(unnamed)));
+            }
             let detail = if ok {
                 short(str_at(line, "output"))
             } else {
@@ -103,6 +117,18 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
     }
 }
 
+/// The error types of a tool result that mean the agent refused the call rather than failed
+/// at it: its policy said no (`policy_violation`, `permission_denied`, the sandbox's
+/// `sandbox_expansion_required`), or its approval mode took the tool away, so that headless
+/// the call finds no such tool (`tool_not_registered`: under `--approval-mode plan` a shell
+/// or write call ends so, tried with the real Gemini CLI).
+const REFUSALS: &[&str] = &[
+    "policy_violation",
+    "permission_denied",
+    "sandbox_expansion_required",
+    "tool_not_registered",
+];
+
 /// The model of `models` (name → tokens) with the most input tokens.
 fn answering_model(models: &Value) -> Option<String> {
     models
@@ -110,4 +136,37 @@ fn answering_model(models: &Value) -> Option<String> {
         .iter()
         .max_by_key(|(_, stats)| stats["input_tokens"].as_u64().unwrap_or(0))
         .map(|(name, _)| name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied(lines: &[&str]) -> Vec<String> {
+        let mut state = ReadState::default();
+        let mut out = Vec::new();
+        for line in lines {
+            assert!(read(line.as_bytes(), &mut state, &mut out), "{line}");
+        }
+        out.into_iter()
+            .filter_map(|e| match e {
+                StreamEvent::Denied(call) => Some(call),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_the_agent_refused_is_a_denial_named_by_its_call() {
+        // As Gemini CLI 0.61.0 printed it under `--approval-mode plan`.
+        let used = r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"t1","parameters":{"command":"touch made-by-child.txt"}}"#;
+        let refused = r#"{"type":"tool_result","tool_id":"t1","status":"error","output":"Tool \"run_shell_command\" not found.","error":{"type":"tool_not_registered","message":"Tool \"run_shell_command\" not found."}}"#;
+        assert_eq!(
+            denied(&[used, refused]),
+            ["run_shell_command: touch made-by-child.txt"]
+        );
+        // A call that failed at its work is no denial.
+        let failed = r#"{"type":"tool_result","tool_id":"t1","status":"error","error":{"type":"file_not_found","message":"no"}}"#;
+        assert!(denied(&[used, failed]).is_empty());
+    }
 }

@@ -25,9 +25,29 @@ pub struct ReadState {
     pub message_done: bool,
     /// Usage summed over turns, for agents that report it per turn.
     pub usage: hermes_ledger::Usage,
+    /// The latest tool calls, `(id, "name: detail")`, for streams whose result of a call names
+    /// only its id: a refused one is named by its call.
+    pub calls: Vec<(String, String)>,
 }
 
+/// At most this many calls are remembered by [`ReadState::called`].
+const CALLS_MAX: usize = 64;
+
 impl ReadState {
+    /// Remembers call `id` as `named`.
+    pub fn called(&mut self, id: &str, named: String) {
+        if self.calls.len() == CALLS_MAX {
+            self.calls.remove(0);
+        }
+        self.calls.push((id.to_owned(), named));
+    }
+
+    /// The call `id` as [`ReadState::called`] named it, forgotten from here on.
+    pub fn take_call(&mut self, id: &str) -> Option<String> {
+        let at = self.calls.iter().rposition(|(i, _)| i == id)?;
+        Some(self.calls.remove(at).1)
+    }
+
     /// The model produced output: one call, unless this response was counted already.
     pub fn model_output(&mut self, out: &mut Vec<StreamEvent>) {
         if !self.in_model_turn {

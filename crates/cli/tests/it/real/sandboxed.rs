@@ -11,7 +11,13 @@
 //!   a call its permission mode refused in the result's `permission_denials`
 //!   (`node_modules/@anthropic-ai/claude-code/bin/claude.exe`);
 //! - Codex 0.171.0 offers `exec_command` (`{"cmd": …}`) to its model (the logged request's
-//!   `tools`) and reads its provider from `$CODEX_HOME/config.toml` (see `codex.rs`).
+//!   `tools`) and reads its provider from `$CODEX_HOME/config.toml` (see `codex.rs`); its
+//!   `exec --json` stream reports a command as a `command_execution` item with its
+//!   `aggregated_output` and `exit_code`, and nothing else marks a refusal by the kernel;
+//! - Gemini CLI 0.61.0 offers `run_shell_command` (`{"command": …}`) under `--approval-mode
+//!   yolo`; under `plan` the tool is gone and a call of it ends in a `tool_result` whose
+//!   `error.type` is `tool_not_registered` (`ToolErrorType` in
+//!   `node_modules/@google/gemini-cli/bundle/chunk-JDPZ4CE3.js`).
 
 use std::path::Path;
 use std::process::Output;
@@ -157,6 +163,33 @@ fn codex() -> Agent {
     agent
 }
 
+/// Gemini CLI with the API key auth chosen and the project trusted (see `gemini.rs`).
+fn gemini() -> Agent {
+    let call = Reply::Call {
+        tool: "run_shell_command".into(),
+        args: json!({"command": format!("touch {MADE}")}),
+    };
+    let mut agent = Agent::new(Machine::new(), "gemini", Wire::Gemini, call);
+    let dir = agent.machine.home().join(".gemini");
+    std::fs::create_dir_all(&dir).expect("~/.gemini");
+    std::fs::write(
+        dir.join("settings.json"),
+        r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}}"#,
+    )
+    .expect("settings.json");
+    let project = agent.machine.project().canonicalize().expect("the project");
+    std::fs::write(
+        dir.join("trustedFolders.json"),
+        json!({ project.to_str().expect("utf-8"): "TRUST_FOLDER" }).to_string(),
+    )
+    .expect("trustedFolders.json");
+    agent.env = vec![
+        ("GOOGLE_GEMINI_BASE_URL".into(), agent.model.base_url()),
+        ("GEMINI_API_KEY".into(), "test-key".into()),
+    ];
+    agent
+}
+
 /// Under `workspace-write` the agent makes the file in its working directory, through the
 /// model on 127.0.0.1, and completes with nothing denied.
 fn writes_its_workspace(agent: &Agent) {
@@ -223,6 +256,16 @@ fn a_workspace_write_codex_child_makes_its_file() {
 #[test]
 fn a_read_only_codex_child_makes_nothing_and_its_denial_shows() {
     refused_read_only(&codex(), "shell");
+}
+
+#[test]
+fn a_workspace_write_gemini_child_makes_its_file() {
+    writes_its_workspace(&gemini());
+}
+
+#[test]
+fn a_read_only_gemini_child_makes_nothing_and_its_denial_shows() {
+    refused_read_only(&gemini(), "run_shell_command");
 }
 
 /// The network an agent keeps by default is really the host's: with `--network off` the same
