@@ -121,7 +121,7 @@ fn read_object(line: &Value, state: &mut ReadState, out: &mut Vec<StreamEvent>) 
 /// at it: its policy said no (`policy_violation`, `permission_denied`, the sandbox's
 /// `sandbox_expansion_required`), or its approval mode took the tool away, so that headless
 /// the call finds no such tool (`tool_not_registered`: under `--approval-mode plan` a shell
-/// or write call ends so, tried with the real Gemini CLI).
+/// or write call ends so, tried with the real agent).
 const REFUSALS: &[&str] = &[
     "policy_violation",
     "permission_denied",
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn a_call_the_agent_refused_is_a_denial_named_by_its_call() {
-        // As Gemini CLI 0.61.0 printed it under `--approval-mode plan`.
+        // As the pinned agent printed it under `--approval-mode plan`.
         let used = r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"t1","parameters":{"command":"touch made-by-child.txt"}}"#;
         let refused = r#"{"type":"tool_result","tool_id":"t1","status":"error","output":"Tool \"run_shell_command\" not found.","error":{"type":"tool_not_registered","message":"Tool \"run_shell_command\" not found."}}"#;
         assert_eq!(

@@ -220,7 +220,7 @@ mod tests {
             }})
             .to_string()
         };
-        // As codex 0.171.0 printed it inside a read-only sandbox.
+        // As the pinned agent printed it inside a read-only sandbox.
         let refused = completed(
             "/bin/bash -lc 'touch made-by-child.txt'",
             "touch: cannot touch 'made-by-child.txt': Permission denied\n",
