@@ -21,6 +21,7 @@ mod cline;
 mod codex;
 mod copilot;
 mod gemini;
+mod worktree;
 
 /// The installed CLIs' `node_modules/.bin`.
 pub fn agent_bin() -> &'static Path {
