@@ -64,7 +64,7 @@ impl Agent {
     }
 
     /// `hermes -z --agent NAME --sandbox MODE [extra] --goal …` in the project: the block it
-    /// printed, and the unit's `status --json`.
+    /// printed, and the unit's `status --json` (with the child's `log` and `raw` stream).
     fn run(&self, mode: &str, extra: &[&str]) -> (Output, Value) {
         let mut c = self.machine.command("hermes");
         c.args(["-z", "--agent", self.name, "--sandbox", mode])
@@ -80,7 +80,7 @@ impl Agent {
             .machine
             .hermes
             .json(&["delegation", "status", &id, "--json"]);
-        // What the agent printed, for the assertions' messages.
+        // The child's transcript and raw stream, for the assertions' messages.
         let log = status["tasks"][0]["transcript"]
             .as_str()
             .unwrap_or_default()
@@ -88,12 +88,6 @@ impl Agent {
         status["log"] = std::fs::read_to_string(&log).unwrap_or_default().into();
         let raw = Path::new(&log).with_extension("jsonl");
         status["raw"] = std::fs::read_to_string(raw).unwrap_or_default().into();
-        status["model_saw"] = self
-            .model
-            .turns()
-            .last()
-            .map(|t| t.body["input"].clone())
-            .into();
         (out, status)
     }
 
