@@ -237,6 +237,13 @@ pub(super) fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Res
 /// told to pass: `HERMES_HOME`, and every other one of its settings that is set now. Names
 /// only: the values stay in the environment.
 fn own_variables() -> Vec<String> {
+    hermes_variables()
+        .filter(|var| var == "HERMES_HOME" || std::env::var_os(var).is_some())
+        .collect()
+}
+
+/// Every variable hermes reads: `HERMES_HOME` and one per setting.
+pub(super) fn hermes_variables() -> impl Iterator<Item = String> {
     let settings = hermes_settings::KEYS
         .iter()
         .map(|k| (k.section, k.name))
@@ -246,9 +253,7 @@ fn own_variables() -> Vec<String> {
                 .map(|k| (k.section, k.name)),
         )
         .map(|(section, name)| format!("HERMES_{section}_{name}").to_ascii_uppercase());
-    std::iter::once("HERMES_HOME".to_owned())
-        .chain(settings.filter(|var| std::env::var_os(var).is_some()))
-        .collect()
+    std::iter::once("HERMES_HOME".to_owned()).chain(settings)
 }
 
 /// The path an environment variable's `value` names, unless it is blank (which the agents
@@ -302,6 +307,7 @@ impl ServerFile {
                 file,
                 kind,
                 all_tools,
+                pass_env,
             } => {
                 let mut file = File::open(&place_path(file, options)?, options.print)?;
                 let servers = merge::object_at(&mut file.doc, "mcpServers", &file.path)?;
@@ -309,6 +315,9 @@ impl ServerFile {
                     merge::upsert_server(servers, SERVER, program, &["mcp"], *kind, &file.path)?;
                 if *all_tools && entry.get("tools").is_none() {
                     entry.set("tools", Doc::Array(vec![Doc::string("*")]));
+                }
+                if let Some(keys) = pass_env {
+                    merge::ensure_listed_at(&mut file.doc, keys, &own_variables(), &file.path)?;
                 }
                 ServerFile::Json(file)
             }
