@@ -20,6 +20,7 @@ use crate::common::Hermes;
 mod cline;
 mod codex;
 mod copilot;
+mod detach;
 mod gemini;
 
 /// The installed CLIs' `node_modules/.bin`.
