@@ -45,17 +45,14 @@ fn key_length() -> String {
 
 /// `delegation status ID --json` in `machine`'s home.
 fn status(machine: &Machine, id: &str) -> Value {
-    machine
-        .hermes
-        .json(&["delegation", "status", id, "--json"])
+    machine.hermes.json(&["delegation", "status", id, "--json"])
 }
 
 /// Waits until delegation `id` has ended; its status.
 fn ended(machine: &Machine, id: &str) -> Value {
     wait_for(LIMIT, "the child to end", || {
         let status = status(machine, id);
-        (!matches!(status["status"].as_str(), Some("running" | "queued") | None))
-            .then_some(status)
+        (!matches!(status["status"].as_str(), Some("running" | "queued") | None)).then_some(status)
     })
 }
 
@@ -93,9 +90,7 @@ fn assert_secret_nowhere(dir: &Path) {
         } else if meta.is_file() {
             seen += 1;
             let bytes = std::fs::read(&path).unwrap_or_default();
-            let found = bytes
-                .windows(SECRET.len())
-                .any(|w| w == SECRET.as_bytes());
+            let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
             assert!(!found, "the secret is in {}", path.display());
         }
     }
@@ -199,7 +194,11 @@ fn claude_print_then_resume_gets_the_result_once_and_clear_discards() {
     );
     resume_claude(&claude, &session, "SAY third turn");
     let last = claude.main_turns().pop().expect("a request");
-    assert_eq!(occurrences(&last.body, marker), 1, "nothing delivered twice");
+    assert_eq!(
+        occurrences(&last.body, marker),
+        1,
+        "nothing delivered twice"
+    );
 
     // A second child, then `/clear`: the conversation is discarded, its work with it.
     let gate = claude.machine.home().join("gate-2");
@@ -267,9 +266,7 @@ fn copilot_print_then_resume_gets_the_result_once_and_session_end_discards() {
     std::fs::remove_file(&gate).expect("close the gate");
     turn(&["--resume", &session, "-p", "dispatch it"]);
     let second = the_running(&machine);
-    let out = machine
-        .hermes
-        .run(&["session", "end", &session]);
+    let out = machine.hermes.run(&["session", "end", &session]);
     assert_eq!(out.code, 0, "{out:?}");
     assert_discarded(&machine, &second);
 }
@@ -283,7 +280,10 @@ fn a_child_dispatched_through_claude_has_the_persons_key() {
     let out = claude
         .command()
         .env("FAKE_API_KEY", SECRET)
-        .args(["-p", &format!("STEP mcp__hermes__delegate_task {args}\nSAY dispatched")])
+        .args([
+            "-p",
+            &format!("STEP mcp__hermes__delegate_task {args}\nSAY dispatched"),
+        ])
         .args(["--output-format", "stream-json", "--verbose"])
         .arg("--dangerously-skip-permissions")
         .output()
@@ -298,7 +298,11 @@ fn a_child_dispatched_through_claude_has_the_persons_key() {
         delegation_id(&text)
     });
     let done = ended(&claude.machine, &id);
-    assert_eq!(done["tasks"][0]["result"], key_length(), "{done}");
+    assert_eq!(
+        done["tasks"][0]["result"].as_str().map(str::trim),
+        Some(key_length().as_str()),
+        "{done}"
+    );
     assert_secret_nowhere(claude.machine.hermes.path());
 }
 
@@ -329,7 +333,12 @@ fn a_child_dispatched_through_codex_has_the_persons_key() {
         .expect("codex runs");
     let before = codex.model.turns().len();
     let out = codex
-        .codex(&["exec", "--json", "--dangerously-bypass-hook-trust", "the key"])
+        .codex(&[
+            "exec",
+            "--json",
+            "--dangerously-bypass-hook-trust",
+            "the key",
+        ])
         .env("FAKE_API_KEY", SECRET)
         .output()
         .expect("codex runs");
@@ -339,7 +348,11 @@ fn a_child_dispatched_through_codex_has_the_persons_key() {
     assert!(!answer.contains("warning"), "{answer}");
     let id = delegation_id(&answer).expect("an id");
     let done = ended(&codex.machine, &id);
-    assert_eq!(done["tasks"][0]["result"], key_length(), "{done}");
+    assert_eq!(
+        done["tasks"][0]["result"].as_str().map(str::trim),
+        Some(key_length().as_str()),
+        "{done}"
+    );
     assert_secret_nowhere(codex.machine.hermes.path());
 }
 
@@ -367,7 +380,11 @@ fn a_child_dispatched_through_gemini_has_the_persons_key() {
     let done = wait_for(LIMIT, "the child to end", || g.ended().first().cloned());
     let id = done["delegation_id"].as_str().expect("an id");
     let status = status(&g.machine, id);
-    assert_eq!(status["tasks"][0]["result"], key_length(), "{status}");
+    assert_eq!(
+        status["tasks"][0]["result"].as_str().map(str::trim),
+        Some(key_length().as_str()),
+        "{status}"
+    );
     assert_secret_nowhere(g.machine.hermes.path());
 }
 
@@ -410,8 +427,16 @@ fn geminis_strict_mode_passes_hermes_variables_that_install_allowed() {
         .into_iter()
         .find(|b| occurrences(&b["contents"], "deleg_") > 0)
         .expect("the dispatch answer reached the model");
-    assert_eq!(occurrences(&answered["contents"], "warning"), 0, "{answered}");
-    assert_eq!(g.ended().len(), 1, "the dispatch is in the test's home");
+    assert_eq!(
+        occurrences(&answered["contents"], "warning"),
+        0,
+        "{answered}"
+    );
+    let listed = wait_for(LIMIT, "the dispatch in the test's home", || {
+        let list = g.hermes_json(&["delegation", "list", "--all", "--json"]);
+        (list["recent_count"] == 1).then_some(list)
+    });
+    assert_eq!(listed["recent"][0]["status"], "completed", "{listed}");
     let run = g.run("hermes", &["hook", "uninstall", "gemini"]);
     assert_eq!(run.code, 0, "{run:?}");
     let left = std::fs::read_to_string(&settings).unwrap_or_default();
