@@ -189,7 +189,7 @@ fn claude_print_then_resume_gets_the_result_once_and_clear_discards() {
     );
     eprintln!(
         "claude -p → --resume: first turn {first_turn:?} ({hooks_first} hooks, {micros_first} µs), \
-         dispatch to delivered {:?}, resumed turn {resume_turn:?} ({hooks_second} hooks, {micros_second} µs)",
+         dispatch (turn start) to delivered (resumed turn done) {:?}, resumed turn {resume_turn:?} ({hooks_second} hooks, {micros_second} µs)",
         started.elapsed()
     );
     resume_claude(&claude, &session, "SAY third turn");
@@ -389,43 +389,63 @@ fn a_child_dispatched_through_gemini_has_the_persons_key() {
 }
 
 /// Gemini's strict mode (`GITHUB_SHA` set, as in GitHub Actions) passes its hooks and MCP
-/// servers only a fixed few variables and those the settings allow: `hook install` allowed
-/// hermes' own, so the dispatch lands in the test's home, bound by the hooks (no warning);
-/// `hook uninstall` takes them out again.
+/// servers only a fixed few variables and those the settings allow by name: without hermes'
+/// own allowed, the dispatch misses the test's home; `hook install` allows them, and it lands
+/// there, bound by the hooks (no warning); `hook uninstall` takes them out again.
 #[test]
 fn geminis_strict_mode_passes_hermes_variables_that_install_allowed() {
     let g = Gemini::new(by_prompt);
     g.install(&[]);
     let settings = g.machine.project().join(".gemini/settings.json");
-    let written: Value =
-        serde_json::from_str(&std::fs::read_to_string(&settings).expect("settings")).expect("JSON");
-    let allowed = &written["security"]["environmentVariableRedaction"]["allowed"];
-    assert!(
+    let read = || -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("settings")).expect("JSON")
+    };
+    let mut written = read();
+    let allowed = written["security"]["environmentVariableRedaction"]["allowed"].clone();
+    for var in ["HERMES_HOME", "HERMES_HOST_IDLE_EXIT_SECONDS"] {
+        assert!(
+            allowed.as_array().is_some_and(|a| a.contains(&json!(var))),
+            "{var}: {written:#}"
+        );
+    }
+    let strict_turn = || {
+        let line = format!(
+            "CALL delegate_task {}",
+            json!({"goal": "strict", "command": ["true"]})
+        );
+        let out = g
+            .machine
+            .command("gemini")
+            .args(["-p", &line, "--output-format", "stream-json"])
+            .args(["--allowed-tools", TOOLS])
+            .env("GOOGLE_GEMINI_BASE_URL", g.model.base_url())
+            .env("GEMINI_API_KEY", "test-key")
+            .env("GITHUB_SHA", "x")
+            .output()
+            .expect("gemini runs");
+        assert!(out.status.success(), "{out:?}");
+    };
+    // Without them: the dispatch went somewhere else.
+    written
+        .as_object_mut()
+        .expect("an object")
+        .remove("security");
+    std::fs::write(&settings, written.to_string()).expect("settings");
+    strict_turn();
+    let list = g.hermes_json(&["delegation", "list", "--all", "--json"]);
+    assert_eq!(list["recent_count"], 0, "{list}");
+    assert_eq!(list["running_count"], 0, "{list}");
+    // Installed again: allowed, and the dispatch is the test's.
+    g.install(&[]);
+    assert_eq!(
+        read()["security"]["environmentVariableRedaction"]["allowed"],
         allowed
-            .as_array()
-            .is_some_and(|a| a.contains(&json!("HERMES_HOME"))
-                && a.contains(&json!("HERMES_HOST_IDLE_EXIT_SECONDS"))),
-        "{written:#}"
     );
-    let line = format!(
-        "CALL delegate_task {}",
-        json!({"goal": "strict", "command": ["true"]})
-    );
-    let out = g
-        .machine
-        .command("gemini")
-        .args(["-p", &line, "--output-format", "stream-json"])
-        .args(["--allowed-tools", TOOLS])
-        .env("GOOGLE_GEMINI_BASE_URL", g.model.base_url())
-        .env("GEMINI_API_KEY", "test-key")
-        .env("GITHUB_SHA", "x")
-        .output()
-        .expect("gemini runs");
-    assert!(out.status.success(), "{out:?}");
+    strict_turn();
     let answered = g
         .main_requests()
         .into_iter()
-        .find(|b| occurrences(&b["contents"], "deleg_") > 0)
+        .rfind(|b| occurrences(&b["contents"], "deleg_") > 0)
         .expect("the dispatch answer reached the model");
     assert_eq!(
         occurrences(&answered["contents"], "warning"),
@@ -440,7 +460,7 @@ fn geminis_strict_mode_passes_hermes_variables_that_install_allowed() {
     let run = g.run("hermes", &["hook", "uninstall", "gemini"]);
     assert_eq!(run.code, 0, "{run:?}");
     let left = std::fs::read_to_string(&settings).unwrap_or_default();
-    assert!(!left.contains("HERMES_HOME"), "{left}");
+    assert!(!left.contains("HERMES_"), "{left}");
 }
 
 /// A Codex child's `hermes mcp` (Codex strips `HERMES_CHILD_*` from it) finds its lineage in
