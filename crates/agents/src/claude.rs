@@ -13,6 +13,12 @@
 //!   `PostToolUseFailure` is added to what the model reads, at most 10,000 characters of it
 //!   (beyond, the model gets a preview and a file path); `Stop` answers
 //!   `{"decision":"block","reason":…}` to keep Claude going with the reason;
+//! - but 2.1.332 hands a blocking stop's reason to its model twice, as a user message ("Stop
+//!   hook feedback: …") and again as a system message ("Stop hook blocking error from command
+//!   …") that stays in the conversation; `hookSpecificOutput.additionalContext` of `Stop` is
+//!   "non-error feedback delivered to the model; the conversation continues so the model can
+//!   act on it" (its output schema in `@anthropic-ai/claude-code-linux-x64/claude`), and
+//!   reaches the model once (`tests/it/real/claude.rs`): hermes answers a stop with that;
 //! - project settings are `.claude/settings.json` (committed) and
 //!   `.claude/settings.local.json` (not); project MCP servers are `.mcp.json`'s `mcpServers`,
 //!   enabled through `enabledMcpjsonServers`, which Claude honours only in a folder whose trust
@@ -29,7 +35,7 @@
 use crate::child::asks_stream_json;
 use crate::{
     Action, Agent, Answer, ChildProfile, Entry, Permissions, Sandbox, StateDir, HookEvent, Hooks, Install, Layout, Place, Server,
-    StartRule, StopActive, StreamFormat,
+    StartRule, StopActive, StopAnswer, StreamFormat,
 };
 
 /// Claude Code.
@@ -49,8 +55,9 @@ pub const CLAUDE: Agent = Agent {
     event_field: "hook_event_name",
     start: StartRule::SOURCE,
     stop_active: StopActive::STOP_HOOK_ACTIVE,
+    // A stop, too, answers with `additionalContext`: a result handed over exactly once.
     answer: Answer::AdditionalContext {
-        stop_decision: "block",
+        stop: StopAnswer::Context,
     },
     // `SessionEnd`'s reasons are clear, resume, logout, prompt_input_exit, other
     // (`@anthropic-ai/claude-code-linux-x64/claude`): only `/clear` discards the conversation.
@@ -178,6 +185,16 @@ mod tests {
         assert_eq!(CLAUDE.start(&json!({"source": "compact"})), Start::Other);
         assert!(CLAUDE.stop_active(&json!({"stop_hook_active": true})));
         assert!(CLAUDE.has_tool_boundary() && CLAUDE.has_session_end());
+    }
+
+    #[test]
+    fn a_stop_hands_its_text_over_as_additional_context_not_as_a_block_reason() {
+        let stop = CLAUDE.event("stop").expect("a stop event");
+        let answer = CLAUDE.answer(&stop, "the results");
+        assert_eq!(
+            answer,
+            json!({"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": "the results"}})
+        );
     }
     #[test]
     fn permissions_match_the_sandbox_without_bypassing_anything() {

@@ -45,7 +45,7 @@
 
 use crate::{
     Action, Agent, Answer, ChildProfile, Entry, HomeVar, HookEvent, Hooks, Install, Layout,
-    Permissions, Place, Sandbox, Server, StartRule, StateDir, StopActive, StreamFormat,
+    Permissions, Place, Sandbox, Server, StartRule, StateDir, StopActive, StopAnswer, StreamFormat,
 };
 
 /// `CODEX_HOME`, when set, is the directory codex reads instead of `~/.codex`.
@@ -69,7 +69,7 @@ pub const CODEX: Agent = Agent {
     start: StartRule::SOURCE,
     stop_active: StopActive::STOP_HOOK_ACTIVE,
     answer: Answer::AdditionalContext {
-        stop_decision: "block",
+        stop: StopAnswer::Decision("block"),
     },
     discard: crate::Discard::NEVER,
     install: Install {

@@ -36,7 +36,7 @@
 use crate::child::asks_stream_json;
 use crate::{
     Action, Agent, Answer, ChildProfile, Entry, HookEvent, Hooks, Install, Layout, Permissions,
-    Place, Sandbox, Server, StartRule, StateDir, StopActive, StreamFormat, SubagentTool,
+    Place, Sandbox, Server, StartRule, StateDir, StopActive, StopAnswer, StreamFormat, SubagentTool,
 };
 
 /// Gemini CLI's settings file, which holds both its MCP servers and its hooks.
@@ -58,7 +58,7 @@ pub const GEMINI: Agent = Agent {
     start: StartRule::SOURCE,
     stop_active: StopActive::STOP_HOOK_ACTIVE,
     answer: Answer::AdditionalContext {
-        stop_decision: "deny",
+        stop: StopAnswer::Decision("deny"),
     },
     // `SessionEndReason`: exit, clear, logout, prompt_input_exit, other
     // (`@google/gemini-cli/bundle/chunk-5FZXKDXH.js`): only `/clear` discards the conversation.

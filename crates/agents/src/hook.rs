@@ -142,11 +142,11 @@ impl StopActive {
 /// The shape of the answer that hands a text over.
 #[derive(Clone, Copy, Debug)]
 pub enum Answer {
-    /// `hookSpecificOutput.additionalContext` under the event's name; at a stop,
-    /// `{"decision": stop_decision, "reason": text}`.
+    /// `hookSpecificOutput.additionalContext` under the event's name; at a stop, as `stop`
+    /// says.
     AdditionalContext {
-        /// The decision that keeps the agent going (`block`, or `deny`).
-        stop_decision: &'static str,
+        /// How a stop's answer keeps the agent going.
+        stop: StopAnswer,
     },
     /// `{"decision": "block", "reason": text}` at every event.
     Block,
@@ -159,6 +159,17 @@ pub enum Answer {
     /// exit as "block", so a failing hook answers `{"cancel": false}` and exits 0.
     ContextModification,
     /// `{"context": text}`, appended to the user message (a plugin's or shell hook's answer).
+    Context,
+}
+
+/// How an agent that reads `additionalContext` is kept going at a stop with a text.
+#[derive(Clone, Copy, Debug)]
+pub enum StopAnswer {
+    /// `{"decision": DECISION, "reason": text}` (`block`, or `deny`).
+    Decision(&'static str),
+    /// `hookSpecificOutput.additionalContext` under the stop event's name, as at every other
+    /// event: for an agent that hands a blocking stop's reason to its model twice, but this
+    /// once.
     Context,
 }
 
@@ -231,13 +242,13 @@ impl Agent {
     /// The answer handing `text` over at `event`.
     pub fn answer(&self, event: &HookEvent, text: &str) -> Value {
         match self.answer {
-            Answer::AdditionalContext { stop_decision } => match event.action {
-                Action::Stop => json!({"decision": stop_decision, "reason": text}),
-                _ => json!({"hookSpecificOutput": {
+            Answer::AdditionalContext {
+                stop: StopAnswer::Decision(decision),
+            } if event.action == Action::Stop => json!({"decision": decision, "reason": text}),
+            Answer::AdditionalContext { .. } => json!({"hookSpecificOutput": {
                     "hookEventName": event.name,
-                    "additionalContext": text,
-                }}),
-            },
+                "additionalContext": text,
+            }}),
             Answer::Block => json!({"decision": "block", "reason": text}),
             Answer::TopLevelContext => match event.action {
                 Action::Stop => json!({"decision": "block", "reason": text}),

@@ -18,7 +18,8 @@ mod install;
 
 pub use child::{ChildProfile, Permissions, Sandbox, StateDir, StreamFormat};
 pub use hook::{
-    Action, Answer, Discard, HookBoundary, HookEvent, Start, StartRule, StopActive, SubagentTool,
+    Action, Answer, Discard, HookBoundary, HookEvent, Start, StartRule, StopActive, StopAnswer,
+    SubagentTool,
 };
 pub use install::{Entry, HomeVar, Hooks, Install, Layout, Place, Server};
 

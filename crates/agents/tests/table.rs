@@ -100,3 +100,43 @@ fn hook_inputs_are_read_by_each_agents_fields() {
     assert_eq!(child.own_home, Some("HERMES_HOME"));
     assert!(child.not_self && child.stream == hermes_agents::StreamFormat::Plain);
 }
+
+/// The README's table of boundaries is the profiles': each agent's row names every hook event it
+/// installs, says "—" for a stop or a session end exactly when it has none, and gives its
+/// answer budget.
+#[test]
+fn the_readmes_table_of_boundaries_is_the_profiles() {
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+    let table = readme
+        .split("| agent | session start |")
+        .nth(1)
+        .expect("the README has the table of boundaries");
+    for agent in AGENTS {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {}", agent.title)))
+            .unwrap_or_else(|| panic!("no row for {}", agent.title));
+        for event in agent.events {
+            assert!(
+                row.contains(&format!("`{}`", event.name)),
+                "{}: {row}",
+                event.name
+            );
+        }
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let has_stop = agent.events.iter().any(|e| e.action == Action::Stop);
+        assert_eq!(
+            cells[5].starts_with('—'),
+            !has_stop,
+            "the stop column: {row}"
+        );
+        assert_eq!(
+            cells[6].starts_with('—'),
+            !agent.has_session_end(),
+            "the session-end column: {row}"
+        );
+        let budget = agent.budget.to_string();
+        let (thousands, rest) = budget.split_at(budget.len() - 3);
+        assert_eq!(cells[7], format!("{thousands},{rest} chars"), "{row}");
+    }
+}

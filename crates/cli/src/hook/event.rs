@@ -90,8 +90,10 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
         Action::Deliver(boundary) => {
             deliver(&home, agent, &event, &sessions, agents::boundary(boundary))
         }
-        // What is ready is acknowledged as it is handed over, so a second stop (with
-        // `stop_hook_active`) finds only what arrived since and never blocks twice on the same.
+        // What is ready is acknowledged as it is handed over (a block's reason, or the stop's
+        // context for an agent that shows a reason twice), so a second stop (with
+        // `stop_hook_active`) finds only what arrived since and never keeps the agent going
+        // twice on the same.
         Action::Stop => deliver(
             &home,
             agent,

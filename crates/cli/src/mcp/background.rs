@@ -123,20 +123,41 @@ pub async fn background(
         host_pid,
         workers,
     );
-    if let serde_json::Value::Object(map) = &mut answer {
-        let note = crate::services::session_host::exit_note(&tools.home.settings, outlives);
-        map.insert("on_agent_exit".into(), note.into());
-        if !sessions.named {
-            let conversation = tools.conversation.clone();
-            let agent = blocking(move || Ok(conversation.profile()))
-                .await
-                .ok()
-                .flatten();
-            map.insert("warning".into(), no_binding(agent).into());
-        }
+    annotate(
+        tools,
+        sessions.named,
+        outlives,
+        fallback.as_deref(),
+        &mut answer,
+    )
+    .await;
+    ok_json(&answer)
+}
+
+/// What the dispatch answer says besides the dispatch: what the agent's exit does to it, why
+/// results cannot arrive by themselves (no hook named the conversation), and where an `inject`
+/// result arrives instead for an agent without a tool boundary.
+async fn annotate(
+    tools: &Tools,
+    named: bool,
+    outlives: bool,
+    fallback: Option<&str>,
+    answer: &mut serde_json::Value,
+) {
+    let serde_json::Value::Object(map) = answer else {
+        return;
+    };
+    let note = crate::services::session_host::exit_note(&tools.home.settings, outlives);
+    map.insert("on_agent_exit".into(), note.into());
+    if !named {
+        let conversation = tools.conversation.clone();
+        let agent = blocking(move || Ok(conversation.profile()))
+            .await
+            .ok()
+            .flatten();
+        map.insert("warning".into(), no_binding(agent).into());
     }
-    if let (Some(agent), serde_json::Value::Object(map)) = (&fallback, &mut answer) {
+    if let Some(agent) = fallback {
         map.insert("note".into(), inject_note(agent).into());
     }
-    ok_json(&answer)
 }

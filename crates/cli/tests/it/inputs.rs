@@ -400,7 +400,7 @@ fn usage_errors_exit_2_and_only_a_hook_event_exits_1() {
     let h = Hermes::new();
     for args in [
         &["hook", "bogus"][..],
-        &["hook", "uninstall", "claude"],
+        &["hook", "uninstall", "nosuchagent"],
         &["delegaton"],
         &["delegation", "lst"],
     ] {

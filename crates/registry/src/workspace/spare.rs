@@ -6,8 +6,8 @@
 //! tree. At most [`SPARES_PER_REPOSITORY`] are kept per repository; `hermes workspace clean`
 //! removes them all.
 //!
-//! A spare holds nothing of its last child: `reset --hard`, `clean -fdx` and a detached `HEAD`
-//! before it is parked (its child's work is on its branch). Two processes of one home may race
+//! A spare holds nothing of its last child: a forced checkout of a detached `HEAD` and
+//! `clean -fdx` before it is parked (its child's work is on its branch). Two processes of one home may race
 //! for one spare: `git worktree move` lets one have it, and the other makes a fresh worktree.
 
 use std::path::{Path, PathBuf};
@@ -114,17 +114,20 @@ pub(super) fn park(root: &Path, repo: &Path, path: &Path) -> Result<(), Workspac
     if spares_of(root, &common).len() >= SPARES_PER_REPOSITORY {
         return discard(repo, path);
     }
+    // Detached where it is, anything left in the index or the files thrown away (`--force`),
+    // then everything untracked or ignored removed: the base of the next child's switch.
     let cleaned = git(
         path,
-        &[NO_HOOKS[0], NO_HOOKS[1], "reset", "--quiet", "--hard"],
+        &[
+            NO_HOOKS[0],
+            NO_HOOKS[1],
+            "checkout",
+            "--quiet",
+            "--force",
+            "--detach",
+        ],
     )
-    .and_then(|_| git(path, &["clean", "-qfdx"]))
-    .and_then(|_| {
-        git(
-            path,
-            &[NO_HOOKS[0], NO_HOOKS[1], "switch", "--quiet", "--detach"],
-        )
-    });
+    .and_then(|_| git(path, &["clean", "-qfdx"]));
     if cleaned.is_err() {
         return discard(repo, path);
     }

@@ -379,20 +379,6 @@ fn is_subagent(body: &Value) -> bool {
         .is_some_and(|m| text_of(m).lines().any(|l| l == "SUBAGENT"))
 }
 
-/// How many times `needle` is in the conversation outside `system` messages.
-///
-/// Claude Code 2.1.332 hands a Stop hook's reason to the model twice: as a user message
-/// ("Stop hook feedback: …") and again as a `system` message ("Stop hook blocking error from
-/// command …") that stays in the conversation; hermes gives it once.
-pub(super) fn outside_system(body: &Value, needle: &str) -> usize {
-    body["messages"].as_array().map_or(0, |m| {
-        m.iter()
-            .filter(|m| m["role"] != "system")
-            .map(|m| occurrences(m, needle))
-            .sum()
-    })
-}
-
 /// The last message of the user or the assistant (Claude appends `system` messages after it).
 fn last_message(body: &Value) -> Value {
     body["messages"]
@@ -422,7 +408,7 @@ fn has_tool_result(message: &Value) -> bool {
     blocks(message).iter().any(|b| b["type"] == "tool_result")
 }
 
-/// Whether a user message is Claude's own (a stop hook's reason it goes on with), not a prompt.
+/// Whether a user message is Claude's own (a stop hook's context it goes on with), not a prompt.
 fn is_feedback(message: &Value) -> bool {
     let text = text_of(message);
     !text.contains("STEP ") && !text.contains("SAY ") && !text.contains("FAIL ")
@@ -604,9 +590,9 @@ fn the_models_delegate_task_runs_in_the_background_of_its_conversation() {
     let status: Value = serde_json::from_slice(&status.stdout).expect("status");
     assert_eq!(status["session"], session_of(&events), "{status}");
     assert_eq!(status["channel"], "background", "{status}");
-    // Delivered by the stop hook (see `outside_system`).
+    // Delivered by the stop hook, once in all the model reads.
     let last = turns.last().expect("requests");
-    assert_eq!(outside_system(&last.body, "RESULT-OF-BACKGROUND"), 1);
+    assert_eq!(occurrences(&last.body, "RESULT-OF-BACKGROUND"), 1);
 }
 
 /// `after_turn`: a result that is ready after a turn ended reaches the model with the next
@@ -655,7 +641,8 @@ fn an_inject_result_rides_on_a_later_tool_call_of_the_same_turn() {
 }
 
 /// The stop hook: results ready when the model wants to stop keep Claude going once, with
-/// them; the next stop ends the turn.
+/// them, exactly once in everything the model reads (a blocking stop's reason would be there
+/// twice: see `crates/agents/src/claude.rs`); the next stop ends the turn.
 #[test]
 fn the_stop_hook_keeps_claude_going_once_with_ready_results() {
     let claude = Claude::new();
@@ -667,13 +654,22 @@ fn the_stop_hook_keeps_claude_going_once_with_ready_results() {
     let at = first_with(&turns, "RESULT-AT-STOP").expect("the result reached the model");
     let last = last_message(&turns[at].body);
     assert!(
-        !has_tool_result(&last) && text_of(&last).contains("Stop hook feedback"),
+        !has_tool_result(&last) && text_of(&last).contains("Stop hook additional context"),
         "it came with the stop: {last}"
     );
     // One continuation: the request with the result is the last one, and the answer to it
-    // ended the turn (`stop_hook_active`, nothing new).
+    // ended the turn (nothing new at the next stop).
     assert_eq!(at, turns.len() - 1, "{} requests", turns.len());
-    assert_eq!(outside_system(&turns[at].body, "RESULT-AT-STOP"), 1);
+    // Once in the whole input: system prompt, messages (`system` ones included) and tools.
+    assert_eq!(occurrences(&turns[at].body, "RESULT-AT-STOP"), 1);
+    assert!(
+        !turns[at]
+            .body
+            .to_string()
+            .contains("Stop hook blocking error"),
+        "{}",
+        turns[at].body
+    );
     let result = events.last().expect("a result event");
     assert_eq!(result["subtype"], "success", "{result}");
 }

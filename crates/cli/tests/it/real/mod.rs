@@ -22,6 +22,7 @@ mod codex;
 mod copilot;
 mod detach;
 mod gemini;
+mod worktree;
 
 /// The installed CLIs' `node_modules/.bin`.
 pub fn agent_bin() -> &'static Path {
