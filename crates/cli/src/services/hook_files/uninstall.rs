@@ -319,3 +319,46 @@ fn remove_scripts(agent: &Agent, dir: &Path, root: &Path) -> anyhow::Result<bool
     }
     Ok(removed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: &[&str] = &["security", "redaction", "allowed"];
+
+    fn doc(text: &str) -> Doc {
+        serde_json::from_str(text).expect("JSON")
+    }
+
+    #[test]
+    fn hermes_variables_leave_the_list_and_the_users_stay() {
+        let ours: Vec<String> = hermes_variables().collect();
+        let mut mine = doc(r#"{"security": {"redaction": {"allowed": ["MINE", "HERMES_HOME"]}}}"#);
+        assert!(unlist_at(&mut mine, PATH, &ours));
+        assert_eq!(
+            mine,
+            doc(r#"{"security": {"redaction": {"allowed": ["MINE"]}}}"#)
+        );
+        assert!(
+            !unlist_at(&mut mine, PATH, &ours),
+            "nothing of hermes' left"
+        );
+    }
+
+    #[test]
+    fn what_only_hermes_variables_filled_goes_with_them() {
+        let ours: Vec<String> = hermes_variables().collect();
+        let mut only = doc(
+            r#"{"a": 1, "security": {"redaction": {"allowed": ["HERMES_HOME", "HERMES_HOST_IDLE_EXIT_SECONDS"]}}}"#,
+        );
+        assert!(unlist_at(&mut only, PATH, &ours));
+        assert_eq!(only, doc(r#"{"a": 1}"#));
+        let mut other =
+            doc(r#"{"security": {"redaction": {"enabled": true, "allowed": ["HERMES_HOME"]}}}"#);
+        assert!(unlist_at(&mut other, PATH, &ours));
+        assert_eq!(
+            other,
+            doc(r#"{"security": {"redaction": {"enabled": true}}}"#)
+        );
+    }
+}
