@@ -1,8 +1,8 @@
 //! A headless host leaves the process tree of whoever started it (an agent's MCP server, a
-//! hook, `hermes delegate`). An agent may end its MCP server's whole tree when it exits: GitHub
-//! Copilot CLI 1.0.102 terminates every descendant of the server (`process_tree.rs` of its
+//! hook, `hermes delegate`). An agent may end its MCP server's whole tree when it exits: one of
+//! the pinned agent CLIs terminates every descendant of the server (`process_tree.rs` of its
 //! runtime), which stopped the conversation's host and children a few hundred milliseconds
-//! after a `copilot -p` dispatch.
+//! after a headless dispatch (`tests/it/real/detach.rs`).
 //!
 //! `hermes host` forks first thing, while it has one thread. The first process (the launcher,
 //! its starter's child) waits until the second hosts the session or ends, and exits with that

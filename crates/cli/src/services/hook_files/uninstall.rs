@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use hermes_agents::{Agent, Hooks, Layout, Place, Server};
 
-use super::install::{InstallOptions, hermes_variables, place_path};
+use super::hermes_variables;
+use super::install::{InstallOptions, place_path};
 use super::merge::{self, Doc, File};
 use crate::services::exit::Code;
 use crate::services::output;
