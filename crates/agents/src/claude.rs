@@ -67,6 +67,7 @@ pub const CLAUDE: Agent = Agent {
             file: Place::new(&[".mcp.json"], &[".claude.json"]),
             kind: Some("stdio"),
             all_tools: false,
+            pass_env: None,
         },
         hooks: Hooks::Json {
             file: Place::both(&[".claude", "settings.json"]),

@@ -70,6 +70,7 @@ pub const CLINE: Agent = Agent {
             ),
             kind: Some("stdio"),
             all_tools: false,
+            pass_env: None,
         },
         hooks: Hooks::Scripts {
             dir: Place::new(&[".clinerules", "hooks"], &[".cline", "hooks"]).moved_by(&[CLINE_DIR]),

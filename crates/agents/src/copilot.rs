@@ -58,6 +58,10 @@ pub const COPILOT: Agent = Agent {
     },
     stop_active: StopActive::STOP_HOOK_ACTIVE,
     answer: Answer::TopLevelContext,
+    // `sessionEnd`'s reasons are complete, error, abort, timeout, user_exit (1.0.102's
+    // `copilot-sdk/types.d.ts`, unpacked from `@github/copilot-linux-x64`): `-p` fires it after
+    // every turn with `complete`, and `/clear` gives no reason of its own, so no session end
+    // is a discard (`hermes session end` is).
     discard: crate::Discard::NEVER,
     install: Install {
         server: Server::Json {
@@ -65,6 +69,7 @@ pub const COPILOT: Agent = Agent {
                 .moved_by(COPILOT_HOME),
             kind: Some("stdio"),
             all_tools: true,
+            pass_env: None,
         },
         hooks: Hooks::Json {
             file: Place::new(&[".github", "hooks", "hermes.json"], &[".copilot", "settings.json"])

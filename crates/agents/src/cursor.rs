@@ -45,6 +45,7 @@ pub const CURSOR: Agent = Agent {
             file: Place::both(&[".cursor", "mcp.json"]),
             kind: None,
             all_tools: false,
+            pass_env: None,
         },
         hooks: Hooks::Json {
             file: Place::both(&[".cursor", "hooks.json"]),

@@ -68,6 +68,13 @@ pub const GEMINI: Agent = Agent {
             file: SETTINGS,
             kind: None,
             all_tools: false,
+            // Its MCP servers lose every variable whose name looks secret, and with
+            // `GITHUB_SHA` set (or `SURFACE=Github`) its hooks and MCP servers lose every
+            // variable outside a fixed few, unless the settings allow it by name
+            // (`sanitizeEnvironment`, `shouldRedactEnvironmentVariable` and the settings'
+            // `security.environmentVariableRedaction.allowed` in
+            // `@google/gemini-cli/bundle/chunk-JDPZ4CE3.js` of 0.61.0).
+            pass_env: Some(&["security", "environmentVariableRedaction", "allowed"]),
         },
         hooks: Hooks::Json {
             file: SETTINGS,

@@ -117,6 +117,10 @@ pub enum Server {
         kind: Option<&'static str>,
         /// Whether the entry lists its tools, all of them (`tools: ["*"]`).
         all_tools: bool,
+        /// The path (keys from the file's top) of a list naming the variables the agent
+        /// passes to its MCP servers and hooks through its own filter; hermes' own variables
+        /// that are set go there.
+        pass_env: Option<&'static [&'static str]>,
     },
     /// A `[mcp_servers.hermes]` table of a TOML file.
     Toml {

@@ -25,6 +25,7 @@ pub mod dispatch;
 pub mod exit;
 pub mod home;
 pub mod hook_files;
+pub mod host_detach;
 pub mod inline;
 pub mod lineage;
 pub mod logfile;

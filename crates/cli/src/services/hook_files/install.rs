@@ -233,24 +233,6 @@ pub(super) fn place_path(place: &Place, options: &InstallOptions) -> anyhow::Res
     Ok(parts.iter().fold(root, |path, part| path.join(part)))
 }
 
-/// hermes' own variables that an agent passing only a fixed few to its MCP servers must be
-/// told to pass: `HERMES_HOME`, and every other one of its settings that is set now. Names
-/// only: the values stay in the environment.
-fn own_variables() -> Vec<String> {
-    let settings = hermes_settings::KEYS
-        .iter()
-        .map(|k| (k.section, k.name))
-        .chain(
-            hermes_settings::TEXT_KEYS
-                .iter()
-                .map(|k| (k.section, k.name)),
-        )
-        .map(|(section, name)| format!("HERMES_{section}_{name}").to_ascii_uppercase());
-    std::iter::once("HERMES_HOME".to_owned())
-        .chain(settings.filter(|var| std::env::var_os(var).is_some()))
-        .collect()
-}
-
 /// The path an environment variable's `value` names, unless it is blank (which the agents
 /// ignore too).
 fn set_path(value: std::ffi::OsString) -> Option<PathBuf> {
@@ -302,6 +284,7 @@ impl ServerFile {
                 file,
                 kind,
                 all_tools,
+                pass_env,
             } => {
                 let mut file = File::open(&place_path(file, options)?, options.print)?;
                 let servers = merge::object_at(&mut file.doc, "mcpServers", &file.path)?;
@@ -309,6 +292,14 @@ impl ServerFile {
                     merge::upsert_server(servers, SERVER, program, &["mcp"], *kind, &file.path)?;
                 if *all_tools && entry.get("tools").is_none() {
                     entry.set("tools", Doc::Array(vec![Doc::string("*")]));
+                }
+                if let Some(keys) = pass_env {
+                    merge::ensure_listed_at(
+                        &mut file.doc,
+                        keys,
+                        &super::own_variables(),
+                        &file.path,
+                    )?;
                 }
                 ServerFile::Json(file)
             }
@@ -328,7 +319,7 @@ impl ServerFile {
                 };
                 let entry = merge::TomlServer {
                     program,
-                    env_list: env_list.map(|key| (key, own_variables())),
+                    env_list: env_list.map(|key| (key, super::own_variables())),
                     settings,
                 };
                 let text = merge::with_toml_server(&was, SERVER, &entry, &path)?;

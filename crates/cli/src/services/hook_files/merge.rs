@@ -277,6 +277,27 @@ pub fn ensure_listed(doc: &mut Doc, key: &str, item: &str, path: &Path) -> anyho
     Ok(())
 }
 
+/// Adds each of `items` to the list at the object path `keys` (objects and list created when
+/// missing); refused when something on the way is not what it must be.
+pub fn ensure_listed_at(
+    doc: &mut Doc,
+    keys: &[&str],
+    items: &[String],
+    path: &Path,
+) -> anyhow::Result<()> {
+    let Some((last, parents)) = keys.split_last() else {
+        return Ok(());
+    };
+    let mut object = doc;
+    for key in parents {
+        object = object_at(object, key, path)?;
+    }
+    for item in items {
+        ensure_listed(object, last, item, path)?;
+    }
+    Ok(())
+}
+
 /// One hook to register: under the agent's event `event`, the command `command` (which runs
 /// `hermes hook SUBCOMMAND`), with `matcher` when the event takes one; `entry` is the whole
 /// hook entry written when hermes has none there yet (the command and the timeout, in the

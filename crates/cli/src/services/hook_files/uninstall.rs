@@ -3,7 +3,8 @@
 //!
 //! - only hermes' entries go: the server named `hermes`, hooks whose command runs
 //!   `hermes hook …` (wherever the binary is), `hermes` in a list that enables project servers,
-//!   hermes' hook scripts; everything else stays as it was, in its order;
+//!   hermes' hook scripts, hermes' variables in a list of those the agent passes to its
+//!   servers; everything else stays as it was, in its order;
 //! - a list or object that only hermes' entries filled, left empty, goes with them, and a file
 //!   left with nothing in it (a directory of scripts left empty) is removed;
 //! - a file that holds nothing of hermes' is not touched at all.
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use hermes_agents::{Agent, Hooks, Layout, Place, Server};
 
+use super::hermes_variables;
 use super::install::{InstallOptions, place_path};
 use super::merge::{self, Doc, File};
 use crate::services::exit::Code;
@@ -65,7 +67,7 @@ pub fn uninstall(agent: &Agent, options: &InstallOptions) -> anyhow::Result<Code
                 removed |= unlist(&mut file.doc, key, SERVER);
             }
             if same_file(&agent.install.server, options, &hooks_path)? {
-                removed |= remove_json_server(&mut file.doc);
+                removed |= remove_json_server(&mut file.doc, &agent.install.server);
             }
             if removed {
                 note(&hooks_path, settle(&file, share, &root)?);
@@ -80,7 +82,7 @@ pub fn uninstall(agent: &Agent, options: &InstallOptions) -> anyhow::Result<Code
                 let path = place_path(file, options)?;
                 if path != hooks_path {
                     let mut file = File::read(&path)?;
-                    if remove_json_server(&mut file.doc) {
+                    if remove_json_server(&mut file.doc, &agent.install.server) {
                         note(&path, settle(&file, share, &root)?);
                     }
                 }
@@ -144,15 +146,49 @@ fn remove_empty_dirs(path: &Path, root: &Path) {
     }
 }
 
-/// `mcpServers.hermes` removed (and `mcpServers` with it when it is left empty); returns
-/// whether it was there.
-fn remove_json_server(doc: &mut Doc) -> bool {
-    let Some(servers) = doc.get_mut("mcpServers") else {
+/// `mcpServers.hermes` removed (and `mcpServers` with it when it is left empty), and hermes'
+/// variables from the list of those the agent passes (`pass_env`); returns whether there was
+/// any of it.
+fn remove_json_server(doc: &mut Doc, server: &Server) -> bool {
+    let mut removed = false;
+    if let Some(servers) = doc.get_mut("mcpServers") {
+        removed = remove_key(servers, SERVER);
+        if removed && is_empty_object(servers) {
+            remove_key(doc, "mcpServers");
+        }
+    }
+    if let Server::Json {
+        pass_env: Some(keys),
+        ..
+    } = server
+    {
+        let ours: Vec<String> = hermes_variables().collect();
+        removed |= unlist_at(doc, keys, &ours);
+    }
+    removed
+}
+
+/// Every one of `items` removed from the list at the object path `keys` of `doc`; a list or
+/// an object left empty by that goes too. Returns whether any was listed.
+fn unlist_at(doc: &mut Doc, keys: &[&str], items: &[String]) -> bool {
+    let Some((key, rest)) = keys.split_first() else {
         return false;
     };
-    let removed = remove_key(servers, SERVER);
-    if removed && is_empty_object(servers) {
-        remove_key(doc, "mcpServers");
+    let Some(inner) = doc.get_mut(key) else {
+        return false;
+    };
+    let removed = match (rest.is_empty(), &mut *inner) {
+        (true, Doc::Array(list)) => {
+            let before = list.len();
+            list.retain(|i| !i.as_str().is_some_and(|s| items.iter().any(|o| o == s)));
+            list.len() != before
+        }
+        (true, _) => false,
+        (false, _) => unlist_at(inner, rest, items),
+    };
+    let emptied = is_empty_object(inner) || matches!(inner, Doc::Array(list) if list.is_empty());
+    if removed && emptied {
+        remove_key(doc, key);
     }
     removed
 }
@@ -283,4 +319,47 @@ fn remove_scripts(agent: &Agent, dir: &Path, root: &Path) -> anyhow::Result<bool
         remove_empty_dirs(&dir.join("-"), root);
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: &[&str] = &["security", "redaction", "allowed"];
+
+    fn doc(text: &str) -> Doc {
+        serde_json::from_str(text).expect("JSON")
+    }
+
+    #[test]
+    fn hermes_variables_leave_the_list_and_the_users_stay() {
+        let ours: Vec<String> = hermes_variables().collect();
+        let mut mine = doc(r#"{"security": {"redaction": {"allowed": ["MINE", "HERMES_HOME"]}}}"#);
+        assert!(unlist_at(&mut mine, PATH, &ours));
+        assert_eq!(
+            mine,
+            doc(r#"{"security": {"redaction": {"allowed": ["MINE"]}}}"#)
+        );
+        assert!(
+            !unlist_at(&mut mine, PATH, &ours),
+            "nothing of hermes' left"
+        );
+    }
+
+    #[test]
+    fn what_only_hermes_variables_filled_goes_with_them() {
+        let ours: Vec<String> = hermes_variables().collect();
+        let mut only = doc(
+            r#"{"a": 1, "security": {"redaction": {"allowed": ["HERMES_HOME", "HERMES_HOST_IDLE_EXIT_SECONDS"]}}}"#,
+        );
+        assert!(unlist_at(&mut only, PATH, &ours));
+        assert_eq!(only, doc(r#"{"a": 1}"#));
+        let mut other =
+            doc(r#"{"security": {"redaction": {"enabled": true, "allowed": ["HERMES_HOME"]}}}"#);
+        assert!(unlist_at(&mut other, PATH, &ours));
+        assert_eq!(
+            other,
+            doc(r#"{"security": {"redaction": {"enabled": true}}}"#)
+        );
+    }
 }

@@ -41,17 +41,17 @@ use crate::common::wait_for;
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Claude Code on a machine, talking to a scripted model.
-struct Claude {
-    machine: Machine,
-    model: ModelServer,
+pub(super) struct Claude {
+    pub(super) machine: Machine,
+    pub(super) model: ModelServer,
     /// The file a gated child waits for (`common::until_told`).
-    gate: PathBuf,
+    pub(super) gate: PathBuf,
 }
 
 impl Claude {
     /// A machine with hermes installed into its project the way a person does it, and a model
     /// answering with [`steps`].
-    fn new() -> Claude {
+    pub(super) fn new() -> Claude {
         let claude = Claude::without_hooks();
         let out = claude.hermes(&["hook", "install", "claude"]);
         assert!(out.status.success(), "{out:?}");
@@ -81,7 +81,7 @@ impl Claude {
     }
 
     /// A shell command that waits for the gate (a `STEP WAIT`), then runs `then`.
-    fn gated(&self, then: &str) -> String {
+    pub(super) fn gated(&self, then: &str) -> String {
         format!(
             "while [ ! -e '{}' ]; do sleep 0.05; done; {then}",
             self.gate.display()
@@ -90,7 +90,7 @@ impl Claude {
 
     /// `hermes ARGS` in the project, with the machine's environment (Claude's included: a
     /// child gets the environment of whoever dispatched it).
-    fn hermes(&self, args: &[&str]) -> std::process::Output {
+    pub(super) fn hermes(&self, args: &[&str]) -> std::process::Output {
         let c = self.command();
         let mut hermes = self.machine.command("hermes");
         for (key, value) in c.get_envs() {
@@ -103,7 +103,7 @@ impl Claude {
     }
 
     /// `hermes delegation status ID --json`.
-    fn status(&self, id: &str) -> Value {
+    pub(super) fn status(&self, id: &str) -> Value {
         let out = self.hermes(&["delegation", "status", id, "--json"]);
         serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
     }
@@ -138,7 +138,7 @@ impl Claude {
     }
 
     /// `claude` in the project, pointed at the model server and nothing else.
-    fn command(&self) -> Command {
+    pub(super) fn command(&self) -> Command {
         let mut c = self.machine.command("claude");
         c.env("ANTHROPIC_BASE_URL", self.model.base_url())
             .env("ANTHROPIC_API_KEY", "sk-ant-test")
@@ -153,7 +153,7 @@ impl Claude {
     }
 
     /// `claude -p PROMPT` (stream-json); its events.
-    fn print(&self, prompt: &str) -> Vec<Value> {
+    pub(super) fn print(&self, prompt: &str) -> Vec<Value> {
         let out = self
             .command()
             .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
@@ -196,7 +196,7 @@ impl Claude {
     }
 
     /// The requests of the main conversation (not a subagent's, not a side request).
-    fn main_turns(&self) -> Vec<Logged> {
+    pub(super) fn main_turns(&self) -> Vec<Logged> {
         self.model
             .turns()
             .into_iter()
@@ -443,7 +443,7 @@ fn last_delegation(body: &Value) -> String {
 }
 
 /// The JSON lines of a stream-json output.
-fn events(stdout: &[u8]) -> Vec<Value> {
+pub(super) fn events(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -451,7 +451,7 @@ fn events(stdout: &[u8]) -> Vec<Value> {
 }
 
 /// The `session_id` of a run's events.
-fn session_of(events: &[Value]) -> String {
+pub(super) fn session_of(events: &[Value]) -> String {
     events
         .iter()
         .find_map(|e| e["session_id"].as_str())
@@ -460,7 +460,7 @@ fn session_of(events: &[Value]) -> String {
 }
 
 /// A `delegate_task` call's arguments: `script` in `sh -c`, delivered as `delivery`.
-fn delegate(script: &str, delivery: &str) -> String {
+pub(super) fn delegate(script: &str, delivery: &str) -> String {
     json!({
         "goal": "a background job",
         "command": ["sh", "-c", script],
@@ -471,18 +471,18 @@ fn delegate(script: &str, delivery: &str) -> String {
 
 /// A shell command printing `marker` without writing it: the model's input holds the
 /// command (the tool call), so only the result may hold the marker itself.
-fn say(marker: &str) -> String {
+pub(super) fn say(marker: &str) -> String {
     let (head, tail) = marker.split_at(marker.len() / 2);
     format!("printf '%s%s\\n' {head} {tail}")
 }
 
 /// The index of the first request whose input holds `needle`.
-fn first_with(turns: &[Logged], needle: &str) -> Option<usize> {
+pub(super) fn first_with(turns: &[Logged], needle: &str) -> Option<usize> {
     turns.iter().position(|r| occurrences(&r.body, needle) > 0)
 }
 
 /// The last request's count of `needle`: each request carries the whole conversation.
-fn in_the_end(turns: &[Logged], needle: &str) -> usize {
+pub(super) fn in_the_end(turns: &[Logged], needle: &str) -> usize {
     turns.last().map_or(0, |r| occurrences(&r.body, needle))
 }
 

@@ -25,12 +25,12 @@ use super::Machine;
 use crate::common::wait_for;
 
 /// The variable naming the scripted provider's key.
-const KEY_VAR: &str = "SCRIPTED_MODEL_KEY";
+pub(super) const KEY_VAR: &str = "SCRIPTED_MODEL_KEY";
 
 /// The `hermes` command line with a machine's hermes home, for scripts running in the model
 /// server's thread.
 #[derive(Clone)]
-struct HermesCli {
+pub(super) struct HermesCli {
     home: PathBuf,
     ledger_url: Option<String>,
 }
@@ -47,7 +47,7 @@ impl HermesCli {
     }
 
     /// `delegation status ID --json` once its first child has a result.
-    fn finished(&self, id: &str) -> Value {
+    pub(super) fn finished(&self, id: &str) -> Value {
         wait_for(Duration::from_secs(30), "the child's result", || {
             let status = self.json(&["delegation", "status", id, "--json"]);
             (!status["tasks"][0]["result"].is_null()).then_some(status)
@@ -56,14 +56,14 @@ impl HermesCli {
 }
 
 /// A person's machine with Codex on it, talking to a scripted model.
-struct Codex {
-    machine: Machine,
-    model: ModelServer,
+pub(super) struct Codex {
+    pub(super) machine: Machine,
+    pub(super) model: ModelServer,
 }
 
 impl Codex {
     /// Codex configured for the scripted model; `script` gets the machine's hermes.
-    fn new(script: impl FnOnce(HermesCli) -> Script) -> Codex {
+    pub(super) fn new(script: impl FnOnce(HermesCli) -> Script) -> Codex {
         let machine = Machine::in_temp(Path::new(env!("CARGO_TARGET_TMPDIR")));
         let cli = HermesCli {
             home: machine.hermes.path().to_owned(),
@@ -83,12 +83,12 @@ impl Codex {
         codex
     }
 
-    fn codex_home(&self) -> PathBuf {
+    pub(super) fn codex_home(&self) -> PathBuf {
         self.machine.home().join(".codex")
     }
 
     /// `hermes hook install codex` in the project, as the README says; its output.
-    fn install(&self) -> String {
+    pub(super) fn install(&self) -> String {
         let out = self
             .machine
             .command("hermes")
@@ -101,7 +101,7 @@ impl Codex {
 
     /// `codex ARGS` on this machine, killed if it runs past a deadline (a script that fails
     /// leaves codex waiting for its model).
-    fn codex(&self, args: &[&str]) -> Command {
+    pub(super) fn codex(&self, args: &[&str]) -> Command {
         let mut c = self.machine.command("timeout");
         c.arg("120")
             .arg(super::agent_bin().join("codex"))
@@ -113,7 +113,7 @@ impl Codex {
 
     /// `codex exec --json ARGS` (hooks run without their review, as only the interactive
     /// `/hooks` can give it), which must succeed.
-    fn exec(&self, args: &[&str]) -> Output {
+    pub(super) fn exec(&self, args: &[&str]) -> Output {
         let mut all = vec!["exec", "--json", "--dangerously-bypass-hook-trust"];
         all.extend(args);
         let out = self.codex(&all).output().expect("codex runs");
@@ -122,7 +122,7 @@ impl Codex {
     }
 
     /// The thread id `codex exec --json` printed.
-    fn thread(out: &Output) -> String {
+    pub(super) fn thread(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -133,7 +133,7 @@ impl Codex {
 }
 
 /// The texts of the tool results in a request's input, in order.
-fn tool_outputs(request: &Value) -> Vec<String> {
+pub(super) fn tool_outputs(request: &Value) -> Vec<String> {
     request["input"]
         .as_array()
         .into_iter()
@@ -148,13 +148,13 @@ fn tool_outputs(request: &Value) -> Vec<String> {
 
 /// A shell command printing `marker` without containing it (the model's input holds the
 /// command too).
-fn printing(marker: &str) -> String {
+pub(super) fn printing(marker: &str) -> String {
     let (a, b) = marker.split_at(marker.len() / 2);
     format!("echo {a}\"\"{b}")
 }
 
 /// The delegation id in a dispatch answer.
-fn delegation_id(text: &str) -> Option<String> {
+pub(super) fn delegation_id(text: &str) -> Option<String> {
     let start = text.find("deleg_")?;
     Some(
         text[start..]
@@ -165,7 +165,7 @@ fn delegation_id(text: &str) -> Option<String> {
 }
 
 /// A call of hermes' tool `name` (in its `mcp__hermes` namespace) with `args`.
-fn hermes_call(name: &str, args: Value) -> Reply {
+pub(super) fn hermes_call(name: &str, args: Value) -> Reply {
     Reply::Call {
         tool: format!("mcp__hermes.{name}"),
         args,
@@ -176,9 +176,9 @@ fn hermes_call(name: &str, args: Value) -> Reply {
 /// request gets `steps[0]`, the one answering its call `steps[1]`, and so on; past the end,
 /// the text `done`.
 /// One step of [`steps`].
-type Step = Box<dyn Fn(&Turn<'_>) -> Reply + Send + Sync>;
+pub(super) type Step = Box<dyn Fn(&Turn<'_>) -> Reply + Send + Sync>;
 
-fn steps(steps: Vec<Step>) -> Script {
+pub(super) fn steps(steps: Vec<Step>) -> Script {
     Arc::new(move |turn: &Turn<'_>| {
         let n = tool_outputs(&turn.request.body).len();
         steps
@@ -187,7 +187,7 @@ fn steps(steps: Vec<Step>) -> Script {
     })
 }
 
-fn say(text: &str) -> Step {
+pub(super) fn say(text: &str) -> Step {
     let text = text.to_owned();
     Box::new(move |_| Reply::Text(text.clone()))
 }
@@ -608,7 +608,7 @@ fn page_body(page: &str) -> &str {
 }
 
 /// Codex as a child: `hermes -z --agent codex` outside any git repository.
-fn child_codex(script: Script) -> (Codex, tempfile::TempDir) {
+pub(super) fn child_codex(script: Script) -> (Codex, tempfile::TempDir) {
     let codex = Codex::new(|_| script);
     let config = codex.codex_home().join("config.toml");
     let mut text = std::fs::read_to_string(&config).expect("config");

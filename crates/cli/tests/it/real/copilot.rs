@@ -15,7 +15,7 @@
 //!   `parentAgentId` (what the model is sent, asserted below).
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,27 +43,9 @@ fn copilot(
     untrusted: bool,
     env: Env<'_>,
 ) -> Output {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("copilot-pkg");
-    let mut c = machine.command("copilot");
+    let mut c = command(machine, server, untrusted);
     c.envs(env.iter().copied())
-        .env("COPILOT_OFFLINE", "true")
-        .env("COPILOT_AUTO_UPDATE", "false")
-        .env("COPILOT_PKG_CACHE_HOME", cache)
-        .env(
-            "COPILOT_PROVIDER_BASE_URL",
-            format!("{}/v1", server.base_url()),
-        )
-        .env("COPILOT_MODEL", "test-model")
         .args(["--session-id", session, "--allow-all-tools", "-p", prompt]);
-    if !untrusted {
-        // Where Copilot keeps the folders a user trusted: `trustedFolders` of
-        // `~/.copilot/config.json` (not settings.json, which `copilot help config` suggests);
-        // `--trust-folder` trusts for one run, but not with `--session-id`.
-        let settings = machine.home().join(".copilot/config.json");
-        std::fs::create_dir_all(settings.parent().expect("a directory")).expect("~/.copilot");
-        let trusted = json!({"trustedFolders": [machine.project()]});
-        std::fs::write(&settings, trusted.to_string()).expect("config.json");
-    }
     let out = c.output().expect("copilot runs");
     assert!(
         out.status.success(),
@@ -74,9 +56,34 @@ fn copilot(
     out
 }
 
+/// `copilot` on `machine` against `server`, offline, in the project, trusted unless
+/// `untrusted`.
+pub(super) fn command(machine: &Machine, server: &ModelServer, untrusted: bool) -> Command {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("copilot-pkg");
+    let mut c = machine.command("copilot");
+    c.env("COPILOT_OFFLINE", "true")
+        .env("COPILOT_AUTO_UPDATE", "false")
+        .env("COPILOT_PKG_CACHE_HOME", cache)
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("{}/v1", server.base_url()),
+        )
+        .env("COPILOT_MODEL", "test-model");
+    if !untrusted {
+        // Where Copilot keeps the folders a user trusted: `trustedFolders` of
+        // `~/.copilot/config.json` (not settings.json, which `copilot help config` suggests);
+        // `--trust-folder` trusts for one run, but not with `--session-id`.
+        let settings = machine.home().join(".copilot/config.json");
+        std::fs::create_dir_all(settings.parent().expect("a directory")).expect("~/.copilot");
+        let trusted = json!({"trustedFolders": [machine.project()]});
+        std::fs::write(&settings, trusted.to_string()).expect("config.json");
+    }
+    c
+}
+
 /// `hermes hook install copilot` (and `extra`) in the project, as a user would, with `env`
 /// added.
-fn install(machine: &Machine, extra: &[&str], env: Env<'_>) -> String {
+pub(super) fn install(machine: &Machine, extra: &[&str], env: Env<'_>) -> String {
     let out = machine
         .command("hermes")
         .envs(env.iter().copied())
@@ -107,7 +114,7 @@ fn offered(body: &Value) -> Vec<&str> {
 }
 
 /// Every text the model was sent, in order of the requests.
-fn sent(server: &ModelServer) -> Vec<Value> {
+pub(super) fn sent(server: &ModelServer) -> Vec<Value> {
     server.turns().into_iter().map(|r| r.body).collect()
 }
 
@@ -179,7 +186,7 @@ fn dispatch_then_wait(name: &'static str, delivery: &'static str) -> Script {
 }
 
 /// A fresh conversation id (Copilot takes a UUID).
-fn uuid(n: u8) -> String {
+pub(super) fn uuid(n: u8) -> String {
     format!("00000000-0000-4000-8000-0000000000{n:02x}")
 }
 

@@ -33,16 +33,16 @@ use crate::common::{Run, until_told, wait_for};
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// hermes' six tools as Gemini names them (`mcp_<server>_<tool>`), allowed for headless runs.
-const TOOLS: &str = "mcp_hermes_delegate_task,mcp_hermes_delegation_status,mcp_hermes_delegation_list,mcp_hermes_delegation_stop,mcp_hermes_delegation_results,mcp_hermes_delegation_result";
+pub(super) const TOOLS: &str = "mcp_hermes_delegate_task,mcp_hermes_delegation_status,mcp_hermes_delegation_list,mcp_hermes_delegation_stop,mcp_hermes_delegation_results,mcp_hermes_delegation_result";
 
 /// A person's machine with Gemini CLI set up against the scripted model.
-struct Gemini {
-    machine: Machine,
-    model: ModelServer,
+pub(super) struct Gemini {
+    pub(super) machine: Machine,
+    pub(super) model: ModelServer,
 }
 
 impl Gemini {
-    fn new(script: impl Fn(&Turn<'_>) -> Reply + Send + Sync + 'static) -> Gemini {
+    pub(super) fn new(script: impl Fn(&Turn<'_>) -> Reply + Send + Sync + 'static) -> Gemini {
         let machine = Machine::new();
         let dir = machine.home().join(".gemini");
         std::fs::create_dir_all(&dir).expect("~/.gemini");
@@ -68,7 +68,7 @@ impl Gemini {
     }
 
     /// `program args…` with the model server and key in the environment.
-    fn run(&self, program: &str, args: &[&str]) -> Run {
+    pub(super) fn run(&self, program: &str, args: &[&str]) -> Run {
         let mut c = self.machine.command(program);
         c.args(args)
             .env("GOOGLE_GEMINI_BASE_URL", self.model.base_url())
@@ -77,7 +77,7 @@ impl Gemini {
     }
 
     /// `hermes hook install gemini ARGS` in the project, as a person types it.
-    fn install(&self, args: &[&str]) {
+    pub(super) fn install(&self, args: &[&str]) {
         let mut all = vec!["hook", "install", "gemini"];
         all.extend_from_slice(args);
         let run = self.run("hermes", &all);
@@ -108,21 +108,21 @@ impl Gemini {
     }
 
     /// The main thread's requests (a subagent is offered `complete_task`, never `invoke_agent`).
-    fn main_requests(&self) -> Vec<Value> {
+    pub(super) fn main_requests(&self) -> Vec<Value> {
         self.requests()
             .into_iter()
             .filter(|b| offers(b, "invoke_agent"))
             .collect()
     }
 
-    fn hermes_json(&self, args: &[&str]) -> Value {
+    pub(super) fn hermes_json(&self, args: &[&str]) -> Value {
         let run = self.run("hermes", args);
         assert_eq!(run.code, 0, "{args:?}: {run:?}");
         run.json()
     }
 
     /// The delegations that have ended, latest first.
-    fn ended(&self) -> Vec<Value> {
+    pub(super) fn ended(&self) -> Vec<Value> {
         let list = self.hermes_json(&["delegation", "list", "--all", "--json"]);
         list["recent"].as_array().cloned().unwrap_or_default()
     }

@@ -20,6 +20,7 @@ use crate::common::Hermes;
 mod cline;
 mod codex;
 mod copilot;
+mod detach;
 mod gemini;
 mod sandboxed;
 mod worktree;
