@@ -491,6 +491,10 @@ pub struct HostArgs {
     /// Serve Prometheus metrics at `http://ADDR/metrics` while it runs (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Leave the starter's process tree first (what hermes passes when it starts a session's
+    /// host: an agent may end its MCP server's whole tree when it exits).
+    #[arg(long, hide = true)]
+    pub detach: bool,
 }
 
 #[derive(Debug, Args)]
@@ -512,6 +516,10 @@ pub struct WorkerArgs {
     /// Serve Prometheus metrics at `http://ADDR/metrics` while it runs (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Leave the starter's process tree first (what hermes passes when it starts a session's
+    /// host: an agent may end its MCP server's whole tree when it exits).
+    #[arg(long, hide = true)]
+    pub detach: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,14 +17,16 @@ use crate::services::home::{Home, env_var};
 use crate::services::hook_files::plugin;
 use crate::services::output::{print, print_json};
 
-/// hermes' own top-level entries of a home, moved whole.
+/// hermes' own top-level entries of a home, moved whole. The ledger and the settings go last:
+/// they are what marks a home (`config::holds_a_home`), so a move that stopped half-way leaves
+/// the old home in use, and running the command again finishes it.
 const MOVED: [&str; 6] = [
-    "ledger.redb",
-    "config.toml",
     "history",
     "agents",
     "run",
     "workspaces",
+    "config.toml",
+    "ledger.redb",
 ];
 
 /// hermes' entries inside the directories both projects keep (`cache/`, `logs/`): a name, or a
@@ -74,6 +76,7 @@ fn migrate(old: &Path, source: HomeSource, json: bool) -> anyhow::Result<Code> {
     let user = env_var("HOME").unwrap_or_default();
     let new = config::default_home(Path::new(&user), env_var("XDG_DATA_HOME"));
     refuse_while_busy(old)?;
+    refuse_kept_worktrees(old)?;
     std::fs::create_dir_all(&new).map_err(|e| {
         fail(
             Code::WorkFailed,
@@ -180,13 +183,46 @@ fn refuse_while_busy(old: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `(from, to)` pairs that move: hermes' entries of `old` that exist.
-fn entries(old: &Path, new: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let mut pairs: Vec<(PathBuf, PathBuf)> = MOVED
-        .iter()
-        .map(|name| (old.join(name), new.join(name)))
-        .filter(|(from, _)| from.symlink_metadata().is_ok())
+/// Git knows each worktree by its absolute path, so none may move: the spares kept for reuse
+/// are removed (the next child makes a fresh one), and a child's worktree still kept refuses
+/// the move.
+fn refuse_kept_worktrees(old: &Path) -> anyhow::Result<()> {
+    let root = old.join("workspaces");
+    hermes_registry::workspace::clear_spares(&root);
+    let kept: Vec<String> = std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "branches" && name != "spare")
         .collect();
+    if kept.is_empty() {
+        return Ok(());
+    }
+    Err(fail(
+        Code::WorkFailed,
+        format!(
+            "not moved: {} worktree(s) of children are still kept under {} ({}); migrate once their results are delivered or dropped",
+            kept.len(),
+            root.display(),
+            kept.join(", ")
+        ),
+    ))
+}
+
+/// The `(from, to)` pairs that move: hermes' entries of `old` that exist, the ledger and the
+/// settings last.
+fn entries(old: &Path, new: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let whole = |names: &[&str]| -> Vec<(PathBuf, PathBuf)> {
+        names
+            .iter()
+            .map(|name| (old.join(name), new.join(name)))
+            .filter(|(from, _)| from.symlink_metadata().is_ok())
+            .collect()
+    };
+    let (first, marks) = MOVED.split_at(MOVED.len() - 2);
+    let mut pairs = whole(first);
     for (dir, patterns) in MOVED_INSIDE {
         let Ok(listing) = std::fs::read_dir(old.join(dir)) else {
             continue;
@@ -206,6 +242,7 @@ fn entries(old: &Path, new: &Path) -> Vec<(PathBuf, PathBuf)> {
         inside.sort();
         pairs.extend(inside);
     }
+    pairs.extend(whole(marks));
     pairs
 }
 

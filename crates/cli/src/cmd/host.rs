@@ -20,7 +20,10 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Runs the headless host.
 pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
-    let mut launcher = crate::services::host_detach::detach()?;
+    let mut launcher = args
+        .detach
+        .then(crate::services::host_detach::detach)
+        .transpose()?;
     let session =
         SessionId::new(args.session.clone()).map_err(|e| fail(Code::Usage, e.to_string()))?;
     let home = Home::load()?;
@@ -49,7 +52,9 @@ pub fn run(args: &HostArgs, quiet: bool) -> anyhow::Result<Code> {
             )?;
         }
         let mut host = start(&ledger, &home, &session).await?;
-        launcher.hosting();
+        if let Some(launcher) = launcher.as_mut() {
+            launcher.hosting();
+        }
         // The hooks of this session deliver through this process (`relay`): no ledger of their
         // own to open and close. Without the socket they deliver by themselves.
         let _relay = crate::services::relay::serve(

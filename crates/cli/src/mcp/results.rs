@@ -97,7 +97,7 @@ pub fn take(
         // A shortened result names the tool as this server's agent shows it, when known.
         result_tool: conversation
             .profile()
-            .map_or("delegation_result", |agent| agent.result_tool),
+            .map_or(consume::PLAIN_RESULT_TOOL, |agent| agent.result_tool),
     };
     let shown = consume::present(&router, taken, boundary, reader, |t| {
         text = t.to_owned();

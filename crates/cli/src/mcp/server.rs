@@ -52,12 +52,15 @@ pub fn run() -> anyhow::Result<Code> {
         let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
         // The children this server runs itself get the environment its agent withheld from it.
+        // hermes' own variables come last, so that they win.
         let mut config = home.registry();
-        config.child_env.extend(
+        let mut env: Vec<(String, String)> =
             crate::services::agent_proc::environment_missing_here(agent)
                 .into_iter()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        );
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect();
+        env.append(&mut config.child_env);
+        config.child_env = env;
         let host = Host::start(
             ledger.clone(),
             config,

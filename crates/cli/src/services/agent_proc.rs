@@ -164,7 +164,7 @@ pub fn agent_process() -> ProcessId {
 /// The variables of `agent`'s environment (the one it was started with) that this process does
 /// not have: what an agent withheld from the MCP server it started, for the children the
 /// server dispatches. hermes' own (`HERMES_*`: this process's home and session say which are
-/// in force) and the ledger's password (`PGPASSWORD`, never a child's) are left out. The values
+/// in force) and libpq's (`PG*`: the ledger's connection is the dispatching process's) are left out. The values
 /// go to a child's environment only: nothing logs or stores them.
 pub fn environment_missing_here(agent: ProcessId) -> Vec<(OsString, OsString)> {
     let Some(theirs) = hermes_registry::procs::environment(agent) else {
@@ -174,7 +174,11 @@ pub fn environment_missing_here(agent: ProcessId) -> Vec<(OsString, OsString)> {
         .into_iter()
         .filter(|(name, _)| {
             let text = name.to_string_lossy();
-            !text.starts_with("HERMES_") && text != "PGPASSWORD" && std::env::var_os(name).is_none()
+            // hermes' own settings and libpq's (`PGHOST`, `PGPASSFILE`, `PGSSLMODE`, …, which the
+            // ledger reads) are the dispatching process's, never the agent's.
+            !text.starts_with("HERMES_")
+                && !text.starts_with("PG")
+                && std::env::var_os(name).is_none()
         })
         .collect()
 }
@@ -217,9 +221,17 @@ pub fn read_proc(pid: u32) -> Option<Proc> {
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_owned();
     let fields: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // A binary replaced since the process started (an upgrade) reads `NAME (deleted)`: it is
+    // still the program it was.
     let exe = fs::read_link(format!("/proc/{pid}/exe"))
         .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        .and_then(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            Some(match name.strip_suffix(" (deleted)") {
+                Some(kept) => kept.to_owned(),
+                None => name,
+            })
+        });
     let argv = fs::read(format!("/proc/{pid}/cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)

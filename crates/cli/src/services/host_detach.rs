@@ -4,7 +4,8 @@
 //! runtime), which stopped the conversation's host and children a few hundred milliseconds
 //! after a headless dispatch (`tests/it/real/detach.rs`).
 //!
-//! `hermes host` forks first thing, while it has one thread. The first process (the launcher,
+//! `hermes host --detach` (as hermes starts a session's host; a host run by hand stays where
+//! it is) forks first thing, while it has one thread. The first process (the launcher,
 //! its starter's child) waits until the second hosts the session or ends, and exits with that
 //! outcome, so the starter still learns why a host could not start (its exit code); the second,
 //! in a session of its own, is left to init when the launcher exits.

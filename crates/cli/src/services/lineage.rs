@@ -50,6 +50,13 @@ pub fn enclosing(ledger: impl FnOnce() -> Option<Ledger>) -> Option<Enclosing> {
         recorded(false)
             .or_else(|| started_with(child))
             .or_else(|| recorded(true))
+            // Under a hermes host, yet neither the ledger within reach nor the environment the
+            // process was started with says what it is (the environment wiped by an `exec`, the
+            // ledger's address with it): the default role, a leaf.
+            .or(Some(Enclosing {
+                role: hermes_ledger::Role::Leaf.as_str().to_owned(),
+                depth: 1,
+            }))
     })
 }
 

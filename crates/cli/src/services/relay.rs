@@ -54,7 +54,7 @@ struct Request {
 }
 
 fn plain_result_tool() -> String {
-    consume::Reader::plain(0).result_tool.to_owned()
+    consume::PLAIN_RESULT_TOOL.to_owned()
 }
 
 /// The host's answers, in order: what was claimed, then whether it was acknowledged.

@@ -107,7 +107,7 @@ pub fn start(home: &Home, ledger: &Ledger, session: &SessionId) -> anyhow::Resul
     // the person's environment, whichever door dispatched them.
     command.envs(agent_environment(home, session));
     let mut child = command
-        .args(["host", "--session", session.as_str(), "-v"])
+        .args(["host", "--session", session.as_str(), "--detach", "-v"])
         .env("HERMES_HOME", &home.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))

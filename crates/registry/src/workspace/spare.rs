@@ -32,12 +32,10 @@ pub fn spare_root(root: &Path) -> PathBuf {
 
 /// The prefix of the spares of the repository whose common git directory is `common`.
 fn prefix(common: &Path) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in common.as_os_str().as_encoded_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}-")
+    format!(
+        "{:016x}-",
+        hermes_stdx::fnv1a(common.as_os_str().as_encoded_bytes())
+    )
 }
 
 /// The repository's common git directory, absolute.

@@ -114,15 +114,8 @@ pub struct Reader<'a> {
     pub result_tool: &'a str,
 }
 
-impl Reader<'_> {
-    /// A reader that sees the tool under its own name (an MCP client of unknown kind).
-    pub const fn plain(budget: usize) -> Reader<'static> {
-        Reader {
-            budget,
-            result_tool: "delegation_result",
-        }
-    }
-}
+/// `delegation_result` as hermes names it, for a reader of unknown kind.
+pub const PLAIN_RESULT_TOOL: &str = "delegation_result";
 
 /// The one protocol of handing results over (hooks, `hermes mcp`): fit the claimed envelopes
 /// into `budget` characters (whole envelopes in order while they fit; one too large alone is
