@@ -55,13 +55,16 @@ struct Object {
 
 #[derive(Clone, Copy)]
 struct Span {
+    /// Where its key starts.
+    key: usize,
     start: usize,
     end: usize,
 }
 
 /// `original` (the file's text) with `new` spliced in where it differs from `old` (what was
-/// read); `None` when the change cannot be spliced (a key was removed), for the caller to
-/// write the whole document instead.
+/// read): changed values replaced, new keys added, removed members cut out with their comma;
+/// `None` when the change cannot be spliced, for the caller to write the whole document
+/// instead.
 pub fn splice(original: &str, blanked: &str, old: &Doc, new: &Doc) -> Option<String> {
     let start = skip_ws(blanked.as_bytes(), 0);
     let mut edits = Vec::new();
@@ -85,13 +88,17 @@ fn edit_object(
     let (Doc::Object(old_members), Doc::Object(new_members)) = (old, new) else {
         return None;
     };
-    if old_members
-        .iter()
-        .any(|(k, _)| !new_members.iter().any(|(n, _)| n == k))
-    {
+    let object = parse_object(blanked.as_bytes(), at)?;
+    if old_members.len() != object.members.len() {
         return None;
     }
-    let object = parse_object(blanked.as_bytes(), at)?;
+    remove_members(
+        original,
+        blanked,
+        &object,
+        |key| !new_members.iter().any(|(n, _)| n == key),
+        edits,
+    );
     let member_indent = object.members.last().map_or_else(
         || indent_at(original, at) + "  ",
         |(_, s)| indent_at(original, s.start),
@@ -135,6 +142,45 @@ fn edit_object(
     Some(())
 }
 
+/// Cuts the members of `object` that `gone` names out of the text. One after a kept member goes
+/// with the comma before it and its own line, leaving a comment after that comma where it was;
+/// those before the first kept member go from the first's key to the kept key; all of them,
+/// when none is kept.
+fn remove_members(
+    original: &str,
+    blanked: &str,
+    object: &Object,
+    gone: impl Fn(&str) -> bool,
+    edits: &mut Vec<(usize, usize, String)>,
+) {
+    let members = &object.members;
+    let Some(first_kept) = members.iter().position(|(k, _)| !gone(k)) else {
+        if let (Some((_, first)), Some((_, last))) = (members.first(), members.last()) {
+            edits.push((first.key, last.end, String::new()));
+        }
+        return;
+    };
+    if first_kept > 0 {
+        edits.push((members[0].1.key, members[first_kept].1.key, String::new()));
+    }
+    for i in first_kept + 1..members.len() {
+        let (previous, span) = (members[i - 1].1, members[i].1);
+        if !gone(&members[i].0) {
+            continue;
+        }
+        if let Some(comma) = blanked[previous.end..span.key].find(',') {
+            let comma = previous.end + comma;
+            edits.push((comma, comma + 1, String::new()));
+        }
+        // From the line break before its key when nothing but indentation stands between.
+        let start = match original[..span.key].rfind('\n') {
+            Some(nl) if nl >= previous.end && original[nl + 1..span.key].trim().is_empty() => nl,
+            _ => span.key,
+        };
+        edits.push((start, span.end, String::new()));
+    }
+}
+
 /// `value` as pretty JSON whose lines after the first are indented by `indent`.
 fn render(value: &Doc, indent: &str) -> Option<String> {
     let text = serde_json::to_string_pretty(value).ok()?;
@@ -169,6 +215,7 @@ fn parse_object(bytes: &[u8], at: usize) -> Option<Object> {
             b'}' => return Some(Object { members, close: i }),
             b',' => i = skip_ws(bytes, i + 1),
             b'"' => {
+                let key_start = i;
                 let key_end = value_end(bytes, i)?;
                 let key: String = serde_json::from_slice(&bytes[i..key_end]).ok()?;
                 i = skip_ws(bytes, key_end);
@@ -177,7 +224,14 @@ fn parse_object(bytes: &[u8], at: usize) -> Option<Object> {
                 }
                 let start = skip_ws(bytes, i + 1);
                 let end = value_end(bytes, start)?;
-                members.push((key, Span { start, end }));
+                members.push((
+                    key,
+                    Span {
+                        key: key_start,
+                        start,
+                        end,
+                    },
+                ));
                 i = skip_ws(bytes, end);
             }
             _ => return None,
@@ -275,8 +329,43 @@ mod tests {
         let reread: Doc =
             serde_json::from_str(&blank_comments(&spliced).expect("comments")).expect("JSON");
         assert_eq!(reread, new, "{spliced}");
-        // A removed key is not spliced.
-        assert!(splice(text, &blanked, &old, &doc(r#"{"ui": {}}"#)).is_none());
+    }
+
+    #[test]
+    fn removed_members_are_cut_out_with_their_comma_and_the_comments_stay() {
+        let text = "{\n  // who I am\n  \"ui\": {\"theme\": \"GitHub\"}, /* keep */\n  \"hooks\": {\n    \"AfterTool\": [], // mine\n    \"BeforeTool\": [1]\n  },\n  \"mcpServers\": {\"hermes\": {}}\n}\n";
+        let blanked = blank_comments(text).expect("comments");
+        let old: Doc = serde_json::from_str(&blanked).expect("JSON");
+        for (new, kept) in [
+            // The last member, and a nested one.
+            (
+                r#"{"ui": {"theme": "GitHub"}, "hooks": {"AfterTool": []}}"#,
+                &[
+                    "  // who I am\n",
+                    "/* keep */",
+                    "\"AfterTool\": [] // mine\n  }\n}\n",
+                ][..],
+            ),
+            // The first member: the next one's key is where the object now starts.
+            (
+                r#"{"hooks": {"AfterTool": [], "BeforeTool": [1]}, "mcpServers": {"hermes": {}}}"#,
+                &["  // who I am\n", " // mine\n"][..],
+            ),
+            // Every member of a nested object.
+            (
+                r#"{"ui": {"theme": "GitHub"}, "hooks": {}, "mcpServers": {"hermes": {}}}"#,
+                &["  // who I am\n", "/* keep */"][..],
+            ),
+        ] {
+            let new = doc(new);
+            let spliced = splice(text, &blanked, &old, &new).expect("spliced");
+            for kept in kept {
+                assert!(spliced.contains(kept), "{kept:?} lost:\n{spliced}");
+            }
+            let reread: Doc =
+                serde_json::from_str(&blank_comments(&spliced).expect("comments")).expect("JSON");
+            assert_eq!(reread, new, "{spliced}");
+        }
     }
 
     #[test]

@@ -528,4 +528,16 @@ fn user_install_keeps_the_comments_of_geminis_settings() {
         listed.contains("hermes") && listed.contains("Connected"),
         "{listed}"
     );
+    // Uninstalled, hermes' entries are gone and the person's comments are still there.
+    let run = g.run("hermes", &["hook", "uninstall", "gemini", "--user"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let removed = std::fs::read_to_string(g.user_settings()).expect("settings.json");
+    assert!(!removed.contains("hermes"), "{removed}");
+    for line in [
+        "  // how I log in",
+        "/* keep */",
+        "    \"theme\": \"GitHub\" // my theme",
+    ] {
+        assert!(removed.contains(line), "{line:?} is gone:\n{removed}");
+    }
 }
