@@ -9,7 +9,7 @@
 //! non-zero exit as "block", it prints the agent's "go on" answer instead and exits 0,
 //! the `hermes:` line still on stderr.
 
-use hermes_ledger::SessionId;
+use hermes_ledger::{ProcessId, SessionId};
 use hermes_router::RouterError;
 
 use super::agents::{self, Action, Agent, HookBoundary, HookEvent, Start};
@@ -78,14 +78,18 @@ fn hook(subcommand: &str, agent_name: &str) -> anyhow::Result<Code> {
         return Ok(Code::Ok);
     }
     let home = Home::load()?;
-    let sessions = conversation(&home, agent, &input, &event)?;
-    if inside_subagent(&home, agent, &event, &input, &value)? {
+    // The agent process (a walk up the process tree), and whether a session end is a discard:
+    // each worked out once per hook.
+    let process = binding::agent_process();
+    let discards = event.action == Action::End && ends(&home, &input);
+    let sessions = conversation(&home, agent, &input, &event, process, discards)?;
+    if inside_subagent(&home, agent, &event, &input, &value, process)? {
         return Ok(Code::Ok);
     }
     match event.action {
         Action::Start => start(&home, &sessions, input.start),
         Action::EnterSubagent(_) => Ok(Code::Ok),
-        Action::End if ends(&home, &input) => end(&home, &sessions),
+        Action::End if discards => end(&home, &sessions),
         Action::End => Ok(detach(&sessions)),
         Action::Deliver(boundary) => {
             deliver(&home, agent, &event, &sessions, agents::boundary(boundary))
@@ -114,11 +118,12 @@ fn inside_subagent(
     event: &HookEvent,
     input: &HookInput,
     value: &serde_json::Value,
+    process: ProcessId,
 ) -> anyhow::Result<bool> {
     let (Some(_), Some(session)) = (agent.subagent_tool(), input.session_id.as_deref()) else {
         return Ok(false);
     };
-    let subagents = Subagents::new(&home.dir, binding::agent_process(), session);
+    let subagents = Subagents::new(&home.dir, process, session);
     match event.action {
         Action::EnterSubagent(_) if agent.calls_subagent_tool(value) => subagents.enter()?,
         Action::EnterSubagent(_) => {}
@@ -139,6 +144,8 @@ fn conversation(
     profile: &Agent,
     input: &HookInput,
     event: &HookEvent,
+    agent: ProcessId,
+    discards: bool,
 ) -> anyhow::Result<Vec<SessionId>> {
     if input.session_id_malformed {
         return Err(fail(
@@ -169,11 +176,10 @@ fn conversation(
     SessionId::new(raw.to_owned())
         .map_err(|e| fail(Code::Usage, format!("{}: {e}", profile.session_field)))?;
     let bindings = Bindings::new(&home.dir);
-    let agent = binding::agent_process();
     if event.action == Action::End {
         // The conversation's sessions as bound; its record goes with it (kept as detached
         // unless the conversation is discarded).
-        return if ends(home, input) {
+        return if discards {
             bindings.end(agent, raw)
         } else {
             bindings.detach(agent, raw)
