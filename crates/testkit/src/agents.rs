@@ -34,7 +34,10 @@ fn install(target: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("the agent CLIs' lock file: {e}"))?;
     lock.lock()
         .map_err(|e| format!("locking the agent CLIs: {e}"))?;
-    let ready = dir.join(format!(".ready-{:016x}", fnv1a(&[&manifest, &lockfile])));
+    let ready = dir.join(format!(
+        ".ready-{:016x}",
+        hermes_stdx::fnv1a(&[manifest.as_slice(), lockfile.as_slice()].concat())
+    ));
     if !ready.exists() {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -63,14 +66,4 @@ fn install(target: &Path) -> Result<PathBuf, String> {
         std::fs::write(&ready, "").map_err(|e| e.to_string())?;
     }
     Ok(dir.join("node_modules/.bin"))
-}
-
-/// FNV-1a over `parts`: names the install a lockfile made, so a changed pin reinstalls.
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parts.iter().flat_map(|p| p.iter()) {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }
