@@ -236,11 +236,18 @@ impl Bindings {
     /// The agent's conversation `session_id` ended: removes it and returns its sessions (just
     /// `session_id` when it was not recorded).
     pub fn end(&self, agent: ProcessId, session_id: &str) -> anyhow::Result<Vec<SessionId>> {
+        if self.read(agent).is_none() {
+            return Ok(SessionId::new(session_id.to_owned()).into_iter().collect());
+        }
+        let _lock = self.lock()?;
+        self.end_locked(agent, session_id)
+    }
+
+    /// [`Bindings::end`], with the lock held.
+    fn end_locked(&self, agent: ProcessId, session_id: &str) -> anyhow::Result<Vec<SessionId>> {
         let Some(mut binding) = self.read(agent) else {
             return Ok(SessionId::new(session_id.to_owned()).into_iter().collect());
         };
-        let _lock = self.lock()?;
-        binding = self.read(agent).unwrap_or(binding);
         let sessions = match binding
             .conversations
             .iter()
@@ -258,10 +265,11 @@ impl Bindings {
     }
 
     /// The agent's conversation `session_id` ended without a discard (its process exits):
-    /// removed like [`Bindings::end`], and its sessions recorded as detached.
+    /// its binding goes as at an end, and its sessions are recorded as detached, under one
+    /// lock, so that the conversation's next process binding it meanwhile is not undone.
     pub fn detach(&self, agent: ProcessId, session_id: &str) -> anyhow::Result<Vec<SessionId>> {
-        let sessions = self.end(agent, session_id)?;
         let _lock = self.lock()?;
+        let sessions = self.end_locked(agent, session_id)?;
         let at = crate::services::home::now().as_millis();
         self.update_detached(|d| {
             for s in &sessions {
