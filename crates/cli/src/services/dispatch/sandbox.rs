@@ -5,7 +5,7 @@
 //! silence.
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use hermes_ledger::{DispatchSpec, Sandbox, SandboxMode};
+use hermes_ledger::{DispatchSpec, Role, Sandbox, SandboxMode};
 use hermes_registry::sandbox::Policy;
 use hermes_settings::Settings;
 
@@ -111,18 +111,32 @@ fn check_enforceable(sandbox: Sandbox, spec: &DispatchSpec) -> anyhow::Result<()
         Some(cwd) => std::path::PathBuf::from(cwd),
         None => std::env::current_dir().unwrap_or_else(|_| "/".into()),
     };
+    // The children get this process's home: writable for an orchestrator, a read-only hole for
+    // a leaf (which may need a mount namespace), as their spawn will confine them.
+    let home = crate::services::config::home_dir(&crate::services::home::env_var).ok();
     for agent in [false, true] {
-        if !spec.tasks.iter().any(|t| t.agent.is_some() == agent) {
-            continue;
+        for role in [Role::Leaf, Role::Orchestrator] {
+            if !spec
+                .tasks
+                .iter()
+                .any(|t| t.agent.is_some() == agent && t.role == role)
+            {
+                continue;
+            }
+            let home = home.iter().cloned().collect::<Vec<_>>();
+            let (writable, read_only) = match role {
+                Role::Orchestrator => (home, Vec::new()),
+                Role::Leaf => (Vec::new(), home),
+            };
+            let policy = Policy {
+                mode: sandbox.mode,
+                network: sandbox.network(agent),
+                writable,
+                read_only,
+            };
+            hermes_registry::sandbox::check(&policy, &cwd)
+                .map_err(|e| fail(Code::Usage, e.to_string()))?;
         }
-        let policy = Policy {
-            mode: sandbox.mode,
-            network: sandbox.network(agent),
-            writable: Vec::new(),
-            read_only: Vec::new(),
-        };
-        hermes_registry::sandbox::check(&policy, &cwd)
-            .map_err(|e| fail(Code::Usage, e.to_string()))?;
     }
     Ok(())
 }
