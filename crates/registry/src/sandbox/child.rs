@@ -13,29 +13,24 @@ use super::Policy;
 /// A child's own temporary directory (its `TMPDIR`), removed with this value.
 #[derive(Debug)]
 pub(crate) struct ChildTemp {
-    path: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl ChildTemp {
-    /// Makes `hermes-<delegation>-<index>` (0700) under the system's temporary directory,
-    /// emptied first if a crashed run left one.
+    /// Makes `hermes-<delegation>-<index>-<random>` (0700, created exclusively) under the
+    /// system's temporary directory: a name nobody can take first, and never another run's.
     fn make(id: &DelegationId, index: u32) -> std::io::Result<ChildTemp> {
-        use std::os::unix::fs::DirBuilderExt;
-        let path = std::env::temp_dir().join(format!("hermes-{id}-{index}"));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        Ok(ChildTemp { path })
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("hermes-{id}-{index}-"))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()?;
+        Ok(ChildTemp { dir })
     }
 
     /// Its path.
     pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ChildTemp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        self.dir.path()
     }
 }
 
@@ -57,7 +52,7 @@ pub(crate) fn policy(
     let temp = ChildTemp::make(id, index)
         .inspect_err(|e| tracing::warn!(error = %e, "cannot make a child's temporary directory"))
         .ok();
-    let mut writable: Vec<PathBuf> = temp.iter().map(|t| t.path.clone()).collect();
+    let mut writable: Vec<PathBuf> = temp.iter().map(|t| t.path().to_path_buf()).collect();
     writable.extend(task.agent.as_deref().into_iter().flat_map(state_dirs));
     let mut read_only = Vec::new();
     match (task.role, home) {
@@ -127,8 +122,15 @@ mod tests {
         let leaf = TaskSpec::new("g", vec!["true".into()]);
         let (p, temp) = policy(sandbox, &leaf, &id(), 7, Some(home)).expect("confined");
         let temp = temp.expect("made");
-        assert!(temp.path().ends_with("hermes-deleg_0123456789ab-7"));
+        let name = temp.path().file_name().expect("a name").to_string_lossy();
+        assert!(name.starts_with("hermes-deleg_0123456789ab-7-"), "{name}");
         assert!(temp.path().is_dir());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(temp.path())
+                .expect("metadata")
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700);
         assert_eq!(p.writable, vec![temp.path().to_path_buf()]);
         assert_eq!(p.read_only, vec![home.to_path_buf()]);
         assert!(!p.network);
