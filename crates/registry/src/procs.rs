@@ -122,8 +122,9 @@ fn stat(pid: u32) -> Option<Stat> {
 }
 
 /// The environment `process` was started with (`/proc/PID/environ`: what it was executed with,
-/// whatever it exported since), if it is still that process and its owner is ours. Values are
-/// secrets as often as not: callers pass them on, never print or store them.
+/// whatever it exported since), if it is still that process and the kernel lets this one read
+/// it (a process of the same user). Values are secrets as often as not: callers pass them on,
+/// never print or store them.
 pub fn environment(process: ProcessId) -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
     use std::os::unix::ffi::OsStrExt as _;
     if process_start_time(process.pid)? != process.start_time {
