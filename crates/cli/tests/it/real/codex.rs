@@ -178,6 +178,21 @@ pub(super) fn hermes_call(name: &str, args: Value) -> Reply {
 /// One step of [`steps`].
 pub(super) type Step = Box<dyn Fn(&Turn<'_>) -> Reply + Send + Sync>;
 
+/// The model's step that dispatches `args` through hermes' `delegate_task`.
+pub(super) fn dispatch_step(args: Value) -> Step {
+    Box::new(move |_| hermes_call("delegate_task", args.clone()))
+}
+
+/// The model's step after a dispatch: once the unit its answer names has finished, `then`.
+pub(super) fn once_finished(cli: HermesCli, then: Reply) -> Step {
+    Box::new(move |turn| {
+        let id =
+            delegation_id(&tool_outputs(&turn.request.body).join("")).expect("a delegation id");
+        cli.finished(&id);
+        then.clone()
+    })
+}
+
 pub(super) fn steps(steps: Vec<Step>) -> Script {
     Arc::new(move |turn: &Turn<'_>| {
         let n = tool_outputs(&turn.request.body).len();
@@ -391,19 +406,9 @@ fn an_inject_result_arrives_after_the_next_tool_call() {
     let marker = "INJECTED-RESULT-51c2";
     let codex = Codex::new(|cli| {
         steps(vec![
-            Box::new(move |_| {
-                hermes_call(
-                    "delegate_task",
-                    json!({"goal": "say it", "result_delivery": "inject",
-                           "command": ["sh", "-c", printing(marker)]}),
-                )
-            }),
-            Box::new(move |turn| {
-                let id = delegation_id(&tool_outputs(&turn.request.body).join(""))
-                    .expect("a delegation id");
-                cli.finished(&id);
-                hermes_call("delegation_list", json!({}))
-            }),
+            dispatch_step(json!({"goal": "say it", "result_delivery": "inject",
+                           "command": ["sh", "-c", printing(marker)]})),
+            once_finished(cli, hermes_call("delegation_list", json!({}))),
             say("seen"),
         ])
     });
@@ -491,19 +496,9 @@ fn codex_exec_resume_gets_an_after_turn_result_exactly_once() {
 fn a_3000_line_result_reaches_the_model_whole_within_codex_budget() {
     let codex = Codex::new(|cli| {
         steps(vec![
-            Box::new(|_| {
-                hermes_call(
-                    "delegate_task",
-                    json!({"goal": "many lines", "command": ["sh", "-c",
-                        "seq -f 'line %05g of the long result' 1 3000"]}),
-                )
-            }),
-            Box::new(move |turn| {
-                let id = delegation_id(&tool_outputs(&turn.request.body).join(""))
-                    .expect("a delegation id");
-                cli.finished(&id);
-                hermes_call("delegation_results", json!({}))
-            }),
+            dispatch_step(json!({"goal": "many lines", "command": ["sh", "-c",
+                        "seq -f 'line %05g of the long result' 1 3000"]})),
+            once_finished(cli, hermes_call("delegation_results", json!({}))),
             Box::new(move |turn| {
                 let outputs = tool_outputs(&turn.request.body);
                 let id = delegation_id(&outputs[0]).expect("an id");
@@ -560,19 +555,9 @@ fn a_3000_line_result_reaches_the_model_whole_within_codex_budget() {
 fn a_3000_line_result_at_the_stop_hook_reaches_the_model_within_its_hook_budget() {
     let codex = Codex::new(|cli| {
         steps(vec![
-            Box::new(|_| {
-                hermes_call(
-                    "delegate_task",
-                    json!({"goal": "many lines", "command": ["sh", "-c",
-                        "seq -f 'line %05g of the long result' 1 3000"]}),
-                )
-            }),
-            Box::new(move |turn| {
-                let id = delegation_id(&tool_outputs(&turn.request.body).join(""))
-                    .expect("a delegation id");
-                cli.finished(&id);
-                Reply::Text("dispatched".into())
-            }),
+            dispatch_step(json!({"goal": "many lines", "command": ["sh", "-c",
+                        "seq -f 'line %05g of the long result' 1 3000"]})),
+            once_finished(cli, Reply::Text("dispatched".into())),
         ])
     });
     codex.install();

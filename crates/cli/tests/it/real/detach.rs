@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use super::Machine;
 use super::claude::{Claude, delegate, events, first_with, say, session_of};
 use super::codex::{
-    Codex, KEY_VAR, child_codex, delegation_id, hermes_call, printing, steps, tool_outputs,
+    Codex, KEY_VAR, child_codex, delegation_id, dispatch_step, hermes_call, once_finished,
+    printing, steps, tool_outputs,
 };
 use super::gemini::{Gemini, TOOLS};
 use crate::common::{until_told, wait_for};
@@ -312,18 +313,8 @@ fn a_child_dispatched_through_claude_has_the_persons_key() {
 fn a_child_dispatched_through_codex_has_the_persons_key() {
     let codex = Codex::new(|cli| {
         steps(vec![
-            Box::new(|_| {
-                hermes_call(
-                    "delegate_task",
-                    json!({"goal": "the key", "command": ["sh", "-c", KEY_LENGTH]}),
-                )
-            }),
-            Box::new(move |turn| {
-                let id = delegation_id(&tool_outputs(&turn.request.body).join(""))
-                    .expect("a delegation id");
-                cli.finished(&id);
-                Reply::Text("dispatched".into())
-            }),
+            dispatch_step(json!({"goal": "the key", "command": ["sh", "-c", KEY_LENGTH]})),
+            once_finished(cli, Reply::Text("dispatched".into())),
         ])
     });
     codex.install();
