@@ -386,7 +386,8 @@ fn remove(tree: &Worktree, drop_branch: bool) -> Result<(), WorkspaceError> {
     if tree.path.exists()
         && let Some(root) = tree.path.parent()
     {
-        spare::park(root, repo, &tree.path)?;
+        let common = spare::common_dir(&tree.path)?;
+        spare::park(root, repo, &common, &tree.path)?;
     } else {
         git_mut(repo, &["worktree", "prune"])?;
     }

@@ -6,22 +6,19 @@ use std::path::Path;
 
 use hermes_ledger::{DelegationId, EventKey, Ledger};
 
-use super::{WorkspaceError, git};
+use super::WorkspaceError;
 
 /// Removes the worktree at `path` (its repository found from it), kept as a spare for the
 /// repository's next child where it can be; a directory git no longer knows as a worktree is
 /// removed as a plain directory.
 pub fn remove_worktree(path: &Path) -> Result<(), WorkspaceError> {
-    let common = git(
-        path,
-        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-    );
-    let repo = common
-        .ok()
-        .and_then(|c| Path::new(c.trim()).parent().map(Path::to_path_buf));
+    let common = super::spare::common_dir(path).ok();
+    let repo = common.as_deref().and_then(Path::parent);
     let shown = path.display().to_string();
-    match (repo, path.parent()) {
-        (Some(repo), Some(root)) if repo.is_dir() => super::spare::park(root, &repo, path),
+    match (&common, repo, path.parent()) {
+        (Some(common), Some(repo), Some(root)) if repo.is_dir() => {
+            super::spare::park(root, repo, common, path)
+        }
         _ => std::fs::remove_dir_all(path)
             .map_err(|e| WorkspaceError::Git(format!("cannot remove {shown}: {e}"))),
     }

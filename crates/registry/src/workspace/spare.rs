@@ -101,15 +101,17 @@ pub(super) fn take(
     true
 }
 
-/// Parks the worktree at `path` of `repo` as a spare: cleaned, detached and moved under
+/// Parks the worktree at `path` of `repo` (whose common git directory is `common`) as a spare: cleaned, detached and moved under
 /// [`spare_root`]; removed instead when the repository has its spares already or it cannot be
 /// cleaned.
-pub(super) fn park(root: &Path, repo: &Path, path: &Path) -> Result<(), WorkspaceError> {
+pub(super) fn park(
+    root: &Path,
+    repo: &Path,
+    common: &Path,
+    path: &Path,
+) -> Result<(), WorkspaceError> {
     let _guard = hermes_stdx::lock(&SPARES);
-    let Ok(common) = common_dir(path) else {
-        return discard(repo, path);
-    };
-    if spares_of(root, &common).len() >= SPARES_PER_REPOSITORY {
+    if spares_of(root, common).len() >= SPARES_PER_REPOSITORY {
         return discard(repo, path);
     }
     // Detached where it is, anything left in the index or the files thrown away (`--force`),
@@ -135,7 +137,7 @@ pub(super) fn park(root: &Path, repo: &Path, path: &Path) -> Result<(), Workspac
         .map_err(|e| WorkspaceError::Git(format!("cannot create {}: {e}", dir.display())))?;
     let name = format!(
         "{}{:020}",
-        prefix(&common),
+        prefix(common),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
