@@ -73,20 +73,7 @@ fn cline(machine: &Machine, prompt: &str, env: Env<'_>) {
 
 /// `hermes hook install cline` (and `extra`) in the project, with `env` added.
 fn install(machine: &Machine, extra: &[&str], env: Env<'_>) -> String {
-    let out = machine
-        .command("hermes")
-        .envs(env.iter().copied())
-        .args(["hook", "install", "cline"])
-        .args(extra)
-        .output()
-        .expect("hermes runs");
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    printed
+    machine.hook_install("cline", extra, env)
 }
 
 /// The offered tool whose name ends with `suffix`.

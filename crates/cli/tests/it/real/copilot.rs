@@ -84,20 +84,7 @@ pub(super) fn command(machine: &Machine, server: &ModelServer, untrusted: bool) 
 /// `hermes hook install copilot` (and `extra`) in the project, as a user would, with `env`
 /// added.
 pub(super) fn install(machine: &Machine, extra: &[&str], env: Env<'_>) -> String {
-    let out = machine
-        .command("hermes")
-        .envs(env.iter().copied())
-        .args(["hook", "install", "copilot"])
-        .args(extra)
-        .output()
-        .expect("hermes runs");
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    printed
+    machine.hook_install("copilot", extra, env)
 }
 
 /// The names of the tools `body` offers the model.

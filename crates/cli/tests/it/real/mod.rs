@@ -123,6 +123,27 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// `hermes hook install AGENT EXTRA…` in the project, as a person types it, with `env`
+    /// added; what it printed (it must succeed).
+    pub fn hook_install(&self, agent: &str, extra: &[&str], env: &[(&str, &Path)]) -> String {
+        let out = self
+            .command("hermes")
+            .envs(env.iter().copied())
+            .args(["hook", "install", agent])
+            .args(extra)
+            .output()
+            .expect("hermes runs");
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{printed}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        printed
+    }
+}
+
 /// Every pinned CLI installs and reports its pinned version: the harness itself works, and a
 /// bumped pin really runs the new version.
 #[test]
