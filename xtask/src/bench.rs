@@ -5,8 +5,9 @@
 //! interleaved with the ledger's figures (`crates/ledger/examples/bench_ledger.rs` and the
 //! contended figures as release `ledger-worker` processes on one file), three rounds, medians
 //! reported with their runs; then each crate's `examples/bench_*.rs` harness in release mode
-//! (not with `--rounds-only`); and merges their JSON objects into one, with the ratios of the
-//! medians to the reference's.
+//! (not with `--rounds-only`); and merges their JSON objects into one, with the ratios to the
+//! reference: each round's figure over the two reference runs that bracket it, the median of
+//! the rounds' ratios reported with every round's (`_runs`) and the worst (`_worst`).
 //!
 //! The run has a throwaway PostgreSQL of its own ([`pg::Cluster`], stopped at the end, fsync
 //! on, `pg_stat_statements` preloaded): every bench example gets its admin URL as
@@ -23,7 +24,7 @@
 //! `pg_cycle_per_s` runs) after `bench_ledger`, `pg_floor_contended_events_per_s` (one producer
 //! process and as many consumer processes as the contended figure has drains, as many events)
 //! after the contended figures; `ratio_pg_cycle_vs_floor` and `ratio_pg_contended_vs_floor` are
-//! ratios of the medians.
+//! each round's figure over that round's floor, reported as the median, `_runs` and `_worst`.
 //!
 //! Round trips are counted by the server, not estimated: `pg_stat_statements` (with
 //! `track_utility`, so `BEGIN`, `COMMIT`, `ROLLBACK`, `LISTEN` and `SET` count as statements),
@@ -42,7 +43,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::boundaries::workspace_root;
+use crate::boundaries::{target_dir, workspace_root};
 use crate::pg;
 
 mod floor;
@@ -143,6 +144,10 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
         "sqlite_ref_cycle_per_s_runs".into(),
         json!(references.iter().map(|r| round(*r)).collect::<Vec<_>>()),
     );
+    // Each round's own ratio is its figure over the reference runs that bracket it (the one
+    // before and the one after, averaged): the ratio reported is the median of the rounds'
+    // ratios, with every round's (`_runs`) and the worst (`_worst`), so the spread shows.
+    let bracketing: Vec<f64> = references.windows(2).map(|w| (w[0] + w[1]) / 2.0).collect();
     for (key, figure) in [
         ("ratio_cycle_vs_ref", "ledger_cycle_per_s"),
         ("ratio_batch8_vs_ref", "ledger_batch8_events_per_s"),
@@ -155,11 +160,14 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
         ("ratio_pg_batch8_vs_ref", "pg_batch8_events_per_s"),
         ("ratio_pg_contended_vs_ref", "pg_contended_events_per_s"),
     ] {
-        if let Some(value) = figures.get(figure).and_then(Value::as_f64) {
-            figures.insert(key.into(), json!(round(value / reference)));
-        }
+        let ratios = rounds
+            .iter()
+            .zip(&bracketing)
+            .filter_map(|(r, reference)| Some(r.get(figure)?.as_f64()? / reference));
+        insert_ratios(&mut figures, key, ratios.collect());
     }
-    // The PostgreSQL ledger against the plain-SQL floor on the same server: ratios of medians.
+    // The PostgreSQL ledger against the plain-SQL floor on the same server, which ran right
+    // after it in the same round.
     for (key, figure, floor) in [
         (
             "ratio_pg_cycle_vs_floor",
@@ -172,10 +180,10 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
             "pg_floor_contended_events_per_s",
         ),
     ] {
-        let value = |name: &str| figures.get(name).and_then(Value::as_f64);
-        if let (Some(value), Some(floor)) = (value(figure), value(floor)) {
-            figures.insert(key.into(), json!(round(value / floor)));
-        }
+        let ratios = rounds
+            .iter()
+            .filter_map(|r| Some(r.get(figure)?.as_f64()? / r.get(floor)?.as_f64()?));
+        insert_ratios(&mut figures, key, ratios.collect());
     }
     if !options.rounds_only {
         for (package, example) in HARNESSES {
@@ -186,7 +194,7 @@ fn measure(pg_url: &str, options: &Options) -> Result<()> {
 }
 
 /// The crates' harnesses, run after the rounds (package, example).
-const HARNESSES: [(&str, &str); 12] = [
+const HARNESSES: [(&str, &str); 13] = [
     ("hermes-registry", "bench_registry"),
     ("hermes-registry", "bench_adapters"),
     ("hermes-router", "bench_router"),
@@ -204,6 +212,8 @@ const HARNESSES: [(&str, &str); 12] = [
     ("hermes-cli", "bench_workspace"),
     // Starting a child in its sandbox against an unconfined one (issue 39).
     ("hermes-registry", "bench_sandbox"),
+    // The ledger at 10,000 and at 1,000,000 units, and the retention purge (issue 38).
+    ("hermes-cli", "bench_scale"),
 ];
 
 fn print(value: &Value, options: &Options) -> Result<()> {
@@ -303,7 +313,7 @@ fn ledger_worker(pg_url: &str) -> Result<PathBuf> {
     if !status.success() {
         bail!("building ledger-worker failed");
     }
-    Ok(workspace_root().join("target/release/ledger-worker"))
+    Ok(target_dir().join("release/ledger-worker"))
 }
 
 /// What `ledger-worker ARGS` printed (trimmed), failing if it failed.
@@ -480,6 +490,21 @@ fn epoch_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A ratio's rounds: `KEY` (their median), `KEY_runs` (each round's) and `KEY_worst` (the
+/// lowest: every ratio here is better higher).
+fn insert_ratios(figures: &mut Map<String, Value>, key: &str, ratios: Vec<f64>) {
+    if ratios.is_empty() {
+        return;
+    }
+    let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    figures.insert(key.into(), json!(round(median(&ratios))));
+    figures.insert(format!("{key}_worst"), json!(round(worst)));
+    figures.insert(
+        format!("{key}_runs"),
+        json!(ratios.iter().map(|r| round(*r)).collect::<Vec<_>>()),
+    );
 }
 
 fn median(values: &[f64]) -> f64 {

@@ -106,6 +106,12 @@ pub(crate) fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_owned)
 }
 
+/// The build's target directory: `CARGO_TARGET_DIR`, or the workspace's `target/`.
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
 /// Checks every boundary of the workspace at `root`; the error lists every violation.
 pub(crate) fn check(root: &Path) -> Result<()> {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

@@ -26,7 +26,7 @@ pub(crate) use hermes_pgcluster::Cluster;
 use hermes_pgcluster::{BIN_VAR, DIR_VAR, URL_VAR};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 
-use crate::boundaries::workspace_root;
+use crate::boundaries::target_dir;
 
 /// Starts a throwaway cluster for one xtask run (see `pgcluster`), which xtask outlives a Ctrl-C
 /// to stop.
@@ -123,10 +123,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 
 /// Where `pg start` records the running cluster's exports.
 fn env_file() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-        .join("pg")
-        .join("env")
+    target_dir().join("pg").join("env")
 }
 
 /// The cluster recorded in `target/pg/env` by `cargo xtask pg start`, if any.

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::boundaries::workspace_root;
+use crate::boundaries::target_dir;
 use crate::pg;
 use account::{LedgerUnit, Tally};
 use faults::{Admin, Schedule};
@@ -155,9 +155,7 @@ fn build_hermes() -> Result<PathBuf> {
     if !status.success() {
         bail!("building the release hermes failed");
     }
-    Ok(std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-        .join("release/hermes"))
+    Ok(target_dir().join("release/hermes"))
 }
 
 fn soak(

@@ -11,7 +11,7 @@ use super::{
     PRODUCT_DRAINS, PRODUCT_TASKS, PRODUCT_UNITS, json_of, round, shared_script,
     statements_per_event, worker_says,
 };
-use crate::boundaries::workspace_root;
+use crate::boundaries::target_dir;
 
 /// The plain-SQL PostgreSQL floor, beside the reference.
 const FLOOR: &str = "pg_floor_ref.py";
@@ -31,9 +31,7 @@ impl Floor {
     /// Finds the script and makes the virtual environment if it has no psycopg yet.
     pub(super) fn prepare() -> Result<Floor> {
         let script = shared_script(FLOOR)?;
-        let venv = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-            .join("bench-venv");
+        let venv = target_dir().join("bench-venv");
         let python = venv.join("bin/python");
         let has_psycopg = |python: &Path| {
             Command::new(python)
