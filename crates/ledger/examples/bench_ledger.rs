@@ -6,8 +6,8 @@
 //!   (the shape of the SQLite reference).
 //! - `ledger_batch8_events_per_s`, `commits_per_delivered_event`: the batch path of a busy
 //!   host. Units of 8 children go through the calls the registry and the router make —
-//!   dispatch; per child, on its own thread as the registry's blocking calls are: start and
-//!   finish, with one progress flush for the unit in between; and a consumer thread that every
+//!   dispatch; per child, on a thread of its own reused from unit to unit (as the registry's
+//!   blocking pool reuses its threads): start and finish, with one progress flush for the unit in between; and a consumer thread that every
 //!   200 ms (the router's default poll) takes every ready envelope in one claim commit and acks
 //!   them in one more — with `INFLIGHT` (4) units running at once. Every commit of all of it is
 //!   counted, dispatch included. The run is 2,000 units (about 4 s on redb): the consumer sees
@@ -33,9 +33,11 @@
 //!
 //! `BENCH_QUICK=1` shortens the runs (for smoke tests).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use hermes_ledger::testing::threads::Workers;
 use hermes_ledger::*;
 
 const INFLIGHT: u32 = 4;
@@ -85,46 +87,45 @@ fn dispatch(ledger: &Ledger, tasks: u32) -> Result<DelegationId> {
     Ok(ledger.dispatch(new, roomy, now())?.delegation.id)
 }
 
-/// The registry's calls for one unit: every child on its own thread records its start and its
-/// finish; the host flushes the unit's progress once in between (it batches a unit's progress
-/// at most every 2 s: a child that runs less than that may get no flush at all).
-fn run_unit(ledger: &Ledger) -> Result<()> {
+/// The registry's calls for one unit: every child, on a thread of `children` (reused from unit
+/// to unit, as the registry's blocking pool's threads are), records its start and its finish;
+/// the host flushes the unit's progress once in between (it batches a unit's progress at most
+/// every 2 s: a child that runs less than that may get no flush at all).
+fn run_unit<'scope>(ledger: &'scope Ledger, children: &Workers<'scope, Result<()>>) -> Result<()> {
     let unit = dispatch(ledger, TASKS)?;
     let me = ProcessId {
         pid: std::process::id(),
         start_time: 0,
     };
-    let started = std::sync::Barrier::new(TASKS as usize + 1);
-    std::thread::scope(|scope| {
-        let children: Vec<_> = (0..TASKS)
-            .map(|index| {
-                let (unit, started) = (&unit, &started);
-                scope.spawn(move || -> Result<()> {
-                    let result = ledger.child_started(HostId(0), unit, index, me, now());
-                    started.wait();
-                    result?;
-                    ledger.finish_child(HostId(0), unit, outcome(index), now())?;
-                    Ok(())
-                })
-            })
-            .collect();
-        started.wait();
-        let progress: Vec<ProgressUpdate> = (0..TASKS)
-            .map(|index| ProgressUpdate {
-                delegation_id: unit.clone(),
-                index,
-                progress: Progress {
-                    output_bytes: 100,
-                    ..Progress::default()
-                },
-                tail: None,
-            })
-            .collect();
-        ledger.record_progress(HostId(0), &progress)?;
-        children
-            .into_iter()
-            .try_for_each(|c| c.join().expect("child thread"))
-    })
+    let started = Arc::new(std::sync::Barrier::new(TASKS as usize + 1));
+    for index in 0..TASKS {
+        let (unit, started) = (unit.clone(), started.clone());
+        children.run(index as usize, move || {
+            let result = ledger.child_started(HostId(0), &unit, index, me, now());
+            started.wait();
+            result?;
+            ledger.finish_child(HostId(0), &unit, outcome(index), now())?;
+            Ok(())
+        });
+    }
+    started.wait();
+    let progress: Vec<ProgressUpdate> = (0..TASKS)
+        .map(|index| ProgressUpdate {
+            delegation_id: unit.clone(),
+            index,
+            progress: Progress {
+                output_bytes: 100,
+                ..Progress::default()
+            },
+            tail: None,
+        })
+        .collect();
+    ledger.record_progress(HostId(0), &progress)?;
+    children
+        .wait(TASKS as usize)
+        .ok_or_else(|| LedgerError::Invalid("a child thread panicked".into()))?
+        .into_iter()
+        .collect()
 }
 
 /// The router's calls at one boundary: every ready envelope claimed in one commit, acked in one
@@ -194,10 +195,14 @@ fn isolated(ledger: &Ledger, window: Duration) -> Result<(f64, f64)> {
     let commits = ledger.commits();
     let start = Instant::now();
     let mut events = 0usize;
-    while start.elapsed() < window {
-        run_unit(ledger)?;
-        events += consume(ledger)?;
-    }
+    std::thread::scope(|scope| -> Result<()> {
+        let children = Workers::start(scope, TASKS as usize);
+        while start.elapsed() < window {
+            run_unit(ledger, &children)?;
+            events += consume(ledger)?;
+        }
+        Ok(())
+    })?;
     let per_s = events as f64 / start.elapsed().as_secs_f64();
     Ok((per_s, (ledger.commits() - commits) as f64 / events as f64))
 }
@@ -211,9 +216,11 @@ fn busy_host(ledger: &Ledger, units: u32) -> Result<(f64, f64)> {
     let start = Instant::now();
     let delivered = std::thread::scope(|scope| -> Result<usize> {
         for _ in 0..INFLIGHT {
-            scope.spawn(|| {
+            let children = Workers::start(scope, TASKS as usize);
+            let (next, failed) = (&next, &failed);
+            scope.spawn(move || {
                 while next.fetch_add(1, Ordering::Relaxed) < units {
-                    if run_unit(ledger).is_err() {
+                    if run_unit(ledger, &children).is_err() {
                         failed.store(true, Ordering::Relaxed);
                         return;
                     }

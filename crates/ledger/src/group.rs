@@ -1,10 +1,12 @@
 //! Group commit: operations issued concurrently inside one process share one durable commit.
 //!
 //! A caller queues its operation and waits. Whoever finds no leader becomes the leader: it takes
-//! everything queued, runs each operation in turn inside one write transaction, commits once,
-//! hands every caller its own result, and lets the next waiter lead whatever queued meanwhile
-//! (while the commit's `fdatasync`s ran). A caller returns only after the commit that holds its
-//! operation is durable, so `publish`, `ack` and `drop` are durable when they return.
+//! everything queued, runs each operation in turn inside one write transaction — taking in
+//! whatever queues while that transaction waited for the write lock (another process's commit)
+//! or ran, up to 1,024 operations — commits once, hands every caller its own result, and lets
+//! the next waiter lead whatever queued meanwhile (while the commit's `fdatasync`s ran). A caller
+//! returns only after the commit that holds its operation is durable, so `publish`, `ack` and
+//! `drop` are durable when they return.
 //!
 //! One caller's failure never undoes another's operation. The ledger's operations validate
 //! before they write, so an operation that fails has usually written nothing: it gets its error
@@ -33,6 +35,9 @@ use crate::store::Writer;
 /// An operation as queued: it runs inside the group's transaction, stores its own value, and
 /// says whether it asks for a commit.
 type Op = Box<dyn FnMut(&Ledger, &Writer<'_>) -> Result<bool> + Send>;
+
+/// The most operations one group commits; what queues beyond leads the next group.
+const MAX_GROUP: usize = 1024;
 
 /// The queue of one ledger handle.
 #[derive(Default)]
@@ -114,18 +119,18 @@ impl Ledger {
                 }
             }
         }
-        // Leading: everything queued so far, this caller's operation among it.
-        let queued = std::mem::take(&mut lock(&self.group.state).queue);
-        let (batch, callers): (Vec<(u64, Op)>, Vec<Arc<Caller>>) = (0u64..)
-            .zip(queued)
-            .map(|(id, (op, caller))| ((id, op), caller))
-            .unzip();
-        // redb may panic on a damaged page, even aborting: never leave the group leaderless.
-        let ids: Vec<u64> = batch.iter().map(|(id, _)| *id).collect();
-        let results =
-            catch_unwind(AssertUnwindSafe(|| self.run_batch(batch))).unwrap_or_else(|_| {
-                ids.into_iter()
-                    .map(|id| {
+        // Leading: everything queued so far, this caller's operation among it, and whatever
+        // queues while the group waits for the write lock or runs ([`Ledger::join_queued`]).
+        let mut callers = Vec::new();
+        let mut batch = Vec::new();
+        self.join_queued(&mut batch, &mut callers);
+        // redb may panic on a damaged page, even aborting: never leave the group leaderless,
+        // nor any caller that joined it unanswered.
+        let results = catch_unwind(AssertUnwindSafe(|| self.run_batch(batch, &mut callers)))
+            .unwrap_or_else(|_| {
+                (0u64..)
+                    .zip(&callers)
+                    .map(|(id, _)| {
                         let err = LedgerError::EnginePanic {
                             path: self.path().to_owned(),
                             what: "while committing a group of writes".into(),
@@ -160,11 +165,37 @@ impl Ledger {
         })
     }
 
-    /// Runs a batch to completion: every operation ends with its own result.
-    fn run_batch(&self, mut batch: Vec<(u64, Op)>) -> Vec<(u64, Result<()>)> {
+    /// Moves what is queued into the group: each operation into `batch`, numbered by its
+    /// caller's place in `callers`. Returns how many joined; none once the group holds
+    /// [`MAX_GROUP`] operations (the rest lead the next group).
+    fn join_queued(&self, batch: &mut Vec<(u64, Op)>, callers: &mut Vec<Arc<Caller>>) -> usize {
+        let room = MAX_GROUP.saturating_sub(callers.len());
+        if room == 0 {
+            return 0;
+        }
+        let queued = {
+            let mut state = lock(&self.group.state);
+            let take = room.min(state.queue.len());
+            state.queue.drain(..take).collect::<Vec<_>>()
+        };
+        let joined = queued.len();
+        for (op, caller) in queued {
+            batch.push((callers.len() as u64, op));
+            callers.push(caller);
+        }
+        joined
+    }
+
+    /// Runs a batch to completion: every operation ends with its own result. Operations that
+    /// queue meanwhile join it (`callers` grows with them).
+    fn run_batch(
+        &self,
+        mut batch: Vec<(u64, Op)>,
+        callers: &mut Vec<Arc<Caller>>,
+    ) -> Vec<(u64, Result<()>)> {
         let mut results = Vec::with_capacity(batch.len());
         while !batch.is_empty() {
-            results.extend(self.run_once(&mut batch));
+            results.extend(self.run_once(&mut batch, callers));
         }
         results
     }
@@ -173,7 +204,15 @@ impl Ledger {
     /// leaves in `batch` only the operations to run again (after a tainted transaction). On
     /// PostgreSQL the backend runs the whole transaction again after a serialization failure
     /// (every operation with it), so what is recorded here is of the last attempt.
-    fn run_once(&self, batch: &mut Vec<(u64, Op)>) -> Vec<(u64, Result<()>)> {
+    ///
+    /// What queued while the transaction waited for the write lock (another process's commit
+    /// on redb) or while its operations ran joins it before it commits: a caller that would
+    /// otherwise wait a whole commit to lead the next group is durable with this one.
+    fn run_once(
+        &self,
+        batch: &mut Vec<(u64, Op)>,
+        callers: &mut Vec<Arc<Caller>>,
+    ) -> Vec<(u64, Result<()>)> {
         if let Err(err) = self.injected_failure() {
             return everyone(batch, &err);
         }
@@ -186,7 +225,13 @@ impl Ledger {
             tainted = None;
             ran_all = false;
             let mut commit = false;
-            for (index, (_, op)) in batch.iter_mut().enumerate() {
+            let mut index = 0;
+            loop {
+                // Late joiners first: the write lock is held now, the commit not yet made.
+                if index == batch.len() && self.join_queued(batch, callers) == 0 {
+                    break;
+                }
+                let (_, op) = &mut batch[index];
                 writer.dirty().set(false);
                 match self.backend.guard(|| op(self, writer)) {
                     Ok(wants) => {
@@ -202,6 +247,7 @@ impl Ledger {
                         return Err(err);
                     }
                 }
+                index += 1;
             }
             if writer.aborted() {
                 // An operation carried on after a failed statement: the server would answer
@@ -502,6 +548,43 @@ mod tests {
         assert_eq!(state(3), Some(EventState::Pending));
         assert_eq!(state(4), Some(EventState::Pending));
         assert_eq!(state(5), None);
+    }
+
+    #[test]
+    fn a_finish_that_queues_while_the_group_runs_joins_its_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let location = fresh(dir.path());
+        let ledger = open(&location);
+        let unit = dispatch(&ledger, 1);
+        let commits = ledger.commits();
+        let (leading, is_leading) = std::sync::mpsc::channel();
+        let (first, second) = std::thread::scope(|scope| {
+            let ledger = &ledger;
+            let first = scope.spawn(move || {
+                // A write that asks for a commit and holds its open transaction until the
+                // finish below has queued.
+                ledger.write_grouped(move |l, _| {
+                    let _ = leading.send(());
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    while lock(&l.group.state).queue.is_empty() && Instant::now() < deadline {
+                        std::thread::yield_now();
+                    }
+                    Ok(((), true))
+                })
+            });
+            is_leading.recv().expect("the first write leads");
+            let second = ledger.finish_child(HostId(0), &unit, outcome(0), T0);
+            (first.join().expect("no panic"), second)
+        });
+        first.expect("the first write");
+        second.expect("the finish");
+        assert_eq!(
+            ledger.commits() - commits,
+            1,
+            "the finish joined the open transaction instead of waiting for a commit of its own"
+        );
+        let unit = ledger.delegation(&unit).expect("read").expect("the unit");
+        assert!(unit.status.is_terminal(), "the finish is durable: {unit:?}");
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! ledger-worker dispatch DB SESSION N         record a unit of N children; print its id
 //! ledger-worker host DB SESSION UNITS TASKS INFLIGHT DONE
 //!     the registry's ledger path: dispatch UNITS units of TASKS children, INFLIGHT units at a
-//!     time; each child on its own thread (as the registry's blocking calls are) records its
-//!     start, one progress flush and its finish; creates the file DONE at the end
+//!     time; each child on a thread of its own, reused from unit to unit (as the registry's
+//!     blocking pool's are), records its start and its finish, beside one progress flush;
+//!     creates the file DONE at the end
 //! ledger-worker drain DB SESSION DONE
 //!     a waiting turn-boundary consumer through the router, as `hermes drain --wait` is
 //!     (`wait_ready`, then `ack_many` of every envelope), until DONE exists and the session has
@@ -37,6 +38,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use hermes_ledger::testing::threads::Workers;
 use hermes_ledger::*;
 
 fn now() -> Timestamp {
@@ -205,9 +207,11 @@ fn run(args: &[String]) -> Result<(), String> {
             std::thread::scope(|scope| {
                 let runners: Vec<_> = (0..inflight)
                     .map(|_| {
-                        scope.spawn(|| -> Result<(), String> {
+                        let children = Workers::start(scope, tasks as usize);
+                        let (ledger, session, next) = (&ledger, &session, &next);
+                        scope.spawn(move || -> Result<(), String> {
                             while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < units {
-                                run_unit(&ledger, &session, tasks)?;
+                                run_unit(ledger, session, tasks, &children)?;
                             }
                             Ok(())
                         })
@@ -269,6 +273,11 @@ fn run(args: &[String]) -> Result<(), String> {
                 {
                     writeln!(out, "conflicts {}", hermes_ledger::serialization_failures())
                         .map_err(|e| e.to_string())?;
+                    eprintln!(
+                        "commits {} syncs {}",
+                        ledger.commits(),
+                        hermes_ledger::io_counts().syncs
+                    );
                     return Ok(());
                 }
                 if Instant::now() > deadline {
@@ -305,50 +314,53 @@ fn location(db: &str) -> Result<Location, String> {
     }
 }
 
-/// One unit through the registry's ledger calls: dispatch, then every child on its own thread
-/// (the registry runs each ledger call on tokio's blocking pool, so children of one host write
-/// concurrently and share group commits): start, one progress flush, finish.
-fn run_unit(ledger: &Ledger, session: &SessionId, tasks: u32) -> Result<(), String> {
+/// One unit through the registry's ledger calls: dispatch, then every child on a thread of
+/// `children` (the registry runs each ledger call on tokio's blocking pool, whose threads are
+/// reused, so children of one host write concurrently and share group commits): start, one
+/// progress flush, finish.
+fn run_unit<'scope>(
+    ledger: &'scope Ledger,
+    session: &SessionId,
+    tasks: u32,
+    children: &Workers<'scope, Result<(), String>>,
+) -> Result<(), String> {
     let unit = dispatch(ledger, session, tasks)?;
     let me = ProcessId {
         pid: std::process::id(),
         start_time: 0,
     };
-    std::thread::scope(|scope| {
-        let children: Vec<_> = (0..tasks)
-            .map(|index| {
-                let unit = &unit;
-                scope.spawn(move || -> Result<(), String> {
-                    ledger
-                        .child_started(HostId(0), unit, index, me, now())
-                        .map_err(|e| e.to_string())?;
-                    ledger
-                        .finish_child(HostId(0), unit, outcome(index), now())
-                        .map_err(|e| e.to_string())?;
-                    Ok(())
-                })
-            })
-            .collect();
-        // The host flushes the unit's progress once while its children run.
-        let progress: Vec<ProgressUpdate> = (0..tasks)
-            .map(|index| ProgressUpdate {
-                delegation_id: unit.clone(),
-                index,
-                progress: Progress {
-                    output_bytes: 100,
-                    ..Progress::default()
-                },
-                tail: None,
-            })
-            .collect();
-        ledger
-            .record_progress(HostId(0), &progress)
-            .map_err(|e| e.to_string())?;
-        children.into_iter().try_for_each(|c| {
-            c.join()
-                .map_err(|_| "a child thread panicked".to_string())?
+    for index in 0..tasks {
+        let unit = unit.clone();
+        children.run(index as usize, move || {
+            ledger
+                .child_started(HostId(0), &unit, index, me, now())
+                .map_err(|e| e.to_string())?;
+            ledger
+                .finish_child(HostId(0), &unit, outcome(index), now())
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        });
+    }
+    // The host flushes the unit's progress once while its children run.
+    let progress: Vec<ProgressUpdate> = (0..tasks)
+        .map(|index| ProgressUpdate {
+            delegation_id: unit.clone(),
+            index,
+            progress: Progress {
+                output_bytes: 100,
+                ..Progress::default()
+            },
+            tail: None,
         })
-    })
+        .collect();
+    ledger
+        .record_progress(HostId(0), &progress)
+        .map_err(|e| e.to_string())?;
+    children
+        .wait(tasks as usize)
+        .ok_or("a child thread panicked")?
+        .into_iter()
+        .collect()
 }
 
 /// Records a background unit of `tasks` children in `session`.
