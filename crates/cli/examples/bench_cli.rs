@@ -14,9 +14,12 @@
 //! `pg_cli_statements_per_event`: the product path on PostgreSQL with hermes' defaults, in a
 //! fresh home on a fresh database: `hermes delegate` of `CLI_UNITS` units of `true` into one
 //! session (the first starts its headless host, which runs them), then `hermes drain --wait`
-//! until all of them were delivered; every statement the server ran in that database from the
-//! first `delegate` to the last ack (connections' set-up, the host's sweeps and heartbeats, the
-//! drains; `BEGIN`/`COMMIT` included), as `pg_stat_statements` counts them, per unit.
+//! until all of them were delivered, then no command until the headless host's idle exit;
+//! every statement the server ran in that database from before the first `delegate` until no
+//! hermes process is connected to it any more (connections' set-up, the host's sweeps, lease
+//! renewals and heartbeats while it runs and idles, the drains, `LISTEN`s, `SET`s, `BEGIN` and
+//! `COMMIT`), as `pg_stat_statements` counts them, per unit. The most frequent statements go
+//! to stderr.
 
 mod support;
 
@@ -39,6 +42,9 @@ const PG_URL_VAR: &str = "HERMES_BENCH_PG_URL";
 const ONESHOT_RUNS: usize = 5;
 /// The units `pg_cli_statements_per_event` delegates and drains.
 const CLI_UNITS: usize = 20;
+/// How long `pg_cli_statements_per_event` waits for the headless host to exit after the last
+/// drain (its idle exit is 60 s by default).
+const HOST_EXIT_LIMIT: Duration = Duration::from_secs(180);
 
 fn main() -> Result<()> {
     // Checked first: a missing server stops the run before it measures anything.
@@ -216,14 +222,35 @@ fn statements_per_event(exe: &Path, admin: &str) -> Result<f64> {
         drains += 1;
         delivered += out["envelopes"].as_array().map_or(0, Vec::len);
     }
-    let statements = hermes_testkit::statements_run(admin, &url);
     if delivered != CLI_UNITS {
         bail!("{delivered} envelopes delivered for {CLI_UNITS} units");
     }
+    let at_last_drain = hermes_testkit::statements_run(admin, &url);
+    // The headless host stays until its idle exit (hermes' default): the count ends when the
+    // last hermes process has left the server, seen from the admin database (asking runs no
+    // statement in the one counted).
+    let idle_from = Instant::now();
+    let deadline = idle_from + HOST_EXIT_LIMIT;
+    while hermes_testkit::backends_of(admin, &url) > 0 {
+        if Instant::now() > deadline {
+            bail!(
+                "hermes processes were still connected {} s after the last drain",
+                HOST_EXIT_LIMIT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let statements = hermes_testkit::statements_run(admin, &url);
     eprintln!(
         "bench_cli: {CLI_UNITS} units delegated and delivered in {drains} drains: {statements} \
-         statements"
+         statements ({at_last_drain} by the last drain's exit, the rest while the host idled \
+         {:.0} s until it exited); the most frequent:",
+        idle_from.elapsed().as_secs_f64()
     );
+    for (calls, text) in hermes_testkit::top_statements(admin, &url, 25) {
+        let text: String = text.chars().take(150).collect();
+        eprintln!("  {calls:>5}  {text}");
+    }
     Ok((statements as f64 / CLI_UNITS as f64 * 100.0).round() / 100.0)
 }
 

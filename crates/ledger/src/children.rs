@@ -13,7 +13,7 @@ use crate::store::Writer;
 use crate::txn::finalize::{apply_outcome, force_finish};
 use crate::txn::hosts::release_host;
 use crate::txn::inline::deliver_inline;
-use crate::txn::publish::{Owner, publish_in};
+use crate::txn::publish::{Owner, add_in};
 
 /// A batch of progress to persist.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -437,12 +437,12 @@ fn publish_and_settle(
                 session: tally.session.as_ref(),
                 delivery: tally.delivery,
             };
-            publish_in(w, owner, key, payload, now)?;
+            add_in(w, owner, key, payload, now)?;
             tally.add(outcome.status);
             settle_tallied(w, id, tally, now)
         }
         Finishing::Whole(unit) => {
-            publish_in(w, Owner::of(&unit), key, payload, now)?;
+            add_in(w, Owner::of(&unit), key, payload, now)?;
             settle_unit(w, *unit, now)
         }
     }

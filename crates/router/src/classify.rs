@@ -9,6 +9,14 @@
 //! | missing | discard |
 //! | not owned (another session's event) | discard |
 //!
+//! A key another transaction is writing at the very moment of the claim (on PostgreSQL, most
+//! likely another consumer taking it) is refused without waiting for that transaction, as a
+//! live claim that expires now: it is deferred by [`RETRY_SKEW_MS`] only, and the next
+//! boundary's read shows whether someone took it (deferred again, to that lease's expiry),
+//! acknowledged it (discarded) or gave it back (offered). Its siblings are then most likely
+//! being taken with it ([`being_taken`]), so the rest of the envelope is deferred with it
+//! rather than claimed on its own: an envelope is not split between racing consumers.
+//!
 //! The same rules classify an event read back from the ledger when a deferral comes due
 //! ([`standing`]): a renewed lease is still held, so it is deferred again to the new expiry; an
 //! acknowledged one is settled, so the deferred entry is discarded.
@@ -75,6 +83,15 @@ pub fn verdict(refusal: &Refusal) -> Verdict {
         Refusal::Missing => Verdict::Discard(Discard::Missing),
         Refusal::NotOwned => Verdict::Discard(Discard::NotOwned),
     }
+}
+
+/// Whether a refusal says another consumer is taking the envelope at this moment: a key held
+/// by a lease that ends no later than `now` (a claim that found the key's row being written
+/// answers so, rather than wait for the writer).
+pub fn being_taken(refused: &[(EventRef, Refusal)], now: Timestamp) -> bool {
+    refused.iter().any(
+        |(_, refusal)| matches!(refusal, Refusal::LiveClaim { expires_at } if *expires_at <= now),
+    )
 }
 
 /// Some keys of one delegation held by a live claim elsewhere, and when to try them again.
@@ -269,6 +286,29 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_key_held_by_a_lease_ending_now_is_being_taken() {
+        let now = Timestamp(1_000);
+        let held = |expires_at: u64| {
+            (
+                event_ref(1, 0),
+                Refusal::LiveClaim {
+                    expires_at: Timestamp(expires_at),
+                },
+            )
+        };
+        assert!(being_taken(&[held(1_000)], now));
+        assert!(being_taken(
+            &[(event_ref(1, 1), Refusal::Missing), held(900)],
+            now
+        ));
+        assert!(!being_taken(&[held(1_001)], now), "a lease that runs on");
+        assert!(!being_taken(
+            &[(event_ref(1, 1), Refusal::Terminal(EventState::Delivered))],
+            now
+        ));
     }
 
     fn event(state: EventState, lease: Option<(u128, u64)>) -> Event {

@@ -14,7 +14,7 @@ pub fn release_binary() -> Result<PathBuf> {
     let status = Command::new(env!("CARGO"))
         // Built beside this example, as `cargo run --example` resolved its features: a build of
         // the binary alone resolves them without the dev-dependencies and relinks it each time.
-        .args(["build", "--release", "-p", "cli", "--bin", "hermes"])
+        .args(["build", "--release", "-p", "hermes-cli", "--bin", "hermes"])
         .args(["--example", env!("CARGO_CRATE_NAME")])
         .stdout(Stdio::null())
         .status()

@@ -264,6 +264,43 @@ pub fn statements_run(admin: &str, url: &str) -> u64 {
     .unwrap_or_else(|err| panic!("cannot read the statement counts of {name}: {err}"))
 }
 
+/// How many backends are connected to the database of `url`, asked through the admin
+/// database (so that asking runs no statement in the database counted).
+pub fn backends_of(admin: &str, url: &str) -> usize {
+    let name = database_name(url);
+    off_runtime(|| {
+        let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+            &[&name],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
+/// The `n` statements the server ran most often in the database of `url` since
+/// [`reset_statements`]: each one's calls and its text (normalized by `pg_stat_statements`,
+/// on one line), most calls first.
+pub fn top_statements(admin: &str, url: &str, n: i64) -> Vec<(u64, String)> {
+    let name = database_name(url);
+    off_runtime(|| {
+        let mut client = postgres::Client::connect(admin, postgres::NoTls)?;
+        client.query(
+            "SELECT s.calls::bigint, regexp_replace(s.query, '\\s+', ' ', 'g') \
+             FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid \
+             WHERE d.datname = $1 ORDER BY s.calls DESC, s.query LIMIT $2",
+            &[&name, &n],
+        )
+    })
+    .map(|rows| {
+        rows.iter()
+            .map(|row| (u64::try_from(row.get::<_, i64>(0)).unwrap_or(0), row.get(1)))
+            .collect()
+    })
+    .unwrap_or_else(|err| panic!("cannot read the statements of {name}: {err}"))
+}
+
 /// The boolean columns of the one row `sql` answers in the database of `url` (an empty list
 /// if it cannot be asked).
 pub fn query_bools(url: &str, sql: &str) -> Vec<bool> {

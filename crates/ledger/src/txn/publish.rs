@@ -37,6 +37,36 @@ pub(crate) fn publish_in(
     payload: EventPayload,
     now: Timestamp,
 ) -> Result<Published> {
+    let event = event_of(w, unit, key, payload, now)?;
+    Ok(if w.insert_event(&event)? {
+        Published::Inserted
+    } else {
+        Published::AlreadyPresent
+    })
+}
+
+/// [`publish_in`] for a caller that does not ask whether the event was there already (a
+/// child's finish: its record said it was not finished): the backend may hold the insert
+/// until the commit and send a transaction's events in one statement.
+pub(crate) fn add_in(
+    w: &Writer<'_>,
+    unit: Owner<'_>,
+    key: EventKey,
+    payload: EventPayload,
+    now: Timestamp,
+) -> Result<()> {
+    let event = event_of(w, unit, key, payload, now)?;
+    w.add_event(&event)
+}
+
+/// The event [`publish_in`] records: pending, or dropped when its session ended.
+fn event_of(
+    w: &Writer<'_>,
+    unit: Owner<'_>,
+    key: EventKey,
+    payload: EventPayload,
+    now: Timestamp,
+) -> Result<Event> {
     let mut event = Event {
         delegation_id: unit.id.clone(),
         key,
@@ -64,11 +94,7 @@ pub(crate) fn publish_in(
     if ended_with_its_session || session_ended {
         rules::drop_event(&mut event, DropReason::SessionEnded, now);
     }
-    Ok(if w.insert_event(&event)? {
-        Published::Inserted
-    } else {
-        Published::AlreadyPresent
-    })
+    Ok(event)
 }
 
 /// Whether `payload` says its session's end interrupted it: then it belongs to the run that

@@ -160,12 +160,12 @@ fn a_schema_written_by_a_newer_hermes_is_refused_and_an_equal_one_reused() {
 }
 
 /// A database a build of schema version 2 made (units without host columns, that build's
-/// transition functions) is migrated by the first hermes of version 3 to connect: the units'
+/// transition functions) is migrated by the first hermes of a later version to connect: the units'
 /// hosts are filled in from their records, the functions replaced, and a child of a unit
 /// dispatched before starts and finishes under its host, its event claimed and acked. (A
 /// function raising an error stands in for version 2's `hermes_ack`.)
 #[test]
-fn a_version_2_schema_is_migrated_to_version_3_and_carries_on() {
+fn a_version_2_schema_is_migrated_to_the_current_one_and_carries_on() {
     let url = fresh_empty_database(&pg_admin_url());
     let ledger = connect(&url).expect("creates the schema");
     let host = crate::common::registered_host(&ledger, 42);
@@ -196,7 +196,7 @@ fn a_version_2_schema_is_migrated_to_version_3_and_carries_on() {
 
     let ledger = connect(&url).expect("migrates");
     assert_eq!(ledger.migrate().expect("migrated"), SCHEMA_VERSION as u32);
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
     let row = client
         .query_one("SELECT host_pid, host_start FROM hermes_units", &[])
         .expect("one unit");
@@ -230,7 +230,7 @@ fn a_version_2_schema_is_migrated_to_version_3_and_carries_on() {
     };
     ledger
         .ack(claim.token, now)
-        .expect("acks with version 3's function");
+        .expect("acks with the current function");
 }
 
 /// A build of schema version 2 still running after the migration writes a unit's record
@@ -478,4 +478,60 @@ fn two_namespaces_on_one_database_never_see_each_others_sessions_units_or_result
             .len(),
         1
     );
+}
+
+/// A claim never waits on an event another transaction holds (a consumer taking it at that
+/// moment): the key is refused at once as held, the other keys of the call are decided as
+/// usual, and once the holder is done the same claim takes the key.
+#[test]
+fn a_claim_refuses_an_event_another_transaction_holds_without_waiting() {
+    use crate::common::{T0, finish, key, session, unit};
+    let url = fresh_database(&pg_admin_url());
+    let ledger = connect(&url).expect("connects");
+    let (held, free) = (unit(&ledger, 1), unit(&ledger, 1));
+    finish(&ledger, &held, 0, T0);
+    finish(&ledger, &free, 0, T0);
+    let mut holder = postgres::Client::connect(&url, postgres::NoTls).expect("connects");
+    let mut txn = holder.transaction().expect("begins");
+    txn.execute(
+        "SELECT 1 FROM hermes_events WHERE unit = $1 FOR UPDATE",
+        &[&held.as_str()],
+    )
+    .expect("locks the event");
+    let request = |keys: Vec<EventRef>| ClaimRequest {
+        keys,
+        consumer: "racer".into(),
+        session: Some(session()),
+        lease_ms: 60_000,
+    };
+    let requests = [request(vec![key(&held, 0)]), request(vec![key(&free, 0)])];
+    let (answer, answered) = std::sync::mpsc::channel();
+    let claims = std::thread::spawn({
+        let ledger = connect(&url).expect("connects");
+        let one = requests[0].clone();
+        move || {
+            let alone = ledger.claim(&one, T0);
+            let both = ledger.claim_many(&requests, T0);
+            answer.send((alone, both)).expect("the test waits");
+        }
+    });
+    let got = answered.recv_timeout(std::time::Duration::from_secs(20));
+    txn.rollback().expect("lets go");
+    let (alone, both) = got.expect("the claims answered while the row was held");
+    claims.join().expect("the claims' thread ran");
+    let refused_as_held = |outcome: &ClaimOutcome| {
+        matches!(outcome, ClaimOutcome::Refused(why)
+            if why.len() == 1 && why[0].1 == Refusal::LiveClaim { expires_at: T0 })
+    };
+    assert!(
+        refused_as_held(&alone.expect("runs")),
+        "one key, one request"
+    );
+    let both = both.expect("runs");
+    assert!(refused_as_held(&both[0]), "{:?}", both[0]);
+    assert!(matches!(both[1], ClaimOutcome::Claimed(_)), "{:?}", both[1]);
+    let retried = ledger
+        .claim(&request(vec![key(&held, 0)]), T0)
+        .expect("runs");
+    assert!(matches!(retried, ClaimOutcome::Claimed(_)), "{retried:?}");
 }

@@ -1,5 +1,6 @@
-//! Waking the host when another process records work for it: `LISTEN` on PostgreSQL, a cheap
-//! poll of the activity counter on redb.
+//! Waking the host when another process records work for it: `LISTEN` on PostgreSQL (whose
+//! notices also stand in for the change stamp PostgreSQL lacks), a cheap poll of the activity
+//! counter on redb.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,12 @@ const LISTEN_SLICE: Duration = Duration::from_millis(500);
 /// per poll.
 pub(super) async fn watch_activity(inner: Arc<Inner>) {
     match inner
-        .call(|l| l.listen(&[hermes_ledger::Listen::Activity]))
+        .call(|l| {
+            l.listen(&[
+                hermes_ledger::Listen::Activity,
+                hermes_ledger::Listen::Events,
+            ])
+        })
         .await
     {
         Ok(Some(listener)) => return listen_activity(inner, listener).await,
@@ -60,16 +66,23 @@ pub(super) async fn watch_activity(inner: Arc<Inner>) {
     }
 }
 
-/// `watch_activity` on a ledger that pushes notifications: each one wakes the loop. A dropped
-/// connection is re-established by the listener with a growing pause; it reports that it
-/// reconnected, and the loop looks, since notices may have been missed meanwhile.
+/// `watch_activity` on a ledger that pushes notifications. Every notice heard moves the
+/// host's state stamp ([`Inner::state_stamp`]), so that a clean pass stays current only until
+/// something is heard; an activity notice also wakes the loop at once, while an event made
+/// deliverable (a unit finished, maybe freeing capacity for a queued one) waits for the next
+/// sweep interval. A dropped connection is re-established by the listener with a growing
+/// pause; it reports that it reconnected, which counts as heard and wakes the loop, since
+/// notices may have been missed meanwhile. Once the listener fails, the loop polls again.
 pub(super) async fn listen_activity(inner: Arc<Inner>, listener: hermes_ledger::Listener) {
     // What was recorded before the `LISTEN` took effect sent no notice this listener heard:
     // look once now.
+    inner.heard.fetch_add(1, Ordering::SeqCst);
+    inner.listening.store(true, Ordering::SeqCst);
     inner.wake.notify_one();
     let listener = Arc::new(std::sync::Mutex::new(listener));
     loop {
         if *inner.stop.borrow() || inner.fenced.load(Ordering::SeqCst) {
+            inner.listening.store(false, Ordering::SeqCst);
             return;
         }
         let waiting = Arc::clone(&listener);
@@ -83,14 +96,23 @@ pub(super) async fn listen_activity(inner: Arc<Inner>, listener: hermes_ledger::
         match waited {
             Ok(Ok(notices)) => {
                 if !notices.is_empty() {
+                    inner.heard.fetch_add(1, Ordering::SeqCst);
+                }
+                if notices
+                    .iter()
+                    .any(|n| !matches!(n, hermes_ledger::Notice::Event(_)))
+                {
                     inner.wake.notify_one();
                 }
             }
-            // The listener reconnects on a later wait, pausing between failed attempts.
+            // The listener reconnects on a later wait, pausing between failed attempts; what
+            // was sent meanwhile is lost, so the stamp moves.
             Ok(Err(e)) => {
+                inner.heard.fetch_add(1, Ordering::SeqCst);
                 tracing::debug!(error = %e, "lost the ledger's notifications; reconnecting")
             }
             Err(e) => {
+                inner.listening.store(false, Ordering::SeqCst);
                 tracing::warn!(error = %e, "the notification listener failed");
                 return;
             }

@@ -82,6 +82,11 @@ pub(crate) struct Inner {
     /// Held by a lease renewal, and by a finish that may leave, so that no renewal runs
     /// after the host left (its record gone, it would read as a lost lease and fence).
     pub(crate) renewal_gate: tokio::sync::Mutex<()>,
+    /// Whether this host's listener hears the ledger's notifications (PostgreSQL), and how
+    /// many it heard (with its start and every reconnect): together the stand-in for the
+    /// change stamp a ledger without one lacks ([`Inner::state_stamp`]).
+    pub(crate) listening: AtomicBool,
+    pub(crate) heard: AtomicU64,
 }
 
 impl Inner {
@@ -137,6 +142,8 @@ impl Inner {
             leaves_with_unit: AtomicBool::new(false),
             left: AtomicBool::new(false),
             renewal_gate: tokio::sync::Mutex::new(()),
+            listening: AtomicBool::new(false),
+            heard: AtomicU64::new(0),
         });
         (inner, record)
     }
@@ -151,6 +158,19 @@ impl Inner {
     pub(super) fn has_left(&self) {
         self.left.store(true, Ordering::SeqCst);
         self.stop.send_replace(true);
+    }
+
+    /// What a clean pass over interrupts and pick-up stays current against while it stands
+    /// still: the ledger's change stamp where it has one (redb: every commit moves it), else,
+    /// while this host listens, the count of notices its listener heard (every write a pass
+    /// depends on notifies: a dispatch, an interrupt, a pool's change, recovery, an event made
+    /// deliverable; a lost connection counts as heard). `None`: nothing vouches, so poll.
+    pub(crate) fn state_stamp(&self) -> Option<u64> {
+        self.ledger.change_stamp().or_else(|| {
+            self.listening
+                .load(Ordering::SeqCst)
+                .then(|| self.heard.load(Ordering::SeqCst))
+        })
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Units> {

@@ -83,11 +83,12 @@ pub(super) async fn housekeeping_loop(inner: Arc<Inner>) {
                 tracing::warn!(error = %e, "recovery sweep failed");
             }
         }
-        // Interrupt requests and work to pick up are ledger state alone: while the change
-        // stamp says nothing was committed since a pass that read them cleanly, that pass
-        // still holds (every dispatch, interrupt and finished child is a commit). A pass runs
-        // anyway after `STATE_RECHECK` sweeps, and always where there is no stamp.
-        let stamp = inner.ledger.change_stamp();
+        // Interrupt requests and work to pick up are ledger state alone: while the state
+        // stamp says nothing was committed (redb) or notified (PostgreSQL) since a pass that
+        // read them cleanly, that pass still holds (every dispatch, interrupt and finished
+        // child is a commit that notifies). A pass runs anyway after `STATE_RECHECK` sweeps,
+        // and always where there is no stamp (a listener that failed).
+        let stamp = inner.state_stamp();
         let current = !woken
             && matches!(
                 (stamp, state_read),

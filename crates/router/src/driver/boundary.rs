@@ -146,6 +146,9 @@ impl Router {
                 }
                 ClaimOutcome::Refused(refused) => {
                     absorb_refusal(state, &delegation, &refused, &mut events, outcome);
+                    if classify::being_taken(&refused, now) {
+                        defer_rest(state, &delegation, &mut events, now, outcome);
+                    }
                     if !events.is_empty() {
                         self.claim_offer(
                             state,
@@ -206,6 +209,9 @@ impl Router {
                         return Ok(());
                     }
                     absorb_refusal(state, &delegation, &refused, &mut events, outcome);
+                    if classify::being_taken(&refused, now) {
+                        defer_rest(state, &delegation, &mut events, now, outcome);
+                    }
                 }
             }
         }
@@ -250,6 +256,34 @@ fn absorb_refusal<T, E>(
     outcome.discarded.extend(classified.discarded);
     let gone: HashSet<&EventRef> = refused.iter().map(|(key, _)| key).collect();
     events.retain(|e| !gone.contains(&e.event_ref()));
+}
+
+/// Defers the keys of `events` left after a refusal that says another consumer is taking the
+/// envelope right now ([`classify::being_taken`]): looked at again after the retry skew, with
+/// the keys it refused, instead of claimed on their own.
+fn defer_rest<T, E>(
+    state: &mut State,
+    delegation: &UnitRecord,
+    events: &mut Vec<Event>,
+    now: Timestamp,
+    outcome: &mut BoundaryOutcome<T, E>,
+) {
+    if events.is_empty() {
+        return;
+    }
+    let deferral = Deferral {
+        delegation_id: delegation.id.clone(),
+        keys: DeferKey::new(delegation.id.clone(), events.iter().map(|e| e.key))
+            .keys()
+            .to_vec(),
+        retry_at: classify::retry_at(now),
+        delivery: delegation.spec.delivery,
+    };
+    events.clear();
+    state.scheduler.defer(deferral.key(), deferral.retry_at);
+    if outcome.boundary.offers(deferral.delivery) {
+        outcome.deferred.push(deferral);
+    }
 }
 
 /// Keeps the last deferral per key (a claim refusal is newer than the snapshot).

@@ -37,6 +37,16 @@ pub(super) fn connect_within(
     Ok(client)
 }
 
+/// [`connect_within`] without the session's deadlines, for a connection that runs one short
+/// statement and closes (a listener's probe): the statement it would pay for them is saved,
+/// and the client's own deadline ([`PgTarget::answer_within`]) still bounds the call.
+pub(super) fn connect_bare(
+    target: &PgTarget,
+    tls: &tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<Client, Refused> {
+    login(target, tls).map(|(client, _)| client)
+}
+
 /// [`connect_within`], and the schema version recorded (`None`: hermes never created its
 /// schema there), asked in the statement that sets the deadlines: a short-lived command's
 /// first connection pays one statement for both, not two.

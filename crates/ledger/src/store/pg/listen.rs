@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hermes_stdx::lock;
 
 use super::client::Client;
-use super::connect::{Refused, connect_within};
+use super::connect::{Refused, connect_bare, connect_within};
 use super::hub::Heard;
 use super::pool::Conns;
 use super::retry::{MAX_BACKOFF, Pg, off_runtime, one_line};
@@ -146,7 +146,7 @@ impl Pg {
                 let mut conn = conns.take()?;
                 conns.listen_on(&mut conn)?;
             }
-            let mut other = connect_within(&self.target, &self.tls).map_err(|refused| {
+            let mut other = connect_bare(&self.target, &self.tls).map_err(|refused| {
                 LedgerError::Unavailable {
                     path: self.path.clone(),
                     reason: refused.reason(&self.target.server),

@@ -307,12 +307,19 @@ impl ReadTx for Tx<'_, '_> {
             .collect()
     }
 
-    fn unit_count(&self, session: Option<&SessionId>) -> Result<usize> {
+    /// Counted in a subquery that stops at `at_most` rows: `count(*)` of the table reads
+    /// every row.
+    fn unit_count(&self, session: Option<&SessionId>, at_most: usize) -> Result<usize> {
+        let at_most = i64::try_from(at_most).unwrap_or(i64::MAX);
         let rows = match session {
-            None => self.query("SELECT count(*) FROM hermes_units", &[])?,
+            None => self.query(
+                "SELECT count(*) FROM (SELECT 1 FROM hermes_units LIMIT $1) AS u",
+                &[&at_most],
+            )?,
             Some(session) => self.query(
-                "SELECT count(*) FROM hermes_units WHERE session = $1",
-                &[&session.as_str()],
+                "SELECT count(*) FROM (SELECT 1 FROM hermes_units WHERE session = $1 LIMIT $2) \
+                 AS u",
+                &[&session.as_str(), &at_most],
             )?,
         };
         let count = match rows.first() {
@@ -337,11 +344,23 @@ impl ReadTx for Tx<'_, '_> {
         }
     }
 
-    fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>> {
+    fn units_before(
+        &self,
+        cutoff: Timestamp,
+        after: Option<&(u64, String)>,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>> {
+        // (-1, ''): before every key.
+        let (at, id) = after.map_or((-1, ""), |(at, id)| (int(*at), id.as_str()));
         let rows = self.query(
             "SELECT dispatched_at, id FROM hermes_units WHERE dispatched_at < $1 \
-             ORDER BY dispatched_at, id",
-            &[&int(cutoff.0)],
+             AND (dispatched_at, id) > ($2, $3) ORDER BY dispatched_at, id LIMIT $4",
+            &[
+                &int(cutoff.0),
+                &at,
+                &id,
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
         )?;
         rows.iter()
             .map(|row| Ok((uint(row.col(&self.pg.path, 0)?), row.col(&self.pg.path, 1)?)))

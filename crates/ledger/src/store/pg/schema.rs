@@ -14,8 +14,10 @@ use crate::error::{LedgerError, Result};
 /// - 1: events and claims as encoded records;
 /// - 2: their fields as columns, and the transition functions (`v2.rs`, `transitions.sql`);
 /// - 3: each unit's host as columns, and the transition functions with one-key fast paths
-///   (`v3.rs`; every migration replaces the functions).
-pub const SCHEMA_VERSION: i32 = 3;
+///   (`v3.rs`; every migration replaces the functions);
+/// - 4: the same tables, and a claim function that skips rows another transaction holds
+///   instead of waiting for them (`transitions.sql`).
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock key under which the schema is created and migrated ("hermes" in ASCII).
 pub(super) const SCHEMA_LOCK: i64 = 0x6865_726d_6573;
@@ -123,7 +125,7 @@ impl Pg {
         match found {
             Some(SCHEMA_VERSION) => return txn.commit().map_err(fail),
             Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
-            None | Some(1) | Some(2) => {}
+            None | Some(1) | Some(2) | Some(3) => {}
             Some(found) => {
                 return Err(LedgerError::Invalid(format!(
                     "{}: schema version {found} has no migration to {SCHEMA_VERSION}",
@@ -158,7 +160,9 @@ impl Pg {
         if found.is_none_or(|version| version < 2) {
             super::v2::migrate(&self.target, &self.path, &mut txn)?;
         }
-        super::v3::migrate(&self.path, &mut txn)?;
+        if found.is_none_or(|version| version < 3) {
+            super::v3::migrate(&self.path, &mut txn)?;
+        }
         txn.batch_execute(&format!(
             "UPDATE hermes_schema SET version = {SCHEMA_VERSION}"
         ))

@@ -17,7 +17,7 @@ use crate::error::{LedgerError, Result};
 use crate::model::legacy::decode_delegation;
 use crate::model::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DelegationId, Event, EventKey, EventPayload,
-    EventRef, Published, Refusal, Session, SessionId, Timestamp, UnitRecord,
+    EventRef, HostRecord, Published, Refusal, Session, SessionId, Timestamp, UnitRecord,
 };
 use crate::rules::Standing;
 use crate::store::{TokenAck, Transitions, key_code, key_from_code};
@@ -85,6 +85,24 @@ impl Transitions for Pg {
         now: Timestamp,
     ) -> Result<(Option<Session>, Vec<Event>, Vec<UnitRecord>)> {
         self.boundary_rows(session, now)
+    }
+
+    fn renew_host(&self, held: &HostRecord, renewed: &HostRecord) -> Result<bool> {
+        let process = held.process;
+        // Run again after a broken connection, it finds the renewed record and writes nothing:
+        // the caller then renews in a transaction, which is harmless.
+        let rows = self.call(
+            "UPDATE hermes_hosts SET record = $3 \
+             WHERE pid = $1 AND start_time = $2 AND record = $4 RETURNING 1",
+            &[
+                &i64::from(process.pid),
+                &int(process.start_time),
+                &codec::encode(renewed),
+                &codec::encode(held),
+            ],
+            true,
+        )?;
+        Ok(!rows.is_empty())
     }
 
     fn publish(
@@ -187,6 +205,10 @@ impl Transitions for Pg {
                         ),
                     },
                 )),
+                // Another transaction holds the row now, most likely a consumer taking it:
+                // held, for all this claim knows, by a lease of unknown length, so the router
+                // looks again after its retry skew (its next read shows who holds it).
+                "busy" => refused.push((key, Refusal::LiveClaim { expires_at: now })),
                 "terminal" | "exhausted" => {
                     let state = state_of(&self.path, row.col(&self.path, 6)?)?;
                     refused.push((key, Refusal::Terminal(state)));

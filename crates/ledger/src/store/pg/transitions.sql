@@ -1,16 +1,19 @@
--- hermes' hot transitions on PostgreSQL (schema version 3): each one a single statement, a call
+-- hermes' hot transitions on PostgreSQL (schema version 4): each one a single statement, a call
 -- of one of these functions in its own autocommit transaction at READ COMMITTED. Each locks the
--- event rows it decides on (`FOR UPDATE`, in (unit, code) order, so two of them never wait on
--- each other in a cycle), reads them as they are once locked, and writes only what the rule of
--- `rules.rs` says: `hermes_claim` is `rules::check_keys` then `rules::take` (or
--- `rules::drop_event` for keys whose attempts are used up), `hermes_ack` is `rules::standing`
--- then `rules::ack`, `hermes_publish` is `events::publish_in`. The Rust functions are the spec;
--- the property test `src/agree.rs` checks that these agree with them on random states.
+-- event rows it decides on (`FOR UPDATE`: `hermes_ack` in (unit, code) order, so two of them
+-- never wait on each other in a cycle; `hermes_claim` never waits at all: it locks only rows
+-- it may take, skips one another transaction holds, `SKIP LOCKED`, and refuses that key as
+-- busy), reads them as they are once locked, and writes only what the rule of `rules.rs`
+-- says: `hermes_claim` is `rules::check_keys` then `rules::take` (or `rules::drop_event` for
+-- keys whose attempts are used up), `hermes_ack` is `rules::standing` then `rules::ack`,
+-- `hermes_publish` is `events::publish_in`. The Rust functions are the spec; the property
+-- test `src/agree.rs` checks that these agree with them on random states.
 -- The same shape as graphile-worker's `get_job`/`complete_job` and pgqueuer's dequeue: one
 -- round trip per transition, row locks instead of serializable retries, NOTIFY by the write.
 -- (`hermes_` names are qualified with the ledger's namespace when it has one.)
 -- Every migration creates them anew (`CREATE OR REPLACE`, the same signatures): version 3 is
--- version 2's tables with these functions as they are here (the one-key fast paths).
+-- version 2's tables with the one-key fast paths; version 4 the same tables with a claim that
+-- skips locked rows instead of waiting on them.
 
 -- Every statement of these functions names an event by its primary key (never a join with
 -- `unnest` of the keys): PL/pgSQL keeps generic plans, and a generic plan, not knowing how long
@@ -51,9 +54,12 @@ $$;
 -- bytewise order of Rust's keys (the claim record keeps them so). One row per key of each
 -- request, in that order, with its verdict: `claimed` (the request took every key), `ok`
 -- (claimable, but another key of the request was refused), `missing`, `terminal`,
--- `not_owned`, `live` (another lease runs until `lease_expires_at`) or `exhausted` (its
--- attempts were used up: dropped now, `attempts_exhausted`); and the event's columns as they
--- are after the call.
+-- `not_owned`, `live` (another lease runs until `lease_expires_at`), `busy` (another
+-- transaction holds the row's lock now, most likely a consumer claiming it: refused at once
+-- rather than after that transaction, so racing consumers spread over the ready events as the
+-- floor's `SKIP LOCKED` queue does) or `exhausted` (its attempts were used up: dropped now,
+-- `attempts_exhausted`); and the event's columns as they are after the call (a busy key's as
+-- last committed). Nothing here waits on a lock, so no two claims wait on each other.
 CREATE OR REPLACE FUNCTION hermes_claim(
     p_req integer[], p_units text[], p_codes bigint[], p_sessions text[], p_consumers text[],
     p_tokens bytea[], p_expires bigint[], p_now bigint, p_max bigint
@@ -70,18 +76,22 @@ DECLARE
     q integer;
     lo integer;
     n integer := coalesce(cardinality(p_units), 0);
-    k record;
     e record;
     v_verdicts text[];
     v_leases bytea[];
     v_verdict text;
     v_refused boolean;
+    v_locked boolean;
 BEGIN
-    -- One request for one key that nobody holds, the common claim: `rules::check_claim`'s
-    -- tests in the `WHERE` of the update that takes it, which READ COMMITTED evaluates again
-    -- on the row as it is once locked. Anything else (a refusal, an old lease to fence) takes
+    -- One request for one key that nobody holds, the common claim: the row locked unless
+    -- another transaction holds it, then `rules::check_claim`'s tests in the `WHERE` of the
+    -- update that takes it. Anything else (a refusal, an old lease to fence, a row held) takes
     -- the general path below, as if this had not run: it wrote nothing.
     IF cardinality(p_tokens) = 1 AND n = 1 THEN
+        PERFORM 1 FROM hermes_events ev WHERE ev.unit = p_units[1] AND ev.code = p_codes[1]
+            FOR UPDATE SKIP LOCKED;
+    END IF;
+    IF cardinality(p_tokens) = 1 AND n = 1 AND FOUND THEN
         UPDATE hermes_events ev SET state = 'claimed', attempts = ev.attempts + 1,
                 lease_token = p_tokens[1], lease_consumer = p_consumers[1],
                 lease_claimed_at = p_now, lease_expires_at = p_expires[1]
@@ -108,41 +118,57 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- Several requests: every key of every request is locked first, in one order, so that two
-    -- claims never wait on each other in a cycle. One request's keys come in that order: each
-    -- is locked as it is read.
-    IF cardinality(p_tokens) > 1 THEN
-        FOR k IN SELECT DISTINCT t.u COLLATE "C" AS u, t.c AS c
-                FROM unnest(p_units, p_codes) AS t(u, c) ORDER BY 1, 2 LOOP
-            PERFORM 1 FROM hermes_events ev WHERE ev.unit = k.u AND ev.code = k.c FOR UPDATE;
-        END LOOP;
-    END IF;
     FOR r IN 0 .. coalesce(cardinality(p_tokens), 0) - 1 LOOP
         lo := j;
         v_verdicts := '{}';
         v_leases := '{}';
         v_refused := false;
-        -- `rules::check_keys`: every key checked as `rules::check_claim` does.
+        -- `rules::check_keys`: every key checked as `rules::check_claim` does, first as last
+        -- committed and without a lock: a key refused for what it is there (missing, final,
+        -- another session's, held by a live lease) is refused so, and locks nothing that its
+        -- holder's ack would then wait for. A key that could be taken (or dropped: its attempts
+        -- are used up) is locked, or refused as busy when another transaction holds it, and
+        -- checked again as it is once locked.
         WHILE j <= n AND p_req[j] = r LOOP
-            SELECT ev.state, ev.session, ev.attempts, ev.lease_token, ev.lease_expires_at
-                INTO e FROM hermes_events ev
-                WHERE ev.unit = p_units[j] AND ev.code = p_codes[j] FOR UPDATE;
-            IF NOT FOUND THEN
-                v_verdict := 'missing';
-            ELSIF e.state IN ('delivered', 'dropped') THEN
-                v_verdict := 'terminal';
-            ELSIF p_sessions[r + 1] IS NOT NULL AND e.session <> p_sessions[r + 1] THEN
-                v_verdict := 'not_owned';
-            ELSIF e.lease_expires_at IS NOT NULL AND e.lease_expires_at > p_now THEN
-                v_verdict := 'live';
-            ELSIF e.attempts >= p_max THEN
-                v_verdict := 'exhausted';
-            ELSE
-                v_verdict := 'ok';
-            END IF;
+            v_locked := false;
+            LOOP
+                IF v_locked THEN
+                    SELECT ev.state, ev.session, ev.attempts, ev.lease_token,
+                            ev.lease_expires_at
+                        INTO e FROM hermes_events ev
+                        WHERE ev.unit = p_units[j] AND ev.code = p_codes[j]
+                        FOR UPDATE SKIP LOCKED;
+                    IF NOT FOUND THEN
+                        v_verdict := 'busy';
+                        EXIT;
+                    END IF;
+                ELSE
+                    SELECT ev.state, ev.session, ev.attempts, ev.lease_token,
+                            ev.lease_expires_at
+                        INTO e FROM hermes_events ev
+                        WHERE ev.unit = p_units[j] AND ev.code = p_codes[j];
+                    IF NOT FOUND THEN
+                        v_verdict := 'missing';
+                        EXIT;
+                    END IF;
+                END IF;
+                IF e.state IN ('delivered', 'dropped') THEN
+                    v_verdict := 'terminal';
+                ELSIF p_sessions[r + 1] IS NOT NULL AND e.session <> p_sessions[r + 1] THEN
+                    v_verdict := 'not_owned';
+                ELSIF e.lease_expires_at IS NOT NULL AND e.lease_expires_at > p_now THEN
+                    v_verdict := 'live';
+                ELSIF e.attempts >= p_max THEN
+                    v_verdict := 'exhausted';
+                ELSE
+                    v_verdict := 'ok';
+                END IF;
+                EXIT WHEN v_locked OR v_verdict NOT IN ('ok', 'exhausted');
+                v_locked := true;
+            END LOOP;
             v_refused := v_refused OR v_verdict <> 'ok';
             v_verdicts := v_verdicts || v_verdict;
-            v_leases := v_leases || CASE WHEN v_verdict <> 'missing' THEN e.lease_token END;
+            v_leases := v_leases || CASE WHEN v_verdict NOT IN ('missing', 'busy') THEN e.lease_token END;
             j := j + 1;
         END LOOP;
         IF v_refused THEN

@@ -41,11 +41,14 @@ pub(crate) struct Tx<'c, 'p> {
 /// in a group commit of many of them, the writes go as one statement per table at the end
 /// (`Tx::send_held`) instead of one each. A read of a held child answers from here; any other
 /// read of the children's table sends the held writes first; tallies are read through
-/// [`Seen`], which has every tally written.
+/// [`Seen`], which has every tally written. The events children's finishes publish
+/// (`WriteTx::add_event`, inserted unless present) are held the same way, and sent before any
+/// other statement that names the events' table.
 #[derive(Default)]
 pub(super) struct Held {
     pub(super) children: std::collections::BTreeMap<(String, u32), Child>,
     pub(super) tallies: std::collections::BTreeMap<String, Option<UnitTally>>,
+    pub(super) events: std::collections::BTreeMap<(String, i64), super::rows::EventRow>,
 }
 
 /// Rows the operations of one transaction read again and again — a unit's host and session,
@@ -137,6 +140,8 @@ param! {
     Vec<i64> => Type::INT8_ARRAY,
     Vec<Option<String>> => Type::TEXT_ARRAY,
     Vec<Vec<u8>> => Type::BYTEA_ARRAY,
+    Vec<Option<Vec<u8>>> => Type::BYTEA_ARRAY,
+    Vec<Option<i64>> => Type::INT8_ARRAY,
 }
 
 impl Tx<'_, '_> {
@@ -164,6 +169,9 @@ impl Tx<'_, '_> {
     /// need not describe a prepared statement first (a short-lived command would otherwise pay
     /// a second round trip for every statement on its fresh connection).
     pub(super) fn query(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Row>> {
+        if sql.contains("hermes_events") && !self.held.borrow().events.is_empty() {
+            self.send_held_events()?;
+        }
         match self.one_statement.get() {
             Some(true) => {
                 self.failure.set(Some(Failure::Unbracketed));
@@ -236,7 +244,14 @@ impl Tx<'_, '_> {
 
     /// Sends the held writes ([`Held`]), one statement per table.
     pub(super) fn send_held(&self) -> Result<()> {
-        let held = std::mem::take(&mut *self.held.borrow_mut());
+        let held = {
+            let mut held = self.held.borrow_mut();
+            Held {
+                children: std::mem::take(&mut held.children),
+                tallies: std::mem::take(&mut held.tallies),
+                events: Default::default(),
+            }
+        };
         if !held.children.is_empty() {
             let children: Vec<Child> = held.children.into_values().collect();
             let units: Vec<String> = children
@@ -270,7 +285,73 @@ impl Tx<'_, '_> {
             let units: Vec<String> = gone.into_iter().map(|(unit, _)| unit).collect();
             self.write("DELETE FROM hermes_tallies WHERE unit = ANY($1)", &[&units])?;
         }
-        Ok(())
+        self.send_held_events()
+    }
+
+    /// Inserts the held events ([`Held`]) in one statement, each unless its key is present.
+    fn send_held_events(&self) -> Result<()> {
+        let events = std::mem::take(&mut self.held.borrow_mut().events);
+        if events.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<super::rows::EventRow> = events.into_values().collect();
+        let texts = |f: fn(&super::rows::EventRow) -> String| -> Vec<String> {
+            rows.iter().map(f).collect()
+        };
+        let maybe_texts = |f: fn(&super::rows::EventRow) -> Option<String>| -> Vec<Option<String>> {
+            rows.iter().map(f).collect()
+        };
+        let ints =
+            |f: fn(&super::rows::EventRow) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
+        let times = |f: fn(&super::rows::EventRow) -> Option<i64>| -> Vec<Option<i64>> {
+            rows.iter().map(f).collect()
+        };
+        let units = texts(|r| r.unit.clone());
+        let sessions = texts(|r| r.session.clone());
+        let deliveries = texts(|r| r.delivery.to_owned());
+        let states = texts(|r| r.state.to_owned());
+        let consumers = maybe_texts(|r| r.lease_consumer.clone());
+        let reasons = maybe_texts(|r| r.drop_reason.clone());
+        let (codes, attempts, published) = (
+            ints(|r| r.code),
+            ints(|r| r.attempts),
+            ints(|r| r.published_at),
+        );
+        let (claimed, expires, delivered, dropped) = (
+            times(|r| r.lease_claimed_at),
+            times(|r| r.lease_expires_at),
+            times(|r| r.delivered_at),
+            times(|r| r.dropped_at),
+        );
+        let tokens: Vec<Option<Vec<u8>>> = rows.iter().map(|r| r.lease_token.clone()).collect();
+        let payloads: Vec<Vec<u8>> = rows.iter().map(|r| r.payload.clone()).collect();
+        self.write(
+            concat!(
+                "INSERT INTO hermes_events (",
+                super::rows::event_columns!(),
+                ") SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+                 $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], \
+                 $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], \
+                 $15::bytea[]) ON CONFLICT (unit, code) DO NOTHING"
+            ),
+            &[
+                &units,
+                &codes,
+                &sessions,
+                &deliveries,
+                &states,
+                &attempts,
+                &tokens,
+                &consumers,
+                &claimed,
+                &expires,
+                &published,
+                &delivered,
+                &dropped,
+                &reasons,
+                &payloads,
+            ],
+        )
     }
 
     pub(super) fn write(&self, sql: &'static str, params: &[&dyn Param]) -> Result<()> {

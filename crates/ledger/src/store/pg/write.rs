@@ -193,6 +193,19 @@ impl WriteTx for Tx<'_, '_> {
         // (`hermes_notify_event`).
     }
 
+    fn add_event(&self, event: &Event) -> Result<()> {
+        // Held until the commit or the next statement on the events' table (`Held`); the
+        // first of two with one key stays, as the insert would keep it.
+        self.dirty.set(true);
+        let row = EventRow::of(event);
+        self.held
+            .borrow_mut()
+            .events
+            .entry((row.unit.clone(), row.code))
+            .or_insert(row);
+        Ok(())
+    }
+
     fn insert_event(&self, event: &Event) -> Result<bool> {
         let row = EventRow::of(event);
         self.dirty.set(true);
@@ -273,6 +286,34 @@ impl WriteTx for Tx<'_, '_> {
         self.write("DELETE FROM hermes_child_stalls WHERE unit = $1", &[&id])?;
         self.write("DELETE FROM hermes_tallies WHERE unit = $1", &[&id])?;
         self.write("DELETE FROM hermes_units WHERE id = $1", &[&id])
+    }
+
+    /// Retention's batch: the claims of their events' leases, then each table's rows of
+    /// `units`, one statement per table whatever the batch's size.
+    fn purge_delegations(&self, units: &[UnitRecord]) -> Result<()> {
+        self.send_held()?;
+        let ids: Vec<String> = units.iter().map(|u| u.id.as_str().to_owned()).collect();
+        let mut seen = self.seen.borrow_mut();
+        for id in &ids {
+            seen.units.insert(id.clone(), None);
+            seen.tallies.insert(id.clone(), None);
+        }
+        drop(seen);
+        self.write(
+            "DELETE FROM hermes_claims WHERE token IN (SELECT lease_token FROM hermes_events \
+             WHERE unit = ANY($1) AND lease_token IS NOT NULL)",
+            &[&ids],
+        )?;
+        for sql in [
+            "DELETE FROM hermes_events WHERE unit = ANY($1)",
+            "DELETE FROM hermes_children WHERE unit = ANY($1)",
+            "DELETE FROM hermes_child_tails WHERE unit = ANY($1)",
+            "DELETE FROM hermes_child_stalls WHERE unit = ANY($1)",
+            "DELETE FROM hermes_tallies WHERE unit = ANY($1)",
+        ] {
+            self.write(sql, &[&ids])?;
+        }
+        self.write("DELETE FROM hermes_units WHERE id = ANY($1)", &[&ids])
     }
 }
 
