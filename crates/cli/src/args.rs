@@ -411,9 +411,17 @@ pub enum DelegationCommand {
         /// Only this session's.
         #[arg(long)]
         session: Option<String>,
-        /// Every recent delegation, not only the last 20.
+        /// Every recent delegation, not only the last 20: a page of --limit (1000 unless
+        /// given) at a time.
         #[arg(long)]
         all: bool,
+        /// At most this many recent delegations (default 20, with --all 1000).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+        /// The ended delegations dispatched after delegation ID (the `next` of a page), or
+        /// within the last DURATION (`90m`, `12h`, `7d`), oldest first: a page of the history.
+        #[arg(long, value_name = "ID|DURATION")]
+        since: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

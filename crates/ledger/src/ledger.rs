@@ -23,6 +23,10 @@ pub struct LedgerConfig {
     pub retention_ms: u64,
     /// Recovery runs at most this often, in milliseconds (`host.recovery_interval_seconds`).
     pub recovery_interval_ms: u64,
+    /// The wall time one sweep spends on the retention purge before it leaves the rest to the
+    /// next sweep, in milliseconds ([`crate::PURGE_BUDGET_MS`]): a short-lived
+    /// command that happens to sweep never pays for a large backlog.
+    pub purge_budget_ms: u64,
 }
 
 impl LedgerConfig {
@@ -34,6 +38,7 @@ impl LedgerConfig {
             replay_max_age_ms: ms(settings.delivery.replay_max_age),
             retention_ms: ms(settings.delivery.retention),
             recovery_interval_ms: ms(settings.host.recovery_interval),
+            purge_budget_ms: crate::PURGE_BUDGET_MS,
         }
     }
 }
@@ -69,6 +74,10 @@ pub struct Ledger {
     rng: Mutex<fastrand::Rng>,
     /// When this process last ran the recovery sweep, and what its last quiet one saw.
     pub(crate) sweeps: Mutex<crate::recovery::Sweeps>,
+    /// The host record this process last renewed as it stands in the ledger (PostgreSQL): the
+    /// next renewal of that host writes over it in one statement while it is still there
+    /// unchanged (`Ledger::renew_host`).
+    pub(crate) renewed: Mutex<Option<crate::model::HostRecord>>,
     /// Every write fails while set (`fault-injection` only).
     #[cfg(feature = "fault-injection")]
     fail_writes: std::sync::atomic::AtomicBool,
@@ -175,6 +184,7 @@ impl Ledger {
             config,
             group: GroupCommit::default(),
             sweeps: Mutex::default(),
+            renewed: Mutex::default(),
             commits: AtomicU64::new(0),
             rng: Mutex::new(rng),
             #[cfg(feature = "fault-injection")]

@@ -40,6 +40,7 @@ mod pools;
 mod power_loss;
 mod queries;
 mod recovery;
+mod retention;
 mod rules;
 mod sessions;
 mod store;
@@ -61,8 +62,9 @@ pub use model::*;
 pub use observe::{CommitObserver, observe_commits};
 pub use overview::{Census, Overview, UnitView};
 pub use pools::WorkerSummary;
-pub use queries::{HostPass, Listing, SessionSummary};
+pub use queries::{COUNT_LIMIT, HostPass, Listing, SessionSummary, Since};
 pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};
+pub use retention::{PURGE_BATCH, PURGE_BUDGET_MS, PURGE_TXN_MS};
 pub use sessions::{HostClaim, SessionEnd};
 pub use store::Listen;
 pub use store::pg::{

@@ -1,9 +1,11 @@
-//! Read-only views for `delegation list/status` and `session list`.
+//! Read-only views for `delegation list/status` and `session list`: each reads what it shows
+//! and a bounded page of the history, never the whole of it.
 
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Capacity, Child, DelegationId, ProcessId, SessionId, SessionState, UnitRecord, UnitStatus,
+    Capacity, Child, DelegationId, ProcessId, SessionId, SessionState, Timestamp, UnitRecord,
+    UnitStatus,
 };
 use crate::rules::{self, Machines};
 
@@ -16,9 +18,29 @@ pub struct Listing {
     pub queued: Vec<UnitRecord>,
     /// The most recent terminal units, newest first.
     pub recent: Vec<UnitRecord>,
-    /// How many terminal units there are in all (`recent` holds at most the limit asked for).
+    /// How many terminal units there are in all (`recent` holds at most the limit asked for),
+    /// counted up to [`COUNT_LIMIT`].
     pub recent_total: usize,
+    /// Whether there are more than [`COUNT_LIMIT`] terminal units (then `recent_total` is
+    /// that limit): counting further would read the whole history.
+    pub recent_more: bool,
 }
+
+/// Terminal units [`Ledger::list`] counts at most.
+pub const COUNT_LIMIT: usize = 10_000;
+
+/// Where a page of `delegation list --since` starts: after a unit, or at a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Since {
+    /// The units dispatched after this one (by dispatch time, then id): the next page after a
+    /// page that ended with it.
+    Unit(DelegationId),
+    /// The units dispatched at or after this time.
+    Time(Timestamp),
+}
+
+/// Units of the by-time index read per step of [`Ledger::list_since`].
+const SINCE_STEP: usize = 1_000;
 
 /// One session with its counts, for `session list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,8 +188,59 @@ impl Ledger {
                 .filter(|u| u.status.is_terminal())
                 .take(recent_limit)
                 .collect();
-            listing.recent_total = r.unit_count(session)?.saturating_sub(extra);
+            let counted = r
+                .unit_count(session, COUNT_LIMIT + extra + 1)?
+                .saturating_sub(extra);
+            listing.recent_total = counted.min(COUNT_LIMIT);
+            listing.recent_more = counted > COUNT_LIMIT;
             Ok(listing)
+        })
+    }
+
+    /// At most `limit` terminal units dispatched since `since`, of one session or all,
+    /// oldest first: one page of the whole history, read in bounded steps of the by-time
+    /// index, never all of it. `None`: `since` names a unit the ledger does not keep.
+    pub fn list_since(
+        &self,
+        session: Option<&SessionId>,
+        since: &Since,
+        limit: usize,
+    ) -> Result<Option<Vec<UnitRecord>>> {
+        self.read(|r| {
+            let mut position = match since {
+                Since::Unit(id) => match r.delegation(id.as_str())? {
+                    Some(unit) => (unit.dispatched_at.0, unit.id.to_string()),
+                    None => return Ok(None),
+                },
+                // Ids are never empty: every unit of that time sorts after it.
+                Since::Time(at) => (at.0, String::new()),
+            };
+            let mut out = Vec::new();
+            while out.len() < limit {
+                // Beyond any time, and within every backend's integers.
+                let step =
+                    r.units_before(Timestamp(i64::MAX as u64), Some(&position), SINCE_STEP)?;
+                let Some(last) = step.last().cloned() else {
+                    break;
+                };
+                let ids: Vec<DelegationId> =
+                    step.iter().filter_map(|(_, id)| id.parse().ok()).collect();
+                let mut units = r.delegations_of(&ids)?;
+                units.sort_by(|a, b| (a.dispatched_at, &a.id).cmp(&(b.dispatched_at, &b.id)));
+                let wanted = limit - out.len();
+                out.extend(
+                    units
+                        .into_iter()
+                        .filter(|u| u.status.is_terminal())
+                        .filter(|u| session.is_none_or(|s| u.session.as_ref() == Some(s)))
+                        .take(wanted),
+                );
+                if step.len() < SINCE_STEP {
+                    break;
+                }
+                position = last;
+            }
+            Ok(Some(out))
         })
     }
 

@@ -1,6 +1,7 @@
 //! The recovery sweep every long-lived hermes process runs every `host.recovery_interval_seconds`
 //! and every short-lived one at start: units of dead hosts are settled, stale pending events
-//! dropped, old terminal units purged. A sweep that finds nothing to do writes nothing.
+//! dropped, old terminal units purged (in batches, each its own short transaction). A sweep that
+//! finds nothing to do writes nothing.
 //!
 //! A host is dead when its lease ran out, or — judged only from its own locality — when its
 //! process is gone. A dead host's running units end `unknown` (children that never
@@ -29,7 +30,6 @@ use crate::txn::pool::{return_to_pool, returns_to_pool};
 pub const TAIL_LINES: usize = 20;
 /// Characters of transcript kept for a child whose outcome is unknown.
 pub const TAIL_CHARS: usize = 2_000;
-
 /// What recovery needs from the operating system of the caller's locality: the registry's
 /// `OsReaper` in production, fakes in tests. The ledger itself never touches a process.
 pub trait Reaper: Liveness {
@@ -188,7 +188,7 @@ impl Ledger {
         };
         self.settle_dead_hosts(reaper, now, &mut report)?;
         self.expire_events(now, &mut report)?;
-        self.purge_old_units(now, &mut report)?;
+        self.purge_old_units(now, &mut report.purged_units)?;
         Ok(report)
     }
 
@@ -519,32 +519,159 @@ impl Ledger {
         })?;
         Ok(())
     }
-
-    fn purge_old_units(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
-        let cutoff = now.minus_ms(self.config.retention_ms);
-        if self.read_one(|r| r.units_before(cutoff))?.is_empty() {
-            return Ok(());
-        }
-        report.purged_units = self.write_then(|w| {
-            let mut purged = 0;
-            for (_, id) in w.units_before(cutoff)? {
-                let Some(unit) = w.delegation(&id)? else {
-                    continue;
-                };
-                if unit.status.is_terminal() && unit.ended_at.is_some_and(|t| t < cutoff) {
-                    w.purge_delegation(&unit)?;
-                    purged += 1;
-                }
-            }
-            Ok((purged, purged > 0))
-        })?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
+
+    use crate::PURGE_BATCH;
+
+    use crate::model::{Capacity, ChildStatus, HostId};
+    use crate::testing::bulk::{self, History, Live};
+    use crate::{LedgerConfig, NewDelegation};
+
+    const T0: Timestamp = Timestamp(1_700_000_000_000);
+    /// History units, one ended every 10 ms from `T0`.
+    const UNITS: usize = 700;
+
+    struct NoProcesses;
+
+    impl Liveness for NoProcesses {
+        fn locality(&self) -> crate::model::Locality {
+            crate::model::Locality::default()
+        }
+        fn is_alive(&self, _: ProcessId) -> bool {
+            false
+        }
+    }
+
+    impl Reaper for NoProcesses {
+        fn kill_child(&self, _: &DelegationId, _: &Child) {}
+        fn transcript_tail(&self, _: &str) -> Option<String> {
+            None
+        }
+    }
+
+    /// Every unit the ledger keeps.
+    fn kept(ledger: &Ledger) -> HashSet<DelegationId> {
+        ledger.census().expect("census").ids.into_iter().collect()
+    }
+
+    /// A unit of one `true` task dispatched at `at`; finished at `ended`, or left running.
+    fn unit_at(ledger: &Ledger, at: Timestamp, ended: Option<Timestamp>) -> DelegationId {
+        let new = NewDelegation {
+            channel: Channel::Inline,
+            session: None,
+            ..crate::testing::background_unit(
+                SessionId::new("s").expect("id"),
+                crate::testing::spec(1),
+            )
+        };
+        let capacity = Capacity {
+            max_running: 100,
+            max_queued: 100,
+        };
+        let id = ledger
+            .dispatch(new, capacity, at)
+            .expect("dispatch")
+            .delegation
+            .id;
+        let child = ProcessId {
+            pid: 9,
+            start_time: 1,
+        };
+        ledger
+            .child_started(HostId(0), &id, 0, child, at)
+            .expect("started");
+        if let Some(ended) = ended {
+            let outcome = ChildOutcome::new(0, "task 0", ChildStatus::Completed, ended);
+            ledger
+                .finish_child(HostId(0), &id, outcome, ended)
+                .expect("finished");
+        }
+        id
+    }
+
+    #[test]
+    fn the_purge_goes_in_batches_removes_every_expired_unit_keeps_the_rest_and_resumes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (location, url) = crate::testing::TestBackend::from_env().fresh(dir.path());
+        // No time for the purge: every sweep removes one batch and leaves the rest.
+        let config = LedgerConfig {
+            retention_ms: 5_000,
+            purge_budget_ms: 0,
+            ..LedgerConfig::default()
+        };
+        let ledger = Ledger::open_at(&location, config).expect("ledger");
+        let history = History {
+            units: UNITS,
+            first_end: T0,
+            step_ms: 10,
+        };
+        let live = Live {
+            queued: 0,
+            running: 0,
+            ready: 0,
+        };
+        bulk::load(&ledger, url.as_deref(), &history, &live).expect("loaded");
+        // Dispatched long before the cutoff, but still running, or ended after it.
+        let running = unit_at(&ledger, T0, None);
+        let late = unit_at(&ledger, T0, Some(T0.plus_ms(7_500)));
+        let now = T0.plus_ms(8_000);
+        let cutoff = now.minus_ms(5_000);
+        // History units 0..300 ended before the cutoff.
+        let expired: HashSet<DelegationId> = (0..300).map(bulk::history_id).collect();
+        let before = kept(&ledger);
+        assert_eq!(before.len(), UNITS + 2);
+
+        // One batch removes its share and no more: a sweep cut short there loses nothing.
+        let mut report = RecoveryReport::default();
+        let last = ledger
+            .purge_batch(cutoff, None, 100, &mut report.purged_units)
+            .expect("a batch");
+        assert_eq!(report.purged_units, 100);
+        assert!(last.is_some(), "more may follow a full batch");
+        let after_one = kept(&ledger);
+        assert_eq!(before.difference(&after_one).count(), 100);
+        assert!(before.difference(&after_one).all(|id| expired.contains(id)));
+
+        // Each sweep goes on from there with one batch (its budget spent), to the end: a
+        // short-lived command that sweeps pays for one batch, not for the backlog.
+        let mut sweeps = Vec::new();
+        loop {
+            let report = ledger
+                .recover(&NoProcesses, now, Sweep::Now)
+                .expect("a sweep");
+            if report.purged_units == 0 {
+                break;
+            }
+            sweeps.push(report.purged_units);
+            assert!(sweeps.len() <= 200, "the purge never ends: {sweeps:?}");
+        }
+        assert_eq!(sweeps.iter().sum::<usize>(), 200, "{sweeps:?}");
+        assert!(sweeps.len() > 1, "one sweep purged everything: {sweeps:?}");
+        assert!(sweeps.iter().all(|&n| n <= PURGE_BATCH), "{sweeps:?}");
+        let after = kept(&ledger);
+        assert!(after.is_disjoint(&expired), "every expired unit is gone");
+        assert_eq!(after.len(), UNITS - 300 + 2);
+        assert!(after.contains(&running) && after.contains(&late));
+        let first_kept = bulk::history_id(300);
+        assert!(!ledger.events(&first_kept).expect("events").is_empty());
+        assert!(!ledger.children(&first_kept).expect("children").is_empty());
+        let gone = bulk::history_id(0);
+        assert!(ledger.events(&gone).expect("events").is_empty());
+        assert!(ledger.children(&gone).expect("children").is_empty());
+
+        // Nothing left to purge: the next sweep reads and writes nothing.
+        let commits = ledger.commits();
+        let report = ledger
+            .recover(&NoProcesses, now, Sweep::Now)
+            .expect("a sweep");
+        assert_eq!(report.purged_units, 0);
+        assert_eq!(ledger.commits(), commits);
+    }
 
     #[test]
     fn tail_keeps_the_last_lines_within_the_char_limit() {

@@ -154,6 +154,10 @@ impl Ledger {
     /// Renews a host's lease until `now + lease_ms`: one small write. Fails with
     /// `LeaseLost` if the host's record is gone or carries another epoch (someone judged it dead
     /// and recovered its units): the host must then stop its children and stop writing.
+    ///
+    /// On PostgreSQL a renewal after the first is one statement: it writes over the record this
+    /// process last renewed, only while the ledger still holds exactly that record (which
+    /// carries `host_id`, so the fence is the same); otherwise it renews in a transaction.
     pub fn renew_host(
         &self,
         process: ProcessId,
@@ -161,16 +165,40 @@ impl Ledger {
         lease_ms: u64,
         now: Timestamp,
     ) -> Result<Timestamp> {
-        self.write(|w| {
-            let mut host = w
-                .host(process)?
-                .filter(|h| h.host_id == host_id)
-                .ok_or(LedgerError::LeaseLost(host_id))?;
+        let renew = |mut host: HostRecord| {
             host.heartbeat_at = now;
             host.lease_expires_at = now.plus_ms(lease_ms);
-            w.put_host(&host)?;
-            Ok(host.lease_expires_at)
-        })
+            host
+        };
+        let in_txn = || {
+            self.write(|w| {
+                let host = w
+                    .host(process)?
+                    .filter(|h| h.host_id == host_id)
+                    .ok_or(LedgerError::LeaseLost(host_id))?;
+                let host = renew(host);
+                w.put_host(&host)?;
+                Ok(host)
+            })
+        };
+        let Some(at_once) = self.backend.transitions() else {
+            return in_txn().map(|host| host.lease_expires_at);
+        };
+        let held = hermes_stdx::lock(&self.renewed)
+            .take()
+            .filter(|h| h.process == process && h.host_id == host_id);
+        if let Some(held) = held {
+            let renewed = renew(held.clone());
+            if self.at_once(|| at_once.renew_host(&held, &renewed), |wrote| *wrote)? {
+                let expires = renewed.lease_expires_at;
+                *hermes_stdx::lock(&self.renewed) = Some(renewed);
+                return Ok(expires);
+            }
+        }
+        let host = in_txn()?;
+        let expires = host.lease_expires_at;
+        *hermes_stdx::lock(&self.renewed) = Some(host);
+        Ok(expires)
     }
 
     /// Forgets a host that is shutting down, and lets go of the session it hosted.

@@ -4,7 +4,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use hermes_ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId};
+use hermes_ledger::{Child, DelegationId, InterruptTarget, Ledger, SessionId, Since};
 use serde_json::json;
 
 use crate::args::DelegationCommand;
@@ -14,15 +14,26 @@ use crate::services::home::{Home, now};
 use crate::services::output;
 use crate::services::reports;
 
-/// Recent units `list` shows without `--all`.
+/// Recent units `list` shows without `--all` or `--limit`.
 const RECENT: usize = 20;
-/// Recent units `list --all` shows at most.
-const RECENT_ALL: usize = 1_000_000;
+/// Units a page of `list --all` or `list --since` holds without `--limit`: a ledger keeps
+/// millions, and a listing reads only what it shows.
+const PAGE: usize = 1_000;
 
 /// Runs a `delegation` subcommand.
 pub fn run(command: DelegationCommand) -> anyhow::Result<Code> {
     match command {
-        DelegationCommand::List { session, all, json } => list(session, all, json),
+        DelegationCommand::List {
+            session,
+            all,
+            limit,
+            since,
+            json,
+        } => {
+            let default = if all || since.is_some() { PAGE } else { RECENT };
+            let limit = limit.map_or(default, |n| n as usize);
+            list(session, limit, since.as_deref(), json)
+        }
         DelegationCommand::Status { id, json } => status(&id, json),
         DelegationCommand::Stop {
             id,
@@ -55,18 +66,79 @@ fn parse_session(s: &str) -> anyhow::Result<SessionId> {
     SessionId::new(s).map_err(|e| fail(Code::Usage, e.to_string()))
 }
 
-fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> {
+/// `--since`: a delegation id, or a duration back from now (`90m`, `12h`, `7d`).
+fn parse_since(since: &str) -> anyhow::Result<Since> {
+    if since.starts_with("deleg_") {
+        return parse_id(since).map(Since::Unit);
+    }
+    let unit_ms = match since.chars().last() {
+        Some('s') => 1_000,
+        Some('m') => 60_000,
+        Some('h') => 3_600_000,
+        Some('d') => 86_400_000,
+        _ => 0,
+    };
+    match since[..since.len().saturating_sub(1)].parse::<u64>() {
+        Ok(n) if unit_ms > 0 => Ok(Since::Time(now().minus_ms(n.saturating_mul(unit_ms)))),
+        _ => Err(fail(
+            Code::Usage,
+            format!(
+                "invalid --since {since:?}: expected a delegation id or a duration such as \
+                 90m, 12h or 7d"
+            ),
+        )),
+    }
+}
+
+fn list(
+    session: Option<String>,
+    limit: usize,
+    since: Option<&str>,
+    json: bool,
+) -> anyhow::Result<Code> {
     let session = session.as_deref().map(parse_session).transpose()?;
+    let since = since.map(parse_since).transpose()?;
     let home = Home::load()?;
     let ledger = home.open_ledger_and_sweep()?;
-    let listing = ledger.list(session.as_ref(), if all { RECENT_ALL } else { RECENT })?;
+    let mut listing = ledger.list(session.as_ref(), if since.is_some() { 0 } else { limit })?;
+    // A page of the history: `next` continues it, while the page is full.
+    let mut next = None;
+    if let Some(since) = &since {
+        let page = match (ledger.list_since(session.as_ref(), since, limit)?, since) {
+            (Some(page), _) => page,
+            (None, Since::Unit(id)) => return Err(not_found(id)),
+            (None, Since::Time(_)) => Vec::new(),
+        };
+        next = page
+            .last()
+            .filter(|_| page.len() == limit)
+            .map(|u| u.id.clone());
+        listing.recent = page;
+    }
     if json {
-        output::print_json(&reports::list_json(
-            &listing,
-            home.settings.delegation.max_concurrent_children,
-        ))?;
+        let mut value =
+            reports::list_json(&listing, home.settings.delegation.max_concurrent_children);
+        if since.is_some()
+            && let serde_json::Value::Object(map) = &mut value
+        {
+            map.insert("next".into(), json!(next.as_ref().map(ToString::to_string)));
+        }
+        output::print_json(&value)?;
         return Ok(Code::Ok);
     }
+    let max = home.settings.delegation.max_concurrent_children;
+    output::print(&list_text(&listing, max, since.is_some(), next.as_ref()))?;
+    Ok(Code::Ok)
+}
+
+/// `delegation list` as a person reads it: `paged` when it shows a page of the history
+/// (`--since`), `next` the unit its next page starts after.
+fn list_text(
+    listing: &hermes_ledger::Listing,
+    max_children: u32,
+    paged: bool,
+    next: Option<&hermes_ledger::DelegationId>,
+) -> String {
     let on_workers = listing
         .running
         .iter()
@@ -75,7 +147,7 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
     let mut text = format!(
         "running {} (max {}{}) · queued {}\n",
         listing.running.len(),
-        home.settings.delegation.max_concurrent_children,
+        max_children,
         if on_workers > 0 {
             format!(" on session hosts; {on_workers} on workers")
         } else {
@@ -83,14 +155,23 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
         },
         listing.queued.len()
     );
-    let recent_title = if listing.recent.len() < listing.recent_total {
-        format!(
-            "recent ({} of {}; --all for every unit)",
+    // Past `COUNT_LIMIT` the ledger stops counting.
+    let total = format!(
+        "{}{}",
+        listing.recent_total,
+        if listing.recent_more { "+" } else { "" }
+    );
+    let recent_title = match (paged, next) {
+        (true, Some(next)) => format!(
+            "since ({} of {total}; --since {next} for the next page)",
             listing.recent.len(),
-            listing.recent_total
-        )
-    } else {
-        "recent".to_owned()
+        ),
+        (true, None) => "since".to_owned(),
+        (false, _) if listing.recent.len() < listing.recent_total => format!(
+            "recent ({} of {total}; --all or --since for more)",
+            listing.recent.len(),
+        ),
+        (false, _) => "recent".to_owned(),
     };
     for (title, units) in [
         ("running", &listing.running),
@@ -123,8 +204,7 @@ fn list(session: Option<String>, all: bool, json: bool) -> anyhow::Result<Code> 
             ));
         }
     }
-    output::print(&text)?;
-    Ok(Code::Ok)
+    text
 }
 
 fn status(id: &str, json_out: bool) -> anyhow::Result<Code> {

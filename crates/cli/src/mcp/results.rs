@@ -41,6 +41,7 @@ pub fn listing(
         listing.queued.extend(part.queued);
         listing.recent.extend(part.recent);
         listing.recent_total += part.recent_total;
+        listing.recent_more |= part.recent_more;
     }
     for id in conversation.inline_units() {
         let Some(unit) = ledger.delegation(&id)? else {

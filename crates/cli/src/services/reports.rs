@@ -248,6 +248,7 @@ pub fn list_json(listing: &Listing, max_concurrent_children: u32) -> Value {
         "running_count": listing.running.len(),
         "queued_count": listing.queued.len(),
         "recent_count": listing.recent_total,
+        "recent_count_capped": listing.recent_more,
         "max_concurrent_children": max_concurrent_children,
     })
 }

@@ -294,7 +294,7 @@ fn list_says_when_it_shows_only_the_most_recent_units() {
     let list = h.run(&["delegation", "list"]);
     assert!(
         list.stdout
-            .contains("recent (20 of 22; --all for every unit):"),
+            .contains("recent (20 of 22; --all or --since for more):"),
         "{}",
         list.stdout
     );

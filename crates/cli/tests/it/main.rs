@@ -11,6 +11,7 @@ mod hermes_agent;
 mod home;
 mod inputs;
 mod interactive;
+mod listing;
 mod liveness;
 mod machines;
 mod mcp_and_hooks;

@@ -130,19 +130,27 @@ pub(crate) trait ReadTx {
     fn active_units(&self) -> Result<Vec<UnitRecord>>;
     /// Queued units in FIFO order, with their queue sequence numbers.
     fn queue(&self) -> Result<Vec<(u64, String)>>;
-    /// How many units are recorded, of `session` or of all sessions.
-    fn unit_count(&self, session: Option<&SessionId>) -> Result<usize>;
+    /// How many units are recorded, of `session` or of all sessions, counted no further than
+    /// `at_most`: a count of a million units would read them all.
+    fn unit_count(&self, session: Option<&SessionId>, at_most: usize) -> Result<usize>;
     /// The `limit` most recently dispatched units, newest first, optionally of one session.
     fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<UnitRecord>>;
-    /// Units dispatched before `cutoff`, oldest first, as (dispatched at, id).
-    fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>>;
+    /// At most `limit` units dispatched before `cutoff`, oldest first, as (dispatched at, id),
+    /// starting after `after` (a key this returned before): a page of the by-time index, so a
+    /// caller walks a million units in bounded reads.
+    fn units_before(
+        &self,
+        cutoff: Timestamp,
+        after: Option<&(u64, String)>,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>>;
     /// A counter of the ledger's metadata (`META_*`).
     fn meta(&self, key: &str) -> Result<Option<u64>>;
     /// The ids of every unit kept, oldest dispatch first (no record is decoded).
     fn unit_ids(&self) -> Result<Vec<String>> {
         Ok(self
             // Beyond any time, and within every backend's integers.
-            .units_before(Timestamp(i64::MAX as u64))?
+            .units_before(Timestamp(i64::MAX as u64), None, usize::MAX)?
             .into_iter()
             .map(|(_, id)| id)
             .collect())
@@ -232,6 +240,13 @@ pub(crate) trait WriteTx: ReadTx {
         self.put_event(event)?;
         Ok(true)
     }
+    /// [`WriteTx::insert_event`] for a caller that does not ask whether it inserted (a child's
+    /// finish, whose own record says it was not published yet). A backend where every
+    /// statement is a round trip holds it until the commit or its next statement on the
+    /// events, and inserts all it holds in one.
+    fn add_event(&self, event: &Event) -> Result<()> {
+        self.insert_event(event).map(drop)
+    }
     /// Inserts or updates a claim.
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()>;
     /// Removes a claim.
@@ -243,6 +258,13 @@ pub(crate) trait WriteTx: ReadTx {
     fn set_meta(&self, key: &str, value: u64) -> Result<()>;
     /// Removes a unit with its children, events, claims and index rows (retention).
     fn purge_delegation(&self, unit: &UnitRecord) -> Result<()>;
+    /// [`WriteTx::purge_delegation`] of each of `units`. A backend where every statement is a
+    /// round trip removes them all in a few.
+    fn purge_delegations(&self, units: &[UnitRecord]) -> Result<()> {
+        units
+            .iter()
+            .try_for_each(|unit| self.purge_delegation(unit))
+    }
 }
 
 /// The hot transitions, each one statement on a backend that has them (PostgreSQL's
@@ -273,6 +295,10 @@ pub(crate) trait Transitions {
     /// Acks every token (`rules::standing`, then `rules::ack` where it holds): where each
     /// stood.
     fn ack(&self, tokens: &[ClaimToken], now: Timestamp) -> Result<Vec<TokenAck>>;
+    /// A lease renewal as a compare-and-set: writes `renewed` over the host's record only
+    /// where that record is still exactly `held` (which carries the renewing host's epoch).
+    /// `false`: it is not (gone, or changed by another process); nothing was written.
+    fn renew_host(&self, held: &HostRecord, renewed: &HostRecord) -> Result<bool>;
     /// The read every boundary starts with, in one statement (one snapshot): the session's
     /// record, its open events (by unit, then key), and the units of those it may claim at
     /// `now` — pending, or claimed under a lease that ran out — unless the session ended.

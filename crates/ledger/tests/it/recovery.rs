@@ -379,6 +379,54 @@ fn a_dead_hosts_late_writes_are_refused_and_its_lease_cannot_be_renewed() {
 }
 
 #[test]
+fn renewals_move_the_lease_until_the_record_is_recovered_or_another_epochs() {
+    let f = fixture();
+    let host = host_at(&f.ledger, 410, here(), LONG);
+    // Several in a row (on PostgreSQL the second on is one statement over the last one).
+    for at in [5, 10, 15] {
+        let until = f
+            .ledger
+            .renew_host(host.process, host.host_id, 30_000, T0.plus_ms(at))
+            .unwrap();
+        assert_eq!(until, T0.plus_ms(at + 30_000));
+        let stored = f.ledger.host(host.process).unwrap().unwrap();
+        assert_eq!(
+            (stored.heartbeat_at, stored.lease_expires_at),
+            (T0.plus_ms(at), until)
+        );
+    }
+    // The same process registered again with a fresh epoch: the old epoch's renewal is
+    // refused and writes nothing over the new record.
+    let newer = HostRecord {
+        host_id: HostId(host.host_id.0 + 1),
+        ..host.clone()
+    };
+    f.ledger.register_host(&newer).unwrap();
+    assert!(matches!(
+        f.ledger
+            .renew_host(host.process, host.host_id, 30_000, T0.plus_ms(20)),
+        Err(LedgerError::LeaseLost(h)) if h == host.host_id
+    ));
+    assert_eq!(f.ledger.host(host.process).unwrap().unwrap(), newer);
+    // The new epoch renews; once recovery forgot the host, neither does.
+    f.ledger
+        .renew_host(newer.process, newer.host_id, 30_000, T0.plus_ms(25))
+        .unwrap();
+    f.ledger
+        .renew_host(newer.process, newer.host_id, 30_000, T0.plus_ms(30))
+        .unwrap();
+    f.ledger
+        .recover(&reaper(&[]), T0.plus_ms(31), hermes_ledger::Sweep::Now)
+        .unwrap();
+    assert_eq!(f.ledger.host(newer.process).unwrap(), None);
+    assert!(matches!(
+        f.ledger
+            .renew_host(newer.process, newer.host_id, 30_000, T0.plus_ms(35)),
+        Err(LedgerError::LeaseLost(h)) if h == newer.host_id
+    ));
+}
+
+#[test]
 fn a_dead_hosts_queued_units_go_to_the_sessions_live_host_never_cancelled() {
     let f = fixture();
     let dead = host_at(&f.ledger, 500, here(), LONG);

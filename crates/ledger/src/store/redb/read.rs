@@ -194,24 +194,29 @@ impl<T: Tables> ReadTx for T {
         Ok(out)
     }
 
-    /// The `limit` most recently dispatched units, newest first, optionally of one
-    /// session only.
-    /// How many units are recorded, of `session` or of all sessions.
-    fn unit_count(&self, session: Option<&SessionId>) -> Result<usize> {
+    /// How many units are recorded, of `session` or of all sessions, up to `at_most` (the
+    /// whole table's length is kept by redb; a session's units are counted).
+    fn unit_count(&self, session: Option<&SessionId>, at_most: usize) -> Result<usize> {
         match session {
             None => {
                 let table = self.open(UNITS_BY_TIME).map_err(storage)?;
                 let len = redb::ReadableTableMetadata::len(&table).map_err(storage)?;
-                Ok(usize::try_from(len).unwrap_or(usize::MAX))
+                Ok(usize::try_from(len).unwrap_or(usize::MAX).min(at_most))
             }
             Some(session) => {
                 let table = self.open(UNITS_BY_SESSION).map_err(storage)?;
                 let s = session.as_str();
-                Ok(table.range((s, "")..(s, ID_END)).map_err(storage)?.count())
+                Ok(table
+                    .range((s, "")..(s, ID_END))
+                    .map_err(storage)?
+                    .take(at_most)
+                    .count())
             }
         }
     }
 
+    /// The `limit` most recently dispatched units, newest first, optionally of one
+    /// session only.
     fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<UnitRecord>> {
         let mut units = match session {
             None => {
@@ -243,11 +248,25 @@ impl<T: Tables> ReadTx for T {
         Ok(units)
     }
 
-    /// Units dispatched before `cutoff`, oldest first.
-    fn units_before(&self, cutoff: Timestamp) -> Result<Vec<(u64, String)>> {
+    /// A page of the units dispatched before `cutoff`, oldest first, after `after`.
+    fn units_before(
+        &self,
+        cutoff: Timestamp,
+        after: Option<&(u64, String)>,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>> {
+        use std::ops::Bound;
         let table = self.open(UNITS_BY_TIME).map_err(storage)?;
+        let start = match after {
+            Some((at, id)) => Bound::Excluded((*at, id.as_str())),
+            None => Bound::Included((0, "")),
+        };
         let mut out = Vec::new();
-        for row in table.range((0, "")..(cutoff.0, "")).map_err(storage)? {
+        for row in table
+            .range((start, Bound::Excluded((cutoff.0, ""))))
+            .map_err(storage)?
+            .take(limit)
+        {
             let (k, _) = row.map_err(storage)?;
             let (at, id) = k.value();
             out.push((at, id.to_owned()));

@@ -1,0 +1,451 @@
+//! A ledger of a given size, fast: the scale benchmark's loader (`bench_scale`).
+//!
+//! History is what the product leaves behind: background units of one `true` task each, ended
+//! (completed, a few failed) with their child and their terminal event delivered, dropped
+//! because their session ended, or dropped as `replay_expired`, spread over a hundred ended
+//! sessions. The records are the product's own: one unit is dispatched and finished through
+//! the ledger's API, and the history is that unit's records (unit, child, events) copied under
+//! other ids and times, written through the same `WriteTx` as every operation on redb (one
+//! transaction per [`REDB_CHUNK`] units) and with multi-row `unnest` inserts into the same
+//! tables and columns on PostgreSQL (one transaction per [`PG_CHUNK`] units). The live part
+//! (queued units, running children, ready events) goes through the ledger's API.
+
+use crate::error::Result;
+use crate::model::{
+    Capacity, Channel, Child, ChildOutcome, ChildStatus, ClaimToken, DelegationId, DispatchSpec,
+    DropReason, Event, EventState, HostId, Lease, ProcessId, Session, SessionId, SessionState,
+    TaskSpec, Timestamp, UnitRecord, UnitStatus,
+};
+use crate::store::{key_code, session_part};
+use crate::{Ledger, NewDelegation};
+
+/// Units per write transaction on redb.
+pub const REDB_CHUNK: usize = 25_000;
+/// Units per transaction on PostgreSQL.
+pub const PG_CHUNK: usize = 20_000;
+/// Ended sessions the history is spread over.
+pub const HISTORY_SESSIONS: usize = 100;
+
+/// What to load.
+#[derive(Clone, Debug)]
+pub struct History {
+    /// Ended units.
+    pub units: usize,
+    /// When the oldest one ended; unit `i` ended at `first_end + i * step_ms` and was
+    /// dispatched a second before.
+    pub first_end: Timestamp,
+    /// Milliseconds between two units' ends.
+    pub step_ms: u64,
+}
+
+impl History {
+    /// When history unit `i` ended.
+    pub fn ended_at(&self, i: usize) -> Timestamp {
+        Timestamp(self.first_end.0 + i as u64 * self.step_ms)
+    }
+}
+
+/// The live part: units queued for hosts that are not there, inline units whose child runs,
+/// and events ready in sessions of their own.
+#[derive(Clone, Debug)]
+pub struct Live {
+    /// Queued background units, over ten sessions.
+    pub queued: usize,
+    /// Running inline units (their child started; no host: nothing recovers them).
+    pub running: usize,
+    /// Finished background units whose terminal event is pending, one session each.
+    pub ready: usize,
+}
+
+/// The id of history unit `i`: as random-looking as the product's, and never twice
+/// (a bijection of 48 bits).
+pub fn history_id(i: usize) -> DelegationId {
+    const MASK: u64 = (1 << 48) - 1;
+    let mut x = (i as u64 ^ 0x5ca1e).wrapping_mul(0x9E37_79B9_7F4B) & MASK;
+    x ^= x >> 24;
+    DelegationId::new(format!("deleg_{x:012x}")).expect("12 hex digits")
+}
+
+/// The records of one unit: the unit, its children, its events.
+struct Records {
+    unit: UnitRecord,
+    children: Vec<Child>,
+    events: Vec<Event>,
+}
+
+/// Loads `history` and `live` into `ledger` (empty or not). `pg_url` is the URL of the
+/// ledger's database when it is on PostgreSQL (the history goes in over a connection of its
+/// own); `None` for redb.
+pub fn load(ledger: &Ledger, pg_url: Option<&str>, history: &History, live: &Live) -> Result<()> {
+    let template = template(ledger, history.first_end)?;
+    let sessions: Vec<Session> = (0..HISTORY_SESSIONS)
+        .map(|k| Session {
+            id: history_session(k),
+            state: SessionState::Ended,
+            created_at: history.first_end,
+            ended_at: Some(history.ended_at(history.units)),
+            host: None,
+        })
+        .collect();
+    ledger.write(|w| sessions.iter().try_for_each(|s| w.put_session(s)))?;
+    let chunk = if pg_url.is_some() {
+        PG_CHUNK
+    } else {
+        REDB_CHUNK
+    };
+    let mut start = 0;
+    while start < history.units {
+        let end = (start + chunk).min(history.units);
+        let records: Vec<Records> = (start..end).map(|i| copy(&template, history, i)).collect();
+        match pg_url {
+            Some(url) => insert_pg(url, &records)?,
+            None => ledger.write(|w| {
+                for r in &records {
+                    w.put_delegation(&r.unit)?;
+                    w.put_children(&r.children)?;
+                    r.events.iter().try_for_each(|e| w.put_event(e))?;
+                }
+                Ok(())
+            })?,
+        }
+        start = end;
+    }
+    load_live(ledger, live, history.ended_at(history.units))
+}
+
+fn history_session(k: usize) -> SessionId {
+    SessionId::new(format!("history-{k}")).expect("a valid session id")
+}
+
+/// One unit dispatched, run and finished through the ledger's API, then read back and
+/// removed: what each history unit is a copy of.
+fn template(ledger: &Ledger, at: Timestamp) -> Result<Records> {
+    let task = TaskSpec::new("history", vec!["true".into()]);
+    let admitted = ledger.dispatch(
+        NewDelegation {
+            id: None,
+            session: Some(history_session(0)),
+            channel: Channel::Background,
+            spec: DispatchSpec::new("history", vec![task]),
+            host: None,
+            transcript_root: None,
+        },
+        roomy(),
+        at,
+    )?;
+    let id = admitted.delegation.id;
+    ledger.child_started(
+        HostId(0),
+        &id,
+        0,
+        ProcessId {
+            pid: 4_000_000,
+            start_time: 1,
+        },
+        at,
+    )?;
+    let outcome = ChildOutcome {
+        exit_code: Some(0),
+        started_at: Some(at),
+        result: "ok\n".into(),
+        ..ChildOutcome::new(0, "history", ChildStatus::Completed, at)
+    };
+    ledger.finish_child(HostId(0), &id, outcome, at)?;
+    ledger.write(|w| {
+        let unit = w.delegation(id.as_str())?.expect("the template unit");
+        let records = Records {
+            children: w.children(&id)?,
+            events: w.events(&id)?,
+            unit,
+        };
+        w.purge_delegation(&records.unit)?;
+        Ok(records)
+    })
+}
+
+fn roomy() -> Capacity {
+    Capacity {
+        max_running: 1_000_000,
+        max_queued: 1_000_000,
+    }
+}
+
+/// History unit `i`: the template under its own id, session and times, with its events
+/// delivered (seven in ten), dropped with their session (two) or expired (one); one in twenty
+/// failed.
+fn copy(template: &Records, history: &History, i: usize) -> Records {
+    let id = history_id(i);
+    let ended = history.ended_at(i);
+    let dispatched = Timestamp(ended.0.saturating_sub(1_000));
+    let session = history_session(i % HISTORY_SESSIONS);
+    let failed = i % 20 == 19;
+    let mut unit = template.unit.clone();
+    unit.id = id.clone();
+    unit.session = Some(session.clone());
+    unit.dispatched_at = dispatched;
+    unit.started_at = Some(Timestamp(dispatched.0 + 10));
+    unit.ended_at = Some(ended);
+    if failed {
+        unit.status = UnitStatus::Failed;
+    }
+    let children = template
+        .children
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c.delegation_id = id.clone();
+            c.started_at = unit.started_at;
+            c.ended_at = Some(ended);
+            if failed {
+                c.status = ChildStatus::Failed;
+                c.exit_code = Some(1);
+            }
+            c
+        })
+        .collect();
+    let events = template
+        .events
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            e.delegation_id = id.clone();
+            e.session = Some(session.clone());
+            e.published_at = ended;
+            let settled = Timestamp(ended.0 + 500);
+            match i % 10 {
+                7 | 8 => {
+                    e.state = EventState::Dropped;
+                    e.lease = None;
+                    e.dropped_at = Some(settled);
+                    e.drop_reason = Some(DropReason::SessionEnded);
+                }
+                9 => {
+                    e.state = EventState::Dropped;
+                    e.lease = None;
+                    e.dropped_at = Some(settled);
+                    e.drop_reason = Some(DropReason::ReplayExpired);
+                }
+                _ => {
+                    e.state = EventState::Delivered;
+                    e.attempts = 1;
+                    e.delivered_at = Some(settled);
+                    e.lease = Some(Lease {
+                        token: ClaimToken(u128::from(i as u64) << 64 | 0x5ca1e),
+                        consumer: format!("hook:{}", session.as_str()),
+                        claimed_at: Timestamp(ended.0 + 100),
+                        expires_at: Timestamp(ended.0 + 30_100),
+                    });
+                }
+            }
+            e
+        })
+        .collect();
+    Records {
+        unit,
+        children,
+        events,
+    }
+}
+
+/// The units, children and events of `records` in one transaction, a statement per table,
+/// in the columns `store/pg/write.rs` writes.
+fn insert_pg(url: &str, records: &[Records]) -> Result<()> {
+    use crate::codec::encode;
+    let int = |t: Timestamp| i64::try_from(t.0).unwrap_or(i64::MAX);
+    let mut u = UnitColumns::default();
+    let mut c = (Vec::new(), Vec::new(), Vec::new());
+    let mut e = EventColumns::default();
+    for r in records {
+        let unit = &r.unit;
+        u.id.push(unit.id.to_string());
+        u.session
+            .push(unit.session.as_ref().map(|s| s.as_str().to_owned()));
+        u.status.push(unit.status.as_str().to_owned());
+        u.dispatched_at.push(int(unit.dispatched_at));
+        u.delivery.push(unit.spec.delivery.as_str().to_owned());
+        u.record.push(encode(unit));
+        for child in &r.children {
+            c.0.push(child.delegation_id.to_string());
+            c.1.push(i64::from(child.index));
+            c.2.push(encode(child));
+        }
+        for event in &r.events {
+            e.push(event, int);
+        }
+    }
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let mut txn = client.transaction()?;
+        txn.execute(
+            "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, \
+             delivery, record, host_pid, host_start) \
+             SELECT id, session, status, at, false, NULL, delivery, record, NULL, NULL \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], \
+             $6::bytea[]) AS u(id, session, status, at, delivery, record)",
+            &[
+                &u.id,
+                &u.session,
+                &u.status,
+                &u.dispatched_at,
+                &u.delivery,
+                &u.record,
+            ],
+        )?;
+        txn.execute(
+            "INSERT INTO hermes_children (unit, idx, record) \
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])",
+            &[&c.0, &c.1, &c.2],
+        )?;
+        txn.execute(
+            "INSERT INTO hermes_events (unit, code, session, delivery, state, attempts, \
+             lease_token, lease_consumer, lease_claimed_at, lease_expires_at, published_at, \
+             delivered_at, dropped_at, drop_reason, payload) \
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
+             $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint[], \
+             $12::bigint[], $13::bigint[], $14::text[], $15::bytea[])",
+            &[
+                &e.unit,
+                &e.code,
+                &e.session,
+                &e.delivery,
+                &e.state,
+                &e.attempts,
+                &e.lease_token,
+                &e.lease_consumer,
+                &e.lease_claimed_at,
+                &e.lease_expires_at,
+                &e.published_at,
+                &e.delivered_at,
+                &e.dropped_at,
+                &e.drop_reason,
+                &e.payload,
+            ],
+        )?;
+        txn.commit()
+    })
+    .map_err(|err| crate::error::LedgerError::Invalid(format!("loading the history: {err}")))
+}
+
+#[derive(Default)]
+struct UnitColumns {
+    id: Vec<String>,
+    session: Vec<Option<String>>,
+    status: Vec<String>,
+    dispatched_at: Vec<i64>,
+    delivery: Vec<String>,
+    record: Vec<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct EventColumns {
+    unit: Vec<String>,
+    code: Vec<i64>,
+    session: Vec<String>,
+    delivery: Vec<String>,
+    state: Vec<String>,
+    attempts: Vec<i64>,
+    lease_token: Vec<Option<Vec<u8>>>,
+    lease_consumer: Vec<Option<String>>,
+    lease_claimed_at: Vec<Option<i64>>,
+    lease_expires_at: Vec<Option<i64>>,
+    published_at: Vec<i64>,
+    delivered_at: Vec<Option<i64>>,
+    dropped_at: Vec<Option<i64>>,
+    drop_reason: Vec<Option<String>>,
+    payload: Vec<Vec<u8>>,
+}
+
+impl EventColumns {
+    /// One event's columns, as `store/pg/rows.rs`'s `EventRow` has them.
+    fn push(&mut self, event: &Event, int: impl Fn(Timestamp) -> i64) {
+        let lease = event.lease.as_ref();
+        self.unit.push(event.delegation_id.to_string());
+        self.code.push(i64::from(key_code(event.key)));
+        self.session
+            .push(session_part(event.session.as_ref()).to_owned());
+        self.delivery.push(event.delivery.as_str().to_owned());
+        self.state.push(event.state.as_str().to_owned());
+        self.attempts.push(i64::from(event.attempts));
+        self.lease_token
+            .push(lease.map(|l| l.token.0.to_be_bytes().to_vec()));
+        self.lease_consumer.push(lease.map(|l| l.consumer.clone()));
+        self.lease_claimed_at.push(lease.map(|l| int(l.claimed_at)));
+        self.lease_expires_at.push(lease.map(|l| int(l.expires_at)));
+        self.published_at.push(int(event.published_at));
+        self.delivered_at.push(event.delivered_at.map(&int));
+        self.dropped_at.push(event.dropped_at.map(&int));
+        self.drop_reason
+            .push(event.drop_reason.as_ref().map(|r| r.as_str().to_owned()));
+        self.payload.push(crate::codec::encode(&event.payload));
+    }
+}
+
+/// Queued units in ten sessions of no host, running inline units, and ready events, each
+/// through the ledger's API, dispatched after the history.
+fn load_live(ledger: &Ledger, live: &Live, at: Timestamp) -> Result<()> {
+    let unit = |session: Option<SessionId>, n: usize| {
+        let task = TaskSpec::new(format!("live {n}"), vec!["true".into()]);
+        NewDelegation {
+            id: None,
+            channel: if session.is_some() {
+                Channel::Background
+            } else {
+                Channel::Inline
+            },
+            session,
+            spec: DispatchSpec::new(format!("live {n}"), vec![task]),
+            host: None,
+            transcript_root: None,
+        }
+    };
+    let live_session = |name: &str, k: usize| SessionId::new(format!("{name}-{k}")).expect("id");
+    for n in 0..live.queued {
+        ledger.dispatch(unit(Some(live_session("queued", n % 10)), n), roomy(), at)?;
+    }
+    for n in 0..live.running {
+        let id = ledger.dispatch(unit(None, n), roomy(), at)?.delegation.id;
+        let process = ProcessId {
+            pid: 4_100_000 + u32::try_from(n).unwrap_or(0),
+            start_time: 1,
+        };
+        ledger.child_started(HostId(0), &id, 0, process, at)?;
+    }
+    for n in 0..live.ready {
+        let id = ledger
+            .dispatch(unit(Some(live_session("ready", n)), n), roomy(), at)?
+            .delegation
+            .id;
+        let outcome = ChildOutcome {
+            exit_code: Some(0),
+            started_at: Some(at),
+            result: "ok\n".into(),
+            ..ChildOutcome::new(0, format!("live {n}"), ChildStatus::Completed, at)
+        };
+        ledger.finish_child(HostId(0), &id, outcome, at)?;
+    }
+    Ok(())
+}
+
+/// The bytes hermes' tables take in the database of `url`, their indexes and TOAST included
+/// (`pg_total_relation_size`).
+pub fn pg_bytes(url: &str) -> Result<u64> {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relkind = 'r' AND c.relname LIKE 'hermes\\_%' \
+             AND n.nspname = current_schema()",
+            &[],
+        )?;
+        Ok::<i64, postgres::Error>(row.get(0))
+    })
+    .map(|n| u64::try_from(n).unwrap_or(0))
+    .map_err(|err| crate::error::LedgerError::Invalid(format!("the size of hermes' tables: {err}")))
+}
+
+/// How many units `ledger` keeps, every one counted (its whole by-time index read): for a
+/// benchmark's bookkeeping, not a product path.
+pub fn kept_units(ledger: &Ledger) -> Result<usize> {
+    ledger.read(|r| Ok(r.unit_ids()?.len()))
+}
