@@ -404,11 +404,22 @@ fn a_delegate_task_call_dispatches_and_the_stop_hook_hands_the_result_over_once(
 #[test]
 fn an_inject_result_arrives_after_the_next_tool_call() {
     let marker = "INJECTED-RESULT-51c2";
+    // The child finishes only once the model has the dispatch's answer: a result ready by the
+    // dispatch call's own hook would rightly ride on that call instead.
+    let gate = tempfile::tempdir().expect("a gate dir");
+    let go = gate.path().join("go");
+    let (half, rest) = marker.split_at(marker.len() / 2);
+    let command = crate::common::until_told(&go, &format!("{half}\"\"{rest}"));
     let codex = Codex::new(|cli| {
+        let then = once_finished(cli, hermes_call("delegation_list", json!({})));
+        let go = go.clone();
         steps(vec![
             dispatch_step(json!({"goal": "say it", "result_delivery": "inject",
-                           "command": ["sh", "-c", printing(marker)]})),
-            once_finished(cli, hermes_call("delegation_list", json!({}))),
+                           "command": ["sh", "-c", command]})),
+            Box::new(move |turn| {
+                std::fs::write(&go, b"go").expect("the gate opens");
+                then(turn)
+            }),
             say("seen"),
         ])
     });
