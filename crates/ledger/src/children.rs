@@ -346,6 +346,7 @@ fn finish_in(
     how: FinishAs,
     now: Timestamp,
 ) -> Result<(FinishChild, bool)> {
+    w.finish_look(id, outcome.index)?;
     let finishing = finishing(w, id, writer)?;
     let mut child = w
         .child(id, outcome.index)?

@@ -76,16 +76,15 @@ pub struct HostPass {
 }
 
 impl Ledger {
-    /// A host's pass in one read (one snapshot of the active units, and of the hosts only when
-    /// a unit is queued): its interrupt requests, whether a queued unit of its is startable,
+    /// A host's pass in one read (one snapshot of the active units and the hosts): its
+    /// interrupt requests, whether a queued unit of its is startable,
     /// and the units placed on it. The three separate reads cost three transactions a pass.
     pub fn host_pass(&self, host: ProcessId, capacity: Capacity) -> Result<HostPass> {
         self.read_one(|r| {
-            let active = r.active_units()?;
-            // Only a queued unit can be started: without one the hosts need no read.
+            let (hosts, active) = r.hosts_and_active_units()?;
             let queued = active.iter().any(|u| u.status == UnitStatus::Queued);
             let startable = queued
-                && rules::startable(&active, &Machines::of(&r.hosts()?), host, capacity).is_some();
+                && rules::startable(&active, &Machines::of(&hosts), host, capacity).is_some();
             let interrupts = active
                 .iter()
                 .filter(|u| u.host == Some(host) && u.status == UnitStatus::Running)

@@ -21,6 +21,7 @@ use crate::model::{
     Locality, ProcessId, SessionId, Timestamp, UnitRecord, UnitStatus, Workspace,
 };
 use crate::rules;
+use crate::store::SweepCutoffs;
 use crate::txn::assign::set_host;
 use crate::txn::finalize::{force_finish, unknown_outcome};
 use crate::txn::liveness::{Liveness, is_live, unrecorded_is_alive};
@@ -112,6 +113,37 @@ struct QuietSweep {
     hosts: Vec<HostRecord>,
     /// The processes units name as their host without a record, judged by pid.
     unrecorded: Vec<ProcessId>,
+    /// Before when neither the replay limit nor retention can have anything to do (its oldest
+    /// open event and unit are younger): until then, a sweep while the stamp stands still
+    /// looks at nothing.
+    until: Timestamp,
+    /// The sweeps since the last that read the hosts: after [`QUIET_RECHECK`] of them, one
+    /// reads everything again whatever the stamp says.
+    skipped: u32,
+}
+
+/// After how many sweeps that read no host while the stamp stood still the next reads them
+/// all again. A stamp heard from notifications ([`Ledger::recover_as_of`]) misses what
+/// notifies nobody, such as a host that registers and dies with no unit.
+const QUIET_RECHECK: u32 = 10;
+
+/// The change stamp a sweep read as of, and until when nothing it looked at ages enough for
+/// the replay limit or retention ([`QuietSweep::until`]).
+#[derive(Clone, Copy)]
+struct AsOf {
+    stamp: Option<u64>,
+    until: Timestamp,
+}
+
+/// What a sweep reads, by what the last ones found ([`Ledger::recover_as_of`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Everything: hosts, units, and what the replay limit and retention act on.
+    All,
+    /// Only what the replay limit and retention act on: the hosts are as a quiet sweep found.
+    Aged,
+    /// Nothing: nothing was committed, every host lives, and nothing has aged enough.
+    Nothing,
 }
 
 impl QuietSweep {
@@ -171,6 +203,21 @@ impl Ledger {
         now: Timestamp,
         when: Sweep,
     ) -> Result<RecoveryReport> {
+        self.recover_as_of(reaper, now, when, self.change_stamp())
+    }
+
+    /// [`Ledger::recover`] as of the change stamp `stamp`, for a caller that has one where
+    /// the ledger has none: a PostgreSQL host counts the notifications its listener heard.
+    /// While the stamp stands still since a sweep that found every host alive, and nothing
+    /// has aged past the replay limit or retention, a sweep reads nothing; every
+    /// [`QUIET_RECHECK`]th reads everything regardless.
+    pub fn recover_as_of(
+        &self,
+        reaper: &dyn Reaper,
+        now: Timestamp,
+        when: Sweep,
+        stamp: Option<u64>,
+    ) -> Result<RecoveryReport> {
         {
             let mut sweeps = hermes_stdx::lock(&self.sweeps);
             let due = when == Sweep::Now
@@ -186,28 +233,81 @@ impl Ledger {
             ran: true,
             ..RecoveryReport::default()
         };
-        self.settle_dead_hosts(reaper, now, &mut report)?;
-        self.expire_events(now, &mut report)?;
-        self.purge_old_units(now, &mut report.purged_units)?;
+        let reading = match when {
+            Sweep::Now => Reading::All,
+            Sweep::IfDue => self.reading(stamp, now, reaper),
+        };
+        if reading == Reading::Nothing {
+            return Ok(report);
+        }
+        let cutoffs = SweepCutoffs {
+            hosts: reading == Reading::All,
+            replay: now.minus_ms(self.config.replay_max_age_ms),
+            now,
+        };
+        // One look decides which steps have work; only those read on and write. The steps
+        // before a later one change nothing it looks for (what they end or publish is new).
+        let look = self.read_one(|r| r.sweep_look(cutoffs))?;
+        let retention = now.minus_ms(self.config.retention_ms);
+        let aged =
+            |at: Option<Timestamp>, age: u64| at.map_or(Timestamp(u64::MAX), |t| t.plus_ms(age));
+        let until = aged(look.oldest_open_event, self.config.replay_max_age_ms)
+            .min(aged(look.oldest_unit, self.config.retention_ms));
+        match look.hosts {
+            Some((hosts, units)) => {
+                let as_of = AsOf { stamp, until };
+                self.settle_dead_hosts(hosts, units, as_of, reaper, now, &mut report)?;
+            }
+            None => {
+                if let Some(quiet) = &mut hermes_stdx::lock(&self.sweeps).quiet {
+                    quiet.until = until;
+                }
+            }
+        }
+        if look.replay_expired {
+            self.expire_events(now, &mut report)?;
+        }
+        if look.oldest_unit.is_some_and(|at| at < retention) {
+            self.purge_old_units(now, &mut report.purged_units)?;
+        }
         Ok(report)
     }
 
-    /// Settles the units of dead hosts and forgets the hosts; nothing is read when nothing
-    /// was committed since a sweep that found every host alive, and time and the processes
-    /// leave them so.
+    /// What a due sweep reads as of `stamp`: nothing while the stamp stands still since a
+    /// sweep that found every host alive, they all still are and nothing has aged enough; the
+    /// aged steps' look once something may have; everything when the stamp moved, a host
+    /// died, or [`QUIET_RECHECK`] sweeps read no host.
+    fn reading(&self, stamp: Option<u64>, now: Timestamp, reaper: &dyn Reaper) -> Reading {
+        if !self.still_quiet(stamp, &reaper.locality(), now, reaper) {
+            return Reading::All;
+        }
+        let mut sweeps = hermes_stdx::lock(&self.sweeps);
+        let Some(quiet) = &mut sweeps.quiet else {
+            return Reading::All;
+        };
+        if quiet.skipped >= QUIET_RECHECK {
+            return Reading::All;
+        }
+        quiet.skipped += 1;
+        if now < quiet.until {
+            Reading::Nothing
+        } else {
+            Reading::Aged
+        }
+    }
+
+    /// Settles the units of dead hosts among `hosts` and `units` (read as of `as_of`) and
+    /// forgets the hosts.
     fn settle_dead_hosts(
         &self,
+        hosts: Vec<HostRecord>,
+        units: Vec<UnitRecord>,
+        as_of: AsOf,
         reaper: &dyn Reaper,
         now: Timestamp,
         report: &mut RecoveryReport,
     ) -> Result<()> {
         let here = reaper.locality();
-        // Read before the transaction: a commit in between makes it differ next time.
-        let stamp = self.change_stamp();
-        if self.still_quiet(stamp, &here, now, reaper) {
-            return Ok(());
-        }
-        let (hosts, units) = self.read(|r| Ok((r.hosts()?, r.active_units()?)))?;
         let records: HashMap<ProcessId, HostRecord> =
             hosts.into_iter().map(|h| (h.process, h)).collect();
         // Each recorded host is judged once; a unit naming a host with no record (one still
@@ -221,7 +321,7 @@ impl Ledger {
             None => !unrecorded_is_alive(process, reaper),
         };
         let found_dead = !dead_hosts.is_empty() || units.iter().any(|u| u.host.is_some_and(dead));
-        self.remember_quiet(stamp, &records, &units, found_dead);
+        self.remember_quiet(as_of, &records, &units, found_dead);
         for unit in units {
             let Some(host) = unit.host.filter(|h| dead(*h)) else {
                 continue;
@@ -264,13 +364,15 @@ impl Ledger {
     /// one can skip the read while nothing is committed; forgets it otherwise.
     fn remember_quiet(
         &self,
-        stamp: Option<u64>,
+        AsOf { stamp, until }: AsOf,
         records: &HashMap<ProcessId, HostRecord>,
         units: &[UnitRecord],
         found_dead: bool,
     ) {
         let quiet = stamp.map(|stamp| QuietSweep {
             stamp,
+            until,
+            skipped: 0,
             hosts: records.values().cloned().collect(),
             unrecorded: units
                 .iter()
@@ -484,22 +586,11 @@ impl Ledger {
         })
     }
 
+    /// Drops the open events past the replay limit (the sweep's look found one).
     fn expire_events(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
         let cutoff = now.minus_ms(self.config.replay_max_age_ms);
         let expired =
             |event: &crate::model::Event| event.published_at < cutoff && event.is_deliverable(now);
-        // Look first; write only if something is due.
-        let due = self.read(|r| {
-            for event_ref in r.all_open_events()? {
-                if r.event(&event_ref)?.is_some_and(|e| expired(&e)) {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
-        })?;
-        if !due {
-            return Ok(());
-        }
         report.expired_events = self.write_then(|w| {
             let mut count = 0;
             for event_ref in w.all_open_events()? {

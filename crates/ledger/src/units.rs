@@ -108,6 +108,8 @@ impl Ledger {
             ));
         };
         self.write_then(|w| {
+            // What this admission reads, in one round trip where reads are round trips.
+            w.admission_look(Some(&session))?;
             let host = match w.session(&session)? {
                 Some(s) if s.state == crate::model::SessionState::Ended => {
                     return Err(LedgerError::SessionEnded(session.clone()));
@@ -118,7 +120,6 @@ impl Ledger {
             let Some(host) = host else {
                 return Ok((None, false));
             };
-            // The hosts the admission reads next, read once (a backend keeps them for it).
             let record = w.hosts()?.into_iter().find(|h| h.process == host);
             if !is_live(record, host, liveness, now) {
                 return Ok((None, false));
@@ -196,17 +197,17 @@ impl Ledger {
         let next = |active: &[UnitRecord], hosts: &[crate::model::HostRecord]| {
             rules::startable(active, &Machines::of(hosts), host, capacity).cloned()
         };
+        // Queued units are active: one read of both tells whether one can start.
         let startable = self.read_one(|r| {
-            if r.queue()?.is_empty() {
-                return Ok(false);
-            }
-            Ok(next(&r.active_units()?, &r.hosts()?).is_some())
+            let (hosts, active) = r.hosts_and_active_units()?;
+            Ok(next(&active, &hosts).is_some())
         })?;
         if !startable {
             return Ok(None);
         }
         self.write_then(|w| {
-            let Some(mut unit) = next(&w.active_units()?, &w.hosts()?) else {
+            let (hosts, active) = w.hosts_and_active_units()?;
+            let Some(mut unit) = next(&active, &hosts) else {
                 return Ok((None, false));
             };
             unit.status = UnitStatus::Running;
@@ -360,7 +361,7 @@ fn place(w: &Writer<'_>, new: &NewDelegation, capacity: Capacity) -> Result<Plac
     if new.channel == Channel::Inline {
         return Ok(run);
     }
-    let (active, hosts) = (w.active_units()?, w.hosts()?);
+    let (hosts, active) = w.hosts_and_active_units()?;
     let machines = Machines::of(&hosts);
     let admit = match new.spec.pool.as_deref() {
         Some(pool) => rules::admit_to_pool(&active, pool, capacity),

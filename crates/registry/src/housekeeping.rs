@@ -30,7 +30,20 @@ pub fn sweep(
     now: hermes_ledger::Timestamp,
     when: hermes_ledger::Sweep,
 ) -> hermes_ledger::Result<RecoveryReport> {
-    let report = ledger.recover(reaper, now, when)?;
+    sweep_as_of(ledger, reaper, config, now, when, ledger.change_stamp())
+}
+
+/// [`sweep`] as of a change stamp the caller has where the ledger has none
+/// ([`hermes_ledger::Ledger::recover_as_of`]): a host's count of the notifications it heard.
+pub fn sweep_as_of(
+    ledger: &Ledger,
+    reaper: &crate::OsReaper,
+    config: &Config,
+    now: hermes_ledger::Timestamp,
+    when: hermes_ledger::Sweep,
+    stamp: Option<u64>,
+) -> hermes_ledger::Result<RecoveryReport> {
+    let report = ledger.recover_as_of(reaper, now, when, stamp)?;
     if !report.finalized.is_empty() || !report.adopted.is_empty() {
         tracing::info!(finalized = ?report.finalized, adopted = ?report.adopted, "recovered units of dead hosts");
     }

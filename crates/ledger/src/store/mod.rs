@@ -58,6 +58,29 @@ pub(crate) fn key_from_code(code: u32) -> EventKey {
     }
 }
 
+/// What [`ReadTx::sweep_look`] is asked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SweepCutoffs {
+    /// Whether to read every host and active unit (the sweep could not skip judging them).
+    pub(crate) hosts: bool,
+    /// An open event published before this is past the replay limit.
+    pub(crate) replay: Timestamp,
+    pub(crate) now: Timestamp,
+}
+
+/// What a recovery sweep found before writing: whether each of its steps has anything to do.
+#[derive(Debug, Default)]
+pub(crate) struct SweepLook {
+    /// Every host record and every queued or running unit, when asked for.
+    pub(crate) hosts: Option<(Vec<HostRecord>, Vec<UnitRecord>)>,
+    /// Whether an open event past the replay limit is deliverable now (one to drop).
+    pub(crate) replay_expired: bool,
+    /// When the oldest open event was published (the replay limit drops none before it ages).
+    pub(crate) oldest_open_event: Option<Timestamp>,
+    /// When the oldest unit kept was dispatched (the purge removes none before it ages).
+    pub(crate) oldest_unit: Option<Timestamp>,
+}
+
 /// Rows decoded whose count can grow with a batch's size (children and units), for tests
 /// and benchmarks that check how much an operation reads.
 #[derive(Debug, Default)]
@@ -128,8 +151,52 @@ pub(crate) trait ReadTx {
     fn claim_record(&self, token: ClaimToken) -> Result<Option<ClaimRecord>>;
     /// Queued or running units, in id order.
     fn active_units(&self) -> Result<Vec<UnitRecord>>;
-    /// Queued units in FIFO order, with their queue sequence numbers.
-    fn queue(&self) -> Result<Vec<(u64, String)>>;
+    /// [`ReadTx::hosts`] and [`ReadTx::active_units`], of one snapshot: what admission, a
+    /// host's pass and the recovery sweep judge by. A backend where every read is a round
+    /// trip answers in one query.
+    fn hosts_and_active_units(&self) -> Result<(Vec<HostRecord>, Vec<UnitRecord>)> {
+        Ok((self.hosts()?, self.active_units()?))
+    }
+    /// Reads at once what an admission reads next — every host, every active unit, and
+    /// `session` — where every read is a round trip to a server, so that those reads then
+    /// cost none; elsewhere nothing.
+    fn admission_look(&self, session: Option<&SessionId>) -> Result<()> {
+        let _ = session;
+        Ok(())
+    }
+    /// Reads at once what a child's finish reads next — its unit's tally (or the unit) and
+    /// child `index` — where every read is a round trip to a server; elsewhere nothing.
+    fn finish_look(&self, id: &DelegationId, index: u32) -> Result<()> {
+        let _ = (id, index);
+        Ok(())
+    }
+    /// What a recovery sweep looks at before it writes anything, as one snapshot (in one
+    /// query where every read is a round trip to a server; see [`SweepLook`]).
+    fn sweep_look(&self, cutoffs: SweepCutoffs) -> Result<SweepLook> {
+        let hosts = if cutoffs.hosts {
+            Some(self.hosts_and_active_units()?)
+        } else {
+            None
+        };
+        let (mut replay_expired, mut oldest_open_event) = (false, None::<Timestamp>);
+        for event_ref in self.all_open_events()? {
+            if let Some(e) = self.event(&event_ref)? {
+                replay_expired |= e.published_at < cutoffs.replay && e.is_deliverable(cutoffs.now);
+                oldest_open_event =
+                    Some(oldest_open_event.map_or(e.published_at, |t| t.min(e.published_at)));
+            }
+        }
+        let oldest_unit = self
+            .units_before(Timestamp(u64::MAX), None, 1)?
+            .first()
+            .map(|(at, _)| Timestamp(*at));
+        Ok(SweepLook {
+            hosts,
+            replay_expired,
+            oldest_open_event,
+            oldest_unit,
+        })
+    }
     /// How many units are recorded, of `session` or of all sessions, counted no further than
     /// `at_most`: a count of a million units would read them all.
     fn unit_count(&self, session: Option<&SessionId>, at_most: usize) -> Result<usize>;

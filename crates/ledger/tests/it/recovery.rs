@@ -1054,3 +1054,49 @@ fn a_host_still_registering_is_judged_by_pid_only_from_its_own_process_table() {
         assert!(nobody.killed.lock().unwrap().is_empty(), "{case}");
     }
 }
+
+/// A sweep as of a change stamp that stands still reads nothing it read before: a host that
+/// registers and dies without moving the stamp (on PostgreSQL, a write nobody is notified of)
+/// is found by the tenth such sweep after the last full one, not before; an event that ages
+/// past the replay limit meanwhile is dropped on time all the same; and a stamp that moves
+/// has the next sweep read everything.
+#[test]
+fn sweeps_as_of_a_still_stamp_skip_their_reads_until_something_ages_or_the_recheck() {
+    let config = LedgerConfig {
+        recovery_interval_ms: 1_000,
+        replay_max_age_ms: 5_000,
+        ..LedgerConfig::default()
+    };
+    let f = fixture_with(config);
+    let reaper = reaper(&[]);
+    let sweep = |at: Timestamp, stamp: u64| {
+        f.ledger
+            .recover_as_of(&reaper, at, Sweep::IfDue, Some(stamp))
+            .unwrap()
+    };
+    let id = unit(&f.ledger, 1);
+    finish(&f.ledger, &id, 0, T0);
+    assert!(sweep(T0, 7).ran, "the first sweep reads everything");
+    // Registered after that sweep, with no process here: dead, but the stamp says nothing.
+    host_at(&f.ledger, 300, here(), T0);
+    let mut at = T0;
+    for n in 1..=10 {
+        at = at.plus_ms(1_000);
+        let report = sweep(at, 7);
+        assert!(report.ran);
+        assert_eq!(report.dead_hosts, 0, "sweep {n} read no host");
+        // Published at T0, the event is past the 5 s limit after T0 + 5 s.
+        assert_eq!(report.expired_events > 0, n == 6, "sweep {n}");
+    }
+    assert_eq!(state(&f.ledger, &key(&id, 0)), EventState::Dropped);
+    at = at.plus_ms(1_000);
+    assert_eq!(sweep(at, 7).dead_hosts, 1, "the recheck reads every host");
+    // A full sweep that finds every host alive is quiet again.
+    at = at.plus_ms(1_000);
+    assert_eq!(sweep(at, 7).dead_hosts, 0);
+    host_at(&f.ledger, 301, here(), T0);
+    at = at.plus_ms(1_000);
+    assert_eq!(sweep(at, 7).dead_hosts, 0, "the stamp stood still");
+    at = at.plus_ms(1_000);
+    assert_eq!(sweep(at, 8).dead_hosts, 1, "the stamp moved");
+}

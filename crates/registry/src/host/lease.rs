@@ -68,14 +68,17 @@ pub(super) async fn housekeeping_loop(inner: Arc<Inner>) {
         if now.ms_since(last_sweep) >= millis(config.host.recovery_interval) {
             last_sweep = now;
             let (reaper, config) = (reaper.clone(), config.clone());
+            // Read before the sweep: a change while it runs makes the next one read.
+            let stamp = inner.state_stamp();
             let swept = inner
                 .call(move |l| {
-                    crate::housekeeping::sweep(
+                    crate::housekeeping::sweep_as_of(
                         l,
                         &reaper,
                         &config,
                         now,
                         hermes_ledger::Sweep::IfDue,
+                        stamp,
                     )
                 })
                 .await;

@@ -4,13 +4,13 @@ use super::rows::{claim_columns, claim_of, event_columns, token_bytes};
 use super::tx::{Columns, Tx, int, kept, uint};
 use crate::codec::decode_record as decode;
 use crate::error::Result;
-use crate::model::legacy::{decode_child, decode_host};
+use crate::model::legacy::{decode_child, decode_delegation, decode_host};
 use crate::model::{
     Child, ClaimRecord, ClaimToken, DelegationId, Event, EventRef, HostRecord, ProcessId, Session,
     SessionId, Stalling, Timestamp, UnitRecord, UnitTally,
 };
 use crate::store::key_code;
-use crate::store::{ReadTx, session_part};
+use crate::store::{ReadTx, SweepCutoffs, SweepLook, session_part};
 
 impl ReadTx for Tx<'_, '_> {
     fn session(&self, id: &SessionId) -> Result<Option<Session>> {
@@ -65,13 +65,7 @@ impl ReadTx for Tx<'_, '_> {
             .iter()
             .map(|row| decode_host(&self.pg.path, row.col(&self.pg.path, 0)?))
             .collect::<Result<_>>()?;
-        let mut seen = self.seen.borrow_mut();
-        for host in &hosts {
-            seen.hosts
-                .entry(host.process)
-                .or_insert_with(|| Some(host.clone()));
-        }
-        seen.all_hosts = Some(hosts.clone());
+        self.keep_hosts(&hosts);
         Ok(hosts)
     }
 
@@ -108,6 +102,9 @@ impl ReadTx for Tx<'_, '_> {
         let key = (id.as_str().to_owned(), index);
         if let Some(child) = self.held.borrow().children.get(&key) {
             return Ok(Some(child.clone()));
+        }
+        if let Some(child) = self.seen.borrow_mut().children.remove(&key) {
+            return Ok(child);
         }
         self.counters.count(1);
         if self.seen.borrow().units.contains_key(id.as_str()) {
@@ -194,31 +191,38 @@ impl ReadTx for Tx<'_, '_> {
             id.as_str().to_owned(),
             || {
                 let rows = self.query("SELECT * FROM hermes_read_tally($1)", &[&id.as_str()])?;
-                let Some(row) = rows.first() else {
-                    return Ok(None);
-                };
-                let path = &self.pg.path;
-                if let Some(tally) = row.col::<Option<&[u8]>>(path, 0)? {
-                    return decode(path, "tally", tally).map(Some);
-                }
-                let unit = self.keep_unit(row, 1)?;
-                let mut seen = self.seen.borrow_mut();
-                if let Some(session) = unit.as_ref().and_then(|u| u.session.as_ref()) {
-                    let record = row
-                        .col::<Option<&[u8]>>(path, 3)?
-                        .map(|record| decode(path, "session", record))
-                        .transpose()?;
-                    seen.sessions
-                        .entry(session.as_str().to_owned())
-                        .or_insert(record);
-                }
-                if !seen.units.contains_key(id.as_str()) {
-                    self.counters.count(u64::from(unit.is_some()));
-                    seen.units.insert(id.as_str().to_owned(), unit);
-                }
-                Ok(None)
+                rows.first()
+                    .map_or(Ok(None), |row| self.keep_tally_row(id, row))
             },
         )
+    }
+
+    fn finish_look(&self, id: &DelegationId, index: u32) -> Result<()> {
+        let key = (id.as_str().to_owned(), index);
+        if self.held.borrow().children.contains_key(&key)
+            || self.seen.borrow().tallies.contains_key(id.as_str())
+        {
+            return Ok(());
+        }
+        // The tally (or the unit, its host and session) and the child, in one statement.
+        let rows = self.query(
+            "SELECT t.*, (SELECT record FROM hermes_children WHERE unit = $1 AND idx = $2) \
+             FROM hermes_read_tally($1) AS t",
+            &[&id.as_str(), &i64::from(index)],
+        )?;
+        let Some(row) = rows.first() else {
+            return Ok(());
+        };
+        let tally = self.keep_tally_row(id, row)?;
+        let child = row
+            .col::<Option<&[u8]>>(&self.pg.path, 4)?
+            .map(|record| decode_child(&self.pg.path, record))
+            .transpose()?;
+        self.counters.count(1);
+        let mut seen = self.seen.borrow_mut();
+        seen.tallies.insert(id.as_str().to_owned(), tally);
+        seen.children.insert(key, child);
+        Ok(())
     }
 
     fn event(&self, event: &EventRef) -> Result<Option<Event>> {
@@ -290,21 +294,95 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn active_units(&self) -> Result<Vec<UnitRecord>> {
-        self.units(
+        if let Some(active) = &self.seen.borrow().active {
+            return Ok(active.clone());
+        }
+        let active = self.units(
             "SELECT record FROM hermes_units WHERE active ORDER BY id",
             &[],
-        )
+        )?;
+        self.seen.borrow_mut().active = Some(active.clone());
+        Ok(active)
     }
 
-    fn queue(&self) -> Result<Vec<(u64, String)>> {
+    fn hosts_and_active_units(&self) -> Result<(Vec<HostRecord>, Vec<UnitRecord>)> {
+        self.admission_look(None)?;
+        Ok((self.hosts()?, self.active_units()?))
+    }
+
+    fn admission_look(&self, session: Option<&SessionId>) -> Result<()> {
+        let session = session.filter(|s| !self.seen.borrow().sessions.contains_key(s.as_str()));
+        let seen = self.seen.borrow();
+        if seen.all_hosts.is_some() && seen.active.is_some() && session.is_none() {
+            return Ok(());
+        }
+        drop(seen);
+        // One statement: a row's first column says whose record it is.
         let rows = self.query(
-            "SELECT queue_seq, id FROM hermes_units WHERE queue_seq IS NOT NULL \
-             ORDER BY queue_seq",
-            &[],
+            "(SELECT 0, record FROM hermes_hosts ORDER BY pid, start_time) UNION ALL \
+             (SELECT 1, record FROM hermes_units WHERE active ORDER BY id) UNION ALL \
+             SELECT 2, record FROM hermes_sessions WHERE id = $1",
+            &[&session.map_or("", SessionId::as_str)],
         )?;
-        rows.iter()
-            .map(|row| Ok((uint(row.col(&self.pg.path, 0)?), row.col(&self.pg.path, 1)?)))
-            .collect()
+        let (mut hosts, mut units, mut found) = (Vec::new(), Vec::new(), None);
+        for row in &rows {
+            let record: &[u8] = row.col(&self.pg.path, 1)?;
+            match row.col::<i32>(&self.pg.path, 0)? {
+                0 => hosts.push(decode_host(&self.pg.path, record)?),
+                1 => units.push(decode_delegation(&self.pg.path, record)?),
+                _ => found = Some(decode(&self.pg.path, "session", record)?),
+            }
+        }
+        sort_records(&mut hosts, &mut units);
+        // What this transaction has read or written already stays as it has it.
+        let mut seen = self.seen.borrow_mut();
+        if let Some(session) = session {
+            seen.sessions.insert(session.as_str().to_owned(), found);
+        }
+        seen.active.get_or_insert(units);
+        drop(seen);
+        if self.seen.borrow().all_hosts.is_none() {
+            self.keep_hosts(&hosts);
+        }
+        Ok(())
+    }
+
+    fn sweep_look(&self, cutoffs: SweepCutoffs) -> Result<SweepLook> {
+        // One statement, so one snapshot without a transaction around it: a row's first
+        // column says what it is (a host's record, an active unit's, a step with work, or the
+        // oldest open event's and unit's times).
+        let rows = self.query(
+            "(SELECT 0, record, NULL::bigint FROM hermes_hosts WHERE $1 ORDER BY pid, start_time) \
+             UNION ALL (SELECT 1, record, NULL FROM hermes_units WHERE $1 AND active ORDER BY id) \
+             UNION ALL SELECT 2, NULL, NULL WHERE EXISTS (SELECT 1 FROM hermes_events \
+                 WHERE open AND published_at < $2 \
+                 AND (state = 'pending' OR lease_expires_at IS NULL OR lease_expires_at <= $3)) \
+             UNION ALL SELECT 3, NULL, min(published_at) FROM hermes_events WHERE open \
+             UNION ALL SELECT 4, NULL, min(dispatched_at) FROM hermes_units",
+            &[&cutoffs.hosts, &int(cutoffs.replay.0), &int(cutoffs.now.0)],
+        )?;
+        let mut look = SweepLook::default();
+        let (mut hosts, mut units) = (Vec::new(), Vec::new());
+        let path = &self.pg.path;
+        for row in &rows {
+            let at = || -> Result<Option<Timestamp>> {
+                Ok(row
+                    .col::<Option<i64>>(path, 2)?
+                    .map(|at| Timestamp(uint(at))))
+            };
+            match row.col::<i32>(path, 0)? {
+                0 => hosts.push(decode_host(path, row.col(path, 1)?)?),
+                1 => units.push(decode_delegation(path, row.col(path, 1)?)?),
+                2 => look.replay_expired = true,
+                3 => look.oldest_open_event = at()?,
+                _ => look.oldest_unit = at()?,
+            }
+        }
+        if cutoffs.hosts {
+            sort_records(&mut hosts, &mut units);
+            look.hosts = Some((hosts, units));
+        }
+        Ok(look)
     }
 
     /// Counted in a subquery that stops at `at_most` rows: `count(*)` of the table reads
@@ -383,6 +461,9 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<UnitRecord>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         self.units(
             "SELECT record FROM hermes_units WHERE id = ANY($1)",
@@ -442,4 +523,50 @@ impl ReadTx for Tx<'_, '_> {
         })
         .collect()
     }
+}
+
+impl Tx<'_, '_> {
+    /// A row of `hermes_read_tally(id)`: the unit's tally, or when it has none, the unit, its
+    /// host and its session, which are kept ([`super::tx::Seen`]).
+    fn keep_tally_row(&self, id: &DelegationId, row: &super::tx::Row) -> Result<Option<UnitTally>> {
+        let path = &self.pg.path;
+        if let Some(tally) = row.col::<Option<&[u8]>>(path, 0)? {
+            return decode(path, "tally", tally).map(Some);
+        }
+        let unit = self.keep_unit(row, 1)?;
+        let mut seen = self.seen.borrow_mut();
+        if let Some(session) = unit.as_ref().and_then(|u| u.session.as_ref()) {
+            let record = row
+                .col::<Option<&[u8]>>(path, 3)?
+                .map(|record| decode(path, "session", record))
+                .transpose()?;
+            seen.sessions
+                .entry(session.as_str().to_owned())
+                .or_insert(record);
+        }
+        if !seen.units.contains_key(id.as_str()) {
+            self.counters.count(u64::from(unit.is_some()));
+            seen.units.insert(id.as_str().to_owned(), unit);
+        }
+        Ok(None)
+    }
+
+    /// Keeps every host record this transaction read ([`super::tx::Seen`]).
+    fn keep_hosts(&self, hosts: &[HostRecord]) {
+        let mut seen = self.seen.borrow_mut();
+        for host in hosts {
+            seen.hosts
+                .entry(host.process)
+                .or_insert_with(|| Some(host.clone()));
+        }
+        seen.all_hosts = Some(hosts.to_vec());
+    }
+}
+
+/// Hosts by process and units by id, as [`ReadTx::hosts`] and [`ReadTx::active_units`] give
+/// them: a union's rows come in each part's order as the server appends them, and sorted
+/// here they do not depend on that.
+fn sort_records(hosts: &mut [HostRecord], units: &mut [UnitRecord]) {
+    hosts.sort_by_key(|h| h.process);
+    units.sort_by(|a, b| a.id.cmp(&b.id));
 }

@@ -65,6 +65,11 @@ pub(super) struct Seen {
     pub(super) units: HashMap<String, Option<UnitRecord>>,
     /// Every host, once read and until this transaction writes one.
     pub(super) all_hosts: Option<Vec<HostRecord>>,
+    /// Every active unit, once read and until this transaction writes a unit.
+    pub(super) active: Option<Vec<UnitRecord>>,
+    /// Children a look read ahead ([`crate::store::ReadTx::finish_look`]), each taken by the
+    /// next read of it (a later write of it is held, and read from there).
+    pub(super) children: HashMap<(String, u32), Option<Child>>,
 }
 
 /// `key`'s row from `rows` if this transaction has it, else `read` it and keep it.

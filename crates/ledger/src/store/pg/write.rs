@@ -109,10 +109,11 @@ impl WriteTx for Tx<'_, '_> {
             .queue_seq
             .filter(|_| unit.status == UnitStatus::Queued)
             .map(int);
-        self.seen
-            .borrow_mut()
-            .units
+        let mut seen = self.seen.borrow_mut();
+        seen.units
             .insert(unit.id.as_str().to_owned(), Some(unit.clone()));
+        seen.active = None;
+        drop(seen);
         self.write(
             "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, \
              delivery, record, host_pid, host_start) \
@@ -274,6 +275,7 @@ impl WriteTx for Tx<'_, '_> {
         let mut seen = self.seen.borrow_mut();
         seen.units.insert(id.to_owned(), None);
         seen.tallies.insert(id.to_owned(), None);
+        seen.active = None;
         drop(seen);
         for event in self.events(&unit.id)? {
             if let Some(lease) = &event.lease {
@@ -298,6 +300,7 @@ impl WriteTx for Tx<'_, '_> {
             seen.units.insert(id.clone(), None);
             seen.tallies.insert(id.clone(), None);
         }
+        seen.active = None;
         drop(seen);
         self.write(
             "DELETE FROM hermes_claims WHERE token IN (SELECT lease_token FROM hermes_events \

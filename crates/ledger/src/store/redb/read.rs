@@ -183,17 +183,6 @@ impl<T: Tables> ReadTx for T {
         delegations(self, ids.iter().map(String::as_str))
     }
 
-    /// Queued units in FIFO order.
-    fn queue(&self) -> Result<Vec<(u64, String)>> {
-        let table = self.open(QUEUE).map_err(storage)?;
-        let mut out = Vec::new();
-        for row in table.iter().map_err(storage)? {
-            let (k, v) = row.map_err(storage)?;
-            out.push((k.value(), v.value().to_owned()));
-        }
-        Ok(out)
-    }
-
     /// How many units are recorded, of `session` or of all sessions, up to `at_most` (the
     /// whole table's length is kept by redb; a session's units are counted).
     fn unit_count(&self, session: Option<&SessionId>, at_most: usize) -> Result<usize> {
