@@ -17,10 +17,9 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{
-    Changes, Channel, Child, ChildOutcome, ChildStatus, DelegationId, DropReason, HostRecord,
-    Locality, ProcessId, SessionId, Timestamp, UnitRecord, UnitStatus, Workspace,
+    Changes, Channel, Child, ChildOutcome, ChildStatus, DelegationId, HostRecord, Locality,
+    ProcessId, SessionId, Timestamp, UnitRecord, UnitStatus, Workspace,
 };
-use crate::rules;
 use crate::store::SweepCutoffs;
 use crate::txn::assign::set_host;
 use crate::txn::finalize::{force_finish, unknown_outcome};
@@ -265,7 +264,7 @@ impl Ledger {
             }
         }
         if look.replay_expired {
-            self.expire_events(now, &mut report)?;
+            report.expired_events = self.expire_events(now)?;
         }
         if look.oldest_unit.is_some_and(|at| at < retention) {
             self.purge_old_units(now, &mut report.purged_units)?;
@@ -584,31 +583,6 @@ impl Ledger {
             w.bump_activity()?;
             Ok((Orphan::Finalized, true))
         })
-    }
-
-    /// Drops the open events past the replay limit (the sweep's look found one).
-    fn expire_events(&self, now: Timestamp, report: &mut RecoveryReport) -> Result<()> {
-        let cutoff = now.minus_ms(self.config.replay_max_age_ms);
-        let expired =
-            |event: &crate::model::Event| event.published_at < cutoff && event.is_deliverable(now);
-        report.expired_events = self.write_then(|w| {
-            let mut count = 0;
-            for event_ref in w.all_open_events()? {
-                let Some(mut event) = w.event(&event_ref)? else {
-                    continue;
-                };
-                if expired(&event) {
-                    if let Some(lease) = event.lease.take() {
-                        w.remove_claim(lease.token)?;
-                    }
-                    rules::drop_event(&mut event, DropReason::ReplayExpired, now);
-                    w.put_event(&event)?;
-                    count += 1;
-                }
-            }
-            Ok((count, count > 0))
-        })?;
-        Ok(())
     }
 }
 

@@ -1,13 +1,15 @@
-//! Retention: the terminal units that ended before `delivery.retention_days` removed, with their
-//! children, events, claims and index rows, as the last step of a recovery sweep
-//! ([`Ledger::recover`]). The purge goes in short, paced write transactions, sized to hold the
+//! What ages out, as steps of a recovery sweep ([`Ledger::recover`]): open events past the
+//! replay limit (`delivery.replay_max_age_hours`) dropped; and retention, the terminal units
+//! that ended before `delivery.retention_days` removed, with their children, events, claims and
+//! index rows, as the sweep's last step. The purge goes in short, paced write transactions, sized to hold the
 //! write lock about [`PURGE_TXN_MS`], and spends at most `purge_budget_ms` of one sweep: a
 //! backlog of a million units never holds other writers up longer than one batch, and a
 //! short-lived command that sweeps never pays for it.
 
 use crate::error::Result;
 use crate::ledger::Ledger;
-use crate::model::{DelegationId, Timestamp, UnitRecord};
+use crate::model::{DelegationId, DropReason, Timestamp, UnitRecord};
+use crate::rules;
 
 /// Units the retention purge removes in its first write transaction of a sweep; later ones
 /// take more or fewer, so that each holds the write lock about [`PURGE_TXN_MS`] (see
@@ -26,6 +28,31 @@ const PURGE_PAUSE: std::time::Duration = std::time::Duration::from_millis(3);
 pub const PURGE_BUDGET_MS: u64 = 250;
 
 impl Ledger {
+    /// Drops the open events past the replay limit (the sweep's look found one); returns how
+    /// many.
+    pub(crate) fn expire_events(&self, now: Timestamp) -> Result<usize> {
+        let cutoff = now.minus_ms(self.config.replay_max_age_ms);
+        let expired =
+            |event: &crate::model::Event| event.published_at < cutoff && event.is_deliverable(now);
+        self.write_then(|w| {
+            let mut count = 0;
+            for event_ref in w.all_open_events()? {
+                let Some(mut event) = w.event(&event_ref)? else {
+                    continue;
+                };
+                if expired(&event) {
+                    if let Some(lease) = event.lease.take() {
+                        w.remove_claim(lease.token)?;
+                    }
+                    rules::drop_event(&mut event, DropReason::ReplayExpired, now);
+                    w.put_event(&event)?;
+                    count += 1;
+                }
+            }
+            Ok((count, count > 0))
+        })
+    }
+
     /// Removes the terminal units that ended before the retention cutoff, in short write
     /// transactions: each removes [`PURGE_BATCH`] units at first, then as many as hold the
     /// write lock about [`PURGE_TXN_MS`], with a pause after each so that other writers take

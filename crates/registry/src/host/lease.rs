@@ -67,24 +67,7 @@ pub(super) async fn housekeeping_loop(inner: Arc<Inner>) {
         }
         if now.ms_since(last_sweep) >= millis(config.host.recovery_interval) {
             last_sweep = now;
-            let (reaper, config) = (reaper.clone(), config.clone());
-            // Read before the sweep: a change while it runs makes the next one read.
-            let stamp = inner.state_stamp();
-            let swept = inner
-                .call(move |l| {
-                    crate::housekeeping::sweep_as_of(
-                        l,
-                        &reaper,
-                        &config,
-                        now,
-                        hermes_ledger::Sweep::IfDue,
-                        stamp,
-                    )
-                })
-                .await;
-            if let Err(e) = swept {
-                tracing::warn!(error = %e, "recovery sweep failed");
-            }
+            sweep(&inner, &reaper, &config, now).await;
         }
         // Interrupt requests and work to pick up are ledger state alone: while the state
         // stamp says nothing was committed (redb) or notified (PostgreSQL) since a pass that
@@ -115,6 +98,33 @@ pub(super) async fn housekeeping_loop(inner: Arc<Inner>) {
         if *stop.borrow() {
             return;
         }
+    }
+}
+
+/// The recovery sweep, as of the host's state stamp (read before it: a change while it runs
+/// makes the next one read).
+async fn sweep(
+    inner: &Arc<Inner>,
+    reaper: &crate::reaper::OsReaper,
+    config: &crate::config::Config,
+    now: Timestamp,
+) {
+    let (reaper, config) = (reaper.clone(), config.clone());
+    let stamp = inner.state_stamp();
+    let swept = inner
+        .call(move |l| {
+            crate::housekeeping::sweep_as_of(
+                l,
+                &reaper,
+                &config,
+                now,
+                hermes_ledger::Sweep::IfDue,
+                stamp,
+            )
+        })
+        .await;
+    if let Err(e) = swept {
+        tracing::warn!(error = %e, "recovery sweep failed");
     }
 }
 
