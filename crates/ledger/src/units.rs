@@ -109,7 +109,7 @@ impl Ledger {
         };
         self.write_then(|w| {
             // What this admission reads, in one round trip where reads are round trips.
-            w.admission_look(Some(&session))?;
+            w.admission_look(Some(&session), new.id.as_ref())?;
             let host = match w.session(&session)? {
                 Some(s) if s.state == crate::model::SessionState::Ended => {
                     return Err(LedgerError::SessionEnded(session.clone()));

@@ -157,11 +157,15 @@ pub(crate) trait ReadTx {
     fn hosts_and_active_units(&self) -> Result<(Vec<HostRecord>, Vec<UnitRecord>)> {
         Ok((self.hosts()?, self.active_units()?))
     }
-    /// Reads at once what an admission reads next — every host, every active unit, and
-    /// `session` — where every read is a round trip to a server, so that those reads then
-    /// cost none; elsewhere nothing.
-    fn admission_look(&self, session: Option<&SessionId>) -> Result<()> {
-        let _ = session;
+    /// Reads at once what an admission reads next — every host, every active unit, `session`
+    /// and the unit `unit` (a dispatch sent again under its id) — where every read is a round
+    /// trip to a server, so that those reads then cost none; elsewhere nothing.
+    fn admission_look(
+        &self,
+        session: Option<&SessionId>,
+        unit: Option<&DelegationId>,
+    ) -> Result<()> {
+        let _ = (session, unit);
         Ok(())
     }
     /// Reads at once what a child's finish reads next — its unit's tally (or the unit) and

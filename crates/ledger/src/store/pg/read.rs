@@ -306,14 +306,20 @@ impl ReadTx for Tx<'_, '_> {
     }
 
     fn hosts_and_active_units(&self) -> Result<(Vec<HostRecord>, Vec<UnitRecord>)> {
-        self.admission_look(None)?;
+        self.admission_look(None, None)?;
         Ok((self.hosts()?, self.active_units()?))
     }
 
-    fn admission_look(&self, session: Option<&SessionId>) -> Result<()> {
-        let session = session.filter(|s| !self.seen.borrow().sessions.contains_key(s.as_str()));
+    fn admission_look(
+        &self,
+        session: Option<&SessionId>,
+        unit: Option<&DelegationId>,
+    ) -> Result<()> {
         let seen = self.seen.borrow();
-        if seen.all_hosts.is_some() && seen.active.is_some() && session.is_none() {
+        let session = session.filter(|s| !seen.sessions.contains_key(s.as_str()));
+        let unit = unit.filter(|u| !seen.units.contains_key(u.as_str()));
+        if seen.all_hosts.is_some() && seen.active.is_some() && session.is_none() && unit.is_none()
+        {
             return Ok(());
         }
         drop(seen);
@@ -321,23 +327,34 @@ impl ReadTx for Tx<'_, '_> {
         let rows = self.query(
             "(SELECT 0, record FROM hermes_hosts ORDER BY pid, start_time) UNION ALL \
              (SELECT 1, record FROM hermes_units WHERE active ORDER BY id) UNION ALL \
-             SELECT 2, record FROM hermes_sessions WHERE id = $1",
-            &[&session.map_or("", SessionId::as_str)],
+             SELECT 2, record FROM hermes_sessions WHERE id = $1 UNION ALL \
+             SELECT 3, record FROM hermes_units WHERE id = $2",
+            &[
+                &session.map_or("", SessionId::as_str),
+                &unit.map_or("", DelegationId::as_str),
+            ],
         )?;
-        let (mut hosts, mut units, mut found) = (Vec::new(), Vec::new(), None);
+        let (mut hosts, mut units) = (Vec::new(), Vec::new());
+        let (mut found_session, mut found_unit) = (None, None);
         for row in &rows {
             let record: &[u8] = row.col(&self.pg.path, 1)?;
             match row.col::<i32>(&self.pg.path, 0)? {
                 0 => hosts.push(decode_host(&self.pg.path, record)?),
                 1 => units.push(decode_delegation(&self.pg.path, record)?),
-                _ => found = Some(decode(&self.pg.path, "session", record)?),
+                2 => found_session = Some(decode(&self.pg.path, "session", record)?),
+                _ => found_unit = Some(decode_delegation(&self.pg.path, record)?),
             }
         }
         sort_records(&mut hosts, &mut units);
         // What this transaction has read or written already stays as it has it.
         let mut seen = self.seen.borrow_mut();
         if let Some(session) = session {
-            seen.sessions.insert(session.as_str().to_owned(), found);
+            seen.sessions
+                .insert(session.as_str().to_owned(), found_session);
+        }
+        if let Some(unit) = unit {
+            self.counters.count(u64::from(found_unit.is_some()));
+            seen.units.insert(unit.as_str().to_owned(), found_unit);
         }
         seen.active.get_or_insert(units);
         drop(seen);
