@@ -426,12 +426,8 @@ impl Ledger {
         let mut found = Found::default();
         for child in children.iter().filter(|c| !c.status.is_terminal()) {
             if local {
-                // With or without a recorded pid: a running child's marker finds it. So does
-                // a unit's first child's while it is recorded pending: its host records its
-                // start with its outcome when it ends within a second.
-                if child.status == ChildStatus::Running
-                    || (child.index == 0 && child.status == ChildStatus::Pending)
-                {
+                // With or without a recorded pid: a running child's marker finds it.
+                if child.status == ChildStatus::Running {
                     reaper.kill_child(&unit.id, child);
                     report.killed_children += 1;
                     found

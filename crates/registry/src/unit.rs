@@ -279,11 +279,10 @@ impl UnitRun {
                 id: self.unit.id.clone(),
                 index,
                 // The first children of an inline unit that its dispatch recorded running
-                // (`Ledger::register_and_dispatch`), and the first child of any unit
-                // (recovery finds both by their marker, the first child even while it is
-                // recorded pending): a short one's start goes in with its outcome, a longer
-                // one's after `START_RECORD_DELAY`.
-                deferred: index < self.parts.recorded_running || index == 0,
+                // (`Ledger::register_and_dispatch`; recovery finds them by their marker): a
+                // short one's pid goes in with its outcome, a longer one's after
+                // `START_RECORD_DELAY`.
+                deferred: index < self.parts.recorded_running,
                 workspace: self.workspace_plan(index),
             };
             self.running
@@ -520,10 +519,9 @@ impl Starting {
     }
 }
 
-/// How long a child whose start is recorded late (a unit's first, an inline unit's first
-/// children) runs before its start and pid are recorded on their own; one that ends sooner
-/// has them recorded with its outcome, in one commit. Recovery does not wait for it: it finds
-/// such a child by its marker.
+/// How long an inline child that its dispatch recorded running runs before its pid is
+/// recorded on its own; one that ends sooner has it recorded with its outcome, in one commit.
+/// Recovery does not wait for it: it finds such a child by its marker.
 const START_RECORD_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The outcome of a child that never started because its unit was interrupted first.

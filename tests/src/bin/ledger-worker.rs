@@ -12,8 +12,7 @@
 //! ledger-worker host DB SESSION UNITS TASKS INFLIGHT DONE
 //!     the registry's ledger path: dispatch UNITS units of TASKS children, INFLIGHT units at a
 //!     time; each child on a thread of its own, reused from unit to unit (as the registry's
-//!     blocking pool's are), records its start and its finish (the first child its start with
-//!     its finish, as the registry does for a short one), beside one progress flush;
+//!     blocking pool's are), records its start and its finish, beside one progress flush;
 //!     creates the file DONE at the end
 //! ledger-worker drain DB SESSION DONE
 //!     a waiting turn-boundary consumer through the router, as `hermes drain --wait` is
@@ -333,14 +332,6 @@ fn run_unit<'scope>(
     for index in 0..tasks {
         let unit = unit.clone();
         children.run(index as usize, move || {
-            // As the registry does: a unit's first child, short, has its start recorded with
-            // its outcome; every other child's start is recorded on its own first.
-            if index == 0 {
-                ledger
-                    .finish_started_child(HostId(0), &unit, me, outcome(index), None, now())
-                    .map_err(|e| e.to_string())?;
-                return Ok(());
-            }
             ledger
                 .child_started(HostId(0), &unit, index, me, now())
                 .map_err(|e| e.to_string())?;
@@ -350,9 +341,8 @@ fn run_unit<'scope>(
             Ok(())
         });
     }
-    // The host flushes the unit's progress once while its children run (of the children
-    // whose start is recorded on its own).
-    let progress: Vec<ProgressUpdate> = (1..tasks)
+    // The host flushes the unit's progress once while its children run.
+    let progress: Vec<ProgressUpdate> = (0..tasks)
         .map(|index| ProgressUpdate {
             delegation_id: unit.clone(),
             index,

@@ -946,40 +946,6 @@ fn a_running_child_without_a_pid_is_killed_by_recovery_and_ends_unknown() {
     assert_eq!(f.ledger.host(host.process).unwrap(), None, "forgotten");
 }
 
-/// A unit's first child may run before its start is recorded (its host records a short one's
-/// start with its outcome): when the host dies, recovery looks for that child by its marker
-/// even while it is recorded pending, and never for the pending children after it.
-#[test]
-fn a_dead_hosts_first_child_recorded_pending_is_looked_for_by_its_marker() {
-    let f = fixture();
-    let host = host_at(&f.ledger, 320, here(), LONG);
-    let new = NewDelegation {
-        id: None,
-        session: Some(session()),
-        channel: Channel::Background,
-        spec: spec(3),
-        host: Some(host.process),
-        transcript_root: Some("/t".into()),
-    };
-    let id = f.ledger.dispatch(new, ROOMY, T0).unwrap().delegation.id;
-    let dead = RecordingReaper {
-        asked: Mutex::default(),
-    };
-    let report = f
-        .ledger
-        .recover(&dead, T0.plus_ms(10), hermes_ledger::Sweep::Now)
-        .unwrap();
-    assert_eq!(report.finalized, vec![id.clone()]);
-    assert_eq!(*dead.asked.lock().unwrap(), vec![(0, None)]);
-    assert!(
-        f.ledger
-            .children(&id)
-            .unwrap()
-            .iter()
-            .all(|c| c.status.is_terminal())
-    );
-}
-
 /// A child's start is recorded only by the host of its unit in its current epoch, with that
 /// host's machine (one read of the host's record serves both).
 #[test]
