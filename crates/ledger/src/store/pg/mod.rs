@@ -31,6 +31,7 @@
 mod client;
 mod connect;
 mod credentials;
+mod held;
 mod hub;
 mod listen;
 mod pool;

@@ -31,24 +31,9 @@ pub(crate) struct Tx<'c, 'p> {
     /// The rows of [`Seen`] this transaction read or wrote.
     pub(super) seen: RefCell<Seen>,
     /// Writes held back until the next read of their table or the commit ([`Held`]).
-    pub(super) held: RefCell<Held>,
+    pub(super) held: RefCell<super::held::Held>,
     /// `Some` when no transaction is open ([`Pg::read_one`]): whether its one statement ran.
     pub(super) one_statement: Cell<Option<bool>>,
-}
-
-/// The children and tallies a transaction wrote and has not sent yet. A unit's children start
-/// and finish one at a time, each a read and a write of the child and a write of the tally;
-/// in a group commit of many of them, the writes go as one statement per table at the end
-/// (`Tx::send_held`) instead of one each. A read of a held child answers from here; any other
-/// read of the children's table sends the held writes first; tallies are read through
-/// [`Seen`], which has every tally written. The events children's finishes publish
-/// (`WriteTx::add_event`, inserted unless present) are held the same way, and sent before any
-/// other statement that names the events' table.
-#[derive(Default)]
-pub(super) struct Held {
-    pub(super) children: std::collections::BTreeMap<(String, u32), Child>,
-    pub(super) tallies: std::collections::BTreeMap<String, Option<UnitTally>>,
-    pub(super) events: std::collections::BTreeMap<(String, i64), super::rows::EventRow>,
 }
 
 /// Rows the operations of one transaction read again and again — a unit's host and session,
@@ -147,6 +132,7 @@ param! {
     Vec<Vec<u8>> => Type::BYTEA_ARRAY,
     Vec<Option<Vec<u8>>> => Type::BYTEA_ARRAY,
     Vec<Option<i64>> => Type::INT8_ARRAY,
+    Vec<bool> => Type::BOOL_ARRAY,
 }
 
 impl Tx<'_, '_> {
@@ -174,9 +160,7 @@ impl Tx<'_, '_> {
     /// need not describe a prepared statement first (a short-lived command would otherwise pay
     /// a second round trip for every statement on its fresh connection).
     pub(super) fn query(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Row>> {
-        if sql.contains("hermes_events") && !self.held.borrow().events.is_empty() {
-            self.send_held_events()?;
-        }
+        self.send_held_read_by(sql)?;
         match self.one_statement.get() {
             Some(true) => {
                 self.failure.set(Some(Failure::Unbracketed));
@@ -245,118 +229,6 @@ impl Tx<'_, '_> {
                 held.children.get(&(id.as_str().to_owned(), index)).cloned()
             })
             .collect()
-    }
-
-    /// Sends the held writes ([`Held`]), one statement per table.
-    pub(super) fn send_held(&self) -> Result<()> {
-        let held = {
-            let mut held = self.held.borrow_mut();
-            Held {
-                children: std::mem::take(&mut held.children),
-                tallies: std::mem::take(&mut held.tallies),
-                events: Default::default(),
-            }
-        };
-        if !held.children.is_empty() {
-            let children: Vec<Child> = held.children.into_values().collect();
-            let units: Vec<String> = children
-                .iter()
-                .map(|c| c.delegation_id.as_str().to_owned())
-                .collect();
-            let indexes: Vec<i64> = children.iter().map(|c| i64::from(c.index)).collect();
-            let records: Vec<Vec<u8>> = children.iter().map(encode).collect();
-            self.write(
-                "INSERT INTO hermes_children (unit, idx, record) \
-                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[]) \
-                 ON CONFLICT (unit, idx) DO UPDATE SET record = EXCLUDED.record",
-                &[&units, &indexes, &records],
-            )?;
-        }
-        let (kept, gone): (Vec<_>, Vec<_>) =
-            held.tallies.into_iter().partition(|(_, t)| t.is_some());
-        if !kept.is_empty() {
-            let (units, records): (Vec<String>, Vec<Vec<u8>>) = kept
-                .into_iter()
-                .filter_map(|(unit, tally)| tally.map(|t| (unit, encode(&t))))
-                .unzip();
-            self.write(
-                "INSERT INTO hermes_tallies (unit, record) \
-                 SELECT * FROM unnest($1::text[], $2::bytea[]) \
-                 ON CONFLICT (unit) DO UPDATE SET record = EXCLUDED.record",
-                &[&units, &records],
-            )?;
-        }
-        if !gone.is_empty() {
-            let units: Vec<String> = gone.into_iter().map(|(unit, _)| unit).collect();
-            self.write("DELETE FROM hermes_tallies WHERE unit = ANY($1)", &[&units])?;
-        }
-        self.send_held_events()
-    }
-
-    /// Inserts the held events ([`Held`]) in one statement, each unless its key is present.
-    fn send_held_events(&self) -> Result<()> {
-        let events = std::mem::take(&mut self.held.borrow_mut().events);
-        if events.is_empty() {
-            return Ok(());
-        }
-        let rows: Vec<super::rows::EventRow> = events.into_values().collect();
-        let texts = |f: fn(&super::rows::EventRow) -> String| -> Vec<String> {
-            rows.iter().map(f).collect()
-        };
-        let maybe_texts = |f: fn(&super::rows::EventRow) -> Option<String>| -> Vec<Option<String>> {
-            rows.iter().map(f).collect()
-        };
-        let ints =
-            |f: fn(&super::rows::EventRow) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
-        let times = |f: fn(&super::rows::EventRow) -> Option<i64>| -> Vec<Option<i64>> {
-            rows.iter().map(f).collect()
-        };
-        let units = texts(|r| r.unit.clone());
-        let sessions = texts(|r| r.session.clone());
-        let deliveries = texts(|r| r.delivery.to_owned());
-        let states = texts(|r| r.state.to_owned());
-        let consumers = maybe_texts(|r| r.lease_consumer.clone());
-        let reasons = maybe_texts(|r| r.drop_reason.clone());
-        let (codes, attempts, published) = (
-            ints(|r| r.code),
-            ints(|r| r.attempts),
-            ints(|r| r.published_at),
-        );
-        let (claimed, expires, delivered, dropped) = (
-            times(|r| r.lease_claimed_at),
-            times(|r| r.lease_expires_at),
-            times(|r| r.delivered_at),
-            times(|r| r.dropped_at),
-        );
-        let tokens: Vec<Option<Vec<u8>>> = rows.iter().map(|r| r.lease_token.clone()).collect();
-        let payloads: Vec<Vec<u8>> = rows.iter().map(|r| r.payload.clone()).collect();
-        self.write(
-            concat!(
-                "INSERT INTO hermes_events (",
-                super::rows::event_columns!(),
-                ") SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
-                 $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], \
-                 $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], \
-                 $15::bytea[]) ON CONFLICT (unit, code) DO NOTHING"
-            ),
-            &[
-                &units,
-                &codes,
-                &sessions,
-                &deliveries,
-                &states,
-                &attempts,
-                &tokens,
-                &consumers,
-                &claimed,
-                &expires,
-                &published,
-                &delivered,
-                &dropped,
-                &reasons,
-                &payloads,
-            ],
-        )
     }
 
     pub(super) fn write(&self, sql: &'static str, params: &[&dyn Param]) -> Result<()> {

@@ -7,10 +7,9 @@ use super::rows::{EventRow, claim_columns, claim_keys, event_columns, token_byte
 use super::tx::{Tx, encode, int};
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    Child, ClaimRecord, ClaimToken, DelegationId, Event, HostRecord, ProcessId, Session, SessionId,
-    Stalling, UnitRecord, UnitStatus, UnitTally,
+    Child, ClaimRecord, ClaimToken, DelegationId, Event, HostRecord, ProcessId, Session, Stalling,
+    UnitRecord, UnitTally,
 };
-use crate::store::META_ACTIVITY;
 use crate::store::{ReadTx, WriteTx};
 
 impl WriteTx for Tx<'_, '_> {
@@ -105,37 +104,18 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn put_delegation(&self, unit: &UnitRecord) -> Result<()> {
-        let queue_seq = unit
-            .queue_seq
-            .filter(|_| unit.status == UnitStatus::Queued)
-            .map(int);
+        // Held until the commit or the next statement that reads units (`held.rs`).
+        self.dirty.set(true);
         let mut seen = self.seen.borrow_mut();
         seen.units
             .insert(unit.id.as_str().to_owned(), Some(unit.clone()));
         seen.active = None;
         drop(seen);
-        self.write(
-            "INSERT INTO hermes_units (id, session, status, dispatched_at, active, queue_seq, \
-             delivery, record, host_pid, host_start) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-             ON CONFLICT (id) DO UPDATE SET session = EXCLUDED.session, \
-             status = EXCLUDED.status, dispatched_at = EXCLUDED.dispatched_at, \
-             active = EXCLUDED.active, queue_seq = EXCLUDED.queue_seq, \
-             delivery = EXCLUDED.delivery, record = EXCLUDED.record, \
-             host_pid = EXCLUDED.host_pid, host_start = EXCLUDED.host_start",
-            &[
-                &unit.id.as_str(),
-                &unit.session.as_ref().map(SessionId::as_str),
-                &unit.status.as_str(),
-                &int(unit.dispatched_at.0),
-                &!unit.status.is_terminal(),
-                &queue_seq,
-                &unit.spec.delivery.as_str(),
-                &encode(unit),
-                &unit.host.map(|h| i64::from(h.pid)),
-                &unit.host.map(|h| int(h.start_time)),
-            ],
-        )
+        self.held
+            .borrow_mut()
+            .units
+            .insert(unit.id.as_str().to_owned(), unit.clone());
+        Ok(())
     }
 
     fn put_child(&self, child: &Child) -> Result<()> {
@@ -252,12 +232,11 @@ impl WriteTx for Tx<'_, '_> {
     }
 
     fn bump_activity(&self) -> Result<()> {
-        self.write(
-            "INSERT INTO hermes_meta (key, value) VALUES ($1, 1) \
-             ON CONFLICT (key) DO UPDATE SET value = hermes_meta.value + 1",
-            &[&META_ACTIVITY],
-        )
-        // The table's trigger notifies (`hermes_notify_activity`).
+        // Held until the commit or the next statement that reads the metadata (`held.rs`);
+        // the table's trigger notifies (`hermes_notify_activity`).
+        self.dirty.set(true);
+        self.held.borrow_mut().activity += 1;
+        Ok(())
     }
 
     fn set_meta(&self, key: &str, value: u64) -> Result<()> {
