@@ -103,35 +103,29 @@ impl Tx<'_, '_> {
     fn send_parts(&self, parts: Parts) -> Result<()> {
         let held = {
             let mut held = self.held.borrow_mut();
-            let take = |on: bool, f: &mut dyn FnMut()| {
-                if on {
-                    f();
-                }
+            let due = (parts.units && !held.units.is_empty())
+                || (parts.events && !held.events.is_empty())
+                || (parts.activity && held.activity != 0)
+                || (parts.children_and_tallies
+                    && !(held.children.is_empty() && held.tallies.is_empty()));
+            if !due {
+                return Ok(());
+            }
+            // The statement names every table but the children's and the tallies': whatever
+            // else is held goes with it. Held children and tallies wait for the commit or a
+            // read of their own, so that a group commit's go together.
+            let mut out = Held {
+                units: std::mem::take(&mut held.units),
+                events: std::mem::take(&mut held.events),
+                activity: std::mem::take(&mut held.activity),
+                ..Held::default()
             };
-            let mut out = Held::default();
-            take(parts.units, &mut || {
-                out.units = std::mem::take(&mut held.units)
-            });
-            take(parts.children_and_tallies, &mut || {
+            if parts.children_and_tallies {
                 out.children = std::mem::take(&mut held.children);
                 out.tallies = std::mem::take(&mut held.tallies);
-            });
-            take(parts.events, &mut || {
-                out.events = std::mem::take(&mut held.events)
-            });
-            take(parts.activity, &mut || {
-                out.activity = std::mem::take(&mut held.activity)
-            });
+            }
             out
         };
-        if held.units.is_empty()
-            && held.children.is_empty()
-            && held.tallies.is_empty()
-            && held.events.is_empty()
-            && held.activity == 0
-        {
-            return Ok(());
-        }
         self.send(held)
     }
 
@@ -213,7 +207,8 @@ impl Tx<'_, '_> {
         );
         let tokens: Vec<Option<Vec<u8>>> = rows.iter().map(|r| r.lease_token.clone()).collect();
         let payloads: Vec<Vec<u8>> = rows.iter().map(|r| r.payload.clone()).collect();
-        self.write(
+        self.dirty.set(true);
+        self.query_as_is(
             SEND,
             &[
                 &unit_ids,
@@ -251,5 +246,6 @@ impl Tx<'_, '_> {
                 &META_ACTIVITY,
             ],
         )
+        .map(drop)
     }
 }

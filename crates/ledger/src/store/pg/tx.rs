@@ -156,11 +156,17 @@ impl Tx<'_, '_> {
         self.pg.statement_error(err)
     }
 
-    /// Runs `sql` in one round trip: its parameters' types are given (`Param`), so the server
-    /// need not describe a prepared statement first (a short-lived command would otherwise pay
-    /// a second round trip for every statement on its fresh connection).
+    /// Runs `sql` in one round trip, after the held writes it may read (`held.rs`): its
+    /// parameters' types are given (`Param`), so the server need not describe a prepared
+    /// statement first (a short-lived command would otherwise pay a second round trip for every
+    /// statement on its fresh connection).
     pub(super) fn query(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Row>> {
         self.send_held_read_by(sql)?;
+        self.query_as_is(sql, params)
+    }
+
+    /// [`Tx::query`] without sending the held writes first (`held.rs` sends them with it).
+    pub(super) fn query_as_is(&self, sql: &'static str, params: &[&dyn Param]) -> Result<Vec<Row>> {
         match self.one_statement.get() {
             Some(true) => {
                 self.failure.set(Some(Failure::Unbracketed));
