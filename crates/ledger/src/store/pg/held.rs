@@ -130,37 +130,7 @@ impl Tx<'_, '_> {
     }
 
     fn send(&self, held: Held) -> Result<()> {
-        let units: Vec<&UnitRecord> = held.units.values().collect();
-        let unit_ids: Vec<String> = units.iter().map(|u| u.id.as_str().to_owned()).collect();
-        let unit_sessions: Vec<Option<String>> = units
-            .iter()
-            .map(|u| u.session.as_ref().map(SessionId::to_string))
-            .collect();
-        let statuses: Vec<String> = units.iter().map(|u| u.status.as_str().to_owned()).collect();
-        let dispatched: Vec<i64> = units.iter().map(|u| int(u.dispatched_at.0)).collect();
-        let active: Vec<bool> = units.iter().map(|u| !u.status.is_terminal()).collect();
-        let queue_seqs: Vec<Option<i64>> = units
-            .iter()
-            .map(|u| {
-                u.queue_seq
-                    .filter(|_| u.status == UnitStatus::Queued)
-                    .map(int)
-            })
-            .collect();
-        let unit_deliveries: Vec<String> = units
-            .iter()
-            .map(|u| u.spec.delivery.as_str().to_owned())
-            .collect();
-        let unit_records: Vec<Vec<u8>> = units.iter().map(|u| encode(*u)).collect();
-        let host_pids: Vec<Option<i64>> = units
-            .iter()
-            .map(|u| u.host.map(|h| i64::from(h.pid)))
-            .collect();
-        let host_starts: Vec<Option<i64>> = units
-            .iter()
-            .map(|u| u.host.map(|h| int(h.start_time)))
-            .collect();
-
+        let u = UnitArrays::of(held.units.values());
         let children: Vec<&Child> = held.children.values().collect();
         let child_units: Vec<String> = children
             .iter()
@@ -168,7 +138,6 @@ impl Tx<'_, '_> {
             .collect();
         let child_indexes: Vec<i64> = children.iter().map(|c| i64::from(c.index)).collect();
         let child_records: Vec<Vec<u8>> = children.iter().map(|c| encode(*c)).collect();
-
         let (mut tally_units, mut tally_records, mut gone) = (Vec::new(), Vec::new(), Vec::new());
         for (unit, tally) in held.tallies {
             match tally {
@@ -179,48 +148,21 @@ impl Tx<'_, '_> {
                 None => gone.push(unit),
             }
         }
-
-        let rows: Vec<EventRow> = held.events.into_values().collect();
-        let texts = |f: fn(&EventRow) -> String| -> Vec<String> { rows.iter().map(f).collect() };
-        let maybe_texts = |f: fn(&EventRow) -> Option<String>| -> Vec<Option<String>> {
-            rows.iter().map(f).collect()
-        };
-        let ints = |f: fn(&EventRow) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
-        let times =
-            |f: fn(&EventRow) -> Option<i64>| -> Vec<Option<i64>> { rows.iter().map(f).collect() };
-        let event_units = texts(|r| r.unit.clone());
-        let sessions = texts(|r| r.session.clone());
-        let deliveries = texts(|r| r.delivery.to_owned());
-        let states = texts(|r| r.state.to_owned());
-        let consumers = maybe_texts(|r| r.lease_consumer.clone());
-        let reasons = maybe_texts(|r| r.drop_reason.clone());
-        let (codes, attempts, published) = (
-            ints(|r| r.code),
-            ints(|r| r.attempts),
-            ints(|r| r.published_at),
-        );
-        let (claimed, expires, delivered, dropped) = (
-            times(|r| r.lease_claimed_at),
-            times(|r| r.lease_expires_at),
-            times(|r| r.delivered_at),
-            times(|r| r.dropped_at),
-        );
-        let tokens: Vec<Option<Vec<u8>>> = rows.iter().map(|r| r.lease_token.clone()).collect();
-        let payloads: Vec<Vec<u8>> = rows.iter().map(|r| r.payload.clone()).collect();
+        let e = EventArrays::of(held.events.into_values().collect());
         self.dirty.set(true);
         self.query_as_is(
             SEND,
             &[
-                &unit_ids,
-                &unit_sessions,
-                &statuses,
-                &dispatched,
-                &active,
-                &queue_seqs,
-                &unit_deliveries,
-                &unit_records,
-                &host_pids,
-                &host_starts,
+                &u.ids,
+                &u.sessions,
+                &u.statuses,
+                &u.dispatched,
+                &u.active,
+                &u.queue_seqs,
+                &u.deliveries,
+                &u.records,
+                &u.host_pids,
+                &u.host_starts,
                 &child_units,
                 &child_indexes,
                 &child_records,
@@ -228,24 +170,120 @@ impl Tx<'_, '_> {
                 &tally_records,
                 &gone,
                 &held.activity,
-                &event_units,
-                &codes,
-                &sessions,
-                &deliveries,
-                &states,
-                &attempts,
-                &tokens,
-                &consumers,
-                &claimed,
-                &expires,
-                &published,
-                &delivered,
-                &dropped,
-                &reasons,
-                &payloads,
+                &e.units,
+                &e.codes,
+                &e.sessions,
+                &e.deliveries,
+                &e.states,
+                &e.attempts,
+                &e.tokens,
+                &e.consumers,
+                &e.claimed,
+                &e.expires,
+                &e.published,
+                &e.delivered,
+                &e.dropped,
+                &e.reasons,
+                &e.payloads,
                 &META_ACTIVITY,
             ],
         )
         .map(drop)
+    }
+}
+
+/// The held units as the columns of their table, one array each.
+struct UnitArrays {
+    ids: Vec<String>,
+    sessions: Vec<Option<String>>,
+    statuses: Vec<String>,
+    dispatched: Vec<i64>,
+    active: Vec<bool>,
+    queue_seqs: Vec<Option<i64>>,
+    deliveries: Vec<String>,
+    records: Vec<Vec<u8>>,
+    host_pids: Vec<Option<i64>>,
+    host_starts: Vec<Option<i64>>,
+}
+
+impl UnitArrays {
+    fn of<'a>(units: impl Iterator<Item = &'a UnitRecord>) -> UnitArrays {
+        let units: Vec<&UnitRecord> = units.collect();
+        UnitArrays {
+            ids: units.iter().map(|u| u.id.as_str().to_owned()).collect(),
+            sessions: units
+                .iter()
+                .map(|u| u.session.as_ref().map(SessionId::to_string))
+                .collect(),
+            statuses: units.iter().map(|u| u.status.as_str().to_owned()).collect(),
+            dispatched: units.iter().map(|u| int(u.dispatched_at.0)).collect(),
+            active: units.iter().map(|u| !u.status.is_terminal()).collect(),
+            // Only a queued unit has its place in the queue's index.
+            queue_seqs: units
+                .iter()
+                .map(|u| {
+                    u.queue_seq
+                        .filter(|_| u.status == UnitStatus::Queued)
+                        .map(int)
+                })
+                .collect(),
+            deliveries: units
+                .iter()
+                .map(|u| u.spec.delivery.as_str().to_owned())
+                .collect(),
+            records: units.iter().map(|u| encode(*u)).collect(),
+            host_pids: units
+                .iter()
+                .map(|u| u.host.map(|h| i64::from(h.pid)))
+                .collect(),
+            host_starts: units
+                .iter()
+                .map(|u| u.host.map(|h| int(h.start_time)))
+                .collect(),
+        }
+    }
+}
+
+/// The held events as the columns of their table, one array each.
+struct EventArrays {
+    units: Vec<String>,
+    codes: Vec<i64>,
+    sessions: Vec<String>,
+    deliveries: Vec<String>,
+    states: Vec<String>,
+    attempts: Vec<i64>,
+    tokens: Vec<Option<Vec<u8>>>,
+    consumers: Vec<Option<String>>,
+    claimed: Vec<Option<i64>>,
+    expires: Vec<Option<i64>>,
+    published: Vec<i64>,
+    delivered: Vec<Option<i64>>,
+    dropped: Vec<Option<i64>>,
+    reasons: Vec<Option<String>>,
+    payloads: Vec<Vec<u8>>,
+}
+
+impl EventArrays {
+    fn of(rows: Vec<EventRow>) -> EventArrays {
+        fn each<T>(rows: &[EventRow], f: impl Fn(&EventRow) -> T) -> Vec<T> {
+            rows.iter().map(f).collect()
+        }
+        EventArrays {
+            units: each(&rows, |r| r.unit.clone()),
+            codes: each(&rows, |r| r.code),
+            sessions: each(&rows, |r| r.session.clone()),
+            deliveries: each(&rows, |r| r.delivery.to_owned()),
+            states: each(&rows, |r| r.state.to_owned()),
+            attempts: each(&rows, |r| r.attempts),
+            tokens: each(&rows, |r| r.lease_token.clone()),
+            consumers: each(&rows, |r| r.lease_consumer.clone()),
+            claimed: each(&rows, |r| r.lease_claimed_at),
+            expires: each(&rows, |r| r.lease_expires_at),
+            published: each(&rows, |r| r.published_at),
+            delivered: each(&rows, |r| r.delivered_at),
+            dropped: each(&rows, |r| r.dropped_at),
+            reasons: each(&rows, |r| r.drop_reason.clone()),
+            payloads: each(&rows, |r| r.payload.clone()),
+        }
     }
 }
