@@ -21,9 +21,11 @@
 //!   ready (as `bench_agent`);
 //! - `top_refresh_ms_p50`: one refresh of `hermes top` (the ledger read, the model and a frame
 //!   drawn on ratatui's test backend, as `bench_top`), in this process;
-//! - `metrics_render_ms_p50`: one answer of a long-lived `/metrics` endpoint after a first
-//!   one filled its tally (as `bench_top`), in this process; `metrics_render_cold_ms`: that
-//!   first answer (what each `hermes metrics` run pays);
+//! - `metrics_base_build_ms`: the ledger's first metrics census, which reads every unit
+//!   once, page by page, and stores the totals of those that no longer change (once per
+//!   ledger, not a per-command figure); then, in this process, `metrics_render_cold_ms_p50`:
+//!   a census and its exposition holding nothing (what each `hermes metrics` run pays) and
+//!   `metrics_render_ms_p50`: one answer of a long-lived `/metrics` endpoint (as `bench_top`);
 //! - `bytes_per_unit`: the redb file's size, or `pg_total_relation_size` of hermes' tables
 //!   (their indexes and TOAST included), over the units kept;
 //! - `load_s`: how long the loader took (not a product figure).
@@ -49,9 +51,6 @@ mod model;
 #[allow(dead_code)]
 #[path = "../src/services/metrics/render.rs"]
 mod render;
-#[allow(dead_code)]
-#[path = "../src/services/metrics/tally.rs"]
-mod tally;
 #[allow(dead_code)]
 #[path = "../src/top/ui.rs"]
 mod ui;
@@ -244,10 +243,11 @@ fn measure(exe: &Path, url: Option<&str>, units: usize) -> Result<Vec<(String, V
     );
     {
         let ledger = h.open()?;
-        let (top, cold, warm) = in_process(&ledger)?;
-        figure("top_refresh_ms_p50", top);
-        figure("metrics_render_cold_ms", cold);
-        figure("metrics_render_ms_p50", warm);
+        let measured = in_process(&ledger)?;
+        figure("top_refresh_ms_p50", measured.top);
+        figure("metrics_base_build_ms", measured.base_build);
+        figure("metrics_render_cold_ms_p50", measured.cold);
+        figure("metrics_render_ms_p50", measured.warm);
         let kept = bulk::kept_units(&ledger)?;
         figure(
             "bytes_per_unit",
@@ -259,8 +259,18 @@ fn measure(exe: &Path, url: Option<&str>, units: usize) -> Result<Vec<(String, V
     Ok(out)
 }
 
-/// `top`'s refresh, the cold and the warm metrics answer, each in this process.
-fn in_process(ledger: &Ledger) -> Result<(Value, Value, Value)> {
+/// What `in_process` measures.
+struct InProcess {
+    top: Value,
+    base_build: Value,
+    cold: Value,
+    warm: Value,
+}
+
+/// `top`'s refresh; the first metrics census of the ledger (it builds the base), then a census
+/// holding nothing (a `hermes metrics` run) and one of a long-lived endpoint, each in this
+/// process.
+fn in_process(ledger: &Ledger) -> Result<InProcess> {
     let limits = model::Limits::from_settings(&hermes_settings::Settings::default());
     let ui = ui::Ui::default();
     let mut terminal =
@@ -281,19 +291,25 @@ fn in_process(ledger: &Ledger) -> Result<(Value, Value, Value)> {
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     })?;
     let process = render::ProcessCounts::default();
-    let mut tally = tally::Tally::default();
-    let mut scrape = || -> Result<f64> {
+    let scrape = |held: &mut hermes_ledger::Held| -> Result<f64> {
         let started = Instant::now();
-        let census = ledger.census_except(&|id| tally.holds(id))?;
-        let totals = tally.absorb(&census);
-        let text = render::render(&census, &totals, now(), &limits, &|_| false, &process)
+        let census = ledger.census(now(), held)?;
+        let text = render::render(&census, now(), &limits, &|_| false, &process)
             .encode(exposition::Format::Prometheus);
         std::hint::black_box(text);
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     };
-    let cold = round(scrape()?);
-    let warm = p50(5, scrape)?;
-    Ok((top, cold, warm))
+    let base_build = json!(round(scrape(&mut hermes_ledger::Held::default())?));
+    let cold = p50(5, || scrape(&mut hermes_ledger::Held::default()))?;
+    let mut held = hermes_ledger::Held::default();
+    scrape(&mut held)?;
+    let warm = p50(5, || scrape(&mut held))?;
+    Ok(InProcess {
+        top,
+        base_build,
+        cold,
+        warm,
+    })
 }
 
 /// The ledger's bytes: the redb file, or hermes' tables with their indexes and TOAST.

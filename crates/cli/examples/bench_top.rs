@@ -5,11 +5,12 @@
 //! - `top_refresh_ms_p99_10k`: one refresh of the view — the one ledger read
 //!   (`Ledger::overview`), the model and a 200x60 frame drawn on ratatui's test backend —
 //!   p99 of 200 (p50 beside it).
-//! - `metrics_render_ms_10k`: one answer of a long-lived `/metrics` endpoint — the one read
-//!   (`Ledger::census_except`, skipping the units its tally holds), the tally's update and
-//!   the exposition text — median of 20, after a first scrape filled the tally.
-//! - `metrics_render_cold_ms_10k`: the first answer, with an empty tally (every unit read and
-//!   decoded): what `hermes metrics` pays on each run.
+//! - `metrics_render_ms_10k`: one answer of a long-lived `/metrics` endpoint — its census
+//!   (`Ledger::census`, which skips the units the endpoint holds: every unit here was
+//!   dispatched within the base's margin, so none is in the ledger's base yet) and the
+//!   exposition text — median of 20, after a first scrape.
+//! - `metrics_render_cold_ms_10k`: the first answer, holding nothing (every unit read and
+//!   decoded): what `hermes metrics` pays on a ledger whose units are all that recent.
 //! - `worker_metrics_cpu_percent`: the CPU (user + system) of a release `hermes worker
 //!   --metrics-listen` on that ledger, scraped every second for 30 s, as a percentage of one
 //!   core over the window.
@@ -29,9 +30,6 @@ mod model;
 #[allow(dead_code)]
 #[path = "../src/services/metrics/render.rs"]
 mod render;
-#[allow(dead_code)]
-#[path = "../src/services/metrics/tally.rs"]
-mod tally;
 #[allow(dead_code)]
 #[path = "../src/top/ui.rs"]
 mod ui;
@@ -110,22 +108,21 @@ fn main() -> Result<()> {
 
     let mut renders = Vec::new();
     let process = render::ProcessCounts::default();
-    let mut tally = tally::Tally::default();
-    let scrape = |tally: &mut tally::Tally| -> Result<f64> {
+    let mut held = hermes_ledger::Held::default();
+    let scrape = |held: &mut hermes_ledger::Held| -> Result<f64> {
         let started = Instant::now();
-        let census = ledger.census_except(&|id| tally.holds(id))?;
-        let totals = tally.absorb(&census);
-        let text = render::render(&census, &totals, now(), &limits, &|_| false, &process)
+        let census = ledger.census(now(), held)?;
+        let text = render::render(&census, now(), &limits, &|_| false, &process)
             .encode(exposition::Format::Prometheus);
         std::hint::black_box(text);
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     };
     figures.insert(
         "metrics_render_cold_ms_10k".into(),
-        json!((scrape(&mut tally)? * 100.0).round() / 100.0),
+        json!((scrape(&mut held)? * 100.0).round() / 100.0),
     );
     for _ in 0..20 {
-        renders.push(scrape(&mut tally)?);
+        renders.push(scrape(&mut held)?);
     }
     figures.insert(
         "metrics_render_ms_10k".into(),

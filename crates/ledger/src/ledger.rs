@@ -27,6 +27,9 @@ pub struct LedgerConfig {
     /// next sweep, in milliseconds ([`crate::PURGE_BUDGET_MS`]): a short-lived
     /// command that happens to sweep never pays for a large backlog.
     pub purge_budget_ms: u64,
+    /// The most units one read of a metrics census takes after its base's watermark
+    /// ([`crate::FOLD_PAGE`]): the first census of a large ledger goes page by page.
+    pub census_page: usize,
 }
 
 impl LedgerConfig {
@@ -39,6 +42,7 @@ impl LedgerConfig {
             retention_ms: ms(settings.delivery.retention),
             recovery_interval_ms: ms(settings.host.recovery_interval),
             purge_budget_ms: crate::PURGE_BUDGET_MS,
+            census_page: crate::FOLD_PAGE,
         }
     }
 }

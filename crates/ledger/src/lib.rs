@@ -25,6 +25,7 @@
 mod ack;
 #[cfg(test)]
 mod agree;
+mod census;
 mod children;
 mod codec;
 mod error;
@@ -54,13 +55,14 @@ mod txn;
 mod units;
 
 pub use ack::Acked;
+pub use census::{Census, FOLD_MARGIN_MS, FOLD_PAGE, Held};
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
 pub use events::{BoundaryView, NewEvent};
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use observe::{CommitObserver, observe_commits};
-pub use overview::{Census, Overview, UnitView};
+pub use overview::{Overview, UnitView};
 pub use pools::WorkerSummary;
 pub use queries::{COUNT_LIMIT, HostPass, Listing, SessionSummary, Since};
 pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};

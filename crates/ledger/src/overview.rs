@@ -1,11 +1,9 @@
 //! Whole-ledger views in one read transaction: what `hermes top` shows on each refresh
-//! ([`Ledger::overview`]) and what the metrics count ([`Ledger::census`]).
+//! ([`Ledger::overview`]), and the live part of what the metrics count (`census.rs`).
 //!
 //! Each is one read of the ledger, whatever the number of units: the children, stalls and
 //! events of many units are fetched in bulk (one statement each on PostgreSQL), never row by
 //! row, so a refresh costs the same few round trips with 5 or 500 live units.
-
-use std::collections::HashSet;
 
 use crate::error::Result;
 use crate::ledger::Ledger;
@@ -38,20 +36,6 @@ pub struct Overview {
     pub recent: Vec<UnitView>,
 }
 
-/// Everything the ledger keeps, for counting (metrics), as of one read.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Census {
-    /// The live state (no recent units: `units` has them all).
-    pub live: Overview,
-    /// The id of every unit the ledger keeps (retention purges older ones), oldest first.
-    pub ids: Vec<DelegationId>,
-    /// Those units, newest first, but for the ones the caller said it holds already
-    /// ([`Ledger::census_except`]).
-    pub units: Vec<UnitRecord>,
-    /// Every event of the units in `units`.
-    pub events: Vec<Event>,
-}
-
 impl Ledger {
     /// The running and queued units with their children, stalls and events, the
     /// `recent_limit` most recent terminal units likewise, and every host: one read.
@@ -69,62 +53,10 @@ impl Ledger {
             Ok(overview)
         })
     }
-
-    /// The live state, every unit kept and every event kept: one read.
-    pub fn census(&self) -> Result<Census> {
-        self.census_except(&|_| false)
-    }
-
-    /// As [`Ledger::census`], but without the units (and their events) for which `held` is
-    /// true: a caller that keeps what it counted of units that can no longer change (ended,
-    /// every event delivered or dropped) reads only the others, plus every id, so that it can
-    /// tell which of its own were purged. One read.
-    pub fn census_except(&self, held: &(dyn Fn(&DelegationId) -> bool + Sync)) -> Result<Census> {
-        self.read(|r| {
-            let live = live(r)?;
-            let ids: Vec<DelegationId> = r
-                .unit_ids()?
-                .into_iter()
-                .filter_map(|id| id.parse().ok())
-                .collect();
-            // The live units were read with their events just now: taken from there, not
-            // read and decoded a second time.
-            let live_ids: HashSet<&DelegationId> = live
-                .running
-                .iter()
-                .chain(&live.queued)
-                .map(|v| &v.unit.id)
-                .collect();
-            let wanted: Vec<DelegationId> = ids
-                .iter()
-                .filter(|id| !held(id) && !live_ids.contains(id))
-                .cloned()
-                .collect();
-            let mut units = r.delegations_of(&wanted)?;
-            let mut events = r.events_of(&wanted)?;
-            for view in live.running.iter().chain(&live.queued) {
-                if !held(&view.unit.id) {
-                    units.push(view.unit.clone());
-                    events.extend(view.events.iter().cloned());
-                }
-            }
-            units.sort_by(|a, b| {
-                b.dispatched_at
-                    .cmp(&a.dispatched_at)
-                    .then_with(|| b.id.cmp(&a.id))
-            });
-            Ok(Census {
-                live,
-                ids,
-                units,
-                events,
-            })
-        })
-    }
 }
 
 /// Hosts, running and queued units, with their rows.
-fn live(r: &Reader<'_>) -> Result<Overview> {
+pub(crate) fn live(r: &Reader<'_>) -> Result<Overview> {
     let (mut running, mut queued): (Vec<UnitRecord>, Vec<UnitRecord>) = r
         .active_units()?
         .into_iter()

@@ -16,6 +16,7 @@ mod legacy_v4;
 mod legacy_v5;
 mod session;
 mod status;
+mod totals;
 mod unit;
 
 pub use claim::{Claim, ClaimOutcome, ClaimRecord, ClaimRequest, Published, Refusal, Transition};
@@ -25,4 +26,5 @@ pub use host::*;
 pub use ids::*;
 pub use session::*;
 pub use status::*;
+pub use totals::*;
 pub use unit::*;

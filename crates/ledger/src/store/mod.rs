@@ -217,15 +217,8 @@ pub(crate) trait ReadTx {
     ) -> Result<Vec<(u64, String)>>;
     /// A counter of the ledger's metadata (`META_*`).
     fn meta(&self, key: &str) -> Result<Option<u64>>;
-    /// The ids of every unit kept, oldest dispatch first (no record is decoded).
-    fn unit_ids(&self) -> Result<Vec<String>> {
-        Ok(self
-            // Beyond any time, and within every backend's integers.
-            .units_before(Timestamp(i64::MAX as u64), None, usize::MAX)?
-            .into_iter()
-            .map(|(_, id)| id)
-            .collect())
-    }
+    /// The stored metrics base (`census.rs`), encoded; `None` before the first.
+    fn metrics_base(&self) -> Result<Option<Vec<u8>>>;
     /// The units of `ids` that exist, in no particular order; as [`ReadTx::children_of`].
     fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<UnitRecord>> {
         let mut out = Vec::new();
@@ -327,6 +320,8 @@ pub(crate) trait WriteTx: ReadTx {
     fn bump_activity(&self) -> Result<()>;
     /// Sets a metadata counter.
     fn set_meta(&self, key: &str, value: u64) -> Result<()>;
+    /// Stores the metrics base (`census.rs`), encoded, over the one before.
+    fn put_metrics_base(&self, record: &[u8]) -> Result<()>;
     /// Removes a unit with its children, events, claims and index rows (retention).
     fn purge_delegation(&self, unit: &UnitRecord) -> Result<()>;
     /// [`WriteTx::purge_delegation`] of each of `units`. A backend where every statement is a

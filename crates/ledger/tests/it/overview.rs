@@ -1,5 +1,6 @@
 //! The whole-ledger views of `hermes top` and the metrics (`overview`, `census`): each unit
-//! with its own children, stalls and events, read in bulk in one transaction, on both
+//! with its own children, stalls and events, read in bulk in one transaction; the metrics'
+//! base, which keeps what no longer changes so that a census reads only the rest. On both
 //! backends.
 
 use crate::common::*;
@@ -71,33 +72,139 @@ fn the_overview_gives_each_unit_its_own_children_stalls_and_events() {
     assert!(overview.queued.is_empty());
     assert!(l.overview(0).expect("overview").recent.is_empty());
 
-    let census = l.census().expect("census");
-    assert_eq!(census.units.len(), 3);
+    let mut held = Held::default();
+    let census = l.census(T0, &mut held).expect("census");
+    assert_eq!(census.read, 3, "nothing is old enough for the base yet");
+    assert_eq!(census.totals.dispatches(), 3);
     assert_eq!(census.events.len(), 3);
     assert!(census.live.recent.is_empty());
     assert_eq!(census.live.running.len(), 2);
+    // Nothing is held until a unit no longer changes (the ended one's event is undelivered).
+    assert!(held.is_empty());
 }
 
 #[test]
-fn a_census_except_the_held_units_lists_every_id_and_reads_only_the_others() {
-    let f = fixture();
+fn a_long_lived_census_decodes_each_unit_that_no_longer_changes_once() {
+    let f = fixture_with(config(FOLD_PAGE));
     let l = &f.ledger;
     let ids: Vec<DelegationId> = (0..4).map(|_| unit(l, 1)).collect();
-    let host = registered_host(l, 42);
-    l.child_started(owner(l, &ids[3]), &ids[3], 0, host, T0)
-        .expect("started");
-    finish(l, &ids[3], 0, T0.plus_ms(5));
-    let held = [&ids[0], &ids[2]];
-    let census = l.census_except(&|id| held.contains(&id)).expect("census");
-    let mut listed = census.ids.clone();
-    listed.sort();
-    let mut all = ids.clone();
-    all.sort();
-    assert_eq!(listed, all, "every id, held or not");
-    let read: Vec<&DelegationId> = census.units.iter().map(|u| &u.id).collect();
-    assert_eq!(read.len(), 2);
-    assert!(read.contains(&&ids[1]) && read.contains(&&ids[3]));
-    assert_eq!(census.events.len(), 1, "the events of the units read only");
-    assert_eq!(census.events[0].delegation_id, ids[3]);
-    assert_eq!(l.census().expect("census").units.len(), 4);
+    settle(l, &ids[..3].iter().collect::<Vec<_>>(), T0.plus_ms(5));
+    // Within the margin: the base takes none of them, this process holds the settled ones.
+    let at = T0.plus_ms(5_000);
+    let mut held = Held::default();
+    let first = l.census(at, &mut held).expect("census");
+    assert_eq!((first.read, held.len()), (4, 3));
+    let second = l.census(at, &mut held).expect("census");
+    assert_eq!(second.read, 1, "the unit that can still change");
+    assert_eq!(second.totals, first.totals);
+    assert_eq!(
+        l.census(at, &mut Held::default()).expect("census").totals,
+        first.totals
+    );
+    // Past the margin the base takes them, and this process lets them go.
+    let later = T0.plus_ms(FOLD_MARGIN_MS + 10_000);
+    let third = l.census(later, &mut held).expect("census");
+    assert_eq!((third.read, held.len()), (1, 0));
+    assert_eq!(third.totals, first.totals);
+}
+
+/// A census at `now` after finishing child 0 of each of `ids` as `at`, with every pending
+/// event dropped (past the replay limit) by a sweep at `at` plus a second.
+fn settle(l: &Ledger, ids: &[&DelegationId], at: Timestamp) {
+    for id in ids {
+        finish(l, id, 0, at);
+    }
+    l.recover(&Pids(true), at.plus_ms(2_000), Sweep::Now)
+        .expect("sweep");
+}
+
+fn config(page: usize) -> LedgerConfig {
+    LedgerConfig {
+        replay_max_age_ms: 1_000,
+        retention_ms: 30 * 86_400_000,
+        census_page: page,
+        ..LedgerConfig::default()
+    }
+}
+
+#[test]
+fn a_census_keeps_what_no_longer_changes_and_then_reads_only_the_rest() {
+    // Two units a page: the first census goes page by page.
+    let f = fixture_with(config(2));
+    let l = &f.ledger;
+    let ids: Vec<DelegationId> = (0..5).map(|_| unit(l, 1)).collect();
+    let (settled, open) = ids.split_at(4);
+    settle(l, &settled.iter().collect::<Vec<_>>(), T0.plus_ms(5));
+    let later = T0.plus_ms(FOLD_MARGIN_MS + 10_000);
+
+    let first = l.census(later, &mut Held::default()).expect("census");
+    assert_eq!(first.totals.dispatches(), 5);
+    assert_eq!(first.totals.units(UnitStatus::Completed), 4);
+    // The pages before were folded and stored as they were read: the last census read decodes
+    // the last page (one unit) and the unsettled unit, wherever its id sorts.
+    assert!(first.read <= 2, "{}", first.read);
+    let second = l.census(later, &mut Held::default()).expect("census");
+    assert_eq!(second.read, 1, "only the unit that can still change");
+    assert_eq!(second.totals, first.totals);
+    assert_eq!(
+        f.reopen()
+            .census(later, &mut Held::default())
+            .expect("census")
+            .totals,
+        first.totals,
+        "the base is the ledger's, for every process"
+    );
+
+    // A unit dispatched within the margin is read, however settled it is.
+    let recent = l
+        .dispatch(background(1), ROOMY, later)
+        .expect("dispatch")
+        .delegation
+        .id;
+    assert_eq!(
+        l.census(later, &mut Held::default()).expect("census").read,
+        2
+    );
+
+    // The open unit settles: counted once into the base, then not read again.
+    settle(l, &[&open[0]], later.plus_ms(10));
+    let third = l
+        .census(later.plus_ms(5_000), &mut Held::default())
+        .expect("census");
+    assert_eq!(third.read, 2);
+    assert_eq!(third.totals.units(UnitStatus::Completed), 5);
+    assert_eq!(third.totals.dispatches(), 6);
+    let fourth = l
+        .census(later.plus_ms(5_000), &mut Held::default())
+        .expect("census");
+    assert_eq!(fourth.read, 1, "only {recent}");
+    assert_eq!(fourth.totals, third.totals);
+}
+
+#[test]
+fn units_retention_removes_leave_the_gauge_of_units_kept_not_the_counters() {
+    let f = fixture_with(config(FOLD_PAGE));
+    let l = &f.ledger;
+    let ids: Vec<DelegationId> = (0..3).map(|_| unit(l, 1)).collect();
+    settle(l, &ids.iter().collect::<Vec<_>>(), T0.plus_ms(5));
+    let later = T0.plus_ms(FOLD_MARGIN_MS + 10_000);
+    let before = l.census(later, &mut Held::default()).expect("census");
+    assert_eq!(before.totals.kept(UnitStatus::Completed), 3);
+
+    let past_retention = T0.plus_ms(31 * 86_400_000);
+    let report = l
+        .recover(&Pids(true), past_retention, Sweep::Now)
+        .expect("sweep");
+    assert_eq!(report.purged_units, 3);
+    let after = l
+        .census(past_retention, &mut Held::default())
+        .expect("census");
+    assert_eq!(after.read, 0);
+    assert_eq!(
+        after.totals.units(UnitStatus::Completed),
+        3,
+        "counters only grow"
+    );
+    assert_eq!(after.totals.dispatches(), 3);
+    assert_eq!(after.totals.kept(UnitStatus::Completed), 0, "none is kept");
 }

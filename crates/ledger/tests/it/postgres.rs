@@ -196,7 +196,7 @@ fn a_version_2_schema_is_migrated_to_the_current_one_and_carries_on() {
 
     let ledger = connect(&url).expect("migrates");
     assert_eq!(ledger.migrate().expect("migrated"), SCHEMA_VERSION as u32);
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(SCHEMA_VERSION, 5);
     let row = client
         .query_one("SELECT host_pid, host_start FROM hermes_units", &[])
         .expect("one unit");

@@ -4,11 +4,10 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use hermes_ledger::{Census, HostRecord, Ledger, Liveness as _};
+use hermes_ledger::{Buckets, Census, Held, HostRecord, Ledger, Liveness as _};
 
 use super::exposition::{Exposition, Format, Seen};
 use super::render::{self, ProcessCounts};
-use super::tally::{Buckets, Tally, Totals};
 use crate::services::home::now;
 use crate::services::overview::Limits;
 
@@ -37,35 +36,35 @@ pub fn counts() -> ProcessCounts {
     }
 }
 
-/// What a metrics source keeps between its answers: the parts of the units that can no longer
-/// change, the last read with the ledger's change stamp at that read, and every series served.
+/// What a metrics source keeps between its answers: the parts of the units after the ledger's
+/// base that no longer change ([`Held`]), the last read with the ledger's change stamp at that
+/// read, and every series served.
 #[derive(Debug, Default)]
 pub struct Scrapes {
-    tally: Tally,
-    last: Option<(u64, Census, Totals)>,
+    held: Held,
+    last: Option<(u64, Census)>,
     seen: Seen,
 }
 
-/// The metrics of `ledger` now: one read, then rendering. `scrapes` holds what earlier calls
-/// counted of units that can no longer change (a fresh one reads every unit), and their last
-/// read: while the ledger's change stamp says nothing was committed since, that read still
-/// holds and only the rendering (ages, liveness, this process's counters) is done again. A
-/// series an earlier call served and this one lacks (a pool or machine gone) reads 0.
+/// The metrics of `ledger` now: one census (the ledger's stored totals of the units that no
+/// longer change, and a read of the others), then rendering. While the ledger's change stamp
+/// says nothing was committed since the last call, that call's census still holds and only the
+/// rendering (ages, liveness, this process's counters) is done again. A series an earlier call
+/// served and this one lacks (a pool or machine gone) reads 0.
 pub fn snapshot(
     ledger: &Ledger,
     limits: &Limits,
     scrapes: &mut Scrapes,
 ) -> anyhow::Result<Exposition> {
-    let stamp = ledger.change_stamp();
-    let mut exposition = match (&scrapes.last, stamp) {
-        (Some((seen, census, totals)), Some(stamp)) if *seen == stamp => {
-            render_now(census, totals, limits)
-        }
+    let mut exposition = match &scrapes.last {
+        Some((seen, census)) if ledger.change_stamp() == Some(*seen) => render_now(census, limits),
         _ => {
-            let census = ledger.census_except(&|id| scrapes.tally.holds(id))?;
-            let totals = scrapes.tally.absorb(&census);
-            let exposition = render_now(&census, &totals, limits);
-            scrapes.last = stamp.map(|stamp| (stamp, census, totals));
+            // Taken before the read, so that a commit during it is read by the next call (as
+            // is the census's own, when it stores the base: one read more).
+            let stamp = ledger.change_stamp();
+            let census = ledger.census(now(), &mut scrapes.held)?;
+            let exposition = render_now(&census, limits);
+            scrapes.last = stamp.map(|stamp| (stamp, census));
             exposition
         }
     };
@@ -73,12 +72,12 @@ pub fn snapshot(
     Ok(exposition)
 }
 
-fn render_now(census: &Census, totals: &Totals, limits: &Limits) -> Exposition {
+fn render_now(census: &Census, limits: &Limits) -> Exposition {
     let reaper = hermes_registry::OsReaper::new();
     let here = reaper.locality();
     let at = now();
     let dead = |h: &HostRecord| h.is_dead(&here, at, &|p| reaper.is_alive(p));
-    render::render(census, totals, at, limits, &dead, &counts())
+    render::render(census, at, limits, &dead, &counts())
 }
 
 /// A source of metrics text for the endpoint; it keeps its tally and series between scrapes.
@@ -88,4 +87,69 @@ pub fn source(ledger: Arc<Ledger>, limits: Limits) -> super::serve::MetricsSourc
         let mut scrapes = scrapes.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(snapshot(&ledger, &limits, &mut scrapes)?.encode(format))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::services::metrics::exposition::Format;
+    use hermes_ledger::{
+        Capacity, Channel, DelegationId, DispatchSpec, LedgerConfig, NewDelegation, TaskSpec,
+    };
+
+    fn inline(ledger: &Ledger, goal: &str) -> DelegationId {
+        let task = TaskSpec::new(goal, vec!["true".into()]);
+        let new = NewDelegation {
+            id: None,
+            session: None,
+            channel: Channel::Inline,
+            spec: DispatchSpec::new(goal, vec![task]),
+            host: None,
+            transcript_root: None,
+        };
+        let roomy = Capacity {
+            max_running: 10,
+            max_queued: 10,
+        };
+        ledger
+            // Now, as a dispatch is: the ledger's metrics base passes a unit only minutes
+            // after its dispatch time.
+            .dispatch(new, roomy, now())
+            .expect("dispatch")
+            .delegation
+            .id
+    }
+
+    /// A long-lived endpoint skips the read while nothing was committed, and never serves a
+    /// read older than the ledger's last commit.
+    #[test]
+    fn an_endpoint_reads_again_after_every_commit_and_only_then() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.redb");
+        let ledger = Ledger::open(&path, LedgerConfig::default()).expect("open");
+        // Another process's handle on the same file.
+        let other = Ledger::open(&path, LedgerConfig::default()).expect("open");
+        let limits = Limits::from_settings(&hermes_settings::Settings::default());
+        let mut scrapes = crate::services::metrics::process::Scrapes::default();
+        let mut scrape = || {
+            crate::services::metrics::process::snapshot(&ledger, &limits, &mut scrapes)
+                .map(|e| e.encode(Format::Prometheus))
+        };
+        let dispatched = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with("hermes_dispatches_total"))
+                .map(str::to_owned)
+        };
+        let first = scrape().expect("scrape");
+        assert_eq!(dispatched(&first), dispatched(&scrape().expect("scrape")));
+        for n in 1..=3 {
+            inline(&other, &format!("unit {n}"));
+            let text = scrape().expect("scrape");
+            assert_eq!(
+                dispatched(&text).as_deref(),
+                Some(format!("hermes_dispatches_total {n}").as_str()),
+                "{text}"
+            );
+        }
+    }
 }

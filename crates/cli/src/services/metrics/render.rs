@@ -1,10 +1,12 @@
 //! The metrics, from one ledger read ([`hermes_ledger::Census`]) and this process's own
 //! counts, as an [`Exposition`] — written in either text format by [`super::exposition`].
 //!
-//! Gauges describe the ledger now. The counters and the delivery-lag and start-wait histograms
-//! are counted over the records the ledger keeps (`delivery.retention_days`): they only grow,
-//! except when retention purges old units, which Prometheus reads as a counter reset. The lease
-//! renewal failures and the commit-time histogram are this process's own, since it started.
+//! Gauges describe the ledger now (`hermes_units`: the units it keeps, by status). The
+//! counters and the delivery-lag and start-wait histograms count every unit the ledger has
+//! counted, those retention removed since included, so they only grow: the ledger keeps their
+//! totals over the units that no longer change, and a scrape reads only the others
+//! ([`hermes_ledger::Ledger::census`]). The lease renewal failures and the commit-time
+//! histogram are this process's own, since it started.
 //!
 //! Every series a ledger can have exists, reading 0 when nothing counts toward it: every unit
 //! status, event state and host kind, and every machine's and pool's series for each machine
@@ -12,10 +14,12 @@
 
 use std::collections::BTreeMap;
 
-use hermes_ledger::{Census, EventState, HostKind, HostRecord, Timestamp, UnitStatus};
+use hermes_ledger::{
+    Buckets, Census, EventState, HostKind, HostRecord, Timestamp, Totals, UNIT_STATUSES,
+    UnitStatus, exponential_buckets,
+};
 
 use super::exposition::{Exposition, Kind, labels};
-use super::tally::{Buckets, Totals, UNIT_STATUSES, exponential_buckets};
 use crate::services::overview::{self as model, Limits};
 
 /// Every host kind, so each machine has every `hermes_live_hosts` series.
@@ -42,17 +46,17 @@ pub struct ProcessCounts {
     pub commits: Option<Buckets>,
 }
 
-/// The exposition at `now` of `census` (its live state and open events) and `totals`
-/// (what every kept unit adds up to, [`super::tally`]).
+/// The exposition at `now` of `census`: its live state, its open events, and what every unit
+/// it counted adds up to.
 pub fn render(
     census: &Census,
-    totals: &Totals,
     now: Timestamp,
     limits: &Limits,
     dead: &dyn Fn(&HostRecord) -> bool,
     process: &ProcessCounts,
 ) -> Exposition {
     let mut out = Exposition::default();
+    let totals = &census.totals;
     let live = model::build(&census.live, now, limits, dead);
     units(&mut out, totals);
     machines(&mut out, &live);
@@ -72,7 +76,7 @@ fn units(out: &mut Exposition, totals: &Totals) {
     for status in UNIT_STATUSES {
         units.set(
             labels(&[("status", status.as_str())]),
-            totals.units(status) as f64,
+            totals.kept(status) as f64,
         );
     }
 }
@@ -229,7 +233,6 @@ fn histograms(out: &mut Exposition, totals: &Totals, process: &ProcessCounts) {
 mod tests {
     use super::*;
     use crate::services::metrics::exposition::Format;
-    use crate::services::metrics::tally::Tally;
     use hermes_ledger::{
         Capacity, Channel, DispatchSpec, HostId, Ledger, LedgerConfig, Locality, NewDelegation,
         ProcessId, SessionId, TaskSpec, WorkerPool,
@@ -285,19 +288,12 @@ mod tests {
     }
 
     fn text(ledger: &Ledger, format: Format) -> String {
-        let census = ledger.census_except(&|_| false).expect("census");
-        let totals = Tally::default().absorb(&census);
+        let census = ledger
+            .census(AT, &mut hermes_ledger::Held::default())
+            .expect("census");
         let limits = Limits::from_settings(&hermes_settings::Settings::default());
         let dead = |_: &HostRecord| false;
-        render(
-            &census,
-            &totals,
-            AT,
-            &limits,
-            &dead,
-            &ProcessCounts::default(),
-        )
-        .encode(format)
+        render(&census, AT, &limits, &dead, &ProcessCounts::default()).encode(format)
     }
 
     #[test]

@@ -469,12 +469,14 @@ impl ReadTx for Tx<'_, '_> {
             .transpose()
     }
 
-    fn unit_ids(&self) -> Result<Vec<String>> {
+    fn metrics_base(&self) -> Result<Option<Vec<u8>>> {
         let rows = self.query(
-            "SELECT id FROM hermes_units ORDER BY dispatched_at, id",
+            "SELECT record FROM hermes_metrics_base WHERE key = 'base'",
             &[],
         )?;
-        rows.iter().map(|row| row.col(&self.pg.path, 0)).collect()
+        rows.first()
+            .map(|row| row.col::<Vec<u8>>(&self.pg.path, 0))
+            .transpose()
     }
 
     fn delegations_of(&self, ids: &[DelegationId]) -> Result<Vec<UnitRecord>> {

@@ -16,8 +16,15 @@ use crate::error::{LedgerError, Result};
 /// - 3: each unit's host as columns, and the transition functions with one-key fast paths
 ///   (`v3.rs`; every migration replaces the functions);
 /// - 4: the same tables, and a claim function that skips rows another transaction holds
-///   instead of waiting for them (`transitions.sql`).
-pub const SCHEMA_VERSION: i32 = 4;
+///   instead of waiting for them (`transitions.sql`);
+/// - 5: `hermes_metrics_base`, the totals the metrics keep of units that no longer change
+///   (`census.rs`).
+pub const SCHEMA_VERSION: i32 = 5;
+
+/// What version 5 adds.
+const SCHEMA_V5: &str = r#"
+CREATE TABLE IF NOT EXISTS hermes_metrics_base (key text COLLATE "C" PRIMARY KEY, record bytea NOT NULL);
+"#;
 
 /// The advisory lock key under which the schema is created and migrated ("hermes" in ASCII).
 pub(super) const SCHEMA_LOCK: i64 = 0x6865_726d_6573;
@@ -125,7 +132,7 @@ impl Pg {
         match found {
             Some(SCHEMA_VERSION) => return txn.commit().map_err(fail),
             Some(found) if found > SCHEMA_VERSION => return Err(self.newer(found)),
-            None | Some(1) | Some(2) | Some(3) => {}
+            None | Some(1) | Some(2) | Some(3) | Some(4) => {}
             Some(found) => {
                 return Err(LedgerError::Invalid(format!(
                     "{}: schema version {found} has no migration to {SCHEMA_VERSION}",
@@ -162,6 +169,9 @@ impl Pg {
         }
         if found.is_none_or(|version| version < 3) {
             super::v3::migrate(&self.path, &mut txn)?;
+        }
+        if found.is_none_or(|version| version < 5) {
+            txn.batch_execute(SCHEMA_V5).map_err(fail)?;
         }
         txn.batch_execute(&format!(
             "UPDATE hermes_schema SET version = {SCHEMA_VERSION}"

@@ -248,6 +248,15 @@ impl WriteTx for Tx<'_, '_> {
         )
     }
 
+    fn put_metrics_base(&self, record: &[u8]) -> Result<()> {
+        let record = record.to_vec();
+        self.write(
+            "INSERT INTO hermes_metrics_base (key, record) VALUES ('base', $1) \
+             ON CONFLICT (key) DO UPDATE SET record = EXCLUDED.record",
+            &[&record],
+        )
+    }
+
     fn purge_delegation(&self, unit: &UnitRecord) -> Result<()> {
         self.send_held()?;
         let id = unit.id.as_str();

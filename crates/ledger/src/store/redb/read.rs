@@ -267,4 +267,14 @@ impl<T: Tables> ReadTx for T {
         let table = self.open(META).map_err(storage)?;
         Ok(table.get(key).map_err(storage)?.map(|v| v.value()))
     }
+
+    fn metrics_base(&self) -> Result<Option<Vec<u8>>> {
+        let Some(table) = open_added!(self, METRICS_BASE) else {
+            return Ok(None);
+        };
+        Ok(table
+            .get(METRICS_BASE_KEY)
+            .map_err(storage)?
+            .map(|v| v.value().to_vec()))
+    }
 }

@@ -48,3 +48,8 @@ pub(crate) const CHILD_STALLS: TableDefinition<(&str, u32), &[u8]> =
 /// instead of the whole batch. A unit without one (recorded by an older build) is settled by
 /// reading its children.
 pub(crate) const UNIT_TALLIES: TableDefinition<&str, &[u8]> = TableDefinition::new("unit_tallies");
+/// `"base"` → the metrics base: the totals of the units that no longer change, up to a
+/// watermark (`census.rs`). A file without it reads as having none.
+pub(crate) const METRICS_BASE: TableDefinition<&str, &[u8]> = TableDefinition::new("metrics_base");
+/// The one key of [`METRICS_BASE`].
+pub(crate) const METRICS_BASE_KEY: &str = "base";

@@ -190,6 +190,7 @@ impl<'p> Write<'p> {
         self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
         self.txn_mut().open_table(CHILD_STALLS).map_err(storage)?;
         self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
+        self.txn_mut().open_table(METRICS_BASE).map_err(storage)?;
         Ok(())
     }
 }
@@ -332,6 +333,12 @@ impl WriteTx for Write<'_> {
     fn set_meta(&self, key: &str, value: u64) -> Result<()> {
         let mut table = self.txn_mut().open_table(META).map_err(storage)?;
         table.insert(key, value).map_err(storage)?;
+        Ok(())
+    }
+
+    fn put_metrics_base(&self, record: &[u8]) -> Result<()> {
+        let mut table = self.txn_mut().open_table(METRICS_BASE).map_err(storage)?;
+        table.insert(METRICS_BASE_KEY, record).map_err(storage)?;
         Ok(())
     }
 
