@@ -21,14 +21,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-
 use crate::codec;
 use crate::error::Result;
 use crate::ledger::Ledger;
 use crate::model::{DelegationId, Event, Part, Timestamp, Totals, UnitRecord};
-use crate::overview::{Overview, live};
-use crate::store::{Reader, Writer};
+use crate::store::Reader;
+use crate::txn::metrics_base::MetricsBase;
+use crate::txn::views::{Overview, live};
 
 /// How long before now the watermark stays: a unit dispatched at its dispatcher's clock,
 /// committed a moment later (or on a machine whose clock is behind), still lands after it.
@@ -71,16 +70,6 @@ impl Held {
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
     }
-}
-
-/// The totals of the units that no longer change, up to a watermark.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct MetricsBase {
-    /// Every unit whose by-time key is at or before this one is in `totals` or in `open`.
-    through: Option<(u64, String)>,
-    /// Units at or before `through` that could still change when it passed them.
-    open: Vec<String>,
-    totals: Totals,
 }
 
 /// One read of a census: the base it started from and the units it does not cover.
@@ -301,35 +290,4 @@ fn events_of<'a>(
     id: &DelegationId,
 ) -> &'a [&'a Event] {
     by_unit.get(id).map_or(&[][..], Vec::as_slice)
-}
-
-/// Notes in the stored base that retention removed `units`, in the purge's transaction: the
-/// ones it counts leave the gauge of units kept, the ones it lists open are forgotten.
-pub(crate) fn note_purged(w: &Writer<'_>, units: &[UnitRecord]) -> Result<()> {
-    let Some(stored) = w.metrics_base()? else {
-        return Ok(());
-    };
-    let Ok(mut base) = codec::decode::<MetricsBase>(&stored) else {
-        return Ok(());
-    };
-    let Some(through) = base.through.clone() else {
-        return Ok(());
-    };
-    let mut changed = false;
-    for unit in units {
-        let key = (unit.dispatched_at.0, unit.id.as_str().to_owned());
-        if key > through {
-            continue;
-        }
-        changed = true;
-        if let Some(at) = base.open.iter().position(|id| id == unit.id.as_str()) {
-            base.open.swap_remove(at);
-        } else {
-            base.totals.purged(unit.status);
-        }
-    }
-    if changed {
-        w.put_metrics_base(&codec::encode(&base))?;
-    }
-    Ok(())
 }

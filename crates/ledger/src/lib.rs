@@ -62,7 +62,6 @@ pub use events::{BoundaryView, NewEvent};
 pub use ledger::{Ledger, LedgerConfig, TokenSource};
 pub use model::*;
 pub use observe::{CommitObserver, observe_commits};
-pub use overview::{Overview, UnitView};
 pub use pools::WorkerSummary;
 pub use queries::{COUNT_LIMIT, HostPass, Listing, SessionSummary, Since};
 pub use recovery::{Reaper, RecoveryReport, Sweep, TAIL_CHARS, TAIL_LINES, tail_of};
@@ -74,6 +73,7 @@ pub use store::pg::{
     url_without_password,
 };
 pub use store::redb::{IoCounts, io_counts, panic_is_caught};
+pub use txn::views::{Overview, UnitView};
 
 /// Where a ledger lives: `ledger.url` unset → the home's redb file; a `postgres://` URL → a
 /// PostgreSQL database shared by any number of machines.

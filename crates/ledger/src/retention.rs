@@ -121,7 +121,7 @@ impl Ledger {
             *purged += self.write_then(|w| {
                 let units = expired(w.delegations_of(&due)?);
                 w.purge_delegations(&units)?;
-                crate::census::note_purged(w, &units)?;
+                crate::txn::metrics_base::note_purged(w, &units)?;
                 Ok((units.len(), !units.is_empty()))
             })?;
         }

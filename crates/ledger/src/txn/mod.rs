@@ -11,6 +11,8 @@ pub(crate) mod hosts;
 pub(crate) mod inline;
 pub(crate) mod interrupt;
 pub(crate) mod liveness;
+pub(crate) mod metrics_base;
 pub(crate) mod pool;
 pub(crate) mod publish;
 pub(crate) mod sessions;
+pub(crate) mod views;
