@@ -93,25 +93,26 @@ impl Ledger {
     /// census of this process kept (a fresh one for a one-off).
     pub fn census(&self, now: Timestamp, held: &mut Held) -> Result<Census> {
         let horizon = now.minus_ms(FOLD_MARGIN_MS).0;
-        // `None`: the stored base; `Some`: carried over from the page before, or kept in
-        // memory when storing fails.
-        let mut carried: Option<MetricsBase> = None;
+        // `None`: the stored base; `Some`: carried over from the page before (with the bytes
+        // stored for it, or the stale ones when storing failed).
+        let mut carried: Option<(MetricsBase, Option<Vec<u8>>)> = None;
         let mut storable = true;
         let mut restarts = 0;
         loop {
             let page = self.config.census_page.max(1);
             let look = self.read(|r| look(r, carried.as_ref(), page, held))?;
             let next = fold(&look, horizon, held);
+            let mut stored = look.stored.clone();
             if storable && next != look.base {
                 match self.store_base(look.stored.as_deref(), &next) {
-                    Ok(true) => {}
-                    Ok(false) if restarts < FOLD_ATTEMPTS => {
+                    Ok(Some(bytes)) => stored = Some(bytes),
+                    Ok(None) if restarts < FOLD_ATTEMPTS => {
                         // Another process stored a base meanwhile: start from it.
                         restarts += 1;
                         carried = None;
                         continue;
                     }
-                    Ok(false) => storable = false,
+                    Ok(None) => storable = false,
                     Err(err) => {
                         tracing::debug!(error = %err, "cannot store the metrics base; counting in memory");
                         storable = false;
@@ -119,7 +120,7 @@ impl Ledger {
                 }
             }
             if look.more {
-                carried = Some(next);
+                carried = Some((next, stored));
                 continue;
             }
             let totals = held.keep(&look, &next);
@@ -132,24 +133,30 @@ impl Ledger {
         }
     }
 
-    /// Stores `next` if the stored base is still `expected`; whether it did.
-    fn store_base(&self, expected: Option<&[u8]>, next: &MetricsBase) -> Result<bool> {
+    /// Stores `next` if the stored base is still `expected`; the bytes stored, `None` if it
+    /// was not.
+    fn store_base(&self, expected: Option<&[u8]>, next: &MetricsBase) -> Result<Option<Vec<u8>>> {
         let encoded = codec::encode(next);
         self.write_then(|w| {
             if w.metrics_base()?.as_deref() != expected {
-                return Ok((false, false));
+                return Ok((None, false));
             }
             w.put_metrics_base(&encoded)?;
-            Ok((true, true))
+            Ok((Some(encoded.clone()), true))
         })
     }
 }
 
 /// Reads the base (`carried`, or the stored one), up to `page` units after its watermark with
 /// its open units (but the ones `held` has), and, on the last page, the live state.
-fn look(r: &Reader<'_>, carried: Option<&MetricsBase>, page: usize, held: &Held) -> Result<Look> {
+fn look(
+    r: &Reader<'_>,
+    carried: Option<&(MetricsBase, Option<Vec<u8>>)>,
+    page: usize,
+    held: &Held,
+) -> Result<Look> {
     let (base, stored) = match carried {
-        Some(base) => (base.clone(), None),
+        Some((base, stored)) => (base.clone(), stored.clone()),
         None => {
             let stored = r.metrics_base()?;
             (decoded(stored.as_deref()), stored)
