@@ -29,9 +29,11 @@ use crate::store::Reader;
 use crate::txn::metrics_base::MetricsBase;
 use crate::txn::views::{Overview, live};
 
-/// How long before now the watermark stays: a unit dispatched at its dispatcher's clock,
-/// committed a moment later (or on a machine whose clock is behind), still lands after it.
-pub const FOLD_MARGIN_MS: u64 = 5 * 60 * 1000;
+/// How long before now the watermark stays: a unit dispatched at its dispatcher's clock and
+/// committed a moment later still lands after it. Twice the default host lease: machines
+/// sharing a ledger already need clocks that agree well within a lease (other machines judge
+/// a host's lease by their own clocks), and a dispatch commits within seconds of its time.
+pub const FOLD_MARGIN_MS: u64 = 60 * 1000;
 /// The most units one read of a census takes after the watermark by default
 /// (`LedgerConfig::census_page`): the first census of a large ledger reads it page by page,
 /// folding each.

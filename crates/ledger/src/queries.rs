@@ -39,7 +39,7 @@ pub enum Since {
     Time(Timestamp),
 }
 
-/// Units of the by-time index read per step of [`Ledger::list_since`].
+/// The most units of the by-time index one step of [`Ledger::list_since`] reads.
 const SINCE_STEP: usize = 1_000;
 
 /// One session with its counts, for `session list`.
@@ -215,10 +215,13 @@ impl Ledger {
                 Since::Time(at) => (at.0, String::new()),
             };
             let mut out = Vec::new();
+            // A page of the whole history is mostly what it reads (most units ended): the
+            // first step reads as many as are wanted, and each further one twice as many.
+            let mut step_size = limit.clamp(1, SINCE_STEP);
             while out.len() < limit {
                 // Beyond any time, and within every backend's integers.
                 let step =
-                    r.units_before(Timestamp(i64::MAX as u64), Some(&position), SINCE_STEP)?;
+                    r.units_before(Timestamp(i64::MAX as u64), Some(&position), step_size)?;
                 let Some(last) = step.last().cloned() else {
                     break;
                 };
@@ -234,10 +237,11 @@ impl Ledger {
                         .filter(|u| session.is_none_or(|s| u.session.as_ref() == Some(s)))
                         .take(wanted),
                 );
-                if step.len() < SINCE_STEP {
+                if step.len() < step_size {
                     break;
                 }
                 position = last;
+                step_size = (step_size * 2).min(SINCE_STEP);
             }
             Ok(Some(out))
         })

@@ -110,7 +110,22 @@ pub fn load(ledger: &Ledger, pg_url: Option<&str>, history: &History, live: &Liv
         }
         start = end;
     }
+    if let Some(url) = pg_url {
+        analyze_pg(url)?;
+    }
     load_live(ledger, live, history.ended_at(history.units))
+}
+
+/// Gathers the planner's statistics of the tables just filled, as autovacuum does within a
+/// minute of a table growing that much: a ledger that grew to a million units over days has
+/// them, and a plan chosen on the statistics of an empty table would measure the load, not
+/// the ledger.
+fn analyze_pg(url: &str) -> Result<()> {
+    crate::store::pg::off_runtime(|| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        client.batch_execute("ANALYZE")
+    })
+    .map_err(|err| crate::error::LedgerError::Invalid(format!("analyzing the tables: {err}")))
 }
 
 fn history_session(k: usize) -> SessionId {
