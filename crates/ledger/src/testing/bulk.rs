@@ -16,7 +16,6 @@ use crate::model::{
     DropReason, Event, EventState, HostId, Lease, ProcessId, Session, SessionId, SessionState,
     TaskSpec, Timestamp, UnitRecord, UnitStatus,
 };
-use crate::store::{key_code, session_part};
 use crate::{Ledger, NewDelegation};
 
 /// Units per write transaction on redb.
@@ -269,7 +268,6 @@ fn insert_pg(url: &str, records: &[Records]) -> Result<()> {
     let int = |t: Timestamp| i64::try_from(t.0).unwrap_or(i64::MAX);
     let mut u = UnitColumns::default();
     let mut c = (Vec::new(), Vec::new(), Vec::new());
-    let mut e = EventColumns::default();
     for r in records {
         let unit = &r.unit;
         u.id.push(unit.id.to_string());
@@ -284,10 +282,8 @@ fn insert_pg(url: &str, records: &[Records]) -> Result<()> {
             c.1.push(i64::from(child.index));
             c.2.push(encode(child));
         }
-        for event in &r.events {
-            e.push(event, int);
-        }
     }
+    let e = crate::store::pg::EventColumns::of_events(records.iter().flat_map(|r| &r.events));
     crate::store::pg::off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         let mut txn = client.transaction()?;
@@ -319,21 +315,21 @@ fn insert_pg(url: &str, records: &[Records]) -> Result<()> {
              $6::bigint[], $7::bytea[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint[], \
              $12::bigint[], $13::bigint[], $14::text[], $15::bytea[])",
             &[
-                &e.unit,
-                &e.code,
-                &e.session,
-                &e.delivery,
-                &e.state,
+                &e.units,
+                &e.codes,
+                &e.sessions,
+                &e.deliveries,
+                &e.states,
                 &e.attempts,
-                &e.lease_token,
-                &e.lease_consumer,
-                &e.lease_claimed_at,
-                &e.lease_expires_at,
-                &e.published_at,
-                &e.delivered_at,
-                &e.dropped_at,
-                &e.drop_reason,
-                &e.payload,
+                &e.tokens,
+                &e.consumers,
+                &e.claimed,
+                &e.expires,
+                &e.published,
+                &e.delivered,
+                &e.dropped,
+                &e.reasons,
+                &e.payloads,
             ],
         )?;
         txn.commit()
@@ -349,50 +345,6 @@ struct UnitColumns {
     dispatched_at: Vec<i64>,
     delivery: Vec<String>,
     record: Vec<Vec<u8>>,
-}
-
-#[derive(Default)]
-struct EventColumns {
-    unit: Vec<String>,
-    code: Vec<i64>,
-    session: Vec<String>,
-    delivery: Vec<String>,
-    state: Vec<String>,
-    attempts: Vec<i64>,
-    lease_token: Vec<Option<Vec<u8>>>,
-    lease_consumer: Vec<Option<String>>,
-    lease_claimed_at: Vec<Option<i64>>,
-    lease_expires_at: Vec<Option<i64>>,
-    published_at: Vec<i64>,
-    delivered_at: Vec<Option<i64>>,
-    dropped_at: Vec<Option<i64>>,
-    drop_reason: Vec<Option<String>>,
-    payload: Vec<Vec<u8>>,
-}
-
-impl EventColumns {
-    /// One event's columns, as `store/pg/rows.rs`'s `EventRow` has them.
-    fn push(&mut self, event: &Event, int: impl Fn(Timestamp) -> i64) {
-        let lease = event.lease.as_ref();
-        self.unit.push(event.delegation_id.to_string());
-        self.code.push(i64::from(key_code(event.key)));
-        self.session
-            .push(session_part(event.session.as_ref()).to_owned());
-        self.delivery.push(event.delivery.as_str().to_owned());
-        self.state.push(event.state.as_str().to_owned());
-        self.attempts.push(i64::from(event.attempts));
-        self.lease_token
-            .push(lease.map(|l| l.token.0.to_be_bytes().to_vec()));
-        self.lease_consumer.push(lease.map(|l| l.consumer.clone()));
-        self.lease_claimed_at.push(lease.map(|l| int(l.claimed_at)));
-        self.lease_expires_at.push(lease.map(|l| int(l.expires_at)));
-        self.published_at.push(int(event.published_at));
-        self.delivered_at.push(event.delivered_at.map(&int));
-        self.dropped_at.push(event.dropped_at.map(&int));
-        self.drop_reason
-            .push(event.drop_reason.as_ref().map(|r| r.as_str().to_owned()));
-        self.payload.push(crate::codec::encode(&event.payload));
-    }
 }
 
 /// Queued units in ten sessions of no host, running inline units, and ready events, each

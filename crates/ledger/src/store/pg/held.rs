@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::rows::EventRow;
+use super::rows::{EventColumns, EventRow};
 use super::tx::{Tx, encode, int};
 use crate::error::Result;
 use crate::model::{Child, SessionId, UnitRecord, UnitStatus, UnitTally};
@@ -148,7 +148,7 @@ impl Tx<'_, '_> {
                 None => gone.push(unit),
             }
         }
-        let e = EventArrays::of(held.events.into_values().collect());
+        let e = EventColumns::of(held.events.into_values().collect());
         self.dirty.set(true);
         self.query_as_is(
             SEND,
@@ -240,50 +240,6 @@ impl UnitArrays {
                 .iter()
                 .map(|u| u.host.map(|h| int(h.start_time)))
                 .collect(),
-        }
-    }
-}
-
-/// The held events as the columns of their table, one array each.
-struct EventArrays {
-    units: Vec<String>,
-    codes: Vec<i64>,
-    sessions: Vec<String>,
-    deliveries: Vec<String>,
-    states: Vec<String>,
-    attempts: Vec<i64>,
-    tokens: Vec<Option<Vec<u8>>>,
-    consumers: Vec<Option<String>>,
-    claimed: Vec<Option<i64>>,
-    expires: Vec<Option<i64>>,
-    published: Vec<i64>,
-    delivered: Vec<Option<i64>>,
-    dropped: Vec<Option<i64>>,
-    reasons: Vec<Option<String>>,
-    payloads: Vec<Vec<u8>>,
-}
-
-impl EventArrays {
-    fn of(rows: Vec<EventRow>) -> EventArrays {
-        fn each<T>(rows: &[EventRow], f: impl Fn(&EventRow) -> T) -> Vec<T> {
-            rows.iter().map(f).collect()
-        }
-        EventArrays {
-            units: each(&rows, |r| r.unit.clone()),
-            codes: each(&rows, |r| r.code),
-            sessions: each(&rows, |r| r.session.clone()),
-            deliveries: each(&rows, |r| r.delivery.to_owned()),
-            states: each(&rows, |r| r.state.to_owned()),
-            attempts: each(&rows, |r| r.attempts),
-            tokens: each(&rows, |r| r.lease_token.clone()),
-            consumers: each(&rows, |r| r.lease_consumer.clone()),
-            claimed: each(&rows, |r| r.lease_claimed_at),
-            expires: each(&rows, |r| r.lease_expires_at),
-            published: each(&rows, |r| r.published_at),
-            delivered: each(&rows, |r| r.delivered_at),
-            dropped: each(&rows, |r| r.dropped_at),
-            reasons: each(&rows, |r| r.drop_reason.clone()),
-            payloads: each(&rows, |r| r.payload.clone()),
         }
     }
 }

@@ -53,5 +53,7 @@ pub(crate) use retry::Pg;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use retry::off_runtime;
 pub use retry::serialization_failures;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use rows::EventColumns;
 pub use schema::SCHEMA_VERSION;
 pub use url::{PgEnv, PgTarget, is_postgres_url};

@@ -154,6 +154,58 @@ impl EventRow {
     }
 }
 
+/// Events as the columns of their table, one array each: the parameters of a statement that
+/// writes many at once (`held.rs`; the scale bench's loader, `testing/bulk.rs`).
+pub(crate) struct EventColumns {
+    pub(crate) units: Vec<String>,
+    pub(crate) codes: Vec<i64>,
+    pub(crate) sessions: Vec<String>,
+    pub(crate) deliveries: Vec<String>,
+    pub(crate) states: Vec<String>,
+    pub(crate) attempts: Vec<i64>,
+    pub(crate) tokens: Vec<Option<Vec<u8>>>,
+    pub(crate) consumers: Vec<Option<String>>,
+    pub(crate) claimed: Vec<Option<i64>>,
+    pub(crate) expires: Vec<Option<i64>>,
+    pub(crate) published: Vec<i64>,
+    pub(crate) delivered: Vec<Option<i64>>,
+    pub(crate) dropped: Vec<Option<i64>>,
+    pub(crate) reasons: Vec<Option<String>>,
+    pub(crate) payloads: Vec<Vec<u8>>,
+}
+
+impl EventColumns {
+    /// The columns of `rows`.
+    pub(super) fn of(rows: Vec<EventRow>) -> EventColumns {
+        fn each<T>(rows: &[EventRow], f: impl Fn(&EventRow) -> T) -> Vec<T> {
+            rows.iter().map(f).collect()
+        }
+        EventColumns {
+            units: each(&rows, |r| r.unit.clone()),
+            codes: each(&rows, |r| r.code),
+            sessions: each(&rows, |r| r.session.clone()),
+            deliveries: each(&rows, |r| r.delivery.to_owned()),
+            states: each(&rows, |r| r.state.to_owned()),
+            attempts: each(&rows, |r| r.attempts),
+            tokens: each(&rows, |r| r.lease_token.clone()),
+            consumers: each(&rows, |r| r.lease_consumer.clone()),
+            claimed: each(&rows, |r| r.lease_claimed_at),
+            expires: each(&rows, |r| r.lease_expires_at),
+            published: each(&rows, |r| r.published_at),
+            delivered: each(&rows, |r| r.delivered_at),
+            dropped: each(&rows, |r| r.dropped_at),
+            reasons: each(&rows, |r| r.drop_reason.clone()),
+            payloads: each(&rows, |r| r.payload.clone()),
+        }
+    }
+
+    /// The columns of `events`.
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn of_events<'e>(events: impl IntoIterator<Item = &'e Event>) -> EventColumns {
+        EventColumns::of(events.into_iter().map(EventRow::of).collect())
+    }
+}
+
 impl EventRow {
     /// The statement parameters of its columns, in [`event_columns`] order.
     pub(super) fn params(&self) -> [&dyn Param; 15] {
