@@ -8,7 +8,8 @@
 //! with what happened lately, not with the history kept. Then it moves the watermark on over
 //! what it read that no longer changes, short of [`FOLD_MARGIN_MS`] before now (a unit is
 //! dispatched at its dispatcher's clock and committed a moment later), and stores the new base
-//! if no other process stored one meanwhile (compare and set, one small write).
+//! if no other process stored one meanwhile (compare and set, one small write) — when it counts
+//! at least [`FOLD_MIN`] more units; fewer are read again next time instead.
 //!
 //! The first census of a ledger reads every unit once, [`FOLD_PAGE`] at a time, storing the
 //! base after each page. Retention removing a unit the base counts notes it there
@@ -38,6 +39,10 @@ pub const FOLD_MARGIN_MS: u64 = 60 * 1000;
 /// (`LedgerConfig::census_page`): the first census of a large ledger reads it page by page,
 /// folding each.
 pub const FOLD_PAGE: usize = 50_000;
+/// The fewest changes a census stores a new base for by default
+/// (`LedgerConfig::census_fold_min`): a scrape that finds a few units passed or settled reads
+/// them again next time (a millisecond) rather than commit a new base each time.
+pub const FOLD_MIN: usize = 256;
 /// How often a census starts again when another process stored a base meanwhile.
 const FOLD_ATTEMPTS: usize = 4;
 
@@ -104,6 +109,13 @@ impl Ledger {
             let page = self.config.census_page.max(1);
             let look = self.read(|r| look(r, carried.as_ref(), page, held))?;
             let next = fold(&look, horizon, held);
+            // A page always moves on; the last read stores only enough change to be worth a
+            // commit (what it leaves is read again, and counted the same either way).
+            let next = if look.more || changes(&look.base, &next) >= self.config.census_fold_min {
+                next
+            } else {
+                look.base.clone()
+            };
             let mut stored = look.stored.clone();
             if storable && next != look.base {
                 match self.store_base(look.stored.as_deref(), &next) {
@@ -284,6 +296,16 @@ impl Held {
         self.parts = kept;
         totals
     }
+}
+
+/// How many units `next` counts that `base` did not: what storing it spares the next census
+/// from reading.
+fn changes(base: &MetricsBase, next: &MetricsBase) -> usize {
+    let counted = next
+        .totals
+        .dispatches()
+        .saturating_sub(base.totals.dispatches());
+    usize::try_from(counted).unwrap_or(usize::MAX)
 }
 
 fn group_events(events: &[Event]) -> HashMap<&DelegationId, Vec<&Event>> {

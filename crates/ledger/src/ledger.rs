@@ -30,6 +30,9 @@ pub struct LedgerConfig {
     /// The most units one read of a metrics census takes after its base's watermark
     /// ([`crate::FOLD_PAGE`]): the first census of a large ledger goes page by page.
     pub census_page: usize,
+    /// The fewest changes (units passed by the watermark, open units settled) for which a
+    /// census stores a new metrics base ([`crate::FOLD_MIN`]); fewer are read again instead.
+    pub census_fold_min: usize,
 }
 
 impl LedgerConfig {
@@ -43,6 +46,7 @@ impl LedgerConfig {
             recovery_interval_ms: ms(settings.host.recovery_interval),
             purge_budget_ms: crate::PURGE_BUDGET_MS,
             census_page: crate::FOLD_PAGE,
+            census_fold_min: crate::FOLD_MIN,
         }
     }
 }

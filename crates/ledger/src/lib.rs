@@ -55,7 +55,7 @@ mod txn;
 mod units;
 
 pub use ack::Acked;
-pub use census::{Census, FOLD_MARGIN_MS, FOLD_PAGE, Held};
+pub use census::{Census, FOLD_MARGIN_MS, FOLD_MIN, FOLD_PAGE, Held};
 pub use codec::FORMAT_VERSION;
 pub use error::{LedgerError, Result, StorageFault};
 pub use events::{BoundaryView, NewEvent};

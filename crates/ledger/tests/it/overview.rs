@@ -123,6 +123,7 @@ fn config(page: usize) -> LedgerConfig {
         replay_max_age_ms: 1_000,
         retention_ms: 30 * 86_400_000,
         census_page: page,
+        census_fold_min: 1,
         ..LedgerConfig::default()
     }
 }
@@ -210,4 +211,29 @@ fn units_retention_removes_leave_the_gauge_of_units_kept_not_the_counters() {
     );
     assert_eq!(after.totals.dispatches(), 3);
     assert_eq!(after.totals.kept(UnitStatus::Completed), 0, "none is kept");
+}
+
+#[test]
+fn a_census_stores_a_base_only_for_enough_change_and_counts_the_same_either_way() {
+    let f = fixture_with(LedgerConfig {
+        census_fold_min: 5,
+        ..config(FOLD_PAGE)
+    });
+    let l = &f.ledger;
+    let first: Vec<DelegationId> = (0..3).map(|_| unit(l, 1)).collect();
+    settle(l, &first.iter().collect::<Vec<_>>(), T0.plus_ms(5));
+    let later = T0.plus_ms(FOLD_MARGIN_MS + 10_000);
+    let census = l.census(later, &mut Held::default()).expect("census");
+    assert_eq!((census.read, census.totals.dispatches()), (3, 3));
+    assert_eq!(
+        l.census(later, &mut Held::default()).expect("census").read,
+        3,
+        "three settled units are read again rather than stored"
+    );
+    let more: Vec<DelegationId> = (0..3).map(|_| unit(l, 1)).collect();
+    settle(l, &more.iter().collect::<Vec<_>>(), T0.plus_ms(6));
+    let census = l.census(later, &mut Held::default()).expect("census");
+    assert_eq!((census.read, census.totals.dispatches()), (6, 6));
+    let stored = l.census(later, &mut Held::default()).expect("census");
+    assert_eq!((stored.read, stored.totals), (0, census.totals));
 }
