@@ -16,8 +16,8 @@ use serde_json::Value;
 
 /// The most of a core an idle process may use while its server is down. A headless host with
 /// a running child measured 1.5–1.7 % alone and 3.3 % with the whole suite running beside it
-/// (its six reconnections, each a TLS and SCRAM handshake, cost more CPU time on a busy
-/// machine); a host that spins on a lost server uses a whole core.
+/// (the same work costs more CPU time on a busy machine); a host that spins on a lost server
+/// uses a whole core.
 const MAX_CPU_SHARE: f64 = 0.05;
 /// How long an outage is measured.
 const WINDOW: Duration = Duration::from_secs(6);
