@@ -234,10 +234,8 @@ fn merge(into: &mut Map<String, Value>, value: Value) {
 }
 
 fn cargo(pg_url: &str) -> Command {
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command
-        .current_dir(workspace_root())
-        .env(PG_URL_VAR, pg_url);
+    let mut command = crate::cargo(&[]);
+    command.env(PG_URL_VAR, pg_url);
     command
 }
 

@@ -162,11 +162,32 @@ impl Phases {
     }
 }
 
-/// A cargo command in the workspace root.
+/// A cargo command in the workspace root, without the variables `cargo run` set for xtask.
+///
+/// Some build scripts (ring's) declare `rerun-if-env-changed` on `CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_NAME` and the like, and cargo compares them with its own environment: a cargo
+/// run from inside xtask (`CARGO_MANIFEST_DIR=…/xtask`) and one from inside a bench example
+/// (`…/crates/cli`) would each rebuild ring and everything above it, minutes per harness.
 pub(crate) fn cargo(args: &[&str]) -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.args(args).current_dir(boundaries::workspace_root());
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|name| set_by_cargo_run(name)) {
+            command.env_remove(name);
+        }
+    }
     command
+}
+
+/// Whether `name` is one of the variables cargo sets for the program it runs (not one a user
+/// sets to configure cargo, such as `CARGO_TARGET_DIR` or `CARGO_HOME`).
+fn set_by_cargo_run(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR"
+        )
 }
 
 /// Runs `command`, failing if it fails.

@@ -11,14 +11,29 @@ pub fn release_binary() -> Result<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let exe = target.join("release").join("hermes");
-    let status = Command::new(env!("CARGO"))
-        // Built beside this example, as `cargo run --example` resolved its features: a build of
-        // the binary alone resolves them without the dev-dependencies and relinks it each time.
+    let mut build = Command::new(env!("CARGO"));
+    // Built beside this example, as `cargo run --example` resolved its features: a build of
+    // the binary alone resolves them without the dev-dependencies and relinks it each time.
+    build
         .args(["build", "--release", "-p", "hermes-cli", "--bin", "hermes"])
         .args(["--example", env!("CARGO_CRATE_NAME")])
-        .stdout(Stdio::null())
-        .status()
-        .context("cargo build")?;
+        .stdout(Stdio::null());
+    // Without what `cargo run` set for this example: ring's build script reruns when
+    // `CARGO_MANIFEST_DIR` or `CARGO_PKG_*` differ from the last build's, and the build that
+    // ran this example (from `cargo xtask bench` or a shell) had none of this example's.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|name| {
+            name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_MANIFEST_")
+                || matches!(
+                    name,
+                    "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR"
+                )
+        }) {
+            build.env_remove(name);
+        }
+    }
+    let status = build.status().context("cargo build")?;
     if !status.success() || !exe.exists() {
         bail!("cannot build {}", exe.display());
     }
