@@ -15,9 +15,11 @@ use crate::error::LedgerError;
 /// format 4 an agent child's profile, adapter and depth on a unit's dispatch and its stream's
 /// model and usage on its outcome; format 5 a unit's workspace on its dispatch and a child's
 /// changes on its outcome; format 6 a unit's sandbox on its dispatch and an agent child's
-/// refused tool calls on its outcome. Every other value is laid out as in format 1 and read
-/// from any.
-pub const FORMAT_VERSION: u8 = 6;
+/// refused tool calls on its outcome; format 7 lays no value out anew: it marks the redb files
+/// that keep the records of their active units in a table of their own, which an older build
+/// would not keep in step (it refuses the file instead). Every other value is laid out as in
+/// format 1 and read from any.
+pub const FORMAT_VERSION: u8 = 7;
 
 /// The oldest format this build reads.
 pub const OLDEST_FORMAT: u8 = 1;

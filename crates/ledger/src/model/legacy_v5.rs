@@ -155,7 +155,7 @@ mod tests {
             agents_network: true,
         };
         let bytes = crate::codec::encode(&new);
-        assert_eq!(bytes[0], 6);
+        assert_eq!(bytes[0], crate::codec::FORMAT_VERSION);
         assert_eq!(
             decode_delegation(Path::new("l.redb"), &bytes).expect("decodes"),
             new

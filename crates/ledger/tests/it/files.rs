@@ -140,3 +140,74 @@ fn the_writability_check_writes_and_rolls_back_leaving_nothing() {
     // Another process sees the same.
     assert_eq!(f.reopen().activity().expect("activity"), activity);
 }
+
+/// Lays `path` out as format 6 did: the ids of the active units in `active_units`, no
+/// `active_records`.
+fn lay_out_as_format_6(path: &std::path::Path, active: &[&DelegationId]) {
+    const ACTIVE_UNITS: redb::TableDefinition<&str, ()> =
+        redb::TableDefinition::new("active_units");
+    const ACTIVE_RECORDS: redb::TableDefinition<&str, &[u8]> =
+        redb::TableDefinition::new("active_records");
+    {
+        let mut builder = redb::Database::builder();
+        builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+        let db = builder.create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        assert!(txn.delete_table(ACTIVE_RECORDS).unwrap());
+        let mut table = txn.open_table(ACTIVE_UNITS).unwrap();
+        for id in active {
+            table.insert(id.as_str(), ()).unwrap();
+        }
+        drop(table);
+        txn.commit().unwrap();
+    }
+    set_format_version(path, 6);
+}
+
+#[test]
+fn a_format_6_file_is_migrated_on_open_and_keeps_its_active_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.redb");
+    let (active, ended) = {
+        let ledger = Ledger::open(&path, LedgerConfig::default()).unwrap();
+        let active = crate::common::unit(&ledger, 2);
+        let ended = crate::common::unit(&ledger, 1);
+        crate::common::finish(&ledger, &ended, 0, crate::common::T0.plus_ms(5));
+        (active, ended)
+    };
+    lay_out_as_format_6(&path, &[&active]);
+
+    let ledger = Ledger::open(&path, LedgerConfig::default()).expect("a format 6 file opens");
+    let overview = ledger.overview(10).unwrap();
+    let live: Vec<&DelegationId> = overview
+        .running
+        .iter()
+        .chain(&overview.queued)
+        .map(|v| &v.unit.id)
+        .collect();
+    assert_eq!(
+        live,
+        [&active],
+        "the active unit stays active, the ended one ended"
+    );
+    assert!(ledger.delegation(&ended).unwrap().is_some());
+    drop(ledger);
+
+    // The file now says this format, and format 6's index is gone.
+    let mut builder = redb::Database::builder();
+    builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = builder.create(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    const META: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+    let meta = txn.open_table(META).unwrap();
+    assert_eq!(
+        meta.get("format_version").unwrap().map(|v| v.value()),
+        Some(u64::from(FORMAT_VERSION))
+    );
+    const ACTIVE_UNITS: redb::TableDefinition<&str, ()> =
+        redb::TableDefinition::new("active_units");
+    assert!(matches!(
+        txn.open_table(ACTIVE_UNITS),
+        Err(redb::TableError::TableDoesNotExist(_))
+    ));
+}

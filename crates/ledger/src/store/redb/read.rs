@@ -174,13 +174,13 @@ impl<T: Tables> ReadTx for T {
 
     /// Queued or running units, in id order.
     fn active_units(&self) -> Result<Vec<UnitRecord>> {
-        let table = self.open(ACTIVE_UNITS).map_err(storage)?;
-        let mut ids = Vec::new();
+        let table = self.open(ACTIVE_RECORDS).map_err(storage)?;
+        let mut out = Vec::new();
         for row in table.iter().map_err(storage)? {
-            let (k, _) = row.map_err(storage)?;
-            ids.push(k.value().to_owned());
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode_delegation(self.path(), v.value())?);
         }
-        delegations(self, ids.iter().map(String::as_str))
+        Ok(out)
     }
 
     /// How many units are recorded, of `session` or of all sessions, up to `at_most` (the

@@ -59,14 +59,15 @@ impl RedbStore {
         if existing && let Ok(reader) = open_read_only(path) {
             store.reader = Some(reader);
             match store.stored_format() {
-                Ok(Some(found)) => {
+                // An older file is migrated below, through the writable handle.
+                Ok(Some(found)) if found >= u64::from(FORMAT_VERSION) => {
                     store.check_version(found)?;
                     return Ok(store);
                 }
                 Err(err @ (LedgerError::NewerFormat { .. } | LedgerError::Damaged { .. })) => {
                     return Err(err);
                 }
-                Ok(None) | Err(_) => store.reader = None,
+                Ok(_) | Err(_) => store.reader = None,
             }
         }
         let _ = store.writer.set(open_writable(path)?);
@@ -203,10 +204,11 @@ impl RedbStore {
         Ok(())
     }
 
-    /// Checks the format, creating the tables of a fresh file (the only write: a file that has
-    /// them commits nothing here).
+    /// Checks the format, creating the tables of a fresh file and migrating an older one (the
+    /// only writes: a file of this format commits nothing here).
     fn check_format(&self) -> Result<()> {
         match self.stored_format()? {
+            Some(found) if found < u64::from(FORMAT_VERSION) => self.migrate(),
             Some(found) => self.check_version(found),
             None => {
                 let db = self.writable()?;
@@ -221,6 +223,26 @@ impl RedbStore {
                 })
             }
         }
+    }
+}
+
+impl RedbStore {
+    /// Brings a file of an older format to this one, in one transaction (another process may
+    /// have done it first: the format is read again inside it). Format 7 keeps the records of
+    /// the active units in `active_records`, filled here from format 6's index of their ids.
+    fn migrate(&self) -> Result<()> {
+        let db = self.writable()?;
+        let counters = Counters::default();
+        self.guard(|| {
+            let w = Write::new(db.begin_write().map_err(storage)?, &self.path, &counters);
+            if w.meta(META_FORMAT_VERSION)?.unwrap_or(0) >= u64::from(FORMAT_VERSION) {
+                return Ok(());
+            }
+            w.create_tables()?;
+            w.move_active_units_v6()?;
+            w.set_meta(META_FORMAT_VERSION, u64::from(FORMAT_VERSION))?;
+            Writer(Box::new(w)).commit()
+        })
     }
 }
 

@@ -1,6 +1,6 @@
 //! Every redb table of the ledger, in one place.
 //!
-//! Values are `codec`-encoded byte strings. Index tables (`OPEN_EVENTS`, `ACTIVE_UNITS`,
+//! Values are `codec`-encoded byte strings. Index tables (`OPEN_EVENTS`, `ACTIVE_RECORDS`,
 //! `UNITS_BY_TIME`, `UNITS_BY_SESSION`, `QUEUE`) are maintained in the same transaction as the
 //! rows they index, so they are never out of step.
 
@@ -25,8 +25,14 @@ pub(crate) const QUEUE: TableDefinition<u64, &str> = TableDefinition::new("queue
 /// (session id or "", delegation id, event key code) for every pending or claimed event.
 pub(crate) const OPEN_EVENTS: TableDefinition<(&str, &str, u32), ()> =
     TableDefinition::new("open_events");
-/// Delegation id for every queued or running unit.
-pub(crate) const ACTIVE_UNITS: TableDefinition<&str, ()> = TableDefinition::new("active_units");
+/// Delegation id → `UnitRecord` (the same bytes as its [`DELEGATIONS`] row) for every queued or
+/// running unit. Every command's sweep and every admission reads all of them: kept apart, they
+/// sit on a few pages of their own, which a million ended units do not spread out (format 7).
+pub(crate) const ACTIVE_RECORDS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("active_records");
+/// Delegation id for every queued or running unit, up to format 6 (then [`ACTIVE_RECORDS`]):
+/// read once, by the migration to format 7, which removes it.
+pub(crate) const ACTIVE_UNITS_V6: TableDefinition<&str, ()> = TableDefinition::new("active_units");
 /// (dispatched at, delegation id) for every unit.
 pub(crate) const UNITS_BY_TIME: TableDefinition<(u64, &str), ()> =
     TableDefinition::new("units_by_time");

@@ -1,7 +1,7 @@
 //! The redb backend: the embedded default, one file per home.
 //!
 //! Every record kind is a typed redb table (`tables.rs`); index tables (`OPEN_EVENTS`,
-//! `ACTIVE_UNITS`, `UNITS_BY_TIME`, `UNITS_BY_SESSION`, `QUEUE`) are written in the same
+//! `ACTIVE_RECORDS`, `UNITS_BY_TIME`, `UNITS_BY_SESSION`, `QUEUE`) are written in the same
 //! transaction as the rows they index. Reads are written once for both kinds of redb
 //! transaction, through `ReadableTable`, the way redb shares getters itself.
 
@@ -182,7 +182,7 @@ impl<'p> Write<'p> {
         self.txn_mut().open_table(CLAIMS).map_err(storage)?;
         self.txn_mut().open_table(QUEUE).map_err(storage)?;
         self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
-        self.txn_mut().open_table(ACTIVE_UNITS).map_err(storage)?;
+        self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
         self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
         self.txn_mut()
             .open_table(UNITS_BY_SESSION)
@@ -191,6 +191,36 @@ impl<'p> Write<'p> {
         self.txn_mut().open_table(CHILD_STALLS).map_err(storage)?;
         self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
         self.txn_mut().open_table(METRICS_BASE).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Copies the record of every unit format 6 indexed as active into `active_records`, then
+    /// deletes that index (the migration to format 7).
+    pub(crate) fn move_active_units_v6(&self) -> Result<()> {
+        let ids: Vec<String> = match self.txn.open_table(ACTIVE_UNITS_V6) {
+            Ok(table) => table
+                .iter()
+                .map_err(storage)?
+                .map(|row| row.map(|(k, _)| k.value().to_owned()))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(storage)?,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(err) => return Err(storage(err)),
+        };
+        {
+            let units = self.txn_mut().open_table(DELEGATIONS).map_err(storage)?;
+            let mut active = self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
+            for id in &ids {
+                if let Some(record) = units.get(id.as_str()).map_err(storage)? {
+                    active
+                        .insert(id.as_str(), record.value())
+                        .map_err(storage)?;
+                }
+            }
+        }
+        self.txn_mut()
+            .delete_table(ACTIVE_UNITS_V6)
+            .map_err(storage)?;
         Ok(())
     }
 }
@@ -232,17 +262,22 @@ impl WriteTx for Write<'_> {
         Ok(())
     }
 
-    /// Inserts or updates a unit, keeping `ACTIVE_UNITS`, `QUEUE`, `UNITS_BY_TIME` and
+    /// Inserts or updates a unit, keeping `ACTIVE_RECORDS`, `QUEUE`, `UNITS_BY_TIME` and
     /// `UNITS_BY_SESSION` in step.
     fn put_delegation(&self, unit: &UnitRecord) -> Result<()> {
         let id = unit.id.as_str();
-        put(self.txn_mut(), DELEGATIONS, id, unit)?;
+        let encoded = codec::encode(unit);
+        self.txn_mut()
+            .open_table(DELEGATIONS)
+            .map_err(storage)?
+            .insert(id, encoded.as_slice())
+            .map_err(storage)?;
         {
-            let mut active = self.txn_mut().open_table(ACTIVE_UNITS).map_err(storage)?;
+            let mut active = self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
             if unit.status.is_terminal() {
                 active.remove(id).map_err(storage)?;
             } else {
-                active.insert(id, ()).map_err(storage)?;
+                active.insert(id, encoded.as_slice()).map_err(storage)?;
             }
         }
         {
@@ -384,7 +419,7 @@ impl WriteTx for Write<'_> {
             .remove(id)
             .map_err(storage)?;
         self.txn_mut()
-            .open_table(ACTIVE_UNITS)
+            .open_table(ACTIVE_RECORDS)
             .map_err(storage)?
             .remove(id)
             .map_err(storage)?;
