@@ -172,7 +172,7 @@ pub(crate) fn cargo(args: &[&str]) -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.args(args).current_dir(boundaries::workspace_root());
     for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(|name| set_by_cargo_run(name)) {
+        if name.to_str().is_some_and(set_by_cargo_run) {
             command.env_remove(name);
         }
     }

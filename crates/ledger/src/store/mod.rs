@@ -244,6 +244,16 @@ pub(crate) trait ReadTx {
         }
         Ok(out)
     }
+    /// [`ReadTx::children_of`] of units that are all queued or running in this snapshot: a
+    /// backend that keeps the children of the active units apart reads them from there.
+    fn active_children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {
+        self.children_of(ids)
+    }
+    /// [`ReadTx::events_of`] of units that are all queued or running in this snapshot; as
+    /// [`ReadTx::active_children_of`].
+    fn active_events_of(&self, ids: &[DelegationId]) -> Result<Vec<Event>> {
+        self.events_of(ids)
+    }
     /// The stalling children of every unit of `ids`, with their unit; as
     /// [`ReadTx::children_of`].
     fn stalls_of(&self, ids: &[DelegationId]) -> Result<Vec<(DelegationId, Stalling)>> {

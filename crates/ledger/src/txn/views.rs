@@ -43,20 +43,38 @@ pub(crate) fn live(r: &Reader<'_>) -> Result<Overview> {
     queued.sort_by_key(|u| u.queue_seq);
     Ok(Overview {
         hosts: r.hosts()?,
-        running: views(r, running)?,
-        queued: views(r, queued)?,
+        running: views_of(r, running, Units::Active)?,
+        queued: views_of(r, queued, Units::Active)?,
         recent: Vec::new(),
     })
 }
 
+/// Which units a bulk read of views is of.
+#[derive(Clone, Copy, PartialEq)]
+enum Units {
+    /// Queued or running units, all of them of the read's snapshot: their children and events
+    /// are read where the backend keeps those of the active units apart.
+    Active,
+    /// Any units.
+    Any,
+}
+
 /// Units with their children, stalls and events, read in bulk.
 pub(crate) fn views(r: &Reader<'_>, units: Vec<UnitRecord>) -> Result<Vec<UnitView>> {
+    views_of(r, units, Units::Any)
+}
+
+fn views_of(r: &Reader<'_>, units: Vec<UnitRecord>, of: Units) -> Result<Vec<UnitView>> {
     if units.is_empty() {
         return Ok(Vec::new());
     }
     let ids: Vec<DelegationId> = units.iter().map(|u| u.id.clone()).collect();
-    let mut children = group(r.children_of(&ids)?, |c| c.delegation_id.clone());
-    let mut events = group(r.events_of(&ids)?, |e| e.delegation_id.clone());
+    let (children, events) = match of {
+        Units::Active => (r.active_children_of(&ids)?, r.active_events_of(&ids)?),
+        Units::Any => (r.children_of(&ids)?, r.events_of(&ids)?),
+    };
+    let mut children = group(children, |c| c.delegation_id.clone());
+    let mut events = group(events, |e| e.delegation_id.clone());
     let mut stalls = group(r.stalls_of(&ids)?, |(id, _)| id.clone());
     Ok(units
         .into_iter()

@@ -141,8 +141,8 @@ fn the_writability_check_writes_and_rolls_back_leaving_nothing() {
     assert_eq!(f.reopen().activity().expect("activity"), activity);
 }
 
-/// Lays `path` out as format 6 did: the ids of the active units in `active_units`, no
-/// `active_records`.
+/// Lays `path` out as format 6 did: the ids of the active units in `active_units`, none of
+/// the tables of the active units' records, children and events.
 fn lay_out_as_format_6(path: &std::path::Path, active: &[&DelegationId]) {
     const ACTIVE_UNITS: redb::TableDefinition<&str, ()> =
         redb::TableDefinition::new("active_units");
@@ -154,6 +154,10 @@ fn lay_out_as_format_6(path: &std::path::Path, active: &[&DelegationId]) {
         let db = builder.create(path).unwrap();
         let txn = db.begin_write().unwrap();
         assert!(txn.delete_table(ACTIVE_RECORDS).unwrap());
+        for name in ["active_children", "active_events"] {
+            let def: redb::TableDefinition<(&str, u32), &[u8]> = redb::TableDefinition::new(name);
+            assert!(txn.delete_table(def).unwrap());
+        }
         let mut table = txn.open_table(ACTIVE_UNITS).unwrap();
         for id in active {
             table.insert(id.as_str(), ()).unwrap();
@@ -191,6 +195,14 @@ fn a_format_6_file_is_migrated_on_open_and_keeps_its_active_units() {
         "the active unit stays active, the ended one ended"
     );
     assert!(ledger.delegation(&ended).unwrap().is_some());
+    let view = overview
+        .running
+        .iter()
+        .chain(&overview.queued)
+        .next()
+        .unwrap();
+    assert_eq!(view.children, ledger.children(&active).unwrap());
+    assert_eq!(view.children.len(), 2);
     drop(ledger);
 
     // The file now says this format, and format 6's index is gone.

@@ -84,6 +84,64 @@ fn the_overview_gives_each_unit_its_own_children_stalls_and_events() {
 }
 
 #[test]
+fn the_live_views_follow_every_change_of_a_running_units_children_and_events() {
+    let f = fixture();
+    let l = &f.ledger;
+    let host = registered_host(l, 42);
+    let batch = unit(l, 2);
+    for index in 0..2 {
+        l.child_started(owner(l, &batch), &batch, index, host, T0)
+            .expect("started");
+    }
+    let progress = Progress {
+        api_calls: 7,
+        output_bytes: 120,
+        progress_seq: 3,
+        last_activity_at: Some(T0.plus_ms(2)),
+        ..Progress::default()
+    };
+    l.record_progress(
+        owner(l, &batch),
+        &[ProgressUpdate {
+            delegation_id: batch.clone(),
+            index: 0,
+            progress: progress.clone(),
+            tail: None,
+        }],
+    )
+    .expect("progress");
+    finish(l, &batch, 1, T0.plus_ms(5));
+    let event = key(&batch, 1);
+    let claim = claimed(claim(
+        l,
+        std::slice::from_ref(&event),
+        60_000,
+        T0.plus_ms(6),
+    ));
+    l.ack(claim.token, T0.plus_ms(7)).expect("ack");
+
+    // The running unit's view is its children and events as they are now.
+    let overview = l.overview(10).expect("overview");
+    let [view] = &overview.running[..] else {
+        panic!("one running unit: {:?}", overview.running);
+    };
+    assert_eq!(view.children, l.children(&batch).expect("children"));
+    assert_eq!(view.children[0].progress, progress);
+    assert_eq!(view.events, l.events(&batch).expect("events"));
+    assert_eq!(view.events[0].state, EventState::Delivered);
+
+    // Once it ends it is no longer live, and its view as a recent unit has both events.
+    finish(l, &batch, 0, T0.plus_ms(8));
+    let overview = l.overview(10).expect("overview");
+    assert!(overview.running.is_empty() && overview.queued.is_empty());
+    let [recent] = &overview.recent[..] else {
+        panic!("one recent unit: {:?}", overview.recent);
+    };
+    assert_eq!(recent.events, l.events(&batch).expect("events"));
+    assert_eq!(recent.events.len(), 2);
+}
+
+#[test]
 fn a_long_lived_census_decodes_each_unit_that_no_longer_changes_once() {
     let f = fixture_with(config(FOLD_PAGE));
     let l = &f.ledger;

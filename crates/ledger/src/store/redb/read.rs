@@ -127,6 +127,31 @@ impl<T: Tables> ReadTx for T {
             .transpose()
     }
 
+    fn active_children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {
+        let table = self.open(ACTIVE_CHILDREN).map_err(storage)?;
+        let mut out = Vec::new();
+        for id in ids {
+            for row in table.range(by_id(id.as_str())).map_err(storage)? {
+                let (_, v) = row.map_err(storage)?;
+                out.push(decode_child(self.path(), v.value())?);
+            }
+        }
+        self.counters().count(out.len() as u64);
+        Ok(out)
+    }
+
+    fn active_events_of(&self, ids: &[DelegationId]) -> Result<Vec<Event>> {
+        let table = self.open(ACTIVE_EVENTS).map_err(storage)?;
+        let mut out = Vec::new();
+        for id in ids {
+            for row in table.range(by_id(id.as_str())).map_err(storage)? {
+                let (_, v) = row.map_err(storage)?;
+                out.push(decode_event(self.path(), v.value())?);
+            }
+        }
+        Ok(out)
+    }
+
     fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
         let table = self.open(EVENTS).map_err(storage)?;
         let mut out = Vec::new();

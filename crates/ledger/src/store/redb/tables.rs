@@ -26,10 +26,20 @@ pub(crate) const QUEUE: TableDefinition<u64, &str> = TableDefinition::new("queue
 pub(crate) const OPEN_EVENTS: TableDefinition<(&str, &str, u32), ()> =
     TableDefinition::new("open_events");
 /// Delegation id → `UnitRecord` (the same bytes as its [`DELEGATIONS`] row) for every queued or
-/// running unit. Every command's sweep and every admission reads all of them: kept apart, they
-/// sit on a few pages of their own, which a million ended units do not spread out (format 7).
+/// running unit. Every command's sweep and every admission reads all of them, and `top` and the
+/// metrics their children and events too: kept apart (with [`ACTIVE_CHILDREN`] and
+/// [`ACTIVE_EVENTS`]), they sit on a few pages of their own, which a million ended units do not
+/// spread out (format 7).
 pub(crate) const ACTIVE_RECORDS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("active_records");
+/// (delegation id, index) → `Child` (the same bytes as its [`CHILDREN`] row) for every child of
+/// a unit in [`ACTIVE_RECORDS`], for the views of the live units (format 7).
+pub(crate) const ACTIVE_CHILDREN: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("active_children");
+/// (delegation id, event key code) → `Event` (the same bytes as its [`EVENTS`] row) for every
+/// event of a unit in [`ACTIVE_RECORDS`], as [`ACTIVE_CHILDREN`] (format 7).
+pub(crate) const ACTIVE_EVENTS: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("active_events");
 /// Delegation id for every queued or running unit, up to format 6 (then [`ACTIVE_RECORDS`]):
 /// read once, by the migration to format 7, which removes it.
 pub(crate) const ACTIVE_UNITS_V6: TableDefinition<&str, ()> = TableDefinition::new("active_units");

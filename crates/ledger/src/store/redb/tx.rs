@@ -183,6 +183,10 @@ impl<'p> Write<'p> {
         self.txn_mut().open_table(QUEUE).map_err(storage)?;
         self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
         self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
+        self.txn_mut()
+            .open_table(ACTIVE_CHILDREN)
+            .map_err(storage)?;
+        self.txn_mut().open_table(ACTIVE_EVENTS).map_err(storage)?;
         self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
         self.txn_mut()
             .open_table(UNITS_BY_SESSION)
@@ -194,8 +198,26 @@ impl<'p> Write<'p> {
         Ok(())
     }
 
-    /// Copies the record of every unit format 6 indexed as active into `active_records`, then
-    /// deletes that index (the migration to format 7).
+    /// Whether `id` is a queued or running unit (its children and events are mirrored).
+    fn is_active(&self, id: &str) -> Result<bool> {
+        let active = self.txn.open_table(ACTIVE_RECORDS).map_err(storage)?;
+        Ok(active.get(id).map_err(storage)?.is_some())
+    }
+
+    /// Removes the mirrors of a unit's children and events (it ended, or is removed).
+    fn forget_active(&self, id: &str) -> Result<()> {
+        for def in [ACTIVE_CHILDREN, ACTIVE_EVENTS] {
+            self.txn_mut()
+                .open_table(def)
+                .map_err(storage)?
+                .retain_in(by_id(id), |_, _| false)
+                .map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    /// Copies the record, children and events of every unit format 6 indexed as active into
+    /// the tables of the active units, then deletes that index (the migration to format 7).
     pub(crate) fn move_active_units_v6(&self) -> Result<()> {
         let ids: Vec<String> = match self.txn.open_table(ACTIVE_UNITS_V6) {
             Ok(table) => table
@@ -215,6 +237,16 @@ impl<'p> Write<'p> {
                     active
                         .insert(id.as_str(), record.value())
                         .map_err(storage)?;
+                }
+            }
+            for (rows, mirror) in [(CHILDREN, ACTIVE_CHILDREN), (EVENTS, ACTIVE_EVENTS)] {
+                let rows = self.txn.open_table(rows).map_err(storage)?;
+                let mut mirror = self.txn_mut().open_table(mirror).map_err(storage)?;
+                for id in &ids {
+                    for row in rows.range(by_id(id)).map_err(storage)? {
+                        let (k, v) = row.map_err(storage)?;
+                        mirror.insert(k.value(), v.value()).map_err(storage)?;
+                    }
                 }
             }
         }
@@ -275,7 +307,10 @@ impl WriteTx for Write<'_> {
         {
             let mut active = self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
             if unit.status.is_terminal() {
-                active.remove(id).map_err(storage)?;
+                if active.remove(id).map_err(storage)?.is_some() {
+                    drop(active);
+                    self.forget_active(id)?;
+                }
             } else {
                 active.insert(id, encoded.as_slice()).map_err(storage)?;
             }
@@ -306,13 +341,23 @@ impl WriteTx for Write<'_> {
         Ok(())
     }
 
+    /// Inserts or updates a child, and its mirror while its unit is active.
     fn put_child(&self, child: &Child) -> Result<()> {
-        put(
-            self.txn_mut(),
-            CHILDREN,
-            (child.delegation_id.as_str(), child.index),
-            child,
-        )
+        let key = (child.delegation_id.as_str(), child.index);
+        let encoded = codec::encode(child);
+        self.txn_mut()
+            .open_table(CHILDREN)
+            .map_err(storage)?
+            .insert(key, encoded.as_slice())
+            .map_err(storage)?;
+        if self.is_active(key.0)? {
+            self.txn_mut()
+                .open_table(ACTIVE_CHILDREN)
+                .map_err(storage)?
+                .insert(key, encoded.as_slice())
+                .map_err(storage)?;
+        }
+        Ok(())
     }
 
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
@@ -338,7 +383,19 @@ impl WriteTx for Write<'_> {
     fn put_event(&self, event: &Event) -> Result<()> {
         let id = event.delegation_id.as_str();
         let code = key_code(event.key);
-        put(self.txn_mut(), EVENTS, (id, code), event)?;
+        let encoded = codec::encode(event);
+        self.txn_mut()
+            .open_table(EVENTS)
+            .map_err(storage)?
+            .insert((id, code), encoded.as_slice())
+            .map_err(storage)?;
+        if self.is_active(id)? {
+            self.txn_mut()
+                .open_table(ACTIVE_EVENTS)
+                .map_err(storage)?
+                .insert((id, code), encoded.as_slice())
+                .map_err(storage)?;
+        }
         let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
         let index_key = (session_part(event.session.as_ref()), id, code);
         if event.state.is_terminal() {
@@ -418,11 +475,16 @@ impl WriteTx for Write<'_> {
             .map_err(storage)?
             .remove(id)
             .map_err(storage)?;
-        self.txn_mut()
+        let was_active = self
+            .txn_mut()
             .open_table(ACTIVE_RECORDS)
             .map_err(storage)?
             .remove(id)
-            .map_err(storage)?;
+            .map_err(storage)?
+            .is_some();
+        if was_active {
+            self.forget_active(id)?;
+        }
         self.txn_mut()
             .open_table(UNITS_BY_TIME)
             .map_err(storage)?
