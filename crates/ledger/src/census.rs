@@ -108,7 +108,8 @@ impl Ledger {
         loop {
             let page = self.config.census_page.max(1);
             let look = self.read(|r| look(r, carried.as_ref(), page, held))?;
-            let next = fold(&look, horizon, held);
+            let index = Index::of(&look);
+            let next = fold(&look, &index, horizon, held);
             // A page always moves on; the last read stores only enough change to be worth a
             // commit (what it leaves is read again, and counted the same either way).
             let next = if look.more || changes(&look.base, &next) >= self.config.census_fold_min {
@@ -137,7 +138,7 @@ impl Ledger {
                 carried = Some((next, stored));
                 continue;
             }
-            let totals = held.keep(&look, &next);
+            let totals = held.keep(&look, &index, &next);
             return Ok(Census {
                 live: look.live,
                 totals,
@@ -225,12 +226,36 @@ fn decoded(stored: Option<&[u8]>) -> MetricsBase {
     })
 }
 
+/// The units a look read, by id, with their events.
+struct Index<'l> {
+    units: HashMap<&'l str, &'l UnitRecord>,
+    events: HashMap<&'l DelegationId, Vec<&'l Event>>,
+}
+
+impl<'l> Index<'l> {
+    fn of(look: &'l Look) -> Index<'l> {
+        let mut events: HashMap<&DelegationId, Vec<&Event>> = HashMap::new();
+        for e in &look.events {
+            events.entry(&e.delegation_id).or_default().push(e);
+        }
+        Index {
+            units: look.units.iter().map(|u| (u.id.as_str(), u)).collect(),
+            events,
+        }
+    }
+
+    /// The unit `id` as read, with its events.
+    fn get(&self, id: &str) -> Option<(&'l UnitRecord, &[&'l Event])> {
+        let unit = *self.units.get(id)?;
+        let events = self.events.get(&unit.id).map_or(&[][..], Vec::as_slice);
+        Some((unit, events))
+    }
+}
+
 /// The base `look` leads to: its watermark moved on to the last key read dispatched before
 /// `horizon`, the units passed that no longer change added (read, or `held`), the others
 /// listed open.
-fn fold(look: &Look, horizon: u64, held: &Held) -> MetricsBase {
-    let by_unit = group_events(&look.events);
-    let units: HashMap<&str, &UnitRecord> = look.units.iter().map(|u| (u.id.as_str(), u)).collect();
+fn fold(look: &Look, index: &Index<'_>, horizon: u64, held: &Held) -> MetricsBase {
     let mut next = MetricsBase {
         through: look.base.through.clone(),
         open: Vec::new(),
@@ -247,7 +272,7 @@ fn fold(look: &Look, horizon: u64, held: &Held) -> MetricsBase {
         .map(String::as_str)
         .chain(passed.map(|(_, id)| id.as_str()));
     for id in candidates {
-        let Some(unit) = units.get(id) else {
+        let Some((unit, events)) = index.get(id) else {
             // Held: it no longer changes. Neither read nor held: retention removed it before
             // it was counted.
             if let Some(part) = held.parts.get(id) {
@@ -255,7 +280,6 @@ fn fold(look: &Look, horizon: u64, held: &Held) -> MetricsBase {
             }
             continue;
         };
-        let events = events_of(&by_unit, &unit.id);
         if Part::settled(unit, events) {
             next.totals.add(&Part::of(unit, events));
         } else {
@@ -269,28 +293,25 @@ impl Held {
     /// The totals of every unit as of `look`, whose base leads to `next`: `next`'s, its open
     /// units' and those of the units after its watermark (read, or held). Keeps the parts of
     /// those that no longer change, and forgets the ones `next` counts.
-    fn keep(&mut self, look: &Look, next: &MetricsBase) -> Totals {
-        let by_unit = group_events(&look.events);
-        let units: HashMap<&str, &UnitRecord> =
-            look.units.iter().map(|u| (u.id.as_str(), u)).collect();
+    fn keep(&mut self, look: &Look, index: &Index<'_>, next: &MetricsBase) -> Totals {
         let mut totals = next.totals.clone();
-        let mut kept = HashMap::new();
+        let mut kept = HashMap::with_capacity(self.parts.len());
         let after = look
             .after
             .iter()
             .filter(|key| next.through.as_ref().is_none_or(|through| *key > through))
             .map(|(_, id)| id);
         for id in next.open.iter().chain(after) {
-            if let Some(unit) = units.get(id.as_str()) {
-                let events = events_of(&by_unit, &unit.id);
+            if let Some((unit, events)) = index.get(id) {
                 let part = Part::of(unit, events);
                 totals.add(&part);
                 if Part::settled(unit, events) {
                     kept.insert(id.clone(), part);
                 }
-            } else if let Some(part) = self.parts.remove(id) {
+            } else if let Some((id, part)) = self.parts.remove_entry(id.as_str()) {
+                // Moved over, key and all: a held unit costs no allocation per census.
                 totals.add(&part);
-                kept.insert(id.clone(), part);
+                kept.insert(id, part);
             }
         }
         self.parts = kept;
@@ -306,19 +327,4 @@ fn changes(base: &MetricsBase, next: &MetricsBase) -> usize {
         .dispatches()
         .saturating_sub(base.totals.dispatches());
     usize::try_from(counted).unwrap_or(usize::MAX)
-}
-
-fn group_events(events: &[Event]) -> HashMap<&DelegationId, Vec<&Event>> {
-    let mut out: HashMap<&DelegationId, Vec<&Event>> = HashMap::new();
-    for e in events {
-        out.entry(&e.delegation_id).or_default().push(e);
-    }
-    out
-}
-
-fn events_of<'a>(
-    by_unit: &'a HashMap<&DelegationId, Vec<&'a Event>>,
-    id: &DelegationId,
-) -> &'a [&'a Event] {
-    by_unit.get(id).map_or(&[][..], Vec::as_slice)
 }
