@@ -3,7 +3,6 @@
 
 use crate::error::Result;
 use crate::ledger::Ledger;
-use crate::model::UnitRecord;
 use crate::txn::views::{Overview, live, views};
 
 impl Ledger {
@@ -12,14 +11,11 @@ impl Ledger {
     pub fn overview(&self, recent_limit: usize) -> Result<Overview> {
         self.read(|r| {
             let mut overview = live(r)?;
-            let extra = overview.running.len() + overview.queued.len();
-            let recent: Vec<UnitRecord> = r
-                .recent_units(None, recent_limit + extra)?
-                .into_iter()
-                .filter(|u| u.status.is_terminal())
-                .take(recent_limit)
-                .collect();
-            overview.recent = views(r, recent)?;
+            let live = overview.running.len() + overview.queued.len();
+            if recent_limit > 0 {
+                let recent = r.recent_ended_units(None, recent_limit, live)?;
+                overview.recent = views(r, recent)?;
+            }
             Ok(overview)
         })
     }

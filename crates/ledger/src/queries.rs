@@ -179,14 +179,10 @@ impl Ledger {
                 .running
                 .sort_by_key(|u| (u.started_at, u.dispatched_at));
             listing.queued.sort_by_key(|u| u.queue_seq);
-            // Active units are few; over-fetch by that many so `recent` stays full.
             let extra = listing.running.len() + listing.queued.len();
-            listing.recent = r
-                .recent_units(session, recent_limit + extra)?
-                .into_iter()
-                .filter(|u| u.status.is_terminal())
-                .take(recent_limit)
-                .collect();
+            if recent_limit > 0 {
+                listing.recent = r.recent_ended_units(session, recent_limit, extra)?;
+            }
             let counted = r
                 .unit_count(session, COUNT_LIMIT + extra + 1)?
                 .saturating_sub(extra);

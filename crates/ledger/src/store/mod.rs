@@ -206,6 +206,22 @@ pub(crate) trait ReadTx {
     fn unit_count(&self, session: Option<&SessionId>, at_most: usize) -> Result<usize>;
     /// The `limit` most recently dispatched units, newest first, optionally of one session.
     fn recent_units(&self, session: Option<&SessionId>, limit: usize) -> Result<Vec<UnitRecord>>;
+    /// The `limit` most recently dispatched ended units, newest first, optionally of one
+    /// session. `live` is how many units are queued or running there: read past by a backend
+    /// that cannot tell them apart before reading them.
+    fn recent_ended_units(
+        &self,
+        session: Option<&SessionId>,
+        limit: usize,
+        live: usize,
+    ) -> Result<Vec<UnitRecord>> {
+        Ok(self
+            .recent_units(session, limit + live)?
+            .into_iter()
+            .filter(|u| u.status.is_terminal())
+            .take(limit)
+            .collect())
+    }
     /// At most `limit` units dispatched before `cutoff`, oldest first, as (dispatched at, id),
     /// starting after `after` (a key this returned before): a page of the by-time index, so a
     /// caller walks a million units in bounded reads.

@@ -142,6 +142,44 @@ fn the_live_views_follow_every_change_of_a_running_units_children_and_events() {
 }
 
 #[test]
+fn the_recent_units_are_the_newest_ended_ones_past_any_number_of_live_ones() {
+    let f = fixture();
+    let l = &f.ledger;
+    let at = |ms| T0.plus_ms(ms);
+    let dispatch = |ms| {
+        l.dispatch(background(1), ROOMY, at(ms))
+            .expect("dispatch")
+            .delegation
+            .id
+    };
+    // Ended units at 1..=3 ms, then live ones dispatched after them.
+    let ended: Vec<DelegationId> = (1..=3).map(dispatch).collect();
+    for (i, id) in ended.iter().enumerate() {
+        finish(l, id, 0, at(10 + i as u64));
+    }
+    let live: Vec<DelegationId> = (4..=8).map(dispatch).collect();
+
+    let newest_first =
+        |units: &[UnitRecord]| units.iter().map(|u| u.id.clone()).collect::<Vec<_>>();
+    let listing = l.list(None, 2).expect("list");
+    assert_eq!(
+        newest_first(&listing.recent),
+        [ended[2].clone(), ended[1].clone()]
+    );
+    assert_eq!(listing.running.len() + listing.queued.len(), live.len());
+    let overview = l.overview(2).expect("overview");
+    let recent: Vec<DelegationId> = overview.recent.iter().map(|v| v.unit.id.clone()).collect();
+    assert_eq!(recent, [ended[2].clone(), ended[1].clone()]);
+    // Of one session, and none asked for.
+    let mine = l.list(Some(&session()), 5).expect("list");
+    assert_eq!(
+        newest_first(&mine.recent),
+        [ended[2].clone(), ended[1].clone(), ended[0].clone()]
+    );
+    assert!(l.list(None, 0).expect("list").recent.is_empty());
+}
+
+#[test]
 fn a_long_lived_census_decodes_each_unit_that_no_longer_changes_once() {
     let f = fixture_with(config(FOLD_PAGE));
     let l = &f.ledger;

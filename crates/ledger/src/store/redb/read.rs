@@ -262,6 +262,45 @@ impl<T: Tables> ReadTx for T {
         Ok(units)
     }
 
+    /// Of all sessions: newest first through the by-time index, past the units in
+    /// `ACTIVE_RECORDS` without reading them (every unit not there has ended).
+    fn recent_ended_units(
+        &self,
+        session: Option<&SessionId>,
+        limit: usize,
+        live: usize,
+    ) -> Result<Vec<UnitRecord>> {
+        if session.is_some() {
+            let units = self.recent_units(session, limit + live)?;
+            return Ok(units
+                .into_iter()
+                .filter(|u| u.status.is_terminal())
+                .take(limit)
+                .collect());
+        }
+        let by_time = self.open(UNITS_BY_TIME).map_err(storage)?;
+        let active = self.open(ACTIVE_RECORDS).map_err(storage)?;
+        let units = self.open(DELEGATIONS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in by_time.iter().map_err(storage)?.rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = row.map_err(storage)?;
+            let id = k.value().1;
+            if active.get(id).map_err(storage)?.is_some() {
+                continue;
+            }
+            if let Some(v) = units.get(id).map_err(storage)? {
+                let unit = decode_delegation(self.path(), v.value())?;
+                if unit.status.is_terminal() {
+                    out.push(unit);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// A page of the units dispatched before `cutoff`, oldest first, after `after`.
     fn units_before(
         &self,
