@@ -215,12 +215,7 @@ pub(crate) trait ReadTx {
         limit: usize,
         live: usize,
     ) -> Result<Vec<UnitRecord>> {
-        Ok(self
-            .recent_units(session, limit + live)?
-            .into_iter()
-            .filter(|u| u.status.is_terminal())
-            .take(limit)
-            .collect())
+        Ok(ended(self.recent_units(session, limit + live)?, limit))
     }
     /// At most `limit` units dispatched before `cutoff`, oldest first, as (dispatched at, id),
     /// starting after `after` (a key this returned before): a page of the by-time index, so a
@@ -279,6 +274,15 @@ pub(crate) trait ReadTx {
         }
         Ok(out)
     }
+}
+
+/// The first `limit` of `units` that have ended.
+pub(crate) fn ended(units: Vec<UnitRecord>, limit: usize) -> Vec<UnitRecord> {
+    units
+        .into_iter()
+        .filter(|u| u.status.is_terminal())
+        .take(limit)
+        .collect()
 }
 
 /// The writes every backend offers inside a write transaction. A backend keeps its indexes in

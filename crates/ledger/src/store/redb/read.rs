@@ -12,7 +12,7 @@ use crate::model::{
     Child, ClaimRecord, ClaimToken, DelegationId, Event, EventRef, HostRecord, ProcessId, Session,
     SessionId, Stalling, Timestamp, UnitRecord, UnitTally,
 };
-use crate::store::{ReadTx, event_ref, key_code, session_part};
+use crate::store::{ReadTx, ended, event_ref, key_code, session_part};
 
 use super::tx::*;
 
@@ -128,28 +128,13 @@ impl<T: Tables> ReadTx for T {
     }
 
     fn active_children_of(&self, ids: &[DelegationId]) -> Result<Vec<Child>> {
-        let table = self.open(ACTIVE_CHILDREN).map_err(storage)?;
-        let mut out = Vec::new();
-        for id in ids {
-            for row in table.range(by_id(id.as_str())).map_err(storage)? {
-                let (_, v) = row.map_err(storage)?;
-                out.push(decode_child(self.path(), v.value())?);
-            }
-        }
+        let out = rows_of(self, ACTIVE_CHILDREN, ids, decode_child)?;
         self.counters().count(out.len() as u64);
         Ok(out)
     }
 
     fn active_events_of(&self, ids: &[DelegationId]) -> Result<Vec<Event>> {
-        let table = self.open(ACTIVE_EVENTS).map_err(storage)?;
-        let mut out = Vec::new();
-        for id in ids {
-            for row in table.range(by_id(id.as_str())).map_err(storage)? {
-                let (_, v) = row.map_err(storage)?;
-                out.push(decode_event(self.path(), v.value())?);
-            }
-        }
-        Ok(out)
+        rows_of(self, ACTIVE_EVENTS, ids, decode_event)
     }
 
     fn events(&self, id: &DelegationId) -> Result<Vec<Event>> {
@@ -271,12 +256,7 @@ impl<T: Tables> ReadTx for T {
         live: usize,
     ) -> Result<Vec<UnitRecord>> {
         if session.is_some() {
-            let units = self.recent_units(session, limit + live)?;
-            return Ok(units
-                .into_iter()
-                .filter(|u| u.status.is_terminal())
-                .take(limit)
-                .collect());
+            return Ok(ended(self.recent_units(session, limit + live)?, limit));
         }
         let by_time = self.open(UNITS_BY_TIME).map_err(storage)?;
         let active = self.open(ACTIVE_RECORDS).map_err(storage)?;
@@ -341,4 +321,22 @@ impl<T: Tables> ReadTx for T {
             .map_err(storage)?
             .map(|v| v.value().to_vec()))
     }
+}
+
+/// Every row of `def` (keyed by unit, then a number) of the units `ids`, by unit.
+fn rows_of<T: Tables + ?Sized, R>(
+    tables: &T,
+    def: redb::TableDefinition<(&'static str, u32), &'static [u8]>,
+    ids: &[DelegationId],
+    decode: fn(&std::path::Path, &[u8]) -> Result<R>,
+) -> Result<Vec<R>> {
+    let table = tables.open(def).map_err(storage)?;
+    let mut out = Vec::new();
+    for id in ids {
+        for row in table.range(by_id(id.as_str())).map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(tables.path(), v.value())?);
+        }
+    }
+    Ok(out)
 }

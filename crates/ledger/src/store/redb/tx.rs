@@ -204,6 +204,30 @@ impl<'p> Write<'p> {
         Ok(active.get(id).map_err(storage)?.is_some())
     }
 
+    /// Writes `bytes` under `key` (unit, number) in `def`, and in `mirror` while the unit is
+    /// active.
+    fn put_mirrored(
+        &self,
+        def: TableDefinition<(&'static str, u32), &'static [u8]>,
+        mirror: TableDefinition<(&'static str, u32), &'static [u8]>,
+        key: (&str, u32),
+        bytes: &[u8],
+    ) -> Result<()> {
+        self.txn_mut()
+            .open_table(def)
+            .map_err(storage)?
+            .insert(key, bytes)
+            .map_err(storage)?;
+        if self.is_active(key.0)? {
+            self.txn_mut()
+                .open_table(mirror)
+                .map_err(storage)?
+                .insert(key, bytes)
+                .map_err(storage)?;
+        }
+        Ok(())
+    }
+
     /// Removes the mirrors of a unit's children and events (it ended, or is removed).
     fn forget_active(&self, id: &str) -> Result<()> {
         for def in [ACTIVE_CHILDREN, ACTIVE_EVENTS] {
@@ -344,20 +368,7 @@ impl WriteTx for Write<'_> {
     /// Inserts or updates a child, and its mirror while its unit is active.
     fn put_child(&self, child: &Child) -> Result<()> {
         let key = (child.delegation_id.as_str(), child.index);
-        let encoded = codec::encode(child);
-        self.txn_mut()
-            .open_table(CHILDREN)
-            .map_err(storage)?
-            .insert(key, encoded.as_slice())
-            .map_err(storage)?;
-        if self.is_active(key.0)? {
-            self.txn_mut()
-                .open_table(ACTIVE_CHILDREN)
-                .map_err(storage)?
-                .insert(key, encoded.as_slice())
-                .map_err(storage)?;
-        }
-        Ok(())
+        self.put_mirrored(CHILDREN, ACTIVE_CHILDREN, key, &codec::encode(child))
     }
 
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
@@ -383,19 +394,7 @@ impl WriteTx for Write<'_> {
     fn put_event(&self, event: &Event) -> Result<()> {
         let id = event.delegation_id.as_str();
         let code = key_code(event.key);
-        let encoded = codec::encode(event);
-        self.txn_mut()
-            .open_table(EVENTS)
-            .map_err(storage)?
-            .insert((id, code), encoded.as_slice())
-            .map_err(storage)?;
-        if self.is_active(id)? {
-            self.txn_mut()
-                .open_table(ACTIVE_EVENTS)
-                .map_err(storage)?
-                .insert((id, code), encoded.as_slice())
-                .map_err(storage)?;
-        }
+        self.put_mirrored(EVENTS, ACTIVE_EVENTS, (id, code), &codec::encode(event))?;
         let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
         let index_key = (session_part(event.session.as_ref()), id, code);
         if event.state.is_terminal() {
