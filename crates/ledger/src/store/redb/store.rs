@@ -228,8 +228,9 @@ impl RedbStore {
 
 impl RedbStore {
     /// Brings a file of an older format to this one, in one transaction (another process may
-    /// have done it first: the format is read again inside it). Format 7 keeps the records of
-    /// the active units in `active_records`, filled here from format 6's index of their ids.
+    /// have done it first: the format is read again inside it). Format 7 keeps the records,
+    /// children and events of the active units in tables of their own, filled here from format
+    /// 6's index of their ids.
     fn migrate(&self) -> Result<()> {
         let db = self.writable()?;
         let counters = Counters::default();
