@@ -11,9 +11,9 @@ impl Ledger {
     pub fn overview(&self, recent_limit: usize) -> Result<Overview> {
         self.read(|r| {
             let mut overview = live(r)?;
-            let live = overview.running.len() + overview.queued.len();
+            let active = overview.running.len() + overview.queued.len();
             if recent_limit > 0 {
-                let recent = r.recent_ended_units(None, recent_limit, live)?;
+                let recent = r.recent_ended_units(None, recent_limit, active)?;
                 overview.recent = views(r, recent)?;
             }
             Ok(overview)
