@@ -4,7 +4,11 @@
 //! everything queued, runs each operation in turn inside one write transaction — taking in
 //! whatever queues while that transaction waited for the write lock (another process's commit)
 //! or ran, up to 1,024 operations — commits once, hands every caller its own result, and lets
-//! the next waiter lead whatever queued meanwhile (while the commit's `fdatasync`s ran). A caller
+//! the next waiter lead whatever queued meanwhile (while the commit's `fdatasync`s ran). The
+//! next leader yields its CPU once before it takes the queue: the callers the commit just woke
+//! usually have a next write to make (a unit's children start once it is dispatched, finish
+//! once they started), and on a busy host a leader that ran straight on left them all to the
+//! group after its own, so units alternated between two half-full commits. A caller
 //! returns only after the commit that holds its operation is durable, so `publish`, `ack` and
 //! `drop` are durable when they return.
 //!
@@ -118,6 +122,10 @@ impl Ledger {
                     }
                 }
             }
+            // Handed the lead by a commit that just woke its callers: let them run first. Their
+            // next writes (the same units' next steps) then queue into this group instead of
+            // waiting a whole commit for the one after it.
+            std::thread::yield_now();
         }
         // Leading: everything queued so far, this caller's operation among it, and whatever
         // queues while the group waits for the write lock or runs ([`Ledger::join_queued`]).
