@@ -8,6 +8,7 @@
 
 mod counting;
 mod guard;
+mod open;
 mod read;
 mod store;
 mod tables;

@@ -199,7 +199,7 @@ impl<T: Tables> ReadTx for T {
         match session {
             None => {
                 let table = self.open(UNITS_BY_TIME).map_err(storage)?;
-                let len = redb::ReadableTableMetadata::len(&table).map_err(storage)?;
+                let len = redb::ReadableTableMetadata::len(&*table).map_err(storage)?;
                 Ok(usize::try_from(len).unwrap_or(usize::MAX).min(at_most))
             }
             Some(session) => {

@@ -6,12 +6,14 @@
 //! transaction, through `ReadableTable`, the way redb shares getters itself.
 
 use std::cell::Cell;
+use std::ops::Deref;
 use std::path::Path;
 
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::Serialize;
 
 use super::guard::storage;
+use super::open::{Lent, OpenTables};
 use super::tables::*;
 use crate::codec::{self};
 use crate::error::Result;
@@ -25,8 +27,7 @@ use crate::store::{Counters, META_ACTIVITY, ReadTx, WriteTx, key_code, session_p
 /// A redb transaction of either kind, seen as its tables.
 pub(crate) trait Tables {
     /// An open table of this transaction.
-    type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>: ReadableTable<K, V>
-        + ReadableTableMetadata
+    type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>: Deref<Target: ReadableTable<K, V> + ReadableTableMetadata>
     where
         Self: 't;
 
@@ -52,7 +53,11 @@ pub(crate) struct Read<'p> {
 
 /// A redb write transaction. Dropping it without `commit` aborts it.
 pub(crate) struct Write<'p> {
-    pub(crate) txn: redb::WriteTransaction,
+    /// The tables opened so far, kept open for the rest of the transaction. Declared before
+    /// `txn`: they close before it ends (see [`OpenTables`]).
+    open: OpenTables,
+    /// Boxed: the open tables refer to it, and a `Write` moves (into its `Writer`).
+    txn: Box<redb::WriteTransaction>,
     pub(crate) path: &'p Path,
     pub(crate) counters: &'p Counters,
     dirty: Cell<bool>,
@@ -60,7 +65,7 @@ pub(crate) struct Write<'p> {
 
 impl Tables for Read<'_> {
     type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>
-        = redb::ReadOnlyTable<K, V>
+        = Box<redb::ReadOnlyTable<K, V>>
     where
         Self: 't;
 
@@ -68,7 +73,7 @@ impl Tables for Read<'_> {
         &self,
         def: TableDefinition<K, V>,
     ) -> std::result::Result<Self::Table<'_, K, V>, redb::TableError> {
-        self.txn.open_table(def)
+        self.txn.open_table(def).map(Box::new)
     }
 
     fn path(&self) -> &Path {
@@ -82,7 +87,7 @@ impl Tables for Read<'_> {
 
 impl Tables for Write<'_> {
     type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>
-        = redb::Table<'t, K, V>
+        = Lent<'t, K, V>
     where
         Self: 't;
 
@@ -90,7 +95,7 @@ impl Tables for Write<'_> {
         &self,
         def: TableDefinition<K, V>,
     ) -> std::result::Result<Self::Table<'_, K, V>, redb::TableError> {
-        self.txn.open_table(def)
+        self.table(def)
     }
 
     fn path(&self) -> &Path {
@@ -139,12 +144,12 @@ pub(super) fn delegations<'i, T: Tables + ?Sized>(
 }
 
 fn put<K: redb::Key + 'static, T: Serialize>(
-    txn: &redb::WriteTransaction,
+    txn: &Write<'_>,
     def: TableDefinition<K, &'static [u8]>,
     key: K::SelfType<'_>,
     value: &T,
 ) -> Result<()> {
-    let mut table = txn.open_table(def).map_err(storage)?;
+    let mut table = txn.table_mut(def).map_err(storage)?;
     table
         .insert(key, codec::encode(value).as_slice())
         .map_err(storage)?;
@@ -158,7 +163,8 @@ impl<'p> Write<'p> {
         counters: &'p Counters,
     ) -> Write<'p> {
         Write {
-            txn,
+            open: OpenTables::default(),
+            txn: Box::new(txn),
             path,
             counters,
             dirty: Cell::new(false),
@@ -171,36 +177,54 @@ impl<'p> Write<'p> {
         &self.txn
     }
 
+    /// A table of this transaction, for reading (opened once, then kept open).
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> std::result::Result<Lent<'_, K, V>, redb::TableError> {
+        // SAFETY: every table of `self.open` was opened in `self.txn`, which is boxed (so
+        // moving `self` does not move it) and outlives them: `commit` closes them first, and a
+        // drop drops `open` before `txn`.
+        unsafe { self.open.lend(&self.txn, def) }
+    }
+
+    /// A table of this transaction, for writing: marks the transaction dirty.
+    fn table_mut<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> std::result::Result<Lent<'_, K, V>, redb::TableError> {
+        self.dirty.set(true);
+        self.table(def)
+    }
+
     /// Creates every table, so read transactions never meet a missing one.
     pub(crate) fn create_tables(&self) -> Result<()> {
-        self.txn_mut().open_table(META).map_err(storage)?;
-        self.txn_mut().open_table(SESSIONS).map_err(storage)?;
-        self.txn_mut().open_table(HOSTS).map_err(storage)?;
-        self.txn_mut().open_table(DELEGATIONS).map_err(storage)?;
-        self.txn_mut().open_table(CHILDREN).map_err(storage)?;
-        self.txn_mut().open_table(EVENTS).map_err(storage)?;
-        self.txn_mut().open_table(CLAIMS).map_err(storage)?;
-        self.txn_mut().open_table(QUEUE).map_err(storage)?;
-        self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
-        self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
-        self.txn_mut()
-            .open_table(ACTIVE_CHILDREN)
+        self.table_mut(META).map_err(storage)?;
+        self.table_mut(SESSIONS).map_err(storage)?;
+        self.table_mut(HOSTS).map_err(storage)?;
+        self.table_mut(DELEGATIONS).map_err(storage)?;
+        self.table_mut(CHILDREN).map_err(storage)?;
+        self.table_mut(EVENTS).map_err(storage)?;
+        self.table_mut(CLAIMS).map_err(storage)?;
+        self.table_mut(QUEUE).map_err(storage)?;
+        self.table_mut(OPEN_EVENTS).map_err(storage)?;
+        self.table_mut(ACTIVE_RECORDS).map_err(storage)?;
+        self.table_mut(ACTIVE_CHILDREN)
             .map_err(storage)?;
-        self.txn_mut().open_table(ACTIVE_EVENTS).map_err(storage)?;
-        self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
-        self.txn_mut()
-            .open_table(UNITS_BY_SESSION)
+        self.table_mut(ACTIVE_EVENTS).map_err(storage)?;
+        self.table_mut(UNITS_BY_TIME).map_err(storage)?;
+        self.table_mut(UNITS_BY_SESSION)
             .map_err(storage)?;
-        self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
-        self.txn_mut().open_table(CHILD_STALLS).map_err(storage)?;
-        self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
-        self.txn_mut().open_table(METRICS_BASE).map_err(storage)?;
+        self.table_mut(CHILD_TAILS).map_err(storage)?;
+        self.table_mut(CHILD_STALLS).map_err(storage)?;
+        self.table_mut(UNIT_TALLIES).map_err(storage)?;
+        self.table_mut(METRICS_BASE).map_err(storage)?;
         Ok(())
     }
 
     /// Whether `id` is a queued or running unit (its children and events are mirrored).
     fn is_active(&self, id: &str) -> Result<bool> {
-        let active = self.txn.open_table(ACTIVE_RECORDS).map_err(storage)?;
+        let active = self.table(ACTIVE_RECORDS).map_err(storage)?;
         Ok(active.get(id).map_err(storage)?.is_some())
     }
 
@@ -213,14 +237,12 @@ impl<'p> Write<'p> {
         key: (&str, u32),
         bytes: &[u8],
     ) -> Result<()> {
-        self.txn_mut()
-            .open_table(def)
+        self.table_mut(def)
             .map_err(storage)?
             .insert(key, bytes)
             .map_err(storage)?;
         if self.is_active(key.0)? {
-            self.txn_mut()
-                .open_table(mirror)
+            self.table_mut(mirror)
                 .map_err(storage)?
                 .insert(key, bytes)
                 .map_err(storage)?;
@@ -231,8 +253,7 @@ impl<'p> Write<'p> {
     /// Removes the mirrors of a unit's children and events (it ended, or is removed).
     fn forget_active(&self, id: &str) -> Result<()> {
         for def in [ACTIVE_CHILDREN, ACTIVE_EVENTS] {
-            self.txn_mut()
-                .open_table(def)
+            self.table_mut(def)
                 .map_err(storage)?
                 .retain_in(by_id(id), |_, _| false)
                 .map_err(storage)?;
@@ -243,7 +264,7 @@ impl<'p> Write<'p> {
     /// Copies the record, children and events of every unit format 6 indexed as active into
     /// the tables of the active units, then deletes that index (the migration to format 7).
     pub(crate) fn move_active_units_v6(&self) -> Result<()> {
-        let ids: Vec<String> = match self.txn.open_table(ACTIVE_UNITS_V6) {
+        let ids: Vec<String> = match self.table(ACTIVE_UNITS_V6) {
             Ok(table) => table
                 .iter()
                 .map_err(storage)?
@@ -254,8 +275,8 @@ impl<'p> Write<'p> {
             Err(err) => return Err(storage(err)),
         };
         {
-            let units = self.txn_mut().open_table(DELEGATIONS).map_err(storage)?;
-            let mut active = self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
+            let units = self.table_mut(DELEGATIONS).map_err(storage)?;
+            let mut active = self.table_mut(ACTIVE_RECORDS).map_err(storage)?;
             for id in &ids {
                 if let Some(record) = units.get(id.as_str()).map_err(storage)? {
                     active
@@ -264,8 +285,8 @@ impl<'p> Write<'p> {
                 }
             }
             for (rows, mirror) in [(CHILDREN, ACTIVE_CHILDREN), (EVENTS, ACTIVE_EVENTS)] {
-                let rows = self.txn.open_table(rows).map_err(storage)?;
-                let mut mirror = self.txn_mut().open_table(mirror).map_err(storage)?;
+                let rows = self.table(rows).map_err(storage)?;
+                let mut mirror = self.table_mut(mirror).map_err(storage)?;
                 for id in &ids {
                     for row in rows.range(by_id(id)).map_err(storage)? {
                         let (k, v) = row.map_err(storage)?;
@@ -274,6 +295,8 @@ impl<'p> Write<'p> {
                 }
             }
         }
+        // A table is deleted closed: every open one is closed first.
+        self.open.close();
         self.txn_mut()
             .delete_table(ACTIVE_UNITS_V6)
             .map_err(storage)?;
@@ -287,23 +310,25 @@ impl WriteTx for Write<'_> {
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
-        self.txn.commit().map_err(storage)
+        let Write { open, txn, .. } = *self;
+        drop(open);
+        txn.commit().map_err(storage)
     }
 
     /// Stores the last output of a running child.
     fn put_child_tail(&self, id: &DelegationId, index: u32, tail: &str) -> Result<()> {
-        let mut table = self.txn_mut().open_table(CHILD_TAILS).map_err(storage)?;
+        let mut table = self.table_mut(CHILD_TAILS).map_err(storage)?;
         table.insert((id.as_str(), index), tail).map_err(storage)?;
         Ok(())
     }
 
     fn put_session(&self, session: &Session) -> Result<()> {
-        put(self.txn_mut(), SESSIONS, session.id.as_str(), session)
+        put(self, SESSIONS, session.id.as_str(), session)
     }
 
     fn put_host(&self, host: &HostRecord) -> Result<()> {
         put(
-            self.txn_mut(),
+            self,
             HOSTS,
             (host.process.pid, host.process.start_time),
             host,
@@ -311,7 +336,7 @@ impl WriteTx for Write<'_> {
     }
 
     fn remove_host(&self, process: ProcessId) -> Result<()> {
-        let mut table = self.txn_mut().open_table(HOSTS).map_err(storage)?;
+        let mut table = self.table_mut(HOSTS).map_err(storage)?;
         table
             .remove((process.pid, process.start_time))
             .map_err(storage)?;
@@ -323,13 +348,12 @@ impl WriteTx for Write<'_> {
     fn put_delegation(&self, unit: &UnitRecord) -> Result<()> {
         let id = unit.id.as_str();
         let encoded = codec::encode(unit);
-        self.txn_mut()
-            .open_table(DELEGATIONS)
+        self.table_mut(DELEGATIONS)
             .map_err(storage)?
             .insert(id, encoded.as_slice())
             .map_err(storage)?;
         {
-            let mut active = self.txn_mut().open_table(ACTIVE_RECORDS).map_err(storage)?;
+            let mut active = self.table_mut(ACTIVE_RECORDS).map_err(storage)?;
             if unit.status.is_terminal() {
                 if active.remove(id).map_err(storage)?.is_some() {
                     drop(active);
@@ -340,7 +364,7 @@ impl WriteTx for Write<'_> {
             }
         }
         {
-            let mut queue = self.txn_mut().open_table(QUEUE).map_err(storage)?;
+            let mut queue = self.table_mut(QUEUE).map_err(storage)?;
             if let Some(seq) = unit.queue_seq {
                 if unit.status == crate::model::UnitStatus::Queued {
                     queue.insert(seq, id).map_err(storage)?;
@@ -349,15 +373,12 @@ impl WriteTx for Write<'_> {
                 }
             }
         }
-        let mut by_time = self.txn_mut().open_table(UNITS_BY_TIME).map_err(storage)?;
+        let mut by_time = self.table_mut(UNITS_BY_TIME).map_err(storage)?;
         by_time
             .insert((unit.dispatched_at.0, id), ())
             .map_err(storage)?;
         if let Some(session) = &unit.session {
-            let mut by_session = self
-                .txn_mut()
-                .open_table(UNITS_BY_SESSION)
-                .map_err(storage)?;
+            let mut by_session = self.table_mut(UNITS_BY_SESSION).map_err(storage)?;
             by_session
                 .insert((session.as_str(), id), ())
                 .map_err(storage)?;
@@ -373,7 +394,7 @@ impl WriteTx for Write<'_> {
 
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
         put(
-            self.txn_mut(),
+            self,
             CHILD_STALLS,
             (id.as_str(), stalling.index),
             stalling,
@@ -381,11 +402,11 @@ impl WriteTx for Write<'_> {
     }
 
     fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
-        put(self.txn_mut(), UNIT_TALLIES, id.as_str(), tally)
+        put(self, UNIT_TALLIES, id.as_str(), tally)
     }
 
     fn remove_tally(&self, id: &DelegationId) -> Result<()> {
-        let mut table = self.txn_mut().open_table(UNIT_TALLIES).map_err(storage)?;
+        let mut table = self.table_mut(UNIT_TALLIES).map_err(storage)?;
         table.remove(id.as_str()).map_err(storage)?;
         Ok(())
     }
@@ -395,7 +416,7 @@ impl WriteTx for Write<'_> {
         let id = event.delegation_id.as_str();
         let code = key_code(event.key);
         self.put_mirrored(EVENTS, ACTIVE_EVENTS, (id, code), &codec::encode(event))?;
-        let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
+        let mut open = self.table_mut(OPEN_EVENTS).map_err(storage)?;
         let index_key = (session_part(event.session.as_ref()), id, code);
         if event.state.is_terminal() {
             open.remove(index_key).map_err(storage)?;
@@ -406,11 +427,11 @@ impl WriteTx for Write<'_> {
     }
 
     fn put_claim(&self, claim: &ClaimRecord) -> Result<()> {
-        put(self.txn_mut(), CLAIMS, claim.token.0, claim)
+        put(self, CLAIMS, claim.token.0, claim)
     }
 
     fn remove_claim(&self, token: ClaimToken) -> Result<()> {
-        let mut table = self.txn_mut().open_table(CLAIMS).map_err(storage)?;
+        let mut table = self.table_mut(CLAIMS).map_err(storage)?;
         table.remove(token.0).map_err(storage)?;
         Ok(())
     }
@@ -422,13 +443,13 @@ impl WriteTx for Write<'_> {
     }
 
     fn set_meta(&self, key: &str, value: u64) -> Result<()> {
-        let mut table = self.txn_mut().open_table(META).map_err(storage)?;
+        let mut table = self.table_mut(META).map_err(storage)?;
         table.insert(key, value).map_err(storage)?;
         Ok(())
     }
 
     fn put_metrics_base(&self, record: &[u8]) -> Result<()> {
-        let mut table = self.txn_mut().open_table(METRICS_BASE).map_err(storage)?;
+        let mut table = self.table_mut(METRICS_BASE).map_err(storage)?;
         table.insert(METRICS_BASE_KEY, record).map_err(storage)?;
         Ok(())
     }
@@ -440,7 +461,7 @@ impl WriteTx for Write<'_> {
             if let Some(lease) = &event.lease {
                 self.remove_claim(lease.token)?;
             }
-            let mut open = self.txn_mut().open_table(OPEN_EVENTS).map_err(storage)?;
+            let mut open = self.table_mut(OPEN_EVENTS).map_err(storage)?;
             open.remove((
                 session_part(event.session.as_ref()),
                 id,
@@ -448,35 +469,29 @@ impl WriteTx for Write<'_> {
             ))
             .map_err(storage)?;
         }
-        self.txn_mut()
-            .open_table(EVENTS)
+        self.table_mut(EVENTS)
             .map_err(storage)?
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
-        self.txn_mut()
-            .open_table(CHILDREN)
+        self.table_mut(CHILDREN)
             .map_err(storage)?
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
-        self.txn_mut()
-            .open_table(CHILD_TAILS)
+        self.table_mut(CHILD_TAILS)
             .map_err(storage)?
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
-        self.txn_mut()
-            .open_table(CHILD_STALLS)
+        self.table_mut(CHILD_STALLS)
             .map_err(storage)?
             .retain_in(by_id(id), |_, _| false)
             .map_err(storage)?;
         self.remove_tally(&unit.id)?;
-        self.txn_mut()
-            .open_table(DELEGATIONS)
+        self.table_mut(DELEGATIONS)
             .map_err(storage)?
             .remove(id)
             .map_err(storage)?;
         let was_active = self
-            .txn_mut()
-            .open_table(ACTIVE_RECORDS)
+            .table_mut(ACTIVE_RECORDS)
             .map_err(storage)?
             .remove(id)
             .map_err(storage)?
@@ -484,21 +499,18 @@ impl WriteTx for Write<'_> {
         if was_active {
             self.forget_active(id)?;
         }
-        self.txn_mut()
-            .open_table(UNITS_BY_TIME)
+        self.table_mut(UNITS_BY_TIME)
             .map_err(storage)?
             .remove((unit.dispatched_at.0, id))
             .map_err(storage)?;
         if let Some(seq) = unit.queue_seq {
-            self.txn_mut()
-                .open_table(QUEUE)
+            self.table_mut(QUEUE)
                 .map_err(storage)?
                 .remove(seq)
                 .map_err(storage)?;
         }
         if let Some(session) = &unit.session {
-            self.txn_mut()
-                .open_table(UNITS_BY_SESSION)
+            self.table_mut(UNITS_BY_SESSION)
                 .map_err(storage)?
                 .remove((session.as_str(), id))
                 .map_err(storage)?;
