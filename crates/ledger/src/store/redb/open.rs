@@ -118,6 +118,10 @@ impl<'s, K: Key + 'static, V: Value + 'static> Drop for Lent<'s, K, V> {
         let (Some(table), Some((name, mut slot))) = (self.table.take(), self.held.take()) else {
             return;
         };
+        if table.name() != name {
+            // Swapped with another table through `DerefMut`: closed, not kept under a wrong name.
+            return;
+        }
         // SAFETY: the erased lifetime is never used: the table leaves the cache only through
         // `lend`, which gives it back the lifetime of a borrow of the cache, and the cache is
         // emptied before the transaction it borrows ends (see `lend`'s contract).
@@ -196,6 +200,27 @@ mod tests {
         drop(first);
         // Given back, it lends again.
         assert!(unsafe { open.lend(&txn, ROWS) }.is_ok());
+    }
+
+    #[test]
+    fn tables_swapped_through_their_loans_are_never_kept_under_each_others_names() {
+        let (_dir, db) = database();
+        let txn = Box::new(db.begin_write().expect("begin"));
+        let open = OpenTables::default();
+        let mut rows = unsafe { open.lend(&txn, ROWS) }.expect("lend");
+        let mut other = unsafe { open.lend(&txn, OTHER) }.expect("lend other");
+        std::mem::swap(&mut *rows, &mut *other);
+        drop((rows, other));
+        unsafe { open.lend(&txn, ROWS) }
+            .expect("lend")
+            .insert(7, 7)
+            .expect("insert");
+        drop(open);
+        txn.commit().expect("commit");
+        let read = db.begin_read().expect("read");
+        let rows = read.open_table(ROWS).expect("rows");
+        assert_eq!(rows.get(7).expect("get").map(|v| v.value()), Some(7));
+        assert_eq!(read.open_table(OTHER).expect("other").len().expect("len"), 0);
     }
 
     #[test]
