@@ -103,13 +103,17 @@ impl<'s, K: Key + 'static, V: Value + 'static> Deref for Lent<'s, K, V> {
     type Target = Table<'s, K, V>;
 
     fn deref(&self) -> &Self::Target {
-        self.table.as_ref().expect("a lent table is present until dropped")
+        self.table
+            .as_ref()
+            .expect("a lent table is present until dropped")
     }
 }
 
 impl<K: Key + 'static, V: Value + 'static> DerefMut for Lent<'_, K, V> {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        self.table.as_mut().expect("a lent table is present until dropped")
+        self.table
+            .as_mut()
+            .expect("a lent table is present until dropped")
     }
 }
 
@@ -186,7 +190,10 @@ mod tests {
         let read = db.begin_read().expect("read");
         let rows = read.open_table(ROWS).expect("rows");
         assert_eq!(rows.len().expect("len"), 3);
-        assert_eq!(read.open_table(OTHER).expect("other").len().expect("len"), 3);
+        assert_eq!(
+            read.open_table(OTHER).expect("other").len().expect("len"),
+            3
+        );
     }
 
     #[test]
@@ -220,7 +227,10 @@ mod tests {
         let read = db.begin_read().expect("read");
         let rows = read.open_table(ROWS).expect("rows");
         assert_eq!(rows.get(7).expect("get").map(|v| v.value()), Some(7));
-        assert_eq!(read.open_table(OTHER).expect("other").len().expect("len"), 0);
+        assert_eq!(
+            read.open_table(OTHER).expect("other").len().expect("len"),
+            0
+        );
     }
 
     #[test]
@@ -252,6 +262,9 @@ mod tests {
         const MISTYPED: TableDefinition<u64, &str> = TableDefinition::new("rows");
         // The kept table is closed and redb checks the types against what the file holds.
         let mistyped = unsafe { open.lend(&txn, MISTYPED) };
-        assert!(matches!(mistyped, Err(TableError::TableTypeMismatch { .. })));
+        assert!(matches!(
+            mistyped,
+            Err(TableError::TableTypeMismatch { .. })
+        ));
     }
 }

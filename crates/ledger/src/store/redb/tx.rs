@@ -27,7 +27,9 @@ use crate::store::{Counters, META_ACTIVITY, ReadTx, WriteTx, key_code, session_p
 /// A redb transaction of either kind, seen as its tables.
 pub(crate) trait Tables {
     /// An open table of this transaction.
-    type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>: Deref<Target: ReadableTable<K, V> + ReadableTableMetadata>
+    type Table<'t, K: redb::Key + 'static, V: redb::Value + 'static>: Deref<
+        Target: ReadableTable<K, V> + ReadableTableMetadata,
+    >
     where
         Self: 't;
 
@@ -209,12 +211,10 @@ impl<'p> Write<'p> {
         self.table_mut(QUEUE).map_err(storage)?;
         self.table_mut(OPEN_EVENTS).map_err(storage)?;
         self.table_mut(ACTIVE_RECORDS).map_err(storage)?;
-        self.table_mut(ACTIVE_CHILDREN)
-            .map_err(storage)?;
+        self.table_mut(ACTIVE_CHILDREN).map_err(storage)?;
         self.table_mut(ACTIVE_EVENTS).map_err(storage)?;
         self.table_mut(UNITS_BY_TIME).map_err(storage)?;
-        self.table_mut(UNITS_BY_SESSION)
-            .map_err(storage)?;
+        self.table_mut(UNITS_BY_SESSION).map_err(storage)?;
         self.table_mut(CHILD_TAILS).map_err(storage)?;
         self.table_mut(CHILD_STALLS).map_err(storage)?;
         self.table_mut(UNIT_TALLIES).map_err(storage)?;
@@ -393,12 +393,7 @@ impl WriteTx for Write<'_> {
     }
 
     fn put_stall(&self, id: &DelegationId, stalling: &Stalling) -> Result<()> {
-        put(
-            self,
-            CHILD_STALLS,
-            (id.as_str(), stalling.index),
-            stalling,
-        )
+        put(self, CHILD_STALLS, (id.as_str(), stalling.index), stalling)
     }
 
     fn put_tally(&self, id: &DelegationId, tally: &UnitTally) -> Result<()> {
