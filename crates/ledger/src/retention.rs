@@ -20,8 +20,10 @@ const PURGE_BATCH_RANGE: (usize, usize) = (8, 1_024);
 /// How long one purge transaction aims to hold the write lock, in milliseconds: a dispatch or
 /// an ack that waits behind it waits about this long, not the whole purge.
 pub const PURGE_TXN_MS: u64 = 15;
-/// The pause after each purge transaction, so that writers waiting for the lock take it
-/// between two of them (a lock's waiters are not served in order).
+/// The least pause after each purge transaction, so that writers waiting for the lock take
+/// it between two of them (a lock's waiters are not served in order). The pause is as long as
+/// the transaction took when that is longer: the purge takes at most half of the ledger's
+/// time while it runs, and leaves the rest (and the machine's CPU and disk) to the writers.
 const PURGE_PAUSE: std::time::Duration = std::time::Duration::from_millis(3);
 /// The wall time one sweep spends on the purge by default, in milliseconds
 /// ([`LedgerConfig::purge_budget_ms`]); the next sweep goes on where it stopped.
@@ -55,11 +57,12 @@ impl Ledger {
 
     /// Removes the terminal units that ended before the retention cutoff, in short write
     /// transactions: each removes [`PURGE_BATCH`] units at first, then as many as hold the
-    /// write lock about [`PURGE_TXN_MS`], with a pause after each so that other writers take
-    /// the lock between them. However many units expired, no other process waits longer than
-    /// one batch, and one sweep spends at most `purge_budget_ms` on it (at least one batch):
-    /// the next sweep goes on where this one stopped, as it does after a sweep that stopped
-    /// half-way (a crash, a lost connection) — whole batches are done.
+    /// write lock about [`PURGE_TXN_MS`], with a pause after each as long as it took (at least
+    /// [`PURGE_PAUSE`]) so that other writers take the lock between them. However many units
+    /// expired, no other process waits longer than one batch, and one sweep spends at most
+    /// `purge_budget_ms` on it (at least one batch): the next sweep goes on where this one
+    /// stopped, as it does after a sweep that stopped half-way (a crash, a lost connection) —
+    /// whole batches are done.
     pub(crate) fn purge_old_units(&self, now: Timestamp, purged: &mut usize) -> Result<()> {
         let cutoff = now.minus_ms(self.config.retention_ms);
         let budget = std::time::Duration::from_millis(self.config.purge_budget_ms);
@@ -85,7 +88,7 @@ impl Ledger {
             if started.elapsed() >= budget {
                 return Ok(());
             }
-            std::thread::sleep(PURGE_PAUSE);
+            std::thread::sleep(took.max(PURGE_PAUSE));
         }
     }
 
