@@ -110,7 +110,7 @@ pub fn load(ledger: &Ledger, pg_url: Option<&str>, history: &History, live: &Liv
         start = end;
     }
     if let Some(url) = pg_url {
-        analyze_pg(url)?;
+        vacuum_analyze_pg(url)?;
     }
     load_live(ledger, live, history.ended_at(history.units))
 }
@@ -120,7 +120,7 @@ pub fn load(ledger: &Ledger, pg_url: Option<&str>, history: &History, live: &Liv
 /// days has been vacuumed and analyzed. Without it, a plan chosen on the statistics of an
 /// empty table would measure the load, not the ledger, and autovacuum's first pass over
 /// millions of inserted rows would run during the measurements instead of before them.
-fn analyze_pg(url: &str) -> Result<()> {
+fn vacuum_analyze_pg(url: &str) -> Result<()> {
     crate::store::pg::off_runtime(|| {
         let mut client = postgres::Client::connect(url, postgres::NoTls)?;
         client.batch_execute("VACUUM (ANALYZE)")

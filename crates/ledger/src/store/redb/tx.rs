@@ -146,12 +146,12 @@ pub(super) fn delegations<'i, T: Tables + ?Sized>(
 }
 
 fn put<K: redb::Key + 'static, T: Serialize>(
-    txn: &Write<'_>,
+    write: &Write<'_>,
     def: TableDefinition<K, &'static [u8]>,
     key: K::SelfType<'_>,
     value: &T,
 ) -> Result<()> {
-    let mut table = txn.table_mut(def).map_err(storage)?;
+    let mut table = write.table_mut(def).map_err(storage)?;
     table
         .insert(key, codec::encode(value).as_slice())
         .map_err(storage)?;
