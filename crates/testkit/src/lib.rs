@@ -17,9 +17,10 @@ pub use agents::agent_bin;
 pub use backend::{BACKEND_VAR, TestBackend, TestDatabase, open_location};
 pub use hermes_ledger::testing::{
     backends_of, background_unit, connection_is_encrypted, connections_named, connections_of,
-    connections_that_ran, execute_sql, fail_event_writes, fresh_database, fresh_empty_database,
-    query_bools, refused_event_writes, reset_statements, running_unit, session_setting,
-    set_schema_version, spec, statements_run, terminate_connections, top_statements, with_dbname,
+    connections_that_ran, deallocate_prepared_statements, execute_sql, fail_event_writes,
+    fresh_database, fresh_empty_database, prepared_statements, query_bools, refused_event_writes,
+    reset_statements, running_unit, session_setting, set_schema_version, spec, statements_run,
+    terminate_connections, top_statements, with_dbname,
 };
 pub use server::{
     PG_URL_VAR, PoolMode, TestServer, pg_admin_url, pg_authority, pg_bouncer, pg_server,

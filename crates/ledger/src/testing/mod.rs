@@ -20,7 +20,8 @@ pub(crate) use backend::{TestBackend, pg_admin_url};
 pub use fixtures::{background_unit, running_unit, spec};
 pub use sql::{
     backends_of, connection_is_encrypted, connections_named, connections_of, connections_that_ran,
-    database_name, drop_database, execute_sql, fail_event_writes, fresh_database,
-    fresh_empty_database, query_bools, refused_event_writes, reset_statements, session_setting,
-    set_schema_version, statements_run, terminate_connections, top_statements, with_dbname,
+    database_name, deallocate_prepared_statements, drop_database, execute_sql, fail_event_writes,
+    fresh_database, fresh_empty_database, prepared_statements, query_bools, refused_event_writes,
+    reset_statements, session_setting, set_schema_version, statements_run, terminate_connections,
+    top_statements, with_dbname,
 };

@@ -26,6 +26,36 @@ pub fn connection_is_encrypted(url: &str) -> bool {
         .expect("pg_stat_ssl answers")
 }
 
+/// The texts of the statements `ledger`'s own connection has prepared
+/// (`pg_prepared_statements` is the asking session's).
+pub fn prepared_statements(ledger: &Ledger) -> Vec<String> {
+    let texts = ledger
+        .backend
+        .pg()
+        .expect("a PostgreSQL ledger")
+        .query_value::<String>(
+            "SELECT coalesce(string_agg(statement, chr(30) ORDER BY statement), '') \
+             FROM pg_prepared_statements",
+        )
+        .expect("pg_prepared_statements answers");
+    texts
+        .split('\u{1e}')
+        .filter(|text| !text.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Drops every statement `ledger`'s own connection prepared, behind its back (as a pooler's
+/// `DISCARD ALL` would).
+pub fn deallocate_prepared_statements(ledger: &Ledger) {
+    let pg = ledger.backend.pg().expect("a PostgreSQL ledger");
+    // `DEALLOCATE` answers no row, which `query_value` reports as its one error of this kind.
+    match pg.query_value::<i64>("DEALLOCATE ALL") {
+        Err(crate::LedgerError::Invalid(_)) => {}
+        other => panic!("DEALLOCATE ALL: {other:?}"),
+    }
+}
+
 /// Creates a new database on the server of `admin` with hermes' schema in it, and returns its
 /// URL. The schema is copied from a template this process made once (by hermes itself, on
 /// first use, as in production), which is what keeps a database per test cheap.

@@ -9,6 +9,7 @@ mod model_check;
 mod overview;
 mod pg_faults;
 mod pg_pooler;
+mod pg_prepared;
 mod pools;
 mod postgres;
 mod recovery;

@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,8 @@ use tokio_postgres::config::Host;
 use tokio_postgres::tls::MakeTlsConnect;
 
 use super::connect::Refused;
+
+mod prepared;
 
 /// How long closing a connection may wait for the server to see the goodbye.
 const CLOSE_WAIT: Duration = Duration::from_millis(500);
@@ -150,6 +153,8 @@ pub(crate) struct Client {
     connection: Option<Messages>,
     notifications: VecDeque<Notification>,
     answer: Arc<Answer>,
+    /// The statements prepared on this connection, and what decides whether to.
+    prepared: prepared::Prepared,
 }
 
 impl Client {
@@ -172,7 +177,7 @@ impl Client {
             after: answer_within,
         });
         let login = login(config, tls, &answer);
-        let (client, connection) = runtime
+        let (client, connection, peer) = runtime
             .block_on(async { tokio::time::timeout(login_within, login).await })
             .map_err(|_| Refused::Silent(login_within))??;
         Ok(Client {
@@ -181,6 +186,7 @@ impl Client {
             connection: Some(connection),
             notifications: VecDeque::new(),
             answer,
+            prepared: prepared::Prepared::new(peer),
         })
     }
 
@@ -205,6 +211,7 @@ impl Client {
             connection,
             notifications,
             answer,
+            prepared: _,
         } = self;
         let client: &'a Option<tokio_postgres::Client> = client;
         let (Some(runtime), Some(client)) = (runtime.as_ref(), client.as_ref()) else {
@@ -399,6 +406,8 @@ impl Drop for Client {
     fn drop(&mut self) {
         // Dropping the handle tells the connection to say goodbye (`Terminate`); the server
         // gets a short while to see it, never a long one (it may be the one not answering).
+        // The prepared statements go first: each asks the handle to close it.
+        self.prepared.forget();
         drop(self.client.take());
         if let (Some(runtime), Some(mut messages)) = (self.runtime.as_ref(), self.connection.take())
             && !self.answer.expired.load(Ordering::SeqCst)
@@ -435,6 +444,20 @@ impl Transaction<'_> {
         self.client.query_typed(sql, params)
     }
 
+    /// Runs `sql` as [`Client::query_hot_in_transaction`] does: prepared once it is hot.
+    pub(super) fn query_hot(
+        &mut self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, Error> {
+        self.client.query_hot_in_transaction(sql, params)
+    }
+
+    /// Whether the statement that just failed was a prepared one, gone or stale.
+    pub(super) fn take_stale(&mut self) -> bool {
+        self.client.take_stale()
+    }
+
     /// Runs `sql` with the simple protocol, discarding any rows.
     pub(super) fn batch_execute(&mut self, sql: &str) -> Result<(), Error> {
         self.client.batch_execute(sql)
@@ -455,12 +478,13 @@ impl Drop for Transaction<'_> {
     }
 }
 
-/// Logs in as `config` says, trying its hosts in order.
+/// Logs in as `config` says, trying its hosts in order; with the address the socket reached
+/// over TCP (`None` over a Unix-domain socket).
 async fn login(
     config: &tokio_postgres::Config,
     tls: &tokio_postgres_rustls::MakeRustlsConnect,
     answer: &Arc<Answer>,
-) -> Result<(tokio_postgres::Client, Messages), Refused> {
+) -> Result<(tokio_postgres::Client, Messages, Option<SocketAddr>), Refused> {
     let hosts = config.get_hosts();
     let addrs = config.get_hostaddrs();
     let count = hosts.len().max(addrs.len()).max(1);
@@ -484,15 +508,18 @@ async fn login(
                 let path = dir.join(format!(".s.PGSQL.{port}"));
                 tokio::net::UnixStream::connect(path)
                     .await
-                    .map(|s| Box::new(s) as Box<dyn Io>)
+                    .map(|s| (Box::new(s) as Box<dyn Io>, None))
             }
             (None, None) => tcp("localhost", port, config).await,
         };
-        let socket = match opened {
-            Ok(socket) => Watched {
-                inner: socket,
-                answer: Arc::clone(answer),
-            },
+        let (socket, peer) = match opened {
+            Ok((socket, peer)) => (
+                Watched {
+                    inner: socket,
+                    answer: Arc::clone(answer),
+                },
+                peer,
+            ),
             Err(err) => {
                 last = Some(Refused::Io(err));
                 continue;
@@ -521,7 +548,7 @@ async fn login(
             }
         };
         match logged_in {
-            Ok(connected) => return Ok(connected),
+            Ok((client, messages)) => return Ok((client, messages, peer)),
             Err(err) if config.get_password().is_none() && asked_for_password(&err) => {
                 last = Some(Refused::NoPassword);
             }
@@ -541,8 +568,12 @@ fn asked_for_password(err: &Error) -> bool {
 }
 
 /// A TCP connection to `host:port` (each address it resolves to, in turn), with hermes'
-/// keepalives and user timeout (`url.rs`, `deadlines`).
-async fn tcp(host: &str, port: u16, config: &tokio_postgres::Config) -> io::Result<Box<dyn Io>> {
+/// keepalives and user timeout (`url.rs`, `deadlines`), and the address it reached.
+async fn tcp(
+    host: &str,
+    port: u16,
+    config: &tokio_postgres::Config,
+) -> io::Result<(Box<dyn Io>, Option<SocketAddr>)> {
     let mut last = None;
     for addr in tokio::net::lookup_host((host, port)).await? {
         let stream = match tokio::net::TcpStream::connect(addr).await {
@@ -570,7 +601,7 @@ async fn tcp(host: &str, port: u16, config: &tokio_postgres::Config) -> io::Resu
             }
             socket.set_tcp_keepalive(&keepalive)?;
         }
-        return Ok(Box::new(stream));
+        return Ok((Box::new(stream), Some(addr)));
     }
     Err(last.unwrap_or_else(|| io::Error::other(format!("{host} resolves to no address"))))
 }

@@ -99,6 +99,9 @@ pub(super) enum Failure {
     /// A read begun as one statement ([`Pg::read_one`]) asked for a second: run it again in a
     /// read transaction.
     Unbracketed,
+    /// A statement the connection had prepared was gone or stale on the server (it had not
+    /// run): run the operation again, once, with the connection's statements forgotten.
+    Stale,
 }
 
 impl Pg {
@@ -245,6 +248,7 @@ impl Pg {
     ) -> Result<T> {
         let mut conflicts = 0u32;
         let mut reconnected = false;
+        let mut unprepared = false;
         loop {
             let mut conn = self.take()?;
             let failure = Cell::new(None);
@@ -297,6 +301,7 @@ impl Pg {
                     let micros = 50 * u64::from(conflicts.min(20)) * (1 + fastrand::u64(..4));
                     std::thread::sleep(Duration::from_micros(micros));
                 }
+                (Err(_), Some(Failure::Stale)) if !unprepared => unprepared = true,
                 (Err(_), Some(Failure::Broken)) if !committed.get() && !reconnected => {
                     // Whatever broke this connection (a restart, a failover, an operator
                     // ending hermes' backends) most likely broke the idle ones too: the one

@@ -2,8 +2,10 @@
 //! `transitions.sql` in an autocommit transaction of its own (READ COMMITTED, row locks), one
 //! round trip with its parameters' types given, instead of a serializable transaction of a
 //! dozen statements; and a boundary's read as one statement (one snapshot) instead of a
-//! read-only transaction of five. The function's plans are prepared once per connection by the server
-//! (PL/pgSQL caches them for the session), so a long-lived connection plans nothing again.
+//! read-only transaction of five. The functions' plans are prepared once per connection by the
+//! server (PL/pgSQL caches them for the session), and so is each call once it is hot, on a
+//! connection that reaches the server itself (`client/prepared.rs`): a long-lived connection
+//! parses and plans nothing again.
 
 use std::time::Duration;
 
@@ -39,7 +41,7 @@ impl Pg {
             let mut reconnected = false;
             loop {
                 let mut conn = self.take()?;
-                let result = conn.client.query_typed(&sql, &typed);
+                let result = conn.client.query_hot(&sql, &typed);
                 self.put_back(conn);
                 let err = match result {
                     Ok(rows) => return Ok(rows),

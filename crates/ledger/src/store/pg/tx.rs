@@ -183,8 +183,17 @@ impl Tx<'_, '_> {
             .ok_or_else(|| LedgerError::Invalid("the transaction has ended".into()))?;
         let typed: Vec<(&(dyn ToSql + Sync), Type)> =
             params.iter().map(|p| (p.as_sql(), p.pg_type())).collect();
-        txn.query_typed(&self.pg.target.qualify(sql), &typed)
-            .map_err(|e| self.fail(&e))
+        let result = txn.query_hot(&self.pg.target.qualify(sql), &typed);
+        result.map_err(|e| {
+            if txn.take_stale() {
+                // Prepared, and gone or stale on the server: the connection forgot its
+                // statements, and the transaction runs again unprepared.
+                self.aborted.set(true);
+                self.failure.set(Some(Failure::Stale));
+                return self.pg.statement_error(&e);
+            }
+            self.fail(&e)
+        })
     }
 
     /// The unit whose record is column `at` of `row` (`None` when NULL), and its host's
