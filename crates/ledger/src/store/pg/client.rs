@@ -444,20 +444,6 @@ impl Transaction<'_> {
         self.client.query_typed(sql, params)
     }
 
-    /// Runs `sql` as [`Client::query_hot_in_transaction`] does: prepared once it is hot.
-    pub(super) fn query_hot(
-        &mut self,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Vec<Row>, Error> {
-        self.client.query_hot_in_transaction(sql, params)
-    }
-
-    /// Whether the statement that just failed was a prepared one, gone or stale.
-    pub(super) fn take_stale(&mut self) -> bool {
-        self.client.take_stale()
-    }
-
     /// Runs `sql` with the simple protocol, discarding any rows.
     pub(super) fn batch_execute(&mut self, sql: &str) -> Result<(), Error> {
         self.client.batch_execute(sql)

@@ -27,7 +27,7 @@ use postgres::types::{ToSql, Type};
 use postgres::{Error, Row};
 use tokio_postgres::Statement;
 
-use super::Client;
+use super::{Client, Transaction};
 
 /// Runs of one statement on a connection before it is prepared there (psycopg's default
 /// threshold is 5; a transition runs thousands of times on a host's connection, a command's
@@ -112,7 +112,7 @@ impl Client {
     /// connection, then prepared once and run by name, on a connection that reaches the
     /// server itself. A prepared statement that is gone or stale is forgotten, and `sql` runs
     /// unnamed instead.
-    pub(crate) fn query_hot(
+    pub(in crate::store::pg) fn query_hot(
         &mut self,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
@@ -128,7 +128,7 @@ impl Client {
     /// [`Client::query_hot`] inside an open transaction, which a failed statement aborts: a
     /// prepared statement that is gone or stale is forgotten and fails the transaction, and
     /// [`Client::take_stale`] then says so (the transaction is to run again, unprepared).
-    pub(super) fn query_hot_in_transaction(
+    fn query_hot_in_transaction(
         &mut self,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
@@ -146,7 +146,7 @@ impl Client {
 
     /// Whether the statement that just failed was a prepared one found gone or stale (and
     /// now forgotten); asking clears it.
-    pub(super) fn take_stale(&mut self) -> bool {
+    fn take_stale(&mut self) -> bool {
         std::mem::take(&mut self.prepared.stale)
     }
 
@@ -198,6 +198,22 @@ impl Client {
         });
         self.prepared.direct = Some(direct);
         direct
+    }
+}
+
+impl Transaction<'_> {
+    /// Runs `sql` as [`Client::query_hot_in_transaction`] does: prepared once it is hot.
+    pub(in crate::store::pg) fn query_hot(
+        &mut self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, Error> {
+        self.client.query_hot_in_transaction(sql, params)
+    }
+
+    /// Whether the statement that just failed was a prepared one, gone or stale.
+    pub(in crate::store::pg) fn take_stale(&mut self) -> bool {
+        self.client.take_stale()
     }
 }
 
