@@ -406,8 +406,6 @@ impl Drop for Client {
     fn drop(&mut self) {
         // Dropping the handle tells the connection to say goodbye (`Terminate`); the server
         // gets a short while to see it, never a long one (it may be the one not answering).
-        // The prepared statements go first: each asks the handle to close it.
-        self.prepared.forget();
         drop(self.client.take());
         if let (Some(runtime), Some(mut messages)) = (self.runtime.as_ref(), self.connection.take())
             && !self.answer.expired.load(Ordering::SeqCst)

@@ -63,8 +63,8 @@ impl Prepared {
         }
     }
 
-    /// Forgets every statement (each asks the server to close it, if the connection is open).
-    pub(super) fn forget(&mut self) {
+    /// Forgets every statement (each asks the server to close it).
+    fn forget(&mut self) {
         self.statements.clear();
         self.runs.clear();
     }
@@ -117,12 +117,10 @@ impl Client {
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Row>, Error> {
-        match self.run_prepared(sql, params) {
-            Some(Err(err)) if unprepared(&err) => self.prepared.forget(),
-            Some(result) => return result,
-            None => {}
+        match self.query_hot_in_transaction(sql, params) {
+            Err(_) if self.take_stale() => self.query_typed(sql, params),
+            result => result,
         }
-        self.query_typed(sql, params)
     }
 
     /// [`Client::query_hot`] inside an open transaction, which a failed statement aborts: a
